@@ -1,0 +1,227 @@
+"""The flow spec: everything the Spark app needs to mirror one `source->target` flow.
+
+The planner's JSON flow entries become exactly this once cluster connection details are
+added (`kmirror.planner.flow_spec_for`). Every optional key is declared once in `OPTIONS`,
+with its doc and default; `docs/flow-spec.md` is the user-facing reference.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kmirror.errors import Problem, Problems, ValidationError, did_you_mean
+from kmirror.filters import NameSelection, pattern_problems
+from kmirror.policy import ReplicationPolicy, policy_from_config, policy_problems
+
+Check = Callable[[Any], str | None]
+
+
+def _int_at_least(minimum: int) -> Check:
+    def check(value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            return f"must be an integer >= {minimum}, got {value!r}"
+        return None
+
+    return check
+
+
+def _optional_int_at_least(minimum: int) -> Check:
+    inner = _int_at_least(minimum)
+    return lambda value: None if value is None else inner(value)
+
+
+def _bool(value: Any) -> str | None:
+    return None if isinstance(value, bool) else f"must be true or false, got {value!r}"
+
+
+def _str_map(value: Any) -> str | None:
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        return f"must be a mapping of librdkafka property names to values, got {value!r}"
+    return None
+
+
+def _starting_offsets(value: Any) -> str | None:
+    if value in ("earliest", "latest"):
+        return None
+    if isinstance(value, dict) and set(value) == {"timestamp_ms"} and _int_at_least(0)(value["timestamp_ms"]) is None:
+        return None
+    return f"must be 'earliest', 'latest' or {{timestamp_ms: <epoch ms>}}, got {value!r}"
+
+
+def _optional_str(value: Any) -> str | None:
+    return None if value is None or isinstance(value, str) else f"must be a string, got {value!r}"
+
+
+@dataclass(frozen=True)
+class Option:
+    name: str
+    default: Any
+    doc: str
+    check: Check
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option("producer", {}, "librdkafka producer overrides (cannot weaken acks/idempotence).", _str_map),
+    Option("consumer", {}, "librdkafka consumer overrides for the source.", _str_map),
+    Option("starting_offsets", "earliest", "Where a new flow starts: earliest, latest or {timestamp_ms}.", _starting_offsets),
+    Option("max_records_per_trigger", 500_000, "Admission control: records planned per micro-batch.", _int_at_least(1)),
+    Option("max_records_per_task", 250_000, "Large offset ranges are split into tasks of at most this many records.", _int_at_least(1)),
+    Option("trigger_interval_ms", 1_000, "Micro-batch interval in streaming mode.", _int_at_least(0)),
+    Option("topic_refresh_interval_ms", 30_000, "How often new source topics/partitions are discovered.", _int_at_least(0)),
+    Option("fail_on_data_loss", True, "Fail when retention deleted offsets not yet mirrored; false skips and counts them.", _bool),
+    Option("sync_topic_configs", True, "Create/align target topics with the source's configs.", _bool),
+    Option("replication_factor", None, "Replication factor of created target topics (broker default when null).", _optional_int_at_least(1)),
+    Option("exactly_once", False, "Transactional writes with offsets stored on the target.", _bool),
+    Option("emit_checkpoints", True, "Emit MM2-format checkpoints for consumer groups.", _bool),
+    Option("sync_group_offsets", False, "Write translated offsets into idle target groups.", _bool),
+    Option("emit_heartbeats", True, "Emit MM2-format heartbeats to the source's heartbeats topic.", _bool),
+    Option("checkpoint_interval_ms", 60_000, "Interval between checkpoint emissions.", _int_at_least(0)),
+    Option("heartbeat_interval_ms", 1_000, "Interval between heartbeats.", _int_at_least(0)),
+    Option("metrics_port", None, "HTTP port of the Prometheus endpoint on the driver (off when null).", _optional_int_at_least(0)),
+    Option("consumer_group", None, "Source consumer group the mirror commits to (default kmirror-<id>).", _optional_str),
+    Option("dead_letter_topic", None, "Target topic for records the target rejects (off when null: fail).", _optional_str),
+)
+OPTION_BY_NAME = {o.name: o for o in OPTIONS}
+REQUIRED = ("id", "source", "target", "topics", "topics_exclude", "replication_policy", "checkpoint_location")
+PASSTHROUGH = ("groups", "groups_exclude", "topology", "run_in")
+ALLOWED = set(REQUIRED) | set(PASSTHROUGH) | set(OPTION_BY_NAME)
+CLUSTER_KEYS = {"alias", "bootstrap_servers", "config"}
+_FLOW_ID_RE = re.compile(r"^[A-Za-z0-9._-]+->[A-Za-z0-9._-]+$")
+
+
+@dataclass(frozen=True)
+class ClusterEndpoint:
+    alias: str
+    bootstrap_servers: str
+    config: dict[str, Any] = field(default_factory=dict)
+
+    def client_config(self) -> dict[str, Any]:
+        """librdkafka properties for a client of this cluster."""
+        return {"bootstrap.servers": self.bootstrap_servers, **self.config}
+
+
+@dataclass(frozen=True)
+class FlowSpec:
+    id: str
+    source: ClusterEndpoint
+    target: ClusterEndpoint
+    topics: tuple[str, ...]
+    topics_exclude: tuple[str, ...]
+    replication_policy: dict[str, Any]
+    checkpoint_location: str
+    groups: tuple[str, ...] = (".*",)
+    groups_exclude: tuple[str, ...] = ()
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def option(self, name: str) -> Any:
+        """An optional setting, or its declared default."""
+        return self.options.get(name, OPTION_BY_NAME[name].default)
+
+    @property
+    def policy(self) -> ReplicationPolicy:
+        return policy_from_config(self.replication_policy, source_alias=self.source.alias)
+
+    @property
+    def topic_selection(self) -> NameSelection:
+        return NameSelection(self.topics, self.topics_exclude)
+
+    @property
+    def group_selection(self) -> NameSelection:
+        return NameSelection(self.groups, self.groups_exclude)
+
+    @property
+    def consumer_group(self) -> str:
+        return self.option("consumer_group") or f"kmirror-{self.id.replace('->', '-to-')}"
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "id": self.id,
+            "source": _endpoint_dict(self.source),
+            "target": _endpoint_dict(self.target),
+            "topics": list(self.topics),
+            "topics_exclude": list(self.topics_exclude),
+            "groups": list(self.groups),
+            "groups_exclude": list(self.groups_exclude),
+            "replication_policy": dict(self.replication_policy),
+            "checkpoint_location": self.checkpoint_location,
+        }
+        out.update(self.options)
+        return out
+
+
+def _endpoint_dict(endpoint: ClusterEndpoint) -> dict[str, Any]:
+    return {"alias": endpoint.alias, "bootstrap_servers": endpoint.bootstrap_servers, "config": dict(endpoint.config)}
+
+
+def _endpoint_problems(value: Any, path: str) -> list[Problem]:
+    if not isinstance(value, dict):
+        return [Problem(path, f"must be a mapping with alias, bootstrap_servers, config; got {value!r}")]
+    problems = [Problem(f"{path}.{k}", f"unknown key{did_you_mean(k, CLUSTER_KEYS)}") for k in sorted(set(value) - CLUSTER_KEYS)]
+    for key in ("alias", "bootstrap_servers"):
+        if not isinstance(value.get(key), str) or not value.get(key):
+            problems.append(Problem(f"{path}.{key}", f"required non-empty string, got {value.get(key)!r}"))
+    if "config" in value and _str_map(value["config"]):
+        problems.append(Problem(f"{path}.config", str(_str_map(value["config"]))))
+    return problems
+
+
+def flow_spec_problems(raw: Any) -> list[Problem]:
+    """Every problem in a raw flow spec mapping; empty when it is valid."""
+    if not isinstance(raw, dict):
+        return [Problem("", f"a flow spec must be a JSON object, got {type(raw).__name__}")]
+    problems = [
+        Problem(key, f"unknown key{did_you_mean(key, ALLOWED)}; see docs/flow-spec.md") for key in sorted(set(raw) - ALLOWED)
+    ]
+    problems += [Problem(key, "required key is missing") for key in REQUIRED if key not in raw]
+    if "id" in raw and (not isinstance(raw["id"], str) or not _FLOW_ID_RE.match(raw["id"])):
+        problems.append(Problem("id", f"must look like 'source->target', got {raw['id']!r}"))
+    for side in ("source", "target"):
+        if side in raw:
+            problems += _endpoint_problems(raw[side], side)
+    for key in ("topics", "topics_exclude", "groups", "groups_exclude"):
+        if key in raw:
+            problems += pattern_problems(raw[key], key)
+    if "replication_policy" in raw:
+        problems += policy_problems(raw["replication_policy"], "replication_policy")
+    if "checkpoint_location" in raw and (not isinstance(raw["checkpoint_location"], str) or not raw["checkpoint_location"]):
+        problems.append(Problem("checkpoint_location", f"required non-empty path, got {raw['checkpoint_location']!r}"))
+    for name, option in OPTION_BY_NAME.items():
+        if name in raw and (message := option.check(raw[name])):
+            problems.append(Problem(name, message))
+    return problems
+
+
+def parse_flow_spec(raw: Any, source: str = "flow spec") -> FlowSpec:
+    """Validate and build a FlowSpec; raises ValidationError listing every problem."""
+    problems = Problems(source)
+    problems.extend(flow_spec_problems(raw))
+    problems.raise_if_any()
+    return FlowSpec(
+        id=raw["id"],
+        source=ClusterEndpoint(raw["source"]["alias"], raw["source"]["bootstrap_servers"], dict(raw["source"].get("config", {}))),
+        target=ClusterEndpoint(raw["target"]["alias"], raw["target"]["bootstrap_servers"], dict(raw["target"].get("config", {}))),
+        topics=tuple(raw["topics"]),
+        topics_exclude=tuple(raw["topics_exclude"]),
+        replication_policy=dict(raw["replication_policy"]),
+        checkpoint_location=raw["checkpoint_location"],
+        groups=tuple(raw.get("groups", (".*",))),
+        groups_exclude=tuple(raw.get("groups_exclude", ())),
+        options={k: raw[k] for k in OPTION_BY_NAME if k in raw},
+    )
+
+
+def load_flow_spec(path: str | Path) -> FlowSpec:
+    """Read a flow spec JSON file; a missing file or bad JSON is a ValidationError too."""
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValidationError([Problem("--flow", f"file not found: {str(path)!r}")]) from None
+    except json.JSONDecodeError as exc:
+        raise ValidationError([Problem("--flow", f"{str(path)!r} is not valid JSON: {exc}")]) from None
+    return parse_flow_spec(raw, source=str(path))
