@@ -1,0 +1,1 @@
+"""One module per `kmirror` subcommand; each exposes `register(subparsers)`."""
