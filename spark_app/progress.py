@@ -1,0 +1,63 @@
+"""What a micro-batch did, per source partition: the contract between the copy tasks (which
+fill it from delivery reports), the driver-side commit (which aggregates it) and the batch
+listeners (offset syncs, checkpoints, metrics, logging) that consume it.
+
+Plain picklable data only: these objects travel from executors to the driver.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class PartitionProgress:
+    source_topic: str
+    partition: int
+    target_topic: str
+    start_offset: int  # first upstream offset planned for this range
+    next_offset: int  # upstream offset after the last record copied (resume point)
+    records: int
+    bytes: int
+    last_timestamp_ms: int | None  # CreateTime of the last mirrored record
+    # (upstream_offset, downstream_offset) of the first record, of every record where the
+    # mapping drifts (gaps, compaction, markers, a non-empty target) and of the last record.
+    offset_syncs: tuple[tuple[int, int], ...] = ()
+    # replication latency (delivery time - record timestamp) over the range, in ms
+    latency_min_ms: int | None = None
+    latency_max_ms: int | None = None
+    latency_sum_ms: int = 0
+    latency_count: int = 0
+    skipped_records: int = 0  # data loss tolerated with fail_on_data_loss=false (retention gap)
+
+
+@dataclass(frozen=True)
+class BatchProgress:
+    batch_id: int
+    partitions: tuple[PartitionProgress, ...]
+    duration_ms: int
+    # source log end offsets seen when the batch was planned, for lag: (topic, partition) -> offset
+    source_end_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+
+    @property
+    def records(self) -> int:
+        return sum(p.records for p in self.partitions)
+
+    @property
+    def bytes(self) -> int:
+        return sum(p.bytes for p in self.partitions)
+
+
+class BatchListener(Protocol):
+    """Called on the driver after a batch's writes are committed (all deliveries acknowledged)."""
+
+    def on_batch(self, batch: BatchProgress) -> None: ...
+
+    def on_idle(self, now_ms: int) -> None:
+        """Called between batches (and at least every trigger interval) for periodic work."""
+        ...
+
+    def close(self, final: bool) -> None:
+        """Called once when the query stops; `final` is true after a clean `--once` run."""
+        ...
