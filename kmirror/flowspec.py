@@ -88,7 +88,7 @@ OPTIONS: tuple[Option, ...] = (
 )
 OPTION_BY_NAME = {o.name: o for o in OPTIONS}
 REQUIRED = ("id", "source", "target", "topics", "topics_exclude", "replication_policy", "checkpoint_location")
-PASSTHROUGH = ("groups", "groups_exclude", "topology", "run_in")
+PASSTHROUGH = ("groups", "groups_exclude", "topology", "run_in", "spark")  # planner context, ignored by the app
 ALLOWED = set(REQUIRED) | set(PASSTHROUGH) | set(OPTION_BY_NAME)
 CLUSTER_KEYS = {"alias", "bootstrap_servers", "config"}
 _FLOW_ID_RE = re.compile(r"^[A-Za-z0-9._-]+->[A-Za-z0-9._-]+$")
