@@ -79,7 +79,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("exactly_once", False, "Transactional writes with offsets stored on the target.", _bool),
     Option("emit_checkpoints", True, "Emit MM2-format checkpoints for consumer groups.", _bool),
     Option("sync_group_offsets", False, "Write translated offsets into idle target groups.", _bool),
-    Option("emit_heartbeats", True, "Emit MM2-format heartbeats to the source's heartbeats topic.", _bool),
+    Option("emit_heartbeats", True, "Emit MM2-format heartbeats to the target's heartbeats topic.", _bool),
     Option("checkpoint_interval_ms", 60_000, "Interval between checkpoint emissions.", _int_at_least(0)),
     Option("heartbeat_interval_ms", 1_000, "Interval between heartbeats.", _int_at_least(0)),
     Option("metrics_port", None, "HTTP port of the Prometheus endpoint on the driver (off when null).", _optional_int_at_least(0)),

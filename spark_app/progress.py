@@ -30,6 +30,7 @@ class PartitionProgress:
     latency_sum_ms: int = 0
     latency_count: int = 0
     skipped_records: int = 0  # data loss tolerated with fail_on_data_loss=false (retention gap)
+    dead_lettered: int = 0  # records the target rejected as too large, sent to dead_letter_topic
 
 
 @dataclass(frozen=True)

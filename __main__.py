@@ -1,0 +1,3 @@
+from components.program import main
+
+main()

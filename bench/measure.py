@@ -1,0 +1,172 @@
+"""Benchmark building blocks: the records, producers, counting consumers, RSS sampling.
+
+Records are deterministic: record i goes to partition i % partitions, key `key-<i>`, one
+header, a value of `size` bytes; the same generator feeds the source and the limit run.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from spark_app.copy import CONSUMER_TUNING, PRODUCER_TUNING
+
+SAFE_PRODUCER = {"acks": "all", "enable.idempotence": True, "max.in.flight.requests.per.connection": 5}
+FENCE_KEY = b"__bench_fence__"
+HEADERS: list[tuple[str, str | bytes | None]] = [("bench-origin", b"mirror_bench")]
+
+
+def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive its futures
+    for future in admin.create_topics([NewTopic(n, partitions, 1) for n in names]).values():
+        future.result(timeout=30)
+
+
+def _values(size: int) -> list[bytes]:
+    return [bytes((i * 7 + j) % 251 for j in range(size)) for i in range(256)]
+
+
+def produce_share(
+    bootstrap: str, topic: str, partitions: list[int], total: int, size: int, nparts: int
+) -> dict[str, Any]:
+    """Produce this share's records (those whose partition is in `partitions`) as fast as possible.
+
+    Returns per-partition counts (from delivery reports) and wall clock start/end in seconds.
+    Raises on any delivery error.
+    """
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_TUNING, **SAFE_PRODUCER})
+    values = _values(size)
+    counts = dict.fromkeys(partitions, 0)
+    errors: list[Any] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+        else:
+            counts[msg.partition()] += 1
+
+    started = time.time()
+    produce, poll = producer.produce, producer.poll
+    for p in partitions:
+        for i in range(p, total, nparts):
+            while True:
+                try:
+                    produce(topic, values[i & 255], b"key-%010d" % i, p, on_delivery=delivered, headers=HEADERS)
+                    break
+                except BufferError:
+                    poll(0.05)
+            if i % 4096 == p:
+                poll(0)
+    if producer.flush(120) or errors:
+        raise RuntimeError(f"producing {topic} failed: {errors[:3]}")
+    return {"counts": counts, "start": started, "end": time.time()}
+
+
+def produce_parallel(bootstrap: str, topic: str, total: int, size: int, nparts: int, procs: int) -> dict[str, Any]:
+    """Produce all records with `procs` processes (partitions split between them)."""
+    shares = [list(range(nparts))[k::procs] for k in range(procs)]
+    with multiprocessing.get_context("spawn").Pool(procs) as pool:
+        results = pool.starmap(produce_share, [(bootstrap, topic, s, total, size, nparts) for s in shares])
+    counts: dict[int, int] = {}
+    for result in results:
+        counts.update(result["counts"])
+    return {"counts": counts, "start": min(r["start"] for r in results), "end": max(r["end"] for r in results)}
+
+
+def add_fences(bootstrap: str, topic: str, nparts: int) -> None:
+    """One fence per partition in its own batch, so tansu's watermark exposes all data before it."""
+    producer = Producer({"bootstrap.servers": bootstrap, **SAFE_PRODUCER})
+    for p in range(nparts):
+        producer.produce(topic, b"", FENCE_KEY, p)
+    if producer.flush(30):
+        raise RuntimeError(f"fences on {topic} not delivered")
+
+
+def count_until_fence(bootstrap: str, topic: str, nparts: int, timeout_s: float = 300) -> dict[int, int]:
+    """Records per partition before the fence (fence and fence-keyed records not counted)."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-counter", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", **CONSUMER_TUNING,
+                         "enable.partition.eof": False})  # fmt: skip
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(nparts)])
+    counts = dict.fromkeys(range(nparts), 0)
+    done: set[int] = set()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(done) < nparts and time.monotonic() < deadline:
+            for msg in consumer.consume(10_000, timeout=0.5):
+                if msg.error():
+                    raise KafkaException(msg.error())
+                p = cast(int, msg.partition())
+                if msg.key() == FENCE_KEY:
+                    done.add(p)
+                elif p not in done:
+                    counts[p] += 1
+    finally:
+        consumer.close()
+    if len(done) < nparts:
+        raise RuntimeError(f"{topic}: fences seen on {sorted(done)} of {nparts} partitions within {timeout_s} s")
+    return counts
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue  # the process ended while we looked
+            tree.setdefault(ppid, []).append(int(entry))
+    return tree
+
+
+def _rss_kib(pid: int) -> tuple[str, int]:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+    with open(f"/proc/{pid}/status") as f:
+        rss = next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
+    return cmdline, rss
+
+
+@dataclass
+class RssSampler:
+    """Samples the RSS of a process tree: JVM, Python workers, driver Python (peaks, MiB)."""
+
+    root_pid: int
+    interval_s: float = 0.25
+    peaks: dict[str, float] = field(default_factory=lambda: {"jvm": 0.0, "workers": 0.0, "driver_python": 0.0})
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    def start(self) -> RssSampler:
+        threading.Thread(target=self._run, daemon=True).start()
+        return self
+
+    def stop(self) -> dict[str, float]:
+        self._stop.set()
+        return self.peaks
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            tree, sums = _children(), {"jvm": 0, "workers": 0, "driver_python": 0}
+            todo = [self.root_pid]
+            while todo:
+                pid = todo.pop()
+                todo.extend(tree.get(pid, []))
+                try:
+                    cmdline, rss = _rss_kib(pid)
+                except OSError:
+                    continue
+                kind = (
+                    "jvm" if "java" in cmdline.split(" ")[0] else "workers" if "pyspark" in cmdline else "driver_python"
+                )
+                sums[kind] += rss
+            for kind, kib in sums.items():
+                self.peaks[kind] = max(self.peaks[kind], kib / 1024)

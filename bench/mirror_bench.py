@@ -1,0 +1,122 @@
+"""Mirror benchmark (issue 8): limit / raw / spark on the same two local brokers and data.
+
+    python bench/mirror_bench.py [--records 2000000] [--size 200] [--partitions 8]
+                                 [--latency-rate 20000] [--latency-seconds 15]
+
+1. limit: producers writing the same records straight into the target (no consuming);
+2. raw: a single-process confluent-kafka consume->produce loop (acks=all, idempotence);
+3. spark: `python -m spark_app --once` with local[*], first record read -> last delivery.
+Each contender mirrors the same source topic into its own target topic; its output is counted
+per partition by consuming and must equal the source's before its figure counts. Then the app
+runs in streaming mode under a fixed-rate producer for latency p50/p99. The last line is
+`RESULT spark_vs_raw=<x.xx> spark_vs_limit=<x.xx> spark=<n>/s raw=<n>/s limit=<n>/s startup=<s>s`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+if __package__ in (None, ""):  # run as a script: make the repository importable
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from rich.console import Console
+from rich.table import Table
+
+from bench.measure import add_fences, count_until_fence, create_topics, produce_parallel
+from bench.raw_loop import raw_mirror
+from bench.spark_runs import flow_spec, run_latency, run_spark_once
+from kmirror.local_brokers import LocalBroker
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--records", type=int, default=2_000_000)
+    parser.add_argument("--size", type=int, default=200, help="value bytes per record")
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--latency-rate", type=int, default=20_000, help="records/s in the latency run")
+    parser.add_argument("--latency-seconds", type=float, default=15.0)
+    parser.add_argument("--producer-procs", type=int, default=2, help="processes filling the source / the limit run")
+    return parser.parse_args(argv)
+
+
+def verify(bootstrap: str, topic: str, nparts: int, expected: dict[int, int], name: str) -> None:
+    """Raise unless every partition of `topic` holds exactly the source's record count."""
+    add_fences(bootstrap, topic, nparts)
+    counted = count_until_fence(bootstrap, topic, nparts)
+    if counted != expected:
+        raise SystemExit(f"{name}: output does not match the source: expected {expected}, counted {counted}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    console = Console(stderr=True)
+    run, nparts, workdir = uuid.uuid4().hex[:6], args.partitions, Path(tempfile.mkdtemp(prefix="kmirror-bench-"))
+    src = f"bench-src-{run}"
+    targets = {"limit": f"bench-limit-{run}", "raw": f"bench-raw-{run}", "spark": f"west.{src}"}
+    rates: dict[str, float] = {}
+    with LocalBroker("bench-source") as source_broker, LocalBroker("bench-target") as target_broker:
+        source, target = source_broker.bootstrap_servers, target_broker.bootstrap_servers
+        create_topics(source, [src], nparts)
+        create_topics(target, list(targets.values()), nparts)
+        console.log(f"filling {src}: {args.records:,} x {args.size} B, {nparts} partitions")
+        filled = produce_parallel(source, src, args.records, args.size, nparts, args.producer_procs)
+        expected = filled["counts"]
+        add_fences(source, src, nparts)  # tansu's watermark hides each partition's newest batch
+
+        console.log("limit: producing straight into the target")
+        limit = produce_parallel(target, targets["limit"], args.records, args.size, nparts, args.producer_procs)
+        verify(target, targets["limit"], nparts, expected, "limit")
+        rates["limit"] = args.records / (limit["end"] - limit["start"])
+
+        console.log("raw: single-process consume->produce loop")
+        raw = raw_mirror(source, target, src, targets["raw"], expected)
+        verify(target, targets["raw"], nparts, expected, "raw")
+        rates["raw"] = args.records / (raw["end"] - raw["start"])
+
+        console.log("spark: python -m spark_app --once --master local[*]")
+        spark = run_spark_once(flow_spec(source, target, src, workdir), workdir)
+        verify(target, targets["spark"], nparts, expected, "spark")
+        rates["spark"] = args.records / (spark["end"] - spark["start"])
+
+        console.log(f"latency: streaming mode at {args.latency_rate:,} records/s for {args.latency_seconds:.0f} s")
+        latency = run_latency(source, target, nparts, args.latency_rate, args.latency_seconds, args.size, run)
+    print_report(console, args, rates, spark, latency)
+    print(
+        f"RESULT spark_vs_raw={rates['spark'] / rates['raw']:.2f} spark_vs_limit={rates['spark'] / rates['limit']:.2f} "
+        f"spark={rates['spark']:.0f}/s raw={rates['raw']:.0f}/s limit={rates['limit']:.0f}/s "
+        f"startup={spark['startup_s']:.1f}s"
+    )
+    return 0
+
+
+def print_report(console: Console, args: argparse.Namespace, rates: dict[str, float], spark: dict[str, Any],
+                 latency: dict[str, Any]) -> None:  # fmt: skip
+    table = Table(title=f"{args.records:,} records x {args.size} B, {args.partitions} partitions, tansu -> tansu")
+    for column in ("contender", "records/s", "vs raw", "vs limit", "verified"):
+        table.add_column(column, justify="right" if column != "contender" else "left")
+    for name in ("limit", "raw", "spark"):
+        rate = rates[name]
+        table.add_row(name, f"{rate:,.0f}", f"{rate / rates['raw']:.2f}", f"{rate / rates['limit']:.2f}", "yes")
+    out = Console()
+    out.print(table)
+    rss = spark["rss"]
+    out.print(
+        f"spark: start-up {spark['startup_s']:.1f} s, {spark['batches']} batches, wall {spark['wall_s']:.1f} s; "
+        f"peak RSS: JVM {rss['jvm']:.0f} MiB, Python workers {rss['workers']:.0f} MiB, "
+        f"driver Python {rss['driver_python']:.0f} MiB"
+    )
+    out.print(
+        f"latency at {args.latency_rate:,} records/s ({latency['sent']:,} records): "
+        f"p50 {latency['p50_ms']} ms, p99 {latency['p99_ms']} ms"
+    )
+    console.log(f"finished at {time.strftime('%H:%M:%S')}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

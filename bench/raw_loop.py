@@ -1,0 +1,60 @@
+"""The "raw" contender: a single-process confluent-kafka consume->produce loop with the same
+safety settings as the app (acks=all, idempotence), i.e. MirrorMaker 1's design in Python.
+It keeps partition, key, headers and timestamp, like the app, and uses the same client tuning,
+so the comparison measures the architecture rather than configuration.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, cast
+
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+
+from bench.measure import SAFE_PRODUCER
+from spark_app.copy import CONSUMER_TUNING, PRODUCER_TUNING
+
+
+def raw_mirror(source: str, target: str, src_topic: str, dst_topic: str, expected: dict[int, int]) -> dict[str, Any]:
+    """Copy `expected[p]` records of each partition; returns first-read / last-delivery times (s)."""
+    consumer = Consumer({"bootstrap.servers": source, "group.id": "bench-raw", "enable.auto.commit": False,
+                         "isolation.level": "read_committed", **CONSUMER_TUNING,
+                         "enable.partition.eof": False})  # fmt: skip
+    producer = Producer({"bootstrap.servers": target, **PRODUCER_TUNING, **SAFE_PRODUCER})
+    errors: list[Any] = []
+
+    def delivered(err: Any, msg: Any) -> None:
+        if err is not None:
+            errors.append(err)
+
+    remaining = dict(expected)
+    consumer.assign([TopicPartition(src_topic, p, 0) for p, n in expected.items() if n])
+    first_read: float | None = None
+    produce, poll = producer.produce, producer.poll
+    try:
+        while any(remaining.values()):
+            msgs = consumer.consume(10_000, timeout=1.0)
+            if msgs and first_read is None:
+                first_read = time.time()
+            for msg in msgs:
+                if msg.error():
+                    raise KafkaException(msg.error())
+                p = cast(int, msg.partition())
+                if remaining[p] == 0:
+                    continue  # the fence after the data
+                remaining[p] -= 1
+                while True:
+                    try:
+                        produce(dst_topic, msg.value(), msg.key(), p, on_delivery=delivered,
+                                timestamp=msg.timestamp()[1], headers=msg.headers())  # fmt: skip
+                        break
+                    except BufferError:
+                        poll(0.05)
+            poll(0)
+            if errors:
+                raise RuntimeError(f"raw loop delivery failed: {errors[:3]}")
+        if producer.flush(120) or errors:
+            raise RuntimeError(f"raw loop delivery failed: {errors[:3]}")
+    finally:
+        consumer.close()
+    return {"start": first_read or time.time(), "end": time.time()}

@@ -1,0 +1,160 @@
+"""The "spark" contender (`python -m spark_app --once`) and the streaming latency run.
+
+Timing comes from the sink's batch log (KMIRROR_BATCH_LOG): from the first record read by any
+writer task to the last delivery acknowledged; start-up is process start -> first read.
+Latency: a producer at a fixed rate writes the source while the app streams; a consumer
+tailing the target takes (receive time - source timestamp) per record. tansu ignores
+LogAppendTime, so the receive time stands in for the target append time (it adds the tail
+consumer's fetch wait, <= 10 ms).
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from bench.measure import FENCE_KEY, SAFE_PRODUCER, RssSampler, add_fences, create_topics
+
+
+def flow_spec(source: str, target: str, topic: str, workdir: Path, **options: Any) -> Path:
+    spec = {
+        "id": "west->east",
+        "source": {"alias": "west", "bootstrap_servers": source, "config": {}},
+        "target": {"alias": "east", "bootstrap_servers": target, "config": {}},
+        "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default", "separator": "."},
+        "checkpoint_location": str(workdir / f"checkpoint-{topic}"), **options,
+    }  # fmt: skip
+    path = workdir / f"flow-{topic}.json"
+    path.write_text(json.dumps(spec))
+    return path
+
+
+def _start_app(flow: Path, batch_log: Path, once: bool, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "KMIRROR_BATCH_LOG": str(batch_log), "PYSPARK_PYTHON": sys.executable,
+           "PYSPARK_DRIVER_PYTHON": sys.executable}  # fmt: skip
+    cmd = [sys.executable, "-m", "spark_app", "--flow", str(flow), "--master", "local[*]"] + (
+        ["--once"] if once else []
+    )
+    with log.open("wb") as out:
+        return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def run_spark_once(flow: Path, workdir: Path, timeout_s: float = 1800) -> dict[str, Any]:
+    """Run the app with --once; returns timing from the batch log and the peak RSS (MiB)."""
+    batch_log, log = workdir / "spark-batches.jsonl", workdir / "spark-once.log"
+    started = time.time()
+    app = _start_app(flow, batch_log, once=True, log=log)
+    sampler = RssSampler(app.pid).start()
+    try:
+        code = app.wait(timeout_s)
+    finally:
+        peaks = sampler.stop()
+        if app.poll() is None:
+            os.killpg(app.pid, signal.SIGKILL)
+    if code != 0:
+        raise RuntimeError(f"spark_app --once exited {code}; see {log}:\n{log.read_text()[-3000:]}")
+    batches = [json.loads(line) for line in batch_log.read_text().splitlines()] if batch_log.exists() else []
+    reads = [b["first_read_ms"] for b in batches if b["first_read_ms"] is not None]
+    if not reads:
+        raise RuntimeError(f"spark_app --once copied nothing; see {log}")
+    first_read, last_delivery = min(reads) / 1000, max(b["last_delivery_ms"] for b in batches) / 1000
+    return {"start": first_read, "end": last_delivery, "startup_s": first_read - started,
+            "wall_s": time.time() - started, "batches": len(batches), "rss": peaks}  # fmt: skip
+
+
+def _rate_producer(bootstrap: str, topic: str, nparts: int, rate: int, seconds: float, size: int) -> int:
+    """Produce `rate` records/s for `seconds` in 10 ms ticks; returns the number delivered."""
+    producer = Producer({"bootstrap.servers": bootstrap, **SAFE_PRODUCER, "linger.ms": 5})
+    value, per_tick, sent = b"v" * size, max(1, rate // 100), 0
+    started = time.monotonic()
+    while (elapsed := time.monotonic() - started) < seconds:
+        for _ in range(per_tick):
+            producer.produce(topic, value, b"lat-%d" % sent, sent % nparts)
+            sent += 1
+        producer.poll(0)
+        time.sleep(max(0.0, (sent / per_tick) * 0.01 - elapsed))
+    if producer.flush(60):
+        raise RuntimeError("latency producer could not deliver everything")
+    return sent
+
+
+class _Tail(threading.Thread):
+    """Consumes the target topic and records (receive ms - record timestamp) per data record."""
+
+    def __init__(self, bootstrap: str, topic: str, nparts: int) -> None:
+        super().__init__(daemon=True)
+        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-tail", "fetch.wait.max.ms": 10,
+                                  "enable.auto.commit": False})  # fmt: skip
+        self.consumer.assign([TopicPartition(topic, p, 0) for p in range(nparts)])
+        self.latencies_ms: list[int] = []
+        self.seen = 0  # every record, warm-up included
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        try:
+            while not self.stop.is_set():
+                for msg in self.consumer.consume(5000, timeout=0.2):
+                    self.seen += 1
+                    if msg.error() is None and msg.key() != FENCE_KEY and (msg.key() or b"").startswith(b"lat-"):
+                        self.latencies_ms.append(int(time.time() * 1000) - msg.timestamp()[1])
+        finally:
+            self.consumer.close()
+
+
+def run_latency(
+    source: str, target: str, nparts: int, rate: int, seconds: float, size: int, run: str
+) -> dict[str, Any]:
+    """Streaming mode at a fixed rate; returns p50/p99 latency in ms and the counts."""
+    workdir = Path(tempfile.mkdtemp(prefix="kmirror-bench-lat-"))
+    topic = f"bench-lat-{run}"
+    create_topics(source, [topic], nparts)
+    create_topics(target, [f"west.{topic}"], nparts)
+    tail = _Tail(target, f"west.{topic}", nparts)
+    tail.start()
+    app = _start_app(
+        flow_spec(source, target, topic, workdir), workdir / "lat-batches.jsonl", False, workdir / "lat.log"
+    )
+    try:
+        _warm_up(source, topic, nparts, tail, app)
+        with multiprocessing.get_context("spawn").Pool(1) as pool:
+            sent = pool.apply(_rate_producer, (source, topic, nparts, rate, seconds, size))
+        add_fences(source, topic, nparts)  # exposes the newest batches to tansu's watermark
+        deadline = time.monotonic() + 120
+        while len(tail.latencies_ms) < sent and time.monotonic() < deadline and app.poll() is None:
+            time.sleep(0.2)
+    finally:
+        tail.stop.set()
+        app.send_signal(signal.SIGTERM)
+        try:
+            app.wait(60)
+        except subprocess.TimeoutExpired:
+            os.killpg(app.pid, signal.SIGKILL)
+        tail.join(10)
+    received = sorted(tail.latencies_ms)
+    if len(received) < sent:
+        raise RuntimeError(f"latency run: {len(received)} of {sent} records arrived; see {workdir / 'lat.log'}")
+    return {"sent": sent, "p50_ms": received[len(received) // 2], "p99_ms": received[int(len(received) * 0.99)]}
+
+
+def _warm_up(source: str, topic: str, nparts: int, tail: _Tail, app: subprocess.Popen[bytes]) -> None:
+    """Wait until the streaming app mirrors a first record (session started, query running)."""
+    deadline = time.monotonic() + 180
+    producer = Producer({"bootstrap.servers": source, **SAFE_PRODUCER})
+    while not tail.seen:
+        if app.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the streaming app did not start mirroring (exit code {app.poll()})")
+        for p in range(nparts):
+            producer.produce(topic, b"warm-up", b"warm-up", p)
+        producer.flush(10)
+        time.sleep(2)

@@ -1,0 +1,1 @@
+"""Pulumi ComponentResources of kafka-mirror; each builds resources from planned specs."""

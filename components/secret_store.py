@@ -1,0 +1,77 @@
+"""Where a security component's values end up: a Kubernetes Secret (EKS; mounted by the app's
+pods at `/etc/kmirror/secrets/<name>/<key>`) or an AWS Secrets Manager secret (EMR; the
+bootstrap writes each JSON key to `/etc/kmirror/secrets/<name>/<key>`, base64-decoding keys that
+end in `.b64`). Values stay pulumi secrets end to end; only names and paths are outputs.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from kmirror.secret_refs import SECRETS_ROOT, dns_label, secret_mount_dir
+
+TARGETS = ("kubernetes", "aws")
+
+
+@dataclass
+class SecretStoreArgs:
+    """Common arguments: `target` kubernetes (EKS) or aws (EMR); the Secret's name and namespace."""
+
+    target: str = "kubernetes"
+    secret_name: str | None = None  # default: kmirror-<component name>
+    namespace: str = "kmirror"
+    labels: dict[str, str] | None = None
+
+
+@dataclass(frozen=True)
+class StoredSecret:
+    secret_name: str
+    mount_path: str
+    secret_arn: pulumi.Output[str] | None  # aws only
+    resource: pulumi.CustomResource  # the Secret (kubernetes) or SecretVersion (aws) holding the values
+
+
+def store_secret(
+    parent: pulumi.ComponentResource,
+    name: str,
+    args: SecretStoreArgs,
+    text_values: dict[str, pulumi.Input[str]],
+    binary_b64_values: dict[str, pulumi.Input[str]] | None = None,
+) -> StoredSecret:
+    """Create the child Secret holding `text_values` (+ base64 `binary_b64_values`) as pulumi secrets."""
+    if args.target not in TARGETS:
+        raise ValueError(f"{name}: target must be one of {', '.join(TARGETS)}, got {args.target!r}")
+    secret_name = dns_label(args.secret_name or f"kmirror-{name}")
+    binary = binary_b64_values or {}
+    opts = pulumi.ResourceOptions(parent=parent)
+    if args.target == "kubernetes":
+        secret = k8s.core.v1.Secret(
+            f"{name}-secret",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=secret_name,
+                namespace=args.namespace,
+                labels={"app.kubernetes.io/part-of": "kafka-mirror", **(args.labels or {})},
+            ),
+            type="Opaque",
+            string_data={k: pulumi.Output.secret(v) for k, v in text_values.items()},
+            data={k: pulumi.Output.secret(v) for k, v in binary.items()},
+            opts=pulumi.ResourceOptions(parent=parent, additional_secret_outputs=["data", "stringData"]),
+        )  # fmt: skip
+        return StoredSecret(secret_name, secret_mount_dir(secret_name), None, secret)
+    store = aws.secretsmanager.Secret(f"{name}-secret", name=secret_name, description=f"kafka-mirror {name}",
+                                      tags={"part-of": "kafka-mirror"}, opts=opts)  # fmt: skip
+    merged: dict[str, Any] = {**text_values, **{f"{k}.b64": v for k, v in binary.items()}}
+    payload: pulumi.Output[str] = pulumi.Output.all(**merged).apply(lambda values: json.dumps(values, sort_keys=True))
+    version = aws.secretsmanager.SecretVersion(
+        f"{name}-secret-version",
+        secret_id=store.id,
+        secret_string=pulumi.Output.secret(payload),  # type: ignore[arg-type]  # Output.secret's stub is too narrow
+        opts=pulumi.ResourceOptions(parent=parent, additional_secret_outputs=["secretString"]),
+    )
+    return StoredSecret(secret_name, f"{SECRETS_ROOT}/{secret_name}/", store.arn, version)

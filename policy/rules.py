@@ -1,0 +1,175 @@
+"""The policy pack's rules as pure functions over (resource type, props): no engine needed.
+
+Each function returns violation messages (empty when the resource or stack complies);
+`__main__.py` only adapts them to `pulumi_policy`. Rules:
+
+- `restart-policy-always`: every SparkApplication has `spec.restartPolicy.type: Always`
+  (a mirror is a streaming job: a stopped one silently stops replicating).
+- `no-plaintext-secrets`: password-like keys (kmirror.security.is_sensitive) of a
+  SparkApplication's `sparkConf` and of the flow spec (`flow.json`) in a ConfigMap hold a
+  `${file:..}`/`${env:..}` reference, never the secret; messages never echo the value.
+- `one-app-per-flow` (stack): no flow id is run by two SparkApplications.
+- `no-identity-cycles` (stack): the flows deployed in the stack, checked by the planner's
+  own identity-cycle validation (MirrorMaker cannot stop such a loop).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kmirror.secret_refs import is_reference
+from kmirror.security import is_sensitive
+
+SPARK_APPLICATION = "kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication"
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+FLOW_FILE = "flow.json"
+FLOW_LABEL = "kafka-mirror/flow"
+FLOW_VOLUME = "flow"
+
+Resource = tuple[str, Mapping[str, Any]]  # (resource type, props)
+
+
+def _name(props: Mapping[str, Any]) -> str:
+    return str((props.get("metadata") or {}).get("name") or "<unnamed>")
+
+
+def restart_policy_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """`spec.restartPolicy.type` must be Always on a SparkApplication."""
+    if resource_type != SPARK_APPLICATION:
+        return []
+    found = ((props.get("spec") or {}).get("restartPolicy") or {}).get("type")
+    if found == "Always":
+        return []
+    return [
+        f"SparkApplication {_name(props)}: spec.restartPolicy.type is {found!r}; set it to 'Always' "
+        "so the operator restarts a failed mirror instead of leaving the flow stopped"
+    ]
+
+
+def _secret_violations(where: str, value: Any, path: str = "") -> list[str]:
+    """Password-like keys under `value` (nested mappings/lists) that hold a literal secret."""
+    if isinstance(value, Mapping):
+        out: list[str] = []
+        for key, item in value.items():
+            child = f"{path}.{key}" if path else str(key)
+            if (
+                is_sensitive(str(key))
+                and item is not None
+                and not isinstance(item, Mapping | list)
+                and not is_reference(item)
+            ):
+                out.append(
+                    f"{where}: {child} holds a plaintext secret; use a reference such as "
+                    "${file:/etc/kmirror/secrets/NAME/KEY} or ${env:VAR} (topology: {k8s_secret: NAME, key: KEY})"
+                )
+            else:
+                out += _secret_violations(where, item, child)
+        return out
+    if isinstance(value, list):
+        return [v for index, item in enumerate(value) for v in _secret_violations(where, item, f"{path}[{index}]")]
+    return []
+
+
+def flow_spec_of(resource_type: str, props: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The flow spec held by a flow ConfigMap (`data["flow.json"]`), or None."""
+    if resource_type != CONFIG_MAP:
+        return None
+    text = (props.get("data") or {}).get(FLOW_FILE)
+    if not isinstance(text, str):
+        return None
+    try:
+        spec = json.loads(text)
+    except json.JSONDecodeError:
+        return None
+    return spec if isinstance(spec, dict) else None
+
+
+def plaintext_secret_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]:
+    """Literal secrets in a SparkApplication's sparkConf or in a ConfigMap's flow spec."""
+    if resource_type == SPARK_APPLICATION:
+        conf = (props.get("spec") or {}).get("sparkConf") or {}
+        return _secret_violations(f"SparkApplication {_name(props)} sparkConf", conf)
+    if resource_type == CONFIG_MAP:
+        spec = flow_spec_of(resource_type, props)
+        if spec is None:
+            return _secret_violations(f"ConfigMap {_name(props)} data", props.get("data") or {})
+        return _secret_violations(f"ConfigMap {_name(props)} {FLOW_FILE}", spec)
+    return []
+
+
+def _flow_config_map_name(props: Mapping[str, Any]) -> str | None:
+    for volume in (props.get("spec") or {}).get("volumes") or []:
+        if isinstance(volume, Mapping) and volume.get("name") == FLOW_VOLUME:
+            return (volume.get("configMap") or {}).get("name")
+    return None
+
+
+def app_flow_ids(resources: Iterable[Resource]) -> list[tuple[str, str]]:
+    """(SparkApplication name, flow id) pairs: the flow id comes from the `kafka-mirror/flow`
+    label, else the flow spec in the ConfigMap the app mounts, else the app's name."""
+    resources = list(resources)
+    flows_by_map = {
+        _name(props): str(spec.get("id"))
+        for rtype, props in resources
+        if (spec := flow_spec_of(rtype, props)) is not None
+    }
+    pairs = []
+    for rtype, props in resources:
+        if rtype != SPARK_APPLICATION:
+            continue
+        label = ((props.get("metadata") or {}).get("labels") or {}).get(FLOW_LABEL)
+        flow_id = label or flows_by_map.get(_flow_config_map_name(props) or "") or _name(props)
+        pairs.append((_name(props), str(flow_id)))
+    return pairs
+
+
+def duplicate_flow_violations(resources: Iterable[Resource]) -> list[str]:
+    """A flow run by more than one SparkApplication of the stack (two writers, two checkpoints)."""
+    apps: dict[str, list[str]] = {}
+    for app, flow_id in app_flow_ids(resources):
+        apps.setdefault(flow_id, []).append(app)
+    return [
+        f"flow {flow_id} is run by {len(names)} SparkApplications ({', '.join(sorted(names))}); "
+        "deploy exactly one application per flow"
+        for flow_id, names in sorted(apps.items())
+        if len(names) > 1
+    ]
+
+
+def _stack_topology(flow_specs: list[dict[str, Any]]) -> dict[str, Any]:
+    """A topology file equivalent to the stack's flows, so the planner validates them."""
+    clusters: dict[str, Any] = {}
+    for spec in flow_specs:
+        for side in ("source", "target"):
+            endpoint = spec.get(side) or {}
+            alias = str(endpoint.get("alias"))
+            clusters[alias] = {
+                "bootstrap_servers": str(endpoint.get("bootstrap_servers") or alias),
+                "datacenter": "stack",
+            }
+    ids = sorted({str(spec["id"]) for spec in flow_specs})
+    policies = {str(s["id"]): {"replication_policy": s.get("replication_policy") or {}} for s in flow_specs}
+    return {
+        "clusters": clusters,
+        "topologies": [{"name": "stack", "pattern": "custom", "flows": ids}],
+        "flows": policies,
+    }
+
+
+def identity_cycle_violations(resources: Iterable[Resource]) -> list[str]:
+    """Identity-policy cycles among the flows of the stack's flow-spec ConfigMaps, as the
+    planner (`kmirror.topology.parse_topology`) reports them."""
+    from kmirror.topology import parse_topology
+
+    from kmirror.errors import ValidationError
+
+    specs = [s for rtype, props in resources if (s := flow_spec_of(rtype, props)) is not None and "id" in s]
+    if not specs:
+        return []
+    try:
+        parse_topology(_stack_topology(specs), "flow specs of the stack")
+    except ValidationError as exc:
+        return [str(p) for p in exc.problems if "cycle" in p.message.lower()]
+    return []

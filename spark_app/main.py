@@ -1,0 +1,194 @@
+"""Driver of the mirror: `python -m spark_app --flow FLOW.json [--once] [--checkpoint DIR] [--master local[*]]`.
+
+Wires "kmirror-source" (plans offset ranges) -> "kmirror-sink" (copies them) for one flow.
+- `--once`: Trigger.AvailableNow: mirror what is available at start, exit 0.
+- streaming (default): a micro-batch every `trigger_interval_ms` until SIGTERM/SIGINT, then
+  stop after the current batch and exit 0.
+- any failure exits 1 with one line naming the cause (an operator must see a failed driver);
+  an invalid flow spec exits 2 naming the key; neither prints a traceback.
+- an unreachable cluster at start: `--once` fails within ~30 s naming the cluster alias and
+  address; streaming retries with backoff and reports every failure.
+`run_flow` is the same thing in-process (tests pass their shared SparkSession).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import re
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from kmirror import errors
+from kmirror.errors import ConnectionFailure, KmirrorError
+from kmirror.flowspec import FlowSpec, load_flow_spec
+
+log = logging.getLogger("kmirror.main")
+START_CHECK_TIMEOUT_S = 15.0  # per cluster; two clusters stay within the ~30 s bound
+# "kmirror.errors.DataLossError: message" lines inside a Python traceback carried by a JVM error
+_PY_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Failure|Exception)): (.+)$", re.MULTILINE)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--flow", required=True, help="flow spec JSON file (see docs/spark-app.md)")
+    parser.add_argument("--once", action="store_true", help="mirror what is available now, then exit 0")
+    parser.add_argument("--checkpoint", help="Spark checkpoint directory (default: the spec's checkpoint_location)")
+    parser.add_argument(
+        "--master", default=None, help="Spark master for a local run, e.g. local[*] (default: spark-submit's)"
+    )
+
+
+def check_clusters(spec: FlowSpec, once: bool, stop: threading.Event) -> None:
+    """Both clusters answer (and the client supports their security); see module doc."""
+    from spark_app.security_check import check_flow_security
+
+    backoff = 1.0
+    while True:
+        try:
+            check_flow_security(spec, timeout_s=START_CHECK_TIMEOUT_S)
+            return
+        except ConnectionFailure as exc:
+            if once or stop.is_set():
+                raise
+            log.warning("%s: %s; retrying in %.0f s", spec.id, exc, backoff)
+            print(f"kmirror: {exc}; retrying in {backoff:.0f} s", file=sys.stderr, flush=True)
+            stop.wait(backoff)
+            backoff = min(30.0, backoff * 2)
+
+
+def start_query(spark: Any, spec: FlowSpec, once: bool, checkpoint: str) -> Any:
+    """Register both data sources and start the streaming query of `spec`."""
+    from spark_app.sink import SINK_NAME, MirrorSink
+    from spark_app.source import SOURCE_NAME, MirrorSource
+
+    spark.dataSource.register(MirrorSource)
+    spark.dataSource.register(MirrorSink)
+    spec_json = json.dumps(spec.to_dict())
+    task_count = max(1, spark.sparkContext.defaultParallelism)
+    ranges = (
+        spark.readStream.format(SOURCE_NAME)
+        .option("flow_spec", spec_json)
+        .option("mode", "once" if once else "stream")
+        .option("task_count", str(task_count))
+        .load()
+    )
+    writer = (
+        ranges.writeStream.format(SINK_NAME)
+        .option("flow_spec", spec_json)
+        .option("checkpointLocation", checkpoint)
+        .queryName(f"kmirror {spec.id}")
+    )
+    if once:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{spec.option('trigger_interval_ms')} milliseconds")
+    return writer.start()
+
+
+def explain(exc: BaseException) -> KmirrorError:
+    """A one-line KmirrorError from a failure that crossed the JVM (keeps DataLossError etc.)."""
+    text = str(exc)
+    found = [m for m in _PY_ERROR.finditer(text) if not m.group(1).startswith(("Py4J", "Streaming", "Python"))]
+    if not found:
+        first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+        return KmirrorError(f"the mirroring query failed: {first}")
+    name, message = found[-1].group(1), found[-1].group(2).strip()
+    cls = getattr(errors, name, None)
+    if isinstance(cls, type) and issubclass(cls, KmirrorError) and cls is not errors.ValidationError:
+        return cls(message)
+    return KmirrorError(f"{name}: {message}")
+
+
+def await_query(query: Any, stop: threading.Event, poll_s: float = 0.5) -> None:
+    """Wait for the query to end; on `stop`, let the current batch finish, then stop it."""
+    from pyspark.errors import StreamingQueryException
+
+    try:
+        while not query.awaitTermination(poll_s):
+            if stop.is_set():
+                while query.status.get("isTriggerActive") and query.isActive:
+                    time.sleep(0.1)
+                query.stop()
+                break
+    except StreamingQueryException as exc:
+        raise explain(exc) from None
+    failure = query.exception()
+    if failure is not None:
+        raise explain(failure) from None
+
+
+def run_flow(
+    spec: FlowSpec,
+    spark: Any = None,
+    once: bool = False,
+    checkpoint: str | None = None,
+    master: str | None = "local[*]",
+    stop: threading.Event | None = None,
+) -> None:
+    """Mirror `spec` (see module doc); raises KmirrorError on any failure. A session it builds
+    itself is stopped at the end; a session passed in stays open."""
+    stop = stop or threading.Event()
+    check_clusters(spec, once, stop)
+    own_session = spark is None
+    if spark is None:
+        from spark_app.session import build_session
+
+        spark = build_session(master, app_name=f"kmirror {spec.id}")
+    try:
+        query = start_query(spark, spec, once, checkpoint or spec.checkpoint_location)
+        await_query(query, stop)
+        if once:
+            _final_checkpoint(spec)
+    finally:
+        if own_session:
+            spark.stop()
+
+
+def _final_checkpoint(spec: FlowSpec) -> None:
+    """After a clean --once run: one last MM2 checkpoint round (its listeners live elsewhere)."""
+    if not spec.option("emit_checkpoints"):
+        return
+    from spark_app.failover_listener import final_checkpoint
+
+    final_checkpoint(spec)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m spark_app", description="Mirror one Kafka flow with Spark.")
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    return run_cli(args)
+
+
+def default_master(master: str | None) -> str | None:
+    """`--master`, else spark-submit's master when launched by it, else local[*]."""
+    if master:
+        return master
+    return None if os.environ.get("PYSPARK_GATEWAY_PORT") else "local[*]"
+
+
+def run_cli(args: argparse.Namespace) -> int:
+    """Shared by `python -m spark_app` and `kmirror run`: exit codes 0/1/2, no tracebacks."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: Any) -> None:
+        print(f"kmirror: signal {signum}: stopping after the current batch", file=sys.stderr, flush=True)
+        stop.set()
+
+    try:
+        spec = load_flow_spec(args.flow)
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, request_stop)
+            signal.signal(signal.SIGINT, request_stop)
+        run_flow(spec, once=args.once, checkpoint=args.checkpoint, master=default_master(args.master), stop=stop)
+    except KmirrorError as exc:
+        print(f"kmirror run: {exc}", file=sys.stderr, flush=True)
+        return exc.exit_code
+    return 0

@@ -1,0 +1,111 @@
+"""Mirror metrics per flow/topic/partition, named after MM2's (MirrorSourceMetrics,
+MirrorCheckpointMetrics) with Prometheus spelling (`record-count` -> `kmirror_record_count`):
+
+- record-count -> kmirror_record_count_total (records mirrored);
+- byte-count, byte-rate -> kmirror_byte_count_total, kmirror_byte_rate (per second of the last batch);
+- record-age-ms -> kmirror_record_age_ms (now - timestamp of the last mirrored record);
+- replication-latency-ms min/max/avg -> kmirror_replication_latency_ms{stat="min|max|avg"}
+  (delivery time - record timestamp, over the last batch);
+- checkpoint-latency-ms -> kmirror_checkpoint_latency_ms{group} (offsets read -> checkpoints delivered);
+- offset lag (MM2 has none) -> kmirror_offset_lag (source end offset - next offset to mirror).
+
+Labels: flow, topic (target topic), partition. Served as Prometheus text on the driver's
+`metrics_port` (0 = an ephemeral port, logged) and logged as one JSON line per batch
+(logger `kmirror.metrics`, event `mirror_metrics`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest, start_http_server
+
+from spark_app.progress import BatchProgress
+
+log = logging.getLogger("kmirror.metrics")
+LABELS = ("flow", "topic", "partition")
+
+
+class FlowMetrics:
+    """One flow's metrics in their own registry (several flows can share a process)."""
+
+    def __init__(self, flow_id: str) -> None:
+        self.flow_id = flow_id
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.record_count = Counter("kmirror_record_count", "Records mirrored (MM2 record-count).", LABELS, registry=r)
+        self.byte_count = Counter("kmirror_byte_count", "Bytes mirrored (MM2 byte-count).", LABELS, registry=r)
+        self.byte_rate = Gauge(
+            "kmirror_byte_rate", "Bytes per second over the last batch (MM2 byte-rate).", LABELS, registry=r
+        )
+        self.record_age = Gauge(
+            "kmirror_record_age_ms",
+            "Now minus the timestamp of the last mirrored record (MM2 record-age-ms).",
+            LABELS,
+            registry=r,
+        )
+        self.latency = Gauge(
+            "kmirror_replication_latency_ms",
+            "Delivery time minus record timestamp over the last batch (MM2 replication-latency-ms).",
+            (*LABELS, "stat"),
+            registry=r,
+        )
+        self.offset_lag = Gauge(
+            "kmirror_offset_lag", "Source end offset minus next offset to mirror.", LABELS, registry=r
+        )
+        self.checkpoint_latency = Gauge(
+            "kmirror_checkpoint_latency_ms", "Offsets read to checkpoints delivered (MM2 checkpoint-latency-ms).",
+            ("flow", "group"), registry=r,
+        )  # fmt: skip
+        self._server: Any = None
+        self.port: int | None = None
+
+    def observe_batch(self, batch: BatchProgress, now_ms: int) -> dict[str, Any]:
+        """Update every metric from a committed batch; returns (and logs) its JSON progress record."""
+        seconds = max(batch.duration_ms, 1) / 1000.0
+        rows = []
+        for p in batch.partitions:
+            labels = (self.flow_id, p.target_topic, str(p.partition))
+            self.record_count.labels(*labels).inc(p.records)
+            self.byte_count.labels(*labels).inc(p.bytes)
+            self.byte_rate.labels(*labels).set(p.bytes / seconds)
+            row: dict[str, Any] = {"topic": p.target_topic, "partition": p.partition, "record_count": p.records,
+                                   "byte_rate": round(p.bytes / seconds, 1)}  # fmt: skip
+            if p.last_timestamp_ms is not None:
+                row["record_age_ms"] = now_ms - p.last_timestamp_ms
+                self.record_age.labels(*labels).set(row["record_age_ms"])
+            if p.latency_count:
+                stats = {"min": p.latency_min_ms, "max": p.latency_max_ms, "avg": p.latency_sum_ms / p.latency_count}
+                for stat, value in stats.items():
+                    self.latency.labels(*labels, stat).set(float(value or 0))
+                row["replication_latency_ms"] = {k: round(float(v or 0), 1) for k, v in stats.items()}
+            end = batch.source_end_offsets.get((p.source_topic, p.partition))
+            if end is not None:
+                row["offset_lag"] = max(end - p.next_offset, 0)
+                self.offset_lag.labels(*labels).set(row["offset_lag"])
+            rows.append(row)
+        record = {"event": "mirror_metrics", "flow": self.flow_id, "batch_id": batch.batch_id, "partitions": rows}
+        log.info(json.dumps(record, sort_keys=True))
+        return record
+
+    def observe_checkpoints(self, group: str, latency_ms: int) -> None:
+        self.checkpoint_latency.labels(self.flow_id, group).set(latency_ms)
+
+    def text(self) -> str:
+        """The Prometheus exposition text of this flow's metrics."""
+        return generate_latest(self.registry).decode()
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> int:
+        """Serve /metrics on `port` (0: ephemeral) and return the bound port (logged)."""
+        self._server, _thread = start_http_server(port, addr=addr, registry=self.registry)
+        self.port = int(self._server.server_port)
+        log.info(json.dumps({"event": "metrics_listening", "flow": self.flow_id, "port": self.port}))
+        return self.port
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

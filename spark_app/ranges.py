@@ -1,0 +1,123 @@
+"""Offset-range planning: the contract between the stream reader and the writer, and the pure
+functions that turn "where we are" and "what is available" into writer tasks.
+
+Reader output (one row per topic-partition offset range, end exclusive, target topic already
+renamed through the replication policy) is `RANGE_SCHEMA`. Streaming offsets are JSON
+`{"topic": {"partition": next_offset}}` (partition keys are strings: JSON object keys).
+
+Everything here is plain Python (no Spark, no Kafka) and unit-tested with plain values.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
+
+RANGE_SCHEMA = "source_topic STRING, partition INT, start_offset BIGINT, end_offset BIGINT, target_topic STRING"
+
+TopicPartition = tuple[str, int]
+Offsets = dict[TopicPartition, int]
+
+
+@dataclass(frozen=True)
+class OffsetRange:
+    """Records [start_offset, end_offset) of one source partition, mirrored into target_topic."""
+
+    source_topic: str
+    partition: int
+    start_offset: int
+    end_offset: int
+    target_topic: str
+
+    @property
+    def size(self) -> int:
+        """Offsets spanned (an upper bound of the records: markers and compaction leave holes)."""
+        return max(0, self.end_offset - self.start_offset)
+
+    def as_row(self) -> tuple[str, int, int, int, str]:
+        return (self.source_topic, self.partition, self.start_offset, self.end_offset, self.target_topic)
+
+
+def offsets_to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """`{(topic, p): n}` -> Spark's streaming offset `{"topic": {"p": n}}` (sorted, stable)."""
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition), offset in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = int(offset)
+    return out
+
+
+def offsets_from_json(raw: Mapping[str, Mapping[str, int]] | None) -> Offsets:
+    """Inverse of `offsets_to_json`; `None` or `{}` means no partition known yet."""
+    return {(topic, int(p)): int(n) for topic, parts in (raw or {}).items() for p, n in parts.items()}
+
+
+def admit(
+    start: Mapping[TopicPartition, int], available: Mapping[TopicPartition, int], max_records: int | None
+) -> Offsets:
+    """Admission control: end offsets for the next batch, at most `max_records` offsets in all.
+
+    Returns an offset for every partition of `start`, and never moves one backwards or past
+    `available`. The budget is shared in proportion to each partition's backlog (like Spark's
+    Kafka source), the rounding remainder going to the largest backlogs, so no partition starves;
+    a partition missing from `available` (deleted topic) stays where it is.
+    """
+    backlog = {tp: max(0, available.get(tp, off) - off) for tp, off in start.items()}
+    total = sum(backlog.values())
+    if max_records is None or total <= max_records:
+        return {tp: off + backlog[tp] for tp, off in start.items()}
+    share = {tp: (max_records * b) // total for tp, b in backlog.items()}
+    remainder = max_records - sum(share.values())
+    for tp in sorted(backlog, key=lambda t: (-(backlog[t] - share[t]), t)):
+        if remainder <= 0:
+            break
+        if share[tp] < backlog[tp]:
+            share[tp] += 1
+            remainder -= 1
+    return {tp: off + share[tp] for tp, off in start.items()}
+
+
+def split_range(rng: OffsetRange, max_records_per_task: int) -> list[OffsetRange]:
+    """Split a range into consecutive pieces of at most `max_records_per_task` offsets."""
+    if max_records_per_task < 1:
+        raise ValueError(f"max_records_per_task must be >= 1, got {max_records_per_task}")
+    pieces = []
+    start = rng.start_offset
+    while rng.end_offset - start > max_records_per_task:
+        pieces.append(replace(rng, start_offset=start, end_offset=start + max_records_per_task))
+        start += max_records_per_task
+    pieces.append(replace(rng, start_offset=start))
+    return pieces
+
+
+def group_into_tasks(ranges: Iterable[OffsetRange], task_count: int) -> list[tuple[OffsetRange, ...]]:
+    """Balance ranges over at most `task_count` tasks by offsets spanned (largest first onto the
+    least loaded task). Empty ranges are dropped; no empty task is returned. Ranges of one
+    partition keep their offset order inside a task. Deterministic for equal inputs."""
+    if task_count < 1:
+        raise ValueError(f"task_count must be >= 1, got {task_count}")
+    work = sorted(
+        (r for r in ranges if r.size > 0), key=lambda r: (-r.size, r.source_topic, r.partition, r.start_offset)
+    )
+    heap: list[tuple[int, int]] = [(0, i) for i in range(min(task_count, len(work)))]
+    tasks: list[list[OffsetRange]] = [[] for _ in heap]
+    for rng in work:
+        load, index = heapq.heappop(heap)
+        tasks[index].append(rng)
+        heapq.heappush(heap, (load + rng.size, index))
+    return [tuple(sorted(t, key=lambda r: (r.source_topic, r.partition, r.start_offset))) for t in tasks]
+
+
+def plan_tasks(
+    ranges: Sequence[OffsetRange], task_count: int, max_records_per_task: int, keep_partitions_whole: bool = False
+) -> list[tuple[OffsetRange, ...]]:
+    """Writer tasks for a batch: large ranges split by `max_records_per_task` (unless
+    `keep_partitions_whole`, which exactly-once mode needs: one task per partition per batch),
+    then balanced over about `task_count` tasks (at least enough that no task exceeds the cap
+    when splitting is allowed)."""
+    if keep_partitions_whole:
+        return group_into_tasks(ranges, task_count)
+    pieces = [p for r in ranges for p in split_range(r, max_records_per_task)]
+    total = sum(p.size for p in pieces)
+    needed = -(-total // max_records_per_task) if total else 1
+    return group_into_tasks(pieces, max(task_count, needed))

@@ -1,0 +1,86 @@
+"""The SparkSession of the mirror: quiet, small, and local-friendly.
+
+`build_session(master, app_name)` promises:
+- Spark's own logging at WARN from the first line (a log4j2 file is handed to the driver JVM
+  before it starts), so the mirror's structured progress lines are what a user sees;
+- no web UI (tests run many sessions on shared machines; clusters configure their own UI);
+- few shuffle partitions (the mirror never shuffles) and Python workers from `PYSPARK_PYTHON`
+  (defaulting to this interpreter, so executors import the same packages);
+- on a cluster (`master` None) the cluster's confs win: only the quiet logging is applied.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+LOG4J2 = """\
+rootLogger.level = warn
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
+logger.spark.name = org.apache.spark
+logger.spark.level = warn
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = error
+logger.jetty.name = org.sparkproject.jetty
+logger.jetty.level = warn
+# "falling behind" repeats every batch of a backlog; lag is in the progress lines instead
+logger.trigger.name = org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor
+logger.trigger.level = error
+# "Failed to cancel job group" is logged by every clean stop between batches
+logger.dag.name = org.apache.spark.scheduler.DAGScheduler
+logger.dag.level = error
+# NativeCodeLoader and the "Unable to load native-hadoop" line are noise on every laptop
+logger.native.name = org.apache.hadoop.util.NativeCodeLoader
+logger.native.level = error
+"""
+
+LOCAL_CONFS: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "2",
+    "spark.sql.adaptive.enabled": "false",  # unsupported by streaming queries: warned about otherwise
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.streaming.metricsEnabled": "false",
+    # the app never caches: leave memory to the copying Python workers
+    "spark.python.worker.reuse": "true",
+}
+
+
+def _log4j_file() -> str:
+    path = Path(tempfile.gettempdir()) / "kmirror-log4j2.properties"
+    if not path.exists() or path.read_text() != LOG4J2:
+        path.write_text(LOG4J2)
+    return str(path)
+
+
+def build_session(
+    master: str | None = "local[*]", app_name: str = "kmirror", confs: dict[str, str] | None = None
+) -> Any:
+    """Build (or get) the SparkSession; `confs` override the local defaults."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    if master is not None and master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "hostname resolves to loopback" warning
+    # pyspark warns about pandas 3 on import; the mirror does not use pandas
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\..*")
+    from pyspark.sql import SparkSession
+
+    log_option = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"
+    builder = SparkSession.builder.appName(app_name).config("spark.driver.extraJavaOptions", log_option)
+    if master is not None:
+        builder = builder.master(master)
+        for key, value in LOCAL_CONFS.items():
+            builder = builder.config(key, value)
+    for key, value in (confs or {}).items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session

@@ -1,0 +1,168 @@
+"""The "kmirror-sink" Python data source: writer tasks copy the offset ranges the reader
+planned (one row per range: source_topic, partition, start_offset, end_offset, target_topic),
+and the driver-side commit aggregates what they did into a `BatchProgress` for listeners.
+
+- `write(rows)` (executor) copies every range of its task with one consumer and one
+  producer, all partitions in flight at once, and returns a `MirrorCommitMessage` only after
+  every delivery was acknowledged; any failure raises, so Spark retries the batch.
+- `commit(messages, batch_id)` runs after all tasks succeeded; it raises on a missing
+  message rather than report a partial batch.
+The flow spec travels as JSON in option "flow_spec" (`FlowSpec.to_dict()`).
+What the planner should give it: about one task per executor core, each holding several
+partitions' ranges (the copy is CPU-bound per record, and one task keeps all its partitions in
+flight); in exactly-once mode never a partition's ranges split across tasks of one batch.
+The commit runs in a Python worker the JVM starts for it, not in the driver's Python process
+(see spark_app/listeners.py).
+Environment variable KMIRROR_BATCH_LOG=<path>: the commit appends one JSON line per batch
+(records, bytes, first read and last delivery times), used by the benchmark.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
+
+from kmirror.errors import KmirrorError
+from kmirror.flowspec import FlowSpec, parse_flow_spec
+from spark_app.copy import CONSUMER_REQUIRED, CONSUMER_TUNING, PRODUCER_TUNING, CopyRange, RangeCopier
+from spark_app.listeners import listeners_for
+from spark_app.progress import BatchProgress, PartitionProgress
+
+SINK_NAME = "kmirror-sink"
+BATCH_LOG_ENV = "KMIRROR_BATCH_LOG"
+
+
+@dataclass(frozen=True)
+class MirrorCommitMessage(WriterCommitMessage):
+    """What one writer task did; plain picklable data."""
+
+    task_id: int
+    partitions: tuple[PartitionProgress, ...]
+    first_read_ms: int | None  # wall clock of the task's start of copying (None: nothing to copy)
+    last_delivery_ms: int  # wall clock once every delivery was acknowledged
+
+
+def _task_id() -> int:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return context.partitionId() if context is not None else 0
+
+
+def copy_task_ranges(spec: FlowSpec, ranges: Sequence[CopyRange], task_id: int) -> list[PartitionProgress]:
+    """Copy one task's ranges with freshly created clients (closed afterwards)."""
+    from confluent_kafka import Consumer, Producer
+
+    from spark_app.clients import consumer_config, producer_config
+
+    consumer = Consumer({**CONSUMER_TUNING, **consumer_config(spec), **CONSUMER_REQUIRED})
+    dead_letter_topic = spec.option("dead_letter_topic")
+    try:
+        if not spec.option("exactly_once"):
+            producer = Producer({**PRODUCER_TUNING, **producer_config(spec)})
+            return RangeCopier(consumer, producer, dead_letter_topic=dead_letter_topic).copy(ranges)
+        from spark_app.exactly_once import TransactionalCopier, offsets_group, transactional_id
+
+        txn_id = transactional_id(spec, task_id)
+        producer = Producer({**PRODUCER_TUNING, **producer_config(spec, transactional_id=txn_id)})
+        target = spec.target.client_config()
+        offsets = Consumer({**target, "group.id": offsets_group(spec), "enable.auto.commit": False})
+        try:
+            return TransactionalCopier(consumer, producer, offsets, dead_letter_topic=dead_letter_topic).copy(ranges)
+        finally:
+            offsets.close()
+    finally:
+        consumer.close()
+
+
+class MirrorStreamWriter(DataSourceStreamWriter):
+    def __init__(self, spec_json: str) -> None:
+        self.spec_json = spec_json
+
+    def write(self, iterator: Iterator[Any]) -> MirrorCommitMessage:
+        ranges = [CopyRange(r.source_topic, r.partition, r.start_offset, r.end_offset, r.target_topic)
+                  for r in iterator]  # fmt: skip
+        task_id = _task_id()
+        if not ranges:
+            return MirrorCommitMessage(task_id, (), None, _now_ms())
+        spec = parse_flow_spec(json.loads(self.spec_json))
+        started = _now_ms()
+        progress = copy_task_ranges(spec, ranges, task_id)
+        return MirrorCommitMessage(task_id, tuple(progress), started, _now_ms())
+
+    def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        spec = parse_flow_spec(json.loads(self.spec_json))
+        batch, first_read_ms, last_delivery_ms = aggregate(messages, batchId, exactly_once=spec.option("exactly_once"))
+        log_path = os.environ.get(BATCH_LOG_ENV)
+        if log_path:
+            _append_batch_log(log_path, batch, first_read_ms, last_delivery_ms)
+        for listener in listeners_for(spec):
+            listener.on_batch(batch)
+        now = _now_ms()
+        for listener in listeners_for(spec):
+            listener.on_idle(now)
+
+    def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
+        """Nothing to undo: copied records stay (at-least-once); the retried batch copies again
+        (in exactly-once mode, failed tasks aborted their own transactions)."""
+
+
+def aggregate(
+    messages: Sequence[WriterCommitMessage | None], batch_id: int, exactly_once: bool = False
+) -> tuple[BatchProgress, int | None, int]:
+    """The batch's progress and its first-read / last-delivery wall clock times (ms).
+
+    Raises KmirrorError on a missing or foreign commit message, and in exactly-once mode when
+    one source partition was copied by two tasks (their offsets cannot both be committed).
+    """
+    partitions: list[PartitionProgress] = []
+    owners: dict[tuple[str, int], int] = {}
+    for index, message in enumerate(messages):
+        if not isinstance(message, MirrorCommitMessage):
+            raise KmirrorError(f"batch {batch_id}: task {index} returned {message!r}, not a MirrorCommitMessage")
+        for p in message.partitions:
+            owner = owners.setdefault((p.source_topic, p.partition), message.task_id)
+            if exactly_once and owner != message.task_id:
+                raise KmirrorError(
+                    f"batch {batch_id}: {p.source_topic}[{p.partition}] was split across tasks {owner} and "
+                    f"{message.task_id}; exactly-once mode needs one task per partition per batch"
+                )
+        partitions.extend(message.partitions)
+    valid = [m for m in messages if isinstance(m, MirrorCommitMessage)]
+    starts = [m.first_read_ms for m in valid if m.first_read_ms is not None]
+    first_read_ms = min(starts) if starts else None
+    last_delivery_ms = max((m.last_delivery_ms for m in valid), default=_now_ms())
+    duration_ms = last_delivery_ms - first_read_ms if first_read_ms is not None else 0
+    return BatchProgress(batch_id, tuple(partitions), duration_ms), first_read_ms, last_delivery_ms
+
+
+def _append_batch_log(path: str, batch: BatchProgress, first_read_ms: int | None, last_delivery_ms: int) -> None:
+    line = {"batch_id": batch.batch_id, "records": batch.records, "bytes": batch.bytes,
+            "tasks_ms": batch.duration_ms, "first_read_ms": first_read_ms,
+            "last_delivery_ms": last_delivery_ms, "committed_ms": _now_ms()}  # fmt: skip
+    with open(path, "a") as log:
+        log.write(json.dumps(line) + "\n")
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class MirrorSink(DataSource):
+    """`df.writeStream.format("kmirror-sink").option("flow_spec", json)`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SINK_NAME
+
+    def streamWriter(self, schema: Any, overwrite: bool) -> MirrorStreamWriter:
+        spec_json = self.options.get("flow_spec")
+        if not spec_json:
+            raise KmirrorError(f'the {SINK_NAME} data source needs option "flow_spec" (FlowSpec.to_dict() as JSON)')
+        return MirrorStreamWriter(spec_json)

@@ -1,0 +1,216 @@
+"""The "kmirror-source" Python data source: a stream reader that plans offset ranges on the driver.
+
+It never reads records: each micro-batch is a set of rows (`spark_app.ranges.RANGE_SCHEMA`),
+one per source partition range, grouped into writer tasks; the "kmirror-sink" copies them.
+
+- `initialOffset()`: every mirrored partition at `starting_offsets` (earliest, latest, or the
+  first offset at/after `{timestamp_ms}`).
+- `latestOffset(start, limit)`: refreshes topic discovery, creates/grows target topics, and
+  admits at most `max_records_per_trigger` offsets (`getDefaultReadLimit`), shared by backlog.
+  New topics/partitions start at their earliest offset. Supports Trigger.AvailableNow: the end
+  offsets seen by `prepareForTriggerAvailableNow` are never passed.
+- `partitions(start, end)`: detects data loss (source log start > planned start): raises
+  DataLossError naming topic, partition and the lost range, or with `fail_on_data_loss=false`
+  skips to the log start and logs the skipped count.
+Options: "flow_spec" (FlowSpec.to_dict() as JSON), "mode" ("once" bounds the retries of an
+unreachable cluster to ~30 s; "stream" retries forever with backoff), "task_count".
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
+
+from kmirror.errors import DataLossError, KmirrorError
+from kmirror.flowspec import FlowSpec, parse_flow_spec
+from spark_app.discovery import MirroredTopic, TopicDiscovery
+from spark_app.offsets import query_offsets, with_retries
+from spark_app.ranges import RANGE_SCHEMA, OffsetRange, Offsets, admit, offsets_from_json, offsets_to_json, plan_tasks
+from spark_app.target_topics import TargetTopics
+
+SOURCE_NAME = "kmirror-source"
+log = logging.getLogger("kmirror.source")
+
+
+@dataclass(frozen=True)
+class RangeTask(InputPartition):
+    """One writer task: its ranges as plain rows."""
+
+    index: int
+    ranges: tuple[tuple[str, int, int, int, str], ...]
+
+
+class RangePlanner:
+    """Driver-side planning with Kafka clients: discovery, target topics, offsets, data loss."""
+
+    def __init__(self, spec: FlowSpec, once: bool, task_count: int, admin_factory: Any = None) -> None:
+        if admin_factory is None:
+            from spark_app.clients import admin_client as admin_factory
+        self.spec, self.once, self.task_count = spec, once, task_count
+        self.source_admin = admin_factory(spec.source)
+        self.read_committed = spec.option("consumer").get("isolation.level", "read_committed") == "read_committed"
+        self.discovery = TopicDiscovery(
+            self.source_admin,
+            spec.source,
+            spec.topic_selection,
+            spec.policy,
+            spec.target.alias,
+            spec.option("topic_refresh_interval_ms"),
+        )
+        self.target_topics = TargetTopics(
+            self.source_admin,
+            admin_factory(spec.target),
+            spec.target,
+            spec.option("replication_factor"),
+            spec.option("sync_topic_configs"),
+        )
+        self.frozen_end: Offsets | None = None
+        self.skipped_records = 0
+
+    def _retry(self, call: Any, what: str) -> Any:
+        return with_retries(call, f"{self.spec.id}: {what}", bounded=self.once)
+
+    def _query(self, tps: Any, which: str | int) -> Offsets:
+        return query_offsets(self.source_admin, self.spec.source, tps, which, self.read_committed)
+
+    def mirrored(self) -> dict[str, MirroredTopic]:
+        """Topics to mirror now; their remote topics exist afterwards."""
+
+        def run() -> dict[str, MirroredTopic]:
+            topics = self.discovery.topics()
+            self.target_topics.ensure(topics)
+            return topics
+
+        return self._retry(run, "topic discovery")
+
+    def remote(self, topic: str) -> str:
+        return self.spec.policy.format_remote_topic(self.spec.source.alias, topic)
+
+    def initial_offsets(self) -> Offsets:
+        tps = [(t.source_topic, p) for t in self.mirrored().values() for p in range(t.partitions)]
+        starting = self.spec.option("starting_offsets")
+        which = starting["timestamp_ms"] if isinstance(starting, dict) else starting
+        return self._retry(lambda: self._query(tps, which), "initial offsets")
+
+    def available(self) -> Offsets:
+        """End offsets of every mirrored partition now."""
+        tps = [(t.source_topic, p) for t in self.mirrored().values() for p in range(t.partitions)]
+        return self._retry(lambda: self._query(tps, "latest"), "end offsets")
+
+    def freeze(self) -> None:
+        """Trigger.AvailableNow: remember today's end; later calls never go past it."""
+        self.frozen_end = self.available()
+        log.info("%s: mirroring up to %d partitions' current end offsets", self.spec.id, len(self.frozen_end))
+
+    def next_end(self, start: Offsets, max_records: int | None) -> Offsets:
+        """End offsets of the next batch (== `start` when there is nothing to do)."""
+        latest = self.available()
+        if self.frozen_end is not None:
+            latest = {tp: min(off, self.frozen_end[tp]) for tp, off in latest.items() if tp in self.frozen_end}
+        new = [tp for tp in latest if tp not in start]
+        earliest = self._retry(lambda: self._query(new, "earliest"), "earliest offsets") if new else {}
+        full_start = {**earliest, **start}
+        end = admit(full_start, latest, max_records)
+        # a new partition without records yet is not worth an (empty) batch
+        return {tp: off for tp, off in end.items() if tp in start or off > full_start[tp]}
+
+    def plan(self, start: Offsets, end: Offsets) -> list[tuple[OffsetRange, ...]]:
+        """Writer tasks for [start, end); raises DataLossError (see module doc)."""
+        wanted = [tp for tp, off in end.items() if off > start.get(tp, -1)]
+        if not wanted:
+            return []
+        log_start = self._retry(lambda: self._query(wanted, "earliest"), "log start offsets")
+        ranges = []
+        for tp in wanted:
+            first = start.get(tp, log_start[tp])  # a new partition starts at its log start
+            first = self._check_loss(tp, first, log_start[tp], end[tp])
+            if end[tp] > first:
+                ranges.append(OffsetRange(tp[0], tp[1], first, end[tp], self.remote(tp[0])))
+        return plan_tasks(
+            ranges,
+            self.task_count,
+            self.spec.option("max_records_per_task"),
+            keep_partitions_whole=self.spec.option("exactly_once"),
+        )
+
+    def _check_loss(self, tp: tuple[str, int], first: int, log_start: int, end: int) -> int:
+        if log_start <= first:
+            return first
+        lost_to = min(log_start, end)
+        message = (
+            f"{self.spec.id}: data loss on {tp[0]}[{tp[1]}]: offsets {first}..{log_start - 1} were deleted "
+            f"from {self.spec.source.alias!r} (log start {log_start}) before they were mirrored"
+        )
+        if self.spec.option("fail_on_data_loss"):
+            raise DataLossError(message + "; set fail_on_data_loss: false to skip them (they stay lost)")
+        self.skipped_records += lost_to - first
+        log.warning(
+            "%s; skipped %d records (fail_on_data_loss=false; %d skipped in total)",
+            message,
+            lost_to - first,
+            self.skipped_records,
+        )
+        return lost_to
+
+
+class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, spec_json: str, once: bool, task_count: int) -> None:
+        self.spec_json, self.once, self.task_count = spec_json, once, task_count
+        self._planner: RangePlanner | None = None
+
+    @property
+    def planner(self) -> RangePlanner:
+        # built lazily in the planning process: Kafka clients cannot be pickled
+        if self._planner is None:
+            self._planner = RangePlanner(parse_flow_spec(json.loads(self.spec_json)), self.once, self.task_count)
+        return self._planner
+
+    def initialOffset(self) -> dict:
+        return offsets_to_json(self.planner.initial_offsets())
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        return ReadMaxRows(self.planner.spec.option("max_records_per_trigger"))
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self.planner.freeze()
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        max_records = None if isinstance(limit, ReadAllAvailable) else getattr(limit, "max_rows", None)
+        return offsets_to_json(self.planner.next_end(offsets_from_json(start), max_records))
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        tasks = self.planner.plan(offsets_from_json(start), offsets_from_json(end))
+        return [RangeTask(i, tuple(r.as_row() for r in task)) for i, task in enumerate(tasks)]
+
+    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
+        assert isinstance(partition, RangeTask)
+        return iter(partition.ranges)
+
+    def commit(self, end: dict) -> None:
+        """Progress lives in the checkpoint; the source group commit is a batch listener."""
+
+
+class MirrorSource(DataSource):
+    """`spark.readStream.format("kmirror-source").option("flow_spec", json)`."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> str:
+        return RANGE_SCHEMA
+
+    def streamReader(self, schema: Any) -> MirrorStreamReader:
+        spec_json = self.options.get("flow_spec")
+        if not spec_json:
+            raise KmirrorError(f'the {SOURCE_NAME} data source needs option "flow_spec" (FlowSpec.to_dict() as JSON)')
+        mode = self.options.get("mode", "stream")
+        if mode not in ("once", "stream"):
+            raise KmirrorError(f'option "mode" of {SOURCE_NAME} must be "once" or "stream", got {mode!r}')
+        return MirrorStreamReader(spec_json, mode == "once", int(self.options.get("task_count", "2")))

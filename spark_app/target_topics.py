@@ -1,0 +1,137 @@
+"""Target topics exist before data flows: created with the source's partition count and its
+explicitly set topic configs (minus MM2's `config.properties.exclude` defaults), and grown
+when the source grows.
+
+`TargetTopics.ensure(topics)` promises: after it returns, every remote topic exists on the
+target with at least its source's partition count (records keep their source partition). It
+raises KmirrorError naming the topic when a topic cannot be created or grown (e.g. the
+target refuses CreatePartitions), because copying into too few partitions would fail later
+or scramble per-key order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic, ResourceType
+
+from kmirror.errors import KmirrorError
+from kmirror.flowspec import ClusterEndpoint
+from spark_app.discovery import MirroredTopic, list_topic_partitions
+
+log = logging.getLogger("kmirror.target_topics")
+
+# MM2's DefaultConfigPropertyFilter `config.properties.exclude` defaults: broker-local or
+# dangerous-to-copy settings that stay as the target cluster decides.
+EXCLUDED_CONFIGS = frozenset(
+    {
+        "follower.replication.throttled.replicas",
+        "leader.replication.throttled.replicas",
+        "message.timestamp.difference.max.ms",
+        "message.timestamp.type",
+        "unclean.leader.election.enable",
+        "min.insync.replicas",
+    }
+)
+
+
+def configs_to_copy(entries: Mapping[str, Any]) -> dict[str, str]:
+    """Topic configs worth copying: explicitly set (not defaults), not read-only, not sensitive,
+    not excluded. `entries` are confluent-kafka ConfigEntry objects by name."""
+    out = {}
+    for name, entry in entries.items():
+        if name in EXCLUDED_CONFIGS or entry.is_default or entry.is_read_only or entry.is_sensitive:
+            continue
+        if entry.value is not None:
+            out[name] = str(entry.value)
+    return out
+
+
+def _result(future: Any, timeout_s: float) -> Any:
+    return future.result(timeout=timeout_s)
+
+
+class TargetTopics:
+    """Creates and grows remote topics; remembers what it verified to avoid admin calls per batch."""
+
+    def __init__(
+        self,
+        source_admin: Any,
+        target_admin: Any,
+        target: ClusterEndpoint,
+        replication_factor: int | None = None,
+        sync_configs: bool = True,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self.source_admin, self.target_admin, self.target = source_admin, target_admin, target
+        self.replication_factor = replication_factor if replication_factor is not None else -1  # -1: broker default
+        self.sync_configs = sync_configs
+        self.timeout_s = timeout_s
+        self._verified: dict[str, int] = {}  # remote topic -> partitions known to exist
+
+    def ensure(self, topics: Mapping[str, MirroredTopic]) -> None:
+        """Make every remote topic of `topics` exist with enough partitions (see module doc)."""
+        todo = [t for t in topics.values() if self._verified.get(t.target_topic, -1) < t.partitions]
+        if not todo:
+            return
+        existing = list_topic_partitions(self.target_admin, self.target, self.timeout_s)
+        missing = [t for t in todo if t.target_topic not in existing]
+        short = [t for t in todo if t.target_topic in existing and existing[t.target_topic] < t.partitions]
+        if missing:
+            self._create(missing)
+        if short:
+            self._grow(short, existing)
+        for topic in todo:
+            self._verified[topic.target_topic] = max(topic.partitions, existing.get(topic.target_topic, 0))
+
+    def _source_configs(self, names: list[str]) -> dict[str, dict[str, str]]:
+        if not self.sync_configs:
+            return {name: {} for name in names}
+        resources = [ConfigResource(ResourceType.TOPIC, name) for name in names]
+        futures = self.source_admin.describe_configs(resources)
+        return {resource.name: configs_to_copy(_result(f, self.timeout_s)) for resource, f in futures.items()}
+
+    def _create(self, topics: list[MirroredTopic]) -> None:
+        configs = self._source_configs([t.source_topic for t in topics])
+        new = [
+            NewTopic(t.target_topic, t.partitions, self.replication_factor, config=configs[t.source_topic])
+            for t in topics
+        ]
+        by_name = {t.target_topic: t for t in topics}
+        for name, future in self.target_admin.create_topics(new).items():
+            topic = by_name[name]
+            try:
+                _result(future, self.timeout_s)
+            except KafkaException as exc:
+                if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                    continue  # created meanwhile (another flow or a restart): verified at the next call
+                raise KmirrorError(
+                    f"cannot create target topic {name!r} on {self.target.alias!r} ({self.target.bootstrap_servers}) "
+                    f"with {topic.partitions} partitions: {exc.args[0].str()}; "
+                    "create it by hand or fix the target's ACLs"
+                ) from None
+            log.info(
+                "created target topic %s (%d partitions, configs %s)",
+                name,
+                topic.partitions,
+                sorted(configs[topic.source_topic]),
+            )
+
+    def _grow(self, topics: list[MirroredTopic], existing: Mapping[str, int]) -> None:
+        requests = [NewPartitions(t.target_topic, t.partitions) for t in topics]
+        futures = self.target_admin.create_partitions(requests)
+        by_name = {t.target_topic: t for t in topics}
+        for name, future in futures.items():
+            topic = by_name[name]
+            try:
+                _result(future, self.timeout_s)
+            except KafkaException as exc:
+                raise KmirrorError(
+                    f"target topic {name!r} has {existing[name]} partitions but source topic {topic.source_topic!r} "
+                    f"has {topic.partitions}, and growing it failed: {exc.args[0].str()}; add the partitions on "
+                    f"{self.target.alias!r} by hand"
+                ) from None
+            log.info("grew target topic %s from %d to %d partitions", name, existing[name], topic.partitions)

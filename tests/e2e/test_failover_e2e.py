@@ -1,0 +1,233 @@
+"""Consumer failover against real brokers: offsets shift because the target topic already
+held unrelated records; checkpoints decode in MM2's format; translate/failover/group sync
+give exactly the shifted offsets; a consumer resuming on the target skips nothing; lag is 0
+after a mirror pass and grows with new source records; heartbeats and metrics are emitted.
+
+The mirror pass is the real copy loop (spark_app.copy.RangeCopier) feeding the real
+FailoverListener, plus the source commit the driver does after a batch.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from kmirror.cli import main
+from kmirror.flowspec import FlowSpec, parse_flow_spec
+from kmirror.mm2_formats import (
+    Checkpoint,
+    Heartbeat,
+    OffsetSync,
+    decode_heartbeat,
+    encode_checkpoint,
+    encode_heartbeat,
+    encode_offset_sync,
+)
+from kmirror.policy import checkpoints_topic, offset_syncs_topic
+from spark_app.checkpoints import read_checkpoints
+from spark_app.clients import admin_client, consumer_config, producer_config
+from spark_app.copy import CopyRange, RangeCopier
+from spark_app.failover_listener import FailoverListener
+from spark_app.group_sync import committed_offsets
+from spark_app.offset_syncs import OffsetSyncTopic, SyncStore, read_partition0
+from spark_app.progress import BatchProgress
+from tests.kafka_helpers import FENCE_KEY, add_fences, create_topic, produce
+
+FOREIGN = 3  # unrelated records already on the target topic
+GROUP_AT = 4  # where the application's group stands on the source
+
+
+def commit(bootstrap: str, group: str, topic: str, offset: int) -> None:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, offset)], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def fence(bootstrap: str, topic: str, key_value: tuple[bytes, bytes]) -> None:
+    """A valid MM2 record after ours: tansu's high watermark hides the newest batch."""
+    produce(bootstrap, topic, [{"key": key_value[0], "value": key_value[1], "partition": 0}])
+
+
+def mirror_pass(spec: FlowSpec, topic: str, remote: str, end: int, batch_id: int, listener: Any) -> None:
+    """Copy [next committed, end) like one micro-batch, then commit and notify the listener."""
+    start = committed_offsets(admin_client(spec.source), spec.consumer_group, spec.source.alias).get((topic, 0), (0,))[
+        0
+    ]
+    consumer, producer = (
+        Consumer({**consumer_config(spec), "enable.partition.eof": True}),
+        Producer(producer_config(spec)),
+    )
+    try:
+        progress = RangeCopier(consumer, producer, stall_timeout_s=30).copy([CopyRange(topic, 0, start, end, remote)])
+    finally:
+        consumer.close()
+    commit(spec.source.bootstrap_servers, spec.consumer_group, topic, end)
+    listener.on_batch(BatchProgress(batch_id, tuple(progress), 100, {(topic, 0): end}))
+    listener.on_idle(int(time.time() * 1000))  # what the sink does after on_batch
+
+
+def target_records_from(bootstrap: str, topic: str, offset: int) -> list[bytes]:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "failover-e2e-reader", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(topic, 0, offset)])
+    values: list[bytes] = []
+    try:
+        while True:
+            msg = consumer.poll(10)
+            assert msg is not None and not msg.error(), f"no fence on {topic}: {msg and msg.error()}"
+            if msg.key() == FENCE_KEY:
+                return values
+            values.append(msg.value() or b"")
+    finally:
+        consumer.close()
+
+
+@pytest.mark.e2e
+def test_failover_resumes_at_exactly_the_shifted_offsets(
+    clusters: Any, unique: str, tmp_path: Path, capsys: Any
+) -> None:
+    src_alias, dst_alias = f"s{unique}", f"t{unique}"
+    topic, group = f"orders-{unique}", f"app-{unique}"
+    remote = f"{src_alias}.{topic}"
+    raw = {
+        "id": f"{src_alias}->{dst_alias}", "checkpoint_location": str(tmp_path / "ckpt"),
+        "source": {"alias": src_alias, "bootstrap_servers": clusters.source},
+        "target": {"alias": dst_alias, "bootstrap_servers": clusters.target},
+        "topics": [f"orders-{unique}"], "topics_exclude": [], "replication_policy": {"type": "default"},
+        "groups": [f"app.*-{unique}"], "sync_group_offsets": True, "metrics_port": 0,
+        "checkpoint_interval_ms": 3_600_000,
+    }  # fmt: skip
+    flow = tmp_path / "flow.json"
+    flow.write_text(json.dumps(raw))
+    spec = parse_flow_spec(raw)
+    create_topic(clusters.source, topic)
+    create_topic(clusters.target, remote)
+    produce(clusters.target, remote, [{"value": f"unrelated-{i}".encode(), "partition": 0} for i in range(FOREIGN)])
+    produce(clusters.source, topic, [{"value": f"v{i}".encode(), "key": b"k", "partition": 0} for i in range(10)])
+    add_fences(clusters.source, topic, 1)  # offset 10
+    commit(clusters.source, group, topic, GROUP_AT)
+    commit(clusters.source, f"app2-{unique}", topic, 6)
+    commit(clusters.source, f"other-{unique}", topic, 5)  # not selected by groups
+
+    listener = FailoverListener(spec)
+    mirror_pass(spec, topic, remote, 11, 0, listener)  # v0..v9 and the fence
+    metrics = urllib.request.urlopen(f"http://127.0.0.1:{listener.metrics.port}/metrics", timeout=10).read().decode()
+    labels = f'flow="{spec.id}",partition="0",topic="{remote}"'
+    assert f"kmirror_record_count_total{{{labels}}} 11.0" in metrics
+    assert f"kmirror_offset_lag{{{labels}}} 0.0" in metrics
+    assert f'kmirror_checkpoint_latency_ms{{flow="{spec.id}",group="{group}"}}' in metrics
+    listener.close(final=True)
+
+    # checkpoints: MM2 format, shifted by FOREIGN, only selected groups
+    fence(clusters.target, checkpoints_topic(src_alias), encode_checkpoint(Checkpoint("fence", "f", 0, 0, 0)))
+    found = {c.group: c for c in read_checkpoints(spec.target, checkpoints_topic(src_alias)) if c.topic == remote}
+    assert found == {
+        group: Checkpoint(group, remote, 0, GROUP_AT, GROUP_AT + FOREIGN, ""),
+        f"app2-{unique}": Checkpoint(f"app2-{unique}", remote, 0, 6, 6 + FOREIGN, ""),
+    }
+    # group sync wrote the translated offset into the idle target group
+    assert committed_offsets(admin_client(spec.target), group, dst_alias) == {(remote, 0): (GROUP_AT + FOREIGN, "")}
+    # a consumer resuming there sees exactly the records after the source position (up to the mirrored fence)
+    assert target_records_from(clusters.target, remote, GROUP_AT + FOREIGN) == [f"v{i}".encode() for i in range(4, 10)]
+
+    # translation from the persisted syncs (a fresh process would do the same)
+    fence(clusters.target, offset_syncs_topic(src_alias), encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
+    capsys.readouterr()
+    assert main(["translate", "--flow", str(flow), "--group", group, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [
+        {"topic": remote, "partition": 0, "upstream_offset": GROUP_AT, "downstream_offset": GROUP_AT + FOREIGN}
+    ]
+    assert main(["failover", "--flow", str(flow), "--group", f"other-{unique}", "--dry-run"]) == 0
+    assert capsys.readouterr().out == (
+        f"dry run: would move group 'other-{unique}' to {dst_alias}:\n  {remote}[0] -> {5 + FOREIGN}\n"
+    )
+    assert committed_offsets(admin_client(spec.target), f"other-{unique}", dst_alias) == {}
+    assert main(["failover", "--flow", str(flow), "--group", f"other-{unique}"]) == 0
+    assert capsys.readouterr().out == (
+        f"moved group 'other-{unique}' to {dst_alias}: 1 partition(s) written, 0 kept\n"
+        f"  wrote {remote}[0] = {5 + FOREIGN}\n"
+    )
+    assert committed_offsets(admin_client(spec.target), f"other-{unique}", dst_alias) == {(remote, 0): (8, "")}
+
+    # heartbeats (src, dst) reached the target's heartbeats topic
+    fence(clusters.target, "heartbeats", encode_heartbeat(Heartbeat("fence", "fence", 0)))
+    beats = [decode_heartbeat(m.key(), m.value()) for m in read_partition0(spec.target, "heartbeats")]
+    assert any(b.source_cluster_alias == src_alias and b.target_cluster_alias == dst_alias for b in beats)
+
+    # lag: 0 after the pass, grows with new source records
+    assert main(["lag", "--flow", str(flow), "--format", "json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["group"], row["topic"], row["partition"], row["offset"], row["lag"]) == (
+        spec.consumer_group, topic, 0, 11, 0)  # fmt: skip
+    assert row["target_topic"] == remote and row["delay_ms"] >= 0
+    produce(clusters.source, topic, [{"value": f"late{i}".encode(), "partition": 0} for i in range(5)])
+    add_fences(clusters.source, topic, 1)
+    assert main(["lag", "--flow", str(flow), "--format", "json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    low_high = Consumer({"bootstrap.servers": clusters.source, "group.id": "x"})
+    log_size = low_high.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
+    low_high.close()
+    assert log_size >= 16 and (row["log_size"], row["lag"]) == (log_size, log_size - 11)
+
+
+def offset_of(bootstrap: str, topic: str, value: bytes) -> int:
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "failover-e2e-finder", "enable.auto.commit": False}
+    )
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    try:
+        while True:
+            msg = consumer.poll(10)
+            assert msg is not None and not msg.error(), f"{value!r} not found in {topic}"
+            if msg.value() == value:
+                return int(msg.offset() or 0)
+    finally:
+        consumer.close()
+
+
+@pytest.mark.e2e
+def test_translation_stays_exact_across_a_restart_and_a_new_shift(clusters: Any, unique: str, tmp_path: Path) -> None:
+    src_alias, dst_alias = f"s{unique}", f"t{unique}"
+    topic, group, remote = f"events-{unique}", f"app-{unique}", f"s{unique}.events-{unique}"
+    spec = parse_flow_spec({
+        "id": f"{src_alias}->{dst_alias}", "checkpoint_location": str(tmp_path), "emit_heartbeats": False,
+        "source": {"alias": src_alias, "bootstrap_servers": clusters.source},
+        "target": {"alias": dst_alias, "bootstrap_servers": clusters.target},
+        "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default"}, "groups": [group],
+    })  # fmt: skip
+    create_topic(clusters.source, topic)
+    create_topic(clusters.target, remote)
+    produce(clusters.target, remote, [{"value": b"unrelated", "partition": 0}] * 3)
+    produce(clusters.source, topic, [{"value": f"v{i}".encode(), "partition": 0} for i in range(10)])
+    first = FailoverListener(spec)
+    mirror_pass(spec, topic, remote, 10, 0, first)
+    first.close(final=False)  # the process goes away
+    syncs = offset_syncs_topic(src_alias)
+    fence(clusters.target, syncs, encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
+
+    produce(clusters.target, remote, [{"value": b"unrelated", "partition": 0}] * 2)  # the shift grows to 5
+    produce(clusters.source, topic, [{"value": f"v{i}".encode(), "partition": 0} for i in range(10, 20)])
+    commit(clusters.source, group, topic, 15)
+    second = FailoverListener(spec)  # a new process: history comes from the syncs topic
+    mirror_pass(spec, topic, remote, 20, 1, second)
+    second.close(final=True)
+
+    expected = offset_of(clusters.target, remote, b"v15")
+    assert expected == 15 + 5
+    fence(clusters.target, checkpoints_topic(src_alias), encode_checkpoint(Checkpoint("fence", "f", 0, 0, 0)))
+    (checkpoint,) = [c for c in read_checkpoints(spec.target, checkpoints_topic(src_alias)) if c.group == group]
+    assert checkpoint == Checkpoint(group, remote, 0, 15, expected, "")
+    fence(clusters.target, syncs, encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
+    store = SyncStore()
+    OffsetSyncTopic(spec.target, syncs).load(store)
+    # every source offset translates exactly to where its record landed, across both runs
+    assert [store.translate(topic, 0, u) for u in (0, 9, 10, 19, 20)] == [3, 12, 15, 24, 25]

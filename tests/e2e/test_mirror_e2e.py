@@ -1,0 +1,155 @@
+"""The whole app (kmirror-source -> kmirror-sink) against two real brokers and a local Spark:
+what MirrorMaker 2 users rely on. Runs `run_flow(..., once=True)` in-process with the shared
+session; topics carry a unique prefix so flows never see other tests' topics."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import AdminClient
+
+from kmirror.flowspec import FlowSpec, parse_flow_spec
+from spark_app.main import run_flow
+from tests.kafka_helpers import FENCE_KEY, add_fences, create_topic, produce
+
+pytestmark = pytest.mark.e2e
+END_KEY = b"__e2e_end__"
+
+
+def flow(
+    src_alias: str, src: str, dst_alias: str, dst: str, topics: list[str], checkpoint: Path, **options: Any
+) -> FlowSpec:
+    return parse_flow_spec(
+        {
+            "id": f"{src_alias}->{dst_alias}",
+            "topics": topics,
+            "topics_exclude": [".*[-.]internal", ".*\\.skip"],
+            "source": {"alias": src_alias, "bootstrap_servers": src, "config": {}},
+            "target": {"alias": dst_alias, "bootstrap_servers": dst, "config": {}},
+            "replication_policy": {"type": "default"},
+            "checkpoint_location": str(checkpoint),
+            "emit_checkpoints": False,
+            "emit_heartbeats": False,
+            **options,
+        }
+    )
+
+
+def mirrored(bootstrap: str, topic: str, partitions: int) -> dict[int, list[Any]]:
+    """Every record of `topic` except fences: appends an end marker per partition, reads up to it."""
+    produce(bootstrap, topic, [{"key": END_KEY, "value": b"", "partition": p} for p in range(partitions)])
+    add_fences(bootstrap, topic, partitions)  # makes the end marker visible on tansu
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "e2e-reader", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: dict[int, list[Any]] = {p: [] for p in range(partitions)}
+    ended: set[int] = set()
+    try:
+        while len(ended) < partitions:
+            msgs = consumer.consume(1000, timeout=10)
+            assert msgs, f"{topic}: end markers seen on {sorted(ended)} only"
+            for m in msgs:
+                partition = int(m.partition() or 0)
+                if m.key() == END_KEY:
+                    ended.add(partition)
+                elif m.key() != FENCE_KEY and partition not in ended:
+                    out[partition].append(m)
+    finally:
+        consumer.close()
+    return out
+
+
+def records(prefix: str, partition: int, count: int, first: int = 0) -> list[dict[str, Any]]:
+    return [
+        {
+            "key": f"k{partition}-{i}".encode(),
+            "value": f"{prefix}-{partition}-{i}".encode(),
+            "partition": partition,
+            "headers": [("n", str(i).encode()), ("dup", b"a"), ("dup", b"b")],
+            "timestamp": 1_700_000_000_000 + i,
+        }
+        for i in range(first, first + count)
+    ]
+
+
+def topics_of(bootstrap: str) -> dict[str, int]:
+    metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
+    return {name: len(t.partitions) for name, t in metadata.topics.items()}
+
+
+def committed(bootstrap: str, group: str, topic: str, partitions: int) -> list[int]:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    try:
+        return [
+            tp.offset for tp in consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=10)
+        ]
+    finally:
+        consumer.close()
+
+
+def test_mirror_preserves_records_resumes_and_picks_up_new_topics(
+    spark: Any, clusters: Any, unique: str, tmp_path: Path
+) -> None:
+    orders, new = f"e2e-{unique}.orders", f"e2e-{unique}.new"
+    for name, partitions in ((orders, 3), (f"e2e-{unique}.audit-internal", 1), (f"e2e-{unique}.skip", 1)):
+        create_topic(clusters.source, name, partitions)
+        data = [r for p in range(partitions) for r in records("a", p, 400)]
+        produce(clusters.source, name, data)
+        add_fences(clusters.source, name, partitions)
+    spec = flow(
+        "west",
+        clusters.source,
+        "east",
+        clusters.target,
+        [f"e2e-{unique}\\..*"],
+        tmp_path / "ckpt",
+        max_records_per_trigger=1000,
+        max_records_per_task=200,
+    )
+
+    run_flow(spec, spark=spark, once=True)
+
+    target_topics = topics_of(clusters.target)
+    assert target_topics.get(f"west.{orders}") == 3
+    assert not {t for t in target_topics if t.startswith(f"west.e2e-{unique}.") and t != f"west.{orders}"}
+    # the source group sees the mirror's progress: every data record is committed
+    assert all(offset >= 400 for offset in committed(clusters.source, spec.consumer_group, orders, 3))
+
+    # restart from the checkpoint: only the new records, and a topic created meanwhile
+    produce(clusters.source, orders, [r for p in range(3) for r in records("b", p, 100, first=400)])
+    add_fences(clusters.source, orders, 3)
+    create_topic(clusters.source, new, 2)
+    produce(clusters.source, new, [r for p in range(2) for r in records("n", p, 50)])
+    add_fences(clusters.source, new, 2)
+
+    run_flow(spec, spark=spark, once=True)
+
+    got = mirrored(clusters.target, f"west.{orders}", 3)
+    for p in range(3):
+        expected = records("a", p, 400) + records("b", p, 100, first=400)
+        assert [(m.key(), m.value()) for m in got[p]] == [(r["key"], r["value"]) for r in expected]  # order, no re-copy
+        assert [m.timestamp()[1] for m in got[p]] == [r["timestamp"] for r in expected]
+        assert [m.headers() for m in got[p]] == [r["headers"] for r in expected]
+    got_new = mirrored(clusters.target, f"west.{new}", 2)
+    assert {p: len(v) for p, v in got_new.items()} == {0: 50, 1: 50}
+
+
+def test_active_active_pair_does_not_loop(spark: Any, clusters: Any, unique: str, tmp_path: Path) -> None:
+    west_topic, east_topic = f"aa-{unique}.w", f"aa-{unique}.e"
+    create_topic(clusters.source, west_topic, 1)
+    create_topic(clusters.target, east_topic, 1)
+    produce(clusters.source, west_topic, records("w", 0, 20))
+    add_fences(clusters.source, west_topic, 1)
+    produce(clusters.target, east_topic, records("e", 0, 20))
+    add_fences(clusters.target, east_topic, 1)
+    pattern = [f".*aa-{unique}\\..*"]  # selects the remote topics too: only the policy prevents the loop
+
+    run_flow(flow("west", clusters.source, "east", clusters.target, pattern, tmp_path / "we"), spark=spark, once=True)
+    run_flow(flow("east", clusters.target, "west", clusters.source, pattern, tmp_path / "ew"), spark=spark, once=True)
+
+    west, east = topics_of(clusters.source), topics_of(clusters.target)
+    assert f"west.{west_topic}" in east and f"east.{east_topic}" in west
+    assert not [t for t in west if t.startswith("east.west.") and unique in t]  # west's own records never came back
+    assert len(mirrored(clusters.source, f"east.{east_topic}", 1)[0]) == 20

@@ -1,0 +1,180 @@
+"""TLS end to end: tansu brokers behind stunnel4 (server TLS for the source, mutual TLS for the
+target), clients configured only through the topology's `security` mapping -> client_config ->
+resolve_references, exactly as the app does it.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from kmirror.errors import ConnectionFailure, KmirrorError
+from kmirror.flowspec import ClusterEndpoint, FlowSpec, parse_flow_spec
+from kmirror.local_brokers import LocalBroker, free_port
+from kmirror.security import client_config, redact, resolve_references, security_problems
+from spark_app.clients import producer_config
+from spark_app.copy import CopyRange
+from spark_app.security_check import check_connection, check_flow_security
+from spark_app.sink import copy_task_ranges
+from tests.security.tls_support import Issued, Stunnel, TestCa
+
+pytestmark = pytest.mark.security
+KEY_PASSWORD = "tls-key-pass-7Qx9-never-printed"
+FAIL_FAST_S = 5.0
+
+
+@dataclass
+class TlsClusters:
+    directory: Path
+    ca: TestCa
+    wrong_ca: TestCa
+    client: Issued
+    password_file: Path
+    source_bootstrap: str  # server TLS only
+    target_bootstrap: str  # mutual TLS (client certificate required)
+    target_stunnel: Stunnel
+
+    def source_security(self, ca: Path | None = None) -> dict[str, Any]:
+        return {"protocol": "SSL", "tls": {"ca": {"file": str(ca or self.ca.cert_path)}}}
+
+    def target_security(self, with_client_cert: bool = True) -> dict[str, Any]:
+        tls: dict[str, Any] = {"ca": {"file": str(self.ca.cert_path)}}
+        if with_client_cert:
+            tls.update({"cert": {"file": str(self.client.cert)}, "key": {"file": str(self.client.key)},
+                        "key_password": {"file": str(self.password_file)}})  # fmt: skip
+        return {"protocol": "SSL", "tls": tls}
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsClusters]:
+    directory = tmp_path_factory.mktemp("tls")
+    ca, wrong_ca = TestCa(directory), TestCa(directory, "wrong-ca")
+    server = ca.issue("broker", server=True)
+    client = ca.issue("mirrormaker", server=False, key_password=KEY_PASSWORD.encode())
+    password_file = directory / "client-key-password"
+    password_file.write_text(KEY_PASSWORD + "\n")
+    source_port, target_port = free_port(), free_port()
+    with (
+        LocalBroker("tls-source", advertised_port=source_port) as source,
+        LocalBroker("tls-target", advertised_port=target_port) as target,
+        Stunnel(directory, "source", source_port, source.port, server),
+        Stunnel(directory, "target", target_port, target.port, server, client_ca=ca.cert_path) as target_stunnel,
+    ):
+        yield TlsClusters(directory, ca, wrong_ca, client, password_file, f"127.0.0.1:{source_port}",
+                          f"127.0.0.1:{target_port}", target_stunnel)  # fmt: skip
+
+
+def _config(bootstrap: str, security: dict[str, Any]) -> dict[str, Any]:
+    assert security_problems(security, "clusters.test.security") == []
+    return {"bootstrap.servers": bootstrap, **resolve_references(client_config(security))}
+
+
+def _flow(tls: TlsClusters, unique: str) -> FlowSpec:
+    """The flow spec the planner would emit: security as references only (client_config output)."""
+    return parse_flow_spec({
+        "id": "east-1->west-1", "topics": [".*"], "topics_exclude": [], "checkpoint_location": f"/tmp/kmirror-{unique}",
+        "replication_policy": {"type": "default", "separator": "."},
+        "source": {"alias": "east-1", "bootstrap_servers": tls.source_bootstrap,
+                   "config": client_config(tls.source_security())},
+        "target": {"alias": "west-1", "bootstrap_servers": tls.target_bootstrap,
+                   "config": client_config(tls.target_security())},
+    })  # fmt: skip
+
+
+def _mirror(tls: TlsClusters, unique: str, count: int) -> tuple[FlowSpec, list[tuple[bytes | None, bytes | None]]]:
+    """Produce `count` records on the TLS source, copy them with the app's copy task, read the target."""
+    spec = _flow(tls, unique)
+    topic, remote = f"tls-orders-{unique}", f"east-1.tls-orders-{unique}"
+    source = _config(tls.source_bootstrap, tls.source_security())
+    target = _config(tls.target_bootstrap, tls.target_security())
+    for config, name in ((source, topic), (target, remote)):
+        admin = AdminClient(config)  # kept referenced until the future resolves
+        admin.create_topics([NewTopic(name, 1, 1)])[name].result(timeout=30)
+    producer = Producer({**source, "acks": "all"})
+    for i in range(count):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode())
+    assert producer.flush(30) == 0
+    producer.produce(topic, key=b"fence", value=b"")  # tansu hides the newest batch from offset queries
+    assert producer.flush(30) == 0
+    copy_task_ranges(spec, [CopyRange(topic, 0, 0, count, remote)], task_id=0)  # the app's Spark task body
+    fence = Producer({**target, "acks": "all"})
+    fence.produce(remote, key=b"fence", value=b"")
+    assert fence.flush(30) == 0
+    return spec, _read(target, remote, count)
+
+
+def _read(config: dict[str, Any], topic: str, count: int) -> list[tuple[bytes | None, bytes | None]]:
+    consumer = Consumer({**config, "group.id": "kmirror-tls-test", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    out: list[tuple[bytes | None, bytes | None]] = []
+    deadline = time.monotonic() + 30
+    while len(out) < count and time.monotonic() < deadline:
+        for msg in consumer.consume(500, timeout=0.5):
+            assert msg.error() is None, msg.error()
+            if msg.key() != b"fence":
+                out.append((msg.key(), msg.value()))
+    consumer.close()
+    return out
+
+
+def test_mirror_through_tls_and_mutual_tls_keeps_every_record(
+    tls: TlsClusters, unique: str, caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    spec, mirrored = _mirror(tls, unique, 200)
+    assert mirrored == [(f"k{i}".encode(), f"v{i}".encode()) for i in range(200)]
+    assert "Certificate accepted at depth=0: CN=mirrormaker" in tls.target_stunnel.log()
+    assert spec.target.config["ssl.key.password"] == f"${{file:{tls.password_file}}}"
+    out, err = capfd.readouterr()
+    for text in (out, err, caplog.text, repr(spec), repr(redact(producer_config(spec)))):
+        assert KEY_PASSWORD not in text
+
+
+def test_wrong_ca_fails_fast_naming_the_cluster(tls: TlsClusters) -> None:
+    config = client_config(tls.source_security(ca=tls.wrong_ca.cert_path))
+    started = time.monotonic()
+    with pytest.raises(ConnectionFailure) as failure:
+        check_connection(ClusterEndpoint("east-1", tls.source_bootstrap, config), timeout_s=30)
+    assert time.monotonic() - started < FAIL_FAST_S
+    message = str(failure.value)
+    assert message.startswith(f"cluster 'east-1' ({tls.source_bootstrap}): cannot connect with security.protocol=SSL: ")
+    assert "certificate verify failed" in message
+    assert message.endswith(
+        "the brokers' certificate is not signed by the CA in security.tls.ca; point it at the issuing CA"
+    )
+
+
+def test_mutual_tls_needs_the_client_certificate(tls: TlsClusters) -> None:
+    with_cert = client_config(tls.target_security(with_client_cert=True))
+    check_connection(ClusterEndpoint("west-1", tls.target_bootstrap, with_cert), timeout_s=10)
+    without = client_config(tls.target_security(with_client_cert=False))
+    started = time.monotonic()
+    with pytest.raises(ConnectionFailure) as failure:
+        check_connection(ClusterEndpoint("west-1", tls.target_bootstrap, without), timeout_s=30)
+    assert time.monotonic() - started < FAIL_FAST_S
+    assert "cluster 'west-1'" in str(failure.value)
+    assert "certificate required" in str(failure.value)
+    assert "client certificate (mutual TLS); set security.tls.cert + key or pkcs12" in str(failure.value)
+
+
+def test_wrong_key_password_reference_is_reported_without_the_value(tls: TlsClusters, tmp_path: Path) -> None:
+    security = tls.target_security()
+    security["tls"]["key_password"] = {"env": "KMIRROR_TEST_UNSET_KEY_PASSWORD"}
+    with pytest.raises(KmirrorError) as failure:
+        check_connection(ClusterEndpoint("west-1", tls.target_bootstrap, client_config(security)), timeout_s=5)
+    assert str(failure.value) == (
+        "ssl.key.password: reference ${env:KMIRROR_TEST_UNSET_KEY_PASSWORD} cannot be resolved: environment variable "
+        "KMIRROR_TEST_UNSET_KEY_PASSWORD is not set; set it in the app's environment (or use a {file: PATH} reference)"
+    )
+
+
+def test_flow_start_up_check_passes_for_both_tls_clusters(tls: TlsClusters, unique: str) -> None:
+    check_flow_security(_flow(tls, unique), timeout_s=10)

@@ -1,0 +1,222 @@
+"""Failover pieces with injected fakes: group sync refuses live groups and never moves a
+partition back, checkpoint emission rules, heartbeat loop guard, metrics text."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from confluent_kafka import TopicPartition
+
+from kmirror.cli import main
+from kmirror.flowspec import FlowSpec, parse_flow_spec
+from kmirror.mm2_formats import Checkpoint, decode_heartbeat
+from spark_app.checkpoints import CheckpointEmitter, is_more_recent, translate_offsets
+from spark_app.group_sync import ActiveGroupError, sync_group
+from spark_app.heartbeats import HeartbeatEmitter, HeartbeatError
+from spark_app.metrics import FlowMetrics
+from spark_app.offset_syncs import SyncStore
+from spark_app.progress import BatchProgress, PartitionProgress
+
+
+def spec(**options: Any) -> FlowSpec:
+    return parse_flow_spec({
+        "id": "west->east", "checkpoint_location": "/tmp/x", "topics": ["orders.*"], "topics_exclude": [],
+        "source": {"alias": "west", "bootstrap_servers": "w:9092"},
+        "target": {"alias": "east", "bootstrap_servers": "e:9092"},
+        "replication_policy": {"type": "default"}, "groups": ["app.*"], **options,
+    })  # fmt: skip
+
+
+def done(value: Any) -> Future[Any]:
+    future: Future[Any] = Future()
+    future.set_result(value)
+    return future
+
+
+class FakeAdmin:
+    def __init__(self, state: str = "EMPTY", members: int = 0, offsets: dict[tuple[str, int], int] | None = None):
+        self.state, self.members, self.offsets = state, members, dict(offsets or {})
+        self.altered: list[dict[tuple[str, int], int]] = []
+
+    def describe_consumer_groups(self, groups: list[str], **_: Any) -> dict[str, Future[Any]]:
+        members = [SimpleNamespace(client_id=f"c{i}", host="/10.0.0.1", assignment=None) for i in range(self.members)]
+        return {g: done(SimpleNamespace(state=SimpleNamespace(name=self.state), members=members)) for g in groups}
+
+    def list_consumer_group_offsets(self, requests: list[Any], **_: Any) -> dict[str, Future[Any]]:
+        tps = [TopicPartition(t, p, o) for (t, p), o in self.offsets.items()]
+        return {r.group_id: done(SimpleNamespace(topic_partitions=tps)) for r in requests}
+
+    def alter_consumer_group_offsets(self, requests: list[Any], **_: Any) -> dict[str, Future[Any]]:
+        (request,) = requests
+        self.altered.append({(tp.topic, tp.partition): tp.offset for tp in request.topic_partitions})
+        self.offsets.update(self.altered[-1])
+        return {request.group_id: done(SimpleNamespace(topic_partitions=request.topic_partitions))}
+
+    def list_consumer_groups(self, **_: Any) -> Future[Any]:
+        names = ["app-1", "app-2", "batch", "kmirror-west-to-east"]
+        return done(SimpleNamespace(valid=[SimpleNamespace(group_id=n) for n in names]))
+
+
+def test_group_sync_refuses_a_group_with_active_members() -> None:
+    admin = FakeAdmin(state="STABLE", members=2)
+    with pytest.raises(ActiveGroupError, match=r"group 'app' on east is STABLE with active members \(c0@/10.0.0.1, c1"):
+        sync_group(admin, "app", {("west.orders", 0): 7}, "east")
+    assert admin.altered == []
+
+
+def test_group_sync_moves_forward_only() -> None:
+    admin = FakeAdmin(offsets={("west.orders", 0): 10, ("west.orders", 1): 2})
+    result = sync_group(admin, "app", {("west.orders", 0): 7, ("west.orders", 1): 5, ("west.orders", 2): 1}, "east")
+    assert admin.altered == [{("west.orders", 1): 5, ("west.orders", 2): 1}]
+    assert result.kept == {("west.orders", 0): (10, 7)}
+
+
+def test_failover_cli_refuses_live_source_group(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: Any) -> None:
+    import json
+
+    import spark_app.clients
+
+    flow = tmp_path / "flow.json"
+    flow.write_text(json.dumps(spec().to_dict()))
+    monkeypatch.setattr(spark_app.clients, "admin_client", lambda endpoint: FakeAdmin(state="STABLE", members=1))
+    assert main(["failover", "--flow", str(flow), "--group", "app-1"]) == 1
+    assert capsys.readouterr().err == (
+        "kmirror failover: group 'app-1' is STABLE on west with active members (c0@/10.0.0.1); "
+        "stop its consumers before failing over\n"
+    )
+
+
+class FakeProducer:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes, bytes]] = []
+
+    def produce(self, topic: str, value: bytes, key: bytes, on_delivery: Any = None, **_: Any) -> None:
+        self.sent.append((topic, key, value))
+
+    def poll(self, timeout: float) -> int:
+        return 0
+
+    def flush(self, timeout: float) -> int:
+        return 0
+
+
+def test_checkpoints_translate_selected_groups_on_mirrored_topics_only() -> None:
+    store = SyncStore()
+    store.add_segment("orders", 0, 0, 10, [(0, 3), (9, 12)])
+    admin = FakeAdmin(offsets={("orders", 0): 4, ("payments", 0): 1})
+    emitter = CheckpointEmitter(spec(), store, admin, FakeProducer())
+    assert emitter.groups() == ["app-1", "app-2"]  # not "batch" (groups), not the mirror's own group
+    emitted, _ = emitter.emit(["app-1"])
+    assert emitted == [Checkpoint("app-1", "west.orders", 0, 4, 7, "")]
+    assert emitter.emit(["app-1"])[0] == []  # repeated checkpoint is not emitted again
+    assert [
+        t.source_topic for t in translate_offsets(spec(), store, {("orders", 0): (4, ""), ("pay", 0): (1, "")})
+    ] == ["orders"]
+
+
+def test_checkpoint_rules_follow_mm2() -> None:
+    last = Checkpoint("g", "t", 0, 10, 20)
+    assert is_more_recent(Checkpoint("g", "t", 0, 12, 22), last)
+    assert is_more_recent(Checkpoint("g", "t", 0, 5, 15), last)  # the group was rewound upstream
+    assert not is_more_recent(Checkpoint("g", "t", 0, 11, 19), last)  # would move downstream back
+    assert not is_more_recent(Checkpoint("g", "t", 0, 10, 20), last)
+
+
+def test_heartbeats_at_interval_to_the_target_heartbeats_topic() -> None:
+    producer = FakeProducer()
+    beats = HeartbeatEmitter(spec(heartbeat_interval_ms=1000), producer)
+    assert [beats.maybe_emit(t) for t in (5000, 5500, 6000)] == [True, False, True]
+    topic, key, value = producer.sent[0]
+    assert topic == "heartbeats"
+    assert decode_heartbeat(key, value) == decode_heartbeat(
+        b"\x00\x04west\x00\x04east", b"\x00\x00" + (5000).to_bytes(8, "big")
+    )
+
+
+def test_heartbeats_refuse_a_policy_that_would_loop() -> None:
+    looping = SimpleNamespace(**{**vars(spec()), "replication_policy": {"type": "identity"}})
+    looping.policy = SimpleNamespace(format_remote_topic=lambda alias, topic: topic)
+    with pytest.raises(HeartbeatError, match="maps 'heartbeats' to itself; heartbeats would loop"):
+        HeartbeatEmitter(looping, FakeProducer())  # type: ignore[arg-type]
+
+
+def test_metrics_per_partition_in_prometheus_text_and_progress_log() -> None:
+    metrics = FlowMetrics("west->east")
+    part = PartitionProgress("orders", 1, "west.orders", 100, 150, 50, 5000, 1_000, latency_min_ms=3,
+                             latency_max_ms=9, latency_sum_ms=300, latency_count=50)  # fmt: skip
+    record = metrics.observe_batch(BatchProgress(7, (part,), 500, {("orders", 1): 160}), now_ms=1_250)
+    assert record == {"event": "mirror_metrics", "flow": "west->east", "batch_id": 7, "partitions": [{
+        "topic": "west.orders", "partition": 1, "record_count": 50, "byte_rate": 10000.0, "record_age_ms": 250,
+        "replication_latency_ms": {"min": 3.0, "max": 9.0, "avg": 6.0}, "offset_lag": 10}]}  # fmt: skip
+    text = metrics.text()
+    labels = 'flow="west->east",partition="1",topic="west.orders"'
+    avg = 'kmirror_replication_latency_ms{flow="west->east",partition="1",stat="avg",topic="west.orders"} 6.0'
+    for line in (f"kmirror_record_count_total{{{labels}}} 50.0", f"kmirror_offset_lag{{{labels}}} 10.0", avg,
+                 f"kmirror_record_age_ms{{{labels}}} 250.0", f"kmirror_byte_rate{{{labels}}} 10000.0"):  # fmt: skip
+        assert line in text
+
+
+def write_flow(tmp_path: Any) -> str:
+    import json
+
+    flow = tmp_path / "flow.json"
+    flow.write_text(json.dumps(spec().to_dict()))
+    return str(flow)
+
+
+def test_translate_json_leaves_out_untranslatable_partitions(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+                                                             capsys: Any) -> None:  # fmt: skip
+    import spark_app.checkpoints
+    from spark_app.checkpoints import Translation
+
+    rows = [Translation("orders", 0, "west.orders", 4, 7), Translation("orders", 1, "west.orders", 2, None)]
+    monkeypatch.setattr(spark_app.checkpoints, "translate_group", lambda s, g: rows)
+    assert main(["translate", "--flow", write_flow(tmp_path), "--group", "app-1", "--format", "json"]) == 0
+    out = capsys.readouterr()
+    assert out.out == '[{"topic": "west.orders", "partition": 0, "upstream_offset": 4, "downstream_offset": 7}]\n'
+    assert out.err == "untranslatable: orders[1]@2 is before every mirrored record of that partition\n"
+    monkeypatch.setattr(spark_app.checkpoints, "translate_group", lambda s, g: [])
+    assert main(["translate", "--flow", write_flow(tmp_path), "--group", "nobody"]) == 1
+    assert capsys.readouterr().err.startswith("kmirror translate: group 'nobody' has no committed offsets on topics")
+
+
+def test_lag_watch_refreshes_the_table_until_interrupted(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
+                                                         capsys: Any) -> None:  # fmt: skip
+    import kmirror.commands.lag as lag
+
+    row = {"group": "kmirror-west-to-east", "topic": "orders", "partition": 0, "offset": 90, "log_size": 100,
+           "lag": 10, "owner": "none", "target_topic": "west.orders", "delay_ms": 1234}  # fmt: skip
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        if len(sleeps) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(lag, "lag_rows", lambda s: [row])
+    monkeypatch.setattr(lag.time, "sleep", sleep)
+    monkeypatch.setenv("COLUMNS", "120")
+    assert main(["lag", "--flow", write_flow(tmp_path), "--watch"]) == 130
+    out = capsys.readouterr().out
+    assert out.count("kmirror lag: west->east") == 2 and sleeps == [2.0, 2.0]
+    header = next(line for line in out.splitlines() if "Group" in line)
+    assert [c.strip() for c in header.strip("┃ ").split("┃")] == [
+        "Group", "Topic", "Pid", "Offset", "logSize", "Lag", "Owner", "Delay (ms)"]  # fmt: skip
+    assert "│ kmirror-west-to-east │ orders │   0 │     90 │     100 │  10 │ none  │       1234 │" in out
+
+
+def test_heartbeats_travel_one_hop_per_flow_and_never_loop() -> None:
+    from kmirror.filters import NameSelection, should_replicate_topic
+    from kmirror.policy import DefaultReplicationPolicy
+
+    policy, only_orders = DefaultReplicationPolicy(), NameSelection(("orders",))
+    # west->east: west's own heartbeats go downstream even though `topics` selects only orders
+    assert should_replicate_topic(only_orders, policy, "heartbeats", "east")
+    assert policy.format_remote_topic("west", "heartbeats") == "west.heartbeats"
+    # east->west must not send east's copy of west's heartbeats back: that is a cycle
+    assert not should_replicate_topic(only_orders, policy, "west.heartbeats", "west")
+    # but a third cluster's hop chain continues: north.heartbeats on west -> west.north.heartbeats on east
+    assert should_replicate_topic(only_orders, policy, "north.heartbeats", "east")

@@ -1,0 +1,151 @@
+"""Offset translation rules: MM2's rule where the history is unknown, exact where it is
+continuous; never backwards, never past mirrored data, safe after thinning and lost syncs."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from spark_app.offset_syncs import Sync, SyncStore
+
+
+def segment_syncs(records: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """What the copy loop reports for a range: first record, every drift change, last record."""
+    out: list[tuple[int, int]] = []
+    drift = None
+    for up, down in records:
+        if down - up != drift:
+            out.append((up, down))
+            drift = down - up
+    if records and out[-1] != records[-1]:
+        out.append(records[-1])
+    return out
+
+
+def test_exact_shift_when_the_target_already_held_records() -> None:
+    store = SyncStore()
+    # source offsets 0..9 landed at 3..12 (three unrelated records were there first)
+    store.add_segment("t", 0, 0, 10, [(0, 3), (9, 12)])
+    assert [store.translate("t", 0, u) for u in (0, 4, 9, 10, 500)] == [3, 7, 12, 13, 13]
+
+
+def test_mm2_rule_between_syncs_that_are_not_continuous() -> None:
+    store = SyncStore()
+    store.add_segment("t", 0, 0, 10, [(0, 3), (9, 12)])
+    store.add_segment("t", 0, 20, 30, [(20, 40), (29, 49)])  # offsets 10..19 never reported: unknown
+    assert store.translate("t", 0, 15) == 13  # MM2: sync.downstream + 1
+    assert store.translate("t", 0, 20) == 40
+    assert store.translate("t", 0, 25) == 45
+    assert store.syncs("t", 0)[2] == Sync(20, 40, continuous=False)
+
+
+def test_gap_in_the_source_is_clamped_to_the_next_record() -> None:
+    store = SyncStore()
+    # records 0..4 at 0..4, offsets 5..9 compacted away, record 10 at 5
+    store.add_segment("t", 0, 0, 11, [(0, 0), (10, 5)])
+    # pairs only name drift changes; the last record before the gap (4, 4) had drift 0
+    assert [store.translate("t", 0, u) for u in (3, 5, 7, 10)] == [3, 5, 5, 5]
+
+
+def test_before_the_oldest_sync_is_untranslatable() -> None:
+    store = SyncStore()
+    store.add_segment("t", 0, 100, 110, [(100, 0), (109, 9)])
+    assert store.translate("t", 0, 99) is None
+    assert store.translate("other", 0, 5) is None
+
+
+def test_rewind_starts_the_history_over() -> None:
+    store = SyncStore()
+    store.add_segment("t", 0, 0, 10, [(0, 0), (9, 9)])
+    store.add_segment("t", 0, 0, 10, [(0, 10), (9, 19)])  # mirrored again from the start
+    assert store.syncs("t", 0) == [Sync(0, 10, False), Sync(9, 19, True)]
+    assert store.translate("t", 0, 5) == 15
+
+
+def test_replayed_syncs_give_the_same_translation() -> None:
+    live, reloaded = SyncStore(), SyncStore()
+    for start, end, pairs in [(0, 10, [(0, 3), (9, 12)]), (10, 20, [(10, 13), (12, 20), (19, 27)])]:
+        for sync in live.add_segment("t", 0, start, end, pairs):
+            reloaded.add_loaded("t", 0, sync, end)
+    assert [reloaded.translate("t", 0, u) for u in range(25)] == [live.translate("t", 0, u) for u in range(25)]
+    assert reloaded.mirrored_until("t", 0) == 20
+
+
+def test_bounded_history_keeps_the_oldest_and_the_newest() -> None:
+    store = SyncStore(max_per_partition=40, dense_tail=10)
+    for i in range(200):  # every batch shifts by one more foreign record: every sync is a drift point
+        store.add_segment("t", 0, i * 10, i * 10 + 10, [(i * 10, i * 11), (i * 10 + 9, i * 11 + 9)])
+    syncs = store.syncs("t", 0)
+    assert len(syncs) <= 40
+    assert syncs[0] == Sync(0, 0, False)
+    assert syncs[-1].upstream == 1999
+    # a group far behind still translates: MM2's rule where the history was thinned ...
+    assert store.translate("t", 0, 5) == 1
+    # ... exactly where it is dense
+    assert store.translate("t", 0, 1995) == 1995 + 199
+    assert store.translate("t", 0, 1905) == 1905 + 190
+
+
+History = tuple[list[tuple[int, int]], list[tuple[int, int, bool]]]
+
+
+@st.composite
+def histories(draw: st.DrawFn) -> History:
+    """Records (upstream, downstream) with gaps on both sides, split into ranges; some ranges'
+    syncs are lost (never reported)."""
+    n = draw(st.integers(1, 60))
+    up_gaps = draw(st.lists(st.integers(1, 4), min_size=n, max_size=n))
+    down_gaps = draw(st.lists(st.integers(1, 4), min_size=n, max_size=n))
+    records, up, down = [], draw(st.integers(0, 5)), draw(st.integers(0, 5))
+    for du, dd in zip(up_gaps, down_gaps, strict=True):
+        up, down = up + du, down + dd
+        records.append((up, down))
+    cuts = sorted(set(draw(st.lists(st.integers(1, n), max_size=8))) | {n})
+    ranges, begin = [], 0
+    for cut in cuts:
+        ranges.append((begin, cut, draw(st.booleans()) if begin else True))
+        begin = cut
+    return records, ranges
+
+
+def feed(store: SyncStore, records: list[tuple[int, int]], ranges: list[tuple[int, int, bool]]) -> None:
+    for begin, end, reported in ranges:
+        start = records[begin - 1][0] + 1 if begin else 0
+        next_offset = records[end - 1][0] + 1 if end < len(records) else records[-1][0] + 3
+        if reported:
+            store.add_segment("t", 0, start, next_offset, segment_syncs(records[begin:end]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories(), st.sampled_from([(1024, 512), (6, 2)]))
+def test_never_past_mirrored_data_and_never_backwards(history: History, bounds: tuple[int, int]) -> None:
+    records, ranges = history
+    store = SyncStore(*bounds)
+    feed(store, records, ranges)
+    previous = -1
+    for u in range(0, records[-1][0] + 4):
+        got = store.translate("t", 0, u)
+        if got is None:
+            assert previous == -1, "untranslatable only before the oldest sync"
+            continue
+        following = [d for up, d in records if up >= u]
+        limit = following[0] if following else records[-1][1] + 1
+        assert got <= limit, f"translate({u}) = {got} skips mirrored record at downstream {limit}"
+        assert got >= previous, f"translate({u}) = {got} moved back from {previous}"
+        previous = got
+
+
+@settings(max_examples=200, deadline=None)
+@given(histories())
+def test_exact_when_every_range_was_reported(history: History) -> None:
+    records, ranges = history
+    store = SyncStore()
+    feed(store, records, [(b, e, True) for b, e, _ in ranges])
+    for u in range(records[0][0], records[-1][0] + 3):
+        before = [d for up, d in records if up < u]
+        following = [d for up, d in records if up >= u]
+        got = store.translate("t", 0, u)
+        assert got is not None
+        assert (before[-1] if before else -1) < got <= (following[0] if following else records[-1][1] + 1)
+        if u in dict(records):
+            assert got == dict(records)[u]

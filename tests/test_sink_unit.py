@@ -1,0 +1,111 @@
+"""The sink's driver-side commit with fakes: aggregation, listeners built once, loud failures."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kmirror.errors import KmirrorError
+from spark_app import listeners as listeners_module
+from spark_app.progress import BatchProgress, PartitionProgress
+from spark_app.sink import MirrorCommitMessage, MirrorSink, MirrorStreamWriter, aggregate
+
+SPEC = {
+    "id": "west->east",
+    "source": {"alias": "west", "bootstrap_servers": "127.0.0.1:1", "config": {}},
+    "target": {"alias": "east", "bootstrap_servers": "127.0.0.1:2", "config": {}},
+    "topics": ["orders"], "topics_exclude": [],
+    "replication_policy": {"type": "default", "separator": "."},
+    "checkpoint_location": "/tmp/unused",
+}  # fmt: skip
+
+
+def _progress(topic: str, partition: int, records: int) -> PartitionProgress:
+    return PartitionProgress(topic, partition, f"west.{topic}", 0, records, records, records * 10, 1_000)
+
+
+def _messages() -> list[Any]:
+    return [
+        MirrorCommitMessage(0, (_progress("orders", 0, 5), _progress("orders", 1, 7)), 1_000, 1_400),
+        MirrorCommitMessage(1, (_progress("orders", 2, 3),), 1_100, 1_900),
+        MirrorCommitMessage(2, (), None, 1_050),  # a task without ranges
+    ]
+
+
+def test_aggregate_sums_tasks_and_spans_first_read_to_last_delivery() -> None:
+    batch, first_read_ms, last_delivery_ms = aggregate(_messages(), 4)
+    assert (batch.batch_id, batch.records, batch.bytes, batch.duration_ms) == (4, 15, 150, 900)
+    assert [(p.source_topic, p.partition) for p in batch.partitions] == [("orders", 0), ("orders", 1), ("orders", 2)]
+    assert (first_read_ms, last_delivery_ms) == (1_000, 1_900)
+
+
+def test_a_missing_commit_message_fails_the_commit() -> None:
+    with pytest.raises(KmirrorError, match=r"batch 3: task 1 returned None, not a MirrorCommitMessage"):
+        aggregate([_messages()[0], None], 3)
+
+
+def test_exactly_once_refuses_a_partition_split_across_tasks() -> None:
+    split = [
+        MirrorCommitMessage(0, (_progress("orders", 0, 5),), 1, 2),
+        MirrorCommitMessage(1, (_progress("orders", 0, 5),), 1, 2),
+    ]
+    assert aggregate(split, 0)[0].records == 10  # fine at-least-once
+    with pytest.raises(KmirrorError, match=r"orders\[0\] was split across tasks 0 and 1"):
+        aggregate(split, 0, exactly_once=True)
+
+
+class RecordingListener:
+    def __init__(self) -> None:
+        self.batches: list[BatchProgress] = []
+        self.idle: list[int] = []
+        self.closed: list[bool] = []
+
+    def on_batch(self, batch: BatchProgress) -> None:
+        self.batches.append(batch)
+
+    def on_idle(self, now_ms: int) -> None:
+        self.idle.append(now_ms)
+
+    def close(self, final: bool) -> None:
+        self.closed.append(final)
+
+
+def test_commit_calls_listeners_built_once_per_flow_and_writes_the_batch_log(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    built: list[RecordingListener] = []
+
+    def build(spec: Any) -> list[Any]:
+        built.append(RecordingListener())
+        return [built[-1]]
+
+    monkeypatch.setattr(listeners_module, "build_listeners", build)
+    monkeypatch.setenv("KMIRROR_BATCH_LOG", str(tmp_path / "batches.jsonl"))
+    listeners_module.close_listeners(False)
+    writer = MirrorSink({"flow_spec": json.dumps(SPEC)}).streamWriter(None, False)
+
+    writer.commit(_messages(), 0)
+    MirrorStreamWriter(json.dumps(SPEC)).commit(_messages()[:1], 1)  # Spark unpickles a new writer per batch
+
+    [listener] = built
+    assert [(b.batch_id, b.records) for b in listener.batches] == [(0, 15), (1, 12)]
+    assert len(listener.idle) == 2
+    lines = [json.loads(line) for line in (tmp_path / "batches.jsonl").read_text().splitlines()]
+    assert [(x["batch_id"], x["records"], x["first_read_ms"], x["last_delivery_ms"]) for x in lines] == [
+        (0, 15, 1_000, 1_900), (1, 12, 1_000, 1_400)
+    ]  # fmt: skip
+    listeners_module.close_listeners(True)
+    assert listener.closed == [True]
+
+
+def test_the_sink_needs_the_flow_spec_option() -> None:
+    with pytest.raises(KmirrorError, match='needs option "flow_spec"'):
+        MirrorSink({}).streamWriter(None, False)
+
+
+def test_a_task_without_ranges_creates_no_clients_and_reports_nothing() -> None:
+    message = MirrorStreamWriter(json.dumps(SPEC)).write(iter([]))
+    assert (message.task_id, message.partitions, message.first_read_ms) == (0, (), None)

@@ -1,0 +1,64 @@
+"""`python -m spark_app` / `kmirror run` exit codes and messages (no Spark needed to fail fast)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from kmirror.errors import DataLossError, KmirrorError
+from kmirror.local_brokers import free_port
+from spark_app.main import explain
+
+
+def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, timeout=timeout)
+
+
+def flow_file(tmp_path: Path, **changes: object) -> str:
+    raw = {
+        "id": "west->east",
+        "topics": ["orders"],
+        "topics_exclude": [],
+        "source": {"alias": "west", "bootstrap_servers": f"127.0.0.1:{free_port()}", "config": {}},
+        "target": {"alias": "east", "bootstrap_servers": f"127.0.0.1:{free_port()}", "config": {}},
+        "replication_policy": {"type": "default"},
+        "checkpoint_location": str(tmp_path / "ckpt"),
+        **changes,
+    }
+    path = tmp_path / "flow.json"
+    path.write_text(json.dumps(raw))
+    return str(path)
+
+
+def test_invalid_spec_exits_2_naming_the_key_without_traceback(tmp_path: Path) -> None:
+    result = run("spark_app", "--flow", flow_file(tmp_path, max_records_per_triger=5), "--once")
+    assert result.returncode == 2
+    assert "max_records_per_triger: unknown key (did you mean 'max_records_per_trigger'?)" in result.stderr
+    assert "Traceback" not in result.stderr
+    missing = run("kmirror.cli", "run", "--flow", str(tmp_path / "nope.json"), "--once")
+    assert missing.returncode == 2 and "file not found" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_unreachable_cluster_with_once_fails_in_bounded_time_naming_it(tmp_path: Path) -> None:
+    path = flow_file(tmp_path)
+    address = json.loads(Path(path).read_text())["source"]["bootstrap_servers"]
+    started = time.monotonic()
+    result = run("spark_app", "--flow", path, "--once")
+    assert result.returncode == 1
+    assert time.monotonic() - started < 40
+    assert f"cluster 'west' ({address})" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_errors_crossing_the_jvm_become_one_line_with_their_type() -> None:
+    jvm_text = (
+        "[STREAM_FAILED] Query terminated with exception\n"
+        'Traceback (most recent call last):\n  File "x.py", line 1\n'
+        "kmirror.errors.DataLossError: west->east: data loss on orders[0]: offsets 0..9 were deleted\n"
+    )
+    error = explain(RuntimeError(jvm_text))
+    assert isinstance(error, DataLossError) and str(error).startswith("west->east: data loss on orders[0]")
+    other = explain(RuntimeError("spark_app.copy.CopyError: delivery failed for t[0]@5"))
+    assert type(other) is KmirrorError and str(other) == "CopyError: delivery failed for t[0]@5"
