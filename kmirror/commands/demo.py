@@ -96,34 +96,24 @@ def _flush(producer: Any, errors: list[Any]) -> None:
         raise KmirrorError(f"demo: producing demo records failed: {errors[:3]}")
 
 
-def demo_flow_spec(source: str, target: str, checkpoint_root: str) -> dict[str, Any]:
-    """The example topology's `local` flow with the brokers' real addresses.
+TOPOLOGY_PATH = Path(__file__).resolve().parents[2] / "stacks" / "topology.yaml"
 
-    Uses the planner (`kmirror.planner.flow_spec_for`) when it is available; otherwise the same
-    flow is built here (local-a -> local-b, topics demo.*, MM2's default excludes).
+
+def demo_flow_spec(checkpoint_root: str, topology_path: Path = TOPOLOGY_PATH) -> dict[str, Any]:
+    """The example topology's `local-a->local-b` flow, planned by the same planner as
+    `kmirror plan` and the Pulumi program (the caller puts in the local brokers' addresses).
+
+    Raises KmirrorError when the topology file or its `local-a->local-b` flow is missing (the
+    demo runs from a clone of the repository, which ships stacks/topology.yaml).
     """
-    try:
-        from kmirror.planner import flow_spec_for, load_topology, plan_topology
-    except ImportError:
-        flow = None
-    else:
-        topology_path = Path(__file__).resolve().parents[2] / "stacks" / "topology.yaml"
-        topology = load_topology(topology_path)
-        flow = next(f for f in plan_topology(topology).flows if f.id == f"{SOURCE_ALIAS}->{TARGET_ALIAS}")
-        spec = flow_spec_for(topology, flow, checkpoint_root)
-        spec["source"]["bootstrap_servers"], spec["target"]["bootstrap_servers"] = source, target
-        return dict(spec)
-    return {
-        "id": f"{SOURCE_ALIAS}->{TARGET_ALIAS}",
-        "source": {"alias": SOURCE_ALIAS, "bootstrap_servers": source, "config": {}},
-        "target": {"alias": TARGET_ALIAS, "bootstrap_servers": target, "config": {}},
-        "topics": ["demo.*"],
-        "topics_exclude": [".*[-.]internal", ".*\\.replica", "__.*"],
-        "replication_policy": {"type": "default", "separator": "."},
-        "checkpoint_location": str(Path(checkpoint_root) / "local-a-to-local-b"),
-        "trigger_interval_ms": 500,
-        "max_records_per_trigger": 10_000,
-    }
+    from kmirror.planner import flow_spec_for, load_topology, plan_topology
+
+    if not topology_path.is_file():
+        raise KmirrorError(f"demo: the example topology {str(topology_path)!r} is missing; run the demo from a clone")
+    topology = load_topology(topology_path)
+    flow_id = f"{SOURCE_ALIAS}->{TARGET_ALIAS}"
+    flow = plan_topology(topology).flow(flow_id)  # ValidationError naming the flow when absent
+    return flow_spec_for(topology, flow, checkpoint_root)
 
 
 class TargetCounter:
@@ -233,6 +223,7 @@ def run_demo(args: argparse.Namespace) -> int:
 
     console = Console(width=None if sys.stdout.isatty() else 140)
     workdir = Path(tempfile.mkdtemp(prefix="kmirror-demo-"))
+    spec = demo_flow_spec(str(workdir / "checkpoints"))  # a broken topology fails before anything starts
     with LocalBroker("demo-a") as source, LocalBroker("demo-b") as target:
         console.print(
             f"[bold]brokers[/]: {SOURCE_ALIAS}={source.bootstrap_servers} {TARGET_ALIAS}={target.bootstrap_servers}"
@@ -240,9 +231,13 @@ def run_demo(args: argparse.Namespace) -> int:
         fill_source(source.bootstrap_servers)
         console.print("filled: " + ", ".join(f"{t.name} ({t.partitions}p, {t.records} records)" for t in DEMO_TOPICS))
         flow_path = workdir / "flow.json"
-        flow_path.write_text(json.dumps(demo_flow_spec(source.bootstrap_servers, target.bootstrap_servers,
-                                                       str(workdir / "checkpoints")), indent=2))  # fmt: skip
+        spec["source"]["bootstrap_servers"], spec["target"]["bootstrap_servers"] = (
+            source.bootstrap_servers,
+            target.bootstrap_servers,
+        )
+        flow_path.write_text(json.dumps(spec, indent=2))
         log_path = workdir / "spark-app.log"
+        console.print(f"planned flow {spec['id']} of topology {spec.get('topology')!r} from {TOPOLOGY_PATH.name}")
         console.print(f"running the Spark app (flow {flow_path}, log {log_path}) ...")
         app = _start_app(flow_path, args.master, log_path)
         started = time.monotonic()

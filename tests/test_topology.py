@@ -1,0 +1,231 @@
+"""The topology model: patterns, settings resolution, placement and every validation rule."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kmirror.errors import ValidationError
+from kmirror.flowspec import parse_flow_spec
+from kmirror.planner import flow_spec_for, load_topology, parse_topology, plan_topology
+from kmirror.policy import policy_from_config
+
+CLUSTERS = {
+    "west-1": {"bootstrap_servers": "b1-west:9092,b2-west:9092", "datacenter": "west"},
+    "east-1": {"bootstrap_servers": "b1-east:9092", "datacenter": "east"},
+    "central": {"bootstrap_servers": "central:9092", "datacenter": "central"},
+    "dc-old": {"bootstrap_servers": "old:9092", "datacenter": "onprem"},
+    "aws-1": {"bootstrap_servers": "aws1:9092", "datacenter": "aws"},
+    "aws-2": {"bootstrap_servers": "aws2:9092", "datacenter": "aws"},
+}
+
+
+def topo(*topologies: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"clusters": copy.deepcopy(CLUSTERS), "topologies": list(topologies), **extra}
+
+
+def problems_of(raw: Any) -> list[str]:
+    with pytest.raises(ValidationError) as info:
+        parse_topology(raw, "t.yaml")
+    return [str(p) for p in info.value.problems]
+
+
+def flow_ids(raw: dict[str, Any]) -> list[str]:
+    return [f.id for f in plan_topology(parse_topology(raw)).flows]
+
+
+@pytest.mark.parametrize(
+    ("decl", "expected"),
+    [
+        ({"pattern": "active-passive", "primary": "west-1", "standby": "east-1"}, ["west-1->east-1"]),
+        ({"pattern": "active-active", "clusters": ["west-1", "east-1", "central"]},
+         ["central->east-1", "central->west-1", "east-1->central", "east-1->west-1", "west-1->central",
+          "west-1->east-1"]),
+        ({"pattern": "hub-and-spoke", "hub": "central", "spokes": ["west-1", "east-1"]},
+         ["east-1->central", "west-1->central"]),
+        ({"pattern": "hub-and-spoke", "hub": "central", "spokes": ["west-1"], "bidirectional": True},
+         ["central->west-1", "west-1->central"]),
+        ({"pattern": "fan-out", "source": "central", "targets": ["west-1", "east-1"]},
+         ["central->east-1", "central->west-1"]),
+        ({"pattern": "chain", "clusters": ["dc-old", "aws-1", "aws-2"]}, ["aws-1->aws-2", "dc-old->aws-1"]),
+        ({"pattern": "custom", "flows": ["west-1->east-1", "east-1 -> central"]},
+         ["east-1->central", "west-1->east-1"]),
+    ],
+)  # fmt: skip
+def test_patterns_expand_to_directed_flows(decl: dict[str, Any], expected: list[str]) -> None:
+    assert flow_ids(topo({"name": "t", **decl})) == expected
+
+
+def test_settings_resolve_defaults_then_topology_then_flow_override() -> None:
+    raw = topo(
+        {"name": "dr", "pattern": "active-passive", "primary": "west-1", "standby": "east-1", "topics": ["orders.*"],
+         "producer": {"linger.ms": 5}},
+        defaults={"topics_exclude": ["tmp.*"], "producer": {"compression.type": "lz4"}, "spark": {"executors": 2}},
+        flows={"west-1->east-1": {"producer": {"compression.type": "zstd"}, "run_in": "west", "exactly_once": True}},
+    )  # fmt: skip
+    (flow,) = plan_topology(parse_topology(raw)).flows
+    assert flow.topics == ("orders.*",)
+    assert flow.topics_exclude == ("tmp.*",)
+    assert flow.groups_exclude == ("console-consumer-.*", "connect-.*", "__.*")  # MM2's default
+    assert flow.producer == {"compression.type": "zstd", "linger.ms": 5}
+    assert flow.spark == {"executors": 2}
+    assert flow.run_in == "west"
+    assert flow.options == {"exactly_once": True}
+
+
+def test_placement_is_the_target_datacenter_and_every_datacenter_is_listed() -> None:
+    plan = plan_topology(parse_topology(topo({"name": "p", "pattern": "fan-out", "source": "central",
+                                              "targets": ["west-1", "east-1"]})))  # fmt: skip
+    assert plan.to_dict()["datacenters"] == {
+        "aws": [], "central": [], "east": ["central->east-1"], "onprem": [], "west": ["central->west-1"],
+    }  # fmt: skip
+    assert [f.id for f in plan.flows_in("west")] == ["central->west-1"]
+
+
+def test_mirrormaker_1_aliases_and_comma_lists() -> None:
+    raw = topo({"name": "dr", "pattern": "active-passive", "primary": "west-1", "standby": "east-1",
+                "whitelist": "orders,payments.*", "blacklist": ["payments.tmp"]})  # fmt: skip
+    (flow,) = plan_topology(parse_topology(raw)).flows
+    assert flow.topics == ("orders,payments.*",) and flow.topics_exclude == ("payments.tmp",)
+    spec = parse_flow_spec(flow_spec_for(parse_topology(raw), flow, "/ckpt"))
+    selection = spec.topic_selection
+    assert [t for t in ("orders", "payments.eu", "payments.tmp", "ordersx") if selection.matches(t)] == [
+        "orders", "payments.eu",
+    ]  # fmt: skip
+
+
+def test_the_same_flow_from_two_topologies_is_merged_when_identical_and_rejected_when_not() -> None:
+    same = topo({"name": "a", "pattern": "active-passive", "primary": "west-1", "standby": "east-1"},
+                {"name": "b", "pattern": "custom", "flows": ["west-1->east-1"]})  # fmt: skip
+    assert flow_ids(same) == ["west-1->east-1"]
+    conflicting = copy.deepcopy(same)
+    conflicting["topologies"][1]["topics"] = ["x"]
+    assert problems_of(conflicting) == [
+        "topologies[1]: flow 'west-1->east-1' is also produced by topologies[0] (topology 'a') with different topics; "
+        "make them agree or set them once under flows.west-1->east-1"
+    ]
+
+
+def test_every_problem_is_reported_at_once_with_its_path() -> None:
+    raw = {
+        "clusters": {
+            "west-1": {"bootstrap_servers": "w:9092", "datacenter": "west"},
+            "east-1": {"datacenter": "east", "secruity": {}},
+            "central": {"bootstrap_servers": "c:9092"},
+        },
+        "defaults": {"replication_policy": {"type": "default", "separator": "/"}},
+        "topologies": [
+            {"name": "dr", "pattern": "active-passive", "primary": "west-1", "standby": "eas-1", "topcs": ["x"]},
+            {"name": "dr", "pattern": "fan-out", "source": "west-1", "targets": ["west-1"], "topics": ["(bad"]},
+            {"name": "x", "pattern": "star"},
+        ],
+        "flows": {"west-1->nowhere": {"run_in": "west"}},
+        "extra": 1,
+    }
+    assert problems_of(raw) == [
+        "clusters.central.datacenter: required datacenter name (letters, digits, '.', '_', '-'), got None",
+        "clusters.east-1.bootstrap_servers: required 'host:port[,host:port...]', got None",
+        "clusters.east-1.secruity: unknown key (did you mean 'security'?); "
+        "allowed: bootstrap_servers, datacenter, security",
+        "defaults.replication_policy.separator: bad separator '/'; use 1-8 characters of [A-Za-z0-9._-], e.g. '.'",
+        "extra: unknown key; allowed: clusters, defaults, flows, topologies",
+        "topologies[0].standby: unknown cluster 'eas-1' (did you mean 'east-1'?); declare it under clusters",
+        "topologies[0].topcs: unknown key (did you mean 'topics'?)",
+        "topologies[1].name: duplicate topology name 'dr' (also topologies[0])",
+        "topologies[1].topics[0]: invalid regular expression '(bad': missing ), unterminated subpattern at position 0",
+        "topologies[2].pattern: unknown pattern 'star'; use one of: active-passive, active-active, hub-and-spoke, "
+        "fan-out, chain, custom",
+    ]
+
+
+def test_self_flow_unknown_override_and_unknown_run_in() -> None:
+    assert problems_of(topo({"name": "c", "pattern": "custom", "flows": ["west-1->west-1"]})) == [
+        "topologies[0]: flow 'west-1->west-1' goes from a cluster to itself; a mirror needs two clusters"
+    ]
+    raw = topo({"name": "dr", "pattern": "active-passive", "primary": "west-1", "standby": "east-1"},
+               flows={"west-1->east-1": {"run_in": "easst"}, "east-1->west-1": {}})  # fmt: skip
+    assert problems_of(raw) == [
+        "flows.east-1->west-1: no topology produces flow 'east-1->west-1' (did you mean 'west-1->east-1'?); "
+        "add it to a topology (e.g. a custom one) or remove the override",
+        "flows.west-1->east-1.run_in: unknown datacenter 'easst' (did you mean 'east'?); "
+        "known: aws, central, east, onprem, west",
+    ]
+
+
+def test_identity_cycles_name_the_clusters_that_loop() -> None:
+    raw = topo({"name": "ring", "pattern": "chain", "clusters": ["west-1", "east-1", "central"]},
+               {"name": "back", "pattern": "custom", "flows": ["central->west-1"],
+                "replication_policy": {"type": "identity"}})  # fmt: skip
+    (problem,) = problems_of(raw)
+    assert problem.startswith("topologies: identity replication cycle central -> west-1 -> east-1 -> central:")
+    # the same ring with the default policy everywhere is stopped by name (MM2's isCycle): valid
+    del raw["topologies"][1]["replication_policy"]
+    assert len(flow_ids(raw)) == 3
+
+
+def test_identity_fan_in_collisions_are_rejected_unless_topics_are_disjoint() -> None:
+    hub = {"name": "hub", "pattern": "hub-and-spoke", "hub": "central", "spokes": ["west-1", "east-1"],
+           "replication_policy": {"type": "identity"}}  # fmt: skip
+    (problem,) = problems_of(topo(hub))
+    assert problem == (
+        "flows.west-1->central: flows 'east-1->central' and 'west-1->central' both write the same topic names into "
+        "'central' (identity policy); use the default policy on one, or give them disjoint topics"
+    )
+    disjoint = topo(hub, flows={"west-1->central": {"topics": ["west-orders"]},
+                                "east-1->central": {"topics": ["east-orders", "east\\.audit"]}})  # fmt: skip
+    assert flow_ids(disjoint) == ["east-1->central", "west-1->central"]
+
+
+def test_alias_containing_the_separator_is_rejected() -> None:
+    raw = topo({"name": "dr", "pattern": "custom", "flows": ["west-1->east-1"],
+                "replication_policy": {"type": "default", "separator": "-"}})  # fmt: skip
+    assert problems_of(raw) == [
+        "topologies[0].replication_policy.separator: cluster alias 'east-1' contains the separator '-'; remote topic "
+        "names could not be traced back to their source: choose another separator or alias",
+        "topologies[0].replication_policy.separator: cluster alias 'west-1' contains the separator '-'; remote topic "
+        "names could not be traced back to their source: choose another separator or alias",
+    ]
+
+
+def test_not_a_mapping_and_bad_settings_types() -> None:
+    assert problems_of([1]) == [
+        "a topology file must be a mapping with clusters, defaults, topologies, flows; got list"
+    ]
+    raw = topo({"name": "dr", "pattern": "active-passive", "primary": "west-1", "standby": "east-1",
+                "spark": {"executors": 0, "executor_memory": "lots"}, "max_records_per_trigger": -1,
+                "whitelist": ["a"], "topics": ["b"]})  # fmt: skip
+    assert problems_of(raw) == [
+        "topologies[0].max_records_per_trigger: must be an integer >= 1, got -1",
+        "topologies[0].spark.executor_memory: must be a size such as '2g' or '512m', got 'lots'",
+        "topologies[0].spark.executors: must be an integer >= 1, got 0",
+        "topologies[0].topics: 'topics' and 'topics' mean the same; keep only 'topics'",
+    ]
+
+
+def test_example_topology_covers_every_pattern_and_plans_cleanly() -> None:
+    topology = load_topology("stacks/topology.yaml")
+    plan = plan_topology(topology)
+    import yaml
+
+    raw = yaml.safe_load(Path("stacks/topology.yaml").read_text(encoding="utf-8"))
+    patterns = {t["pattern"] for t in raw["topologies"]}
+    assert patterns == {"active-passive", "active-active", "hub-and-spoke", "fan-out", "chain", "custom"}
+    assert "local-a->local-b" in plan.datacenters["local"]
+    for flow in plan.flows:  # every planned flow becomes a valid flow spec for the app
+        spec = parse_flow_spec(flow_spec_for(topology, flow, "s3a://bucket/checkpoints"))
+        assert spec.id == flow.id and spec.checkpoint_location.startswith("s3a://bucket/checkpoints/")
+        policy = policy_from_config(spec.replication_policy, spec.source.alias)
+        assert policy.format_remote_topic(spec.source.alias, "t") in ("t", f"{spec.source.alias}.t")
+
+
+def test_flow_spec_carries_secret_references_never_values() -> None:
+    topology = load_topology("stacks/topology.yaml")
+    flow = plan_topology(topology).flow("west-1->east-1")
+    spec = flow_spec_for(topology, flow, "/ckpt")
+    assert spec["target"]["config"]["sasl.password"].startswith("${file:")
+    assert spec["target"]["config"]["security.protocol"] == "SASL_SSL"
+    assert "source_security" not in spec and "target_security" not in spec
+    assert spec["checkpoint_location"] == "/ckpt/west-1-to-east-1"
