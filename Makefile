@@ -14,9 +14,12 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
-# Debian packages for the TLS (stunnel4) and Kerberos (MIT KDC, GSSAPI librdkafka) tests.
-system-deps:
+# Debian packages for the TLS (stunnel4) and Kerberos (MIT KDC, GSSAPI librdkafka) tests, then
+# $(GSSAPI_VENV): confluent-kafka built against Debian's librdkafka (has GSSAPI; ~10 s, kept when it works).
+GSSAPI_VENV ?= .venv-gssapi
+system-deps: setup
 	bash scripts/install-system-deps.sh
+	PYTHON=$(abspath $(PY)) bash scripts/build-gssapi-client.sh $(abspath $(GSSAPI_VENV))
 
 demo: setup
 	$(VENV)/bin/kmirror demo

@@ -1,4 +1,4 @@
-"""Pure specs for deployments: names, ConfigMaps, SparkApplications and EMR step args.
+"""Pure specs for EKS deployments: names, ConfigMaps, SparkApplications, metrics Services, RBAC.
 
 No pulumi import: every layout decision is a plain function of the flow spec dict and
 platform settings, so it is tested without the engine and shared by all components.
@@ -8,15 +8,25 @@ flow never renames (and so never replaces) its resources.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from kmirror.secret_refs import SECRETS_ROOT
+
 FLOW_MOUNT_DIR = "/etc/kmirror/flow"
 FLOW_FILE = "flow.json"
-SECRETS_ROOT = "/etc/kmirror/secrets"
-APP_ENTRY = "local:///opt/kmirror/spark_app/__main__.py"
+APP_HOME = "/opt/kmirror"
+# The entry script sits beside (not inside) the packages: running a file from inside `spark_app/`
+# would put that directory first on sys.path, and `spark_app/copy.py` would shadow stdlib `copy`.
+APP_ENTRY = f"local://{APP_HOME}/kmirror_main.py"
+FLOW_ANNOTATION = "kafka-mirror/flow"
+FLOW_SHA_ANNOTATION = "kafka-mirror/flow-sha256"
+DEFAULT_METRICS_PORT = 9404
+CHECKPOINT_MOUNT = "/var/lib/kmirror/checkpoints"  # where a checkpoint PersistentVolumeClaim is mounted
+PART_OF = {"app.kubernetes.io/part-of": "kafka-mirror"}
 
 
 def app_name(flow_id: str) -> str:
@@ -30,118 +40,255 @@ def app_name(flow_id: str) -> str:
     return name
 
 
+def flow_json(flow_spec: dict[str, Any]) -> str:
+    """The flow spec as the app reads it; keys sorted so an unchanged spec renders identically."""
+    return json.dumps(flow_spec, sort_keys=True, indent=2)
+
+
+def flow_sha256(flow_spec: dict[str, Any]) -> str:
+    return hashlib.sha256(flow_json(flow_spec).encode()).hexdigest()
+
+
+def with_metrics_port(flow_spec: dict[str, Any], default_port: int) -> dict[str, Any]:
+    """The spec with `metrics_port` set (the flow's own setting wins), so every app is scraped."""
+    if flow_spec.get("metrics_port") is not None:
+        return dict(flow_spec)
+    return {**flow_spec, "metrics_port": default_port}
+
+
 @dataclass(frozen=True)
 class SecretMount:
-    """A Kubernetes Secret mounted on driver and executors at `SECRETS_ROOT/<secret_name>`."""
+    """A Kubernetes Secret mounted on driver and executors at `SECRETS_ROOT/<secret_name>`
+    (where `kmirror.secret_refs.ref_location` says the app reads it)."""
 
     secret_name: str
-    mount_path: str = ""
 
     @property
     def path(self) -> str:
-        return self.mount_path or f"{SECRETS_ROOT}/{self.secret_name}"
+        return f"{SECRETS_ROOT}/{self.secret_name}"
+
+    @property
+    def volume(self) -> str:
+        return f"secret-{self.secret_name}"[:63].rstrip("-")
 
 
 @dataclass(frozen=True)
 class EksSettings:
+    """Per-platform settings of the SparkApplications (from the stack's `kafka-mirror:spark`)."""
+
     namespace: str = "kafka-mirror"
-    image: str = "ghcr.io/example/kafka-mirror:latest"
+    image: str = "ghcr.io/example/kafka-mirror:0.1.0"
+    image_pull_policy: str = "IfNotPresent"
     service_account: str = "kafka-mirror"
     spark_version: str = "4.0.1"
-    checkpoint_root: str = "s3a://kafka-mirror/checkpoints"
-    secrets: tuple[SecretMount, ...] = field(default_factory=tuple)
     retry_interval_s: int = 10
+    metrics_port: int = DEFAULT_METRICS_PORT
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    # Flow-level `spark` keys (executors, memory, ...) a flow does not set itself.
+    spark_defaults: dict[str, Any] = field(default_factory=dict)
+    checkpoint_claim: str | None = None  # a PVC mounted at CHECKPOINT_MOUNT (local stacks); else s3a://
+
+
+def _labels(name: str, component: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "kafka-mirror",
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/component": component,
+        **PART_OF,
+    }
 
 
 def flow_config_map(flow_spec: dict[str, Any], namespace: str) -> dict[str, Any]:
-    """The ConfigMap holding `flow.json` (keys sorted, so unchanged specs render identically)."""
+    """The ConfigMap `<app>-flow` holding `flow.json`, mounted at FLOW_MOUNT_DIR."""
+    name = app_name(flow_spec["id"])
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": f"{app_name(flow_spec['id'])}-flow", "namespace": namespace},
-        "data": {FLOW_FILE: json.dumps(flow_spec, sort_keys=True, indent=2)},
+        "metadata": {
+            "name": f"{name}-flow",
+            "namespace": namespace,
+            "labels": _labels(name, "flow-spec"),
+            "annotations": {FLOW_ANNOTATION: flow_spec["id"]},
+        },
+        "data": {FLOW_FILE: flow_json(flow_spec)},
     }
 
 
-def _resources(spark: dict[str, Any], role: str) -> dict[str, Any]:
-    out: dict[str, Any] = {
+def _pod(
+    spark: dict[str, Any],
+    role: str,
+    name: str,
+    settings: EksSettings,
+    mounts: tuple[SecretMount, ...],
+    metrics_port: int,
+    sha: str,
+) -> dict[str, Any]:
+    pod: dict[str, Any] = {
         "cores": int(spark.get(f"{role}_cores", 1)),
         "memory": str(spark.get(f"{role}_memory", "1g")),
+        "labels": _labels(name, role),
+        # A new flow spec changes the pod template, so the operator resubmits the app with it.
+        "annotations": {FLOW_SHA_ANNOTATION: sha},
+        "serviceAccount": settings.service_account,
+        "env": [{"name": "PYTHONPATH", "value": APP_HOME}, {"name": "PYTHONUNBUFFERED", "value": "1"}],
+        "volumeMounts": [{"name": "flow", "mountPath": FLOW_MOUNT_DIR, "readOnly": True}]
+        + [{"name": m.volume, "mountPath": m.path, "readOnly": True} for m in mounts],
     }
-    return out
-
-
-def _pod(spark: dict[str, Any], role: str, settings: EksSettings, metrics_port: int | None) -> dict[str, Any]:
-    pod = _resources(spark, role)
-    pod["labels"] = {"app.kubernetes.io/name": "kafka-mirror", "app.kubernetes.io/component": role}
-    pod["volumeMounts"] = [{"name": "flow", "mountPath": FLOW_MOUNT_DIR, "readOnly": True}] + [
-        {"name": f"secret-{m.secret_name}", "mountPath": m.path, "readOnly": True} for m in settings.secrets
-    ]
+    if settings.checkpoint_claim:
+        pod["volumeMounts"].append({"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT})
     if role == "driver":
-        pod["serviceAccount"] = settings.service_account
-        if metrics_port is not None:
-            pod["ports"] = [{"name": "metrics", "containerPort": metrics_port, "protocol": "TCP"}]
+        pod["ports"] = [{"name": "metrics", "containerPort": metrics_port, "protocol": "TCP"}]
     else:
         pod["instances"] = int(spark.get("executors", 1))
     return pod
 
 
 def spark_application_manifest(
-    flow_spec: dict[str, Any], spark: dict[str, Any], settings: EksSettings
+    flow_spec: dict[str, Any], spark: dict[str, Any], settings: EksSettings, mounts: tuple[SecretMount, ...] = ()
 ) -> dict[str, Any]:
-    """A `sparkoperator.k8s.io/v1beta2` SparkApplication running one flow in cluster mode.
+    """A `sparkoperator.k8s.io/v1beta2` SparkApplication running one flow in cluster mode, forever.
 
-    The flow spec is read from the ConfigMap of `flow_config_map`; secrets are mounted on
-    driver and executors; the checkpoint lives under `settings.checkpoint_root/<app name>`.
+    The flow spec (with its `checkpoint_location`) is read from the ConfigMap of
+    `flow_config_map`; `mounts` are mounted on driver and executors (both create Kafka
+    clients); the driver exposes the Prometheus port of the flow spec (`metrics_port`).
+    `spark` is the flow's planned Spark resources over `settings.spark_defaults`.
     """
     name = app_name(flow_spec["id"])
-    metrics_port = flow_spec.get("metrics_port")
+    spark = {**settings.spark_defaults, **spark}
+    metrics_port = int(flow_spec.get("metrics_port") or settings.metrics_port)
+    sha = flow_sha256(flow_spec)
+    conf = {**settings.spark_conf, **dict(spark.get("options") or {})}
     volumes = [{"name": "flow", "configMap": {"name": f"{name}-flow"}}] + [
-        {"name": f"secret-{m.secret_name}", "secret": {"secretName": m.secret_name}} for m in settings.secrets
+        {"name": m.volume, "secret": {"secretName": m.secret_name}} for m in mounts
     ]
+    if settings.checkpoint_claim:
+        volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": settings.checkpoint_claim}})
     return {
         "apiVersion": "sparkoperator.k8s.io/v1beta2",
         "kind": "SparkApplication",
-        "metadata": {"name": name, "namespace": settings.namespace},
+        "metadata": {
+            "name": name,
+            "namespace": settings.namespace,
+            "labels": _labels(name, "mirror"),
+            "annotations": {FLOW_ANNOTATION: flow_spec["id"]},
+        },
         "spec": {
             "type": "Python",
             "pythonVersion": "3",
             "mode": "cluster",
             "image": settings.image,
+            "imagePullPolicy": settings.image_pull_policy,
             "sparkVersion": settings.spark_version,
             "mainApplicationFile": APP_ENTRY,
-            "arguments": [
-                "--flow",
-                f"{FLOW_MOUNT_DIR}/{FLOW_FILE}",
-                "--checkpoint",
-                f"{settings.checkpoint_root}/{name}",
-            ],
-            "sparkConf": {str(k): str(v) for k, v in sorted(dict(spark.get("options", {})).items())},
+            "arguments": ["--flow", f"{FLOW_MOUNT_DIR}/{FLOW_FILE}"],
+            "sparkConf": {str(k): str(v) for k, v in sorted(conf.items())},
+            # A mirror is a streaming job: a stopped one silently stops replicating.
             "restartPolicy": {
                 "type": "Always",
                 "onFailureRetryInterval": settings.retry_interval_s,
                 "onSubmissionFailureRetryInterval": settings.retry_interval_s,
             },
             "volumes": volumes,
-            "driver": _pod(spark, "driver", settings, metrics_port),
-            "executor": _pod(spark, "executor", settings, metrics_port),
+            "driver": _pod(spark, "driver", name, settings, mounts, metrics_port, sha),
+            "executor": _pod(spark, "executor", name, settings, mounts, metrics_port, sha),
         },
     }
 
 
-def emr_step_args(flow_spec_s3_uri: str, bundle_s3_uri: str, checkpoint_uri: str) -> list[str]:
-    """`command-runner.jar` args for a streaming spark-submit step of one flow on EMR."""
-    return [
-        "spark-submit",
-        "--deploy-mode",
-        "cluster",
-        "--py-files",
-        bundle_s3_uri,
-        "--files",
-        flow_spec_s3_uri,
-        "s3://" + bundle_s3_uri.removeprefix("s3://").rsplit("/", 1)[0] + "/__main__.py",
-        "--flow",
-        FLOW_FILE,
-        "--checkpoint",
-        checkpoint_uri,
+def metrics_service(flow_spec: dict[str, Any], settings: EksSettings) -> dict[str, Any]:
+    """A ClusterIP Service `<app>-metrics` in front of the driver's Prometheus port."""
+    name = app_name(flow_spec["id"])
+    port = int(flow_spec.get("metrics_port") or settings.metrics_port)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": f"{name}-metrics",
+            "namespace": settings.namespace,
+            "labels": _labels(name, "metrics"),
+            "annotations": {
+                "prometheus.io/scrape": "true",
+                "prometheus.io/port": str(port),
+                "prometheus.io/path": "/metrics",
+                FLOW_ANNOTATION: flow_spec["id"],
+            },
+        },
+        "spec": {
+            "type": "ClusterIP",
+            # Labels the operator puts on the driver pod it creates for this SparkApplication.
+            "selector": {"sparkoperator.k8s.io/app-name": name, "spark-role": "driver"},
+            "ports": [{"name": "metrics", "port": port, "targetPort": port, "protocol": "TCP"}],
+        },
+    }
+
+
+def metrics_endpoint(flow_spec: dict[str, Any], settings: EksSettings) -> str:
+    """Where Prometheus scrapes the flow's driver (through `metrics_service`)."""
+    port = int(flow_spec.get("metrics_port") or settings.metrics_port)
+    return f"http://{app_name(flow_spec['id'])}-metrics.{settings.namespace}.svc.cluster.local:{port}/metrics"
+
+
+def namespace_manifest(namespace: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": dict(PART_OF)}}
+
+
+def service_account_manifest(settings: EksSettings, irsa_role_arn: str | None) -> dict[str, Any]:
+    """The drivers' service account; with IRSA its pods get the role's AWS credentials (S3 checkpoints)."""
+    metadata: dict[str, Any] = {
+        "name": settings.service_account,
+        "namespace": settings.namespace,
+        "labels": dict(PART_OF),
+    }
+    if irsa_role_arn:
+        metadata["annotations"] = {"eks.amazonaws.com/role-arn": irsa_role_arn}
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata}
+
+
+def driver_role_manifest(settings: EksSettings) -> dict[str, Any]:
+    """What a Spark driver does in its namespace: create and watch executor pods and their services."""
+    rules = [
+        {
+            "apiGroups": [""],
+            "resources": ["pods", "services", "configmaps", "persistentvolumeclaims"],
+            "verbs": ["create", "get", "list", "watch", "update", "patch", "delete", "deletecollection"],
+        },
     ]
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {
+            "name": f"{settings.service_account}-driver",
+            "namespace": settings.namespace,
+            "labels": dict(PART_OF),
+        },
+        "rules": rules,
+    }
+
+
+def driver_role_binding_manifest(settings: EksSettings) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {
+            "name": f"{settings.service_account}-driver",
+            "namespace": settings.namespace,
+            "labels": dict(PART_OF),
+        },
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": f"{settings.service_account}-driver",
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": settings.service_account, "namespace": settings.namespace}],
+    }
+
+
+def operator_values(namespace: str) -> dict[str, Any]:
+    """Helm values of the Kubeflow Spark Operator chart: watch only the mirror's namespace and
+    leave its service account to us (`service_account_manifest`)."""
+    return {
+        "spark": {"jobNamespaces": [namespace], "serviceAccount": {"create": False}, "rbac": {"create": False}},
+        "controller": {"replicas": 1},
+        "webhook": {"enable": True},
+        "prometheus": {"metrics": {"enable": True}},
+    }

@@ -51,9 +51,12 @@ KINIT_CMD = (
 KRB5_CONF_PROPERTY = "kmirror.krb5.conf"
 KRB5_REALM_PROPERTY = "kmirror.krb5.realm"
 KRB5_KDCS_PROPERTY = "kmirror.krb5.kdcs"
+KMIRROR_PROPERTY_PREFIX = "kmirror."
 REDACTED = "<redacted>"
+# sasl.jaas.config: a JVM client's JAAS line may carry password="..." (PLAIN/SCRAM).
 SENSITIVE_KEYS = frozenset({"sasl.password", "ssl.key.password", "ssl.keystore.password", "ssl.key.pem",
-                            "sasl.oauthbearer.client.secret", "ssl.truststore.password"})  # fmt: skip
+                            "sasl.oauthbearer.client.secret", "ssl.truststore.password",
+                            "sasl.jaas.config"})  # fmt: skip
 _SENSITIVE_RE = re.compile(r"password|secret", re.IGNORECASE)
 _KDC_RE = re.compile(r"^[A-Za-z0-9.-]+(:\d{1,5})?$")
 
@@ -277,6 +280,12 @@ def resolve_references(config: Mapping[str, Any]) -> dict[str, Any]:
         if isinstance(value, str):
             resolved[name] = resolve_reference(name, value)
     return resolved
+
+
+def is_kmirror_property(name: str) -> bool:
+    """True for `kmirror.*` keys of a client config: kmirror's own (krb5.conf handling), removed by
+    `resolve_references`; a validator that asks librdkafka about single properties must skip them."""
+    return name.startswith(KMIRROR_PROPERTY_PREFIX)
 
 
 def is_sensitive(key: str) -> bool:

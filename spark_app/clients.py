@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
 
 from kmirror.errors import Problem, ValidationError
@@ -98,3 +99,44 @@ def producer_config(spec: FlowSpec, transactional_id: str | None = None) -> dict
 def admin_client(endpoint: ClusterEndpoint) -> AdminClient:
     """An admin client of one cluster (secret references resolved)."""
     return AdminClient(resolve_references(endpoint.client_config()))
+
+
+def _property_problem(path: str, name: Any, value: Any) -> Problem | None:
+    """librdkafka's verdict on one property, checked alone in a client that never connects
+    (librdkafka names aliases by their canonical name, so each is checked on its own)."""
+    import confluent_kafka
+
+    if isinstance(value, str) and "${" in value:
+        return None  # a secret reference: resolved (and checked) when the clients are created
+    try:
+        confluent_kafka.Producer({name: value, "log_level": 0})
+    except (KafkaException, TypeError, ValueError) as exc:
+        reason = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc)
+        return Problem(f"{path}.{name}", f"refused by librdkafka: {reason} (value {value!r})")
+    return None
+
+
+def client_config_problems(spec: FlowSpec) -> list[Problem]:
+    """Every librdkafka property of the flow that no client would accept, and every unsafe
+    producer override, named by its path in the flow spec (`source.config.x`, `producer.acks`)."""
+    problems = producer_safety_problems(dict(spec.option("producer")))
+    maps = {
+        "source.config": spec.source.config,
+        "target.config": spec.target.config,
+        "producer": spec.option("producer"),
+        "consumer": spec.option("consumer"),
+    }
+    for path, properties in maps.items():
+        for name, value in properties.items():
+            problem = _property_problem(path, name, value)
+            if problem is not None:
+                problems.append(problem)
+    return problems
+
+
+def validate_client_configs(spec: FlowSpec) -> None:
+    """Raise ValidationError (exit 2) listing `client_config_problems`; called before any
+    connection, so a typo fails in milliseconds, not as a Spark task failure."""
+    problems = client_config_problems(spec)
+    if problems:
+        raise ValidationError(problems, source=f"flow {spec.id}")

@@ -3,7 +3,8 @@ heartbeats and metrics, driven by committed batches and the idle ticks between t
 
 - on_batch: record and persist the batch's offset syncs (raises if they cannot be stored,
   so translation state is never silently behind), update metrics, then do periodic work.
-- on_idle: heartbeats every `heartbeat_interval_ms` (when `emit_heartbeats`), checkpoints
+- on_idle: heartbeats every `heartbeat_interval_ms` (when `emit_heartbeats` and not left to the
+  driver's `HeartbeatTicker`, as the app does so that idle flows beat too), checkpoints
   every `checkpoint_interval_ms` (when `emit_checkpoints`), followed by the group offset
   sync (when `sync_group_offsets`) of the groups just checkpointed.
 - close(final=True), after a clean `--once` run: one last checkpoint (+ group sync) so
@@ -35,9 +36,10 @@ def _now_ms() -> int:
 class FailoverListener:
     """BatchListener of one flow; see the module docstring for what each callback does."""
 
-    def __init__(self, spec: FlowSpec, serve_metrics: bool = True) -> None:
+    def __init__(self, spec: FlowSpec, serve_metrics: bool = True, heartbeats: bool = True) -> None:
         """Connects to both clusters, creates the internal topics it writes, loads the syncs and
-        the last checkpoints (so a restarted mirror never emits a checkpoint moving a group back)."""
+        the last checkpoints (so a restarted mirror never emits a checkpoint moving a group back).
+        `heartbeats=False`: leave heartbeats to the driver's HeartbeatTicker (the app's sink does)."""
         from confluent_kafka import Producer
 
         from spark_app.clients import admin_client, producer_config
@@ -58,7 +60,7 @@ class FailoverListener:
             for checkpoint in read_checkpoints(spec.target, topic):
                 self.checkpoints.last[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
         self.heartbeats: HeartbeatEmitter | None = None
-        if spec.option("emit_heartbeats"):
+        if heartbeats and spec.option("emit_heartbeats"):
             ensure_topic(spec.target, HEARTBEATS_TOPIC, HEARTBEATS_TOPIC_CONFIG)
             self.heartbeats = HeartbeatEmitter(spec, self.producer)
         self.metrics = FlowMetrics(spec.id)
@@ -139,7 +141,7 @@ def final_checkpoint(spec: FlowSpec) -> int:
     For drivers whose listeners live in another process (the sink's commit worker): call it
     after a clean `--once` run. Returns the number of checkpoints written.
     """
-    listener = FailoverListener(spec, serve_metrics=False)
+    listener = FailoverListener(spec, serve_metrics=False, heartbeats=False)
     try:
         return listener.checkpoint_now() if listener.checkpoints is not None else 0
     finally:

@@ -12,13 +12,19 @@ refuses it, so A->B->A stops after one hop.
 
 from __future__ import annotations
 
+import logging
+import threading
+import time
 from typing import Any
+
+from confluent_kafka import KafkaException
 
 from kmirror.errors import KmirrorError
 from kmirror.flowspec import FlowSpec
 from kmirror.mm2_formats import Heartbeat, encode_heartbeat
 from kmirror.policy import HEARTBEATS_TOPIC
 
+log = logging.getLogger("kmirror.heartbeats")
 HEARTBEATS_TOPIC_CONFIG = {"cleanup.policy": "compact"}  # as MM2 creates it: one partition, compacted
 
 
@@ -37,6 +43,7 @@ class HeartbeatEmitter:
                 "heartbeats would loop. Use a policy that prefixes heartbeats topics (default or identity)."
             )
         self.source_alias = spec.source.alias
+        self.target = spec.target
         self.target_alias = spec.target.alias
         self.interval_ms = int(spec.option("heartbeat_interval_ms"))
         self.producer = producer
@@ -70,3 +77,68 @@ class HeartbeatEmitter:
         errors, self._errors = self._errors, []
         if errors:
             raise HeartbeatError(f"{len(errors)} heartbeat(s) failed; first: {errors[0]}")
+
+
+class HeartbeatTicker:
+    """Heartbeats on the driver's own clock, so an idle flow (no batches, hence no sink commits)
+    still shows it is alive, as MM2's heartbeat task does independently of traffic.
+
+    `start()` emits one heartbeat at once and then one per interval from a daemon thread;
+    `stop()` emits a last one, flushes and closes. A failed heartbeat never stops the mirror:
+    it is logged with the running failure count (`failures`) and retried at the next tick.
+    """
+
+    def __init__(self, spec: FlowSpec, producer: Any = None, clock_ms: Any = None, ensure_topic: Any = None) -> None:
+        if producer is None:
+            from confluent_kafka import Producer
+
+            from spark_app.clients import producer_config
+
+            producer = Producer(producer_config(spec))
+        self.emitter = HeartbeatEmitter(spec, producer)
+        self.flow_id = spec.id
+        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.ensure_topic = ensure_topic or ensure_heartbeats_topic
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def tick(self) -> None:
+        """Emit when the interval elapsed; a failure is logged and counted, never raised."""
+        try:
+            self.emitter.maybe_emit(self.clock_ms())
+        except (HeartbeatError, KafkaException, BufferError) as exc:
+            self.failures += 1
+            log.warning("%s: heartbeat failed (%d failures so far, retried next tick): %s",
+                        self.flow_id, self.failures, exc)  # fmt: skip
+
+    def start(self) -> HeartbeatTicker:
+        self.ensure_topic(self.emitter)
+        self.tick()
+        self._thread = threading.Thread(target=self._run, name=f"kmirror-heartbeats {self.flow_id}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        wait_s = max(self.emitter.interval_ms, 100) / 1000
+        while not self._stop.wait(wait_s):
+            self.tick()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.emitter.last_ms = None  # a last beat at shutdown, whatever the interval
+        self.tick()
+        try:
+            self.emitter.flush()
+        except HeartbeatError as exc:
+            self.failures += 1
+            log.warning("%s: last heartbeats unconfirmed at shutdown: %s", self.flow_id, exc)
+
+
+def ensure_heartbeats_topic(emitter: HeartbeatEmitter) -> None:
+    """Create the target's `heartbeats` topic (one partition, compacted) unless it exists."""
+    from spark_app.offset_syncs import ensure_topic
+
+    ensure_topic(emitter.target, HEARTBEATS_TOPIC, HEARTBEATS_TOPIC_CONFIG)

@@ -34,7 +34,8 @@ def build_listeners(spec: FlowSpec) -> list[BatchListener]:
     listeners: list[BatchListener] = []
     listeners.append(GroupCommitListener(spec))  # source next-offsets -> the flow's source group
     listeners.append(ProgressLogListener(spec))  # one quiet progress line per batch
-    listeners.append(FailoverListener(spec))  # offset syncs, checkpoints, group sync, heartbeats, metrics
+    # offset syncs, checkpoints, group sync, metrics; heartbeats beat on the driver (HeartbeatTicker)
+    listeners.append(FailoverListener(spec, heartbeats=False))
     return listeners
 
 

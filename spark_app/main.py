@@ -133,21 +133,37 @@ def run_flow(
 ) -> None:
     """Mirror `spec` (see module doc); raises KmirrorError on any failure. A session it builds
     itself is stopped at the end; a session passed in stays open."""
+    from spark_app.clients import validate_client_configs
+
     stop = stop or threading.Event()
+    validate_client_configs(spec)  # a bad librdkafka property is invalid input (exit 2), not a task failure
     check_clusters(spec, once, stop)
     own_session = spark is None
     if spark is None:
         from spark_app.session import build_session
 
         spark = build_session(master, app_name=f"kmirror {spec.id}")
+    ticker = None
     try:
+        ticker = _heartbeats(spec)
         query = start_query(spark, spec, once, checkpoint or spec.checkpoint_location)
         await_query(query, stop)
         if once:
             _final_checkpoint(spec)
     finally:
+        if ticker is not None:
+            ticker.stop()
         if own_session:
             spark.stop()
+
+
+def _heartbeats(spec: FlowSpec) -> Any:
+    """The driver's heartbeat thread (None when `emit_heartbeats` is off); see HeartbeatTicker."""
+    if not spec.option("emit_heartbeats"):
+        return None
+    from spark_app.heartbeats import HeartbeatTicker
+
+    return HeartbeatTicker(spec).start()
 
 
 def _final_checkpoint(spec: FlowSpec) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any, TypeVar
 
 from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
@@ -57,6 +58,11 @@ def query_offsets(
     except KafkaException as exc:
         raise ConnectionFailure(
             f"cluster {endpoint.alias!r} ({endpoint.bootstrap_servers}): listing {which} offsets failed: {exc.args[0]}"
+        ) from None
+    except FutureTimeout:  # a frozen or partitioned broker: no answer at all
+        raise ConnectionFailure(
+            f"cluster {endpoint.alias!r} ({endpoint.bootstrap_servers}): listing {which} offsets got no answer "
+            f"within {timeout_s:.0f} s"
         ) from None
     if isinstance(which, int):  # no record at/after the timestamp: start at the end
         missing = [tp for tp, off in out.items() if off < 0]

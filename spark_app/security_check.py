@@ -8,7 +8,11 @@ fix, instead of as an endless retry loop inside Spark tasks.
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
+import socket
+import ssl
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -25,10 +29,13 @@ GSSAPI_HOWTO = (
     "the PyPI wheel of confluent-kafka bundles a librdkafka without GSSAPI; install one built against "
     "a system librdkafka with Cyrus SASL: apt-get install librdkafka-dev libsasl2-modules-gssapi-mit krb5-user && "
     "pip install --no-binary confluent-kafka confluent-kafka==2.0.2 (match the version to `dpkg -s librdkafka-dev`; "
-    "scripts/build-gssapi-client.sh does this; the EKS image and EMR bootstrap ship such a build)"
+    "scripts/build-gssapi-client.sh does this; the EKS image (Dockerfile) ships such a build, and on EMR set "
+    "kafka-mirror:spark.gssapi: true in the stack so the bootstrap builds one)"
 )
 SSL_HOWTO = "install a confluent-kafka built with OpenSSL (the PyPI wheel has it: pip install confluent-kafka)"
 _PROBE_PROPERTIES = ("security.protocol", "sasl.mechanisms")
+_VERIFY_FAILED = "certificate verify failed"
+_BROKER_URL = re.compile(r"\b(?:plaintext|ssl|sasl_plaintext|sasl_ssl)://\S*", re.IGNORECASE)
 
 
 def _probe_config(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -73,9 +80,15 @@ def check_client_support(alias: str, config: Mapping[str, Any]) -> None:
         )
 
 
+def _without_broker_urls(error: str) -> str:
+    """librdkafka prefixes errors with the broker's URL (`sasl_ssl://host:9093/bootstrap: ...`); the
+    protocol name in it must not make a refused connection look like a TLS or SASL failure."""
+    return _BROKER_URL.sub("", error).lower()
+
+
 def _hint(error: str) -> str:
-    text = error.lower()
-    if "certificate verify failed" in text or "could not be verified" in text:
+    text = _without_broker_urls(error)
+    if _VERIFY_FAILED in text or "could not be verified" in text:
         return "the brokers' certificate is not signed by the CA in security.tls.ca; point it at the issuing CA"
     if "certificate required" in text or "peer did not return a certificate" in text:
         return "the brokers require a client certificate (mutual TLS); set security.tls.cert + key or pkcs12"
@@ -88,11 +101,53 @@ def _hint(error: str) -> str:
     return "check bootstrap_servers and that the brokers are reachable from here"
 
 
+def _tls_handshake(host: str, port: int, context: ssl.SSLContext, timeout_s: float) -> str | None:
+    """The certificate verification error of one handshake, or None when verification passed
+    (other failures, such as a broker that then wants a client certificate, are not ours to judge)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout_s) as raw, context.wrap_socket(
+            raw, server_hostname=host if context.check_hostname else None
+        ):
+            return None
+    except ssl.SSLCertVerificationError as exc:
+        return str(exc.verify_message)
+    except OSError:
+        return None
+
+
+def _tls_verify_hint(config: Mapping[str, Any], bootstrap_servers: str, timeout_s: float = 5.0) -> str | None:
+    """Why the brokers' certificate was rejected, found with Python's ssl module (librdkafka says only
+    "certificate verify failed" for both): a CA that did not sign it, or a certificate that does not
+    name the bootstrap host. None when it cannot tell."""
+    host, _, port = bootstrap_servers.split(",")[0].strip().rpartition(":")
+    location, cadata = config.get("ssl.ca.location"), config.get("ssl.ca.pem")
+    if location == "probe":  # librdkafka's "find the system CAs": Python's default context does the same
+        location = None
+    capath = location if location and os.path.isdir(location) else None
+    try:
+        context = ssl.create_default_context(cafile=None if capath else location, capath=capath, cadata=cadata)
+    except (OSError, ssl.SSLError, ValueError) as exc:
+        return f"security.tls.ca cannot be loaded ({exc}); point it at the issuing CA's PEM file"
+    context.check_hostname = False
+    if _tls_handshake(host, int(port), context, timeout_s) is not None:
+        return None  # a CA problem: the generic hint says so
+    if config.get("ssl.endpoint.identification.algorithm", "https") != "https":
+        return None
+    context.check_hostname = True
+    mismatch = _tls_handshake(host, int(port), context, timeout_s)
+    if mismatch is None:
+        return None
+    return (
+        f"the brokers' certificate is signed by the CA in security.tls.ca but is not valid for {host!r} ({mismatch}); "
+        "use a bootstrap address the certificate names, or set security.tls.verify_hostname: false"
+    )
+
+
 def _is_fatal(error: KafkaError) -> bool:
     """TLS/SASL failures never heal by retrying; plain connection refusals might (brokers starting)."""
     if error.code() in (KafkaError._SSL, KafkaError._AUTHENTICATION, KafkaError.SASL_AUTHENTICATION_FAILED):
         return True
-    text = error.str().lower()
+    text = _without_broker_urls(error.str())
     return any(word in text for word in ("ssl", "sasl", "certificate", "handshake"))
 
 
@@ -117,9 +172,10 @@ def check_connection(endpoint: ClusterEndpoint, timeout_s: float = 15.0) -> None
             if fatal is not None or time.monotonic() >= deadline:
                 reason = last.str() if isinstance(last, KafkaError) else str(last)
                 protocol = endpoint.config.get("security.protocol", "PLAINTEXT")
+                tls_hint = _tls_verify_hint(config, endpoint.bootstrap_servers) if _VERIFY_FAILED in reason else None
                 raise ConnectionFailure(
                     f"cluster {endpoint.alias!r} ({endpoint.bootstrap_servers}): cannot connect with "
-                    f"security.protocol={protocol}: {reason}; {_hint(reason)}"
+                    f"security.protocol={protocol}: {reason}; {tls_hint or _hint(reason)}"
                 ) from None
 
 

@@ -35,6 +35,9 @@ logger.jetty.level = warn
 # "falling behind" repeats every batch of a backlog; lag is in the progress lines instead
 logger.trigger.name = org.apache.spark.sql.execution.streaming.ProcessingTimeExecutor
 logger.trigger.level = error
+# Spark 4.1+ moved the class (4.0, EMR's newest, still uses the name above)
+logger.trigger41.name = org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor
+logger.trigger41.level = error
 # "Failed to cancel job group" is logged by every clean stop between batches
 logger.dag.name = org.apache.spark.scheduler.DAGScheduler
 logger.dag.level = error

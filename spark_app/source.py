@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -36,6 +37,18 @@ from spark_app.target_topics import TargetTopics
 
 SOURCE_NAME = "kmirror-source"
 log = logging.getLogger("kmirror.source")
+
+
+DATA_LOSS_PREFIX = "kmirror data_loss "
+
+
+def report_data_loss(flow_id: str, tp: tuple[str, int], first: int, skipped: int | None, cause: str) -> None:
+    """One structured stderr line per tolerated loss (fail_on_data_loss=false). The planner runs
+    in a Python worker whose logging is not configured; stderr reaches the driver's log, like
+    the progress lines. `skipped` is None when the count is unknown (a rewound partition)."""
+    record = {"flow": flow_id, "topic": tp[0], "partition": tp[1], "first_lost_offset": first,
+              "skipped": skipped, "cause": cause}  # fmt: skip
+    print(DATA_LOSS_PREFIX + json.dumps(record), file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True)
@@ -113,22 +126,28 @@ class RangePlanner:
         latest = self.available()
         if self.frozen_end is not None:
             latest = {tp: min(off, self.frozen_end[tp]) for tp, off in latest.items() if tp in self.frozen_end}
+        rewound = [tp for tp, off in latest.items() if tp in start and off < start[tp]]
+        for tp in rewound:
+            self._on_rewind(tp, start[tp], latest[tp])
         new = [tp for tp in latest if tp not in start]
-        earliest = self._retry(lambda: self._query(new, "earliest"), "earliest offsets") if new else {}
-        full_start = {**earliest, **start}
+        fresh = new + rewound  # both are mirrored from their log start
+        earliest = self._retry(lambda: self._query(fresh, "earliest"), "earliest offsets") if fresh else {}
+        full_start = {**start, **earliest}
         end = admit(full_start, latest, max_records)
         # a new partition without records yet is not worth an (empty) batch
         return {tp: off for tp, off in end.items() if tp in start or off > full_start[tp]}
 
     def plan(self, start: Offsets, end: Offsets) -> list[tuple[OffsetRange, ...]]:
         """Writer tasks for [start, end); raises DataLossError (see module doc)."""
-        wanted = [tp for tp, off in end.items() if off > start.get(tp, -1)]
+        wanted = [tp for tp, off in end.items() if off != start.get(tp, -1)]
         if not wanted:
             return []
         log_start = self._retry(lambda: self._query(wanted, "earliest"), "log start offsets")
         ranges = []
         for tp in wanted:
             first = start.get(tp, log_start[tp])  # a new partition starts at its log start
+            if end[tp] < first:  # went back (see _on_rewind): mirrored again from its log start
+                first = log_start[tp]
             first = self._check_loss(tp, first, log_start[tp], end[tp])
             if end[tp] > first:
                 ranges.append(OffsetRange(tp[0], tp[1], first, end[tp], self.remote(tp[0])))
@@ -138,6 +157,21 @@ class RangePlanner:
             self.spec.option("max_records_per_task"),
             keep_partitions_whole=self.spec.option("exactly_once"),
         )
+
+    def _on_rewind(self, tp: tuple[str, int], start: int, latest: int) -> None:
+        """The partition's end went below the mirror's position: the topic was deleted and
+        recreated, or truncated (unclean leader election). Records of the old log past `start`
+        that were not mirrored are gone; raises DataLossError unless fail_on_data_loss is off,
+        in which case the new log is mirrored from its start (reported, never silent)."""
+        message = (
+            f"{self.spec.id}: data loss on {tp[0]}[{tp[1]}]: its end offset went back from at least {start} to "
+            f"{latest} on {self.spec.source.alias!r} (topic deleted and recreated, or truncated); records of the "
+            f"old log from offset {start} on that were not mirrored are lost"
+        )
+        if self.spec.option("fail_on_data_loss"):
+            raise DataLossError(message + "; set fail_on_data_loss: false to mirror the new log from its start")
+        report_data_loss(self.spec.id, tp, start, None, "rewind")
+        log.warning("%s; mirroring the new log from its start (fail_on_data_loss=false)", message)
 
     def _check_loss(self, tp: tuple[str, int], first: int, log_start: int, end: int) -> int:
         if log_start <= first:
@@ -150,6 +184,7 @@ class RangePlanner:
         if self.spec.option("fail_on_data_loss"):
             raise DataLossError(message + "; set fail_on_data_loss: false to skip them (they stay lost)")
         self.skipped_records += lost_to - first
+        report_data_loss(self.spec.id, tp, first, lost_to - first, "retention")
         log.warning(
             "%s; skipped %d records (fail_on_data_loss=false; %d skipped in total)",
             message,

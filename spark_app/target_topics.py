@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
+from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic, ResourceType
 
-from kmirror.errors import KmirrorError
+from kmirror.errors import ConnectionFailure, KmirrorError
 from kmirror.flowspec import ClusterEndpoint
 from spark_app.discovery import MirroredTopic, list_topic_partitions
 
@@ -51,7 +52,11 @@ def configs_to_copy(entries: Mapping[str, Any]) -> dict[str, str]:
 
 
 def _result(future: Any, timeout_s: float) -> Any:
-    return future.result(timeout=timeout_s)
+    """The admin future's result; no answer in time (a frozen broker) is a retriable ConnectionFailure."""
+    try:
+        return future.result(timeout=timeout_s)
+    except FutureTimeout:
+        raise ConnectionFailure(f"an admin request got no answer within {timeout_s:.0f} s") from None
 
 
 class TargetTopics:

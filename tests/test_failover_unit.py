@@ -136,6 +136,37 @@ def test_heartbeats_at_interval_to_the_target_heartbeats_topic() -> None:
     )
 
 
+def test_heartbeat_ticker_beats_while_idle_counts_failures_and_beats_last_at_stop() -> None:
+    from spark_app.heartbeats import HeartbeatTicker
+
+    class FlakyProducer(FakeProducer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.refuse = False
+
+        def produce(self, topic: str, value: bytes, key: bytes, on_delivery: Any = None, **kw: Any) -> None:
+            if self.refuse:
+                raise BufferError("Local: Queue full")
+            super().produce(topic, value, key, on_delivery, **kw)
+
+    producer, now, created = FlakyProducer(), [10_000], []
+    ticker = HeartbeatTicker(spec(heartbeat_interval_ms=60_000), producer, clock_ms=lambda: now[0],
+                             ensure_topic=created.append)  # fmt: skip
+    ticker.start()  # no batch ever runs: the driver's clock alone makes it beat
+    assert len(created) == 1 and len(producer.sent) == 1
+    ticker.tick()
+    assert len(producer.sent) == 1  # within the interval
+    now[0] += 60_000
+    producer.refuse = True
+    ticker.tick()  # a failed beat is counted and retried, never raised into the mirror
+    assert ticker.failures == 1 and len(producer.sent) == 1
+    producer.refuse = False
+    ticker.tick()
+    now[0] += 1
+    ticker.stop()  # one last beat whatever the interval
+    assert [decode_heartbeat(k, v).timestamp_ms for _, k, v in producer.sent] == [10_000, 70_000, 70_001]
+
+
 def test_heartbeats_refuse_a_policy_that_would_loop() -> None:
     looping = SimpleNamespace(**{**vars(spec()), "replication_policy": {"type": "identity"}})
     looping.policy = SimpleNamespace(format_remote_topic=lambda alias, topic: topic)

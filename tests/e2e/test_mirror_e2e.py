@@ -4,16 +4,21 @@ session; topics carry a unique prefix so flows never see other tests' topics."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from kmirror.flowspec import FlowSpec, parse_flow_spec
+from kmirror.mm2_formats import decode_heartbeat
 from spark_app.main import run_flow
-from tests.kafka_helpers import FENCE_KEY, add_fences, create_topic, produce
+from spark_app.offset_syncs import read_partition0
+from spark_app.target_topics import configs_to_copy
+from tests.kafka_helpers import FENCE_KEY, add_fences, consume_all, create_topic, produce
 
 pytestmark = pytest.mark.e2e
 END_KEY = b"__e2e_end__"
@@ -74,6 +79,12 @@ def records(prefix: str, partition: int, count: int, first: int = 0) -> list[dic
     ]
 
 
+def topic_configs(bootstrap: str, topic: str) -> dict[str, Any]:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    (future,) = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()
+    return dict(future.result(timeout=10))
+
+
 def topics_of(bootstrap: str) -> dict[str, int]:
     metadata = AdminClient({"bootstrap.servers": bootstrap}).list_topics(timeout=10)
     return {name: len(t.partitions) for name, t in metadata.topics.items()}
@@ -93,8 +104,9 @@ def test_mirror_preserves_records_resumes_and_picks_up_new_topics(
     spark: Any, clusters: Any, unique: str, tmp_path: Path
 ) -> None:
     orders, new = f"e2e-{unique}.orders", f"e2e-{unique}.new"
+    orders_config = {"retention.ms": "3600000", "max.message.bytes": "2000000", "min.insync.replicas": "1"}
     for name, partitions in ((orders, 3), (f"e2e-{unique}.audit-internal", 1), (f"e2e-{unique}.skip", 1)):
-        create_topic(clusters.source, name, partitions)
+        create_topic(clusters.source, name, partitions, orders_config if name == orders else None)
         data = [r for p in range(partitions) for r in records("a", p, 400)]
         produce(clusters.source, name, data)
         add_fences(clusters.source, name, partitions)
@@ -113,6 +125,13 @@ def test_mirror_preserves_records_resumes_and_picks_up_new_topics(
 
     target_topics = topics_of(clusters.target)
     assert target_topics.get(f"west.{orders}") == 3
+    # configs: what the source reports as explicitly set, minus MM2's excludes (min.insync.replicas).
+    # tansu flags every config as a default, so there this is {} (the fakes in test_target_topics
+    # cover the copy); on Kafka it is retention.ms and max.message.bytes.
+    wanted = configs_to_copy(topic_configs(clusters.source, orders))
+    assert "min.insync.replicas" not in wanted
+    got = topic_configs(clusters.target, f"west.{orders}")
+    assert {k: got[k].value for k in wanted if k in got} == wanted
     assert not {t for t in target_topics if t.startswith(f"west.e2e-{unique}.") and t != f"west.{orders}"}
     # the source group sees the mirror's progress: every data record is committed
     assert all(offset >= 400 for offset in committed(clusters.source, spec.consumer_group, orders, 3))
@@ -153,3 +172,53 @@ def test_active_active_pair_does_not_loop(spark: Any, clusters: Any, unique: str
     assert f"west.{west_topic}" in east and f"east.{east_topic}" in west
     assert not [t for t in west if t.startswith("east.west.") and unique in t]  # west's own records never came back
     assert len(mirrored(clusters.source, f"east.{east_topic}", 1)[0]) == 20
+
+
+def wait_for_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while topic not in topics_of(bootstrap):
+        assert time.monotonic() < deadline, f"{topic} never appeared on {bootstrap}"
+        time.sleep(0.5)
+
+
+def test_streaming_mode_picks_up_new_topics_beats_while_idle_and_stops_on_request(
+    spark: Any, clusters: Any, unique: str, tmp_path: Path
+) -> None:
+    first, later = f"st-{unique}.a", f"st-{unique}.b"
+    src_alias, dst_alias = f"sw{unique}", f"se{unique}"
+    create_topic(clusters.source, first, 2)
+    produce(clusters.source, first, [r for p in range(2) for r in records("a", p, 50)])
+    add_fences(clusters.source, first, 2)
+    spec = flow(src_alias, clusters.source, dst_alias, clusters.target, [f"st-{unique}\\..*"], tmp_path / "ckpt",
+                emit_heartbeats=True, heartbeat_interval_ms=300, topic_refresh_interval_ms=0,
+                trigger_interval_ms=200)  # fmt: skip
+    stop, failures = threading.Event(), []
+
+    def mirror() -> None:
+        try:
+            run_flow(spec, spark=spark, once=False, stop=stop)
+        except Exception as exc:  # reported by the assertion below
+            failures.append(exc)
+
+    runner = threading.Thread(target=mirror, daemon=True)
+    runner.start()
+    try:
+        wait_for_topic(clusters.target, f"{src_alias}.{first}")
+        got = consume_all(clusters.target, f"{src_alias}.{first}", 2, timeout_s=120)  # up to the mirrored fences
+        assert {p: len(v) for p, v in got.items()} == {0: 50, 1: 50}
+        beats_while_idle = time.monotonic()
+        create_topic(clusters.source, later, 1)  # created while the query runs
+        produce(clusters.source, later, records("b", 0, 30))
+        add_fences(clusters.source, later, 1)
+        wait_for_topic(clusters.target, f"{src_alias}.{later}")
+        assert len(consume_all(clusters.target, f"{src_alias}.{later}", 1, timeout_s=120)[0]) == 30
+        time.sleep(max(0.0, 1.5 - (time.monotonic() - beats_while_idle)))
+    finally:
+        stop.set()
+        runner.join(timeout=120)
+    assert not runner.is_alive() and failures == []
+    produce(clusters.target, "heartbeats", [{"key": FENCE_KEY, "value": b"", "partition": 0}])
+    beats = [decode_heartbeat(m.key(), m.value()) for m in read_partition0(spec.target, "heartbeats")
+             if m.key() != FENCE_KEY]  # fmt: skip
+    ours = [b for b in beats if (b.source_cluster_alias, b.target_cluster_alias) == (src_alias, dst_alias)]
+    assert len(ours) >= 4  # one per 300 ms on the driver's clock, batches or not

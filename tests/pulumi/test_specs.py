@@ -1,23 +1,40 @@
-"""Pure deployment specs: stable names, valid Kubernetes objects, SparkApplication fields."""
+"""Pure deployment specs (no engine): stable names, valid Kubernetes objects, SparkApplication
+fields, EMR step args, content-addressed keys, metrics ports, IAM and the secrets list."""
 
 from __future__ import annotations
 
 import json
 
 import jsonschema
-import kubernetes_validate
 import pytest
 
+from components.emr_specs import (
+    EmrSettings,
+    bootstrap_args,
+    emr_metrics_port,
+    emr_step_args,
+    flow_object_key,
+    instance_policy,
+    metrics_port_problems,
+    secrets_manifest,
+)
 from components.specs import (
     EksSettings,
     SecretMount,
     app_name,
-    emr_step_args,
+    driver_role_binding_manifest,
+    driver_role_manifest,
     flow_config_map,
+    metrics_endpoint,
+    metrics_service,
+    namespace_manifest,
+    service_account_manifest,
     spark_application_manifest,
+    with_metrics_port,
 )
+from tests.pulumi.sparkapp_schema import validate_k8s, validate_spark_application
 
-FLOW = {"id": "west-1->east-1", "metrics_port": 9404, "checkpoint_location": "/tmp/x"}
+FLOW = {"id": "west-1->east-1", "metrics_port": 9404, "checkpoint_location": "s3a://b/checkpoints/west-1-to-east-1"}
 SPARK = {
     "executors": 3,
     "executor_memory": "2g",
@@ -25,94 +42,162 @@ SPARK = {
     "executor_cores": 2,
     "options": {"spark.sql.shuffle.partitions": 4},
 }
-SETTINGS = EksSettings(namespace="mirror", image="img:1", secrets=(SecretMount("kerberos-east-1"),))
-
-# The v1beta2 fields this project uses, types as in kubeflow/spark-operator's CRD.
-POD = {
-    "type": "object",
-    "properties": {
-        "cores": {"type": "integer", "minimum": 1},
-        "memory": {"type": "string"},
-        "instances": {"type": "integer", "minimum": 1},
-        "serviceAccount": {"type": "string"},
-        "labels": {"type": "object", "additionalProperties": {"type": "string"}},
-        "volumeMounts": {"type": "array", "items": {"type": "object", "required": ["name", "mountPath"]}},
-        "ports": {
-            "type": "array",
-            "items": {
-                "type": "object",
-                "required": ["containerPort"],
-                "properties": {"containerPort": {"type": "integer"}},
-            },
-        },
-    },
-    "additionalProperties": False,
-}
-SCHEMA = {
-    "type": "object",
-    "required": ["apiVersion", "kind", "metadata", "spec"],
-    "properties": {
-        "apiVersion": {"const": "sparkoperator.k8s.io/v1beta2"},
-        "kind": {"const": "SparkApplication"},
-        "spec": {
-            "type": "object",
-            "required": ["type", "mode", "sparkVersion", "driver", "executor"],
-            "additionalProperties": False,
-            "properties": {
-                "type": {"enum": ["Java", "Python", "Scala", "R"]},
-                "pythonVersion": {"enum": ["2", "3"]},
-                "mode": {"enum": ["cluster", "client", "in-cluster-client"]},
-                "image": {"type": "string"},
-                "sparkVersion": {"type": "string"},
-                "mainApplicationFile": {"type": "string"},
-                "arguments": {"type": "array", "items": {"type": "string"}},
-                "sparkConf": {"type": "object", "additionalProperties": {"type": "string"}},
-                "restartPolicy": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "properties": {
-                        "type": {"enum": ["Never", "Always", "OnFailure"]},
-                        "onFailureRetryInterval": {"type": "integer"},
-                        "onSubmissionFailureRetryInterval": {"type": "integer"},
-                    },
-                },
-                "volumes": {"type": "array", "items": {"type": "object", "required": ["name"]}},
-                "driver": POD,
-                "executor": POD,
-            },
-        },
-    },
-}
+SETTINGS = EksSettings(namespace="mirror", image="img:1", spark_defaults={"executors": 1, "driver_cores": 2})
+MOUNTS = (SecretMount("east-1-tls"), SecretMount("kmirror-cfg-east1scrampassword"))
 
 
 def test_app_name_is_derived_from_flow_id_only() -> None:
     assert app_name("west-1->east-1") == "mirror-west-1-to-east-1"
+    assert app_name("Dc_Old->aws.1") == "mirror-dc-old-to-aws-1"
     with pytest.raises(ValueError, match="not a DNS-1123 label"):
         app_name("x" * 70 + "->y")
 
 
 def test_config_map_validates_and_holds_flow_spec() -> None:
     cm = flow_config_map(FLOW, "mirror")
-    kubernetes_validate.validate(cm, "1.30", strict=True)
+    validate_k8s(cm)
     assert json.loads(cm["data"]["flow.json"]) == FLOW
     assert cm["metadata"]["name"] == "mirror-west-1-to-east-1-flow"
+    assert cm["metadata"]["annotations"] == {"kafka-mirror/flow": "west-1->east-1"}
 
 
 def test_spark_application_fields() -> None:
-    app = spark_application_manifest(FLOW, SPARK, SETTINGS)
-    jsonschema.validate(app, SCHEMA)
+    app = spark_application_manifest(FLOW, SPARK, SETTINGS, MOUNTS)
+    validate_spark_application(app)
     spec = app["spec"]
-    assert spec["arguments"][:2] == ["--flow", "/etc/kmirror/flow/flow.json"]
-    assert spec["restartPolicy"]["type"] == "Always"
+    assert spec["mainApplicationFile"] == "local:///opt/kmirror/kmirror_main.py"
+    assert spec["arguments"] == ["--flow", "/etc/kmirror/flow/flow.json"]
+    assert spec["restartPolicy"] == {
+        "type": "Always",
+        "onFailureRetryInterval": 10,
+        "onSubmissionFailureRetryInterval": 10,
+    }
+    # the flow's own spark settings win over the platform defaults; defaults fill the rest
     assert spec["executor"]["instances"] == 3 and spec["executor"]["memory"] == "2g"
+    assert spec["driver"]["cores"] == 2 and spec["executor"]["cores"] == 2
+    assert spec["sparkConf"] == {"spark.sql.shuffle.partitions": "4"}
     assert spec["driver"]["ports"] == [{"name": "metrics", "containerPort": 9404, "protocol": "TCP"}]
     for role in ("driver", "executor"):
         paths = {m["mountPath"] for m in spec[role]["volumeMounts"]}
-        assert paths == {"/etc/kmirror/flow", "/etc/kmirror/secrets/kerberos-east-1"}
-    assert {"name": "secret-kerberos-east-1", "secret": {"secretName": "kerberos-east-1"}} in spec["volumes"]
+        assert paths == {
+            "/etc/kmirror/flow",
+            "/etc/kmirror/secrets/east-1-tls",
+            "/etc/kmirror/secrets/kmirror-cfg-east1scrampassword",
+        }
+        assert spec[role]["serviceAccount"] == "kafka-mirror"
+    assert {"name": "secret-east-1-tls", "secret": {"secretName": "east-1-tls"}} in spec["volumes"]
 
 
-def test_emr_step_args_run_flow() -> None:
-    args = emr_step_args("s3://b/flows/f.json", "s3://b/app/bundle.zip", "s3://b/checkpoints/f")
-    assert args[0] == "spark-submit" and args[-2:] == ["--checkpoint", "s3://b/checkpoints/f"]
-    assert "s3://b/app/__main__.py" in args
+def test_a_changed_flow_spec_changes_the_pod_template() -> None:
+    """The operator resubmits an app only when its spec changes; the ConfigMap alone would not."""
+    before = spark_application_manifest(FLOW, SPARK, SETTINGS)
+    after = spark_application_manifest({**FLOW, "topics": ["orders.*"]}, SPARK, SETTINGS)
+    assert before["spec"]["driver"]["annotations"] != after["spec"]["driver"]["annotations"]
+    assert before["metadata"] == after["metadata"]
+
+
+def test_checkpoint_claim_is_mounted_on_driver_and_executors() -> None:
+    settings = EksSettings(namespace="mirror", image="img:1", checkpoint_claim="kmirror-checkpoints")
+    app = spark_application_manifest(FLOW, {}, settings)
+    validate_spark_application(app)
+    assert {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "kmirror-checkpoints"}} in app["spec"][
+        "volumes"
+    ]
+    for role in ("driver", "executor"):
+        assert {"name": "checkpoints", "mountPath": "/var/lib/kmirror/checkpoints"} in app["spec"][role]["volumeMounts"]
+
+
+def test_spark_application_schema_rejects_a_misspelt_field() -> None:
+    app = spark_application_manifest(FLOW, SPARK, SETTINGS)
+    app["spec"]["driver"]["volumeMount"] = app["spec"]["driver"].pop("volumeMounts")
+    with pytest.raises(jsonschema.ValidationError, match="volumeMount"):
+        validate_spark_application(app)
+
+
+def test_metrics_service_selects_the_driver_and_validates() -> None:
+    spec = with_metrics_port({"id": "a->b"}, 9404)
+    svc = metrics_service(spec, SETTINGS)
+    validate_k8s(svc)
+    assert svc["spec"]["selector"] == {"sparkoperator.k8s.io/app-name": "mirror-a-to-b", "spark-role": "driver"}
+    assert metrics_endpoint(spec, SETTINGS) == "http://mirror-a-to-b-metrics.mirror.svc.cluster.local:9404/metrics"
+    assert with_metrics_port({"id": "a->b", "metrics_port": 9500}, 9404)["metrics_port"] == 9500
+
+
+def test_platform_objects_validate() -> None:
+    for manifest in (
+        namespace_manifest("mirror"),
+        service_account_manifest(SETTINGS, "arn:aws:iam::1:role/r"),
+        driver_role_manifest(SETTINGS),
+        driver_role_binding_manifest(SETTINGS),
+    ):
+        validate_k8s(manifest)
+    account = service_account_manifest(SETTINGS, "arn:aws:iam::1:role/r")
+    assert account["metadata"]["annotations"] == {"eks.amazonaws.com/role-arn": "arn:aws:iam::1:role/r"}
+    assert "annotations" not in service_account_manifest(SETTINGS, None)["metadata"]
+
+
+EMR = EmrSettings(bucket="acme", region="eu-central-1", spark_defaults={"executors": 2})
+
+
+def test_flow_object_key_is_content_addressed() -> None:
+    key = flow_object_key(FLOW)
+    assert key.startswith("flows/mirror-west-1-to-east-1/") and key.endswith("/flow.json")
+    assert flow_object_key(dict(reversed(list(FLOW.items())))) == key
+    assert flow_object_key({**FLOW, "topics": ["x"]}) != key
+
+
+def test_emr_step_args_run_one_flow_in_cluster_mode() -> None:
+    args = emr_step_args(
+        "west-1->east-1",
+        "s3://acme/flows/f/abc/flow.json",
+        "s3://acme/app/b.zip",
+        "s3://acme/app/kmirror_main.py",
+        {"executors": 3, "options": {"spark.x": "1"}},
+        EMR,
+    )
+    assert args[:7] == [
+        "spark-submit",
+        "--deploy-mode",
+        "cluster",
+        "--master",
+        "yarn",
+        "--name",
+        "mirror-west-1-to-east-1",
+    ]
+    confs = dict(args[i + 1].split("=", 1) for i, a in enumerate(args) if a == "--conf")
+    assert confs["spark.executor.instances"] == "3" and confs["spark.x"] == "1"
+    assert confs["spark.pyspark.python"] == "/opt/kmirror/venv/bin/python"
+    assert args[-5:] == [
+        "--files",
+        "s3://acme/flows/f/abc/flow.json#flow.json",
+        "s3://acme/app/kmirror_main.py",
+        "--flow",
+        "flow.json",
+    ]
+    assert args[args.index("--py-files") + 1] == "s3://acme/app/b.zip"
+
+
+def test_emr_metrics_port_is_stable_and_collisions_are_reported() -> None:
+    port = emr_metrics_port("west-1->east-1", EMR)
+    assert 9500 <= port < 9900 and port == emr_metrics_port("west-1->east-1", EMR)
+    specs = [{"id": "a->b"}, {"id": "c->d", "metrics_port": emr_metrics_port("a->b", EMR)}]
+    [problem] = metrics_port_problems(specs, EMR)
+    assert str(problem) == (
+        f"flows.c->d.metrics_port: port {emr_metrics_port('a->b', EMR)} is also used by a->b; "
+        "set a distinct metrics_port for one of them in the topology's flows section"
+    )
+
+
+def test_instance_policy_reads_only_the_referenced_secrets() -> None:
+    policy = instance_policy("acme", ["arn:b", "arn:a", "arn:a"])
+    [secrets] = [s for s in policy["Statement"] if s["Action"] == ["secretsmanager:GetSecretValue"]]
+    assert secrets["Resource"] == ["arn:a", "arn:b"]
+    assert all("secretsmanager" not in str(s["Action"]) for s in instance_policy("acme", [])["Statement"])
+
+
+def test_secrets_manifest_and_bootstrap_args() -> None:
+    assert secrets_manifest([("arn:2", "b"), ("arn:1", "a"), ("arn:1", "a")]) == "arn:1\ta\narn:2\tb\n"
+    args = bootstrap_args(EMR, "s3://acme/app/b.zip", gssapi=True)
+    assert args[args.index("--secrets") + 1] == "s3://acme/bootstrap/secrets.tsv"
+    assert args[-3:] == ["--region", "eu-central-1", "--gssapi"]
+    assert "--gssapi" not in bootstrap_args(EMR, "s3://acme/app/b.zip", gssapi=False)

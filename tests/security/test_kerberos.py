@@ -1,7 +1,9 @@
 """Kerberos against a real MIT KDC on loopback. No broker here speaks GSSAPI (tansu has no
-Kerberos), so the chain is proven up to the broker: keytab creation, rendered krb5.conf,
-`kinit -kt`, and a GSSAPI-enabled librdkafka accepting the rendered config (creating a client
-runs kinit with our keytab against the KDC). The PyPI wheel's refusal is checked too.
+Kerberos, and Debian's librdkafka 2.0.2, the only GSSAPI-capable one, fails ApiVersions against
+tansu), so the chain is proven up to the broker: keytab creation with the project's CLI, rendered
+krb5.conf, `kinit -kt`, a JVM login with the rendered JAAS section, and a GSSAPI-enabled
+librdkafka accepting the rendered config (creating a client runs kinit with our keytab against the
+KDC). The PyPI wheel's refusal, and the app refusing to start with it, are checked too.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,15 +20,22 @@ from typing import Any
 import pytest
 
 from kmirror.errors import KmirrorError
-from kmirror.kerberos import create_keytab
+from kmirror.kerberos import jaas_kafka_client, jvm_options, render_krb5_conf
+from kmirror.local_brokers import free_port
 from kmirror.security import client_config, security_problems
 from spark_app.security_check import check_client_support
 from tests.security.kdc_support import REALM, LocalKdc
 
 pytestmark = pytest.mark.security
 ROOT = Path(__file__).resolve().parents[2]
-GSSAPI_VENV = ROOT / ".venv-gssapi"
+GSSAPI_VENV = Path(os.environ.get("KMIRROR_GSSAPI_VENV", ROOT / ".venv-gssapi"))
 PRINCIPAL = f"mirrormaker/localhost@{REALM}"
+
+
+def _keytab_cli(kdc: LocalKdc, principal: str, path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """The project's tooling: `python -m kmirror.kerberos keytab PRINCIPAL PATH` on the KDC host."""
+    return subprocess.run([sys.executable, "-m", "kmirror.kerberos", "keytab", principal, str(path), *extra],
+                          env=kdc.env, capture_output=True, text=True, timeout=60)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -36,22 +46,35 @@ def kdc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalKdc]:
 
 @pytest.fixture(scope="module")
 def keytab(kdc: LocalKdc) -> Path:
-    return create_keytab(PRINCIPAL, kdc.directory / "mirrormaker.keytab", env=kdc.env)
+    path = kdc.directory / "mirrormaker.keytab"
+    done = _keytab_cli(kdc, PRINCIPAL, path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"{path}: keytab for {PRINCIPAL}\n"
+    assert oct(path.stat().st_mode & 0o777) == "0o600"
+    return path
 
 
 @pytest.fixture(scope="module")
 def gssapi_python() -> Path:
-    """The GSSAPI-capable venv (built once by scripts/build-gssapi-client.sh, cached in .venv-gssapi)."""
+    """The GSSAPI-capable venv: `make system-deps` builds it; the script is idempotent (~0.3 s when built)."""
     subprocess.run(["bash", str(ROOT / "scripts/build-gssapi-client.sh"), str(GSSAPI_VENV)], check=True, timeout=600)
     return GSSAPI_VENV / "bin/python"
 
 
-def _security(kdc: LocalKdc, keytab: Path, principal: str = PRINCIPAL) -> dict[str, Any]:
-    security = {"protocol": "SASL_PLAINTEXT",
-                "kerberos": {"principal": principal, "keytab": {"file": str(keytab)}, "realm": kdc.realm,
-                             "kdcs": kdc.kdcs, "service_name": "kafka"}}  # fmt: skip
+def _security(kdc: LocalKdc, keytab: Path, principal: str = PRINCIPAL, own_krb5_conf: bool = False) -> dict[str, Any]:
+    kerberos: dict[str, Any] = {"principal": principal, "keytab": {"file": str(keytab)}, "service_name": "kafka"}
+    if own_krb5_conf:
+        kerberos["krb5_conf"] = {"file": str(kdc.krb5_conf)}
+    else:
+        kerberos.update({"realm": kdc.realm, "kdcs": kdc.kdcs})
+    security = {"protocol": "SASL_PLAINTEXT", "kerberos": kerberos}
     assert security_problems(security, "clusters.dc-old.security") == []
     return security
+
+
+def _kinit(keytab: Path, principal: str, krb5_conf: Path, cache: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "KRB5_CONFIG": str(krb5_conf), "KRB5CCNAME": f"FILE:{cache}"}
+    return subprocess.run(["kinit", "-kt", str(keytab), principal], env=env, capture_output=True, text=True, timeout=30)
 
 
 def _klist(cache: Path, env: dict[str, str]) -> str:
@@ -62,21 +85,91 @@ def test_project_keytab_and_rendered_krb5_conf_let_kinit_get_a_ticket(
     kdc: LocalKdc, keytab: Path, tmp_path: Path
 ) -> None:
     cache = tmp_path / "ccache"
-    env = {**os.environ, "KRB5_CONFIG": str(kdc.krb5_conf), "KRB5CCNAME": f"FILE:{cache}"}
-    done = subprocess.run(["kinit", "-kt", str(keytab), PRINCIPAL], env=env, capture_output=True, text=True, timeout=30)
+    done = _kinit(keytab, PRINCIPAL, kdc.krb5_conf, cache)
     assert done.returncode == 0, done.stderr
-    listing = _klist(cache, env)
+    listing = _klist(cache, {**os.environ, "KRB5_CONFIG": str(kdc.krb5_conf)})
     assert f"Default principal: {PRINCIPAL}" in listing
     assert f"krbtgt/{REALM}@{REALM}" in listing
     assert "AS_REQ" in kdc.log() and f"{PRINCIPAL} for krbtgt/{REALM}@{REALM}" in kdc.log()
 
 
-def test_kinit_with_an_unknown_principal_fails(kdc: LocalKdc, keytab: Path, tmp_path: Path) -> None:
-    env = {**os.environ, "KRB5_CONFIG": str(kdc.krb5_conf), "KRB5CCNAME": f"FILE:{tmp_path / 'cc'}"}
-    done = subprocess.run(
-        ["kinit", "-kt", str(keytab), f"nobody@{REALM}"], env=env, capture_output=True, text=True, timeout=30
-    )
+def test_kinit_with_a_principal_missing_from_the_keytab_fails(kdc: LocalKdc, keytab: Path, tmp_path: Path) -> None:
+    done = _kinit(keytab, f"nobody@{REALM}", kdc.krb5_conf, tmp_path / "cc")
     assert done.returncode != 0
+    assert f"Keytab contains no suitable keys for nobody@{REALM}" in done.stderr
+
+
+def test_exporting_a_keytab_again_keeps_earlier_keytabs_valid_unless_rotating(kdc: LocalKdc, tmp_path: Path) -> None:
+    principal = f"mirrormaker/second-dc@{REALM}"
+    first, second, rotated = tmp_path / "first.keytab", tmp_path / "second.keytab", tmp_path / "rotated.keytab"
+    for path, extra in ((first, ()), (second, ()), (rotated, ("--rotate",))):
+        done = _keytab_cli(kdc, principal, path, *extra)
+        assert done.returncode == 0, done.stderr
+        if path is second:  # a second datacenter's mirror must not lock out the first one
+            assert _kinit(first, principal, kdc.krb5_conf, tmp_path / "cc1").returncode == 0
+            assert _kinit(second, principal, kdc.krb5_conf, tmp_path / "cc2").returncode == 0
+    assert _kinit(rotated, principal, kdc.krb5_conf, tmp_path / "cc3").returncode == 0
+    stale = _kinit(first, principal, kdc.krb5_conf, tmp_path / "cc4")
+    assert stale.returncode != 0 and "Password incorrect" in stale.stderr
+
+
+def test_keytab_cli_reports_kadmin_failures_in_one_line(kdc: LocalKdc, tmp_path: Path) -> None:
+    """kadmin.local -q exits 0 even when the query fails: the tooling must notice from its output."""
+    principal = f"mirrormaker/unwritable@{REALM}"
+    done = _keytab_cli(kdc, principal, tmp_path / "missing-dir" / "x.keytab")
+    assert (done.returncode, done.stdout) == (1, "")
+    assert done.stderr == (
+        f"kmirror.kerberos keytab: kadmin.local -q 'ktadd -k {tmp_path}/missing-dir/x.keytab {principal}' failed "
+        f"(exit 0): kadmin.local: Key table file '{tmp_path}/missing-dir/x.keytab' not found while adding key to "
+        "keytab\n"
+    )
+    spaced = _keytab_cli(kdc, "mirror maker@KMIRROR.TEST", tmp_path / "y.keytab")
+    assert spaced.returncode == 1
+    assert spaced.stderr.startswith(
+        "kmirror.kerberos keytab: principal 'mirror maker@KMIRROR.TEST' is empty or contains whitespace or quotes"
+    )
+    assert not (tmp_path / "y.keytab").exists()
+
+
+def test_krb5_conf_cli_renders_the_file_the_app_renders(tmp_path: Path) -> None:
+    out = tmp_path / "krb5.conf"
+    done = subprocess.run([sys.executable, "-m", "kmirror.kerberos", "krb5-conf", "--realm", "DC.EXAMPLE.COM",
+                           "--kdc", "kdc1.dc.example.com", "--kdc", "kdc2.dc.example.com:750", "--output", str(out)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert out.read_text() == render_krb5_conf("DC.EXAMPLE.COM", ["kdc1.dc.example.com", "kdc2.dc.example.com:750"])
+    assert "    kdc = kdc1.dc.example.com:88\n    kdc = kdc2.dc.example.com:750\n" in out.read_text()
+
+
+JAAS_LOGIN = """
+import javax.security.auth.kerberos.KerberosTicket;
+import javax.security.auth.login.LoginContext;
+public class JaasLogin {
+  public static void main(String[] args) throws Exception {
+    LoginContext context = new LoginContext("KafkaClient");
+    context.login();
+    for (KerberosTicket t : context.getSubject().getPrivateCredentials(KerberosTicket.class)) {
+      System.out.println("ticket " + t.getClient() + " -> " + t.getServer());
+    }
+  }
+}
+"""
+
+
+def test_a_jvm_client_logs_in_with_the_rendered_jaas_section_and_krb5_conf(
+    kdc: LocalKdc, keytab: Path, tmp_path: Path
+) -> None:
+    """What a JVM MirrorMaker / Kafka CLI tool does with the rendered JAAS section + `jvm_options`."""
+    rendered = subprocess.run([sys.executable, "-m", "kmirror.kerberos", "jaas", PRINCIPAL, str(keytab)],
+                              capture_output=True, text=True, timeout=60, check=True).stdout  # fmt: skip
+    assert rendered == jaas_kafka_client(PRINCIPAL, str(keytab))
+    jaas = tmp_path / "kafka_client_jaas.conf"
+    jaas.write_text(rendered)
+    (tmp_path / "JaasLogin.java").write_text(JAAS_LOGIN)
+    done = subprocess.run(["java", *jvm_options(str(kdc.krb5_conf), str(jaas)), "JaasLogin.java"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert f"ticket {PRINCIPAL} -> krbtgt/{REALM}@{REALM}" in done.stdout
 
 
 GSSAPI_CLIENT = """
@@ -87,7 +180,7 @@ from spark_app.security_check import check_client_support
 security, bootstrap = json.loads(sys.argv[1]), sys.argv[2]
 config = client_config(security)
 check_client_support("dc-old", config)
-resolved = resolve_references(config)  # renders krb5.conf from realm + kdcs and exports KRB5_CONFIG
+resolved = resolve_references(config)  # exports KRB5_CONFIG (rendering krb5.conf from realm + kdcs)
 producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, **resolved})  # librdkafka runs kinit -t keytab
 for _ in range(4):
     producer.poll(0.5)  # the first ticket refresh runs on librdkafka's main thread right after creation
@@ -99,23 +192,26 @@ def _gssapi_client(python: Path, security: dict[str, Any], cache: Path) -> tuple
     """Run GSSAPI_CLIENT in the GSSAPI venv; returns its JSON result and librdkafka's log (stderr)."""
     env = {k: v for k, v in os.environ.items() if k != "KRB5_CONFIG"}
     env.update({"PYTHONPATH": str(ROOT), "KRB5CCNAME": f"FILE:{cache}"})
-    done = subprocess.run([str(python), "-c", GSSAPI_CLIENT, json.dumps(security), "127.0.0.1:9"], env=env,
-                          capture_output=True, text=True, timeout=120, cwd=str(cache.parent))  # fmt: skip
+    done = subprocess.run([str(python), "-c", GSSAPI_CLIENT, json.dumps(security), f"127.0.0.1:{free_port()}"],
+                          env=env, capture_output=True, text=True, timeout=120, cwd=str(cache.parent))  # fmt: skip
     assert done.returncode == 0, done.stderr
     return dict(json.loads(done.stdout.strip().splitlines()[-1])), done.stderr
 
 
+@pytest.mark.parametrize("own_krb5_conf", [False, True], ids=["realm+kdcs", "krb5_conf-reference"])
 def test_gssapi_confluent_kafka_accepts_the_rendered_config(
-    kdc: LocalKdc, keytab: Path, gssapi_python: Path, tmp_path: Path
+    kdc: LocalKdc, keytab: Path, gssapi_python: Path, tmp_path: Path, own_krb5_conf: bool
 ) -> None:
     cache = tmp_path / "librdkafka-ccache"
-    result, log = _gssapi_client(gssapi_python, _security(kdc, keytab), cache)
+    security = _security(kdc, keytab, own_krb5_conf=own_krb5_conf)
+    result, log = _gssapi_client(gssapi_python, security, cache)
     assert "Kerberos ticket refresh failed" not in log
+    krb5 = {"kmirror.krb5.conf": str(kdc.krb5_conf)} if own_krb5_conf else {
+        "kmirror.krb5.realm": REALM, "kmirror.krb5.kdcs": kdc.kdcs[0]}  # fmt: skip
     assert result == {"created": True, "config": {
         "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "GSSAPI", "sasl.kerberos.service.name": "kafka",
         "sasl.kerberos.principal": PRINCIPAL, "sasl.kerberos.keytab": str(keytab),
-        "sasl.kerberos.kinit.cmd": client_config(_security(kdc, keytab))["sasl.kerberos.kinit.cmd"],
-        "kmirror.krb5.realm": REALM, "kmirror.krb5.kdcs": kdc.kdcs[0]}}  # fmt: skip
+        "sasl.kerberos.kinit.cmd": client_config(security)["sasl.kerberos.kinit.cmd"], **krb5}}  # fmt: skip
     # librdkafka's kinit put a TGT for our principal into the cache, fetched from our KDC.
     listing = _klist(cache, {**os.environ, "KRB5_CONFIG": str(kdc.krb5_conf)})
     assert f"Default principal: {PRINCIPAL}" in listing
@@ -139,4 +235,24 @@ def test_pypi_wheel_reports_missing_gssapi_with_the_fix(kdc: LocalKdc, keytab: P
     assert "No provider for SASL mechanism GSSAPI" in message
     assert "pip install --no-binary confluent-kafka confluent-kafka==2.0.2" in message
     assert "apt-get install librdkafka-dev libsasl2-modules-gssapi-mit" in message
-    assert sys.executable  # the check ran in this (PyPI wheel) interpreter
+
+
+def test_the_app_refuses_to_start_without_gssapi_and_says_how_to_get_it(
+    kdc: LocalKdc, keytab: Path, tmp_path: Path
+) -> None:
+    """`python -m spark_app` in this venv (the PyPI wheel) with a Kerberized source cluster."""
+    flow = tmp_path / "flow.json"
+    flow.write_text(json.dumps({
+        "id": "dc-old->west-1", "topics": [".*"], "topics_exclude": [], "replication_policy": {"type": "default"},
+        "checkpoint_location": str(tmp_path / "checkpoint"),
+        "source": {"alias": "dc-old", "bootstrap_servers": f"127.0.0.1:{free_port()}",
+                   "config": client_config(_security(kdc, keytab))},
+        "target": {"alias": "west-1", "bootstrap_servers": f"127.0.0.1:{free_port()}", "config": {}},
+    }))  # fmt: skip
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "spark_app", "--flow", str(flow), "--once"], capture_output=True,
+                          text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 1
+    assert time.monotonic() - started < 20  # before any Spark session or connection attempt
+    assert done.stderr.startswith("kmirror run: cluster 'dc-old' needs sasl.mechanisms=GSSAPI, which this ")
+    assert "scripts/build-gssapi-client.sh" in done.stderr and "Traceback" not in done.stderr

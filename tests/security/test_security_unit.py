@@ -115,19 +115,27 @@ def test_missing_reference_names_property_and_reference(tmp_path: Path) -> None:
 
 
 def test_realm_and_kdcs_render_krb5_conf_and_export_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("KRB5_CONFIG", raising=False)
+    monkeypatch.setenv("KRB5_CONFIG", "placeholder")  # so that monkeypatch restores the original state,
+    monkeypatch.delenv("KRB5_CONFIG")  # which resolve_references changes below
     monkeypatch.setattr("tempfile.gettempdir", lambda: str(tmp_path))
     config = {"sasl.mechanisms": "GSSAPI", "kmirror.krb5.realm": "EX.COM", "kmirror.krb5.kdcs": "kdc1,kdc2:750"}
     assert resolve_references(config) == {"sasl.mechanisms": "GSSAPI"}
     assert Path(os.environ["KRB5_CONFIG"]).read_text() == render_krb5_conf("EX.COM", ["kdc1", "kdc2:750"])
     assert "    kdc = kdc1:88\n    kdc = kdc2:750\n" in render_krb5_conf("EX.COM", ["kdc1", "kdc2:750"])
+    with pytest.raises(KmirrorError) as conflict:  # one process, one krb5.conf
+        resolve_references({"kmirror.krb5.realm": "OTHER.COM", "kmirror.krb5.kdcs": "kdc9"})
+    assert str(conflict.value).startswith("kmirror.krb5.conf: ")
+    assert str(conflict.value).endswith(
+        "already used by this process; list every realm in one krb5.conf and reference it from both clusters"
+    )
 
 
 def test_redact_hides_sensitive_values_recursively() -> None:
     obj = {"sasl.password": "a",
            "nested": [{"ssl.key.password": "b", "ssl.key.pem": "c"}, ("x", {"clientSecret": "d"})],
-           "scram": {"password": {"file": "/pw"}}, "sasl.username": "mm"}  # fmt: skip
-    assert redact(obj) == {"sasl.password": "<redacted>",
+           "scram": {"password": {"file": "/pw"}}, "sasl.username": "mm",
+           "sasl.jaas.config": 'ScramLoginModule required username="mm" password="e";'}  # fmt: skip
+    assert redact(obj) == {"sasl.password": "<redacted>", "sasl.jaas.config": "<redacted>",
                            "nested": [{"ssl.key.password": "<redacted>", "ssl.key.pem": "<redacted>"},
                                       ("x", {"clientSecret": "<redacted>"})],
                            "scram": {"password": "<redacted>"}, "sasl.username": "mm"}  # fmt: skip

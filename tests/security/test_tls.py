@@ -5,7 +5,11 @@ resolve_references, exactly as the app does it.
 
 from __future__ import annotations
 
+import json
 import logging
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,6 +19,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from cryptography import x509
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.serialization import pkcs12
 
 from kmirror.errors import ConnectionFailure, KmirrorError
 from kmirror.flowspec import ClusterEndpoint, FlowSpec, parse_flow_spec
@@ -41,6 +48,8 @@ class TlsClusters:
     source_bootstrap: str  # server TLS only
     target_bootstrap: str  # mutual TLS (client certificate required)
     target_stunnel: Stunnel
+    server: Issued  # the brokers' certificate (stunnel's)
+    source_plain_port: int  # the source tansu's own plaintext listener
 
     def source_security(self, ca: Path | None = None) -> dict[str, Any]:
         return {"protocol": "SSL", "tls": {"ca": {"file": str(ca or self.ca.cert_path)}}}
@@ -69,7 +78,7 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsClusters]:
         Stunnel(directory, "target", target_port, target.port, server, client_ca=ca.cert_path) as target_stunnel,
     ):
         yield TlsClusters(directory, ca, wrong_ca, client, password_file, f"127.0.0.1:{source_port}",
-                          f"127.0.0.1:{target_port}", target_stunnel)  # fmt: skip
+                          f"127.0.0.1:{target_port}", target_stunnel, server, source.port)  # fmt: skip
 
 
 def _config(bootstrap: str, security: dict[str, Any]) -> dict[str, Any]:
@@ -176,5 +185,119 @@ def test_wrong_key_password_reference_is_reported_without_the_value(tls: TlsClus
     )
 
 
+def test_a_refused_tls_connection_is_retried_not_mistaken_for_a_tls_failure(tls: TlsClusters) -> None:
+    """librdkafka names the broker `ssl://host:port`; that alone must not make an error fatal."""
+    address = f"127.0.0.1:{free_port()}"  # nothing listens here
+    started = time.monotonic()
+    with pytest.raises(ConnectionFailure) as failure:
+        check_connection(ClusterEndpoint("east-1", address, client_config(tls.source_security())), timeout_s=3)
+    assert time.monotonic() - started >= 2.9
+    assert "Connection refused" in str(failure.value)
+    assert str(failure.value).endswith("; check bootstrap_servers and that the brokers are reachable from here")
+
+
+def test_the_check_waits_for_a_tls_listener_that_comes_up(tls: TlsClusters) -> None:
+    port = free_port()
+    endpoint = ClusterEndpoint("east-1", f"127.0.0.1:{port}", client_config(tls.source_security()))
+    late = Stunnel(tls.directory, "late", port, tls.source_plain_port, tls.server)
+    starter = threading.Timer(1.5, late.__enter__)
+    starter.start()
+    try:
+        check_connection(endpoint, timeout_s=15)  # returns once the TLS listener answers
+    finally:
+        starter.join()
+        late.__exit__()
+
+
+def test_a_certificate_for_another_host_fails_fast_unless_hostname_verification_is_off(
+    tls: TlsClusters, tmp_path: Path
+) -> None:
+    """verify_hostname maps to ssl.endpoint.identification.algorithm; librdkafka reports a name
+    mismatch as "certificate verify failed", so the hint must not blame the (right) CA."""
+    port = free_port()
+    elsewhere = tls.ca.issue("elsewhere", server=True, dns_names=("elsewhere.example.com",), ip_addresses=())
+    security = tls.source_security()
+    with Stunnel(tmp_path, "elsewhere", port, tls.source_plain_port, elsewhere):
+        started = time.monotonic()
+        with pytest.raises(ConnectionFailure) as failure:
+            check_connection(ClusterEndpoint("east-1", f"127.0.0.1:{port}", client_config(security)), timeout_s=30)
+        assert time.monotonic() - started < FAIL_FAST_S
+        security["tls"]["verify_hostname"] = False
+        check_connection(ClusterEndpoint("east-1", f"127.0.0.1:{port}", client_config(security)), timeout_s=10)
+    assert "certificate verify failed" in str(failure.value)
+    assert str(failure.value).endswith(
+        "; the brokers' certificate is signed by the CA in security.tls.ca but is not valid for '127.0.0.1' "
+        "(IP address mismatch, certificate is not valid for '127.0.0.1'.); use a bootstrap address the certificate "
+        "names, or set security.tls.verify_hostname: false"
+    )
+
+
+def test_mutual_tls_with_a_pkcs12_keystore(tls: TlsClusters, tmp_path: Path) -> None:
+    keystore, password_file = tmp_path / "mirrormaker.p12", tmp_path / "keystore-password"
+    password_file.write_text("p12-pass-never-printed\n")
+    key = serialization.load_pem_private_key(tls.client.key.read_bytes(), KEY_PASSWORD.encode())
+    cert = x509.load_pem_x509_certificate(tls.client.cert.read_bytes())
+    keystore.write_bytes(pkcs12.serialize_key_and_certificates(
+        b"mirrormaker", key, cert, None, serialization.BestAvailableEncryption(b"p12-pass-never-printed")))  # fmt: skip
+    security = {"protocol": "SSL", "tls": {"ca": {"file": str(tls.ca.cert_path)}, "pkcs12": {"file": str(keystore)},
+                                           "pkcs12_password": {"file": str(password_file)}}}  # fmt: skip
+    assert security_problems(security, "clusters.west-1.security") == []
+    assert client_config(security)["ssl.keystore.password"] == f"${{file:{password_file}}}"
+    accepted = "Certificate accepted at depth=0: CN=mirrormaker"
+    before = tls.target_stunnel.log().count(accepted)
+    check_connection(ClusterEndpoint("west-1", tls.target_bootstrap, client_config(security)), timeout_s=10)
+    assert tls.target_stunnel.log().count(accepted) > before  # the keystore's certificate was presented
+
+
 def test_flow_start_up_check_passes_for_both_tls_clusters(tls: TlsClusters, unique: str) -> None:
     check_flow_security(_flow(tls, unique), timeout_s=10)
+
+
+def test_the_app_mirrors_through_mutual_tls_without_printing_the_key_password(
+    tls: TlsClusters, unique: str, tmp_path: Path
+) -> None:
+    """`python -m spark_app --once` (real Spark, every client the app creates: source reader,
+    copy tasks, target topics, offset syncs, heartbeats, checkpoints) against the TLS clusters."""
+    topic, remote, count = f"tls-app-{unique}", f"east-1.tls-app-{unique}", 300
+    source = _config(tls.source_bootstrap, tls.source_security())
+    target = _config(tls.target_bootstrap, tls.target_security())
+    admin = AdminClient(source)
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(timeout=30)
+    producer = Producer({**source, "acks": "all"})
+    for i in range(count):
+        producer.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), partition=i % 2)
+    assert producer.flush(30) == 0
+    for partition in (0, 1):  # tansu hides the newest batch of each partition from offset queries
+        producer.produce(topic, key=b"fence", value=b"", partition=partition)
+        assert producer.flush(30) == 0
+    raw = _flow(tls, unique).to_dict()
+    raw.update({"topics": [f"tls-app-{unique}"], "checkpoint_location": str(tmp_path / "checkpoint")})
+    flow_file = tmp_path / "flow.json"
+    flow_file.write_text(json.dumps(raw))
+    assert KEY_PASSWORD not in flow_file.read_text()  # the spec carries the reference only
+
+    done = subprocess.run([sys.executable, "-m", "spark_app", "--flow", str(flow_file), "--once",
+                           "--master", "local[1]"], capture_output=True, text=True, timeout=300)  # fmt: skip
+
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert KEY_PASSWORD not in done.stdout + done.stderr
+    fence = Producer({**target, "acks": "all"})
+    for partition in (0, 1):
+        fence.produce(remote, key=b"fence", value=b"", partition=partition)
+        assert fence.flush(30) == 0
+    mirrored = sorted(_read_partitions(target, remote, [0, 1], count))
+    assert mirrored == sorted((f"k{i}".encode(), f"v{i}".encode()) for i in range(count))
+
+
+def _read_partitions(config: dict[str, Any], topic: str, partitions: list[int], count: int) -> list[tuple[Any, Any]]:
+    consumer = Consumer({**config, "group.id": "kmirror-tls-test", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    out: list[tuple[Any, Any]] = []
+    deadline = time.monotonic() + 30
+    while len(out) < count and time.monotonic() < deadline:
+        for msg in consumer.consume(500, timeout=0.5):
+            assert msg.error() is None, msg.error()
+            if msg.key() != b"fence":
+                out.append((msg.key(), msg.value()))
+    consumer.close()
+    return out

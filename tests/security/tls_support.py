@@ -58,7 +58,11 @@ class TestCa:
         self.cert_path = directory / f"{name}.pem"
         self.cert_path.write_bytes(self.certificate.public_bytes(serialization.Encoding.PEM))
 
-    def issue(self, common_name: str, *, server: bool, key_password: bytes | None = None) -> Issued:
+    def issue(
+        self, common_name: str, *, server: bool, key_password: bytes | None = None,
+        dns_names: tuple[str, ...] = ("localhost",), ip_addresses: tuple[str, ...] = ("127.0.0.1",),
+    ) -> Issued:  # fmt: skip
+        """A certificate signed by this CA; a server's carries `dns_names` + `ip_addresses` as SANs."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.timezone.utc)
         usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
@@ -69,7 +73,8 @@ class TestCa:
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
         )  # fmt: skip
         if server:
-            names = [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
+            names: list[x509.GeneralName] = [x509.DNSName(name) for name in dns_names]
+            names += [x509.IPAddress(ipaddress.ip_address(address)) for address in ip_addresses]
             builder = builder.add_extension(x509.SubjectAlternativeName(names), critical=False)
         cert = builder.sign(self.key, hashes.SHA256())
         cert_path = self.directory / f"{common_name}.crt"

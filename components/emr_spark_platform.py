@@ -1,0 +1,204 @@
+"""EmrSparkPlatform: where a datacenter's mirror steps run on Amazon EMR.
+
+Children: the S3 bucket (optional: an existing one) holding the app bundle (content-addressed),
+the entry script, the bootstrap script, the Python requirements, the secrets sync tool and list; the
+stack's secrets in Secrets Manager; and, unless an existing `cluster_id` is given, the EMR
+cluster (Spark, the configured release label, a bootstrap action installing the app and its
+deps on every node) with its service role and instance profile.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from components.emr_specs import (
+    BOOTSTRAP_KEY,
+    ENTRY_KEY,
+    REQUIREMENTS_KEY,
+    SECRETS_MANIFEST_KEY,
+    SYNC_SCRIPT_KEY,
+    EmrSettings,
+    bootstrap_args,
+    bundle_key,
+    instance_policy,
+    secrets_manifest,
+    spark_configurations,
+)
+from components.secret_store import SecretStoreArgs
+from components.stack_config import SecretConfig
+from components.stack_secrets import MadeSecret, create_stack_secrets
+
+TOKEN = "kafka-mirror:index:EmrSparkPlatform"
+TAGS = {"part-of": "kafka-mirror"}
+
+
+@dataclass(frozen=True)
+class AppFiles:
+    """Local files uploaded next to the bundle (paths relative to the project root)."""
+
+    bundle_path: str
+    bundle_sha256: str
+    entry_path: str = "scripts/kmirror_main.py"
+    bootstrap_path: str = "scripts/emr-bootstrap.sh"
+    requirements_path: str = "scripts/app-requirements.txt"
+    sync_path: str = "scripts/kmirror-sync-secrets.py"
+
+
+@dataclass
+class EmrSparkPlatformArgs:
+    settings: EmrSettings
+    files: AppFiles
+    create_bucket: bool = True
+    cluster_id: str | None = None
+    release_label: str = "emr-spark-8.0.0"
+    subnet_id: str | None = None
+    master_instance_type: str = "m7g.xlarge"
+    core_instance_type: str = "m7g.2xlarge"
+    core_instance_count: int = 2
+    step_concurrency_level: int = 1
+    gssapi: bool = False
+    secrets: Sequence[tuple[SecretConfig, Mapping[str, Any]]] = ()
+    config_secrets: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
+    aws_secret_entries: Sequence[tuple[str, str]] = ()  # (ARN, directory) referenced by {aws_secret}
+
+
+class EmrSparkPlatform(pulumi.ComponentResource):
+    """Outputs: `bucket`, `cluster_id`, `bundle_uri`, `entry_uri`, `secrets` (names only).
+
+    Attributes for `MirrorDeployment`: `settings`, `cluster_id`, `bundle_uri`, `entry_uri`, `ready`.
+    """
+
+    platform = "emr"
+
+    def __init__(self, name: str, args: EmrSparkPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(TOKEN, name, {}, opts)
+        s = args.settings
+        self.settings = s
+        child = pulumi.ResourceOptions(parent=self)
+        self.ready: list[pulumi.Resource] = []
+        if args.create_bucket:
+            bucket = aws.s3.Bucket(f"{name}-bucket", bucket=s.bucket, tags=TAGS, opts=child)
+            block = aws.s3.BucketPublicAccessBlock(
+                f"{name}-bucket-private",
+                bucket=bucket.id,
+                block_public_acls=True,
+                block_public_policy=True,
+                ignore_public_acls=True,
+                restrict_public_buckets=True,
+                opts=child,
+            )
+            self.ready += [bucket, block]
+        on_bucket = pulumi.ResourceOptions(parent=self, depends_on=list(self.ready))
+        files = args.files
+        uploads = {
+            "bundle": (bundle_key(files.bundle_sha256), files.bundle_path),
+            "entry": (ENTRY_KEY, files.entry_path),
+            "bootstrap": (BOOTSTRAP_KEY, files.bootstrap_path),
+            "requirements": (REQUIREMENTS_KEY, files.requirements_path),
+            "sync-script": (SYNC_SCRIPT_KEY, files.sync_path),
+        }
+        for part, (key, path) in uploads.items():
+            self.ready.append(
+                aws.s3.BucketObjectv2(
+                    f"{name}-{part}", bucket=s.bucket, key=key, source=pulumi.FileAsset(path), opts=on_bucket
+                )
+            )
+        self.bundle_uri = s.uri(uploads["bundle"][0])
+        self.entry_uri = s.uri(uploads["entry"][0])
+        self.secrets: dict[str, MadeSecret] = create_stack_secrets(
+            self, name, args.secrets, args.config_secrets, SecretStoreArgs("aws")
+        )
+        entries: list[tuple[pulumi.Input[str], str]] = [(arn, d) for arn, d in args.aws_secret_entries]
+        entries += [(m.arn, m.secret_name) for m in self.secrets.values() if m.arn is not None]
+        arns = pulumi.Output.all(*[arn for arn, _ in entries])
+        manifest = arns.apply(lambda values: secrets_manifest(zip(values, [d for _, d in entries], strict=True)))
+        self.ready.append(
+            aws.s3.BucketObjectv2(
+                f"{name}-secrets-list", bucket=s.bucket, key=SECRETS_MANIFEST_KEY, content=manifest, opts=on_bucket
+            )
+        )
+        self.ready += [m.resource for m in self.secrets.values()]
+        if args.cluster_id:
+            self.cluster_id: pulumi.Output[str] = pulumi.Output.from_input(args.cluster_id)
+        else:
+            policy = arns.apply(lambda values: json.dumps(instance_policy(s.bucket, values)))
+            cluster = self._cluster(name, args, policy, pulumi.ResourceOptions(parent=self, depends_on=self.ready))
+            self.cluster_id = cluster.id
+        self.register_outputs(
+            {
+                "bucket": s.bucket,
+                "cluster_id": self.cluster_id,
+                "bundle_uri": self.bundle_uri,
+                "entry_uri": self.entry_uri,
+                "secrets": sorted(self.secrets),
+            }
+        )
+
+    def _cluster(
+        self, name: str, args: EmrSparkPlatformArgs, policy: pulumi.Output[str], opts: pulumi.ResourceOptions
+    ) -> aws.emr.Cluster:
+        s = args.settings
+        child = pulumi.ResourceOptions(parent=self)
+        service_role = aws.iam.Role(
+            f"{name}-service-role", assume_role_policy=_assume("elasticmapreduce.amazonaws.com"), tags=TAGS, opts=child
+        )
+        service_attach = aws.iam.RolePolicyAttachment(
+            f"{name}-service-policy",
+            role=service_role.name,
+            policy_arn="arn:aws:iam::aws:policy/service-role/AmazonElasticMapReduceRole",
+            opts=child,
+        )
+        node_role = aws.iam.Role(
+            f"{name}-node-role", assume_role_policy=_assume("ec2.amazonaws.com"), tags=TAGS, opts=child
+        )
+        node_attach = aws.iam.RolePolicyAttachment(
+            f"{name}-node-emr-policy",
+            role=node_role.name,
+            policy_arn="arn:aws:iam::aws:policy/service-role/AmazonElasticMapReduceforEC2Role",
+            opts=child,
+        )
+        inline = aws.iam.RolePolicy(f"{name}-node-app-policy", role=node_role.id, policy=policy, opts=child)
+        profile = aws.iam.InstanceProfile(f"{name}-node-profile", role=node_role.name, opts=child)
+        return aws.emr.Cluster(
+            f"{name}-cluster",
+            name=f"kafka-mirror-{name}",
+            release_label=args.release_label,
+            applications=["Spark"],
+            service_role=service_role.arn,
+            log_uri=s.uri("logs/"),
+            ec2_attributes=aws.emr.ClusterEc2AttributesArgs(instance_profile=profile.arn, subnet_id=args.subnet_id),
+            master_instance_group=aws.emr.ClusterMasterInstanceGroupArgs(instance_type=args.master_instance_type),
+            core_instance_group=aws.emr.ClusterCoreInstanceGroupArgs(
+                instance_type=args.core_instance_type, instance_count=args.core_instance_count
+            ),
+            bootstrap_actions=[
+                aws.emr.ClusterBootstrapActionArgs(
+                    name="kafka-mirror",
+                    path=s.uri(BOOTSTRAP_KEY),
+                    args=bootstrap_args(s, self.bundle_uri, args.gssapi),
+                )
+            ],
+            configurations_json=json.dumps(spark_configurations()),
+            keep_job_flow_alive_when_no_steps=True,
+            # Mirror steps never finish: each flow needs its own concurrent step slot.
+            step_concurrency_level=args.step_concurrency_level,
+            tags=TAGS,
+            opts=pulumi.ResourceOptions.merge(
+                opts, pulumi.ResourceOptions(depends_on=[service_attach, node_attach, inline])
+            ),
+        )
+
+
+def _assume(service: str) -> str:
+    return json.dumps(
+        {
+            "Version": "2012-10-17",
+            "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}],
+        }
+    )

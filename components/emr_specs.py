@@ -1,0 +1,175 @@
+"""Pure specs for EMR deployments: S3 keys, spark-submit step args, cluster configurations, IAM.
+
+No pulumi import (see `components.specs`). S3 keys of the flow spec and the app bundle are
+content-addressed, so a changed spec or app changes the step's args, and the step provider
+replaces the step (cancel old, add new) without touching the cluster.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from components.specs import FLOW_FILE, app_name, flow_sha256
+from kmirror.errors import Problem
+
+APP_PREFIX = "app"
+VENV_PYTHON = "/opt/kmirror/venv/bin/python"  # made by scripts/emr-bootstrap.sh on every node
+SECRETS_MANIFEST_KEY = "bootstrap/secrets.tsv"
+BOOTSTRAP_KEY = "bootstrap/emr-bootstrap.sh"
+REQUIREMENTS_KEY = "bootstrap/app-requirements.txt"
+SYNC_SCRIPT_KEY = "bootstrap/kmirror-sync-secrets.py"
+ENTRY_KEY = f"{APP_PREFIX}/kmirror_main.py"
+
+
+@dataclass(frozen=True)
+class EmrSettings:
+    """Per-platform settings of the steps (from the stack's `kafka-mirror:spark`)."""
+
+    bucket: str
+    region: str = "us-east-1"
+    metrics_port_base: int = 9500
+    metrics_port_span: int = 400
+    max_app_attempts: int = 1000  # with the validity interval below: restart forever, like restartPolicy Always
+    attempt_failures_validity_s: int = 3600
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    spark_defaults: dict[str, Any] = field(default_factory=dict)
+
+    def uri(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+
+def emr_metrics_port(flow_id: str, settings: EmrSettings) -> int:
+    """A port derived from the flow id alone: drivers of several flows may share a YARN node, so
+    they cannot all use one port, and an index-based port would move when other flows change."""
+    return settings.metrics_port_base + zlib.crc32(flow_id.encode()) % settings.metrics_port_span
+
+
+def metrics_port_problems(flow_specs: Iterable[Mapping[str, Any]], settings: EmrSettings) -> list[Problem]:
+    """Two flows of one cluster whose drivers would listen on the same port."""
+    seen: dict[int, str] = {}
+    problems = []
+    for spec in sorted(flow_specs, key=lambda s: str(s["id"])):
+        port = int(spec.get("metrics_port") or emr_metrics_port(spec["id"], settings))
+        if port in seen:
+            problems.append(
+                Problem(
+                    f"flows.{spec['id']}.metrics_port",
+                    f"port {port} is also used by {seen[port]}; "
+                    "set a distinct metrics_port for one of them in the topology's flows section",
+                )
+            )
+        seen.setdefault(port, str(spec["id"]))
+    return problems
+
+
+def flow_object_key(flow_spec: dict[str, Any]) -> str:
+    """`flows/<app>/<sha256[:16]>/flow.json`: a new spec is a new object and new step args."""
+    return f"flows/{app_name(flow_spec['id'])}/{flow_sha256(flow_spec)[:16]}/{FLOW_FILE}"
+
+
+def bundle_key(bundle_sha256: str) -> str:
+    return f"{APP_PREFIX}/kmirror-bundle-{bundle_sha256[:16]}.zip"
+
+
+def _conf_args(conf: Mapping[str, Any]) -> list[str]:
+    return [arg for key, value in sorted(conf.items()) for arg in ("--conf", f"{key}={value}")]
+
+
+def emr_step_args(
+    flow_id: str, flow_uri: str, bundle_uri: str, entry_uri: str, spark: dict[str, Any], settings: EmrSettings
+) -> list[str]:
+    """`command-runner.jar` args of a streaming spark-submit step running one flow in cluster mode.
+
+    `--files URI#flow.json` puts the spec in the driver's working directory as `flow.json`.
+    YARN restarts a failed driver (max attempts within a validity interval).
+    """
+    spark = {**settings.spark_defaults, **spark}
+    conf: dict[str, Any] = {
+        "spark.executor.instances": int(spark.get("executors", 1)),
+        "spark.executor.cores": int(spark.get("executor_cores", 1)),
+        "spark.executor.memory": str(spark.get("executor_memory", "1g")),
+        "spark.driver.cores": int(spark.get("driver_cores", 1)),
+        "spark.driver.memory": str(spark.get("driver_memory", "1g")),
+        "spark.dynamicAllocation.enabled": "false",
+        "spark.pyspark.python": VENV_PYTHON,
+        "spark.pyspark.driver.python": VENV_PYTHON,
+        "spark.yarn.maxAppAttempts": settings.max_app_attempts,
+        "spark.yarn.am.attemptFailuresValidityInterval": f"{settings.attempt_failures_validity_s}s",
+        "spark.yarn.submit.waitAppCompletion": "true",
+        **settings.spark_conf,
+        **dict(spark.get("options") or {}),
+    }
+    return [
+        "spark-submit",
+        "--deploy-mode",
+        "cluster",
+        "--master",
+        "yarn",
+        "--name",
+        app_name(flow_id),
+        *_conf_args(conf),
+        "--py-files",
+        bundle_uri,
+        "--files",
+        f"{flow_uri}#{FLOW_FILE}",
+        entry_uri,
+        "--flow",
+        FLOW_FILE,
+    ]
+
+
+def secrets_manifest(entries: Iterable[tuple[str, str]]) -> str:
+    """`<secret ARN>\\t<directory under /etc/kmirror/secrets>` lines, sorted, for the bootstrap's sync."""
+    return "".join(f"{arn}\t{directory}\n" for arn, directory in sorted(set(entries)))
+
+
+def spark_configurations(python: str = VENV_PYTHON) -> list[dict[str, Any]]:
+    """EMR `Configurations`: every Spark process uses the bootstrap's venv python."""
+    return [
+        {
+            "Classification": "spark-env",
+            "Configurations": [
+                {"Classification": "export", "Properties": {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}}
+            ],
+        },
+        {
+            "Classification": "spark-defaults",
+            "Properties": {
+                "spark.pyspark.python": python,
+                "spark.yarn.appMasterEnv.PYSPARK_PYTHON": python,
+                "spark.executorEnv.PYSPARK_PYTHON": python,
+            },
+        },
+    ]
+
+
+def bootstrap_args(settings: EmrSettings, bundle_uri: str, gssapi: bool) -> list[str]:
+    """Arguments of `scripts/emr-bootstrap.sh` (run on every node when it joins the cluster)."""
+    args = [
+        "--bundle", bundle_uri,
+        "--requirements", settings.uri(REQUIREMENTS_KEY),
+        "--secrets", settings.uri(SECRETS_MANIFEST_KEY),
+        "--sync", settings.uri(SYNC_SCRIPT_KEY),
+        "--region", settings.region,
+    ]  # fmt: skip
+    return [*args, "--gssapi"] if gssapi else args
+
+
+def instance_policy(bucket: str, secret_arns: Iterable[str]) -> dict[str, Any]:
+    """Inline policy of the EMR nodes' role: read the bundle and specs, write checkpoints and logs,
+    read exactly the secrets the flows reference."""
+    statements: list[dict[str, Any]] = [
+        {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": f"arn:aws:s3:::{bucket}"},
+        {
+            "Effect": "Allow",
+            "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+            "Resource": f"arn:aws:s3:::{bucket}/*",
+        },
+    ]
+    arns = sorted(set(secret_arns))
+    if arns:
+        statements.append({"Effect": "Allow", "Action": ["secretsmanager:GetSecretValue"], "Resource": arns})
+    return {"Version": "2012-10-17", "Statement": statements}

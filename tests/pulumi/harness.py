@@ -1,0 +1,164 @@
+"""Run the whole Pulumi program (`components.program.main`) under the SDK's mocks and record
+every registration: type, logical name, parent, provider, dependencies, inputs (secret values
+keep the SDK's secret wrapper, so a test sees whether a value travelled as a secret), and the
+outputs components and the stack registered."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pulumi
+import yaml
+from pulumi.runtime import mocks as pulumi_mocks
+from pulumi.runtime import rpc, settings
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET_VALUES = {
+    "east1ScramPassword": "scram-pw-0xC0FFEE",
+    "east1CaPem": "-----BEGIN CERTIFICATE-----\nCA-7f3a\n-----END CERTIFICATE-----\n",
+    "centralKeytabB64": "BQIAAABHAAIAC0tNSVJST1IuVEVTVA==",
+    "centralKrb5Conf": "[libdefaults]\n  default_realm = EXAMPLE.COM\n",
+}
+
+
+@dataclass
+class Registered:
+    typ: str
+    name: str
+    urn: str
+    parent: str
+    provider: str
+    dependencies: list[str]
+    inputs: dict[str, Any]
+
+
+@dataclass
+class Run:
+    resources: list[Registered] = field(default_factory=list)
+    outputs: dict[str, dict[str, Any]] = field(default_factory=dict)  # urn -> registered outputs
+    exports: dict[str, Any] = field(default_factory=dict)  # `pulumi.export`ed stack outputs, resolved
+    exports_secret: bool = False
+
+    def of_type(self, typ: str) -> list[Registered]:
+        return [r for r in self.resources if r.typ == typ]
+
+    def named(self, name: str) -> Registered:
+        [found] = [r for r in self.resources if r.name == name]
+        return found
+
+    def by_urn(self, urn: str) -> Registered:
+        [found] = [r for r in self.resources if r.urn == urn]
+        return found
+
+
+class Mocks(pulumi.runtime.Mocks):
+    """Outputs = inputs, plus what real providers compute and the program reads."""
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
+        out = dict(args.inputs)
+        if args.typ == "aws:secretsmanager/secret:Secret":
+            out["arn"] = f"arn:aws:secretsmanager:eu-central-1:123456789012:secret:{args.inputs['name']}-AbCdEf"
+        if args.typ == "aws:eks/cluster:Cluster":
+            out.update(endpoint="https://ABC.gr7.us-east-1.eks.amazonaws.com", certificateAuthority={"data": "Q0E="})
+            out.setdefault("name", args.name)
+        if args.typ == "aws:emr/cluster:Cluster":
+            return "j-MOCKCLUSTER", out
+        if args.typ == "pulumi-python:dynamic:Resource":
+            out["step_id"] = f"s-{args.name.upper()[:10]}"
+        if args.typ == "aws:iam/role:Role":
+            out["arn"] = f"arn:aws:iam::123456789012:role/{args.name}"
+        return f"{args.name}-id", out
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
+
+
+class RecordingMonitor(pulumi_mocks.MockMonitor):
+    def __init__(self, mocks: pulumi.runtime.Mocks, run: Run) -> None:
+        super().__init__(mocks)
+        self.run = run
+
+    def RegisterResource(self, request: Any) -> Any:
+        response = super().RegisterResource(request)
+        if request.type != "pulumi:pulumi:Stack":
+            inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
+            self.run.resources.append(
+                Registered(
+                    request.type,
+                    request.name,
+                    response.urn,
+                    request.parent,
+                    request.provider,
+                    list(request.dependencies),
+                    dict(inputs),
+                )
+            )
+        return response
+
+    def RegisterResourceOutputs(self, request: Any) -> Any:
+        self.run.outputs[request.urn] = dict(rpc.deserialize_properties(request.outputs, keep_unknowns=True))
+        return super().RegisterResourceOutputs(request)
+
+
+def stack_config(stack: str, topology: str | None = None) -> dict[str, str]:
+    """`stacks/Pulumi.<stack>.yaml` as the CLI hands it to the program, plus the secret values
+    `pulumi config set --secret` would hold."""
+    raw = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
+    config = {k: v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()}
+    config.update({f"kafka-mirror:{k}": v for k, v in SECRET_VALUES.items()})
+    if topology is not None:
+        config["kafka-mirror:topology"] = topology
+    return config
+
+
+def run_program(stack: str, config: dict[str, str] | None = None) -> Run:
+    """Run `components.program.main()` as stack `stack` and wait for every registration."""
+    run = Run()
+    mocks = Mocks()
+    settings.ROOT.set(None)  # set_mocks keeps an earlier run's root Stack; each run is its own stack
+    pulumi.runtime.set_mocks(
+        mocks, project="kafka-mirror", stack=stack, preview=False, monitor=RecordingMonitor(mocks, run)
+    )
+    pulumi.runtime.set_all_config(config or stack_config(stack), [f"kafka-mirror:{k}" for k in SECRET_VALUES])
+
+    @pulumi.runtime.test
+    def program() -> Any:
+        from components import program as module
+
+        exported: dict[str, Any] = {}
+        real_export = pulumi.export
+        pulumi.export = lambda key, value: exported.__setitem__(key, value)  # type: ignore[assignment]
+        try:
+            module.main()
+        finally:
+            pulumi.export = real_export
+        everything = pulumi.Output.from_input(exported)
+
+        async def record(values: dict[str, Any]) -> None:
+            run.exports = values
+            run.exports_secret = bool(await everything.is_secret())
+
+        return everything.apply(record)
+
+    program()
+    return run
+
+
+def is_secret(value: Any) -> bool:
+    return isinstance(value, dict) and value.get(rpc._special_sig_key) == rpc._special_secret_sig
+
+
+def unwrap(value: Any) -> Any:
+    """A registered value with secret wrappers removed (what the provider would receive)."""
+    if is_secret(value):
+        return unwrap(value["value"])
+    if isinstance(value, dict):
+        return {k: unwrap(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unwrap(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)  # the engine's JSON numbers; Kubernetes schemas want integers
+    return value

@@ -1,0 +1,315 @@
+"""The whole Pulumi program under the SDK's mocks, once per example stack: what is deployed
+where, parents, secrets (secret end to end, mounted where the app reads them), rendered objects
+valid against Kubernetes' schemas and the SparkApplication CRD, and names that survive an
+unrelated topology edit."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from components.bundle import build_bundle
+from components.specs import app_name
+from kmirror.flowspec import parse_flow_spec
+from kmirror.planner import load_topology, plan_topology
+from tests.pulumi.harness import ROOT, SECRET_VALUES, Run, is_secret, run_program, stack_config, unwrap
+from tests.pulumi.sparkapp_schema import validate_k8s, validate_spark_application
+
+SPARK_APP = "kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication"
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
+K8S_SECRET = "kubernetes:core/v1:Secret"
+STEP = "pulumi-python:dynamic:Resource"
+COMPONENT = re.compile(r"^kafka-mirror:index:")
+EXPECTED = {  # from stacks/topology.yaml: each flow runs in its target's datacenter unless run_in says otherwise
+    "west": ["central->west-2", "east-2->west-1", "east-2->west-2"],
+    "east": ["central->east-2", "west-1->east-1", "west-2->east-2"],
+    "central": ["east-1->central", "west-1->central"],
+    "local": ["local-a->local-b"],
+}
+_runs: dict[str, Run] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One bundle for every run: other work on the source tree must not change step args mid-test."""
+    path, _ = build_bundle(ROOT, tmp_path_factory.mktemp("bundle"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KMIRROR_BUNDLE", str(path))
+        yield
+
+
+def stack_run(stack: str) -> Run:
+    if stack not in _runs:
+        _runs[stack] = run_program(stack)
+    return _runs[stack]
+
+
+def manifest(resource: Any, api_version: str, kind: str) -> dict[str, Any]:
+    body = {k: v for k, v in unwrap(resource.inputs).items() if k not in ("apiVersion", "kind")}
+    return {"apiVersion": api_version, "kind": kind, **body}
+
+
+def test_expectations_match_the_planner() -> None:
+    plan = plan_topology(load_topology(str(ROOT / "stacks" / "topology.yaml")))
+    assert {dc: [f.id for f in plan.flows_in(dc)] for dc in EXPECTED} == EXPECTED
+
+
+@pytest.mark.parametrize("stack", sorted(EXPECTED))
+def test_one_deployment_per_local_flow_and_nothing_else(stack: str) -> None:
+    run = stack_run(stack)
+    deployments = run.of_type("kafka-mirror:index:MirrorDeployment")
+    assert sorted(d.name for d in deployments) == sorted(app_name(f) for f in EXPECTED[stack])
+    assert run.exports["flows"] == EXPECTED[stack]
+    assert run.exports["apps"] == {f: app_name(f) for f in EXPECTED[stack]}
+    assert sorted(run.exports["metrics"]) == sorted(app_name(f) for f in EXPECTED[stack])
+    other_apps = {app_name(f) for dc, flows in EXPECTED.items() if dc != stack for f in flows}
+    assert not [r.name for r in run.resources if any(r.name.startswith(a) for a in other_apps)]
+    if stack == "central":
+        assert len(run.of_type(STEP)) == len(EXPECTED[stack]) and not run.of_type(SPARK_APP)
+        flow_objects = [r for r in run.of_type("aws:s3/bucketObjectv2:BucketObjectv2") if r.name.endswith("-flow")]
+        assert len(flow_objects) == len(EXPECTED[stack])
+    else:
+        assert len(run.of_type(SPARK_APP)) == len(run.of_type(CONFIG_MAP)) == len(EXPECTED[stack])
+        assert len(run.of_type("kubernetes:core/v1:Service")) == len(EXPECTED[stack]) and not run.of_type(STEP)
+        assert len(run.of_type("kubernetes:helm.sh/v3:Release")) == 1
+
+
+@pytest.mark.parametrize("stack", sorted(EXPECTED))
+def test_every_resource_has_a_component_parent_named_as_its_prefix(stack: str) -> None:
+    run = stack_run(stack)
+    for resource in run.resources:
+        parent_type = resource.parent.split("::")[-2].split("$")[-1]
+        if COMPONENT.match(resource.typ) and parent_type == "pulumi:pulumi:Stack":
+            continue  # the program's top-level components
+        assert COMPONENT.match(parent_type), f"{resource.typ} {resource.name} has parent {resource.parent}"
+        parent_name = resource.parent.split("::")[-1]
+        assert resource.name.startswith(f"{parent_name}-"), (resource.name, parent_name)
+    tops = {
+        r.typ.split(":")[-1] for r in run.resources if r.parent.endswith(f"pulumi:pulumi:Stack::kafka-mirror-{stack}")
+    }
+    platform = "EmrSparkPlatform" if stack == "central" else "EksSparkPlatform"
+    assert tops == {"ReplicationTopology", platform, "MirrorDeployment"}
+
+
+@pytest.mark.parametrize("stack", ["east", "west", "local"])
+def test_kubernetes_objects_validate_and_apps_fit_the_crd(stack: str) -> None:
+    run = stack_run(stack)
+    kinds = {
+        "kubernetes:core/v1:Namespace": "Namespace",
+        "kubernetes:core/v1:ServiceAccount": "ServiceAccount",
+        "kubernetes:core/v1:Service": "Service",
+        CONFIG_MAP: "ConfigMap",
+        K8S_SECRET: "Secret",
+        "kubernetes:core/v1:PersistentVolumeClaim": "PersistentVolumeClaim",
+    }
+    rbac = {
+        "kubernetes:rbac.authorization.k8s.io/v1:Role": "Role",
+        "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": "RoleBinding",
+    }
+    checked = 0
+    for resource in run.resources:
+        if resource.typ in kinds:
+            validate_k8s(manifest(resource, "v1", kinds[resource.typ]))
+        elif resource.typ in rbac:
+            validate_k8s(manifest(resource, "rbac.authorization.k8s.io/v1", rbac[resource.typ]))
+        elif resource.typ == SPARK_APP:
+            validate_spark_application(manifest(resource, "sparkoperator.k8s.io/v1beta2", "SparkApplication"))
+        else:
+            continue
+        checked += 1
+    platform_objects = 4 + len(run.of_type(K8S_SECRET)) + len(run.of_type("kubernetes:core/v1:PersistentVolumeClaim"))
+    assert checked == platform_objects + 3 * len(EXPECTED[stack])  # namespace, account, role, binding + per flow
+    for cm in run.of_type(CONFIG_MAP):  # the app's own validator accepts what it will be given
+        spec = parse_flow_spec(json.loads(unwrap(cm.inputs)["data"]["flow.json"]))
+        assert spec.id in EXPECTED[stack] and spec.option("metrics_port") == 9404
+
+
+def _mounted_dirs(app: dict[str, Any], role: str) -> set[str]:
+    return {m["mountPath"] for m in app["spec"][role]["volumeMounts"]}
+
+
+def _secret_files(flow_spec: dict[str, Any]) -> set[str]:
+    """Every secret file the app will open: `${file:...}` references and *.location paths."""
+    found = set()
+    for side in ("source", "target"):
+        for value in flow_spec[side]["config"].values():
+            if match := re.fullmatch(r"\$\{file:(.+)\}", str(value)):
+                found.add(match.group(1))
+            elif str(value).startswith("/etc/kmirror/secrets/"):
+                found.add(str(value))
+    return found
+
+
+@pytest.mark.parametrize("stack", ["east", "west"])
+def test_secrets_are_mounted_on_driver_and_executors_where_the_app_reads_them(stack: str) -> None:
+    run = stack_run(stack)
+    specs = {
+        app_name(json.loads(unwrap(c.inputs)["data"]["flow.json"])["id"]): json.loads(
+            unwrap(c.inputs)["data"]["flow.json"]
+        )
+        for c in run.of_type(CONFIG_MAP)
+    }
+    created = {unwrap(s.inputs)["metadata"]["name"]: s.urn for s in run.of_type(K8S_SECRET)}
+    files_seen = set()
+    for app in run.of_type(SPARK_APP):
+        body = unwrap(app.inputs)
+        files = _secret_files(specs[app.name.removesuffix("-app")])
+        files_seen |= files
+        for role in ("driver", "executor"):
+            dirs = _mounted_dirs(body, role)
+            assert all(any(f.startswith(d + "/") for d in dirs) for f in files), (app.name, role, files, dirs)
+        secret_volumes = {v["secret"]["secretName"] for v in body["spec"]["volumes"] if "secret" in v}
+        assert secret_volumes == {f.split("/")[4] for f in files}
+        # pods wait for the Secrets this stack creates
+        assert {created[n] for n in secret_volumes if n in created} <= set(app.dependencies)
+    if stack == "east":
+        assert "/etc/kmirror/secrets/kmirror-cfg-east1scrampassword/value" in files_seen
+        assert sorted(created) == ["central-kerberos", "east-1-tls", "kmirror-cfg-east1scrampassword"]
+    else:  # west mounts central's Kerberos Secret, provisioned outside this stack
+        assert "/etc/kmirror/secrets/central-kerberos/mirrormaker.keytab" in files_seen and not created
+
+
+@pytest.mark.parametrize("stack", ["east", "central"])
+def test_secret_values_travel_only_as_secrets(stack: str) -> None:
+    run = stack_run(stack)
+    holders = {K8S_SECRET: ("stringData", "data"), "aws:secretsmanager/secretVersion:SecretVersion": ("secretString",)}
+    escaped = {k: json.dumps(v)[1:-1] for k, v in SECRET_VALUES.items()}  # as they appear inside JSON text
+    held: set[str] = set()
+    for resource in run.resources:
+        for key in holders.get(resource.typ, ()):
+            if resource.inputs.get(key):
+                assert is_secret(resource.inputs[key]), (resource.name, key)
+                values = unwrap(resource.inputs[key])
+                held |= set((json.loads(values) if isinstance(values, str) else values).values())
+        others = {k: v for k, v in resource.inputs.items() if k not in holders.get(resource.typ, ())}
+        text = json.dumps(unwrap(others), default=str)
+        assert not [k for k, v in escaped.items() if v in text], resource.name
+    assert set(SECRET_VALUES.values()) <= held  # every secret value reached its Secret
+    outputs = json.dumps([run.outputs, run.exports], default=str)
+    assert not [k for k, v in escaped.items() if v in outputs]
+    assert run.exports_secret is False  # stack outputs stay readable: they hold no secret
+
+
+def test_emr_stack_wires_cluster_steps_and_secret_sync() -> None:
+    run = stack_run("central")
+    [cluster] = run.of_type("aws:emr/cluster:Cluster")
+    body = unwrap(cluster.inputs)
+    assert body["applications"] == ["Spark"] and body["releaseLabel"] == "emr-spark-8.0.0"
+    assert body["stepConcurrencyLevel"] == 2 and body["keepJobFlowAliveWhenNoSteps"] is True
+    [action] = body["bootstrapActions"]
+    assert (
+        action["path"] == "s3://acme-kafka-mirror-central/bootstrap/emr-bootstrap.sh" and "--gssapi" in action["args"]
+    )
+    listing = unwrap(run.named("central-emr-secrets-list").inputs)["content"]
+    dirs = sorted(line.split("\t")[1] for line in listing.splitlines())
+    assert dirs == ["central-kerberos", "east-1-tls", "kmirror-cfg-east1scrampassword"]
+    arns = sorted(line.split("\t")[0] for line in listing.splitlines())
+    policy = json.loads(unwrap(run.named("central-emr-node-app-policy").inputs)["policy"])
+    assert [s["Resource"] for s in policy["Statement"] if "secretsmanager:GetSecretValue" in s["Action"]] == [arns]
+    for step in run.of_type(STEP):
+        inputs = unwrap(step.inputs)
+        assert inputs["cluster_id"] == "j-MOCKCLUSTER" and inputs["region"] == "eu-central-1"
+        flow_uri = inputs["args"][inputs["args"].index("--files") + 1].removesuffix("#flow.json")
+        [flow_object] = [
+            o
+            for o in run.of_type("aws:s3/bucketObjectv2:BucketObjectv2")
+            if f"s3://acme-kafka-mirror-central/{unwrap(o.inputs)['key']}" == flow_uri
+        ]
+        spec = parse_flow_spec(json.loads(unwrap(flow_object.inputs)["content"]))
+        assert inputs["name"] == app_name(spec.id) and spec.checkpoint_location.startswith(
+            "s3://acme-kafka-mirror-central/"
+        )
+        assert flow_object.urn in step.dependencies
+    metrics = run.exports["metrics"]["mirror-west-1-to-central"]
+    assert metrics["yarn_application"] == "mirror-west-1-to-central" and 9500 <= metrics["port"] < 9900
+
+
+def _edited_topology(tmp_path: Path) -> str:
+    """Unrelated edits: a new cluster and flow in east, a flow elsewhere, another flow's topics."""
+    topology = yaml.safe_load((ROOT / "stacks" / "topology.yaml").read_text())
+    topology["clusters"]["east-3"] = {"bootstrap_servers": "b1.east-3.example.com:9092", "datacenter": "east"}
+    topology["topologies"].append({"name": "new", "pattern": "custom", "flows": ["west-2->east-3", "east-3->west-2"]})
+    mesh = next(t for t in topology["topologies"] if t["name"] == "mesh")
+    mesh["topics"] = ["inventory.*", "stock.*"]  # touches west-2->east-2 (and east-2->west-2, in west)
+    path = tmp_path / "topology.yaml"
+    path.write_text(yaml.safe_dump(topology))
+    return str(path)
+
+
+@pytest.mark.parametrize("stack", ["east", "central"])
+def test_untouched_flows_keep_names_and_inputs_after_a_topology_edit(stack: str, tmp_path: Path) -> None:
+    before = stack_run(stack)
+    after = run_program(stack, stack_config(stack, topology=_edited_topology(tmp_path)))
+
+    def flow_resources(run: Run, app: str) -> dict[tuple[str, str], Any]:
+        return {
+            (r.typ, r.urn): unwrap({k: v for k, v in r.inputs.items() if k != "__provider"})
+            for r in run.resources
+            if r.name.startswith(app)
+        }
+
+    touched = {"west-2->east-2"}
+    for flow in EXPECTED[stack]:
+        old, new = flow_resources(before, app_name(flow)), flow_resources(after, app_name(flow))
+        assert old.keys() == new.keys(), flow  # same types, names and parents: nothing renamed
+        assert (old == new) is (flow not in touched), flow
+    added = {d.name for d in after.of_type("kafka-mirror:index:MirrorDeployment")} - {
+        d.name for d in before.of_type("kafka-mirror:index:MirrorDeployment")
+    }
+    assert added == ({"mirror-west-2-to-east-3"} if stack == "east" else set())
+
+
+def test_an_unknown_datacenter_fails_before_anything_is_created() -> None:
+    config = stack_config("west")
+    config["kafka-mirror:datacenter"] = "wets"
+    with pytest.raises(Exception, match=r"unknown datacenter 'wets' \(did you mean 'west'\?\)") as info:
+        run_program("west", config)
+    assert type(info.value).__name__ == "ValidationError"
+
+
+@pytest.mark.parametrize("stack", ["east", "west", "local"])
+def test_the_policy_pack_accepts_what_the_program_renders(stack: str) -> None:
+    from policy import rules
+
+    resources = [(r.typ, unwrap(r.inputs)) for r in stack_run(stack).resources]
+    for typ, props in resources:
+        assert rules.restart_policy_violations(typ, props) == []
+        assert rules.plaintext_secret_violations(typ, props) == []
+    assert sorted(flow for _, flow in rules.app_flow_ids(resources)) == EXPECTED[stack]
+    assert rules.duplicate_flow_violations(resources) == []
+    assert rules.identity_cycle_violations(resources) == []
+
+
+def test_a_created_eks_cluster_gets_every_kubernetes_resource_of_the_stack() -> None:
+    east = stack_run("east")
+    kubernetes = [r for r in east.resources if r.typ.startswith("kubernetes:")]
+    assert len(kubernetes) > 10 and {r.provider.split("::")[-2] for r in kubernetes} == {"east-eks-k8s"}
+    kubeconfig = json.loads(unwrap(east.named("east-eks-k8s").inputs)["kubeconfig"])
+    assert kubeconfig["users"][0]["user"]["exec"]["args"] == ["eks", "get-token", "--cluster-name", "kafka-mirror-east"]
+    [nodes] = east.of_type("aws:eks/nodeGroup:NodeGroup")
+    assert nodes.urn in east.named("east-eks-k8s").dependencies
+    west = stack_run("west")  # an existing cluster: the ambient kubeconfig (default provider)
+    assert not west.of_type("aws:eks/cluster:Cluster")
+    assert {r.provider for r in west.resources if r.typ.startswith("kubernetes:")} == {""}
+
+
+def test_emr_bundle_is_built_from_the_checkout_unless_a_prebuilt_one_is_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from components.program import app_bundle
+
+    monkeypatch.delenv("KMIRROR_BUNDLE", raising=False)
+    monkeypatch.setenv("KMIRROR_BUILD_DIR", str(tmp_path / "build"))
+    built, sha = app_bundle()
+    assert built == tmp_path / "build" / "kmirror-bundle.zip" and len(sha) == 64
+    prebuilt = tmp_path / "ci.zip"
+    prebuilt.write_bytes(b"PK-not-really")
+    monkeypatch.setenv("KMIRROR_BUNDLE", str(prebuilt))
+    assert app_bundle() == (prebuilt, hashlib.sha256(b"PK-not-really").hexdigest())
