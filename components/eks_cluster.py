@@ -82,10 +82,24 @@ def create_eks_cluster(
         tags=settings.tags,
         opts=pulumi.ResourceOptions(parent=parent, depends_on=[attach]),
     )
+    nodes = _node_group(parent, name, settings, cluster)
+    config = pulumi.Output.all(cluster.name, cluster.endpoint, cluster.certificate_authority.data).apply(
+        lambda v: json.dumps(kubeconfig(v[0], v[1], v[2]))
+    )
+    provider = k8s.Provider(
+        f"{name}-k8s", kubeconfig=config, opts=pulumi.ResourceOptions(parent=parent, depends_on=[nodes])
+    )
+    return cluster, provider
+
+
+def _node_group(parent: pulumi.Resource, name: str, settings: EksClusterSettings, cluster: aws.eks.Cluster
+                ) -> aws.eks.NodeGroup:  # fmt: skip
+    """A managed node group with the standard worker policies (children `<name>-node-*`)."""
+    child = pulumi.ResourceOptions(parent=parent)
     node_role = aws.iam.Role(
         f"{name}-node-role", assume_role_policy=_assume("ec2.amazonaws.com"), tags=settings.tags, opts=child
     )
-    node_attachments = [
+    attachments = [
         aws.iam.RolePolicyAttachment(
             f"{name}-node-{policy.lower().replace('_', '-')}",
             role=node_role.name,
@@ -94,7 +108,7 @@ def create_eks_cluster(
         )
         for policy in NODE_POLICIES
     ]
-    nodes = aws.eks.NodeGroup(
+    return aws.eks.NodeGroup(
         f"{name}-nodes",
         cluster_name=cluster.name,
         node_role_arn=node_role.arn,
@@ -104,12 +118,5 @@ def create_eks_cluster(
             desired_size=settings.nodes, min_size=1, max_size=max(settings.nodes, 1) * 2
         ),
         tags=settings.tags,
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=node_attachments),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=attachments),
     )
-    config = pulumi.Output.all(cluster.name, cluster.endpoint, cluster.certificate_authority.data).apply(
-        lambda v: json.dumps(kubeconfig(v[0], v[1], v[2]))
-    )
-    provider = k8s.Provider(
-        f"{name}-k8s", kubeconfig=config, opts=pulumi.ResourceOptions(parent=parent, depends_on=[nodes])
-    )
-    return cluster, provider

@@ -80,56 +80,20 @@ class EmrSparkPlatform(pulumi.ComponentResource):
         super().__init__(TOKEN, name, {}, opts)
         s = args.settings
         self.settings = s
-        child = pulumi.ResourceOptions(parent=self)
-        self.ready: list[pulumi.Resource] = []
-        if args.create_bucket:
-            bucket = aws.s3.Bucket(f"{name}-bucket", bucket=s.bucket, tags=TAGS, opts=child)
-            block = aws.s3.BucketPublicAccessBlock(
-                f"{name}-bucket-private",
-                bucket=bucket.id,
-                block_public_acls=True,
-                block_public_policy=True,
-                ignore_public_acls=True,
-                restrict_public_buckets=True,
-                opts=child,
-            )
-            self.ready += [bucket, block]
-        on_bucket = pulumi.ResourceOptions(parent=self, depends_on=list(self.ready))
-        files = args.files
-        uploads = {
-            "bundle": (bundle_key(files.bundle_sha256), files.bundle_path),
-            "entry": (ENTRY_KEY, files.entry_path),
-            "bootstrap": (BOOTSTRAP_KEY, files.bootstrap_path),
-            "requirements": (REQUIREMENTS_KEY, files.requirements_path),
-            "sync-script": (SYNC_SCRIPT_KEY, files.sync_path),
-        }
-        for part, (key, path) in uploads.items():
-            self.ready.append(
-                aws.s3.BucketObjectv2(
-                    f"{name}-{part}", bucket=s.bucket, key=key, source=pulumi.FileAsset(path), opts=on_bucket
-                )
-            )
-        self.bundle_uri = s.uri(uploads["bundle"][0])
-        self.entry_uri = s.uri(uploads["entry"][0])
+        self.ready: list[pulumi.Resource] = self._bucket(name, args.create_bucket)
+        self.bundle_uri, self.entry_uri = self._upload(name, args.files)
         self.secrets: dict[str, MadeSecret] = create_stack_secrets(
             self, name, args.secrets, args.config_secrets, SecretStoreArgs("aws")
         )
-        entries: list[tuple[pulumi.Input[str], str]] = [(arn, d) for arn, d in args.aws_secret_entries]
-        entries += [(m.arn, m.secret_name) for m in self.secrets.values() if m.arn is not None]
-        arns = pulumi.Output.all(*[arn for arn, _ in entries])
-        manifest = arns.apply(lambda values: secrets_manifest(zip(values, [d for _, d in entries], strict=True)))
-        self.ready.append(
-            aws.s3.BucketObjectv2(
-                f"{name}-secrets-list", bucket=s.bucket, key=SECRETS_MANIFEST_KEY, content=manifest, opts=on_bucket
-            )
-        )
+        arns = self._secrets_list(name, args.aws_secret_entries)
         self.ready += [m.resource for m in self.secrets.values()]
+        # Also an output: an existing cluster's instance role needs exactly this policy.
+        self.node_policy = arns.apply(lambda values: json.dumps(instance_policy(s.bucket, values), sort_keys=True))
         if args.cluster_id:
             self.cluster_id: pulumi.Output[str] = pulumi.Output.from_input(args.cluster_id)
         else:
-            policy = arns.apply(lambda values: json.dumps(instance_policy(s.bucket, values)))
-            cluster = self._cluster(name, args, policy, pulumi.ResourceOptions(parent=self, depends_on=self.ready))
-            self.cluster_id = cluster.id
+            opts = pulumi.ResourceOptions(parent=self, depends_on=self.ready)
+            self.cluster_id = self._cluster(name, args, self.node_policy, opts).id
         self.register_outputs(
             {
                 "bucket": s.bucket,
@@ -137,8 +101,54 @@ class EmrSparkPlatform(pulumi.ComponentResource):
                 "bundle_uri": self.bundle_uri,
                 "entry_uri": self.entry_uri,
                 "secrets": sorted(self.secrets),
+                "node_policy": self.node_policy,
             }
         )
+
+    def _bucket(self, name: str, create: bool) -> list[pulumi.Resource]:
+        if not create:
+            return []
+        child = pulumi.ResourceOptions(parent=self)
+        bucket = aws.s3.Bucket(f"{name}-bucket", bucket=self.settings.bucket, tags=TAGS, opts=child)
+        block = aws.s3.BucketPublicAccessBlock(
+            f"{name}-bucket-private",
+            bucket=bucket.id,
+            block_public_acls=True,
+            block_public_policy=True,
+            ignore_public_acls=True,
+            restrict_public_buckets=True,
+            opts=child,
+        )
+        return [bucket, block]
+
+    def _upload(self, name: str, files: AppFiles) -> tuple[str, str]:
+        """The bundle, entry, bootstrap, requirements and sync tool; returns the bundle and entry URIs."""
+        uploads = {
+            "bundle": (bundle_key(files.bundle_sha256), files.bundle_path),
+            "entry": (ENTRY_KEY, files.entry_path),
+            "bootstrap": (BOOTSTRAP_KEY, files.bootstrap_path),
+            "requirements": (REQUIREMENTS_KEY, files.requirements_path),
+            "sync-script": (SYNC_SCRIPT_KEY, files.sync_path),
+        }
+        on_bucket = pulumi.ResourceOptions(parent=self, depends_on=list(self.ready))
+        for part, (key, path) in uploads.items():
+            source = pulumi.FileAsset(path)
+            obj = aws.s3.BucketObjectv2(f"{name}-{part}", bucket=self.settings.bucket, key=key, source=source,
+                                        opts=on_bucket)  # fmt: skip
+            self.ready.append(obj)
+        return self.settings.uri(uploads["bundle"][0]), self.settings.uri(uploads["entry"][0])
+
+    def _secrets_list(self, name: str, aws_entries: Sequence[tuple[str, str]]) -> pulumi.Output[list[str]]:
+        """The sync list (`<ARN>\\t<directory>` lines) of every secret the flows read; returns the ARNs."""
+        entries: list[tuple[pulumi.Input[str], str]] = list(aws_entries)
+        entries += [(m.arn, m.secret_name) for m in self.secrets.values() if m.arn is not None]
+        arns = pulumi.Output.all(*[arn for arn, _ in entries])
+        directories = [d for _, d in entries]
+        content = arns.apply(lambda values: secrets_manifest(zip(values, directories, strict=True)))
+        on_bucket = pulumi.ResourceOptions(parent=self, depends_on=list(self.ready))
+        self.ready.append(aws.s3.BucketObjectv2(f"{name}-secrets-list", bucket=self.settings.bucket,
+                                                key=SECRETS_MANIFEST_KEY, content=content, opts=on_bucket))  # fmt: skip
+        return arns
 
     def _cluster(
         self, name: str, args: EmrSparkPlatformArgs, policy: pulumi.Output[str], opts: pulumi.ResourceOptions
@@ -184,7 +194,7 @@ class EmrSparkPlatform(pulumi.ComponentResource):
                     args=bootstrap_args(s, self.bundle_uri, args.gssapi),
                 )
             ],
-            configurations_json=json.dumps(spark_configurations()),
+            configurations_json=json.dumps(spark_configurations(s.max_app_attempts)),
             keep_job_flow_alive_when_no_steps=True,
             # Mirror steps never finish: each flow needs its own concurrent step slot.
             step_concurrency_level=args.step_concurrency_level,

@@ -126,9 +126,12 @@ def secrets_manifest(entries: Iterable[tuple[str, str]]) -> str:
     return "".join(f"{arn}\t{directory}\n" for arn, directory in sorted(set(entries)))
 
 
-def spark_configurations(python: str = VENV_PYTHON) -> list[dict[str, Any]]:
-    """EMR `Configurations`: every Spark process uses the bootstrap's venv python."""
+def spark_configurations(max_app_attempts: int, python: str = VENV_PYTHON) -> list[dict[str, Any]]:
+    """EMR `Configurations`: every Spark process uses the bootstrap's venv python, and YARN lets a
+    mirror's driver restart as often as its step asks (the ResourceManager caps
+    `spark.yarn.maxAppAttempts` at its own maximum, 2 by default)."""
     return [
+        {"Classification": "yarn-site", "Properties": {"yarn.resourcemanager.am.max-attempts": str(max_app_attempts)}},
         {
             "Classification": "spark-env",
             "Configurations": [

@@ -26,6 +26,7 @@ FLOW_ANNOTATION = "kafka-mirror/flow"
 FLOW_SHA_ANNOTATION = "kafka-mirror/flow-sha256"
 DEFAULT_METRICS_PORT = 9404
 CHECKPOINT_MOUNT = "/var/lib/kmirror/checkpoints"  # where a checkpoint PersistentVolumeClaim is mounted
+SPARK_GID = 185  # the `spark` group of the official Spark images (Dockerfile runs as `spark`)
 PART_OF = {"app.kubernetes.io/part-of": "kafka-mirror"}
 
 
@@ -136,6 +137,8 @@ def _pod(
     }
     if settings.checkpoint_claim:
         pod["volumeMounts"].append({"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT})
+        # The image runs as user `spark` (uid/gid 185): the claim's files must be writable by it.
+        pod["podSecurityContext"] = {"fsGroup": SPARK_GID}
     if role == "driver":
         pod["ports"] = [{"name": "metrics", "containerPort": metrics_port, "protocol": "TCP"}]
     else:

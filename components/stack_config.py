@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from components.specs import CHECKPOINT_MOUNT
 from kmirror.errors import Problem, Problems, did_you_mean
 
 NS = "kafka-mirror"
@@ -112,55 +113,55 @@ def _positive_ints(raw: Mapping[str, Any], keys: tuple[str, ...], path: str) -> 
     ]
 
 
+INT_KEYS = ("executors", "driver_cores", "executor_cores", "metrics_port", "core_instance_count",
+            "step_concurrency_level")  # fmt: skip
+
+
+def _eks_problems(spark: Mapping[str, Any], path: str) -> list[Problem]:
+    problems = []
+    if not isinstance(spark.get("image"), str) or not spark.get("image"):
+        problems.append(Problem(f"{path}.image", "required: the app image built from the Dockerfile"))
+    root = spark.get("checkpoint_root")
+    if root is None and "checkpoint_pvc" not in spark:
+        problems.append(Problem(f"{path}.checkpoint_root",
+                                "required (e.g. s3a://BUCKET/checkpoints) unless checkpoint_pvc is set"))  # fmt: skip
+    elif isinstance(root, str) and root.startswith("/") and not root.startswith(CHECKPOINT_MOUNT):
+        # A path inside the pod is lost with the pod: the mirror would restart from starting_offsets.
+        problems.append(Problem(f"{path}.checkpoint_root", f"{root!r} is not durable on Kubernetes; use "
+                                f"s3a://BUCKET/PREFIX or checkpoint_pvc (mounted at {CHECKPOINT_MOUNT})"))  # fmt: skip
+    for key, keys in (("operator", OPERATOR_KEYS), ("cluster", CLUSTER_KEYS), ("checkpoint_pvc", PVC_KEYS)):
+        sub = spark.get(key)
+        if isinstance(sub, dict):
+            problems += _unknown(sub, keys, f"{path}.{key}")
+        elif key in spark:
+            problems.append(Problem(f"{path}.{key}", f"must be a mapping of {', '.join(sorted(keys))}, got {sub!r}"))
+    cluster = spark.get("cluster") or {}
+    if isinstance(cluster, dict) and cluster.get("create") and not cluster.get("subnet_ids"):
+        problems.append(Problem(f"{path}.cluster.subnet_ids", "required when cluster.create is true"))
+    return problems
+
+
+def _emr_problems(spark: Mapping[str, Any], path: str) -> list[Problem]:
+    problems = []
+    if not isinstance(spark.get("bucket"), str) or not spark.get("bucket"):
+        problems.append(Problem(f"{path}.bucket", "required: the S3 bucket of bundle, flow specs and logs"))
+    if "cluster_id" not in spark and not spark.get("release_label"):
+        problems.append(Problem(f"{path}.release_label", "required when no cluster_id is given (Spark 4.0+)"))
+    return problems
+
+
 def _spark_problems(spark: Mapping[str, Any], path: str) -> list[Problem]:
     platform = spark.get("platform")
     if platform not in PLATFORMS:
         return [Problem(f"{path}.platform", f"must be one of {', '.join(PLATFORMS)}, got {platform!r}")]
-    allowed = EKS_KEYS if platform == "eks" else EMR_KEYS
-    problems = _unknown(spark, allowed, path)
-    problems += _positive_ints(
-        spark,
-        (
-            "executors",
-            "driver_cores",
-            "executor_cores",
-            "metrics_port",
-            "core_instance_count",
-            "step_concurrency_level",
-        ),
-        path,
-    )
+    problems = _unknown(spark, EKS_KEYS if platform == "eks" else EMR_KEYS, path)
+    problems += _positive_ints(spark, INT_KEYS, path)
     if "spark_conf" in spark and not isinstance(spark["spark_conf"], dict):
         problems.append(Problem(f"{path}.spark_conf", f"must be a mapping of Spark confs, got {spark['spark_conf']!r}"))
     root = spark.get("checkpoint_root")
-    if platform == "eks":
-        if not isinstance(spark.get("image"), str) or not spark.get("image"):
-            problems.append(Problem(f"{path}.image", "required: the app image built from the Dockerfile"))
-        if root is None and "checkpoint_pvc" not in spark:
-            problems.append(
-                Problem(
-                    f"{path}.checkpoint_root", "required (e.g. s3a://BUCKET/checkpoints) unless checkpoint_pvc is set"
-                )
-            )
-        for key, keys in (("operator", OPERATOR_KEYS), ("cluster", CLUSTER_KEYS), ("checkpoint_pvc", PVC_KEYS)):
-            if key in spark:
-                sub = spark[key]
-                problems += (
-                    _unknown(sub, keys, f"{path}.{key}")
-                    if isinstance(sub, dict)
-                    else [Problem(f"{path}.{key}", f"must be a mapping of {', '.join(sorted(keys))}, got {sub!r}")]
-                )
-        cluster = spark.get("cluster") or {}
-        if isinstance(cluster, dict) and cluster.get("create") and not cluster.get("subnet_ids"):
-            problems.append(Problem(f"{path}.cluster.subnet_ids", "required when cluster.create is true"))
-    else:
-        if not isinstance(spark.get("bucket"), str) or not spark.get("bucket"):
-            problems.append(Problem(f"{path}.bucket", "required: the S3 bucket of bundle, flow specs and logs"))
-        if "cluster_id" not in spark and not spark.get("release_label"):
-            problems.append(Problem(f"{path}.release_label", "required when no cluster_id is given (Spark 4.0+)"))
     if root is not None and (not isinstance(root, str) or ("://" not in root and not root.startswith("/"))):
         problems.append(Problem(f"{path}.checkpoint_root", f"must be a URI or absolute path, got {root!r}"))
-    return problems
+    return problems + (_eks_problems(spark, path) if platform == "eks" else _emr_problems(spark, path))
 
 
 def _secret_problems(name: str, raw: Any, path: str) -> list[Problem]:

@@ -67,6 +67,9 @@ def start_query(spark: Any, spec: FlowSpec, once: bool, checkpoint: str) -> Any:
     from spark_app.sink import SINK_NAME, MirrorSink
     from spark_app.source import SOURCE_NAME, MirrorSource
 
+    # The JVM resolves a Python data source through the *thread's* active session: a query
+    # started from another thread (an embedding service, a test) would not find "kmirror-sink".
+    spark._jvm.org.apache.spark.sql.SparkSession.setActiveSession(spark._jsparkSession)
     spark.dataSource.register(MirrorSource)
     spark.dataSource.register(MirrorSink)
     spec_json = json.dumps(spec.to_dict())

@@ -30,6 +30,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCom
 
 from kmirror.errors import KmirrorError
 from kmirror.flowspec import FlowSpec, parse_flow_spec
+from spark_app.client_cache import CLIENTS, CopyClients, config_key
 from spark_app.copy import CONSUMER_REQUIRED, CONSUMER_TUNING, PRODUCER_TUNING, CopyRange, RangeCopier
 from spark_app.listeners import listeners_for
 from spark_app.progress import BatchProgress, PartitionProgress
@@ -56,17 +57,27 @@ def _task_id() -> int:
 
 
 def copy_task_ranges(spec: FlowSpec, ranges: Sequence[CopyRange], task_id: int) -> list[PartitionProgress]:
-    """Copy one task's ranges with freshly created clients (closed afterwards)."""
+    """Copy one task's ranges. At-least-once: with the clients this worker process kept from its
+    previous task of the same flow, if any (`spark_app.client_cache`; dropped after a failure).
+    Exactly-once: with fresh clients (the transactional id is per task), closed afterwards."""
     from confluent_kafka import Consumer, Producer
 
     from spark_app.clients import consumer_config, producer_config
 
-    consumer = Consumer({**CONSUMER_TUNING, **consumer_config(spec), **CONSUMER_REQUIRED})
+    consumer_conf = {**CONSUMER_TUNING, **consumer_config(spec), **CONSUMER_REQUIRED}
     dead_letter_topic = spec.option("dead_letter_topic")
+    if not spec.option("exactly_once"):
+        producer_conf = {**PRODUCER_TUNING, **producer_config(spec)}
+
+        def make() -> CopyClients:
+            # the producer first: its id request then overlaps the consumer's first fetch
+            producer = Producer(producer_conf)
+            return CopyClients(Consumer(consumer_conf), producer)
+
+        with CLIENTS.lease(config_key(consumer_conf, producer_conf), make) as clients:
+            return RangeCopier(clients.consumer, clients.producer, dead_letter_topic=dead_letter_topic).copy(ranges)
+    consumer = Consumer(consumer_conf)
     try:
-        if not spec.option("exactly_once"):
-            producer = Producer({**PRODUCER_TUNING, **producer_config(spec)})
-            return RangeCopier(consumer, producer, dead_letter_topic=dead_letter_topic).copy(ranges)
         from spark_app.exactly_once import TransactionalCopier, offsets_group, transactional_id
 
         txn_id = transactional_id(spec, task_id)
@@ -107,6 +118,9 @@ class MirrorStreamWriter(DataSourceStreamWriter):
         now = _now_ms()
         for listener in listeners_for(spec):
             listener.on_idle(now)
+        if log_path:  # TEMP-PERF
+            with open(log_path + ".commit", "a") as f:  # TEMP-PERF
+                f.write(json.dumps({"batch": batchId, "pid": os.getpid(), "done_ms": _now_ms()}) + "\n")  # TEMP-PERF
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to undo: copied records stay (at-least-once); the retried batch copies again

@@ -24,9 +24,10 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from kmirror.local_brokers import LocalBroker, free_port
-from tests.kafka_helpers import FENCE_KEY, add_fences, create_topic
+from tests.kafka_helpers import FENCE_KEY, add_fences, create_topic, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 END_KEY = b"__fault_end__"
@@ -297,10 +298,20 @@ def test_kill_9_mid_stream_then_restart_from_the_checkpoint_loses_nothing(
                lambda: any(o > 0 for o in committed(bootstrap, group, watched, partitions).values()),
                APP_START_TIMEOUT_S, app)  # fmt: skip
     clock.lap("first batch")
-    before = committed(bootstrap, group, watched, partitions)
-    wait_until("the next durable batch", lambda: committed(bootstrap, group, watched, partitions) != before, 30, app)
-    app.kill9()
+    # poll fast with one consumer: the window before Spark's commit log is a fraction of a second
+    watcher = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    watched_tps = [TopicPartition(watched, p) for p in range(partitions)]
+    try:
+        before = [tp.offset for tp in watcher.committed(watched_tps, timeout=10)]
+        deadline = time.monotonic() + 30
+        while [tp.offset for tp in watcher.committed(watched_tps, timeout=10)] == before:
+            assert time.monotonic() < deadline and app.alive, app.log()[-3000:]
+            time.sleep(0.01)
+        app.kill9()
+    finally:
+        watcher.close()
     clock.lap("killed")
+    replayed = uncommitted_batches(tmp_path / "checkpoint")
     at_kill = committed(bootstrap, group, watched, partitions)
     second = produce_values(clusters.source, topic, partitions, 300, "b")  # produced while the mirror is down
 
@@ -313,12 +324,22 @@ def test_kill_9_mid_stream_then_restart_from_the_checkpoint_loses_nothing(
     sent = expected_values(partitions, 1500, "a") + expected_values(partitions, 300, "b")
     got = target_values(clusters.target, remote, partitions, read_committed=True)
     figures = report(f"crash kill -9 ({'exactly-once' if exactly_once else 'at-least-once'})", sent, got,
-                     committed_at_kill=at_kill, seconds=clock.laps)  # fmt: skip
+                     committed_at_kill=at_kill, replayed_batches=replayed, seconds=clock.laps)  # fmt: skip
     assert figures.missing == 0
     if exactly_once:
         assert figures.duplicates == 0
     runs = app.log().split("===== run 2 =====")
     assert len(runs) == 2 and "Traceback" not in runs[1], runs[-1][-3000:]
+    if exactly_once and replayed:  # the replayed batch found its transaction committed: it wrote nothing
+        first_after = json.loads(runs[1].split("kmirror progress ", 1)[1].splitlines()[0])
+        assert (first_after["batch"], first_after["records"]) == (replayed[0], 0), first_after
+
+
+def uncommitted_batches(checkpoint: Path) -> list[int]:
+    """Batches planned in Spark's offset log but not in its commit log: replayed at restart."""
+    planned = {int(p.name) for p in (checkpoint / "offsets").iterdir() if p.name.isdigit()}
+    done = {int(p.name) for p in (checkpoint / "commits").iterdir() if p.name.isdigit()}
+    return sorted(planned - done)
 
 
 # ---------- unreachable cluster, broker outages ----------
@@ -389,3 +410,154 @@ def test_broker_outages_unreachable_at_start_then_target_then_source_frozen(
     log = app.log()
     assert "Traceback" not in log, log[-3000:]
     assert log.count("===== run") == 1  # one process all along: no crash loop
+
+
+# ---------- topology changes under load ----------
+
+
+def test_topics_added_and_deleted_under_load_are_picked_up_or_reported(
+    clusters: Any, unique: str, tmp_path: Path, app_factory: Callable[..., MirrorApp]
+) -> None:
+    """A topic deleted on the source while it still has a backlog, another created and written
+    to while the mirror runs, then a third: no crash, no restart, the new topics mirrored
+    completely, the deletion reported. (Partition growth: tests/test_fault_logic.py, with
+    fakes: tansu has no CreatePartitions.)"""
+    prefix, partitions = f"topo-{unique}", 2
+    doomed, added, late = f"{prefix}-a", f"{prefix}-b", f"{prefix}-c"
+    create_topic(clusters.source, doomed, partitions)
+    produce_values(clusters.source, doomed, partitions, 3000, "a")
+    flow = flow_spec(unique, clusters.source, clusters.target, [f"{prefix}-.*"], tmp_path)
+    app = app_factory(flow).start()
+    group = group_of(flow)
+    wait_until("a first batch of the doomed topic",
+               lambda: any(o > 0 for o in committed(clusters.source, group, doomed, partitions).values()),
+               APP_START_TIMEOUT_S, app)  # fmt: skip
+    admin = AdminClient({"bootstrap.servers": clusters.source})
+    for future in admin.delete_topics([doomed], operation_timeout=30).values():
+        future.result(timeout=30)
+    create_topic(clusters.source, added, partitions)
+    ends = {}
+    for round_ in range(5):  # written while the mirror runs, in several rounds
+        ends = produce_values(clusters.source, added, partitions, 200, f"b{round_}")
+        time.sleep(1)
+    wait_mirrored(app, clusters.source, flow, added, ends)
+    create_topic(clusters.source, late, 1)
+    late_end = produce_values(clusters.source, late, 1, 100, "c")
+    wait_mirrored(app, clusters.source, flow, late, late_end)
+    assert app.stop() == 0, app.log()[-3000:]
+
+    sent = [v for r in range(5) for v in expected_values(partitions, 200, f"b{r}")]
+    got = target_values(clusters.target, f"west.{added}", partitions)
+    figures = report("topic added under load", sent, got)
+    late_figures = report(
+        "topic added later", expected_values(1, 100, "c"), target_values(clusters.target, f"west.{late}", 1)
+    )
+    assert figures.missing == 0 and late_figures.missing == 0
+    log = app.log()
+    assert f"source topic {doomed} is gone" in log, log[-3000:]
+    assert "Traceback" not in log and log.count("===== run") == 1, log[-3000:]
+
+
+# ---------- retention / truncation ----------
+
+
+def in_process_flow(unique: str, clusters: Any, topics: list[str], tmp_path: Path, **options: Any) -> Any:
+    from kmirror.flowspec import parse_flow_spec
+
+    return parse_flow_spec(flow_spec(unique, clusters.source, clusters.target, topics, tmp_path, **options))
+
+
+def test_offsets_gone_before_they_were_mirrored_fail_naming_the_range_or_are_skipped_and_reported(
+    spark: Any, clusters: Any, unique: str, tmp_path: Path, capfd: Any
+) -> None:
+    """tansu has no DeleteRecords and no retention, so the nearest real thing: the source topic
+    is deleted and recreated (its offsets go back: what truncation after an unclean leader
+    election does too). The log-start-past-the-mirror case (retention, DeleteRecords) is
+    tested with fakes in tests/test_fault_logic.py and tests/test_source_planner.py."""
+    from kmirror.errors import DataLossError
+    from spark_app.main import run_flow
+
+    topic, remote = f"loss-{unique}", f"west.loss-{unique}"
+    create_topic(clusters.source, topic, 1)
+    produce_values(clusters.source, topic, 1, 100, "a")
+    run_flow(in_process_flow(unique, clusters, [topic], tmp_path), spark=spark, once=True)
+    admin = AdminClient({"bootstrap.servers": clusters.source})
+    for future in admin.delete_topics([topic], operation_timeout=30).values():
+        future.result(timeout=30)
+    time.sleep(1)
+    create_topic(clusters.source, topic, 1)
+    produce_values(clusters.source, topic, 1, 30, "b")
+
+    with pytest.raises(DataLossError, match=rf"data loss on {topic}\[0\]: its end offset went back from at least 10"):
+        run_flow(in_process_flow(unique, clusters, [topic], tmp_path), spark=spark, once=True)
+    run_flow(in_process_flow(unique, clusters, [topic], tmp_path, fail_on_data_loss=False), spark=spark, once=True)
+
+    got = target_values(clusters.target, remote, 1)
+    figures = report("source offsets went back (topic recreated), fail_on_data_loss=false",
+                     expected_values(1, 100, "a") + expected_values(1, 30, "b"), got)  # fmt: skip
+    assert figures.missing == 0 and figures.duplicates == 0
+
+
+# ---------- oversized records, poison headers ----------
+
+POISON_HEADERS = [("", b""), ("null", None), ("bin", bytes(range(256))), ("dup", b"1"), ("dup", b"2")] + [
+    (f"h{i}", b"x") for i in range(100)
+]
+
+
+def test_oversized_records_fail_the_batch_or_go_to_the_dead_letter_topic(
+    spark: Any, clusters: Any, unique: str, tmp_path: Path
+) -> None:
+    """The target's limit comes from librdkafka's `message.max.bytes` on the producer (tansu
+    does not enforce `max.message.bytes`; Kafka's broker-side rejection arrives as a delivery
+    report with the same error code, covered in tests/test_fault_logic.py)."""
+    from kmirror.errors import KmirrorError
+    from spark_app.main import run_flow
+
+    topic, remote, dlq = f"big-{unique}", f"west.big-{unique}", f"dlq-{unique}"
+    create_topic(clusters.source, topic, 1)
+    create_topic(clusters.target, dlq, 1)
+    small = [{"key": f"k{i}".encode(), "value": f"s-0-{i}".encode(), "partition": 0, "headers": POISON_HEADERS}
+             for i in range(10)]  # fmt: skip
+    big = {"key": b"big", "value": b"x" * 60_000, "partition": 0}
+    produce(clusters.source, topic, [*small[:5], big, *small[5:]])
+    add_fences(clusters.source, topic, 1)
+    limits = {"producer": {"message.max.bytes": 20_000}}
+
+    with pytest.raises(KmirrorError, match=rf"cannot produce source record {topic}\[0\]@5 \(60000 bytes\) to {remote}"):
+        run_flow(in_process_flow(unique, clusters, [topic], tmp_path, **limits), spark=spark, once=True)
+    run_flow(in_process_flow(unique, clusters, [topic], tmp_path, dead_letter_topic=dlq, **limits), spark=spark,
+             once=True)  # fmt: skip
+
+    mirrored = read_all(clusters.target, remote)
+    figures = report("oversized record (60 kB > 20 kB limit), dead-letter topic on", [r["value"] for r in small],
+                     [m.value() for m in mirrored], dead_lettered=1)  # fmt: skip
+    assert figures.missing == 0
+    assert all(m.headers() == POISON_HEADERS for m in mirrored)
+    [pointer] = read_all(clusters.target, dlq)
+    headers = dict(pointer.headers())
+    assert (pointer.key(), pointer.value()) == (b"big", None)
+    assert headers["kmirror.origin.topic"] == topic.encode() and headers["kmirror.origin.offset"] == b"5"
+    assert headers["kmirror.origin.bytes"] == b"60003"
+
+
+def read_all(bootstrap: str, topic: str) -> list[Any]:
+    """Every data message of a one-partition topic (see target_values)."""
+    end_key = END_KEY + uuid.uuid4().hex.encode()
+    produce(bootstrap, topic, [{"key": end_key, "value": b"", "partition": 0}])
+    add_fences(bootstrap, topic, 1)
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fault-reader", "enable.auto.commit": False})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    out: list[Any] = []
+    deadline = time.monotonic() + 60
+    try:
+        while True:
+            assert time.monotonic() < deadline, f"{topic}: end marker not seen"
+            for msg in consumer.consume(1000, timeout=1):
+                key = msg.key() or b""
+                if key == end_key:
+                    return out
+                if key != FENCE_KEY and not key.startswith(END_KEY):
+                    out.append(msg)
+    finally:
+        consumer.close()

@@ -174,9 +174,10 @@ def test_active_active_pair_does_not_loop(spark: Any, clusters: Any, unique: str
     assert len(mirrored(clusters.source, f"east.{east_topic}", 1)[0]) == 20
 
 
-def wait_for_topic(bootstrap: str, topic: str, timeout_s: float = 60.0) -> None:
+def wait_for_topic(bootstrap: str, topic: str, failures: list[Exception], timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while topic not in topics_of(bootstrap):
+        assert not failures, f"the mirror failed while waiting for {topic}: {failures[0]!r}"
         assert time.monotonic() < deadline, f"{topic} never appeared on {bootstrap}"
         time.sleep(0.5)
 
@@ -192,7 +193,7 @@ def test_streaming_mode_picks_up_new_topics_beats_while_idle_and_stops_on_reques
     spec = flow(src_alias, clusters.source, dst_alias, clusters.target, [f"st-{unique}\\..*"], tmp_path / "ckpt",
                 emit_heartbeats=True, heartbeat_interval_ms=300, topic_refresh_interval_ms=0,
                 trigger_interval_ms=200)  # fmt: skip
-    stop, failures = threading.Event(), []
+    stop, failures = threading.Event(), list[Exception]()
 
     def mirror() -> None:
         try:
@@ -203,14 +204,14 @@ def test_streaming_mode_picks_up_new_topics_beats_while_idle_and_stops_on_reques
     runner = threading.Thread(target=mirror, daemon=True)
     runner.start()
     try:
-        wait_for_topic(clusters.target, f"{src_alias}.{first}")
+        wait_for_topic(clusters.target, f"{src_alias}.{first}", failures)
         got = consume_all(clusters.target, f"{src_alias}.{first}", 2, timeout_s=120)  # up to the mirrored fences
         assert {p: len(v) for p, v in got.items()} == {0: 50, 1: 50}
         beats_while_idle = time.monotonic()
         create_topic(clusters.source, later, 1)  # created while the query runs
         produce(clusters.source, later, records("b", 0, 30))
         add_fences(clusters.source, later, 1)
-        wait_for_topic(clusters.target, f"{src_alias}.{later}")
+        wait_for_topic(clusters.target, f"{src_alias}.{later}", failures)
         assert len(consume_all(clusters.target, f"{src_alias}.{later}", 1, timeout_s=120)[0]) == 30
         time.sleep(max(0.0, 1.5 - (time.monotonic() - beats_while_idle)))
     finally:

@@ -162,3 +162,12 @@ def unwrap(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)  # the engine's JSON numbers; Kubernetes schemas want integers
     return value
+
+
+if __name__ == "__main__":  # `.venv/bin/python -m tests.pulumi.harness east`: what `pulumi up -s east` would register
+    import sys
+
+    result = run_program(sys.argv[1] if len(sys.argv) > 1 else "east")
+    for registered in result.resources:
+        print(f"{registered.typ:70} {registered.name}")
+    print(json.dumps(result.exports, indent=2, sort_keys=True, default=str))

@@ -1,5 +1,5 @@
 """The SparkApplication (`sparkoperator.k8s.io/v1beta2`) fields this project renders, typed as in
-kubeflow/spark-operator's CRD; volumes, mounts, env and ports are checked against Kubernetes'
+kubeflow/spark-operator's CRD; volumes, mounts and env are checked against Kubernetes'
 own published schemas (kubernetes-validate's `_definitions.json`). Unknown fields fail
 (`additionalProperties: false`), so a typo such as `volumeMount` cannot pass."""
 
@@ -35,11 +35,12 @@ POD = {
         "annotations": STRING_MAP,
         "env": {"type": "array", "items": _k8s("EnvVar")},
         "volumeMounts": {"type": "array", "items": _k8s("VolumeMount")},
+        "podSecurityContext": _k8s("PodSecurityContext"),
         "ports": {
             "type": "array",
             "items": {
                 "type": "object",
-                "required": ["name", "containerPort"],
+                "required": ["name", "protocol", "containerPort"],
                 "additionalProperties": False,
                 "properties": {
                     "name": {"type": "string"},

@@ -203,6 +203,9 @@ def test_emr_stack_wires_cluster_steps_and_secret_sync() -> None:
     body = unwrap(cluster.inputs)
     assert body["applications"] == ["Spark"] and body["releaseLabel"] == "emr-spark-8.0.0"
     assert body["stepConcurrencyLevel"] == 2 and body["keepJobFlowAliveWhenNoSteps"] is True
+    configurations = {c["Classification"]: c for c in json.loads(body["configurationsJson"])}
+    assert configurations["yarn-site"]["Properties"] == {"yarn.resourcemanager.am.max-attempts": "1000"}
+    assert configurations["spark-defaults"]["Properties"]["spark.pyspark.python"] == "/opt/kmirror/venv/bin/python"
     [action] = body["bootstrapActions"]
     assert (
         action["path"] == "s3://acme-kafka-mirror-central/bootstrap/emr-bootstrap.sh" and "--gssapi" in action["args"]
@@ -313,3 +316,18 @@ def test_emr_bundle_is_built_from_the_checkout_unless_a_prebuilt_one_is_given(
     prebuilt.write_bytes(b"PK-not-really")
     monkeypatch.setenv("KMIRROR_BUNDLE", str(prebuilt))
     assert app_bundle() == (prebuilt, hashlib.sha256(b"PK-not-really").hexdigest())
+
+
+def test_an_existing_emr_cluster_gets_steps_and_the_policy_its_nodes_need() -> None:
+    config = stack_config("central")
+    spark = json.loads(config["kafka-mirror:spark"])
+    spark = {**{k: v for k, v in spark.items() if k != "release_label"}, "cluster_id": "j-EXISTING1"}
+    config["kafka-mirror:spark"] = json.dumps(spark)
+    run = run_program("central", config)
+    assert not run.of_type("aws:emr/cluster:Cluster") and not run.of_type("aws:iam/role:Role")
+    assert {unwrap(s.inputs)["cluster_id"] for s in run.of_type(STEP)} == {"j-EXISTING1"}
+    [platform] = [v for urn, v in run.outputs.items() if urn.endswith("EmrSparkPlatform::central-emr")]
+    policy = json.loads(platform["node_policy"])
+    [secrets] = [s for s in policy["Statement"] if s["Action"] == ["secretsmanager:GetSecretValue"]]
+    assert len(secrets["Resource"]) == 3 and all(":secret:" in arn for arn in secrets["Resource"])
+    assert platform["cluster_id"] == "j-EXISTING1"

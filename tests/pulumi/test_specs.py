@@ -105,6 +105,7 @@ def test_checkpoint_claim_is_mounted_on_driver_and_executors() -> None:
     ]
     for role in ("driver", "executor"):
         assert {"name": "checkpoints", "mountPath": "/var/lib/kmirror/checkpoints"} in app["spec"][role]["volumeMounts"]
+        assert app["spec"][role]["podSecurityContext"] == {"fsGroup": 185}
 
 
 def test_spark_application_schema_rejects_a_misspelt_field() -> None:

@@ -147,3 +147,14 @@ def test_bundle_is_deterministic_and_self_contained(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().endswith("kmirror-bundle.zip/spark_app/main.py")
+
+
+def test_a_pod_local_checkpoint_is_rejected_on_kubernetes() -> None:
+    with pytest.raises(ValidationError) as info:
+        parse_stack_config({"datacenter": "e", "spark": {**EKS, "checkpoint_root": "/tmp/checkpoints"}})
+    assert [str(p) for p in info.value.problems] == [
+        "kafka-mirror:spark.checkpoint_root: '/tmp/checkpoints' is not durable on Kubernetes; use "
+        "s3a://BUCKET/PREFIX or checkpoint_pvc (mounted at /var/lib/kmirror/checkpoints)"
+    ]
+    pvc = {**EKS, "checkpoint_root": "/var/lib/kmirror/checkpoints/east", "checkpoint_pvc": {"name": "c"}}
+    assert parse_stack_config({"datacenter": "e", "spark": pvc}).get("checkpoint_root").endswith("/east")

@@ -1,0 +1,117 @@
+"""The copying tasks' Kafka clients, kept warm across the tasks of one Python worker process.
+
+Spark reuses its Python workers (`spark.python.worker.reuse`, on by default), so one worker
+copies batch after batch. A fresh consumer and idempotent producer per task cost 0.5-1 s before
+the first record moves (connections, metadata, the producer id: librdkafka retries its first
+InitProducerId after 500 ms), which is most of a small streaming batch and a gap between the
+batches of a backlog (measured in docs/performance.md).
+
+Contract of `CLIENTS.lease(key, make)` (a context manager yielding `CopyClients`):
+- hands out the idle clients built for `key` (a digest of the complete client configs), or
+  `make()`s new ones; at most one idle pair is kept per process, for the last key used;
+- clients that leave the block by an exception are closed, never reused: the producer may hold
+  undelivered records or be in a fatal state, the consumer a stale assignment;
+- clients that leave it normally are kept only when the producer has nothing outstanding
+  (the caller unassigns the consumer: `RangeCopier.copy` does both);
+- idle clients are closed after `IDLE_CLOSE_S` without a task (so clients of a stopped query do
+  not keep reconnecting to brokers that went away) and at interpreter exit.
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+log = logging.getLogger("kmirror.client_cache")
+# Longer than any trigger interval worth streaming with, short enough that a finished query's
+# clients go away soon.
+IDLE_CLOSE_S = 60.0
+
+
+@dataclass
+class CopyClients:
+    """One task's source consumer and target producer."""
+
+    consumer: Any
+    producer: Any
+
+    def close(self) -> None:
+        try:
+            self.consumer.close()
+        except Exception as exc:  # closing a broken consumer must not hide the task's own error
+            log.warning("closing a source consumer failed: %s", exc)
+
+
+def config_key(*configs: Mapping[str, Any]) -> str:
+    """A digest of client configs: equal configs, equal key (secrets never kept in clear)."""
+    text = json.dumps([sorted((str(k), str(v)) for k, v in c.items()) for c in configs])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class ClientCache:
+    def __init__(self, idle_close_s: float = IDLE_CLOSE_S) -> None:
+        self.idle_close_s = idle_close_s
+        self._lock = threading.Lock()
+        self._idle: tuple[str, CopyClients] | None = None
+        self._timer: threading.Timer | None = None
+
+    @contextmanager
+    def lease(self, key: str, make: Callable[[], CopyClients]) -> Iterator[CopyClients]:
+        clients = self._take(key)
+        if clients is None:
+            clients = make()
+        try:
+            yield clients
+        except BaseException:
+            clients.close()
+            raise
+        if len(clients.producer) != 0:
+            clients.close()  # something still queued: not a clean state to start the next task from
+            return
+        self._put(key, clients)
+
+    def _take(self, key: str) -> CopyClients | None:
+        with self._lock:
+            idle, self._idle = self._idle, None
+            self._cancel_timer()
+        if idle is None:
+            return None
+        if idle[0] == key:
+            return idle[1]
+        idle[1].close()  # another flow's (or changed) configs
+        return None
+
+    def _put(self, key: str, clients: CopyClients) -> None:
+        with self._lock:
+            previous, self._idle = self._idle, (key, clients)
+            self._cancel_timer()
+            if self.idle_close_s > 0:
+                self._timer = threading.Timer(self.idle_close_s, self.close_idle)
+                self._timer.daemon = True
+                self._timer.start()
+        if previous is not None:
+            previous[1].close()
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def close_idle(self) -> None:
+        """Close the idle clients, if any (idempotent)."""
+        with self._lock:
+            idle, self._idle = self._idle, None
+            self._cancel_timer()
+        if idle is not None:
+            idle[1].close()
+
+
+CLIENTS = ClientCache()
+atexit.register(CLIENTS.close_idle)

@@ -1,0 +1,220 @@
+"""Fault handling that the local brokers cannot produce, tested with fakes: partition growth
+(tansu has no CreatePartitions), a partition whose offsets went back, a broker that stops
+answering (futures that never complete), and a broker-side "record too large" delivery report
+(tansu does not enforce max.message.bytes). The real-broker fault tests: tests/e2e/test_faults.py."""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError
+
+from kmirror.errors import ConnectionFailure, DataLossError
+from kmirror.flowspec import ClusterEndpoint
+from spark_app.copy import CopyError, CopyRange, RangeCopier
+from spark_app.offsets import query_offsets, with_retries
+from spark_app.target_topics import TargetTopics
+from tests.test_source_planner import FakeAdmin, planner
+
+
+class GrowingAdmin(FakeAdmin):
+    """A FakeAdmin that can grow partitions (as Kafka's CreatePartitions does)."""
+
+    def __init__(self, logs: dict[str, list[tuple[int, int]]]) -> None:
+        super().__init__(logs)
+        self.grown: list[tuple[str, int]] = []
+
+    def create_partitions(self, requests: list[Any]) -> dict[str, Future[Any]]:
+        out: dict[str, Future[Any]] = {}
+        for r in requests:
+            self.logs[r.topic] += [(0, 0)] * (r.new_total_count - len(self.logs[r.topic]))
+            self.grown.append((r.topic, r.new_total_count))
+            out[r.topic] = Future()
+            out[r.topic].set_result(None)
+        return out
+
+
+def test_partitions_added_on_the_source_grow_the_target_and_are_mirrored_from_their_start() -> None:
+    source, target = GrowingAdmin({"orders": [(0, 50), (0, 50)]}), GrowingAdmin({})
+    p = planner(source)
+    p.target_topics.target_admin = target
+    p.once = False
+    start = p.initial_offsets()
+    end = p.next_end(start, None)
+    assert target.logs["west.orders"] == [(0, 0)] * 2 and end == {("orders", 0): 50, ("orders", 1): 50}
+
+    source.logs["orders"] += [(10, 30), (0, 5)]  # two new partitions (one already lost its head to retention)
+    end2 = p.next_end(end, None)
+
+    assert target.grown == [("west.orders", 4)]
+    assert end2 == {("orders", 0): 50, ("orders", 1): 50, ("orders", 2): 30, ("orders", 3): 5}
+    ranges = sorted((r.partition, r.start_offset, r.end_offset) for task in p.plan(end, end2) for r in task)
+    assert ranges == [(2, 10, 30), (3, 0, 5)]  # from each new partition's log start, not a data-loss error
+
+
+def test_a_partition_whose_offsets_went_back_fails_naming_it() -> None:
+    source = FakeAdmin({"orders": [(0, 30)]})  # recreated: the mirror was at 100
+    with pytest.raises(
+        DataLossError, match=r"data loss on orders\[0\]: its end offset went back from at least 100 to 30"
+    ):
+        planner(source).next_end({("orders", 0): 100}, None)
+
+
+def test_a_partition_whose_offsets_went_back_is_mirrored_again_from_its_start_when_tolerated(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    source = FakeAdmin({"orders": [(0, 30)]})
+    p = planner(source, fail_on_data_loss=False)
+    end = p.next_end({("orders", 0): 100}, None)
+    [[rng]] = p.plan({("orders", 0): 100}, end)
+    assert end == {("orders", 0): 30} and (rng.start_offset, rng.end_offset) == (0, 30)
+    assert 'kmirror data_loss {"flow": "west->east", "topic": "orders", "partition": 0' in capsys.readouterr().err
+    assert p.plan(end, p.next_end(end, None)) == []  # and then it carries on from there
+
+
+def test_retention_past_the_mirror_is_reported_on_stderr_with_the_skipped_count(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    p = planner(FakeAdmin({"orders": [(120, 200)]}), fail_on_data_loss=False)
+    p.plan({("orders", 0): 100}, {("orders", 0): 200})
+    err = capsys.readouterr().err
+    assert '"first_lost_offset": 100, "skipped": 20, "cause": "retention"' in err
+
+
+class SilentAdmin:
+    """A frozen broker: requests are accepted, answers never come."""
+
+    def list_offsets(self, request: dict[Any, Any], **kwargs: Any) -> dict[Any, Future[Any]]:
+        return {tp: Future() for tp in request}
+
+    def describe_configs(self, resources: list[Any]) -> dict[Any, Future[Any]]:
+        return {r: Future() for r in resources}
+
+    def list_topics(self, timeout: float) -> Any:
+        return SimpleNamespace(topics={})
+
+    def create_topics(self, new: list[Any]) -> dict[str, Future[Any]]:
+        return {t.topic: Future() for t in new}
+
+
+def test_a_frozen_broker_is_a_retriable_connection_failure_naming_the_cluster() -> None:
+    west = ClusterEndpoint("west", "127.0.0.1:1")
+    with pytest.raises(
+        ConnectionFailure, match=r"cluster 'west' \(127.0.0.1:1\): listing latest offsets got no answer"
+    ):
+        query_offsets(SilentAdmin(), west, [("orders", 0)], "latest", timeout_s=0.05)
+    attempts: list[int] = []
+
+    def flaky() -> int:
+        attempts.append(1)
+        if len(attempts) < 3:
+            query_offsets(SilentAdmin(), west, [("orders", 0)], "latest", timeout_s=0.01)
+        return 7
+
+    assert with_retries(flaky, "end offsets", bounded=False, sleep=lambda s: None) == 7 and len(attempts) == 3
+    topics = TargetTopics(SilentAdmin(), SilentAdmin(), ClusterEndpoint("east", "127.0.0.1:2"), timeout_s=0.05)
+    with pytest.raises(ConnectionFailure, match="no answer within"):
+        topics.ensure({"orders": SimpleNamespace(source_topic="orders", partitions=1, target_topic="west.orders")})
+
+
+# ---- a broker-side "too large" rejection arrives as a delivery report ----
+
+
+class FakeMessage:
+    def __init__(self, topic: str, partition: int, offset: int, value: bytes | None, key: bytes | None = b"k") -> None:
+        self._t, self._p, self._o, self._v, self._k = topic, partition, offset, value, key
+
+    def error(self) -> Any:
+        return None
+
+    def topic(self) -> str:
+        return self._t
+
+    def partition(self) -> int:
+        return self._p
+
+    def offset(self) -> int:
+        return self._o
+
+    def value(self) -> bytes | None:
+        return self._v
+
+    def key(self) -> bytes | None:
+        return self._k
+
+    def headers(self) -> Any:
+        return [("h", b"1")]
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, 1_700_000_000_000)
+
+
+class FakeConsumer:
+    def __init__(self, messages: list[FakeMessage]) -> None:
+        self.messages = messages
+        self.position_ = 0
+
+    def assign(self, partitions: list[Any]) -> None:
+        self.position_ = partitions[0].offset
+
+    def consume(self, n: int, timeout: float) -> list[FakeMessage]:
+        out = [m for m in self.messages if m.offset() >= self.position_][:n]
+        self.position_ += len(out)
+        return out
+
+    def position(self, partitions: list[Any]) -> list[Any]:
+        return [SimpleNamespace(topic=p.topic, partition=p.partition, offset=self.position_) for p in partitions]
+
+    def pause(self, partitions: list[Any]) -> None: ...
+    def resume(self, partitions: list[Any]) -> None: ...
+    def unassign(self) -> None: ...
+
+
+class LimitedBroker:
+    """A producer whose broker rejects records over `limit` bytes in the delivery report."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.log, self.pending, self.next_offset = limit, [], [], 0  # type: ignore[var-annotated]
+
+    def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = 0, on_delivery: Any = None,
+                **kwargs: Any) -> None:  # fmt: skip
+        self.pending.append((topic, value, key, partition, on_delivery, kwargs.get("headers")))
+
+    def poll(self, timeout: float = 0) -> int:
+        return self.flush(timeout)
+
+    def flush(self, timeout: float = 0) -> int:
+        pending, self.pending = self.pending, []
+        for topic, value, key, partition, on_delivery, headers in pending:
+            msg = FakeMessage(topic, partition, self.next_offset, value, key)
+            if len(value or b"") > self.limit:
+                error = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "Broker: Message size too large")
+                on_delivery and on_delivery(error, msg)
+                continue
+            self.log.append((topic, value, headers))
+            self.next_offset += 1
+            on_delivery and on_delivery(None, msg)
+        return 0
+
+
+def _source() -> FakeConsumer:
+    return FakeConsumer([FakeMessage("t", 0, i, b"x" * (5000 if i == 2 else 10)) for i in range(5)])
+
+
+def test_a_record_the_target_broker_rejects_as_too_large_fails_the_copy_naming_it() -> None:
+    with pytest.raises(CopyError, match=r"t\[0\]@2.*Message size too large"):
+        RangeCopier(_source(), LimitedBroker(1000), stall_timeout_s=5).copy([CopyRange("t", 0, 0, 5, "w.t")])
+
+
+def test_a_record_the_target_broker_rejects_goes_to_the_dead_letter_topic_counted() -> None:
+    broker = LimitedBroker(1000)
+    [progress] = RangeCopier(_source(), broker, dead_letter_topic="dlq", stall_timeout_s=5).copy(
+        [CopyRange("t", 0, 0, 5, "w.t")]
+    )
+    assert [t for t, _, _ in broker.log].count("w.t") == 4 and progress.dead_lettered == 1
+    assert progress.records == 4 and progress.next_offset == 5
+    [(_, value, headers)] = [entry for entry in broker.log if entry[0] == "dlq"]
+    assert value is None and ("kmirror.origin.offset", b"2") in headers and ("h", b"1") in headers
