@@ -25,7 +25,7 @@ demo: setup
 	$(VENV)/bin/kmirror demo
 
 lint: setup
-	$(VENV)/bin/ruff check kmirror spark_app components tests bench
+	$(VENV)/bin/ruff check kmirror spark_app components tests bench policy scripts
 	$(VENV)/bin/mypy
 
 test: setup system-deps lint

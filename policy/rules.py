@@ -25,7 +25,7 @@ from kmirror.security import is_sensitive
 SPARK_APPLICATION = "kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 FLOW_FILE = "flow.json"
-FLOW_LABEL = "kafka-mirror/flow"
+FLOW_ANNOTATION = "kafka-mirror/flow"  # an annotation: label values cannot hold "->"
 FLOW_VOLUME = "flow"
 
 Resource = tuple[str, Mapping[str, Any]]  # (resource type, props)
@@ -108,7 +108,7 @@ def _flow_config_map_name(props: Mapping[str, Any]) -> str | None:
 
 def app_flow_ids(resources: Iterable[Resource]) -> list[tuple[str, str]]:
     """(SparkApplication name, flow id) pairs: the flow id comes from the `kafka-mirror/flow`
-    label, else the flow spec in the ConfigMap the app mounts, else the app's name."""
+    annotation, else the flow spec in the ConfigMap the app mounts, else the app's name."""
     resources = list(resources)
     flows_by_map = {
         _name(props): str(spec.get("id"))
@@ -119,8 +119,8 @@ def app_flow_ids(resources: Iterable[Resource]) -> list[tuple[str, str]]:
     for rtype, props in resources:
         if rtype != SPARK_APPLICATION:
             continue
-        label = ((props.get("metadata") or {}).get("labels") or {}).get(FLOW_LABEL)
-        flow_id = label or flows_by_map.get(_flow_config_map_name(props) or "") or _name(props)
+        annotated = ((props.get("metadata") or {}).get("annotations") or {}).get(FLOW_ANNOTATION)
+        flow_id = annotated or flows_by_map.get(_flow_config_map_name(props) or "") or _name(props)
         pairs.append((_name(props), str(flow_id)))
     return pairs
 
@@ -161,9 +161,8 @@ def _stack_topology(flow_specs: list[dict[str, Any]]) -> dict[str, Any]:
 def identity_cycle_violations(resources: Iterable[Resource]) -> list[str]:
     """Identity-policy cycles among the flows of the stack's flow-spec ConfigMaps, as the
     planner (`kmirror.topology.parse_topology`) reports them."""
-    from kmirror.topology import parse_topology
-
     from kmirror.errors import ValidationError
+    from kmirror.topology import parse_topology
 
     specs = [s for rtype, props in resources if (s := flow_spec_of(rtype, props)) is not None and "id" in s]
     if not specs:

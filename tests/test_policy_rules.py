@@ -88,11 +88,12 @@ def test_one_app_per_flow() -> None:
     ]
 
 
-def test_flow_id_comes_from_label_then_config_map_then_name() -> None:
+def test_flow_id_comes_from_annotation_then_config_map_then_name() -> None:
     labelled = app(flow_spec())
-    labelled["metadata"]["labels"] = {rules.FLOW_LABEL: "a->b"}
+    labelled["metadata"]["annotations"] = {rules.FLOW_ANNOTATION: "a->b"}
     unmounted = app(flow_spec("x", "y"))
     unmounted["spec"]["volumes"] = []
+    unmounted["metadata"].pop("annotations", None)
     resources = [*stack(flow_spec("c", "d")), (SA, labelled), (SA, unmounted)]
     assert rules.app_flow_ids(resources) == [
         ("mirror-c-to-d", "c->d"),
