@@ -128,21 +128,43 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
-def _rss_kib(pid: int) -> tuple[str, int]:
+def _memory_kib(pid: int) -> tuple[str, int, int]:
+    """(cmdline, RSS, PSS) of a process in KiB. PSS shares pages between the processes mapping
+    them (the pyspark daemon forks its workers, so their RSS counts the same pages many times):
+    sums use PSS, single processes RSS."""
     with open(f"/proc/{pid}/cmdline", "rb") as f:
         cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
     with open(f"/proc/{pid}/status") as f:
         rss = next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
-    return cmdline, rss
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            pss = next((int(line.split()[1]) for line in f if line.startswith("Pss:")), rss)
+    except OSError:
+        pss = rss
+    return cmdline, rss, pss
+
+
+KINDS = ("jvm", "workers", "driver_python")
+
+
+def _kind(cmdline: str) -> str:
+    if "java" in cmdline.split(" ")[0]:
+        return "jvm"
+    return "workers" if "pyspark" in cmdline else "driver_python"
 
 
 @dataclass
 class RssSampler:
-    """Samples the RSS of a process tree: JVM, Python workers, driver Python (peaks, MiB)."""
+    """Samples the memory of a process tree by kind (JVM, Python workers, driver Python), in MiB:
+    `peaks` (sum of PSS over the kind's processes), `largest` (largest single-process RSS) and
+    `series` (time, summed PSS of all kinds) to show whether memory stays flat."""
 
     root_pid: int
     interval_s: float = 0.25
-    peaks: dict[str, float] = field(default_factory=lambda: {"jvm": 0.0, "workers": 0.0, "driver_python": 0.0})
+    peaks: dict[str, float] = field(default_factory=lambda: dict.fromkeys(KINDS, 0.0))
+    largest: dict[str, float] = field(default_factory=lambda: dict.fromkeys(KINDS, 0.0))
+    processes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
+    series: list[tuple[float, dict[str, float]]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
 
     def start(self) -> RssSampler:
@@ -153,20 +175,30 @@ class RssSampler:
         self._stop.set()
         return self.peaks
 
+    def between(self, start: float, end: float) -> dict[str, float]:
+        """Peak summed PSS per kind over samples taken in [start, end] (wall clock seconds)."""
+        out = dict.fromkeys(KINDS, 0.0)
+        for t, sums in self.series:
+            if start <= t <= end:
+                out = {k: max(out[k], sums[k]) for k in KINDS}
+        return out
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            tree, sums = _children(), {"jvm": 0, "workers": 0, "driver_python": 0}
+            tree, sums, counts = _children(), dict.fromkeys(KINDS, 0.0), dict.fromkeys(KINDS, 0)
             todo = [self.root_pid]
             while todo:
                 pid = todo.pop()
                 todo.extend(tree.get(pid, []))
                 try:
-                    cmdline, rss = _rss_kib(pid)
+                    cmdline, rss, pss = _memory_kib(pid)
                 except OSError:
                     continue
-                kind = (
-                    "jvm" if "java" in cmdline.split(" ")[0] else "workers" if "pyspark" in cmdline else "driver_python"
-                )
-                sums[kind] += rss
-            for kind, kib in sums.items():
-                self.peaks[kind] = max(self.peaks[kind], kib / 1024)
+                kind = _kind(cmdline)
+                sums[kind] += pss / 1024
+                counts[kind] += 1
+                self.largest[kind] = max(self.largest[kind], rss / 1024)
+            self.series.append((time.time(), sums))
+            for kind in KINDS:
+                self.peaks[kind] = max(self.peaks[kind], sums[kind])
+                self.processes[kind] = max(self.processes[kind], counts[kind])

@@ -15,6 +15,7 @@ runs in streaming mode under a fixed-rate producer for latency p50/p99. The last
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -42,6 +43,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--latency-rate", type=int, default=20_000, help="records/s in the latency run")
     parser.add_argument("--latency-seconds", type=float, default=15.0)
     parser.add_argument("--producer-procs", type=int, default=2, help="processes filling the source / the limit run")
+    parser.add_argument(
+        "--trigger-interval-ms", type=int, default=None, help="flow option of the latency run (default: the app's)"
+    )
     return parser.parse_args(argv)
 
 
@@ -60,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     src = f"bench-src-{run}"
     targets = {"limit": f"bench-limit-{run}", "raw": f"bench-raw-{run}", "spark": f"west.{src}"}
     rates: dict[str, float] = {}
+    loads: dict[str, str] = {}
     with LocalBroker("bench-source") as source_broker, LocalBroker("bench-target") as target_broker:
         source, target = source_broker.bootstrap_servers, target_broker.bootstrap_servers
         create_topics(source, [src], nparts)
@@ -73,20 +78,27 @@ def main(argv: list[str] | None = None) -> int:
         limit = produce_parallel(target, targets["limit"], args.records, args.size, nparts, args.producer_procs)
         verify(target, targets["limit"], nparts, expected, "limit")
         rates["limit"] = args.records / (limit["end"] - limit["start"])
+        loads["limit"] = load_averages()
 
         console.log("raw: single-process consume->produce loop")
         raw = raw_mirror(source, target, src, targets["raw"], expected)
         verify(target, targets["raw"], nparts, expected, "raw")
         rates["raw"] = args.records / (raw["end"] - raw["start"])
+        loads["raw"] = load_averages()
 
         console.log("spark: python -m spark_app --once --master local[*]")
         spark = run_spark_once(flow_spec(source, target, src, workdir), workdir)
         verify(target, targets["spark"], nparts, expected, "spark")
         rates["spark"] = args.records / (spark["end"] - spark["start"])
+        loads["spark"] = load_averages()
 
         console.log(f"latency: streaming mode at {args.latency_rate:,} records/s for {args.latency_seconds:.0f} s")
-        latency = run_latency(source, target, nparts, args.latency_rate, args.latency_seconds, args.size, run)
-    print_report(console, args, rates, spark, latency)
+        options = {} if args.trigger_interval_ms is None else {"trigger_interval_ms": args.trigger_interval_ms}
+        latency = run_latency(
+            source, target, nparts, args.latency_rate, args.latency_seconds, args.size, run, **options
+        )
+        loads["latency"] = load_averages()
+    print_report(console, args, rates, spark, latency, loads)
     print(
         f"RESULT spark_vs_raw={rates['spark'] / rates['raw']:.2f} spark_vs_limit={rates['spark'] / rates['limit']:.2f} "
         f"spark={rates['spark']:.0f}/s raw={rates['raw']:.0f}/s limit={rates['limit']:.0f}/s "
@@ -95,27 +107,51 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def load_averages() -> str:
+    """The 1/5/15-minute load averages now (the machine is shared: figures depend on them)."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def print_report(console: Console, args: argparse.Namespace, rates: dict[str, float], spark: dict[str, Any],
-                 latency: dict[str, Any]) -> None:  # fmt: skip
+                 latency: dict[str, Any], loads: dict[str, str]) -> None:  # fmt: skip
     table = Table(title=f"{args.records:,} records x {args.size} B, {args.partitions} partitions, tansu -> tansu")
-    for column in ("contender", "records/s", "vs raw", "vs limit", "verified"):
+    for column in ("contender", "records/s", "vs raw", "vs limit", "verified", "load avg after (1/5/15 min)"):
         table.add_column(column, justify="right" if column != "contender" else "left")
     for name in ("limit", "raw", "spark"):
         rate = rates[name]
-        table.add_row(name, f"{rate:,.0f}", f"{rate / rates['raw']:.2f}", f"{rate / rates['limit']:.2f}", "yes")
-    out = Console()
+        table.add_row(
+            name, f"{rate:,.0f}", f"{rate / rates['raw']:.2f}", f"{rate / rates['limit']:.2f}", "yes", loads[name]
+        )
+    out = Console(width=160)
     out.print(table)
-    rss = spark["rss"]
     out.print(
-        f"spark: start-up {spark['startup_s']:.1f} s, {spark['batches']} batches, wall {spark['wall_s']:.1f} s; "
-        f"peak RSS: JVM {rss['jvm']:.0f} MiB, Python workers {rss['workers']:.0f} MiB, "
-        f"driver Python {rss['driver_python']:.0f} MiB"
+        f"spark --once: start-up (process start -> first record read) {spark['startup_s']:.1f} s, "
+        f"{spark['batches']} batches, {spark['between_batches_s']:.1f} s between batches, wall {spark['wall_s']:.1f} s"
     )
+    for label, peaks in (("peak", spark["rss"]), ("1st half of the copy", spark["first_half"]),
+                         ("2nd half of the copy", spark["second_half"])):  # fmt: skip
+        out.print(f"  memory, {label}: {_memory(peaks)}")
+    largest, count = spark["rss_largest"], spark["processes"]
     out.print(
-        f"latency at {args.latency_rate:,} records/s ({latency['sent']:,} records): "
-        f"p50 {latency['p50_ms']} ms, p99 {latency['p99_ms']} ms"
+        f"  largest single process RSS: JVM {largest['jvm']:.0f} MiB, Python worker {largest['workers']:.0f} MiB "
+        f"(up to {count['workers']} worker processes), driver Python {largest['driver_python']:.0f} MiB"
+    )
+    interval = args.trigger_interval_ms if args.trigger_interval_ms is not None else "default"
+    out.print(
+        f"latency, streaming at {args.latency_rate:,} records/s, trigger_interval_ms {interval} "
+        f"({latency['sent']:,} records after a 10 s warm-up at the same rate): p50 {latency['p50_ms']} ms, "
+        f"p99 {latency['p99_ms']} ms, max {latency['max_ms']} ms; {latency['batches']} batches, median batch "
+        f"cycle {latency['cycle_ms']} ms, median task {latency['task_ms']} ms; memory peak {_memory(latency['rss'])}; "
+        f"load avg {loads['latency']}"
     )
     console.log(f"finished at {time.strftime('%H:%M:%S')}")
+
+
+def _memory(peaks: dict[str, float]) -> str:
+    return (
+        f"JVM {peaks['jvm']:.0f} MiB, Python workers {peaks['workers']:.0f} MiB, "
+        f"driver Python {peaks['driver_python']:.0f} MiB (PSS sums)"
+    )
 
 
 if __name__ == "__main__":

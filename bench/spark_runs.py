@@ -10,6 +10,7 @@ consumer's fetch wait, <= 10 ms).
 
 from __future__ import annotations
 
+import itertools
 import json
 import multiprocessing
 import os
@@ -50,8 +51,14 @@ def _start_app(flow: Path, batch_log: Path, once: bool, log: Path) -> subprocess
         return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
+def _batches(batch_log: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in batch_log.read_text().splitlines()] if batch_log.exists() else []
+
+
 def run_spark_once(flow: Path, workdir: Path, timeout_s: float = 1800) -> dict[str, Any]:
-    """Run the app with --once; returns timing from the batch log and the peak RSS (MiB)."""
+    """Run the app with --once; returns timing from the batch log and memory (MiB): summed PSS
+    peaks per process kind, the largest single process, and the peaks in the first and second
+    half of the copy (flat memory: the second half is no higher than the first)."""
     batch_log, log = workdir / "spark-batches.jsonl", workdir / "spark-once.log"
     started = time.time()
     app = _start_app(flow, batch_log, once=True, log=log)
@@ -64,33 +71,46 @@ def run_spark_once(flow: Path, workdir: Path, timeout_s: float = 1800) -> dict[s
             os.killpg(app.pid, signal.SIGKILL)
     if code != 0:
         raise RuntimeError(f"spark_app --once exited {code}; see {log}:\n{log.read_text()[-3000:]}")
-    batches = [json.loads(line) for line in batch_log.read_text().splitlines()] if batch_log.exists() else []
+    batches = _batches(batch_log)
     reads = [b["first_read_ms"] for b in batches if b["first_read_ms"] is not None]
     if not reads:
         raise RuntimeError(f"spark_app --once copied nothing; see {log}")
     first_read, last_delivery = min(reads) / 1000, max(b["last_delivery_ms"] for b in batches) / 1000
+    middle = (first_read + last_delivery) / 2
+    copying_s = sum(b["last_delivery_ms"] - b["first_read_ms"] for b in batches if b["first_read_ms"]) / 1000
     return {"start": first_read, "end": last_delivery, "startup_s": first_read - started,
-            "wall_s": time.time() - started, "batches": len(batches), "rss": peaks}  # fmt: skip
+            "wall_s": time.time() - started, "batches": len(batches), "rss": peaks,
+            "rss_largest": sampler.largest, "processes": sampler.processes,
+            "first_half": sampler.between(first_read, middle), "second_half": sampler.between(middle, last_delivery),
+            "between_batches_s": (last_delivery - first_read) - copying_s, "log": str(log)}  # fmt: skip
 
 
-def _rate_producer(bootstrap: str, topic: str, nparts: int, rate: int, seconds: float, size: int) -> int:
-    """Produce `rate` records/s for `seconds` in 10 ms ticks; returns the number delivered."""
+def _rate_producer(
+    bootstrap: str, topic: str, nparts: int, rate: int, seconds: float, size: int, warm_up_s: float = 0.0
+) -> int:
+    """Produce `rate` records/s for `warm_up_s` + `seconds` in 10 ms ticks; the first `warm_up_s`
+    are keyed `warm-` (not measured), the rest `lat-<n>`. Returns the number of `lat-` records."""
     producer = Producer({"bootstrap.servers": bootstrap, **SAFE_PRODUCER, "linger.ms": 5})
-    value, per_tick, sent = b"v" * size, max(1, rate // 100), 0
+    value, per_tick, ticks, sent = b"v" * size, max(1, rate // 100), 0, 0
     started = time.monotonic()
-    while (elapsed := time.monotonic() - started) < seconds:
-        for _ in range(per_tick):
-            producer.produce(topic, value, b"lat-%d" % sent, sent % nparts)
-            sent += 1
+    while (elapsed := time.monotonic() - started) < warm_up_s + seconds:
+        measured = elapsed >= warm_up_s
+        for i in range(per_tick):
+            if measured:
+                producer.produce(topic, value, b"lat-%d" % sent, sent % nparts)
+                sent += 1
+            else:
+                producer.produce(topic, value, b"warm-%d" % i, i % nparts)
+        ticks += 1
         producer.poll(0)
-        time.sleep(max(0.0, (sent / per_tick) * 0.01 - elapsed))
+        time.sleep(max(0.0, ticks * 0.01 - (time.monotonic() - started)))
     if producer.flush(60):
         raise RuntimeError("latency producer could not deliver everything")
     return sent
 
 
 class _Tail(threading.Thread):
-    """Consumes the target topic and records (receive ms - record timestamp) per data record."""
+    """Consumes the target topic and records (receive ms - record timestamp) per `lat-` record."""
 
     def __init__(self, bootstrap: str, topic: str, nparts: int) -> None:
         super().__init__(daemon=True)
@@ -113,22 +133,27 @@ class _Tail(threading.Thread):
 
 
 def run_latency(
-    source: str, target: str, nparts: int, rate: int, seconds: float, size: int, run: str
+    source: str, target: str, nparts: int, rate: int, seconds: float, size: int, run: str, **options: Any
 ) -> dict[str, Any]:
-    """Streaming mode at a fixed rate; returns p50/p99 latency in ms and the counts."""
+    """Streaming mode at a fixed rate; returns p50/p99 latency (ms) of the records produced after
+    a warm-up at the same rate (steady state: the start-up transient is the start-up figure),
+    the batches seen while measuring and the memory of the streaming app. `options` go into
+    the flow spec (e.g. trigger_interval_ms)."""
     workdir = Path(tempfile.mkdtemp(prefix="kmirror-bench-lat-"))
     topic = f"bench-lat-{run}"
     create_topics(source, [topic], nparts)
     create_topics(target, [f"west.{topic}"], nparts)
     tail = _Tail(target, f"west.{topic}", nparts)
     tail.start()
-    app = _start_app(
-        flow_spec(source, target, topic, workdir), workdir / "lat-batches.jsonl", False, workdir / "lat.log"
-    )
+    batch_log = workdir / "lat-batches.jsonl"
+    app = _start_app(flow_spec(source, target, topic, workdir, **options), batch_log, False, workdir / "lat.log")
+    sampler = RssSampler(app.pid).start()
+    warm_up_s = 10.0
     try:
         _warm_up(source, topic, nparts, tail, app)
         with multiprocessing.get_context("spawn").Pool(1) as pool:
-            sent = pool.apply(_rate_producer, (source, topic, nparts, rate, seconds, size))
+            measuring_from = time.time() + warm_up_s
+            sent = pool.apply(_rate_producer, (source, topic, nparts, rate, seconds, size, warm_up_s))
         add_fences(source, topic, nparts)  # exposes the newest batches to tansu's watermark
         deadline = time.monotonic() + 120
         while len(tail.latencies_ms) < sent and time.monotonic() < deadline and app.poll() is None:
@@ -140,11 +165,18 @@ def run_latency(
             app.wait(60)
         except subprocess.TimeoutExpired:
             os.killpg(app.pid, signal.SIGKILL)
+        sampler.stop()
         tail.join(10)
     received = sorted(tail.latencies_ms)
     if len(received) < sent:
         raise RuntimeError(f"latency run: {len(received)} of {sent} records arrived; see {workdir / 'lat.log'}")
-    return {"sent": sent, "p50_ms": received[len(received) // 2], "p99_ms": received[int(len(received) * 0.99)]}
+    batches = [b for b in _batches(batch_log) if b["first_read_ms"] and b["first_read_ms"] / 1000 >= measuring_from]
+    cycle_ms = [b2["first_read_ms"] - b1["first_read_ms"] for b1, b2 in itertools.pairwise(batches)]
+    return {"sent": sent, "p50_ms": received[len(received) // 2], "p99_ms": received[int(len(received) * 0.99)],
+            "max_ms": received[-1], "batches": len(batches),
+            "cycle_ms": sorted(cycle_ms)[len(cycle_ms) // 2] if cycle_ms else None,
+            "task_ms": sorted(b["tasks_ms"] for b in batches)[len(batches) // 2] if batches else None,
+            "rss": sampler.peaks, "log": str(workdir / "lat.log")}  # fmt: skip
 
 
 def _warm_up(source: str, topic: str, nparts: int, tail: _Tail, app: subprocess.Popen[bytes]) -> None:

@@ -36,6 +36,7 @@ def progress_record(
         "partitions": len(resume),
         "lag": lag,
         "skipped": sum(p.skipped_records for p in batch.partitions),
+        "dead_lettered": sum(p.dead_lettered for p in batch.partitions),  # too large for the target: in the DLQ
     }
 
 

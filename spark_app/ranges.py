@@ -111,13 +111,37 @@ def group_into_tasks(ranges: Iterable[OffsetRange], task_count: int) -> list[tup
 def plan_tasks(
     ranges: Sequence[OffsetRange], task_count: int, max_records_per_task: int, keep_partitions_whole: bool = False
 ) -> list[tuple[OffsetRange, ...]]:
-    """Writer tasks for a batch: large ranges split by `max_records_per_task` (unless
-    `keep_partitions_whole`, which exactly-once mode needs: one task per partition per batch),
-    then balanced over about `task_count` tasks (at least enough that no task exceeds the cap
-    when splitting is allowed)."""
-    if keep_partitions_whole:
-        return group_into_tasks(ranges, task_count)
-    pieces = [p for r in ranges for p in split_range(r, max_records_per_task)]
-    total = sum(p.size for p in pieces)
-    needed = -(-total // max_records_per_task) if total else 1
-    return group_into_tasks(pieces, max(task_count, needed))
+    """Writer tasks for a batch: whole source partitions balanced over `task_count` tasks, or
+    over more when that keeps each task within `max_records_per_task` offsets (at most one task
+    per partition; a partition larger than the cap stays whole).
+
+    All ranges of one source partition land in the same task, in offset order (the copier copies
+    them in successive rounds): the tasks of a batch run concurrently, and two tasks writing one
+    target partition would interleave its records, breaking per-partition order. For the same
+    reason a large range is never split here (admission control sizes the batch instead).
+    Exactly-once mode relies on this too (one task per partition per batch);
+    `keep_partitions_whole` is kept for callers that say so explicitly: it is always the case.
+    """
+    if max_records_per_task < 1:
+        raise ValueError(f"max_records_per_task must be >= 1, got {max_records_per_task}")
+    by_partition: dict[TopicPartition, OffsetRange] = {}
+    extra: list[OffsetRange] = []  # further ranges of a partition: they follow it into its task
+    for rng in sorted((r for r in ranges if r.size > 0), key=lambda r: (r.source_topic, r.partition, r.start_offset)):
+        if (rng.source_topic, rng.partition) in by_partition:
+            extra.append(rng)
+        else:
+            by_partition[(rng.source_topic, rng.partition)] = rng
+    sizes = {tp: r.size for tp, r in by_partition.items()}
+    for rng in extra:
+        sizes[(rng.source_topic, rng.partition)] += rng.size
+    total = sum(sizes.values())
+    count = max(task_count, -(-total // max_records_per_task) if total else 1)
+    # balance the partitions (as stand-in ranges spanning their total size), then put each
+    # partition's real ranges where its stand-in went
+    stand_ins = [replace(r, end_offset=r.start_offset + sizes[tp]) for tp, r in by_partition.items()]
+    balanced = group_into_tasks(stand_ins, count)
+    placed = {(r.source_topic, r.partition): i for i, task in enumerate(balanced) for r in task}
+    tasks: list[list[OffsetRange]] = [[] for _ in balanced]
+    for rng in [*by_partition.values(), *extra]:
+        tasks[placed[(rng.source_topic, rng.partition)]].append(rng)
+    return [tuple(sorted(t, key=lambda r: (r.source_topic, r.partition, r.start_offset))) for t in tasks]

@@ -218,3 +218,13 @@ def test_a_record_the_target_broker_rejects_goes_to_the_dead_letter_topic_counte
     assert progress.records == 4 and progress.next_offset == 5
     [(_, value, headers)] = [entry for entry in broker.log if entry[0] == "dlq"]
     assert value is None and ("kmirror.origin.offset", b"2") in headers and ("h", b"1") in headers
+
+
+def test_the_progress_line_counts_dead_lettered_records() -> None:
+    from spark_app.progress import BatchProgress, PartitionProgress
+    from spark_app.progress_log import progress_record
+    from tests.test_source_planner import spec
+
+    partition = PartitionProgress("t", 0, "w.t", 0, 5, 4, 40, None, dead_lettered=1)
+    record = progress_record(spec(), BatchProgress(3, (partition,), 100), None)
+    assert (record["records"], record["dead_lettered"], record["skipped"]) == (4, 1, 0)

@@ -77,11 +77,19 @@ def test_group_into_tasks_balances_by_size_and_drops_empty() -> None:
     assert group_into_tasks([rng("a", 0, 0, 5)], 8) == [(rng("a", 0, 0, 5),)]
 
 
-def test_plan_tasks_splits_large_ranges_and_keeps_offset_order() -> None:
-    tasks = plan_tasks([rng("a", 0, 0, 1000)], task_count=2, max_records_per_task=250)
-    assert len(tasks) == 4 and all(sum(r.size for r in t) == 250 for t in tasks)
-    covered = sorted((r.start_offset, r.end_offset) for t in tasks for r in t)
-    assert covered == [(0, 250), (250, 500), (500, 750), (750, 1000)]
+def test_plan_tasks_never_spreads_a_partition_over_concurrent_tasks() -> None:
+    # tasks of a batch run concurrently: two writing one partition would reorder its records
+    assert plan_tasks([rng("a", 0, 0, 1000)], task_count=2, max_records_per_task=250) == [(rng("a", 0, 0, 1000),)]
+    tasks = plan_tasks(
+        [rng("a", 0, 100, 300), rng("a", 0, 0, 100), rng("a", 1, 0, 50)], task_count=2, max_records_per_task=250
+    )
+    assert sorted(tasks, key=len) == [(rng("a", 1, 0, 50),), (rng("a", 0, 0, 100), rng("a", 0, 100, 300))]
+
+
+def test_plan_tasks_balances_whole_partitions_and_adds_tasks_for_the_cap() -> None:
+    eight = [rng("a", p, 0, 100) for p in range(8)]
+    assert sorted(len(t) for t in plan_tasks(eight, task_count=2, max_records_per_task=1000)) == [4, 4]
+    assert sorted(len(t) for t in plan_tasks(eight, task_count=2, max_records_per_task=200)) == [2, 2, 2, 2]
 
 
 def test_plan_tasks_keeps_partitions_whole_for_exactly_once() -> None:

@@ -14,7 +14,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from kmirror.flowspec import FlowSpec, parse_flow_spec
-from kmirror.mm2_formats import decode_heartbeat
+from kmirror.mm2_formats import Heartbeat, decode_heartbeat, encode_heartbeat
 from spark_app.main import run_flow
 from spark_app.offset_syncs import read_partition0
 from spark_app.target_topics import configs_to_copy
@@ -218,8 +218,8 @@ def test_streaming_mode_picks_up_new_topics_beats_while_idle_and_stops_on_reques
         stop.set()
         runner.join(timeout=120)
     assert not runner.is_alive() and failures == []
-    produce(clusters.target, "heartbeats", [{"key": FENCE_KEY, "value": b"", "partition": 0}])
-    beats = [decode_heartbeat(m.key(), m.value()) for m in read_partition0(spec.target, "heartbeats")
-             if m.key() != FENCE_KEY]  # fmt: skip
+    fence_key, fence_value = encode_heartbeat(Heartbeat("fence", "fence", 0))  # a valid record: others read it
+    produce(clusters.target, "heartbeats", [{"key": fence_key, "value": fence_value, "partition": 0}])
+    beats = [decode_heartbeat(m.key(), m.value()) for m in read_partition0(spec.target, "heartbeats")]
     ours = [b for b in beats if (b.source_cluster_alias, b.target_cluster_alias) == (src_alias, dst_alias)]
     assert len(ours) >= 4  # one per 300 ms on the driver's clock, batches or not

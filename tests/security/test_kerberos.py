@@ -1,9 +1,11 @@
 """Kerberos against a real MIT KDC on loopback. No broker here speaks GSSAPI (tansu has no
 Kerberos, and Debian's librdkafka 2.0.2, the only GSSAPI-capable one, fails ApiVersions against
 tansu), so the chain is proven up to the broker: keytab creation with the project's CLI, rendered
-krb5.conf, `kinit -kt`, a JVM login with the rendered JAAS section, and a GSSAPI-enabled
-librdkafka accepting the rendered config (creating a client runs kinit with our keytab against the
-KDC). The PyPI wheel's refusal, and the app refusing to start with it, are checked too.
+krb5.conf, `kinit -kt`, a JVM login with the rendered JAAS section, a GSSAPI-enabled librdkafka
+accepting the rendered config (creating a client runs kinit with our keytab against the KDC), and
+its SASL/GSSAPI token, sent to a stub of a broker's SASL listener, accepted by the JDK's GSS-API
+acceptor with the broker's keytab. The PyPI wheel's refusal, and the app refusing to start with
+it, are checked too.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from kmirror.local_brokers import free_port
 from kmirror.security import client_config, security_problems
 from spark_app.security_check import check_client_support
 from tests.security.kdc_support import REALM, LocalKdc
+from tests.security.sasl_stub import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslGssapiStub
 
 pytestmark = pytest.mark.security
 ROOT = Path(__file__).resolve().parents[2]
@@ -188,11 +191,14 @@ print(json.dumps({"created": True, "config": config}))
 """
 
 
-def _gssapi_client(python: Path, security: dict[str, Any], cache: Path) -> tuple[dict[str, Any], str]:
+def _gssapi_client(
+    python: Path, security: dict[str, Any], cache: Path, bootstrap: str | None = None
+) -> tuple[dict[str, Any], str]:
     """Run GSSAPI_CLIENT in the GSSAPI venv; returns its JSON result and librdkafka's log (stderr)."""
     env = {k: v for k, v in os.environ.items() if k != "KRB5_CONFIG"}
     env.update({"PYTHONPATH": str(ROOT), "KRB5CCNAME": f"FILE:{cache}"})
-    done = subprocess.run([str(python), "-c", GSSAPI_CLIENT, json.dumps(security), f"127.0.0.1:{free_port()}"],
+    bootstrap = bootstrap or f"127.0.0.1:{free_port()}"  # nothing listens: only kinit runs
+    done = subprocess.run([str(python), "-c", GSSAPI_CLIENT, json.dumps(security), bootstrap],
                           env=env, capture_output=True, text=True, timeout=120, cwd=str(cache.parent))  # fmt: skip
     assert done.returncode == 0, done.stderr
     return dict(json.loads(done.stdout.strip().splitlines()[-1])), done.stderr
@@ -215,6 +221,59 @@ def test_gssapi_confluent_kafka_accepts_the_rendered_config(
     # librdkafka's kinit put a TGT for our principal into the cache, fetched from our KDC.
     listing = _klist(cache, {**os.environ, "KRB5_CONFIG": str(kdc.krb5_conf)})
     assert f"Default principal: {PRINCIPAL}" in listing
+
+
+GSS_ACCEPTOR = """
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.security.PrivilegedExceptionAction;
+import javax.security.auth.Subject;
+import javax.security.auth.login.LoginContext;
+import org.ietf.jgss.GSSContext;
+import org.ietf.jgss.GSSCredential;
+import org.ietf.jgss.GSSManager;
+public class GssAccept {
+  public static void main(String[] args) throws Exception {
+    byte[] token = Files.readAllBytes(Path.of(args[0]));
+    LoginContext login = new LoginContext("KafkaServer");
+    login.login();
+    String who = Subject.doAs(login.getSubject(), (PrivilegedExceptionAction<String>) () -> {
+      GSSContext context = GSSManager.getInstance().createContext((GSSCredential) null);
+      context.acceptSecContext(token, 0, token.length);
+      return context.getSrcName() + " -> " + context.getTargName() + " established=" + context.isEstablished();
+    });
+    System.out.println("accepted " + who);
+  }
+}
+"""
+
+
+def test_gssapi_client_authenticates_to_a_jvm_acceptor_holding_the_broker_keytab(
+    kdc: LocalKdc, keytab: Path, gssapi_python: Path, tmp_path: Path
+) -> None:
+    """The rendered config drives librdkafka through ApiVersions, SaslHandshake(GSSAPI) and a service
+    ticket for `<service_name>/<broker host>` from our KDC; the token it sends is accepted by the
+    JDK's GSS-API acceptor (what a Kafka broker runs) with the broker's keytab."""
+    broker_principal = f"kafka/localhost@{REALM}"
+    broker_keytab = tmp_path / "broker.keytab"
+    assert _keytab_cli(kdc, broker_principal, broker_keytab).returncode == 0
+    with SaslGssapiStub() as stub:
+        _gssapi_client(gssapi_python, _security(kdc, keytab), tmp_path / "cc", f"localhost:{stub.port}")
+    assert stub.mechanisms == ["GSSAPI"]
+    assert [key for key, _ in stub.requests] == [API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE]
+    assert f"{PRINCIPAL} for {broker_principal}" in kdc.log()  # the service ticket
+    [token] = stub.tokens
+    (tmp_path / "token").write_bytes(token)
+    (tmp_path / "server_jaas.conf").write_text(
+        "KafkaServer {\n  com.sun.security.auth.module.Krb5LoginModule required\n  useKeyTab=true\n"
+        f'  storeKey=true\n  isInitiator=false\n  keyTab="{broker_keytab}"\n  principal="{broker_principal}";\n}};\n'
+    )
+    (tmp_path / "GssAccept.java").write_text(GSS_ACCEPTOR)
+    options = jvm_options(str(kdc.krb5_conf), str(tmp_path / "server_jaas.conf"))
+    done = subprocess.run(["java", *options, "GssAccept.java", str(tmp_path / "token")], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == f"accepted {PRINCIPAL} -> {broker_principal} established=true\n"
 
 
 def test_gssapi_client_reports_a_principal_missing_from_the_keytab(

@@ -148,5 +148,9 @@ def test_secret_values_stay_marked_secret(mocks: RecordingMocks) -> None:
     cert, cert_secret = _resolve(ca.client_cert_pem)
     assert (key, key_secret) == (KEY_PEM, True)
     assert (cert, cert_secret) == ("CERT(demo-ca-client-cert)", False)
-    assert [n for n, _ in mocks.of_type("tls:index/locallySignedCert:LocallySignedCert")] == [
-        "demo-ca-server-cert", "demo-ca-client-cert"]  # fmt: skip
+    assert _resolve(ca.server_key_pem) == (KEY_PEM, True)
+    assert _resolve(ca.server_cert_pem) == ("CERT(demo-ca-server-cert)", False)
+    assert _resolve(ca.ca_cert_pem) == ("CERT(demo-ca-ca-cert)", False)
+    # the engine registers resources concurrently: their order is not part of the contract
+    assert sorted(n for n, _ in mocks.of_type("tls:index/locallySignedCert:LocallySignedCert")) == [
+        "demo-ca-client-cert", "demo-ca-server-cert"]  # fmt: skip
