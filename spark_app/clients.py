@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient
 
 from kmirror.errors import Problem, ValidationError
 from kmirror.flowspec import ClusterEndpoint, FlowSpec
-from kmirror.security import resolve_references
+from kmirror.security import REDACTED, is_kmirror_property, is_sensitive, resolve_references
 
 PRODUCER_SAFETY: dict[str, Any] = {
     "acks": "all",
@@ -29,6 +29,9 @@ PRODUCER_SAFETY: dict[str, Any] = {
     "max.in.flight.requests.per.connection": 5,
     "retries": 2_147_483_647,
 }
+# Checked together (a SASL protocol alone means GSSAPI to librdkafka) by
+# spark_app.security_check.check_client_support, which says how to get a build that supports them.
+SECURITY_PAIR = frozenset({"security.protocol", "sasl.mechanism", "sasl.mechanisms"})
 _ACKS_ALL = {"all", "-1", -1}
 _TRUE = {True, "true", "True", "1"}
 
@@ -108,11 +111,16 @@ def _property_problem(path: str, name: Any, value: Any) -> Problem | None:
 
     if isinstance(value, str) and "${" in value:
         return None  # a secret reference: resolved (and checked) when the clients are created
+    if is_kmirror_property(str(name)) or name in SECURITY_PAIR:
+        return None  # kmirror.* is consumed by resolve_references; the pair is checked by security_check
     try:
         confluent_kafka.Producer({name: value, "log_level": 0})
     except (KafkaException, TypeError, ValueError) as exc:
         reason = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc)
-        return Problem(f"{path}.{name}", f"refused by librdkafka: {reason} (value {value!r})")
+        # A secret's value is never shown; nor is an unknown key's, which may be a mistyped secret key.
+        hidden = is_sensitive(str(name)) or "No such configuration property" in reason
+        shown = REDACTED if hidden else repr(value)
+        return Problem(f"{path}.{name}", f"refused by librdkafka: {reason} (value {shown})")
     return None
 
 

@@ -29,6 +29,7 @@ from typing import Any
 from kmirror.errors import KmirrorError
 from kmirror.flowspec import ClusterEndpoint
 from kmirror.mm2_formats import OffsetSync, decode_offset_sync, encode_offset_sync
+from kmirror.security import resolve_references
 
 CONTINUOUS_HEADER = "kmirror.continuous"
 NEXT_OFFSET_HEADER = "kmirror.next_offset"
@@ -203,7 +204,8 @@ class OffsetSyncTopic:
         if self._producer is None:
             from confluent_kafka import Producer
 
-            self._producer = Producer({**self.target.client_config(), "acks": "all", "enable.idempotence": True})
+            config = resolve_references(self.target.client_config())
+            self._producer = Producer({**config, "acks": "all", "enable.idempotence": True})
         for sync in syncs:
             key, value = encode_offset_sync(OffsetSync(source_topic, partition, sync.upstream, sync.downstream))
             headers = [
@@ -251,7 +253,7 @@ def ensure_topic(endpoint: ClusterEndpoint, topic: str, config: dict[str, str]) 
     from confluent_kafka import KafkaError, KafkaException
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient(endpoint.client_config())
+    admin = AdminClient(resolve_references(endpoint.client_config()))
     if topic in admin.list_topics(timeout=30).topics:
         return
     try:
@@ -270,7 +272,9 @@ def read_partition0(
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
-        {**endpoint.client_config(), "group.id": f"kmirror-reader-{topic}", "enable.auto.commit": False}
+        resolve_references(
+            {**endpoint.client_config(), "group.id": f"kmirror-reader-{topic}", "enable.auto.commit": False}
+        )
     )
     try:
         metadata = consumer.list_topics(topic, timeout=30).topics.get(topic)

@@ -30,6 +30,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCom
 
 from kmirror.errors import KmirrorError
 from kmirror.flowspec import FlowSpec, parse_flow_spec
+from kmirror.security import resolve_references
 from spark_app.client_cache import CLIENTS, CopyClients, config_key
 from spark_app.copy import CONSUMER_REQUIRED, CONSUMER_TUNING, PRODUCER_TUNING, CopyRange, RangeCopier
 from spark_app.listeners import listeners_for
@@ -82,7 +83,7 @@ def copy_task_ranges(spec: FlowSpec, ranges: Sequence[CopyRange], task_id: int) 
 
         txn_id = transactional_id(spec, task_id)
         producer = Producer({**PRODUCER_TUNING, **producer_config(spec, transactional_id=txn_id)})
-        target = spec.target.client_config()
+        target = resolve_references(spec.target.client_config())
         offsets = Consumer({**target, "group.id": offsets_group(spec), "enable.auto.commit": False})
         try:
             return TransactionalCopier(consumer, producer, offsets, dead_letter_topic=dead_letter_topic).copy(ranges)

@@ -85,6 +85,7 @@ class RangePlanner:
         )
         self.frozen_end: Offsets | None = None
         self.skipped_records = 0
+        self.replays_checked = False  # the first batch after a start may replay delivered offsets
 
     def _retry(self, call: Any, what: str) -> Any:
         return with_retries(call, f"{self.spec.id}: {what}", bounded=self.once)
@@ -151,6 +152,12 @@ class RangePlanner:
             first = self._check_loss(tp, first, log_start[tp], end[tp])
             if end[tp] > first:
                 ranges.append(OffsetRange(tp[0], tp[1], first, end[tp], self.remote(tp[0])))
+        if not self.replays_checked and ranges:
+            from spark_app.replays import check_replays
+
+            self.replays_checked = True
+            check_replays(self.source_admin, self.spec.id, self.spec.consumer_group, ranges,
+                          self.spec.option("exactly_once"))  # fmt: skip
         return plan_tasks(
             ranges,
             self.task_count,

@@ -228,3 +228,27 @@ def test_the_progress_line_counts_dead_lettered_records() -> None:
     partition = PartitionProgress("t", 0, "w.t", 0, 5, 4, 40, None, dead_lettered=1)
     record = progress_record(spec(), BatchProgress(3, (partition,), 100), None)
     assert (record["records"], record["dead_lettered"], record["skipped"]) == (4, 1, 0)
+
+
+def test_offsets_delivered_before_a_restart_are_reported_as_possible_duplicates() -> None:
+    import io
+
+    from spark_app.ranges import OffsetRange
+    from spark_app.replays import find_replays, report_replays
+
+    ranges = [
+        OffsetRange("t", 0, 100, 400, "w.t"),
+        OffsetRange("t", 1, 50, 60, "w.t"),
+        OffsetRange("t", 2, 0, 9, "w.t"),
+    ]
+    committed = {("t", 0): 300, ("t", 1): 80, ("t", 2): 0}
+    replays = find_replays("west->east", ranges, committed, exactly_once=False)
+    assert [(r.partition, r.first_offset, r.delivered_to, r.possible_duplicates) for r in replays] == [
+        (0, 100, 300, 200),
+        (1, 50, 80, 10),  # never more than the planned range
+    ]
+    out = io.StringIO()
+    assert report_replays(replays, out) == 210
+    assert out.getvalue().startswith('kmirror replay {"flow": "west->east", "topic": "t", "partition": 0')
+    eos = find_replays("west->east", ranges, committed, exactly_once=True)
+    assert report_replays(eos, io.StringIO()) == 0  # skipped by the transactional copier, not duplicated

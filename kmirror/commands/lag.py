@@ -18,6 +18,7 @@ from typing import Any
 
 from kmirror.errors import KmirrorError
 from kmirror.flowspec import FlowSpec, load_flow_spec
+from kmirror.security import resolve_references
 
 WATCH_INTERVAL_S = 2.0
 TIMEOUT_S = 30.0
@@ -42,9 +43,10 @@ def lag_rows(spec: FlowSpec) -> list[dict[str, Any]]:
     admin = admin_client(spec.source)
     offsets = committed_offsets(admin, group, spec.source.alias)
     owners = describe_group(admin, group, spec.source.alias).owners
-    source = Consumer({**spec.source.client_config(), "group.id": group, "enable.auto.commit": False})
-    target = Consumer({**spec.target.client_config(), "group.id": f"{group}-lag", "enable.auto.commit": False,
-                       "enable.partition.eof": True})  # fmt: skip
+    source = Consumer(resolve_references({**spec.source.client_config(), "group.id": group,
+                                          "enable.auto.commit": False}))  # fmt: skip
+    target = Consumer(resolve_references({**spec.target.client_config(), "group.id": f"{group}-lag",
+                                          "enable.auto.commit": False, "enable.partition.eof": True}))  # fmt: skip
     rows = []
     try:
         for (topic, partition), (offset, _metadata) in sorted(offsets.items()):

@@ -302,3 +302,16 @@ def test_spark_once_run_leaves_checkpoints_group_offsets_and_lag_behind(
     reader.close()
     assert [(r["log_size"], r["lag"]) for r in rows] == [(end, end - 11) for end in ends]
     assert rows[1]["lag"] >= 5  # the 5 late records (plus the fence, when the broker shows it)
+
+    # the application moves on while the mirror is stopped; the next --once run's final
+    # checkpoint round (driver side, from the persisted syncs) carries its new position
+    consumer = Consumer({"bootstrap.servers": clusters.source, "group.id": group, "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 8)], asynchronous=False)
+    consumer.close()
+    fence(clusters.target, offset_syncs_topic(src_alias), encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
+    run_flow(spec, spark=spark, once=True)
+    fence(clusters.target, checkpoints_topic(src_alias), encode_checkpoint(Checkpoint("fence", "f", 0, 0, 0)))
+    latest = {(c.topic, c.partition): c for c in read_checkpoints(spec.target, checkpoints_topic(src_alias))
+              if c.group == group}  # fmt: skip
+    assert latest[(remote, 0)] == Checkpoint(group, remote, 0, 8, 8 + FOREIGN, "")
+    assert committed_offsets(admin_client(spec.target), group, dst_alias)[(remote, 0)] == (8 + FOREIGN, "")
