@@ -165,7 +165,7 @@ def _spark_problems(spark: Mapping[str, Any], path: str) -> list[Problem]:
 
 
 def _secret_problems(name: str, raw: Any, path: str) -> list[Problem]:
-    if not _NAME_RE.match(name):
+    if not _NAME_RE.fullmatch(name):
         return [Problem(path, f"secret name must be a short lowercase DNS label, got {name!r}")]
     if not isinstance(raw, dict) or raw.get("type") not in SECRET_TYPES:
         return [Problem(f"{path}.type", f"must be one of {', '.join(SECRET_TYPES)}, got {raw!r}")]
@@ -193,7 +193,7 @@ def _generic_problems(keys: Any, path: str) -> list[Problem]:
         return [Problem(path, f"must map file names to {{config: KEY}} or {{value: TEXT}}, got {keys!r}")]
     problems = []
     for key, value in keys.items():
-        if not isinstance(key, str) or not re.match(r"^[-._a-zA-Z0-9]+$", key):
+        if not isinstance(key, str) or not re.fullmatch(r"[-._a-zA-Z0-9]+", key):
             problems.append(Problem(f"{path}.{key}", "must be a secret key name ([-._a-zA-Z0-9]+)"))
         elif not isinstance(value, dict) or not (
             (

@@ -86,19 +86,19 @@ def ref_problems(ref: Any, path: str, *, secret: bool, needs_file: bool = False)
         return [Problem(f"{path}.{kind}", f"must be a non-empty string, got {value!r}")]
     if kind == "file" and not value.startswith("/"):
         problems.append(Problem(f"{path}.file", f"must be an absolute path, got {value!r}"))
-    if kind == "env" and not _ENV_RE.match(value):
+    if kind == "env" and not _ENV_RE.fullmatch(value):
         problems.append(Problem(f"{path}.env", f"must be an environment variable name, got {value!r}"))
     if kind == "env" and needs_file:
         problems.append(
             Problem(path, "this field must be a file; use {file: PATH}, {k8s_secret: ...} or {aws_secret: ...}")
         )
-    if kind == "k8s_secret" and not _DNS_RE.match(value):
+    if kind == "k8s_secret" and not _DNS_RE.fullmatch(value):
         problems.append(
             Problem(f"{path}.k8s_secret", f"must be a Kubernetes object name (lowercase DNS), got {value!r}")
         )
     if kind == "aws_secret" and not value.startswith("arn:aws"):
         problems.append(Problem(f"{path}.aws_secret", f"must be a Secrets Manager ARN (arn:aws:...), got {value!r}"))
-    if "key" in ref and (not isinstance(ref["key"], str) or not _SECRET_KEY_RE.match(ref["key"])):
+    if "key" in ref and (not isinstance(ref["key"], str) or not _SECRET_KEY_RE.fullmatch(ref["key"])):
         problems.append(Problem(f"{path}.key", f"must be a secret key name ([-._a-zA-Z0-9]+), got {ref['key']!r}"))
     return problems
 
@@ -146,7 +146,7 @@ def materialisation(ref: Mapping[str, str]) -> Materialisation | None:
 
 def is_reference(value: Any) -> bool:
     """True for a `${file:PATH}` / `${env:VAR}` reference string."""
-    return isinstance(value, str) and _REFERENCE_RE.match(value) is not None
+    return isinstance(value, str) and _REFERENCE_RE.fullmatch(value) is not None
 
 
 def resolve_reference(name: str, value: str) -> str:
@@ -155,7 +155,7 @@ def resolve_reference(name: str, value: str) -> str:
     Files are read as UTF-8 with one trailing newline removed (as `echo secret > file` leaves it).
     The error never contains the resolved value, only where it should have come from.
     """
-    match = _REFERENCE_RE.match(value)
+    match = _REFERENCE_RE.fullmatch(value)
     if match is None:
         return value
     kind, where = match.groups()

@@ -111,7 +111,7 @@ def _kerberos_problems(krb: dict[str, Any], path: str) -> list[Problem]:
     if "realm" in krb and (not isinstance(krb["realm"], str) or not krb["realm"]):
         problems.append(Problem(f"{path}.realm", f"must be a realm name such as EXAMPLE.COM, got {krb['realm']!r}"))
     kdcs = krb.get("kdcs", ["x"])
-    if not isinstance(kdcs, list) or not kdcs or not all(isinstance(k, str) and _KDC_RE.match(k) for k in kdcs):
+    if not isinstance(kdcs, list) or not kdcs or not all(isinstance(k, str) and _KDC_RE.fullmatch(k) for k in kdcs):
         problems.append(Problem(f"{path}.kdcs", f"must be a non-empty list of host[:port], got {kdcs!r}"))
     if "service_name" in krb and (not isinstance(krb["service_name"], str) or not krb["service_name"]):
         problems.append(

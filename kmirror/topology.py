@@ -81,7 +81,7 @@ def _parse_clusters(raw: Any, problems: Problems) -> dict[str, Cluster]:
     clusters = {}
     for alias, spec in raw.items():
         path = f"clusters.{alias}"
-        if not isinstance(alias, str) or not _ALIAS_RE.match(alias):
+        if not isinstance(alias, str) or not _ALIAS_RE.fullmatch(alias):
             problems.add(path, f"bad cluster alias {alias!r}: use letters, digits, '.', '_' and '-'")
             continue
         if not isinstance(spec, dict):
@@ -89,9 +89,9 @@ def _parse_clusters(raw: Any, problems: Problems) -> dict[str, Cluster]:
             continue
         problems.extend(_unknown(spec, CLUSTER_KEYS, path))
         bootstrap, datacenter = spec.get("bootstrap_servers"), spec.get("datacenter")
-        if not isinstance(bootstrap, str) or not _BOOTSTRAP_RE.match(bootstrap.replace(" ", "")):
+        if not isinstance(bootstrap, str) or not _BOOTSTRAP_RE.fullmatch(bootstrap.replace(" ", "")):
             problems.add(f"{path}.bootstrap_servers", f"required 'host:port[,host:port...]', got {bootstrap!r}")
-        if not isinstance(datacenter, str) or not _NAME_RE.match(datacenter):
+        if not isinstance(datacenter, str) or not _NAME_RE.fullmatch(datacenter):
             problems.add(
                 f"{path}.datacenter", f"required datacenter name (letters, digits, '.', '_', '-'), got {datacenter!r}"
             )
@@ -173,7 +173,7 @@ def _parse_declaration(
         return None, {}, [Problem(path, f"must be a mapping with name and pattern, got {decl!r}")]
     problems = []
     name = decl.get("name")
-    if not isinstance(name, str) or not _NAME_RE.match(name):
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         problems.append(
             Problem(f"{path}.name", f"required topology name (letters, digits, '.', '_', '-'), got {name!r}")
         )

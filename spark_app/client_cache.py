@@ -65,15 +65,10 @@ class ClientCache:
     @contextmanager
     def lease(self, key: str, make: Callable[[], CopyClients]) -> Iterator[CopyClients]:
         clients = self._take(key)
-        import os, time  # TEMP-PERF
-        with open("/tmp/perf/lease.log", "a") as f:  # TEMP-PERF
-            f.write(f"{time.time():.3f} pid {os.getpid()} hit {clients is not None}\n")  # TEMP-PERF
         if clients is None:
             clients = make()
         try:
             yield clients
-            with open("/tmp/perf/lease.log", "a") as f:  # TEMP-PERF
-                f.write(f"{time.time():.3f} pid {os.getpid()} done\n")  # TEMP-PERF
         except BaseException:
             clients.close()
             raise

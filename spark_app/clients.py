@@ -117,6 +117,8 @@ def _property_problem(path: str, name: Any, value: Any) -> Problem | None:
         confluent_kafka.Producer({name: value, "log_level": 0})
     except (KafkaException, TypeError, ValueError) as exc:
         reason = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc)
+        if reason.startswith("Failed to create"):
+            return None  # a rule across properties (keystore without its password...): checked at creation
         # A secret's value is never shown; nor is an unknown key's, which may be a mistyped secret key.
         hidden = is_sensitive(str(name)) or "No such configuration property" in reason
         shown = REDACTED if hidden else repr(value)

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import logging
 import time
+from dataclasses import replace
 
+from kmirror.errors import KmirrorError
 from kmirror.flowspec import FlowSpec
 from kmirror.policy import HEARTBEATS_TOPIC, checkpoints_topic, offset_syncs_topic
 from spark_app.checkpoints import CHECKPOINTS_TOPIC_CONFIG, CheckpointEmitter, read_checkpoints
@@ -24,6 +26,7 @@ from spark_app.group_sync import ActiveGroupError, sync_group
 from spark_app.heartbeats import HEARTBEATS_TOPIC_CONFIG, HeartbeatEmitter
 from spark_app.metrics import FlowMetrics
 from spark_app.offset_syncs import OffsetSyncTopic, SyncStore, ensure_topic
+from spark_app.offsets import query_offsets
 from spark_app.progress import BatchProgress
 
 log = logging.getLogger("kmirror.failover")
@@ -52,11 +55,12 @@ class FailoverListener:
         log.info("flow %s: loaded %d offset syncs from %s", spec.id, loaded, self.syncs_topic.topic)
         self.producer = Producer(producer_config(spec))
         self.target_admin = admin_client(spec.target)
+        self.source_admin = admin_client(spec.source)
         self.checkpoints: CheckpointEmitter | None = None
         if spec.option("emit_checkpoints"):
             topic = checkpoints_topic(spec.source.alias)
             ensure_topic(spec.target, topic, CHECKPOINTS_TOPIC_CONFIG)
-            self.checkpoints = CheckpointEmitter(spec, self.store, admin_client(spec.source), self.producer)
+            self.checkpoints = CheckpointEmitter(spec, self.store, self.source_admin, self.producer)
             for checkpoint in read_checkpoints(spec.target, topic):
                 self.checkpoints.last[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
         self.heartbeats: HeartbeatEmitter | None = None
@@ -79,7 +83,19 @@ class FailoverListener:
                 self.wrote_syncs = True
                 self.syncs_topic.write(p.source_topic, p.partition, added, p.next_offset)
         self.syncs_topic.flush()
+        if not batch.source_end_offsets:  # the sink does not know them: needed for the offset lag metric
+            batch = replace(batch, source_end_offsets=self._end_offsets(batch))
         self.metrics.observe_batch(batch, _now_ms())
+
+    def _end_offsets(self, batch: BatchProgress) -> dict[tuple[str, int], int]:
+        """Source end offsets of the batch's partitions; {} (logged, lag left unset) when unreachable."""
+        read_committed = self.spec.option("consumer").get("isolation.level", "read_committed") == "read_committed"
+        partitions = {(p.source_topic, p.partition) for p in batch.partitions}
+        try:
+            return query_offsets(self.source_admin, self.spec.source, partitions, "latest", read_committed, 5.0)
+        except KmirrorError as exc:
+            log.warning("flow %s: batch %d offset lag not measured: %s", self.spec.id, batch.batch_id, exc)
+            return {}
 
     def on_idle(self, now_ms: int) -> None:
         if self.heartbeats is not None:

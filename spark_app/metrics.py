@@ -10,29 +10,32 @@ MirrorCheckpointMetrics) with Prometheus spelling (`record-count` -> `kmirror_re
 - offset lag (MM2 has none) -> kmirror_offset_lag (source end offset - next offset to mirror).
 
 Labels: flow, topic (target topic), partition. Served as Prometheus text on the driver's
-`metrics_port` (0 = an ephemeral port, logged) and logged as one JSON line per batch
-(logger `kmirror.metrics`, event `mirror_metrics`).
+`metrics_port` (0 = an ephemeral port, announced as `kmirror metrics {"event":
+"metrics_listening", "port": ...}`) and written as one `kmirror metrics {"event":
+"mirror_metrics", ...}` JSON line per batch to stderr, next to the progress lines (the sink's
+commit runs in a Python worker whose `logging` is not configured, so a logger would drop them).
 """
 
 from __future__ import annotations
 
 import json
-import logging
-from typing import Any
+import sys
+from typing import Any, TextIO
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest, start_http_server
 
 from spark_app.progress import BatchProgress
 
-log = logging.getLogger("kmirror.metrics")
+PREFIX = "kmirror metrics "
 LABELS = ("flow", "topic", "partition")
 
 
 class FlowMetrics:
     """One flow's metrics in their own registry (several flows can share a process)."""
 
-    def __init__(self, flow_id: str) -> None:
+    def __init__(self, flow_id: str, out: TextIO | None = None) -> None:
         self.flow_id = flow_id
+        self.out = out  # None: sys.stderr at write time
         self.registry = CollectorRegistry()
         r = self.registry
         self.record_count = Counter("kmirror_record_count", "Records mirrored (MM2 record-count).", LABELS, registry=r)
@@ -87,8 +90,11 @@ class FlowMetrics:
                 self.offset_lag.labels(*labels).set(row["offset_lag"])
             rows.append(row)
         record = {"event": "mirror_metrics", "flow": self.flow_id, "batch_id": batch.batch_id, "partitions": rows}
-        log.info(json.dumps(record, sort_keys=True))
+        self._write(record)
         return record
+
+    def _write(self, record: dict[str, Any]) -> None:
+        print(PREFIX + json.dumps(record, sort_keys=True), file=self.out or sys.stderr, flush=True)
 
     def observe_checkpoints(self, group: str, latency_ms: int) -> None:
         self.checkpoint_latency.labels(self.flow_id, group).set(latency_ms)
@@ -101,7 +107,7 @@ class FlowMetrics:
         """Serve /metrics on `port` (0: ephemeral) and return the bound port (logged)."""
         self._server, _thread = start_http_server(port, addr=addr, registry=self.registry)
         self.port = int(self._server.server_port)
-        log.info(json.dumps({"event": "metrics_listening", "flow": self.flow_id, "port": self.port}))
+        self._write({"event": "metrics_listening", "flow": self.flow_id, "port": self.port})
         return self.port
 
     def close(self) -> None:

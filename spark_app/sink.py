@@ -119,9 +119,6 @@ class MirrorStreamWriter(DataSourceStreamWriter):
         now = _now_ms()
         for listener in listeners_for(spec):
             listener.on_idle(now)
-        if log_path:  # TEMP-PERF
-            with open(log_path + ".commit", "a") as f:  # TEMP-PERF
-                f.write(json.dumps({"batch": batchId, "pid": os.getpid(), "done_ms": _now_ms()}) + "\n")  # TEMP-PERF
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to undo: copied records stay (at-least-once); the retried batch copies again

@@ -25,10 +25,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from confluent_kafka import KafkaException
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
-from kmirror.errors import DataLossError, KmirrorError
+from kmirror.errors import ConnectionFailure, DataLossError, KmirrorError
 from kmirror.flowspec import FlowSpec, parse_flow_spec
 from spark_app.discovery import MirroredTopic, TopicDiscovery
 from spark_app.offsets import query_offsets, with_retries
@@ -93,6 +94,25 @@ class RangePlanner:
     def _query(self, tps: Any, which: str | int) -> Offsets:
         return query_offsets(self.source_admin, self.spec.source, tps, which, self.read_committed)
 
+    def _offsets(self, which: str | int, what: str, among: Any = None) -> Offsets:
+        """`which` offsets of the mirrored partitions (only those `among`, when given), retried.
+
+        Each retry re-reads the topic listing (forced after a failure): Kafka refuses ListOffsets
+        for a topic deleted since the last listing, and a retry of the same request would then
+        fail forever. Partitions that are gone are left out of the result.
+        """
+        attempts = 0
+
+        def run() -> Offsets:
+            nonlocal attempts
+            topics = self.discovery.topics(force=attempts > 0)
+            attempts += 1
+            present = [(t.source_topic, p) for t in topics.values() for p in range(t.partitions)]
+            wanted = present if among is None else [tp for tp in among if tp in set(present)]
+            return self._query(wanted, which)
+
+        return self._retry(run, what)
+
     def mirrored(self) -> dict[str, MirroredTopic]:
         """Topics to mirror now; their remote topics exist afterwards."""
 
@@ -107,15 +127,15 @@ class RangePlanner:
         return self.spec.policy.format_remote_topic(self.spec.source.alias, topic)
 
     def initial_offsets(self) -> Offsets:
-        tps = [(t.source_topic, p) for t in self.mirrored().values() for p in range(t.partitions)]
+        self.mirrored()
         starting = self.spec.option("starting_offsets")
         which = starting["timestamp_ms"] if isinstance(starting, dict) else starting
-        return self._retry(lambda: self._query(tps, which), "initial offsets")
+        return self._offsets(which, "initial offsets")
 
     def available(self) -> Offsets:
         """End offsets of every mirrored partition now."""
-        tps = [(t.source_topic, p) for t in self.mirrored().values() for p in range(t.partitions)]
-        return self._retry(lambda: self._query(tps, "latest"), "end offsets")
+        self.mirrored()
+        return self._offsets("latest", "end offsets")
 
     def freeze(self) -> None:
         """Trigger.AvailableNow: remember today's end; later calls never go past it."""
@@ -132,7 +152,7 @@ class RangePlanner:
             self._on_rewind(tp, start[tp], latest[tp])
         new = [tp for tp in latest if tp not in start]
         fresh = new + rewound  # both are mirrored from their log start
-        earliest = self._retry(lambda: self._query(fresh, "earliest"), "earliest offsets") if fresh else {}
+        earliest = self._offsets("earliest", "earliest offsets", among=fresh) if fresh else {}
         full_start = {**start, **earliest}
         end = admit(full_start, latest, max_records)
         # a new partition without records yet is not worth an (empty) batch
@@ -143,9 +163,17 @@ class RangePlanner:
         wanted = [tp for tp, off in end.items() if off != start.get(tp, -1)]
         if not wanted:
             return []
-        log_start = self._retry(lambda: self._query(wanted, "earliest"), "log start offsets")
+        log_start = self._offsets("earliest", "log start offsets", among=wanted)
+        for tp in self._deleted([tp for tp in wanted if tp not in log_start]):
+            first = start.get(tp, 0)
+            report_data_loss(self.spec.id, tp, first, max(0, end[tp] - first), "topic deleted or deselected")
+            log.warning("%s: %s[%d] is gone from %r (deleted or no longer selected) with offsets %d..%d planned; "
+                        "they are not mirrored", self.spec.id, tp[0], tp[1], self.spec.source.alias, first,
+                        end[tp] - 1)  # fmt: skip
         ranges = []
         for tp in wanted:
+            if tp not in log_start:
+                continue
             first = start.get(tp, log_start[tp])  # a new partition starts at its log start
             if end[tp] < first:  # went back (see _on_rewind): mirrored again from its log start
                 first = log_start[tp]
@@ -164,6 +192,30 @@ class RangePlanner:
             self.spec.option("max_records_per_task"),
             keep_partitions_whole=self.spec.option("exactly_once"),
         )
+
+    def _deleted(self, missing: list[tuple[str, int]]) -> list[tuple[str, int]]:
+        """Planned partitions the listing no longer has, once the cluster confirms their topic is
+        deleted (absent) or no longer selected. A topic still listed with a metadata error is
+        retried as a ConnectionFailure: its range is never dropped for a transient error."""
+        if not missing:
+            return []
+
+        def check() -> list[tuple[str, int]]:
+            try:
+                metadata = self.source_admin.list_topics(timeout=10.0)  # all topics: never auto-creates one
+            except KafkaException as exc:
+                raise ConnectionFailure(
+                    f"cluster {self.spec.source.alias!r}: listing topics failed: {exc.args[0]}"
+                ) from None
+            errored = sorted({t for t, _ in missing if t in metadata.topics and metadata.topics[t].error is not None})
+            if errored:
+                raise ConnectionFailure(
+                    f"cluster {self.spec.source.alias!r} ({self.spec.source.bootstrap_servers}): planned partitions "
+                    f"of {', '.join(errored)} are not readable now ({metadata.topics[errored[0]].error})"
+                )
+            return missing
+
+        return self._retry(check, "deleted topics")
 
     def _on_rewind(self, tp: tuple[str, int], start: int, latest: int) -> None:
         """The partition's end went below the mirror's position: the topic was deleted and

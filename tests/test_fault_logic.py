@@ -252,3 +252,56 @@ def test_offsets_delivered_before_a_restart_are_reported_as_possible_duplicates(
     assert out.getvalue().startswith('kmirror replay {"flow": "west->east", "topic": "t", "partition": 0')
     eos = find_replays("west->east", ranges, committed, exactly_once=True)
     assert report_replays(eos, io.StringIO()) == 0  # skipped by the transactional copier, not duplicated
+
+
+class KafkaLikeAdmin(FakeAdmin):
+    """Like Kafka: ListOffsets of a topic that does not exist fails; a topic can carry a metadata error."""
+
+    def __init__(self, logs: dict[str, list[tuple[int, int]]]) -> None:
+        super().__init__(logs)
+        self.errors: dict[str, Any] = {}
+
+    def list_topics(self, timeout: float) -> Any:
+        listing = super().list_topics(timeout)
+        for name, error in self.errors.items():
+            listing.topics[name] = SimpleNamespace(partitions={0: None}, error=error)
+        return listing
+
+    def list_offsets(self, request: dict[Any, Any], **kwargs: Any) -> dict[Any, Future[Any]]:
+        from confluent_kafka import KafkaException
+
+        if any(tp.topic not in self.logs for tp in request):
+            failed: Future[Any] = Future()
+            failed.set_exception(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
+            return dict.fromkeys(request, failed)
+        return super().list_offsets(request, **kwargs)
+
+
+def test_a_topic_deleted_between_planning_and_copying_is_dropped_and_reported_not_retried_forever(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    source = KafkaLikeAdmin({"orders": [(0, 100)], "new": [(0, 50)]})
+    p = planner(source, topic_refresh_interval_ms=600_000)  # the cached listing still has the topic
+    start = p.initial_offsets()
+    end = p.next_end(start, None)
+    del source.logs["new"]  # deleted after the batch was planned (or before a replay)
+
+    [[rng]] = p.plan(start, end)
+    assert (rng.source_topic, rng.start_offset, rng.end_offset) == ("orders", 0, 100)
+    assert '"topic": "new", "partition": 0, "first_lost_offset": 0, "skipped": 50' in capsys.readouterr().err
+    assert p.next_end(end, None) == {("orders", 0): 100, ("new", 0): 50}  # the stale listing was refreshed
+    assert p.plan(end, p.next_end(end, None)) == []
+
+
+def test_a_planned_topic_with_a_metadata_error_is_retried_never_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    import spark_app.offsets
+
+    source = KafkaLikeAdmin({"orders": [(0, 100)], "new": [(0, 50)]})
+    p = planner(source)
+    start = p.initial_offsets()
+    end = p.next_end(start, None)
+    del source.logs["new"]
+    source.errors["new"] = KafkaError(KafkaError.LEADER_NOT_AVAILABLE)
+    monkeypatch.setattr(spark_app.offsets, "ONCE_DEADLINE_S", 0.0)  # --once gives up at once here
+    with pytest.raises(ConnectionFailure, match="planned partitions of new are not readable now"):
+        p.plan(start, end)

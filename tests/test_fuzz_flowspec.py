@@ -244,3 +244,16 @@ def test_kmirror_run_exits_2_for_a_file_that_is_not_json(tmp_path: Path) -> None
     result = run_cli("kmirror.cli", "run", "--flow", str(path), "--once")
     assert result.returncode == EXIT_INVALID_INPUT and "--flow:" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_properties_valid_only_together_are_not_reported_alone() -> None:
+    """Each librdkafka property is checked alone; rules across properties (a keystore needs its
+    password, SASL_SSL needs a mechanism this build has) are left to client creation."""
+    from spark_app.clients import client_config_problems
+
+    source = {"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "u",
+              "ssl.keystore.location": "/ks.p12", "ssl.keystore.password": "${env:KS_PASSWORD}"}  # fmt: skip
+    raw = with_change(("source", "config"), source)
+    raw["target"]["config"] = {"linger.ms": "soon", "security.protocol": "SASL_PLAINTEXT"}
+    problems = client_config_problems(parse_flow_spec(raw))
+    assert [p.path for p in problems] == ["target.config.linger.ms"]

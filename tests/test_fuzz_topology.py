@@ -169,11 +169,6 @@ def test_every_invalid_topology_is_a_validation_error_naming_the_field(case: tup
     assert caught.value.exit_code == EXIT_INVALID_INPUT
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="kmirror/topology.py checks names with re.match and a '$' anchor, which accepts a trailing newline "
-    "('dr\\n', 'w1:9092\\n'); the fix is fullmatch (owned by the topology/planner author, reported)",
-)
 @pytest.mark.parametrize(
     ("path", "value"),
     [(("topologies", 0, "name"), "dr\n"), (("clusters", "west", "bootstrap_servers"), "w1:9092\n"),

@@ -20,6 +20,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kmirror.cli import main
 from kmirror.flowspec import FlowSpec, parse_flow_spec
+from kmirror.local_brokers import free_port
 from kmirror.mm2_formats import (
     Checkpoint,
     Heartbeat,
@@ -249,7 +250,7 @@ def test_spark_once_run_leaves_checkpoints_group_offsets_and_lag_behind(
         "source": {"alias": src_alias, "bootstrap_servers": clusters.source},
         "target": {"alias": dst_alias, "bootstrap_servers": clusters.target},
         "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default"},
-        "groups": [group], "sync_group_offsets": True,
+        "groups": [group], "sync_group_offsets": True, "metrics_port": free_port(),
     }  # fmt: skip
     flow = tmp_path / "flow.json"
     flow.write_text(json.dumps(raw))
@@ -266,6 +267,13 @@ def test_spark_once_run_leaves_checkpoints_group_offsets_and_lag_behind(
 
     run_flow(spec, spark=spark, once=True)
 
+    # the Prometheus endpoint lives in the sink's commit worker, which the session keeps for the next batch
+    url = f"http://127.0.0.1:{raw['metrics_port']}/metrics"
+    metrics = urllib.request.urlopen(url, timeout=10).read().decode()
+    for p in (0, 1):
+        labels = f'flow="{spec.id}",partition="{p}",topic="{remote}"'
+        assert f"kmirror_record_count_total{{{labels}}} 11.0" in metrics  # 10 records and the fence
+        assert f"kmirror_offset_lag{{{labels}}} 0.0" in metrics
     # tansu hides the newest batch of a partition from offset queries: fence the internal topics
     fence(clusters.target, offset_syncs_topic(src_alias), encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
     fence(clusters.target, checkpoints_topic(src_alias), encode_checkpoint(Checkpoint("fence", "f", 0, 0, 0)))

@@ -155,7 +155,10 @@ def test_mirror_preserves_records_resumes_and_picks_up_new_topics(
     assert {p: len(v) for p, v in got_new.items()} == {0: 50, 1: 50}
 
 
-def test_active_active_pair_does_not_loop(spark: Any, clusters: Any, unique: str, tmp_path: Path) -> None:
+def test_active_active_pair_loops_neither_data_nor_heartbeats(
+    spark: Any, clusters: Any, unique: str, tmp_path: Path
+) -> None:
+    w, e = f"w{unique}", f"e{unique}"  # aliases of this test only: its heartbeats topics are its own
     west_topic, east_topic = f"aa-{unique}.w", f"aa-{unique}.e"
     create_topic(clusters.source, west_topic, 1)
     create_topic(clusters.target, east_topic, 1)
@@ -164,14 +167,19 @@ def test_active_active_pair_does_not_loop(spark: Any, clusters: Any, unique: str
     produce(clusters.target, east_topic, records("e", 0, 20))
     add_fences(clusters.target, east_topic, 1)
     pattern = [f".*aa-{unique}\\..*"]  # selects the remote topics too: only the policy prevents the loop
+    west_to_east = flow(w, clusters.source, e, clusters.target, pattern, tmp_path / "we", emit_heartbeats=True)
+    east_to_west = flow(e, clusters.target, w, clusters.source, pattern, tmp_path / "ew", emit_heartbeats=True)
 
-    run_flow(flow("west", clusters.source, "east", clusters.target, pattern, tmp_path / "we"), spark=spark, once=True)
-    run_flow(flow("east", clusters.target, "west", clusters.source, pattern, tmp_path / "ew"), spark=spark, once=True)
+    run_flow(west_to_east, spark=spark, once=True)  # beats into east's heartbeats
+    run_flow(east_to_west, spark=spark, once=True)  # beats into west's; east's heartbeats -> west as e.heartbeats
+    run_flow(west_to_east, spark=spark, once=True)  # west's heartbeats -> east; e.heartbeats is a cycle
 
     west, east = topics_of(clusters.source), topics_of(clusters.target)
-    assert f"west.{west_topic}" in east and f"east.{east_topic}" in west
-    assert not [t for t in west if t.startswith("east.west.") and unique in t]  # west's own records never came back
-    assert len(mirrored(clusters.source, f"east.{east_topic}", 1)[0]) == 20
+    assert f"{w}.{west_topic}" in east and f"{e}.{east_topic}" in west
+    assert f"{e}.{w}.{west_topic}" not in west and f"{w}.{e}.{east_topic}" not in east  # nothing came back
+    assert len(mirrored(clusters.source, f"{e}.{east_topic}", 1)[0]) == 20  # and nothing twice
+    assert f"{e}.heartbeats" in west and f"{w}.heartbeats" in east  # each cluster sees its upstream hop
+    assert f"{w}.{e}.heartbeats" not in east and f"{e}.{w}.heartbeats" not in west  # heartbeats never loop
 
 
 def wait_for_topic(bootstrap: str, topic: str, failures: list[Exception], timeout_s: float = 60.0) -> None:
