@@ -66,8 +66,15 @@ def is_more_recent(new: Checkpoint, last: Checkpoint | None) -> bool:
 class CheckpointEmitter:
     """Reads source group offsets, translates them and writes checkpoints to the target."""
 
-    def __init__(self, spec: FlowSpec, store: SyncStore, source_admin: Any, producer: Any) -> None:
+    def __init__(
+        self, spec: FlowSpec, store: SyncStore, source_admin: Any, producer: Any, within_known_history: bool = False
+    ) -> None:
+        """`within_known_history`: for a second writer (the driver's idle rounds) whose syncs may be
+        older than the sink listener's: it only checkpoints offsets inside the history it has read
+        (`SyncStore.mirrored_until`), where both writers translate alike, so it never emits a lower
+        downstream offset after the listener's."""
         self.spec = spec
+        self.within_known_history = within_known_history
         self.store = store
         self.source_admin = source_admin
         self.producer = producer
@@ -88,6 +95,9 @@ class CheckpointEmitter:
         out = []
         for t in translate_offsets(self.spec, self.store, offsets):
             if t.downstream_offset is None:
+                continue
+            known = self.store.mirrored_until(t.source_topic, t.partition)
+            if self.within_known_history and (known is None or t.upstream_offset > known):
                 continue
             checkpoint = Checkpoint(
                 group, t.target_topic, t.partition, t.upstream_offset, t.downstream_offset, t.metadata

@@ -15,8 +15,12 @@ The sync history is loaded from the offset-syncs topic at construction (restart-
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from dataclasses import replace
+from typing import Any
+
+from confluent_kafka import KafkaException
 
 from kmirror.errors import KmirrorError
 from kmirror.flowspec import FlowSpec
@@ -39,10 +43,13 @@ def _now_ms() -> int:
 class FailoverListener:
     """BatchListener of one flow; see the module docstring for what each callback does."""
 
-    def __init__(self, spec: FlowSpec, serve_metrics: bool = True, heartbeats: bool = True) -> None:
+    def __init__(
+        self, spec: FlowSpec, serve_metrics: bool = True, heartbeats: bool = True, second_writer: bool = False
+    ) -> None:
         """Connects to both clusters, creates the internal topics it writes, loads the syncs and
         the last checkpoints (so a restarted mirror never emits a checkpoint moving a group back).
-        `heartbeats=False`: leave heartbeats to the driver's HeartbeatTicker (the app's sink does)."""
+        `heartbeats=False`: leave heartbeats to the driver's HeartbeatTicker (the app's sink does).
+        `second_writer`: checkpoints only inside the syncs read so far (see CheckpointEmitter)."""
         from confluent_kafka import Producer
 
         from spark_app.clients import admin_client, producer_config
@@ -60,7 +67,9 @@ class FailoverListener:
         if spec.option("emit_checkpoints"):
             topic = checkpoints_topic(spec.source.alias)
             ensure_topic(spec.target, topic, CHECKPOINTS_TOPIC_CONFIG)
-            self.checkpoints = CheckpointEmitter(spec, self.store, self.source_admin, self.producer)
+            self.checkpoints = CheckpointEmitter(
+                spec, self.store, self.source_admin, self.producer, within_known_history=second_writer
+            )
             for checkpoint in read_checkpoints(spec.target, topic):
                 self.checkpoints.last[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
         self.heartbeats: HeartbeatEmitter | None = None
@@ -162,3 +171,53 @@ def final_checkpoint(spec: FlowSpec) -> int:
         return listener.checkpoint_now() if listener.checkpoints is not None else 0
     finally:
         listener.close(final=False)
+
+
+class IdleCheckpoints:
+    """Checkpoint rounds (+ group sync) on the driver's clock in streaming mode, every
+    `checkpoint_interval_ms`, so groups that keep consuming while the source is idle (no
+    batches, hence no sink commits) still get fresh checkpoints, as MM2's checkpoint task does.
+
+    It is a second writer next to the sink's listener, so it reads the persisted syncs and only
+    checkpoints offsets inside them (`second_writer`). A failed round is logged with the running
+    failure count and retried at the next interval; it never stops the mirror.
+    """
+
+    def __init__(self, spec: FlowSpec, listener_factory: Any = None) -> None:
+        self.spec = spec
+        self.listener_factory = listener_factory or (
+            lambda: FailoverListener(spec, serve_metrics=False, heartbeats=False, second_writer=True)
+        )
+        self.listener: Any = None
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def round(self) -> int:
+        """One checkpoint round; returns the checkpoints written (0 after a logged failure)."""
+        try:
+            if self.listener is None:
+                self.listener = self.listener_factory()
+            return int(self.listener.checkpoint_now())
+        except (KmirrorError, KafkaException) as exc:
+            self.failures += 1
+            log.warning("flow %s: idle checkpoint round failed (%d failures so far, retried): %s",
+                        self.spec.id, self.failures, exc)  # fmt: skip
+            return 0
+
+    def start(self) -> IdleCheckpoints:
+        self._thread = threading.Thread(target=self._run, name=f"kmirror-checkpoints {self.spec.id}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        wait_s = max(int(self.spec.option("checkpoint_interval_ms")), 100) / 1000
+        while not self._stop.wait(wait_s):
+            self.round()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self.listener is not None:
+            self.listener.close(final=False)

@@ -84,8 +84,9 @@ class HeartbeatTicker:
     still shows it is alive, as MM2's heartbeat task does independently of traffic.
 
     `start()` emits one heartbeat at once and then one per interval from a daemon thread;
-    `stop()` emits a last one, flushes and closes. A failed heartbeat never stops the mirror:
-    it is logged with the running failure count (`failures`) and retried at the next tick.
+    `stop()` emits a last one and waits (at most 5 s) for its delivery. A failed heartbeat, or
+    a `heartbeats` topic that cannot be created yet, never stops the mirror: it is logged with
+    the running failure count (`failures`) and retried at the next tick.
     """
 
     def __init__(self, spec: FlowSpec, producer: Any = None, clock_ms: Any = None, ensure_topic: Any = None) -> None:
@@ -100,20 +101,23 @@ class HeartbeatTicker:
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self.ensure_topic = ensure_topic or ensure_heartbeats_topic
         self.failures = 0
+        self._topic_ready = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def tick(self) -> None:
         """Emit when the interval elapsed; a failure is logged and counted, never raised."""
         try:
+            if not self._topic_ready:
+                self.ensure_topic(self.emitter)
+                self._topic_ready = True
             self.emitter.maybe_emit(self.clock_ms())
-        except (HeartbeatError, KafkaException, BufferError) as exc:
+        except (KmirrorError, KafkaException, BufferError) as exc:
             self.failures += 1
             log.warning("%s: heartbeat failed (%d failures so far, retried next tick): %s",
                         self.flow_id, self.failures, exc)  # fmt: skip
 
     def start(self) -> HeartbeatTicker:
-        self.ensure_topic(self.emitter)
         self.tick()
         self._thread = threading.Thread(target=self._run, name=f"kmirror-heartbeats {self.flow_id}", daemon=True)
         self._thread.start()
@@ -131,7 +135,7 @@ class HeartbeatTicker:
         self.emitter.last_ms = None  # a last beat at shutdown, whatever the interval
         self.tick()
         try:
-            self.emitter.flush()
+            self.emitter.flush(timeout_s=5.0)
         except HeartbeatError as exc:
             self.failures += 1
             log.warning("%s: last heartbeats unconfirmed at shutdown: %s", self.flow_id, exc)

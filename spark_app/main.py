@@ -146,27 +146,33 @@ def run_flow(
         from spark_app.session import build_session
 
         spark = build_session(master, app_name=f"kmirror {spec.id}")
-    ticker = None
+    tickers: list[Any] = []
     try:
-        ticker = _heartbeats(spec)
+        tickers = _driver_tickers(spec, once)
         query = start_query(spark, spec, once, checkpoint or spec.checkpoint_location)
         await_query(query, stop)
         if once:
             _final_checkpoint(spec)
     finally:
-        if ticker is not None:
+        for ticker in tickers:
             ticker.stop()
         if own_session:
             spark.stop()
 
 
-def _heartbeats(spec: FlowSpec) -> Any:
-    """The driver's heartbeat thread (None when `emit_heartbeats` is off); see HeartbeatTicker."""
-    if not spec.option("emit_heartbeats"):
-        return None
-    from spark_app.heartbeats import HeartbeatTicker
+def _driver_tickers(spec: FlowSpec, once: bool) -> list[Any]:
+    """Threads of the driver's own periodic work, started: heartbeats (`emit_heartbeats`), and in
+    streaming mode the idle checkpoint rounds (`emit_checkpoints`). Each has `stop()`."""
+    tickers: list[Any] = []
+    if spec.option("emit_heartbeats"):
+        from spark_app.heartbeats import HeartbeatTicker
 
-    return HeartbeatTicker(spec).start()
+        tickers.append(HeartbeatTicker(spec).start())
+    if spec.option("emit_checkpoints") and not once:
+        from spark_app.failover_listener import IdleCheckpoints
+
+        tickers.append(IdleCheckpoints(spec).start())
+    return tickers
 
 
 def _final_checkpoint(spec: FlowSpec) -> None:

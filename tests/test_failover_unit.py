@@ -11,6 +11,7 @@ import pytest
 from confluent_kafka import TopicPartition
 
 from kmirror.cli import main
+from kmirror.errors import KmirrorError
 from kmirror.flowspec import FlowSpec, parse_flow_spec
 from kmirror.mm2_formats import Checkpoint, decode_heartbeat
 from spark_app.checkpoints import CheckpointEmitter, is_more_recent, translate_offsets
@@ -117,6 +118,41 @@ def test_checkpoints_translate_selected_groups_on_mirrored_topics_only() -> None
     ] == ["orders"]
 
 
+def test_a_second_checkpoint_writer_only_checkpoints_inside_the_history_it_read() -> None:
+    store = SyncStore()
+    store.add_segment("orders", 0, 0, 10, [(0, 3), (9, 12)])  # mirrored [0, 10): the driver read this much
+    admin = FakeAdmin(offsets={("orders", 0): 10})
+    driver = CheckpointEmitter(spec(), store, admin, FakeProducer(), within_known_history=True)
+    assert driver.emit(["app-1"])[0] == [Checkpoint("app-1", "west.orders", 0, 10, 13, "")]  # at the known end
+    admin.offsets[("orders", 0)] = 14  # the group is past the syncs this writer has read
+    assert driver.emit(["app-1"])[0] == []  # the sink's listener, with newer syncs, checkpoints it
+    assert CheckpointEmitter(spec(), store, admin, FakeProducer()).emit(["app-1"])[0] == [
+        Checkpoint("app-1", "west.orders", 0, 14, 13, "")]  # fmt: skip  (a lone writer: MM2's +1 rule)
+
+
+def test_idle_checkpoint_rounds_count_failures_and_go_on() -> None:
+    from spark_app.failover_listener import IdleCheckpoints
+
+    class FakeListener:
+        def __init__(self) -> None:
+            self.rounds, self.closed = 0, False
+
+        def checkpoint_now(self) -> int:
+            self.rounds += 1
+            if self.rounds == 1:
+                raise KmirrorError("listing groups on west failed: timed out")
+            return 2
+
+        def close(self, final: bool) -> None:
+            self.closed = not final
+
+    listener = FakeListener()
+    idle = IdleCheckpoints(spec(checkpoint_interval_ms=100), listener_factory=lambda: listener)
+    assert [idle.round(), idle.round()] == [0, 2] and idle.failures == 1
+    idle.start().stop()
+    assert listener.closed
+
+
 def test_checkpoint_rules_follow_mm2() -> None:
     last = Checkpoint("g", "t", 0, 10, 20)
     assert is_more_recent(Checkpoint("g", "t", 0, 12, 22), last)
@@ -150,16 +186,24 @@ def test_heartbeat_ticker_beats_while_idle_counts_failures_and_beats_last_at_sto
             super().produce(topic, value, key, on_delivery, **kw)
 
     producer, now, created = FlakyProducer(), [10_000], []
+
+    def ensure(emitter: Any) -> None:
+        created.append(emitter)
+        if len(created) == 1:
+            raise HeartbeatError("cannot create heartbeats on east: timed out")
+
     ticker = HeartbeatTicker(spec(heartbeat_interval_ms=60_000), producer, clock_ms=lambda: now[0],
-                             ensure_topic=created.append)  # fmt: skip
-    ticker.start()  # no batch ever runs: the driver's clock alone makes it beat
-    assert len(created) == 1 and len(producer.sent) == 1
+                             ensure_topic=ensure)  # fmt: skip
+    ticker.start()  # the target refuses the topic at first: counted, retried, the mirror goes on
+    assert (len(created), ticker.failures, producer.sent) == (1, 1, [])
+    ticker.tick()  # no batch ever runs: the driver's clock alone makes it beat
+    assert len(created) == 2 and len(producer.sent) == 1
     ticker.tick()
     assert len(producer.sent) == 1  # within the interval
     now[0] += 60_000
     producer.refuse = True
     ticker.tick()  # a failed beat is counted and retried, never raised into the mirror
-    assert ticker.failures == 1 and len(producer.sent) == 1
+    assert ticker.failures == 2 and len(producer.sent) == 1
     producer.refuse = False
     ticker.tick()
     now[0] += 1

@@ -14,7 +14,17 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from kmirror.flowspec import FlowSpec, parse_flow_spec
-from kmirror.mm2_formats import Heartbeat, decode_heartbeat, encode_heartbeat
+from kmirror.mm2_formats import (
+    Checkpoint,
+    Heartbeat,
+    OffsetSync,
+    decode_heartbeat,
+    encode_checkpoint,
+    encode_heartbeat,
+    encode_offset_sync,
+)
+from kmirror.policy import checkpoints_topic, offset_syncs_topic
+from spark_app.checkpoints import read_checkpoints
 from spark_app.main import run_flow
 from spark_app.offset_syncs import read_partition0
 from spark_app.target_topics import configs_to_copy
@@ -182,6 +192,20 @@ def test_active_active_pair_loops_neither_data_nor_heartbeats(
     assert f"{w}.{e}.heartbeats" not in east and f"{e}.{w}.heartbeats" not in west  # heartbeats never loop
 
 
+def wait_for_checkpoint(spec: FlowSpec, group: str, failures: list[Exception], timeout_s: float = 60.0) -> Any:
+    """The newest checkpoint of `group` once there is one (a valid fence first: tansu)."""
+    topic, deadline = checkpoints_topic(spec.source.alias), time.monotonic() + timeout_s
+    fence_key, fence_value = encode_checkpoint(Checkpoint("fence", "fence", 0, 0, 0))
+    while True:
+        produce(spec.target.bootstrap_servers, topic, [{"key": fence_key, "value": fence_value, "partition": 0}])
+        found = [c for c in read_checkpoints(spec.target, topic) if c.group == group]
+        if found:
+            return found[-1]
+        assert not failures, f"the mirror failed while waiting for a checkpoint: {failures[0]!r}"
+        assert time.monotonic() < deadline, f"no checkpoint of {group} in {topic} after {timeout_s:.0f} s"
+        time.sleep(0.5)
+
+
 def wait_for_topic(bootstrap: str, topic: str, failures: list[Exception], timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
     while topic not in topics_of(bootstrap):
@@ -190,7 +214,7 @@ def wait_for_topic(bootstrap: str, topic: str, failures: list[Exception], timeou
         time.sleep(0.5)
 
 
-def test_streaming_mode_picks_up_new_topics_beats_while_idle_and_stops_on_request(
+def test_streaming_mode_picks_up_new_topics_beats_and_checkpoints_while_idle_and_stops_on_request(
     spark: Any, clusters: Any, unique: str, tmp_path: Path
 ) -> None:
     first, later = f"st-{unique}.a", f"st-{unique}.b"
@@ -200,7 +224,8 @@ def test_streaming_mode_picks_up_new_topics_beats_while_idle_and_stops_on_reques
     add_fences(clusters.source, first, 2)
     spec = flow(src_alias, clusters.source, dst_alias, clusters.target, [f"st-{unique}\\..*"], tmp_path / "ckpt",
                 emit_heartbeats=True, heartbeat_interval_ms=300, topic_refresh_interval_ms=0,
-                trigger_interval_ms=200)  # fmt: skip
+                trigger_interval_ms=200, emit_checkpoints=True, checkpoint_interval_ms=500,
+                groups=[f"idle-{unique}"])  # fmt: skip
     stop, failures = threading.Event(), list[Exception]()
 
     def mirror() -> None:
@@ -216,6 +241,16 @@ def test_streaming_mode_picks_up_new_topics_beats_while_idle_and_stops_on_reques
         got = consume_all(clusters.target, f"{src_alias}.{first}", 2, timeout_s=120)  # up to the mirrored fences
         assert {p: len(v) for p, v in got.items()} == {0: 50, 1: 50}
         beats_while_idle = time.monotonic()
+        # an application consumes while the source is idle (no batches): the driver's own
+        # checkpoint rounds translate its new position
+        sync_key, sync_value = encode_offset_sync(OffsetSync("__fence", 0, 0, 0))  # tansu: see kafka_helpers
+        produce(clusters.target, offset_syncs_topic(src_alias), [{"key": sync_key, "value": sync_value,
+                                                                  "partition": 0}])  # fmt: skip
+        consumer = Consumer({"bootstrap.servers": clusters.source, "group.id": f"idle-{unique}"})
+        consumer.commit(offsets=[TopicPartition(first, 0, 20)], asynchronous=False)
+        consumer.close()
+        expected = Checkpoint(f"idle-{unique}", f"{src_alias}.{first}", 0, 20, 20, "")
+        assert wait_for_checkpoint(spec, f"idle-{unique}", failures) == expected
         create_topic(clusters.source, later, 1)  # created while the query runs
         produce(clusters.source, later, records("b", 0, 30))
         add_fences(clusters.source, later, 1)
