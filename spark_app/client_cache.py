@@ -8,7 +8,8 @@ batches of a backlog (measured in docs/performance.md).
 
 Contract of `CLIENTS.lease(key, make)` (a context manager yielding `CopyClients`):
 - hands out the idle clients built for `key` (a digest of the complete client configs), or
-  `make()`s new ones; at most one idle pair is kept per process, for the last key used;
+  `make()`s new ones; idle pairs are kept for the last key used only (at most `MAX_IDLE`);
+  several threads may hold leases at once (each gets its own pair);
 - clients that leave the block by an exception are closed, never reused: the producer may hold
   undelivered records or be in a fatal state, the consumer a stale assignment;
 - clients that leave it normally are kept only when the producer has nothing outstanding
@@ -33,6 +34,8 @@ log = logging.getLogger("kmirror.client_cache")
 # Longer than any trigger interval worth streaming with, short enough that a finished query's
 # clients go away soon.
 IDLE_CLOSE_S = 60.0
+# Idle pairs kept: one per copying thread of a task (spark_app.sink.COPY_THREADS_PER_TASK), with room.
+MAX_IDLE = 4
 
 
 @dataclass
@@ -56,10 +59,14 @@ def config_key(*configs: Mapping[str, Any]) -> str:
 
 
 class ClientCache:
-    def __init__(self, idle_close_s: float = IDLE_CLOSE_S) -> None:
+    """Idle client pairs of one flow's configs (the last key leased), at most `max_idle` of them."""
+
+    def __init__(self, idle_close_s: float = IDLE_CLOSE_S, max_idle: int = MAX_IDLE) -> None:
         self.idle_close_s = idle_close_s
+        self.max_idle = max_idle
         self._lock = threading.Lock()
-        self._idle: tuple[str, CopyClients] | None = None
+        self._key: str | None = None
+        self._idle: list[CopyClients] = []
         self._timer: threading.Timer | None = None
 
     @contextmanager
@@ -78,26 +85,30 @@ class ClientCache:
         self._put(key, clients)
 
     def _take(self, key: str) -> CopyClients | None:
+        stale: list[CopyClients] = []
+        clients = None
         with self._lock:
-            idle, self._idle = self._idle, None
             self._cancel_timer()
-        if idle is None:
-            return None
-        if idle[0] == key:
-            return idle[1]
-        idle[1].close()  # another flow's (or changed) configs
-        return None
+            if self._key != key:
+                stale, self._idle, self._key = self._idle, [], key  # another flow's (or changed) configs
+            elif self._idle:
+                clients = self._idle.pop()
+        for old in stale:
+            old.close()
+        return clients
 
     def _put(self, key: str, clients: CopyClients) -> None:
         with self._lock:
-            previous, self._idle = self._idle, (key, clients)
+            keep = self._key == key and len(self._idle) < self.max_idle
+            if keep:
+                self._idle.append(clients)
             self._cancel_timer()
-            if self.idle_close_s > 0:
+            if self.idle_close_s > 0 and self._idle:
                 self._timer = threading.Timer(self.idle_close_s, self.close_idle)
                 self._timer.daemon = True
                 self._timer.start()
-        if previous is not None:
-            previous[1].close()
+        if not keep:
+            clients.close()
 
     def _cancel_timer(self) -> None:
         if self._timer is not None:
@@ -107,10 +118,10 @@ class ClientCache:
     def close_idle(self) -> None:
         """Close the idle clients, if any (idempotent)."""
         with self._lock:
-            idle, self._idle = self._idle, None
+            idle, self._idle = self._idle, []
             self._cancel_timer()
-        if idle is not None:
-            idle[1].close()
+        for clients in idle:
+            clients.close()
 
 
 CLIENTS = ClientCache()

@@ -37,12 +37,13 @@ CONSUME_BATCH = 1_000
 DEFAULT_STALL_TIMEOUT_S = 300.0
 
 # Throughput defaults layered *under* the configured clients (user/clients.py values win):
-# large prefetch and batches. On 2 cores the copy is CPU-bound, so fewer, bigger requests
-# (linger.ms 100 rather than 20: ~5% more records/s measured) save client and broker CPU.
+# large fetches and batches: fewer, bigger requests (linger.ms 100 rather than 20: ~5% more
+# records/s measured) save client and broker CPU on a machine the copy shares with the brokers.
 CONSUMER_TUNING: dict[str, Any] = {
     "fetch.max.bytes": 64 * 1024 * 1024,
     "max.partition.fetch.bytes": 8 * 1024 * 1024,
-    "queued.max.messages.kbytes": 256 * 1024,
+    # bounds the prefetch (memory) per copy loop; 64 MiB is ~0.5 s of records at full speed
+    "queued.max.messages.kbytes": 64 * 1024,
     "fetch.wait.max.ms": 50,
 }
 # Layered *over* the configured consumer: the end of a range whose last offsets are
@@ -60,7 +61,7 @@ PRODUCER_TUNING: dict[str, Any] = {
     "batch.size": 1024 * 1024,
     "batch.num.messages": 100_000,
     "queue.buffering.max.messages": 1_000_000,
-    "queue.buffering.max.kbytes": 512 * 1024,
+    "queue.buffering.max.kbytes": 128 * 1024,  # bounds memory per copy loop
 }
 
 

@@ -73,3 +73,12 @@ def test_config_key_depends_on_every_setting() -> None:
     assert config_key({"a": 1}, {"b": 2}) == config_key({"a": 1}, {"b": 2})
     assert config_key({"a": 1}, {"b": 2}) != config_key({"a": 1}, {"b": 3})
     assert "secret" not in config_key({"sasl.password": "secret"})
+
+
+def test_concurrent_leases_get_their_own_clients_and_both_are_kept() -> None:
+    cache, made = ClientCache(idle_close_s=0), []
+    with cache.lease("a", lambda: make(made)) as one, cache.lease("a", lambda: make(made)) as two:
+        assert one is not two
+    with cache.lease("a", lambda: make(made)) as again, cache.lease("a", lambda: make(made)) as other:
+        assert {id(again), id(other)} == {id(one), id(two)}
+    assert len(made) == 2

@@ -192,6 +192,21 @@ def test_active_active_pair_loops_neither_data_nor_heartbeats(
     assert f"{w}.{e}.heartbeats" not in east and f"{e}.{w}.heartbeats" not in west  # heartbeats never loop
 
 
+def batches_done(spark: Any, spec: FlowSpec) -> int:
+    """Micro-batches the flow's query finished (sink commit included)."""
+    (query,) = [q for q in spark.streams.active if q.name == f"kmirror {spec.id}"]
+    return len([p for p in query.recentProgress if p["numInputRows"] > 0])
+
+
+def wait_for_batch_commit(spark: Any, spec: FlowSpec, failures: list[Exception], timeout_s: float = 60.0) -> int:
+    deadline = time.monotonic() + timeout_s
+    while not batches_done(spark, spec):
+        assert not failures, f"the mirror failed: {failures[0]!r}"
+        assert time.monotonic() < deadline, f"no batch of {spec.id} finished within {timeout_s:.0f} s"
+        time.sleep(0.2)
+    return batches_done(spark, spec)
+
+
 def wait_for_checkpoint(spec: FlowSpec, group: str, failures: list[Exception], timeout_s: float = 60.0) -> Any:
     """The newest checkpoint of `group` once there is one (a valid fence first: tansu)."""
     topic, deadline = checkpoints_topic(spec.source.alias), time.monotonic() + timeout_s
@@ -241,6 +256,7 @@ def test_streaming_mode_picks_up_new_topics_beats_and_checkpoints_while_idle_and
         got = consume_all(clusters.target, f"{src_alias}.{first}", 2, timeout_s=120)  # up to the mirrored fences
         assert {p: len(v) for p, v in got.items()} == {0: 50, 1: 50}
         beats_while_idle = time.monotonic()
+        done = wait_for_batch_commit(spark, spec, failures)  # its commit (and the listener's round) is over
         # an application consumes while the source is idle (no batches): the driver's own
         # checkpoint rounds translate its new position
         sync_key, sync_value = encode_offset_sync(OffsetSync("__fence", 0, 0, 0))  # tansu: see kafka_helpers
@@ -251,6 +267,7 @@ def test_streaming_mode_picks_up_new_topics_beats_and_checkpoints_while_idle_and
         consumer.close()
         expected = Checkpoint(f"idle-{unique}", f"{src_alias}.{first}", 0, 20, 20, "")
         assert wait_for_checkpoint(spec, f"idle-{unique}", failures) == expected
+        assert batches_done(spark, spec) == done  # no batch ran meanwhile: the driver's round did it
         create_topic(clusters.source, later, 1)  # created while the query runs
         produce(clusters.source, later, records("b", 0, 30))
         add_fences(clusters.source, later, 1)
