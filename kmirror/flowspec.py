@@ -82,7 +82,7 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "max_records_per_task",
-        250_000,
+        2_500_000,  # a default batch fills one task per core of a 2-core executor (docs/performance.md)
         "Tasks per batch: enough that each copies at most this many records (one partition never splits).",
         _int_at_least(1),
     ),

@@ -78,6 +78,7 @@ class CopyRange:
     start_offset: int
     end_offset: int
     target_topic: str
+    skipped_before: int = 0  # offsets retention deleted before start_offset (fail_on_data_loss=false)
 
 
 class _RangeState:
@@ -147,7 +148,7 @@ class _RangeState:
             last_timestamp_ms=self.last_timestamp_ms, offset_syncs=tuple(syncs),
             latency_min_ms=self.lat_min if counted else None, latency_max_ms=self.lat_max if counted else None,
             latency_sum_ms=self.lat_sum,
-            latency_count=self.lat_count, dead_lettered=self.dead_lettered,
+            latency_count=self.lat_count, dead_lettered=self.dead_lettered, skipped_records=r.skipped_before,
         )  # fmt: skip
 
 

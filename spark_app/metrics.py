@@ -7,7 +7,9 @@ MirrorCheckpointMetrics) with Prometheus spelling (`record-count` -> `kmirror_re
 - replication-latency-ms min/max/avg -> kmirror_replication_latency_ms{stat="min|max|avg"}
   (delivery time - record timestamp, over the last batch);
 - checkpoint-latency-ms -> kmirror_checkpoint_latency_ms{group} (offsets read -> checkpoints delivered);
-- offset lag (MM2 has none) -> kmirror_offset_lag (source end offset - next offset to mirror).
+- offset lag (MM2 has none) -> kmirror_offset_lag (source end offset - next offset to mirror);
+- losses MM2 does not count -> kmirror_skipped_records_total (offsets deleted at the source before
+  they were mirrored, skipped with fail_on_data_loss=false), kmirror_dead_lettered_records_total.
 
 Labels: flow, topic (target topic), partition. Served as Prometheus text on the driver's
 `metrics_port` (0 = an ephemeral port, announced as `kmirror metrics {"event":
@@ -40,6 +42,14 @@ class FlowMetrics:
         r = self.registry
         self.record_count = Counter("kmirror_record_count", "Records mirrored (MM2 record-count).", LABELS, registry=r)
         self.byte_count = Counter("kmirror_byte_count", "Bytes mirrored (MM2 byte-count).", LABELS, registry=r)
+        self.skipped = Counter(
+            "kmirror_skipped_records", "Offsets deleted at the source before they were mirrored, skipped "
+            "(fail_on_data_loss=false; MM2 has none).", LABELS, registry=r,
+        )  # fmt: skip
+        self.dead_lettered = Counter(
+            "kmirror_dead_lettered_records", "Records the target rejected as too large, sent to the dead-letter "
+            "topic.", LABELS, registry=r,
+        )  # fmt: skip
         self.byte_rate = Gauge(
             "kmirror_byte_rate", "Bytes per second over the last batch (MM2 byte-rate).", LABELS, registry=r
         )
@@ -74,6 +84,8 @@ class FlowMetrics:
             self.record_count.labels(*labels).inc(p.records)
             self.byte_count.labels(*labels).inc(p.bytes)
             self.byte_rate.labels(*labels).set(p.bytes / seconds)
+            self.skipped.labels(*labels).inc(p.skipped_records)
+            self.dead_lettered.labels(*labels).inc(p.dead_lettered)
             row: dict[str, Any] = {"topic": p.target_topic, "partition": p.partition, "record_count": p.records,
                                    "byte_rate": round(p.bytes / seconds, 1)}  # fmt: skip
             if p.last_timestamp_ms is not None:

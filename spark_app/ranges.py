@@ -112,8 +112,8 @@ def plan_tasks(
     ranges: Sequence[OffsetRange], task_count: int, max_records_per_task: int, keep_partitions_whole: bool = False
 ) -> list[tuple[OffsetRange, ...]]:
     """Writer tasks for a batch: whole source partitions balanced over `task_count` tasks, or
-    over more when that keeps each task within `max_records_per_task` offsets (at most one task
-    per partition; a partition larger than the cap stays whole).
+    over a multiple of it when that keeps each task within `max_records_per_task` offsets (at
+    most one task per partition; a partition larger than the cap stays whole).
 
     All ranges of one source partition land in the same task, in offset order (the copier copies
     them in successive rounds): the tasks of a batch run concurrently, and two tasks writing one
@@ -135,7 +135,9 @@ def plan_tasks(
     for rng in extra:
         sizes[(rng.source_topic, rng.partition)] += rng.size
     total = sum(sizes.values())
-    count = max(task_count, -(-total // max_records_per_task) if total else 1)
+    # whole waves of `task_count` tasks: a last, partial wave would leave task slots idle
+    waves = -(-total // (max_records_per_task * task_count)) if total else 1
+    count = task_count * max(1, waves)
     # balance the partitions (as stand-in ranges spanning their total size), then put each
     # partition's real ranges where its stand-in went
     stand_ins = [replace(r, end_offset=r.start_offset + sizes[tp]) for tp, r in by_partition.items()]

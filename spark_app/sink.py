@@ -107,8 +107,9 @@ class MirrorStreamWriter(DataSourceStreamWriter):
         self.spec_json = spec_json
 
     def write(self, iterator: Iterator[Any]) -> MirrorCommitMessage:
-        ranges = [CopyRange(r.source_topic, r.partition, r.start_offset, r.end_offset, r.target_topic)
-                  for r in iterator]  # fmt: skip
+        # skipped_before: the reader's extra column (kmirror-source); plain range rows have none
+        ranges = [CopyRange(r.source_topic, r.partition, r.start_offset, r.end_offset, r.target_topic,
+                            getattr(r, "skipped_before", 0) or 0) for r in iterator]  # fmt: skip
         task_id = _task_id()
         if not ranges:
             return MirrorCommitMessage(task_id, (), None, _now_ms())

@@ -52,12 +52,18 @@ def report_data_loss(flow_id: str, tp: tuple[str, int], first: int, skipped: int
     print(DATA_LOSS_PREFIX + json.dumps(record), file=sys.stderr, flush=True)
 
 
+# The reader's rows: the range contract plus the offsets retention deleted right before each
+# range (fail_on_data_loss=false), so the copy tasks' progress carries the count to the batch
+# listeners (progress line "skipped", metric kmirror_skipped_records_total).
+READER_SCHEMA = RANGE_SCHEMA + ", skipped_before BIGINT"
+
+
 @dataclass(frozen=True)
 class RangeTask(InputPartition):
-    """One writer task: its ranges as plain rows."""
+    """One writer task: its ranges as plain rows (`READER_SCHEMA`)."""
 
     index: int
-    ranges: tuple[tuple[str, int, int, int, str], ...]
+    ranges: tuple[tuple[str, int, int, int, str, int], ...]
 
 
 class RangePlanner:
@@ -87,6 +93,7 @@ class RangePlanner:
         self.frozen_end: Offsets | None = None
         self.skipped_records = 0
         self.replays_checked = False  # the first batch after a start may replay delivered offsets
+        self.skipped_before: dict[tuple[str, int], int] = {}  # of the last plan(): offsets lost before each range
 
     def _retry(self, call: Any, what: str) -> Any:
         return with_retries(call, f"{self.spec.id}: {what}", bounded=self.once)
@@ -164,6 +171,7 @@ class RangePlanner:
         if not wanted:
             return []
         log_start = self._offsets("earliest", "log start offsets", among=wanted)
+        self.skipped_before = {}
         for tp in self._deleted([tp for tp in wanted if tp not in log_start]):
             first = start.get(tp, 0)
             report_data_loss(self.spec.id, tp, first, max(0, end[tp] - first), "topic deleted or deselected")
@@ -177,7 +185,9 @@ class RangePlanner:
             first = start.get(tp, log_start[tp])  # a new partition starts at its log start
             if end[tp] < first:  # went back (see _on_rewind): mirrored again from its log start
                 first = log_start[tp]
+            planned = first
             first = self._check_loss(tp, first, log_start[tp], end[tp])
+            self.skipped_before[tp] = first - planned
             if end[tp] > first:
                 ranges.append(OffsetRange(tp[0], tp[1], first, end[tp], self.remote(tp[0])))
         if not self.replays_checked and ranges:
@@ -279,8 +289,13 @@ class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return offsets_to_json(self.planner.next_end(offsets_from_json(start), max_records))
 
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        tasks = self.planner.plan(offsets_from_json(start), offsets_from_json(end))
-        return [RangeTask(i, tuple(r.as_row() for r in task)) for i, task in enumerate(tasks)]
+        planner = self.planner
+        tasks = planner.plan(offsets_from_json(start), offsets_from_json(end))
+        skipped = planner.skipped_before
+        return [
+            RangeTask(i, tuple((*r.as_row(), skipped.get((r.source_topic, r.partition), 0)) for r in task))
+            for i, task in enumerate(tasks)
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, RangeTask)
@@ -298,7 +313,7 @@ class MirrorSource(DataSource):
         return SOURCE_NAME
 
     def schema(self) -> str:
-        return RANGE_SCHEMA
+        return READER_SCHEMA
 
     def streamReader(self, schema: Any) -> MirrorStreamReader:
         spec_json = self.options.get("flow_spec")

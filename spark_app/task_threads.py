@@ -56,7 +56,9 @@ def copy_in_threads(
         except BaseException as exc:  # handed to the task's thread, which raises it
             failures.append(exc)
 
-    workers = [threading.Thread(target=run, args=(g,), name=f"kmirror-copy-{n}") for n, g in enumerate(groups[1:])]
+    # daemon: a worker process Spark stops (query stopped, task killed) must not wait for them
+    workers = [threading.Thread(target=run, args=(g,), name=f"kmirror-copy-{n}", daemon=True)
+               for n, g in enumerate(groups[1:])]  # fmt: skip
     for worker in workers:
         worker.start()
     run(groups[0])  # the task's own thread copies the first group

@@ -305,3 +305,65 @@ def test_a_planned_topic_with_a_metadata_error_is_retried_never_dropped(monkeypa
     monkeypatch.setattr(spark_app.offsets, "ONCE_DEADLINE_S", 0.0)  # --once gives up at once here
     with pytest.raises(ConnectionFailure, match="planned partitions of new are not readable now"):
         p.plan(start, end)
+
+
+def test_streaming_start_retries_an_unreachable_cluster_with_doubling_backoff_and_reports_each_failure(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import spark_app.security_check
+    from spark_app.main import check_clusters
+    from tests.test_source_planner import spec
+
+    failures = iter(range(7))
+
+    def unreachable_then_up(flow: Any, timeout_s: float) -> None:
+        if next(failures, None) is not None:
+            raise ConnectionFailure("cluster 'east' (127.0.0.1:9): cannot connect")
+
+    class Waits:
+        def __init__(self) -> None:
+            self.seconds: list[float] = []
+
+        def is_set(self) -> bool:
+            return False
+
+        def wait(self, seconds: float) -> bool:
+            self.seconds.append(seconds)
+            return False
+
+    waits = Waits()
+    monkeypatch.setattr(spark_app.security_check, "check_flow_security", unreachable_then_up)
+    check_clusters(spec(), once=False, stop=waits)  # type: ignore[arg-type]
+    assert waits.seconds == [1, 2, 4, 8, 16, 30, 30]
+    assert capsys.readouterr().err.count("kmirror: cluster 'east' (127.0.0.1:9): cannot connect; retrying in") == 7
+
+    def down(flow: Any, timeout_s: float) -> None:
+        raise ConnectionFailure("cluster 'east' (127.0.0.1:9): cannot connect")
+
+    monkeypatch.setattr(spark_app.security_check, "check_flow_security", down)
+    with pytest.raises(ConnectionFailure):  # --once: the first failure (after the check's own deadline) is final
+        check_clusters(spec(), once=True, stop=waits)  # type: ignore[arg-type]
+    assert len(waits.seconds) == 7
+
+
+def test_skipped_offsets_travel_from_the_planner_to_the_progress_line_and_the_metrics() -> None:
+    from spark_app.metrics import FlowMetrics
+    from spark_app.progress import BatchProgress
+    from spark_app.progress_log import progress_record
+    from spark_app.source import READER_SCHEMA, MirrorStreamReader
+    from tests.test_source_planner import spec
+
+    reader = MirrorStreamReader("{}", once=True, task_count=1)
+    reader._planner = planner(FakeAdmin({"orders": [(120, 200)]}), fail_on_data_loss=False)
+    [task] = reader.partitions({"orders": {"0": 100}}, {"orders": {"0": 200}})
+    [row] = task.ranges  # type: ignore[attr-defined]
+    assert READER_SCHEMA.endswith("skipped_before BIGINT") and row == ("orders", 0, 120, 200, "west.orders", 20)
+
+    source = FakeConsumer([FakeMessage("orders", 0, i, b"v") for i in range(120, 200)])
+    [progress] = RangeCopier(source, LimitedBroker(1000), stall_timeout_s=5).copy([CopyRange(*row)])
+    batch = BatchProgress(7, (progress,), 10)
+    assert (progress.records, progress.skipped_records) == (80, 20)
+    assert progress_record(spec(), batch, None)["skipped"] == 20
+    metrics = FlowMetrics("west->east")
+    metrics.observe_batch(batch, now_ms=0)
+    assert 'kmirror_skipped_records_total{flow="west->east",partition="0",topic="west.orders"} 20.0' in metrics.text()
