@@ -58,7 +58,7 @@ DEMO_TOPICS = (
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("demo", help="mirror demo topics between two local brokers with the Spark app")
+    parser = subparsers.add_parser("demo", help="Mirror demo topics between two local brokers with the Spark app.")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for the mirror to catch up")
     parser.add_argument("--master", default="local[2]", help="Spark master of the demo run")
     parser.set_defaults(func=run_demo)

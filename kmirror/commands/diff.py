@@ -44,7 +44,7 @@ class LoadedPlan:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "diff",
-        help="what a topology change does to every datacenter",
+        help="Show what a topology change does to every datacenter.",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
