@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -44,6 +45,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--latency-seconds", type=float, default=15.0)
     parser.add_argument("--producer-procs", type=int, default=2, help="processes filling the source / the limit run")
     parser.add_argument(
+        "--repeat", type=int, default=1, help="rounds of limit/raw/spark; figures and RESULT use the medians"
+    )
+    parser.add_argument(
         "--trigger-interval-ms", type=int, default=None, help="flow option of the latency run (default: the app's)"
     )
     return parser.parse_args(argv)
@@ -62,49 +66,63 @@ def main(argv: list[str] | None = None) -> int:
     console = Console(stderr=True)
     run, nparts, workdir = uuid.uuid4().hex[:6], args.partitions, Path(tempfile.mkdtemp(prefix="kmirror-bench-"))
     src = f"bench-src-{run}"
-    targets = {"limit": f"bench-limit-{run}", "raw": f"bench-raw-{run}", "spark": f"west.{src}"}
-    rates: dict[str, float] = {}
-    loads: dict[str, str] = {}
+    rates: dict[str, list[float]] = {"limit": [], "raw": [], "spark": []}
+    loads: dict[str, list[str]] = {"limit": [], "raw": [], "spark": [], "latency": []}
+    sparks: list[dict[str, Any]] = []
     with LocalBroker("bench-source") as source_broker, LocalBroker("bench-target") as target_broker:
         source, target = source_broker.bootstrap_servers, target_broker.bootstrap_servers
         create_topics(source, [src], nparts)
-        create_topics(target, list(targets.values()), nparts)
         console.log(f"filling {src}: {args.records:,} x {args.size} B, {nparts} partitions")
         filled = produce_parallel(source, src, args.records, args.size, nparts, args.producer_procs)
         expected = filled["counts"]
         add_fences(source, src, nparts)  # tansu's watermark hides each partition's newest batch
-
-        console.log("limit: producing straight into the target")
-        limit = produce_parallel(target, targets["limit"], args.records, args.size, nparts, args.producer_procs)
-        verify(target, targets["limit"], nparts, expected, "limit")
-        rates["limit"] = args.records / (limit["end"] - limit["start"])
-        loads["limit"] = load_averages()
-
-        console.log("raw: single-process consume->produce loop")
-        raw = raw_mirror(source, target, src, targets["raw"], expected)
-        verify(target, targets["raw"], nparts, expected, "raw")
-        rates["raw"] = args.records / (raw["end"] - raw["start"])
-        loads["raw"] = load_averages()
-
-        console.log("spark: python -m spark_app --once --master local[*]")
-        spark = run_spark_once(flow_spec(source, target, src, workdir), workdir)
-        verify(target, targets["spark"], nparts, expected, "spark")
-        rates["spark"] = args.records / (spark["end"] - spark["start"])
-        loads["spark"] = load_averages()
-
+        for round_ in range(args.repeat):
+            sparks.append(run_round(args, console, source, target, src, f"{run}-{round_}", round_, expected, workdir,
+                                    rates, loads))  # fmt: skip
         console.log(f"latency: streaming mode at {args.latency_rate:,} records/s for {args.latency_seconds:.0f} s")
         options = {} if args.trigger_interval_ms is None else {"trigger_interval_ms": args.trigger_interval_ms}
         latency = run_latency(
             source, target, nparts, args.latency_rate, args.latency_seconds, args.size, run, **options
         )
-        loads["latency"] = load_averages()
+        loads["latency"].append(load_averages())
+    rate = {name: statistics.median(values) for name, values in rates.items()}
+    spark = sorted(sparks, key=lambda s: s["rate"])[len(sparks) // 2]  # the median spark run
     print_report(console, args, rates, spark, latency, loads)
     print(
-        f"RESULT spark_vs_raw={rates['spark'] / rates['raw']:.2f} spark_vs_limit={rates['spark'] / rates['limit']:.2f} "
-        f"spark={rates['spark']:.0f}/s raw={rates['raw']:.0f}/s limit={rates['limit']:.0f}/s "
-        f"startup={spark['startup_s']:.1f}s"
+        f"RESULT spark_vs_raw={rate['spark'] / rate['raw']:.2f} spark_vs_limit={rate['spark'] / rate['limit']:.2f} "
+        f"spark={rate['spark']:.0f}/s raw={rate['raw']:.0f}/s limit={rate['limit']:.0f}/s "
+        f"startup={statistics.median(s['startup_s'] for s in sparks):.1f}s"
     )
     return 0
+
+
+def run_round(args: argparse.Namespace, console: Console, source: str, target: str, src: str, tag: str, round_: int,
+              expected: dict[int, int], workdir: Path, rates: dict[str, list[float]],
+              loads: dict[str, list[str]]) -> dict[str, Any]:  # fmt: skip
+    """One run of each contender into its own, new target topic; appends rates and loads,
+    returns the spark run's details. Raises SystemExit when an output does not match."""
+    nparts, alias = args.partitions, "west" if round_ == 0 else f"west{round_}"
+    targets = {"limit": f"bench-limit-{tag}", "raw": f"bench-raw-{tag}", "spark": f"{alias}.{src}"}
+    create_topics(target, list(targets.values()), nparts)
+    console.log(f"round {round_ + 1}/{args.repeat}, limit: producing straight into the target")
+    limit = produce_parallel(target, targets["limit"], args.records, args.size, nparts, args.producer_procs)
+    verify(target, targets["limit"], nparts, expected, "limit")
+    rates["limit"].append(args.records / (limit["end"] - limit["start"]))
+    loads["limit"].append(load_averages())
+
+    console.log(f"round {round_ + 1}/{args.repeat}, raw: single-process consume->produce loop")
+    raw = raw_mirror(source, target, src, targets["raw"], expected)
+    verify(target, targets["raw"], nparts, expected, "raw")
+    rates["raw"].append(args.records / (raw["end"] - raw["start"]))
+    loads["raw"].append(load_averages())
+
+    console.log(f"round {round_ + 1}/{args.repeat}, spark: python -m spark_app --once --master local[*]")
+    spark = run_spark_once(flow_spec(source, target, src, workdir, alias=alias), workdir)
+    verify(target, targets["spark"], nparts, expected, "spark")
+    spark["rate"] = args.records / (spark["end"] - spark["start"])
+    rates["spark"].append(spark["rate"])
+    loads["spark"].append(load_averages())
+    return spark
 
 
 def load_averages() -> str:
@@ -112,20 +130,25 @@ def load_averages() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def print_report(console: Console, args: argparse.Namespace, rates: dict[str, float], spark: dict[str, Any],
-                 latency: dict[str, Any], loads: dict[str, str]) -> None:  # fmt: skip
-    table = Table(title=f"{args.records:,} records x {args.size} B, {args.partitions} partitions, tansu -> tansu")
-    for column in ("contender", "records/s", "vs raw", "vs limit", "verified", "load avg after (1/5/15 min)"):
+def print_report(console: Console, args: argparse.Namespace, rates: dict[str, list[float]], spark: dict[str, Any],
+                 latency: dict[str, Any], loads: dict[str, list[str]]) -> None:  # fmt: skip
+    rate = {name: statistics.median(values) for name, values in rates.items()}
+    rounds = f", median of {args.repeat} rounds" if args.repeat > 1 else ""
+    table = Table(
+        title=f"{args.records:,} records x {args.size} B, {args.partitions} partitions, tansu -> tansu{rounds}"
+    )
+    for column in ("contender", "records/s", "vs raw", "vs limit", "verified", "every run", "load avg after (1/5/15)"):
         table.add_column(column, justify="right" if column != "contender" else "left")
     for name in ("limit", "raw", "spark"):
-        rate = rates[name]
+        vs_raw, vs_limit = rate[name] / rate["raw"], rate[name] / rate["limit"]
+        every = " ".join(f"{r / 1000:.0f}k" for r in rates[name])
         table.add_row(
-            name, f"{rate:,.0f}", f"{rate / rates['raw']:.2f}", f"{rate / rates['limit']:.2f}", "yes", loads[name]
+            name, f"{rate[name]:,.0f}", f"{vs_raw:.2f}", f"{vs_limit:.2f}", "yes", every, "; ".join(loads[name])
         )
-    out = Console(width=160)
+    out = Console(width=180)
     out.print(table)
     out.print(
-        f"spark --once: start-up (process start -> first record read) {spark['startup_s']:.1f} s, "
+        f"spark --once (median run): start-up (process start -> first record read) {spark['startup_s']:.1f} s, "
         f"{spark['batches']} batches, {spark['between_batches_s']:.1f} s between batches, wall {spark['wall_s']:.1f} s"
     )
     for label, peaks in (("peak", spark["rss"]), ("1st half of the copy", spark["first_half"]),
@@ -142,7 +165,7 @@ def print_report(console: Console, args: argparse.Namespace, rates: dict[str, fl
         f"({latency['sent']:,} records after a 10 s warm-up at the same rate): p50 {latency['p50_ms']} ms, "
         f"p99 {latency['p99_ms']} ms, max {latency['max_ms']} ms; {latency['batches']} batches, median batch "
         f"cycle {latency['cycle_ms']} ms, median task {latency['task_ms']} ms; memory peak {_memory(latency['rss'])}; "
-        f"load avg {loads['latency']}"
+        f"load avg after {loads['latency'][0]}"
     )
     console.log(f"finished at {time.strftime('%H:%M:%S')}")
 

@@ -28,15 +28,16 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from bench.measure import FENCE_KEY, SAFE_PRODUCER, RssSampler, add_fences, create_topics
 
 
-def flow_spec(source: str, target: str, topic: str, workdir: Path, **options: Any) -> Path:
+def flow_spec(source: str, target: str, topic: str, workdir: Path, alias: str = "west", **options: Any) -> Path:
+    """A flow spec file mirroring `topic` into `<alias>.<topic>` (flow-spec defaults otherwise)."""
     spec = {
-        "id": "west->east",
-        "source": {"alias": "west", "bootstrap_servers": source, "config": {}},
+        "id": f"{alias}->east",
+        "source": {"alias": alias, "bootstrap_servers": source, "config": {}},
         "target": {"alias": "east", "bootstrap_servers": target, "config": {}},
         "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default", "separator": "."},
-        "checkpoint_location": str(workdir / f"checkpoint-{topic}"), **options,
+        "checkpoint_location": str(workdir / f"checkpoint-{alias}-{topic}"), **options,
     }  # fmt: skip
-    path = workdir / f"flow-{topic}.json"
+    path = workdir / f"flow-{alias}-{topic}.json"
     path.write_text(json.dumps(spec))
     return path
 
@@ -59,7 +60,7 @@ def run_spark_once(flow: Path, workdir: Path, timeout_s: float = 1800) -> dict[s
     """Run the app with --once; returns timing from the batch log and memory (MiB): summed PSS
     peaks per process kind, the largest single process, and the peaks in the first and second
     half of the copy (flat memory: the second half is no higher than the first)."""
-    batch_log, log = workdir / "spark-batches.jsonl", workdir / "spark-once.log"
+    batch_log, log = workdir / f"spark-batches-{flow.stem}.jsonl", workdir / f"spark-once-{flow.stem}.log"
     started = time.time()
     app = _start_app(flow, batch_log, once=True, log=log)
     sampler = RssSampler(app.pid).start()
@@ -82,7 +83,7 @@ def run_spark_once(flow: Path, workdir: Path, timeout_s: float = 1800) -> dict[s
             "wall_s": time.time() - started, "batches": len(batches), "rss": peaks,
             "rss_largest": sampler.largest, "processes": sampler.processes,
             "first_half": sampler.between(first_read, middle), "second_half": sampler.between(middle, last_delivery),
-            "between_batches_s": (last_delivery - first_read) - copying_s, "log": str(log)}  # fmt: skip
+            "between_batches_s": max(0.0, (last_delivery - first_read) - copying_s), "log": str(log)}  # fmt: skip
 
 
 def _rate_producer(
