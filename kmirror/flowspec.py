@@ -78,7 +78,11 @@ OPTIONS: tuple[Option, ...] = (
     # a crash (~30 s of copying here, like MM2's 60 s offset flush). Smaller batches pay Spark's
     # per-batch cost more often (docs/performance.md).
     Option(
-        "max_records_per_trigger", 5_000_000, "Admission control: records planned per micro-batch.", _int_at_least(1)
+        "max_records_per_trigger",
+        5_000_000,
+        "Admission control: records planned per micro-batch (500,000 with exactly_once, so a task's "
+        "transaction stays well inside transaction.timeout.ms).",
+        _int_at_least(1),
     ),
     Option(
         "max_records_per_task",
@@ -122,6 +126,7 @@ OPTIONS: tuple[Option, ...] = (
         "dead_letter_topic", None, "Target topic for records the target rejects (off when null: fail).", _optional_str
     ),
 )
+EXACTLY_ONCE_MAX_RECORDS_PER_TRIGGER = 500_000
 OPTION_BY_NAME = {o.name: o for o in OPTIONS}
 REQUIRED = ("id", "source", "target", "topics", "topics_exclude", "replication_policy", "checkpoint_location")
 PASSTHROUGH = ("groups", "groups_exclude", "topology", "run_in", "spark")  # planner context, ignored by the app
@@ -156,6 +161,9 @@ class FlowSpec:
 
     def option(self, name: str) -> Any:
         """An optional setting, or its declared default."""
+        if name == "max_records_per_trigger" and name not in self.options and self.options.get("exactly_once"):
+            # One transaction per task covers the whole batch: keep it far from the 60 s timeout.
+            return EXACTLY_ONCE_MAX_RECORDS_PER_TRIGGER
         return self.options.get(name, OPTION_BY_NAME[name].default)
 
     @property

@@ -257,3 +257,19 @@ def test_properties_valid_only_together_are_not_reported_alone() -> None:
     raw["target"]["config"] = {"linger.ms": "soon", "security.protocol": "SASL_PLAINTEXT"}
     problems = client_config_problems(parse_flow_spec(raw))
     assert [p.path for p in problems] == ["target.config.linger.ms"]
+
+
+def test_exactly_once_defaults_to_smaller_batches_unless_set() -> None:
+    base = {
+        "id": "a->b",
+        "source": {"alias": "a", "bootstrap_servers": "a:9092"},
+        "target": {"alias": "b", "bootstrap_servers": "b:9092"},
+        "topics": [".*"],
+        "topics_exclude": [],
+        "replication_policy": {"type": "default"},
+        "checkpoint_location": "/tmp/c",
+    }
+    assert parse_flow_spec(base).option("max_records_per_trigger") == 5_000_000
+    assert parse_flow_spec({**base, "exactly_once": True}).option("max_records_per_trigger") == 500_000
+    explicit = {**base, "exactly_once": True, "max_records_per_trigger": 7}
+    assert parse_flow_spec(explicit).option("max_records_per_trigger") == 7
