@@ -112,9 +112,14 @@ def test_kill_9_mid_stream_then_restart_from_the_checkpoint_loses_nothing(
         assert figures.duplicates == 0
     runs = app.log().split("===== run 2 =====")
     assert len(runs) == 2 and "Traceback" not in runs[1], runs[-1][-3000:]
-    if exactly_once and replayed:  # the replayed batch found its transaction committed: it wrote nothing
+    if exactly_once and replayed:
+        # Each writer task has its own transaction: the kill followed the commit of at least one
+        # of the replayed batch's transactions, so at least that task found its offsets committed
+        # on the target and wrote nothing again (a task whose transaction had not committed
+        # copies its share again, which is correct and adds no duplicate, asserted above).
         first_after = json.loads(runs[1].split("kmirror progress ", 1)[1].splitlines()[0])
-        assert (first_after["batch"], first_after["records"]) == (replayed[0], 0), first_after
+        assert first_after["batch"] == replayed[0], first_after
+        assert first_after["records"] < flow["max_records_per_trigger"], first_after
 
 
 # ---------- unreachable cluster, broker outages ----------
