@@ -21,9 +21,9 @@ from typing import Any
 
 from components.specs import CHECKPOINT_MOUNT
 from kmirror.errors import Problem, Problems, did_you_mean
+from kmirror.stack_config import DEFAULT_TOPOLOGY, NAMESPACE
 
-NS = "kafka-mirror"
-DEFAULT_TOPOLOGY = "stacks/topology.yaml"
+NS = NAMESPACE
 PLATFORMS = ("eks", "emr")
 COMMON_KEYS = {
     "platform": "eks or emr",

@@ -45,6 +45,16 @@ def wait_for_port(port: int, timeout_s: float = 20.0) -> None:
     raise KmirrorError(f"broker on 127.0.0.1:{port} did not start within {timeout_s:.0f} s")
 
 
+
+def stop_process(process: subprocess.Popen[bytes], timeout_s: float = 10.0) -> None:
+    """SIGTERM, then SIGKILL when `process` has not exited within `timeout_s`; always reaped."""
+    process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
 @dataclass
 class LocalBroker:
     """One tansu broker process on 127.0.0.1; use as a context manager or call start/stop."""
@@ -88,12 +98,7 @@ class LocalBroker:
             return
         with contextlib.suppress(ProcessLookupError):
             os.kill(self.process.pid, signal.SIGCONT)
-        self.process.terminate()
-        try:
-            self.process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+        stop_process(self.process)
         self.process = None
 
     def __enter__(self) -> LocalBroker:

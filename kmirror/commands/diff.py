@@ -28,8 +28,8 @@ import yaml
 from kmirror.diff import diff_plans
 from kmirror.diff_render import render_json, render_markdown, render_text
 from kmirror.errors import KmirrorError, Problem, ValidationError
+from kmirror.stack_config import DEFAULT_TOPOLOGY
 
-DEFAULT_TOPOLOGY = "stacks/topology.yaml"
 EXIT_CHANGED = 2
 
 

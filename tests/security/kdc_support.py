@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from kmirror.kerberos import write_krb5_conf
-from kmirror.local_brokers import free_port, wait_for_port
+from kmirror.local_brokers import free_port, stop_process, wait_for_port
 
 REALM = "KMIRROR.TEST"
 MASTER_PASSWORD = "kdc-master-test-only"  # protects the throwaway test database, nothing else
@@ -56,12 +56,7 @@ class LocalKdc:
 
     def __exit__(self, *exc: object) -> None:
         if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            stop_process(self.process)
             self.process = None
 
     def log(self) -> str:

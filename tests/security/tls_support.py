@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from kmirror.local_brokers import wait_for_port
+from kmirror.local_brokers import stop_process, wait_for_port
 
 
 @dataclass(frozen=True)
@@ -111,12 +111,7 @@ class Stunnel:
 
     def __exit__(self, *exc: object) -> None:
         if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            stop_process(self.process)
             self.process = None
 
     def log(self) -> str:
