@@ -3,10 +3,12 @@ explicitly set topic configs (minus MM2's `config.properties.exclude` defaults),
 when the source grows.
 
 `TargetTopics.ensure(topics)` promises: after it returns, every remote topic exists on the
-target with at least its source's partition count (records keep their source partition). It
-raises KmirrorError naming the topic when a topic cannot be created or grown (e.g. the
-target refuses CreatePartitions), because copying into too few partitions would fail later
-or scramble per-key order.
+target with at least its source's partition count (records keep their source partition). A
+topic that already exists (created by hand, by another flow, by a restart, or by someone else
+between our listing and our CreateTopics) is checked for its partition count like any other,
+never trusted for merely existing. It raises KmirrorError naming the topic, both counts and the
+fix when a topic cannot be created or grown (e.g. the target refuses CreatePartitions),
+because copying into too few partitions would fail later or scramble per-key order.
 """
 
 from __future__ import annotations
@@ -84,9 +86,11 @@ class TargetTopics:
             return
         existing = list_topic_partitions(self.target_admin, self.target, self.timeout_s)
         missing = [t for t in todo if t.target_topic not in existing]
+        if missing and (raced := self._create(missing)):
+            # Someone created them after our listing (or their metadata was hidden from it): their
+            # partition count is whatever that creator chose, so it is checked like any other.
+            existing = self._recount(raced, existing)
         short = [t for t in todo if t.target_topic in existing and existing[t.target_topic] < t.partitions]
-        if missing:
-            self._create(missing)
         if short:
             self._grow(short, existing)
         for topic in todo:
@@ -99,20 +103,36 @@ class TargetTopics:
         futures = self.source_admin.describe_configs(resources)
         return {resource.name: configs_to_copy(_result(f, self.timeout_s)) for resource, f in futures.items()}
 
-    def _create(self, topics: list[MirroredTopic]) -> None:
+    def _recount(self, names: set[str], existing: Mapping[str, int]) -> dict[str, int]:
+        """`existing` plus fresh partition counts of `names`; a name still missing from the
+        metadata cannot be checked yet: a retriable ConnectionFailure (its leader may be moving)."""
+        fresh = list_topic_partitions(self.target_admin, self.target, self.timeout_s)
+        unseen = sorted(names - set(fresh))
+        if unseen:
+            raise ConnectionFailure(
+                f"target topic(s) {', '.join(map(repr, unseen))} exist on {self.target.alias!r} "
+                f"({self.target.bootstrap_servers}) but their metadata cannot be read, so their partition "
+                "count cannot be checked; check the mirror's Describe ACL on them (retrying)"
+            )
+        return {**existing, **{name: fresh[name] for name in names}}
+
+    def _create(self, topics: list[MirroredTopic]) -> set[str]:
+        """Create `topics`; returns the names that turned out to exist already."""
         configs = self._source_configs([t.source_topic for t in topics])
         new = [
             NewTopic(t.target_topic, t.partitions, self.replication_factor, config=configs[t.source_topic])
             for t in topics
         ]
         by_name = {t.target_topic: t for t in topics}
+        raced: set[str] = set()
         for name, future in self.target_admin.create_topics(new).items():
             topic = by_name[name]
             try:
                 _result(future, self.timeout_s)
             except KafkaException as exc:
                 if exc.args[0].code() == KafkaError.TOPIC_ALREADY_EXISTS:
-                    continue  # created meanwhile (another flow or a restart): verified at the next call
+                    raced.add(name)  # created meanwhile (another flow, a restart, by hand): counted by ensure
+                    continue
                 raise KmirrorError(
                     f"cannot create target topic {name!r} on {self.target.alias!r} ({self.target.bootstrap_servers}) "
                     f"with {topic.partitions} partitions: {exc.args[0].str()}; "
@@ -124,6 +144,7 @@ class TargetTopics:
                 topic.partitions,
                 sorted(configs[topic.source_topic]),
             )
+        return raced
 
     def _grow(self, topics: list[MirroredTopic], existing: Mapping[str, int]) -> None:
         requests = [NewPartitions(t.target_topic, t.partitions) for t in topics]
@@ -135,8 +156,10 @@ class TargetTopics:
                 _result(future, self.timeout_s)
             except KafkaException as exc:
                 raise KmirrorError(
-                    f"target topic {name!r} has {existing[name]} partitions but source topic {topic.source_topic!r} "
-                    f"has {topic.partitions}, and growing it failed: {exc.args[0].str()}; add the partitions on "
-                    f"{self.target.alias!r} by hand"
+                    f"target topic {name!r} on {self.target.alias!r} has {existing[name]} partitions but source "
+                    f"topic {topic.source_topic!r} has {topic.partitions} (records keep their source partition), "
+                    f"and growing it failed: {exc.args[0].str()}; add the partitions on {self.target.alias!r} "
+                    f"(kafka-topics.sh --alter --topic {name} --partitions {topic.partitions}), or delete the "
+                    "empty target topic so the mirror creates it"
                 ) from None
             log.info("grew target topic %s from %d to %d partitions", name, existing[name], topic.partitions)

@@ -127,7 +127,8 @@ def test_a_second_checkpoint_writer_only_checkpoints_inside_the_history_it_read(
     admin.offsets[("orders", 0)] = 14  # the group is past the syncs this writer has read
     assert driver.emit(["app-1"])[0] == []  # the sink's listener, with newer syncs, checkpoints it
     assert CheckpointEmitter(spec(), store, admin, FakeProducer()).emit(["app-1"])[0] == [
-        Checkpoint("app-1", "west.orders", 0, 14, 13, "")]  # fmt: skip  (a lone writer: MM2's +1 rule)
+        Checkpoint("app-1", "west.orders", 0, 14, 13, "")
+    ]  # fmt: skip  (a lone writer: MM2's +1 rule)
 
 
 def test_idle_checkpoint_rounds_count_failures_and_go_on() -> None:
@@ -295,3 +296,67 @@ def test_heartbeats_travel_one_hop_per_flow_and_never_loop() -> None:
     assert not should_replicate_topic(only_orders, policy, "west.heartbeats", "west")
     # but a third cluster's hop chain continues: north.heartbeats on west -> west.north.heartbeats on east
     assert should_replicate_topic(only_orders, policy, "north.heartbeats", "east")
+
+
+class OffsetsAdmin(FakeAdmin):
+    """A target admin that also answers ListOffsets(earliest)."""
+
+    def __init__(self, earliest: dict[tuple[str, int], int], **kw: Any) -> None:
+        super().__init__(**kw)
+        self.earliest = earliest
+        self.asked: list[tuple[str, int]] = []
+
+    def list_offsets(self, requests: dict[Any, Any], **_: Any) -> dict[Any, Future[Any]]:
+        self.asked += [(tp.topic, tp.partition) for tp in requests]
+        return {tp: done(SimpleNamespace(offset=self.earliest[(tp.topic, tp.partition)])) for tp in requests}
+
+
+def partial_failover(monkeypatch: pytest.MonkeyPatch, target: OffsetsAdmin) -> None:
+    import spark_app.checkpoints
+    import spark_app.clients
+    from spark_app.checkpoints import Translation
+
+    rows = [Translation("orders", 0, "west.orders", 4, 7), Translation("orders", 1, "west.orders", 2, None)]
+    monkeypatch.setattr(spark_app.checkpoints, "translate_group", lambda s, g: rows)
+    admins = {"west": FakeAdmin(), "east": target}
+    monkeypatch.setattr(spark_app.clients, "admin_client", lambda endpoint: admins[endpoint.alias])
+
+
+def test_failover_refuses_untranslated_partitions_without_allow_partial(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: Any
+) -> None:
+    """Before: partition 1 was printed as "skip" and the group moved with partition 0 only, leaving
+    partition 1 to auto.offset.reset (latest skips everything it had not read)."""
+    target = OffsetsAdmin({("west.orders", 1): 3})
+    partial_failover(monkeypatch, target)
+    assert main(["failover", "--flow", write_flow(tmp_path), "--group", "app-1"]) == 1
+    out = capsys.readouterr()
+    assert out.out == ""
+    assert out.err == (
+        "kmirror failover: group 'app-1': 1 of 2 partition(s) have no translated offset on east (orders[1]@2: "
+        "the group is before every mirrored record of them), so its consumers would start there at "
+        "auto.offset.reset and could skip records; let the mirror copy them first, or pass --allow-partial "
+        "to start them at the target's earliest offset (re-read, not skip)\n"
+    )
+    assert target.altered == [] and target.asked == []
+
+
+def test_failover_allow_partial_starts_untranslated_partitions_at_the_earliest_offset(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: Any
+) -> None:
+    target = OffsetsAdmin({("west.orders", 1): 3})
+    partial_failover(monkeypatch, target)
+    flow = write_flow(tmp_path)
+    assert main(["failover", "--flow", flow, "--group", "app-1", "--allow-partial", "--dry-run"]) == 0
+    assert capsys.readouterr().out == (
+        "partial: orders[1]@2 has no translated offset; west.orders[1] starts at the target's earliest offset 3 "
+        "(re-read)\n"
+        "dry run: would move group 'app-1' to east:\n  west.orders[0] -> 7\n  west.orders[1] -> 3\n"
+    )
+    assert target.altered == []
+    assert main(["failover", "--flow", flow, "--group", "app-1", "--allow-partial"]) == 0
+    assert target.altered == [{("west.orders", 0): 7, ("west.orders", 1): 3}]
+    assert capsys.readouterr().out.endswith(
+        "moved group 'app-1' to east: 2 partition(s) written, 0 kept\n"
+        "  wrote west.orders[0] = 7\n  wrote west.orders[1] = 3\n"
+    )

@@ -11,7 +11,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from kmirror.errors import KmirrorError
+from kmirror.errors import ConnectionFailure, KmirrorError
 from kmirror.flowspec import ClusterEndpoint
 from spark_app.discovery import MirroredTopic
 from spark_app.target_topics import TargetTopics, configs_to_copy
@@ -100,10 +100,57 @@ def test_verified_topics_are_not_checked_again_and_growth_creates_partitions() -
 def test_failed_growth_names_topic_counts_and_fix() -> None:
     source, target = FakeAdmin({"orders": 4}), FakeAdmin({"west.orders": 2})
     target.grow_error = KafkaError(KafkaError.INVALID_REQUEST, "not supported by broker")
-    with pytest.raises(
-        KmirrorError, match=r"target topic 'west.orders' has 2 partitions but source topic 'orders' has 4"
-    ):
+    with pytest.raises(KmirrorError) as caught:
         TargetTopics(source, target, EAST).ensure({"orders": MirroredTopic("orders", 4, "west.orders")})
+    assert str(caught.value) == (
+        "target topic 'west.orders' on 'east' has 2 partitions but source topic 'orders' has 4 (records keep "
+        "their source partition), and growing it failed: not supported by broker; add the partitions on 'east' "
+        "(kafka-topics.sh --alter --topic west.orders --partitions 4), or delete the empty target topic so the "
+        "mirror creates it"
+    )
+    assert [(p.topic, p.new_total_count) for p in target.grown] == [("west.orders", 4)]
+
+
+class RacingAdmin(FakeAdmin):
+    """A target where someone else creates the topic (with `their_partitions`) between our
+    listing and our CreateTopics, which then answers TOPIC_ALREADY_EXISTS."""
+
+    def __init__(self, their_partitions: int | None) -> None:
+        super().__init__({})
+        self.their_partitions = their_partitions
+
+    def create_topics(self, new: list[Any]) -> dict[str, Future[Any]]:
+        for t in new:
+            if self.their_partitions is not None:
+                self.topics[t.topic] = self.their_partitions
+        error = KafkaError(KafkaError.TOPIC_ALREADY_EXISTS, "Topic already exists")
+        return {t.topic: done(error=error) for t in new}
+
+
+def test_a_topic_created_meanwhile_with_fewer_partitions_is_grown_not_trusted() -> None:
+    """Before: TOPIC_ALREADY_EXISTS was taken as success and the topic recorded as having the
+    source's 4 partitions, so the 1-partition topic was never grown (and never checked again)."""
+    source, target = FakeAdmin({"orders": 4}), RacingAdmin(their_partitions=1)
+    TargetTopics(source, target, EAST, sync_configs=False).ensure({"orders": MirroredTopic("orders", 4, "west.orders")})
+    assert [(p.topic, p.new_total_count) for p in target.grown] == [("west.orders", 4)]
+    refusing = RacingAdmin(their_partitions=1)
+    refusing.grow_error = KafkaError(KafkaError.INVALID_REQUEST, "not supported by broker")
+    with pytest.raises(KmirrorError, match=r"^target topic 'west.orders' on 'east' has 1 partitions but source "):
+        TargetTopics(source, refusing, EAST, sync_configs=False).ensure(
+            {"orders": MirroredTopic("orders", 4, "west.orders")}
+        )
+
+
+def test_a_topic_that_exists_but_cannot_be_described_is_not_trusted() -> None:
+    source, target = FakeAdmin({"orders": 2}), RacingAdmin(their_partitions=None)
+    with pytest.raises(ConnectionFailure) as caught:
+        TargetTopics(source, target, EAST, sync_configs=False).ensure(
+            {"orders": MirroredTopic("orders", 2, "west.orders")}
+        )
+    assert str(caught.value) == (
+        "target topic(s) 'west.orders' exist on 'east' (127.0.0.1:2) but their metadata cannot be read, so their "
+        "partition count cannot be checked; check the mirror's Describe ACL on them (retrying)"
+    )
 
 
 def test_real_broker_creates_topic_with_source_partitions(clusters: Any, unique: str) -> None:
@@ -121,3 +168,27 @@ def test_real_broker_creates_topic_with_source_partitions(clusters: Any, unique:
     TargetTopics(source, target, ClusterEndpoint("east", clusters.target)).ensure(
         {name: MirroredTopic(name, 3, f"west.{name}")}
     )
+
+
+def test_real_broker_refuses_a_pre_existing_target_topic_with_fewer_partitions(clusters: Any, unique: str) -> None:
+    """tansu has no CreatePartitions, so growth fails there as on a Kafka that forbids it (ACLs):
+    the error names the topic, both counts and the fix, and nothing is recorded as verified."""
+    name = f"tt-short-{unique}"
+    create_topic(clusters.source, name, 3)
+    create_topic(clusters.target, f"west.{name}", 1)
+    source = AdminClient({"bootstrap.servers": clusters.source})
+    target = AdminClient({"bootstrap.servers": clusters.target})
+    topics = TargetTopics(source, target, ClusterEndpoint("east", clusters.target))
+    with pytest.raises(KmirrorError) as caught:
+        topics.ensure({name: MirroredTopic(name, 3, f"west.{name}")})
+    message = str(caught.value)
+    assert message.startswith(
+        f"target topic 'west.{name}' on 'east' has 1 partitions but source topic '{name}' has 3 (records keep "
+        "their source partition), and growing it failed: "
+    )
+    assert message.endswith(
+        f"; add the partitions on 'east' (kafka-topics.sh --alter --topic west.{name} --partitions 3), "
+        "or delete the empty target topic so the mirror creates it"
+    )
+    assert topics._verified == {}
+    assert len(target.list_topics(timeout=10).topics[f"west.{name}"].partitions) == 1

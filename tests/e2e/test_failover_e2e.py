@@ -324,3 +324,55 @@ def test_spark_once_run_leaves_checkpoints_group_offsets_and_lag_behind(
               if c.group == group}  # fmt: skip
     assert latest[(remote, 0)] == Checkpoint(group, remote, 0, 8, 8 + FOREIGN, "")
     assert committed_offsets(admin_client(spec.target), group, dst_alias)[(remote, 0)] == (8 + FOREIGN, "")
+
+
+@pytest.mark.e2e
+def test_failover_refuses_an_unmirrored_partition_unless_allow_partial(
+    clusters: Any, unique: str, tmp_path: Path, capsys: Any
+) -> None:
+    """Partition 1 of the group's topic was never mirrored, so its offset cannot be translated.
+    Before `--allow-partial` existed, failover moved partition 0 only and printed "skip" for
+    partition 1, whose consumers then started at auto.offset.reset (latest: skipping)."""
+    src_alias, dst_alias = f"s{unique}", f"t{unique}"
+    topic, group, remote = f"part-{unique}", f"app-{unique}", f"s{unique}.part-{unique}"
+    raw = {
+        "id": f"{src_alias}->{dst_alias}", "checkpoint_location": str(tmp_path), "emit_heartbeats": False,
+        "source": {"alias": src_alias, "bootstrap_servers": clusters.source},
+        "target": {"alias": dst_alias, "bootstrap_servers": clusters.target},
+        "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default"}, "groups": [group],
+    }  # fmt: skip
+    flow = tmp_path / "flow.json"
+    flow.write_text(json.dumps(raw))
+    spec = parse_flow_spec(raw)
+    create_topic(clusters.source, topic, 2)
+    create_topic(clusters.target, remote, 2)
+    produce(clusters.source, topic, [{"value": f"p{p}-{i}".encode(), "partition": p} for p in (0, 1)
+                                     for i in range(6)])  # fmt: skip
+    consumer = Consumer({"bootstrap.servers": clusters.source, "group.id": group, "enable.auto.commit": False})
+    consumer.commit(offsets=[TopicPartition(topic, 0, 4), TopicPartition(topic, 1, 2)], asynchronous=False)
+    consumer.close()
+    listener = FailoverListener(spec)
+    mirror_pass(spec, topic, remote, 6, 0, listener)  # partition 0 only
+    listener.close(final=False)
+    fence(clusters.target, offset_syncs_topic(src_alias), encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
+    capsys.readouterr()
+
+    assert main(["failover", "--flow", str(flow), "--group", group]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(
+        f"kmirror failover: group '{group}': 1 of 2 partition(s) have no translated offset on {dst_alias} "
+        f"({topic}[1]@2: the group is before every mirrored record of them)"
+    )
+    assert committed_offsets(admin_client(spec.target), group, dst_alias) == {}
+
+    assert main(["failover", "--flow", str(flow), "--group", group, "--allow-partial"]) == 0
+    assert capsys.readouterr().out == (
+        f"partial: {topic}[1]@2 has no translated offset; {remote}[1] starts at the target's earliest offset 0 "
+        "(re-read)\n"
+        f"moved group '{group}' to {dst_alias}: 2 partition(s) written, 0 kept\n"
+        f"  wrote {remote}[0] = 4\n  wrote {remote}[1] = 0\n"
+    )
+    assert committed_offsets(admin_client(spec.target), group, dst_alias) == {
+        (remote, 0): (4, ""),
+        (remote, 1): (0, ""),
+    }
