@@ -19,7 +19,13 @@ import yaml
 
 from kmirror.errors import Problem, Problems, ValidationError, did_you_mean
 from kmirror.filters import NameSelection
-from kmirror.graph_checks import FlowFacts, identity_collisions, identity_cycles
+from kmirror.graph_checks import (
+    FlowFacts,
+    identity_collisions,
+    identity_cycles,
+    identity_prefix_collisions,
+    separator_loops,
+)
 from kmirror.patterns import PATTERNS, Pattern, flow_id, parse_flow_id
 from kmirror.security import security_problems
 from kmirror.settings import MM2_DEFAULTS, merge, normalise, setting_problems
@@ -304,6 +310,7 @@ def _graph_problems(flows: Mapping[str, ResolvedFlow]) -> list[Problem]:
             f.target,
             f.settings["replication_policy"].get("type") == "identity",
             NameSelection(tuple(f.settings["topics"]), tuple(f.settings["topics_exclude"])),
+            f.settings["replication_policy"].get("separator", "."),
         )
         for f in flows.values()
     ]
@@ -324,6 +331,26 @@ def _graph_problems(flows: Mapping[str, ResolvedFlow]) -> list[Problem]:
         )
         for target, first, second in identity_collisions(facts)
     ]
+    problems += [
+        Problem(
+            f"flows.{loop.second.id}.replication_policy.separator",
+            f"flows {loop.first.id!r} (separator {loop.first.separator!r}) and {loop.second.id!r} (separator "
+            f"{loop.second.separator!r}) are on the replication loop {' -> '.join(loop.clusters)}; a flow cannot "
+            f"read another separator's prefix, so its loop check never stops a topic: {' -> '.join(loop.names)} "
+            "... circles forever; use one separator on every flow of the loop",
+        )
+        for loop in separator_loops(facts)
+    ]
+    problems += [
+        Problem(
+            f"flows.{identity}",
+            f"flows {identity!r} (identity policy) and {prefixed!r} (prefix {prefix!r}) may both write topics "
+            f"named {prefix}<topic> into {target!r}: the identity flow copies such a topic from its source under "
+            f"the same name; use the default policy on {identity!r}, or exclude those topics from it "
+            f"(topics_exclude: ['{re.escape(prefix)}.*'])",
+        )
+        for target, identity, prefixed, prefix in identity_prefix_collisions(facts)
+    ]
     return problems
 
 
@@ -331,8 +358,9 @@ def parse_topology(raw: Any, source: str = "topology") -> Topology:
     """Validate a topology mapping and resolve its flows.
 
     Raises ValidationError listing every problem (unknown keys and aliases, bad regexes or
-    separators, self-flows, conflicting duplicate flows, identity loops, identity fan-in
-    collisions, missing bootstrap servers or datacenters), each with its path.
+    separators, self-flows, conflicting duplicate flows, identity loops, loops mixing separators,
+    identity fan-in collisions, identity and prefix flows writing one name, missing bootstrap
+    servers or datacenters), each with its path.
     """
     problems = Problems(source)
     if not isinstance(raw, dict):

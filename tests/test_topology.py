@@ -179,6 +179,58 @@ def test_identity_fan_in_collisions_are_rejected_unless_topics_are_disjoint() ->
     assert flow_ids(disjoint) == ["east-1->central", "west-1->central"]
 
 
+def test_active_active_loop_with_two_separators_is_refused_naming_the_journey() -> None:
+    """Before: valid. b->a cannot read a->b's `a_` prefix, so MM2's loop check never fires."""
+    raw = topo({"name": "aa", "pattern": "active-active", "clusters": ["west-1", "east-1"]},
+               flows={"west-1->east-1": {"replication_policy": {"separator": "_"}}})  # fmt: skip
+    assert problems_of(raw) == [
+        "flows.west-1->east-1.replication_policy.separator: flows 'east-1->west-1' (separator '.') and "
+        "'west-1->east-1' (separator '_') are on the replication loop east-1 -> west-1 -> east-1; a flow cannot "
+        "read another separator's prefix, so its loop check never stops a topic: orders -> east-1.orders -> "
+        "west-1_east-1.orders -> east-1.west-1_east-1.orders ... circles forever; use one separator on every "
+        "flow of the loop"
+    ]
+    raw["flows"]["east-1->west-1"] = {"replication_policy": {"separator": "_"}}
+    assert flow_ids(raw) == ["east-1->west-1", "west-1->east-1"]
+
+
+def test_three_cluster_loop_mixing_separators_is_refused_but_separate_loops_may_differ() -> None:
+    ring = topo({"name": "ring", "pattern": "custom", "flows": ["west-1->east-1", "east-1->central"],
+                 "replication_policy": {"separator": "_"}},
+                {"name": "back", "pattern": "custom", "flows": ["central->west-1"]})  # fmt: skip
+    (problem,) = problems_of(ring)
+    assert problem.startswith(
+        "flows.west-1->east-1.replication_policy.separator: flows 'central->west-1' (separator '.') and "
+        "'west-1->east-1' (separator '_') are on the replication loop central -> west-1 -> east-1 -> central;"
+    )
+    assert "orders -> central.orders -> west-1_central.orders -> east-1_west-1_central.orders -> " in problem
+    # two active-active pairs sharing east-1, each with its own separator: every topic stops after one hop
+    pairs = topo({"name": "p1", "pattern": "active-active", "clusters": ["west-1", "east-1"]},
+                 {"name": "p2", "pattern": "active-active", "clusters": ["east-1", "central"],
+                  "replication_policy": {"separator": "_"}})  # fmt: skip
+    assert len(flow_ids(pairs)) == 4
+
+
+def test_identity_and_prefix_flows_writing_one_name_on_a_target_are_refused() -> None:
+    """Before: valid. west-1->central copies east-1.orders (mirrored to west-1 earlier) unchanged,
+    while east-1->central writes its own orders as east-1.orders: two writers, one topic."""
+    raw = topo({"name": "idn", "pattern": "custom", "flows": ["west-1->central"],
+                "replication_policy": {"type": "identity"}},
+               {"name": "pfx", "pattern": "custom", "flows": ["east-1->central"]})  # fmt: skip
+    assert problems_of(raw) == [
+        "flows.west-1->central: flows 'west-1->central' (identity policy) and 'east-1->central' (prefix "
+        "'east-1.') may both write topics named east-1.<topic> into 'central': the identity flow copies such a "
+        "topic from its source under the same name; use the default policy on 'west-1->central', or exclude "
+        "those topics from it (topics_exclude: ['east\\-1\\..*'])"
+    ]
+    raw["flows"] = {"west-1->central": {"topics_exclude": ["east\\-1\\..*"]}}
+    assert flow_ids(raw) == ["east-1->central", "west-1->central"]
+    literal = topo({**raw["topologies"][0], "topics": ["east-1\\.orders"]}, raw["topologies"][1])
+    assert len(problems_of(literal)) == 1
+    other = topo({**raw["topologies"][0], "topics": ["payments"]}, raw["topologies"][1])
+    assert flow_ids(other) == ["east-1->central", "west-1->central"]
+
+
 def test_alias_containing_the_separator_is_rejected() -> None:
     raw = topo({"name": "dr", "pattern": "custom", "flows": ["west-1->east-1"],
                 "replication_policy": {"type": "default", "separator": "-"}})  # fmt: skip
