@@ -30,13 +30,17 @@ from components.stack_config import SecretConfig
 from components.stack_secrets import MadeSecret, create_stack_secrets
 
 TOKEN = "kafka-mirror:index:EksSparkPlatform"
+# The Kubeflow Spark Operator release whose controller image submits with Spark 4: chart 2.5.2
+# (appVersion 2.5.2) builds its image FROM apache/spark:4.0.4 (its Dockerfile's SPARK_IMAGE);
+# charts up to 2.2.x carried Spark 3.5's spark-submit. The app image must run Spark 4.0.x.
+SPARK_OPERATOR_CHART_VERSION = "2.5.2"
 
 
 @dataclass(frozen=True)
 class OperatorSettings:
     install: bool = True
     namespace: str = "spark-operator"
-    chart_version: str = "2.1.0"
+    chart_version: str = SPARK_OPERATOR_CHART_VERSION
     repository: str = "https://kubeflow.github.io/spark-operator"
 
 

@@ -1,17 +1,23 @@
 """EmrSparkPlatform: where a datacenter's mirror steps run on Amazon EMR.
 
 Children: the S3 bucket (optional: an existing one) holding the app bundle (content-addressed),
-the entry script, the bootstrap script, the Python requirements, the secrets sync tool and list; the
-stack's secrets in Secrets Manager; and, unless an existing `cluster_id` is given, the EMR
-cluster (Spark, the configured release label, a bootstrap action installing the app and its
-deps on every node) with its service role and instance profile.
+the entry script, the bootstrap script, the nodes' wheelhouse (every wheel the app needs, for the
+nodes' Python and architecture, hash-locked), the secrets sync tool and list; the stack's secrets
+in Secrets Manager; and, unless an existing `cluster_id` is given, the EMR cluster (Spark, the
+configured release label, a bootstrap action installing the wheelhouse without an index on every
+node) with its service role and instance profile.
+
+The steps name the bundle (`--py-files`); the bootstrap action names only fixed S3 locations,
+so a new app release replaces steps, never the cluster.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -20,19 +26,21 @@ import pulumi_aws as aws
 from components.emr_specs import (
     BOOTSTRAP_KEY,
     ENTRY_KEY,
-    REQUIREMENTS_KEY,
     SECRETS_MANIFEST_KEY,
     SYNC_SCRIPT_KEY,
     EmrSettings,
     bootstrap_args,
     bundle_key,
+    instance_architecture,
     instance_policy,
     secrets_manifest,
     spark_configurations,
+    wheelhouse_key,
 )
 from components.secret_store import SecretStoreArgs
 from components.stack_config import SecretConfig
 from components.stack_secrets import MadeSecret, create_stack_secrets
+from components.wheelhouse import Wheelhouse, deploy_wheelhouses, normalize
 
 TOKEN = "kafka-mirror:index:EmrSparkPlatform"
 TAGS = {"part-of": "kafka-mirror"}
@@ -40,7 +48,8 @@ TAGS = {"part-of": "kafka-mirror"}
 
 @dataclass(frozen=True)
 class AppFiles:
-    """Local files uploaded next to the bundle (paths relative to the project root)."""
+    """Local files uploaded next to the bundle (paths relative to the project root).
+    `requirements_path` is resolved into the nodes' wheelhouse (components.wheelhouse)."""
 
     bundle_path: str
     bundle_sha256: str
@@ -82,6 +91,8 @@ class EmrSparkPlatform(pulumi.ComponentResource):
         self.settings = s
         self.ready: list[pulumi.Resource] = self._bucket(name, args.create_bucket)
         self.bundle_uri, self.entry_uri = self._upload(name, args.files)
+        self.wheelhouses = self._wheelhouses(name, args)
+        self.bootstrap: dict[str, Any] = {"path": s.uri(BOOTSTRAP_KEY), "args": bootstrap_args(s, args.gssapi)}
         self.secrets: dict[str, MadeSecret] = create_stack_secrets(
             self, name, args.secrets, args.config_secrets, SecretStoreArgs("aws")
         )
@@ -102,6 +113,9 @@ class EmrSparkPlatform(pulumi.ComponentResource):
                 "entry_uri": self.entry_uri,
                 "secrets": sorted(self.secrets),
                 "node_policy": self.node_policy,
+                # For an existing cluster: run this bootstrap on every node (docs/deploy.md).
+                "bootstrap": self.bootstrap,
+                "wheelhouse": {w.tag: list(w.files) for w in self.wheelhouses},
             }
         )
 
@@ -122,12 +136,11 @@ class EmrSparkPlatform(pulumi.ComponentResource):
         return [bucket, block]
 
     def _upload(self, name: str, files: AppFiles) -> tuple[str, str]:
-        """The bundle, entry, bootstrap, requirements and sync tool; returns the bundle and entry URIs."""
+        """The bundle, entry, bootstrap and sync tool; returns the bundle and entry URIs."""
         uploads = {
             "bundle": (bundle_key(files.bundle_sha256), files.bundle_path),
             "entry": (ENTRY_KEY, files.entry_path),
             "bootstrap": (BOOTSTRAP_KEY, files.bootstrap_path),
-            "requirements": (REQUIREMENTS_KEY, files.requirements_path),
             "sync-script": (SYNC_SCRIPT_KEY, files.sync_path),
         }
         on_bucket = pulumi.ResourceOptions(parent=self, depends_on=list(self.ready))
@@ -137,6 +150,27 @@ class EmrSparkPlatform(pulumi.ComponentResource):
                                         opts=on_bucket)  # fmt: skip
             self.ready.append(obj)
         return self.settings.uri(uploads["bundle"][0]), self.settings.uri(uploads["entry"][0])
+
+    def _wheelhouses(self, name: str, args: EmrSparkPlatformArgs) -> list[Wheelhouse]:
+        """One wheelhouse per node architecture, each file an object under WHEELHOUSE_PREFIX.
+
+        Logical names carry the distribution, not its version: a dependency update replaces the
+        object in place (new key), and the bootstrap arguments stay the same."""
+        arches = {instance_architecture(t) for t in (args.master_instance_type, args.core_instance_type)}
+        built = deploy_wheelhouses(Path(args.files.requirements_path), sorted(arches), args.gssapi, os.environ)
+        on_bucket = pulumi.ResourceOptions(parent=self, depends_on=list(self.ready))
+        for house in built:
+            for file_name in house.files:
+                part = "lock" if not file_name.endswith(".whl") else normalize(file_name.split("-", 1)[0])
+                obj = aws.s3.BucketObjectv2(
+                    f"{name}-wheel-{house.arch}-{part}",
+                    bucket=self.settings.bucket,
+                    key=wheelhouse_key(house.arch, file_name),
+                    source=pulumi.FileAsset(str(house.path / file_name)),
+                    opts=on_bucket,
+                )
+                self.ready.append(obj)
+        return built
 
     def _secrets_list(self, name: str, aws_entries: Sequence[tuple[str, str]]) -> pulumi.Output[list[str]]:
         """The sync list (`<ARN>\\t<directory>` lines) of every secret the flows read; returns the ARNs."""
@@ -191,7 +225,7 @@ class EmrSparkPlatform(pulumi.ComponentResource):
                 aws.emr.ClusterBootstrapActionArgs(
                     name="kafka-mirror",
                     path=s.uri(BOOTSTRAP_KEY),
-                    args=bootstrap_args(s, self.bundle_uri, args.gssapi),
+                    args=self.bootstrap["args"],
                 )
             ],
             configurations_json=json.dumps(spark_configurations(s.max_app_attempts)),

@@ -1,12 +1,16 @@
-"""Pure specs for EMR deployments: S3 keys, spark-submit step args, cluster configurations, IAM.
+"""Pure specs for EMR deployments: S3 keys, spark-submit step args, cluster configurations, IAM,
+the nodes' Python and wheel platforms.
 
 No pulumi import (see `components.specs`). S3 keys of the flow spec and the app bundle are
-content-addressed, so a changed spec or app changes the step's args, and the step provider
-replaces the step (cancel old, add new) without touching the cluster.
+content-addressed and only the step names them (`--files`, `--py-files`), so a changed spec or app
+changes the step's args, and the step provider replaces the step (cancel old, add new) without
+touching the cluster. The bootstrap action's arguments are fixed S3 locations (`bootstrap_args`):
+in the AWS provider any change to `bootstrap_action` replaces the EMR cluster.
 """
 
 from __future__ import annotations
 
+import re
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -19,9 +23,19 @@ APP_PREFIX = "app"
 VENV_PYTHON = "/opt/kmirror/venv/bin/python"  # made by scripts/emr-bootstrap.sh on every node
 SECRETS_MANIFEST_KEY = "bootstrap/secrets.tsv"
 BOOTSTRAP_KEY = "bootstrap/emr-bootstrap.sh"
-REQUIREMENTS_KEY = "bootstrap/app-requirements.txt"
 SYNC_SCRIPT_KEY = "bootstrap/kmirror-sync-secrets.py"
+WHEELHOUSE_PREFIX = "bootstrap/wheelhouse"  # + /<wheelhouse_tag>/<wheel> and /<tag>/requirements.lock
 ENTRY_KEY = f"{APP_PREFIX}/kmirror_main.py"
+# The Python of emr-spark-8.0.0 nodes (Amazon Linux 2023): the release guide's application table
+# lists "Python 3.11, 3.12, 3.13"; the bootstrap builds the app's venv with python3.11, the oldest
+# of them (https://docs.aws.amazon.com/emr/latest/ReleaseGuide/emr-spark800-release.html).
+EMR_PYTHON_VERSION = "3.11"
+AL2023_GLIBC_MINOR = 34  # glibc 2.34 on Amazon Linux 2023: manylinux_2_17 ... manylinux_2_34 wheels run
+OLDEST_MANYLINUX_MINOR = 17  # manylinux2014
+# The secrets sync (scripts/kmirror-sync-secrets.py) runs in the same venv and needs boto3; pip
+# itself is in the wheelhouse so the node runs it from its wheel (no ensurepip, no index).
+NODE_EXTRA_REQUIREMENTS = ("boto3", "pip")
+ARCHITECTURES = ("aarch64", "x86_64")  # `uname -m` on Graviton / Intel and AMD nodes
 
 
 @dataclass(frozen=True)
@@ -149,16 +163,48 @@ def spark_configurations(max_app_attempts: int, python: str = VENV_PYTHON) -> li
     ]
 
 
-def bootstrap_args(settings: EmrSettings, bundle_uri: str, gssapi: bool) -> list[str]:
-    """Arguments of `scripts/emr-bootstrap.sh` (run on every node when it joins the cluster)."""
+def bootstrap_args(settings: EmrSettings, gssapi: bool) -> list[str]:
+    """Arguments of `scripts/emr-bootstrap.sh` (run on every node when it joins the cluster).
+
+    Only fixed S3 locations and settings, never anything content-addressed: an app release or a
+    dependency update changes what lies there (or the step), not these arguments, so it never
+    replaces the cluster."""
     args = [
-        "--bundle", bundle_uri,
-        "--requirements", settings.uri(REQUIREMENTS_KEY),
+        "--wheelhouse", settings.uri(WHEELHOUSE_PREFIX),
         "--secrets", settings.uri(SECRETS_MANIFEST_KEY),
         "--sync", settings.uri(SYNC_SCRIPT_KEY),
         "--region", settings.region,
     ]  # fmt: skip
     return [*args, "--gssapi"] if gssapi else args
+
+
+def instance_architecture(instance_type: str) -> str:
+    """`aarch64` for Graviton types (a `g` among the family's attributes: m7g, c7gn, r6gd, x2gd,
+    im4gn, is4gen), else `x86_64` (m5, m7i, c6a, ...). Raises ValueError for a malformed type."""
+    match = re.fullmatch(r"([a-z]+)(\d+)([a-z-]*)\.[a-z0-9]+", instance_type)
+    if match is None:
+        raise ValueError(f"instance type {instance_type!r} is not of the form <family><generation>[attributes].<size>")
+    return "aarch64" if "g" in match.group(3) else "x86_64"
+
+
+def wheelhouse_tag(arch: str) -> str:
+    """`cp311-aarch64`: the wheelhouse directory of one node Python and architecture."""
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"architecture {arch!r} is not one of {', '.join(ARCHITECTURES)}")
+    return f"cp{EMR_PYTHON_VERSION.replace('.', '')}-{arch}"
+
+
+def wheel_platforms(arch: str) -> list[str]:
+    """pip `--platform` tags of wheels that run on Amazon Linux 2023 on `arch`, newest first
+    (pip does not expand `manylinux_2_34` to older glibc tags by itself; pyarrow and
+    confluent-kafka publish only manylinux_2_28 wheels)."""
+    wheelhouse_tag(arch)  # validates arch
+    glibc = [f"manylinux_2_{minor}_{arch}" for minor in range(AL2023_GLIBC_MINOR, OLDEST_MANYLINUX_MINOR - 1, -1)]
+    return [*glibc, f"manylinux2014_{arch}"]
+
+
+def wheelhouse_key(arch: str, file_name: str) -> str:
+    return f"{WHEELHOUSE_PREFIX}/{wheelhouse_tag(arch)}/{file_name}"
 
 
 def instance_policy(bucket: str, secret_arns: Iterable[str]) -> dict[str, Any]:

@@ -90,13 +90,36 @@ def test_sync_rejects_a_manifest_line_that_escapes_the_root(tmp_path: Path) -> N
 
 
 def test_bootstrap_script_is_valid_bash_and_checks_its_arguments() -> None:
+    from components.emr_specs import EmrSettings, bootstrap_args
+
     script = ROOT / "scripts" / "emr-bootstrap.sh"
     assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
-    out = subprocess.run(["bash", str(script), "--bundle", "s3://b/x.zip"], capture_output=True, text=True, check=False)
-    assert out.returncode == 2 and out.stderr.strip() == "emr-bootstrap.sh: --requirements is required"
+    out = subprocess.run(
+        ["bash", str(script), "--wheelhouse", "s3://b/bootstrap/wheelhouse"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 2 and out.stderr.strip() == "emr-bootstrap.sh: --secrets is required"
+    old = subprocess.run(["bash", str(script), "--bundle", "s3://b/x.zip"], capture_output=True, text=True, check=False)
+    assert old.returncode == 2 and old.stderr.strip() == "emr-bootstrap.sh: unknown argument --bundle"
     text = script.read_text()
-    for flag in ("--bundle", "--requirements", "--secrets", "--sync", "--region", "--gssapi"):
+    flags = [a for a in bootstrap_args(EmrSettings(bucket="b"), gssapi=True) if a.startswith("--")]
+    assert flags == ["--wheelhouse", "--secrets", "--sync", "--region", "--gssapi"]
+    for flag in flags:
         assert f"{flag})" in text  # every argument components.emr_specs.bootstrap_args passes is handled
+    # Nodes install without an index and download nothing from PyPI or GitHub.
+    assert "--no-index" in text and "--require-hashes" in text
+    assert not re.search(r"https?://|curl |pip\S* install (?!.*--no-index)", text)
+
+
+def test_gssapi_wheel_script_is_valid_bash_and_insists_on_a_checksum() -> None:
+    script = ROOT / "scripts" / "build-emr-gssapi-wheel.sh"
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    out = subprocess.run(["bash", str(script)], capture_output=True, text=True, check=False)
+    assert out.returncode == 2 and "--librdkafka-sha256 (64 hex digits) is required" in out.stderr
+    text = script.read_text()
+    assert "sha256sum --check" in text and "--build 1gssapi" in text
 
 
 def test_entry_script_runs_the_app_from_outside_the_package(tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pulumi
 import pytest
 import yaml
 
@@ -36,12 +37,36 @@ EXPECTED = {  # from stacks/topology.yaml: each flow runs in its target's datace
 _runs: dict[str, Run] = {}
 
 
+WHEELS = (
+    "pip-26.3-py3-none-any.whl",
+    "boto3-1.44.5-py3-none-any.whl",
+    "pyyaml-6.0.3-cp311-cp311-manylinux_2_28_aarch64.whl",
+)
+GSSAPI_WHEEL = "confluent_kafka-2.16.1-1gssapi-cp311-cp311-manylinux_2_34_aarch64.whl"
+
+
+def fake_wheelhouse(root: Path, kafka_wheel: str = GSSAPI_WHEEL, extra: str = "") -> Path:
+    """A prebuilt `$KMIRROR_WHEELHOUSE` for the example stacks' Graviton nodes (placeholder wheels:
+    the program only uploads them; tests/pulumi/test_wheelhouse.py resolves real ones)."""
+    house = root / "cp311-aarch64"
+    house.mkdir(parents=True)
+    lock = []
+    for name in (*WHEELS, kafka_wheel):
+        (house / name).write_bytes(f"{name}{extra}".encode())
+        dist, version = name.split("-")[:2]
+        lock.append(f"{dist.replace('_', '-').lower()}=={version} --hash=sha256:{'0' * 64}")
+    (house / "requirements.lock").write_text("\n".join(sorted(lock)) + "\n")
+    return root
+
+
 @pytest.fixture(scope="module", autouse=True)
 def bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """One bundle for every run: other work on the source tree must not change step args mid-test."""
+    """One bundle and wheelhouse for every run: other work on the source tree must not change step
+    args mid-test, and the program must not download wheels."""
     path, _ = build_bundle(ROOT, tmp_path_factory.mktemp("bundle"))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("KMIRROR_BUNDLE", str(path))
+        patch.setenv("KMIRROR_WHEELHOUSE", str(fake_wheelhouse(tmp_path_factory.mktemp("wheelhouse"))))
         yield
 
 
@@ -207,9 +232,20 @@ def test_emr_stack_wires_cluster_steps_and_secret_sync() -> None:
     assert configurations["yarn-site"]["Properties"] == {"yarn.resourcemanager.am.max-attempts": "1000"}
     assert configurations["spark-defaults"]["Properties"]["spark.pyspark.python"] == "/opt/kmirror/venv/bin/python"
     [action] = body["bootstrapActions"]
-    assert (
-        action["path"] == "s3://acme-kafka-mirror-central/bootstrap/emr-bootstrap.sh" and "--gssapi" in action["args"]
-    )
+    assert action["path"] == "s3://acme-kafka-mirror-central/bootstrap/emr-bootstrap.sh"
+    assert action["args"] == [
+        "--wheelhouse", "s3://acme-kafka-mirror-central/bootstrap/wheelhouse",
+        "--secrets", "s3://acme-kafka-mirror-central/bootstrap/secrets.tsv",
+        "--sync", "s3://acme-kafka-mirror-central/bootstrap/kmirror-sync-secrets.py",
+        "--region", "eu-central-1",
+        "--gssapi",
+    ]  # fmt: skip
+    objects = {unwrap(o.inputs)["key"]: o for o in run.of_type("aws:s3/bucketObjectv2:BucketObjectv2")}
+    wheel_keys = sorted(k for k in objects if k.startswith("bootstrap/wheelhouse/"))
+    expected = sorted(f"bootstrap/wheelhouse/cp311-aarch64/{f}" for f in (*WHEELS, GSSAPI_WHEEL, "requirements.lock"))
+    assert wheel_keys == expected  # m7g nodes: aarch64 only
+    assert all(objects[k].urn in cluster.dependencies for k in wheel_keys)  # nodes boot after the wheels are there
+    assert not [k for k in objects if "requirements.txt" in k or k.endswith("app-requirements.txt")]
     listing = unwrap(run.named("central-emr-secrets-list").inputs)["content"]
     dirs = sorted(line.split("\t")[1] for line in listing.splitlines())
     assert dirs == ["central-kerberos", "east-1-tls", "kmirror-cfg-east1scrampassword"]
@@ -331,3 +367,85 @@ def test_an_existing_emr_cluster_gets_steps_and_the_policy_its_nodes_need() -> N
     [secrets] = [s for s in policy["Statement"] if s["Action"] == ["secretsmanager:GetSecretValue"]]
     assert len(secrets["Resource"]) == 3 and all(":secret:" in arn for arn in secrets["Resource"])
     assert platform["cluster_id"] == "j-EXISTING1"
+
+
+def _emr_run(tmp_path: Path, bundle_text: str, wheel_extra: str = "") -> Run:
+    """The central (EMR) stack with a given app bundle and wheelhouse content."""
+    bundle = tmp_path / f"bundle-{bundle_text}.zip"
+    bundle.write_bytes(bundle_text.encode())
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KMIRROR_BUNDLE", str(bundle))
+        patch.setenv(
+            "KMIRROR_WHEELHOUSE", str(fake_wheelhouse(tmp_path / f"wh-{bundle_text}-{wheel_extra}", extra=wheel_extra))
+        )
+        return run_program("central")
+
+
+def _by_content(value: Any) -> Any:
+    """Inputs as the engine diffs them: a file asset by the sha256 of its content, not its path."""
+    if isinstance(value, pulumi.FileAsset):
+        return {"asset_sha256": hashlib.sha256(Path(value.path).read_bytes()).hexdigest()}
+    if isinstance(value, dict):
+        return {k: _by_content(v) for k, v in value.items()}
+    return [_by_content(v) for v in value] if isinstance(value, list) else value
+
+
+def _inputs(run: Run, typ: str) -> dict[str, Any]:
+    return {
+        r.name: _by_content(unwrap({k: v for k, v in r.inputs.items() if k != "__provider"})) for r in run.of_type(typ)
+    }
+
+
+def test_a_new_app_bundle_replaces_the_steps_and_nothing_of_the_cluster(tmp_path: Path) -> None:
+    """In the AWS provider a changed bootstrap action (or any other cluster input) replaces the
+    EMR cluster: an app release must reach the nodes through the steps only."""
+    v1, v2 = _emr_run(tmp_path, "release-1"), _emr_run(tmp_path, "release-2")
+    cluster = "aws:emr/cluster:Cluster"
+    assert _inputs(v1, cluster) == _inputs(v2, cluster) and len(_inputs(v1, cluster)) == 1
+    for typ in ("aws:iam/role:Role", "aws:iam/rolePolicy:RolePolicy", "aws:iam/instanceProfile:InstanceProfile"):
+        assert _inputs(v1, typ) == _inputs(v2, typ)
+    steps1, steps2 = _inputs(v1, STEP), _inputs(v2, STEP)
+    assert steps1.keys() == steps2.keys() and len(steps1) == 2
+    for name in steps1:
+        py_files = [s[name]["args"][s[name]["args"].index("--py-files") + 1] for s in (steps1, steps2)]
+        sha1, sha2 = (hashlib.sha256(f"release-{i}".encode()).hexdigest()[:16] for i in (1, 2))
+        assert py_files == [
+            f"s3://acme-kafka-mirror-central/app/kmirror-bundle-{sha1}.zip",
+            f"s3://acme-kafka-mirror-central/app/kmirror-bundle-{sha2}.zip",
+        ]
+        assert {k: v for k, v in steps1[name].items() if k != "args"} == {
+            k: v for k, v in steps2[name].items() if k != "args"
+        }
+    objects1, objects2 = (_inputs(r, "aws:s3/bucketObjectv2:BucketObjectv2") for r in (v1, v2))
+    changed = sorted(n for n in objects1 if objects1[n] != objects2[n])
+    assert changed == ["central-emr-bundle"]
+
+
+def test_a_dependency_update_replaces_wheel_objects_and_nothing_of_the_cluster(tmp_path: Path) -> None:
+    before, after = _emr_run(tmp_path, "same"), _emr_run(tmp_path, "same", wheel_extra="-rebuilt")
+    cluster = "aws:emr/cluster:Cluster"
+    assert _inputs(before, cluster) == _inputs(after, cluster)
+    assert _inputs(before, STEP) == _inputs(after, STEP)
+    objects1, objects2 = (_inputs(r, "aws:s3/bucketObjectv2:BucketObjectv2") for r in (before, after))
+    changed = {n for n in objects1 if objects1[n] != objects2[n]}
+    assert changed == {
+        n for n in objects1 if n.startswith("central-emr-wheel-aarch64-") and n != "central-emr-wheel-aarch64-lock"
+    }
+
+
+def test_a_gssapi_stack_refuses_pypis_confluent_kafka_wheel(tmp_path: Path) -> None:
+    pypi = "confluent_kafka-2.16.1-cp311-cp311-manylinux_2_28_aarch64.whl"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KMIRROR_WHEELHOUSE", str(fake_wheelhouse(tmp_path / "wh", kafka_wheel=pypi)))
+        with pytest.raises(Exception, match=f"gssapi: true but {pypi} is not a GSSAPI build") as info:
+            run_program("central")
+    assert type(info.value).__name__ == "WheelhouseError"
+
+
+def test_the_spark_operator_default_is_the_spark_4_release_and_stacks_do_not_override_it() -> None:
+    from components.eks_spark_platform import SPARK_OPERATOR_CHART_VERSION
+
+    assert SPARK_OPERATOR_CHART_VERSION == "2.5.2"
+    for stack in ("east", "west", "local"):
+        [release] = stack_run(stack).of_type("kubernetes:helm.sh/v3:Release")
+        assert unwrap(release.inputs)["version"] == SPARK_OPERATOR_CHART_VERSION, stack

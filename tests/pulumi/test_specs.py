@@ -9,14 +9,18 @@ import jsonschema
 import pytest
 
 from components.emr_specs import (
+    EMR_PYTHON_VERSION,
     EmrSettings,
     bootstrap_args,
     emr_metrics_port,
     emr_step_args,
     flow_object_key,
+    instance_architecture,
     instance_policy,
     metrics_port_problems,
     secrets_manifest,
+    wheel_platforms,
+    wheelhouse_tag,
 )
 from components.specs import (
     EksSettings,
@@ -198,7 +202,51 @@ def test_instance_policy_reads_only_the_referenced_secrets() -> None:
 
 def test_secrets_manifest_and_bootstrap_args() -> None:
     assert secrets_manifest([("arn:2", "b"), ("arn:1", "a"), ("arn:1", "a")]) == "arn:1\ta\narn:2\tb\n"
-    args = bootstrap_args(EMR, "s3://acme/app/b.zip", gssapi=True)
-    assert args[args.index("--secrets") + 1] == "s3://acme/bootstrap/secrets.tsv"
-    assert args[-3:] == ["--region", "eu-central-1", "--gssapi"]
-    assert "--gssapi" not in bootstrap_args(EMR, "s3://acme/app/b.zip", gssapi=False)
+    args = bootstrap_args(EMR, gssapi=True)
+    assert args == [
+        "--wheelhouse", "s3://acme/bootstrap/wheelhouse",
+        "--secrets", "s3://acme/bootstrap/secrets.tsv",
+        "--sync", "s3://acme/bootstrap/kmirror-sync-secrets.py",
+        "--region", "eu-central-1",
+        "--gssapi",
+    ]  # fmt: skip
+    assert bootstrap_args(EMR, gssapi=False) == args[:-1]
+    assert not [a for a in args if "app/" in a or "bundle" in a]  # nothing that changes with a release
+
+
+@pytest.mark.parametrize(
+    ("instance_type", "arch"),
+    [
+        ("m7g.xlarge", "aarch64"),
+        ("m7g.2xlarge", "aarch64"),
+        ("c7gn.large", "aarch64"),
+        ("r6gd.4xlarge", "aarch64"),
+        ("x2gd.xlarge", "aarch64"),
+        ("im4gn.large", "aarch64"),
+        ("is4gen.xlarge", "aarch64"),
+        ("m5.xlarge", "x86_64"),
+        ("m7i-flex.large", "x86_64"),
+        ("c6a.2xlarge", "x86_64"),
+        ("g5.xlarge", "x86_64"),
+        ("g5g.xlarge", "aarch64"),
+    ],
+)
+def test_instance_architecture(instance_type: str, arch: str) -> None:
+    assert instance_architecture(instance_type) == arch
+
+
+def test_instance_architecture_rejects_a_malformed_type() -> None:
+    with pytest.raises(ValueError, match=r"instance type 'm7g' is not of the form <family><generation>"):
+        instance_architecture("m7g")
+
+
+def test_wheel_platforms_cover_al2023_glibc_for_the_nodes_python() -> None:
+    platforms = wheel_platforms("aarch64")
+    assert platforms[0] == "manylinux_2_34_aarch64" and platforms[-2:] == [
+        "manylinux_2_17_aarch64",
+        "manylinux2014_aarch64",
+    ]
+    assert "manylinux_2_28_aarch64" in platforms and len(platforms) == 19
+    assert wheelhouse_tag("x86_64") == "cp311-x86_64" and EMR_PYTHON_VERSION == "3.11"
+    with pytest.raises(ValueError, match=r"architecture 'arm64' is not one of aarch64, x86_64"):
+        wheel_platforms("arm64")
