@@ -16,7 +16,9 @@ from typing import Any
 
 from kmirror.errors import Problem, Problems, ValidationError, did_you_mean
 from kmirror.filters import NameSelection, pattern_problems
+from kmirror.override_rules import client_override_problems, cluster_config_problems
 from kmirror.policy import ReplicationPolicy, policy_from_config, policy_problems
+from kmirror.security import KINIT_CMD
 
 Check = Callable[[Any], str | None]
 
@@ -41,7 +43,7 @@ def _bool(value: Any) -> str | None:
 
 def _str_map(value: Any) -> str | None:
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-        return f"must be a mapping of librdkafka property names to values, got {value!r}"
+        return f"must be a mapping of librdkafka property names to values, got {type(value).__name__}"
     return None
 
 
@@ -132,6 +134,8 @@ REQUIRED = ("id", "source", "target", "topics", "topics_exclude", "replication_p
 PASSTHROUGH = ("groups", "groups_exclude", "topology", "run_in", "spark")  # planner context, ignored by the app
 ALLOWED = set(REQUIRED) | set(PASSTHROUGH) | set(OPTION_BY_NAME)
 CLUSTER_KEYS = {"alias", "bootstrap_servers", "config"}
+# Code-running properties the planner itself writes into a cluster's config (and nothing else may).
+PLANNER_CODE_PROPERTIES = {"sasl.kerberos.kinit.cmd": KINIT_CMD}
 _FLOW_ID_RE = re.compile(r"^[A-Za-z0-9._-]+->[A-Za-z0-9._-]+$")
 
 
@@ -213,6 +217,8 @@ def _endpoint_problems(value: Any, path: str) -> list[Problem]:
             problems.append(Problem(f"{path}.{key}", f"required non-empty string, got {value.get(key)!r}"))
     if "config" in value and _str_map(value["config"]):
         problems.append(Problem(f"{path}.config", str(_str_map(value["config"]))))
+    elif "config" in value:
+        problems += cluster_config_problems(value["config"], f"{path}.config", PLANNER_CODE_PROPERTIES)
     return problems
 
 
@@ -242,6 +248,8 @@ def flow_spec_problems(raw: Any) -> list[Problem]:
     for name, option in OPTION_BY_NAME.items():
         if name in raw and (message := option.check(raw[name])):
             problems.append(Problem(name, message))
+        elif name in ("producer", "consumer") and name in raw:
+            problems += client_override_problems(raw[name], name)
     return problems
 
 

@@ -25,8 +25,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from kmirror.errors import KmirrorError, Problem, did_you_mean
+from kmirror.override_rules import carries_secret
 from kmirror.secret_refs import (
     Materialisation,
+    is_reference,
     materialisation,
     ref_location,
     ref_problems,
@@ -269,16 +271,25 @@ def _krb5_properties(config: dict[str, Any]) -> None:
 def resolve_references(config: Mapping[str, Any]) -> dict[str, Any]:
     """A copy of a librdkafka config with every `${file:..}`/`${env:..}` value replaced by the secret.
 
-    Call it right before creating a client and never log its result. `kmirror.krb5.*` keys are
-    removed and applied (KRB5_CONFIG is exported, rendering krb5.conf from realm + kdcs).
-    Raises KmirrorError naming the property and the reference (never a value) when a file or
-    environment variable is missing.
+    Call it right before creating a client and never log its result. Only properties that carry
+    secrets (`kmirror.override_rules.carries_secret`) are resolved; a reference anywhere else raises.
+    `kmirror.krb5.*` keys are removed and applied (KRB5_CONFIG is exported, rendering krb5.conf
+    from realm + kdcs). Raises KmirrorError naming the property and the reference (never a value)
+    when a file or environment variable is missing.
     """
     resolved = dict(config)
     _krb5_properties(resolved)
     for name, value in resolved.items():
-        if isinstance(value, str):
-            resolved[name] = resolve_reference(name, value)
+        if not is_reference(value):
+            continue
+        if not carries_secret(name):
+            # `client.id: ${file:/etc/shadow}` would send the file to every broker: refused (flow
+            # spec validation says so first; this guards configs built any other way).
+            raise KmirrorError(
+                f"{name}: the reference {value} is not resolved: references are resolved only in properties "
+                "that carry secrets (passwords, secrets, ssl.*.pem); write the value itself"
+            )
+        resolved[name] = resolve_reference(name, value)
     return resolved
 
 

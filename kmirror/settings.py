@@ -13,6 +13,7 @@ from typing import Any
 from kmirror.errors import Problem, did_you_mean
 from kmirror.filters import pattern_problems
 from kmirror.flowspec import OPTION_BY_NAME
+from kmirror.override_rules import client_override_problems, spark_option_problems
 from kmirror.policy import policy_problems
 
 # MirrorMaker 2's defaults (MirrorSourceConfig / DefaultTopicFilter / DefaultGroupFilter).
@@ -77,20 +78,20 @@ def _spark_problems(value: Any, path: str) -> list[Problem]:
         ):
             problems.append(Problem(f"{path}.{key}", f"must be a size such as '2g' or '512m', got {value[key]!r}"))
     if "options" in value and not isinstance(value["options"], dict):
-        problems.append(
-            Problem(f"{path}.options", f"must be a mapping of Spark conf names to values, got {value['options']!r}")
-        )
+        problems.append(Problem(f"{path}.options", "must be a mapping of Spark conf names to values"))
+    elif "options" in value:
+        problems += spark_option_problems(value["options"], f"{path}.options")
     return problems
 
 
 def _client_problems(value: Any, path: str) -> list[Problem]:
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-        return [Problem(path, f"must be a mapping of librdkafka property names to values, got {value!r}")]
+        return [Problem(path, "must be a mapping of librdkafka property names to values")]
     return [
-        Problem(f"{path}.{k}", f"must be a string, number or boolean, got {v!r}")
+        Problem(f"{path}.{k}", f"must be a string, number or boolean, got {type(v).__name__}")
         for k, v in value.items()
         if not isinstance(v, str | int | float | bool)
-    ]
+    ] + client_override_problems(value, path)
 
 
 def setting_problems(
