@@ -1,55 +1,87 @@
-# The kafka-mirror app image for EKS (SparkApplication `image`): the official Apache Spark 4
-# image + the `spark_app` and `kmirror` packages + their Python deps + a confluent-kafka built
-# against a librdkafka with Cyrus SASL, so GSSAPI (Kerberos) clusters work (the PyPI wheel has
-# no GSSAPI) + kinit + the S3A connector for s3a:// checkpoints.
+# The kafka-mirror app image for EKS (SparkApplication `image`): the official Apache Spark 4.0
+# image (Ubuntu 22.04, Python 3.10, Java 17: the Spark and Python the app's second test leg runs,
+# `make test-spark40`) + the `spark_app` and `kmirror` packages + their Python deps
+# (scripts/app-requirements.txt, whose markers pick the Python 3.10 pins) + a confluent-kafka
+# built against a librdkafka with Cyrus SASL, so GSSAPI (Kerberos) clusters work (the PyPI wheel
+# has no GSSAPI) + kinit + the S3A connector for s3a:// checkpoints.
 #
-#   docker build -t kafka-mirror:dev .
-#   docker build --build-arg SPARK_VERSION=4.0.1 -t $REGISTRY/kafka-mirror:0.1.0 . && docker push ...
+# Every download is verified: pass the sha256 of the librdkafka source tarball you reviewed
+# (`curl -fsSL <url below> | sha256sum`); the S3A jars are checked against Maven Central's .sha1.
 #
-# The SparkApplication runs local:///opt/kmirror/kmirror_main.py (components/specs.py).
-ARG SPARK_VERSION=4.0.1
+#   docker build --build-arg LIBRDKAFKA_SHA256=<sha256> -t $REGISTRY/kafka-mirror:0.1.0 .
+#
+# The SparkApplication runs local:///opt/kmirror/kmirror_main.py (components/specs.py). The
+# build ends with the app's own self-check (`python3 -m spark_app --self-check`): it loads the
+# data sources into the image's Spark and fails the build if the app could not start there.
+ARG SPARK_VERSION=4.0.2
 FROM apache/spark:${SPARK_VERSION}-scala2.13-java17-python3-ubuntu
 
 ARG LIBRDKAFKA_VERSION=2.16.0
+ARG LIBRDKAFKA_SHA256=""
 ARG CONFLUENT_KAFKA_VERSION=2.16.1
 # hadoop-aws must match the Hadoop of the Spark distribution (Spark 4.0.x: Hadoop 3.4.1, AWS SDK v2 2.24.6).
 ARG HADOOP_AWS_VERSION=3.4.1
 ARG AWS_SDK_VERSION=2.24.6
 
+SHELL ["/bin/bash", "-o", "pipefail", "-c"]
+# root only to install; the image ends as the base image's spark user (uid 185)
+# hadolint ignore=DL3066
 USER root
-ENV PIP_NO_CACHE_DIR=1 PIP_BREAK_SYSTEM_PACKAGES=1 DEBIAN_FRONTEND=noninteractive
+ENV PIP_NO_CACHE_DIR=1 DEBIAN_FRONTEND=noninteractive
+# Ubuntu's package versions move with its security updates; the base image tag pins the release.
+# hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends build-essential curl ca-certificates pkg-config \
       libsasl2-dev libsasl2-modules-gssapi-mit libssl-dev zlib1g-dev libzstd-dev liblz4-dev \
       krb5-user python3-dev python3-pip \
  && rm -rf /var/lib/apt/lists/*
 
-# librdkafka with SASL (GSSAPI via Cyrus SASL) and SSL, then confluent-kafka compiled against it.
-RUN curl -fsSL "https://github.com/confluentinc/librdkafka/archive/refs/tags/v${LIBRDKAFKA_VERSION}.tar.gz" \
-      | tar -xz -C /tmp \
- && cd "/tmp/librdkafka-${LIBRDKAFKA_VERSION}" \
+# librdkafka with SASL (GSSAPI via Cyrus SASL) and SSL, from its verified source tarball.
+WORKDIR /tmp/librdkafka
+RUN if [ -z "${LIBRDKAFKA_SHA256}" ]; then \
+      echo "LIBRDKAFKA_SHA256 is required: the sha256 of librdkafka v${LIBRDKAFKA_VERSION}'s source tarball" >&2; \
+      exit 2; \
+    fi \
+ && curl -fsSL -o librdkafka.tar.gz \
+      "https://github.com/confluentinc/librdkafka/archive/refs/tags/v${LIBRDKAFKA_VERSION}.tar.gz" \
+ && echo "${LIBRDKAFKA_SHA256}  librdkafka.tar.gz" | sha256sum -c - \
+ && tar -xzf librdkafka.tar.gz --strip-components=1 \
  && ./configure --prefix=/usr/local --enable-sasl --enable-ssl \
- && make -j"$(nproc)" && make install && ldconfig \
- && rm -rf "/tmp/librdkafka-${LIBRDKAFKA_VERSION}"
+ && make -j"$(nproc)" \
+ && make install \
+ && ldconfig
+WORKDIR /opt/kmirror
+RUN rm -rf /tmp/librdkafka
 
+# The app's Python deps; confluent-kafka compiled against the librdkafka above (the build fails
+# if the client cannot do Kerberos).
 COPY scripts/app-requirements.txt /opt/kmirror/requirements.txt
-RUN pip3 install --no-binary confluent-kafka "confluent-kafka==${CONFLUENT_KAFKA_VERSION}" \
+RUN pip3 install --no-cache-dir --no-binary confluent-kafka "confluent-kafka==${CONFLUENT_KAFKA_VERSION}" \
  && grep -v '^confluent-kafka' /opt/kmirror/requirements.txt > /tmp/requirements-rest.txt \
- && pip3 install -r /tmp/requirements-rest.txt \
+ && pip3 install --no-cache-dir -r /tmp/requirements-rest.txt \
+ && rm /tmp/requirements-rest.txt \
  && python3 -c 'import confluent_kafka as c; c.Producer({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "GSSAPI", "sasl.kerberos.kinit.cmd": "true"})'
 
 # S3A for s3a:// checkpoints (credentials from IRSA through the default AWS provider chain).
-RUN curl -fsSL -o "/opt/spark/jars/hadoop-aws-${HADOOP_AWS_VERSION}.jar" \
-      "https://repo1.maven.org/maven2/org/apache/hadoop/hadoop-aws/${HADOOP_AWS_VERSION}/hadoop-aws-${HADOOP_AWS_VERSION}.jar" \
- && curl -fsSL -o "/opt/spark/jars/bundle-${AWS_SDK_VERSION}.jar" \
-      "https://repo1.maven.org/maven2/software/amazon/awssdk/bundle/${AWS_SDK_VERSION}/bundle-${AWS_SDK_VERSION}.jar"
+WORKDIR /opt/spark/jars
+RUN for jar in "org/apache/hadoop/hadoop-aws/${HADOOP_AWS_VERSION}/hadoop-aws-${HADOOP_AWS_VERSION}.jar" \
+               "software/amazon/awssdk/bundle/${AWS_SDK_VERSION}/bundle-${AWS_SDK_VERSION}.jar"; do \
+      name="$(basename "$jar")"; \
+      curl -fsSL -o "$name" "https://repo1.maven.org/maven2/$jar"; \
+      echo "$(curl -fsSL "https://repo1.maven.org/maven2/$jar.sha1")  $name" | sha1sum -c -; \
+    done
 
 COPY kmirror /opt/kmirror/kmirror
 COPY spark_app /opt/kmirror/spark_app
 COPY scripts/kmirror_main.py /opt/kmirror/kmirror_main.py
-ENV PYTHONPATH=/opt/kmirror PYSPARK_PYTHON=python3 PYSPARK_DRIVER_PYTHON=python3 PYTHONUNBUFFERED=1
-RUN python3 -c 'import spark_app.main, kmirror.flowspec' && mkdir -p /etc/kmirror /var/lib/kmirror/checkpoints \
- && chown -R spark:spark /var/lib/kmirror
-
-USER spark
+# pyspark and py4j come from the Spark distribution, not pip: the app runs on exactly the image's Spark.
+RUN ln -s "$(ls /opt/spark/python/lib/py4j-*-src.zip)" /opt/spark/python/lib/py4j-src.zip
+ENV PYTHONPATH=/opt/kmirror:/opt/spark/python:/opt/spark/python/lib/py4j-src.zip \
+    PYSPARK_PYTHON=python3 PYSPARK_DRIVER_PYTHON=python3 PYTHONUNBUFFERED=1
 WORKDIR /opt/kmirror
+RUN python3 -m spark_app --self-check \
+ && mkdir -p /etc/kmirror /var/lib/kmirror/checkpoints \
+ && chown -R 185:185 /var/lib/kmirror
+
+# 185 is the image's `spark` user
+USER 185

@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup system-deps demo test lint bench
+.PHONY: setup system-deps demo test test-main test-spark40 lint bench
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -27,9 +27,40 @@ demo: setup
 lint: setup
 	$(VENV)/bin/ruff check kmirror spark_app components tests bench policy scripts
 	$(VENV)/bin/mypy
+	$(VENV)/bin/hadolint Dockerfile
 
-test: setup system-deps lint
+# The second leg: the app's data plane on pyspark 4.0.2 under Python 3.10, the pair the
+# apache/spark 4.0 images and EMR 8 run, in its own venv (pyenv's or the system's python3.10).
+# (the first candidate that really is a working 3.10: a pyenv shim without that version set is not)
+PYTHON310 ?= $(shell for p in $(wildcard $(HOME)/.pyenv/versions/3.10*/bin/python3.10) python3.10; do \
+	"$$p" -c 'import sys, venv; assert sys.version_info[:2] == (3, 10)' >/dev/null 2>&1 && { echo "$$p"; break; }; done)
+VENV40 ?= .venv-spark40
+PY40 := $(VENV40)/bin/python
+SPARK40_TESTS ?= tests/test_spark_compat.py tests/e2e/test_mirror_e2e.py tests/e2e/test_failover_e2e.py \
+	tests/e2e/test_exactly_once.py tests/e2e/test_faults.py
+
+$(VENV40)/.installed: scripts/spark40-requirements.txt scripts/app-requirements.txt pyproject.toml
+	@if [ -z "$(PYTHON310)" ]; then \
+	  echo "make: the Spark 4.0 test leg needs Python 3.10 (what the apache/spark 4.0 images run)." >&2; \
+	  echo "      Install it (pyenv install 3.10, or apt-get install python3.10 python3.10-venv)," >&2; \
+	  echo "      or point at one: make test PYTHON310=/path/to/python3.10" >&2; exit 2; fi
+	$(PYTHON310) -m venv $(VENV40)
+	$(PY40) -m pip install -q --upgrade pip
+	$(PY40) -m pip install -q -r scripts/spark40-requirements.txt
+	$(PY40) -m pip install -q --no-deps -e .
+	touch $@
+
+test: setup system-deps lint test-main test-spark40
+
+test-main: setup
+	@echo "== leg 1: pyspark 4.3.0 / Python 3.11 (the whole suite)"
 	$(PY) -m pytest -q
+
+test-spark40: export PYSPARK_PYTHON := $(abspath $(PY40))
+test-spark40: export PYSPARK_DRIVER_PYTHON := $(abspath $(PY40))
+test-spark40: $(VENV40)/.installed
+	@echo "== leg 2: pyspark 4.0.2 / Python 3.10 (the data plane: mirror, failover, exactly-once, faults)"
+	$(PY40) -m pytest -q -p no:cacheprovider $(SPARK40_TESTS)
 
 bench: setup
 	$(PY) bench/mirror_bench.py

@@ -1,7 +1,10 @@
 """Driver of the mirror: `python -m spark_app --flow FLOW.json [--once] [--checkpoint DIR] [--master local[*]]`.
 
 Wires "kmirror-source" (plans offset ranges) -> "kmirror-sink" (copies them) for one flow.
-- `--once`: Trigger.AvailableNow: mirror what is available at start, exit 0.
+- `--once`: mirror what is available at start in batches of at most `max_records_per_trigger`,
+  exit 0. On a Spark with admission control for Python sources, one Trigger.AvailableNow query;
+  without it (Spark 4.0, 4.1), a loop of AvailableNow queries of one bounded batch each, up to
+  the end offsets frozen at start (`run_once`, `spark_app.stream_readers`).
 - streaming (default): a micro-batch every `trigger_interval_ms` until SIGTERM/SIGINT, then
   stop after the current batch and exit 0.
 - any failure exits 1 with one line naming the cause (an operator must see a failed driver);
@@ -62,8 +65,11 @@ def check_clusters(spec: FlowSpec, once: bool, stop: threading.Event) -> None:
             backoff = min(30.0, backoff * 2)
 
 
-def start_query(spark: Any, spec: FlowSpec, once: bool, checkpoint: str) -> Any:
-    """Register both data sources and start the streaming query of `spec`."""
+def start_query(
+    spark: Any, spec: FlowSpec, once: bool, checkpoint: str, reader_api: str = "auto", until: str | None = None
+) -> Any:
+    """Register both data sources and start the streaming query of `spec` (`until`: frozen end
+    offsets as JSON, for --once on the position-tracking reader)."""
     from spark_app.sink import SINK_NAME, MirrorSink
     from spark_app.source import SOURCE_NAME, MirrorSource
 
@@ -74,13 +80,16 @@ def start_query(spark: Any, spec: FlowSpec, once: bool, checkpoint: str) -> Any:
     spark.dataSource.register(MirrorSink)
     spec_json = json.dumps(spec.to_dict())
     task_count = max(1, spark.sparkContext.defaultParallelism)
-    ranges = (
+    reader = (
         spark.readStream.format(SOURCE_NAME)
         .option("flow_spec", spec_json)
         .option("mode", "once" if once else "stream")
         .option("task_count", str(task_count))
-        .load()
+        .option("reader_api", reader_api)
     )
+    if until is not None:
+        reader = reader.option("until_offsets", until)
+    ranges = reader.load()
     writer = (
         ranges.writeStream.format(SINK_NAME)
         .option("flow_spec", spec_json)
@@ -133,10 +142,17 @@ def run_flow(
     checkpoint: str | None = None,
     master: str | None = "local[*]",
     stop: threading.Event | None = None,
+    reader_api: str | None = None,
 ) -> None:
     """Mirror `spec` (see module doc); raises KmirrorError on any failure. A session it builds
-    itself is stopped at the end; a session passed in stays open."""
+    itself is stopped at the end; a session passed in stays open. `reader_api` forces one
+    streaming API ("position-tracking" runs Spark 4.0's path on any Spark; tests use it), else
+    env KMIRROR_READER_API, else "auto"."""
     from spark_app.clients import validate_client_configs
+    from spark_app.stream_readers import reader_class
+
+    reader_api = reader_api or os.environ.get("KMIRROR_READER_API", "auto")
+    reader_class(reader_api)  # an unknown or unsupported API is refused before any client is made
 
     stop = stop or threading.Event()
     validate_client_configs(spec)  # a bad librdkafka property is invalid input (exit 2), not a task failure
@@ -149,15 +165,66 @@ def run_flow(
     tickers: list[Any] = []
     try:
         tickers = _driver_tickers(spec, once)
-        query = start_query(spark, spec, once, checkpoint or spec.checkpoint_location)
-        await_query(query, stop)
+        checkpoint = checkpoint or spec.checkpoint_location
         if once:
+            run_once(spark, spec, checkpoint, stop, reader_api)
             _final_checkpoint(spec)
+        else:
+            await_query(start_query(spark, spec, False, checkpoint, reader_api), stop)
     finally:
         for ticker in tickers:
             ticker.stop()
         if own_session:
             spark.stop()
+
+
+def run_once(spark: Any, spec: FlowSpec, checkpoint: str, stop: threading.Event, reader_api: str = "auto") -> None:
+    """--once (module doc). Without admission control each AvailableNow query runs at most one
+    bounded batch; the loop ends when a query found nothing to do or its end did not move."""
+    from spark_app.stream_readers import reader_class
+
+    if reader_class(reader_api).api == "admission-control":
+        await_query(start_query(spark, spec, True, checkpoint, reader_api), stop)
+        return
+    until = frozen_end_offsets(spec, max(1, spark.sparkContext.defaultParallelism))
+    previous_end: Any = None
+    while not stop.is_set():
+        query = start_query(spark, spec, True, checkpoint, reader_api, until=until)
+        await_query(query, stop)
+        end = last_batch_end(query)
+        if end is None or end == previous_end:
+            return
+        previous_end = end
+
+
+def frozen_end_offsets(spec: FlowSpec, task_count: int) -> str:
+    """End offsets of every mirrored partition now, as the reader's offset JSON (--once's bound)."""
+    from spark_app.ranges import offsets_to_json
+    from spark_app.source import RangePlanner
+
+    return json.dumps(offsets_to_json(RangePlanner(spec, once=True, task_count=task_count).available()))
+
+
+def last_batch_end(query: Any) -> Any:
+    """The end offset of the last batch `query` ran (None: it ran none; no-data triggers count
+    as none: their start equals their end)."""
+    end = None
+    for progress in query.recentProgress:
+        for source in progress["sources"]:
+            start, stop = source["startOffset"], source["endOffset"]
+            if stop is not None and _as_json(start) != _as_json(stop):
+                end = _as_json(stop)
+    return end
+
+
+def _as_json(offset: Any) -> Any:
+    """Progress reports offsets as JSON text (4.3), or as an object or an empty string (4.0)."""
+    if not isinstance(offset, str):
+        return offset
+    try:
+        return json.loads(offset)
+    except ValueError:
+        return offset or None
 
 
 def _driver_tickers(spec: FlowSpec, once: bool) -> list[Any]:
@@ -185,10 +252,27 @@ def _final_checkpoint(spec: FlowSpec) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--self-check" in argv:
+        return _self_check(argv)
     parser = argparse.ArgumentParser(prog="python -m spark_app", description="Mirror one Kafka flow with Spark.")
     add_arguments(parser)
+    parser.add_argument("--self-check", action="store_true", help="check this node can run the app, then exit")
     args = parser.parse_args(argv)
     return run_cli(args)
+
+
+def _self_check(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m spark_app --self-check",
+        description="Check that the app starts on this node's Spark and Python (no broker needed).",
+    )
+    parser.add_argument("--self-check", action="store_true", required=True)
+    parser.add_argument("--master", default=None, help="Spark master (default: local[1])")
+    args = parser.parse_args(argv)
+    from spark_app.self_check import self_check
+
+    return self_check(args.master)
 
 
 def default_master(master: str | None) -> str | None:

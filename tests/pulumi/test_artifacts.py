@@ -146,10 +146,15 @@ def test_entry_script_runs_the_app_from_outside_the_package(tmp_path: Path) -> N
 
 
 def _pins(lines: list[str]) -> dict[str, str]:
+    """`name==version` pins whose environment marker holds for this interpreter (the dev venv)."""
+    from packaging.requirements import Requirement
+
     found = {}
     for line in lines:
-        if match := re.match(r"^([A-Za-z0-9_.-]+)==([^;\s]+)", line.strip()):
-            found[match.group(1).lower()] = match.group(2)
+        if re.match(r"^[A-Za-z0-9_.-]+==", line.strip()):
+            requirement = Requirement(line.strip())
+            if requirement.marker is None or requirement.marker.evaluate():
+                found[requirement.name.lower()] = str(requirement.specifier).removeprefix("==")
     return found
 
 

@@ -1,0 +1,101 @@
+"""The EKS image's recipe agrees with itself: base image, its Python, the app's requirements.
+
+No Docker here (TEST-ENV.md), so the nearest real things: hadolint on the Dockerfile, and pip
+resolving the app's requirements for the image's Python and platforms from PyPI without
+installing (`--dry-run --only-binary=:all: --python-version ... --platform ...`), the way the
+image's `pip3 install` will. The EMR nodes' resolution is in tests/pulumi/test_wheelhouse.py.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCKERFILE = (ROOT / "Dockerfile").read_text()
+# apache/spark's 4.0.x images build on eclipse-temurin:17-jammy (Ubuntu 22.04: Python 3.10, glibc 2.35)
+IMAGE_PYTHON = "3.10"
+IMAGE_GLIBC_MINOR = 35
+APP_PYTHONS = ("3.10", "3.11", "3.12", "3.13")  # the range the README promises for the app
+
+
+def _hadolint() -> str:
+    found = Path(sys.executable).with_name("hadolint")
+    return str(found) if found.exists() else shutil.which("hadolint") or "hadolint"
+
+
+def test_hadolint_reports_nothing_on_the_dockerfile() -> None:
+    done = subprocess.run([_hadolint(), str(ROOT / "Dockerfile")], capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stdout + done.stderr) == (0, "")
+
+
+def test_the_image_is_spark_4_0_with_python_3_10_and_checks_itself_at_build_time() -> None:
+    version = re.search(r"^ARG SPARK_VERSION=(\d+)\.(\d+)\.(\d+)$", DOCKERFILE, re.MULTILINE)
+    assert version and version.groups()[:2] == ("4", "0")  # what EMR 8 and the 4.0 images run
+    assert re.search(r"^FROM apache/spark:\$\{SPARK_VERSION\}-scala2\.13-java17-python3-ubuntu$", DOCKERFILE, re.M)
+    assert "RUN python3 -m spark_app --self-check" in DOCKERFILE  # loads the data sources into the image's Spark
+    assert 'sha256sum -c -' in DOCKERFILE and 'LIBRDKAFKA_SHA256 is required' in DOCKERFILE
+    assert "pip3 install --no-cache-dir -r /tmp/requirements-rest.txt" in DOCKERFILE
+    assert "pyspark" not in (ROOT / "scripts" / "app-requirements.txt").read_text().split("pyspark itself")[1]
+
+
+def _platforms(arch: str, glibc_minor: int) -> list[str]:
+    """pip matches --platform tags exactly: every manylinux tag a glibc 2.<minor> system accepts."""
+    return [f"manylinux_2_{m}_{arch}" for m in range(glibc_minor, 16, -1)] + [f"manylinux2014_{arch}"]
+
+
+def requirements_for(python: str, target: Path) -> Path:
+    """scripts/app-requirements.txt with its markers evaluated for `python`: pip evaluates them
+    against the interpreter it runs on, whatever `--python-version` says."""
+    from packaging.requirements import Requirement
+
+    environment = {"python_version": python, "python_full_version": f"{python}.0"}
+    lines = []
+    for line in (ROOT / "scripts" / "app-requirements.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            requirement = Requirement(line)
+            if requirement.marker is None or requirement.marker.evaluate(environment):
+                requirement.marker = None
+                lines.append(str(requirement))
+    target.write_text("\n".join(lines) + "\n")
+    return target
+
+
+def resolve(python: str, arch: str, tmp_path: Path, glibc_minor: int = IMAGE_GLIBC_MINOR) -> dict[str, str]:
+    """name -> version pip would install from scripts/app-requirements.txt for that interpreter."""
+    abi = "cp" + python.replace(".", "")
+    requirements = requirements_for(python, tmp_path / f"requirements-{python}.txt")
+    command = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed",
+               "--only-binary=:all:", "--python-version", python, "--implementation", "cp", "--abi", abi,
+               *[f"--platform={p}" for p in _platforms(arch, glibc_minor)],
+               "--target", "/nonexistent/kmirror-resolve", "--report", "-",
+               "-r", str(requirements)]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, check=False)
+    assert done.returncode == 0, f"Python {python} {arch}: {done.stderr[-2000:]}"
+    report = json.loads(done.stdout)
+    return {re.sub(r"[-_.]+", "-", item["metadata"]["name"]).lower(): item["metadata"]["version"]
+            for item in report["install"]}  # fmt: skip
+
+
+@pytest.mark.registry
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+def test_the_app_requirements_resolve_for_the_image_python_and_platforms(arch: str, tmp_path: Path) -> None:
+    resolved = resolve(IMAGE_PYTHON, arch, tmp_path)
+    assert {k: resolved[k] for k in ("confluent-kafka", "pyarrow", "pandas", "pyyaml", "prometheus-client")} == {
+        "confluent-kafka": "2.16.1", "pyarrow": "25.0.1", "pandas": "2.3.3", "pyyaml": "6.0.3",
+        "prometheus-client": "0.26.0",
+    }  # fmt: skip
+    assert "pyspark" not in resolved  # the image's Spark distribution provides it
+
+
+@pytest.mark.registry
+@pytest.mark.parametrize("python", APP_PYTHONS[1:])
+def test_the_app_requirements_resolve_on_every_supported_python(python: str, tmp_path: Path) -> None:
+    resolved = resolve(python, "x86_64", tmp_path)
+    assert (resolved["pyarrow"], resolved["pandas"]) == ("26.0.1", "3.1.1")
