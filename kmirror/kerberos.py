@@ -6,15 +6,63 @@ The Python app itself needs no JAAS: librdkafka reads `sasl.kerberos.*` and runs
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
+import re
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from kmirror.errors import KmirrorError
+from kmirror.errors import KmirrorError, Problem
+from kmirror.secret_refs import PATH_HINT, PATH_RE
 
 DEFAULT_KDC_PORT = 88
+# primary[/instance][@REALM]: librdkafka puts the principal unquoted on kinit's command line
+# (on every executor), kadmin -q and JAAS files take it too, so only plain name characters pass.
+PRINCIPAL_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*(/[A-Za-z0-9][A-Za-z0-9._-]*)?(@[A-Za-z0-9][A-Za-z0-9._-]*)?$")
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")  # realms, service names
+KDC_RE = re.compile(r"^[A-Za-z0-9.-]+(:\d{1,5})?$")
+PRINCIPAL_HINT = (
+    "a principal such as mirrormaker/host.example.com@EXAMPLE.COM (letters, digits, . _ -, one / and one @)"
+)
+# librdkafka properties that reach kinit's command line, and what each must look like.
+KINIT_PROPERTIES = {
+    "sasl.kerberos.principal": (PRINCIPAL_RE, PRINCIPAL_HINT),
+    "sasl.kerberos.keytab": (PATH_RE, PATH_HINT),
+    "sasl.kerberos.service.name": (NAME_RE, "a service name such as kafka (letters, digits, . _ -)"),
+}
+
+
+def kinit_property_problems(config: Mapping[str, object], path: str) -> list[Problem]:
+    """Problems of the `sasl.kerberos.*` values in a librdkafka config map at `path`."""
+    problems = []
+    for name, (pattern, hint) in KINIT_PROPERTIES.items():
+        value = config.get(name)
+        if name in config and not (isinstance(value, str) and pattern.fullmatch(value)):
+            message = f"must be {hint}, got {value!r}; it reaches kinit's command line"
+            problems.append(Problem(f"{path}.{name}", message))
+    return problems
+
+
+def _check(what: str, value: str, pattern: re.Pattern[str], hint: str) -> None:
+    if not isinstance(value, str) or not pattern.fullmatch(value):
+        raise KmirrorError(f"{what} {value!r} is not allowed: use {hint}")
+
+
+_private_dir: Path | None = None
+
+
+def private_dir() -> Path:
+    """This process's own directory for files it writes (krb5.conf): made with mkdtemp (mode
+    0700, unpredictable name), so no other user can plant or link a file there; removed at exit."""
+    global _private_dir
+    if _private_dir is None or not _private_dir.is_dir():
+        _private_dir = Path(tempfile.mkdtemp(prefix="kmirror-"))
+        atexit.register(shutil.rmtree, _private_dir, True)
+    return _private_dir
 
 
 def _kdc_address(kdc: str) -> str:
@@ -29,6 +77,11 @@ def render_krb5_conf(realm: str, kdcs: Sequence[str], *, admin_server: str | Non
     """
     if not realm or not kdcs:
         raise KmirrorError(f"krb5.conf needs a realm and at least one KDC, got realm={realm!r} kdcs={list(kdcs)!r}")
+    _check("realm", realm, NAME_RE, "a realm name such as EXAMPLE.COM (letters, digits, . _ -)")
+    for kdc in kdcs:
+        _check("KDC", kdc, KDC_RE, "host[:port], e.g. kdc1.example.com:88")
+    if admin_server is not None:
+        _check("admin server", admin_server, KDC_RE, "host[:port], e.g. kdc1.example.com:749")
     kdc_lines = "".join(f"    kdc = {_kdc_address(kdc)}\n" for kdc in kdcs)
     admin = f"    admin_server = {admin_server}\n" if admin_server else ""
     return (
@@ -46,10 +99,14 @@ def render_krb5_conf(realm: str, kdcs: Sequence[str], *, admin_server: str | Non
     )
 
 
-def write_krb5_conf(realm: str, kdcs: Sequence[str], *, directory: str | os.PathLike[str]) -> Path:
-    """Write the rendered krb5.conf to `directory/kmirror-krb5-<hash>.conf` (idempotent) and return its path."""
+def write_krb5_conf(realm: str, kdcs: Sequence[str], *, directory: str | os.PathLike[str] | None = None) -> Path:
+    """Write the rendered krb5.conf to `directory/kmirror-krb5-<hash>.conf` (idempotent) and return its path.
+
+    `directory` defaults to this process's `private_dir()`; never pass a shared directory such as
+    /tmp, where another user could plant the predictable name first or link it elsewhere.
+    """
     text = render_krb5_conf(realm, kdcs)
-    path = Path(directory) / f"kmirror-krb5-{hashlib.sha256(text.encode()).hexdigest()[:12]}.conf"
+    path = Path(directory or private_dir()) / f"kmirror-krb5-{hashlib.sha256(text.encode()).hexdigest()[:12]}.conf"
     if not path.exists() or path.read_text() != text:
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(text)
@@ -58,7 +115,11 @@ def write_krb5_conf(realm: str, kdcs: Sequence[str], *, directory: str | os.Path
 
 
 def jaas_kafka_client(principal: str, keytab_path: str, *, service_name: str = "kafka") -> str:
-    """The JAAS `KafkaClient` section a JVM Kafka client (or MirrorMaker) uses for this principal."""
+    """The JAAS `KafkaClient` section a JVM Kafka client (or MirrorMaker) uses for this principal.
+    Raises KmirrorError for a principal, path or service name that could break out of its quotes."""
+    _check("principal", principal, PRINCIPAL_RE, PRINCIPAL_HINT)
+    _check("keytab path", keytab_path, PATH_RE, PATH_HINT)
+    _check("service name", service_name, NAME_RE, "a service name such as kafka")
     return (
         "KafkaClient {\n"
         "  com.sun.security.auth.module.Krb5LoginModule required\n"
@@ -105,12 +166,8 @@ def create_keytab(
     kadmin's output on failure.
     """
     keytab = Path(keytab_path)
-    for what, text in (("principal", principal), ("keytab path", str(keytab))):
-        if not text or any(c.isspace() for c in text) or '"' in text:
-            raise KmirrorError(
-                f"{what} {text!r} is empty or contains whitespace or quotes, which kadmin -q cannot take; "
-                "use e.g. mirrormaker/host.example.com@REALM and a plain path"
-            )
+    _check("principal", principal, PRINCIPAL_RE, PRINCIPAL_HINT)
+    _check("keytab path", str(keytab.absolute()), PATH_RE, PATH_HINT)
     full_env = {**os.environ, **(env or {})}
     existed = "Principal:" in _kadmin(kadmin, f"getprinc {principal}", full_env, timeout_s).stdout
     if not existed:

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kmirror.errors import Problem
+from kmirror.kerberos import kinit_property_problems
 from kmirror.secret_refs import is_reference
 
 # sasl.password, ssl.key.password, ssl.keystore.password, ssl.truststore.password,
@@ -103,7 +104,7 @@ def client_override_problems(overrides: Mapping[str, Any], path: str) -> list[Pr
                     f"them); {SECURITY_FIX}, or write a reference such as ${{env:VAR}} or ${{file:/abs/path}}",
                 )
             )
-    return problems
+    return problems + kinit_property_problems(overrides, path)
 
 
 def cluster_config_problems(config: Mapping[str, Any], path: str, allowed_code: Mapping[str, str]) -> list[Problem]:
@@ -125,7 +126,7 @@ def cluster_config_problems(config: Mapping[str, Any], path: str, allowed_code: 
                     "or write a reference such as ${env:VAR} or ${file:/abs/path}",
                 )
             )
-    return problems
+    return problems + kinit_property_problems(config, path)
 
 
 def spark_option_problems(options: Mapping[str, Any], path: str) -> list[Problem]:

@@ -37,6 +37,10 @@ _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DNS_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _SECRET_KEY_RE = re.compile(r"^[-._a-zA-Z0-9]+$")
 _REFERENCE_RE = re.compile(r"^\$\{(file|env):([^}]+)\}$")
+# Absolute paths of plain segments: no spaces, quotes, `$`, `;`, backticks or newlines, which
+# would change meaning where a path reaches a shell (librdkafka's kinit command) or a config file.
+PATH_RE = re.compile(r"^(/[A-Za-z0-9._+@=,-]+)+/?$")
+PATH_HINT = "an absolute path of letters, digits and . _ + @ = , - (e.g. /etc/kmirror/east.keytab)"
 
 
 def dns_label(text: str, max_len: int = 63) -> str:
@@ -86,6 +90,8 @@ def ref_problems(ref: Any, path: str, *, secret: bool, needs_file: bool = False)
         return [Problem(f"{path}.{kind}", f"must be a non-empty string, got {value!r}")]
     if kind == "file" and not value.startswith("/"):
         problems.append(Problem(f"{path}.file", f"must be an absolute path, got {value!r}"))
+    elif kind == "file" and not PATH_RE.fullmatch(value):
+        problems.append(Problem(f"{path}.file", f"must be {PATH_HINT}, got {value!r}"))
     if kind == "env" and not _ENV_RE.fullmatch(value):
         problems.append(Problem(f"{path}.env", f"must be an environment variable name, got {value!r}"))
     if kind == "env" and needs_file:

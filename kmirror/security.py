@@ -20,11 +20,11 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from collections.abc import Mapping
 from typing import Any
 
 from kmirror.errors import KmirrorError, Problem, did_you_mean
+from kmirror.kerberos import KDC_RE, NAME_RE, PRINCIPAL_HINT, PRINCIPAL_RE, write_krb5_conf
 from kmirror.override_rules import carries_secret
 from kmirror.secret_refs import (
     Materialisation,
@@ -60,7 +60,6 @@ SENSITIVE_KEYS = frozenset({"sasl.password", "ssl.key.password", "ssl.keystore.p
                             "sasl.oauthbearer.client.secret", "ssl.truststore.password",
                             "sasl.jaas.config"})  # fmt: skip
 _SENSITIVE_RE = re.compile(r"password|secret", re.IGNORECASE)
-_KDC_RE = re.compile(r"^[A-Za-z0-9.-]+(:\d{1,5})?$")
 
 
 def _unknown(section: Mapping[str, Any], allowed: set[str], path: str) -> list[Problem]:
@@ -96,10 +95,12 @@ def _kerberos_problems(krb: dict[str, Any], path: str) -> list[Problem]:
     for name in ("principal", "keytab"):
         if name not in krb:
             problems.append(Problem(f"{path}.{name}", "required key is missing"))
-    if "principal" in krb and (not isinstance(krb["principal"], str) or not krb["principal"]):
+    if "principal" in krb and not (isinstance(krb["principal"], str) and PRINCIPAL_RE.fullmatch(krb["principal"])):
         problems.append(
             Problem(
-                f"{path}.principal", f"must be a principal such as mirrormaker/host@REALM, got {krb['principal']!r}"
+                f"{path}.principal",
+                f"must be {PRINCIPAL_HINT}, got {krb['principal']!r}; it reaches kinit's command line on every "
+                "executor",
             )
         )
     if "keytab" in krb:
@@ -110,12 +111,15 @@ def _kerberos_problems(krb: dict[str, Any], path: str) -> list[Problem]:
             problems.append(Problem(path, "give either krb5_conf or realm + kdcs, not both"))
     if ("realm" in krb) != ("kdcs" in krb):
         problems.append(Problem(path, "realm and kdcs go together (kmirror renders krb5.conf from them)"))
-    if "realm" in krb and (not isinstance(krb["realm"], str) or not krb["realm"]):
-        problems.append(Problem(f"{path}.realm", f"must be a realm name such as EXAMPLE.COM, got {krb['realm']!r}"))
+    if "realm" in krb and not (isinstance(krb["realm"], str) and NAME_RE.fullmatch(krb["realm"])):
+        problems.append(
+            Problem(f"{path}.realm", f"must be a realm name such as EXAMPLE.COM (letters, digits, . _ -), "
+                    f"got {krb['realm']!r}")
+        )  # fmt: skip
     kdcs = krb.get("kdcs", ["x"])
-    if not isinstance(kdcs, list) or not kdcs or not all(isinstance(k, str) and _KDC_RE.fullmatch(k) for k in kdcs):
+    if not isinstance(kdcs, list) or not kdcs or not all(isinstance(k, str) and KDC_RE.fullmatch(k) for k in kdcs):
         problems.append(Problem(f"{path}.kdcs", f"must be a non-empty list of host[:port], got {kdcs!r}"))
-    if "service_name" in krb and (not isinstance(krb["service_name"], str) or not krb["service_name"]):
+    if "service_name" in krb and not (isinstance(krb["service_name"], str) and NAME_RE.fullmatch(krb["service_name"])):
         problems.append(
             Problem(f"{path}.service_name", f"must be the brokers' service name (kafka), got {krb['service_name']!r}")
         )
@@ -261,9 +265,7 @@ def _krb5_properties(config: dict[str, Any]) -> None:
     conf = config.pop(KRB5_CONF_PROPERTY, None)
     realm, kdcs = config.pop(KRB5_REALM_PROPERTY, None), config.pop(KRB5_KDCS_PROPERTY, None)
     if realm and kdcs:
-        from kmirror.kerberos import write_krb5_conf
-
-        conf = write_krb5_conf(realm, str(kdcs).split(","), directory=tempfile.gettempdir())
+        conf = write_krb5_conf(realm, str(kdcs).split(","))  # into this process's private mkdtemp directory
     if conf:
         _export_krb5_config(str(conf))
 

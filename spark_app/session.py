@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 import warnings
-from pathlib import Path
 from typing import Any
 
 LOG4J2 = """\
@@ -58,7 +56,12 @@ LOCAL_CONFS: dict[str, str] = {
 
 
 def _log4j_file() -> str:
-    path = Path(tempfile.gettempdir()) / "kmirror-log4j2.properties"
+    """The log4j2 config handed to the driver JVM, in this process's private mkdtemp directory
+    (`kmirror.kerberos.private_dir`): a fixed name under /tmp could be planted or linked by
+    another user to change the JVM's logging (log4j2 configs can point appenders anywhere)."""
+    from kmirror.kerberos import private_dir
+
+    path = private_dir() / "log4j2.properties"
     if not path.exists() or path.read_text() != LOG4J2:
         path.write_text(LOG4J2)
     return str(path)

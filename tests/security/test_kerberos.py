@@ -128,8 +128,9 @@ def test_keytab_cli_reports_kadmin_failures_in_one_line(kdc: LocalKdc, tmp_path:
     )
     spaced = _keytab_cli(kdc, "mirror maker@KMIRROR.TEST", tmp_path / "y.keytab")
     assert spaced.returncode == 1
-    assert spaced.stderr.startswith(
-        "kmirror.kerberos keytab: principal 'mirror maker@KMIRROR.TEST' is empty or contains whitespace or quotes"
+    assert spaced.stderr == (
+        "kmirror.kerberos keytab: principal 'mirror maker@KMIRROR.TEST' is not allowed: use a principal such as "
+        "mirrormaker/host.example.com@EXAMPLE.COM (letters, digits, . _ -, one / and one @)\n"
     )
     assert not (tmp_path / "y.keytab").exists()
 
