@@ -116,6 +116,13 @@ OPTIONS: tuple[Option, ...] = (
     Option("checkpoint_interval_ms", 60_000, "Interval between checkpoint emissions.", _int_at_least(0)),
     Option("heartbeat_interval_ms", 1_000, "Interval between heartbeats.", _int_at_least(0)),
     Option(
+        "offset_lag_max",
+        100,  # MM2's offset.lag.max default
+        "Offset syncs: a drift change is persisted only when skipping it could make a failed-over "
+        "group re-read this many records or more (1: translation exact everywhere); range ends always are.",
+        _int_at_least(1),
+    ),
+    Option(
         "metrics_port",
         None,
         "HTTP port of the Prometheus endpoint on the driver (off when null).",

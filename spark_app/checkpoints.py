@@ -21,9 +21,9 @@ from kmirror.errors import KmirrorError
 from kmirror.filters import should_replicate_topic
 from kmirror.flowspec import ClusterEndpoint, FlowSpec
 from kmirror.mm2_formats import Checkpoint, decode_checkpoint, encode_checkpoint
-from kmirror.policy import checkpoints_topic, offset_syncs_topic
-from spark_app.group_sync import committed_offsets, list_groups
-from spark_app.offset_syncs import OffsetSyncTopic, SyncStore, read_partition0
+from kmirror.policy import checkpoints_topic
+from spark_app.group_sync import GroupAdminError, committed_offsets, list_groups
+from spark_app.offset_syncs import SyncStore, read_partition0
 
 CHECKPOINTS_TOPIC_CONFIG = {"cleanup.policy": "compact"}  # as MM2 creates it: one partition, compacted
 
@@ -80,6 +80,7 @@ class CheckpointEmitter:
         self.producer = producer
         self.topic = checkpoints_topic(spec.source.alias)
         self.last: dict[tuple[str, str, int], Checkpoint] = {}
+        self.failed_groups: dict[str, str] = {}  # group -> why its offsets were not read, last emit
         self._errors: list[str] = []
 
     def groups(self) -> list[str]:
@@ -109,13 +110,20 @@ class CheckpointEmitter:
     def emit(self, groups: Iterable[str] | None = None) -> tuple[list[Checkpoint], int]:
         """Emit due checkpoints of `groups` (default: all selected) and wait for their delivery.
 
-        Returns (checkpoints written, checkpoint latency in ms: offsets read -> delivered).
-        Raises CheckpointError on a failed delivery.
+        Returns (checkpoints written, checkpoint latency in ms: offsets read -> delivered). A group
+        whose offsets cannot be read (its coordinator moving, ...) is skipped and named in
+        `failed_groups`; the others go on. Raises CheckpointError on a failed delivery and
+        GroupAdminError when the groups cannot be listed.
         """
         started = time.monotonic()
         emitted: list[Checkpoint] = []
+        self.failed_groups = {}
         for group in self.groups() if groups is None else groups:
-            offsets = committed_offsets(self.source_admin, group, self.spec.source.alias)
+            try:
+                offsets = committed_offsets(self.source_admin, group, self.spec.source.alias)
+            except GroupAdminError as exc:
+                self.failed_groups[group] = str(exc)
+                continue
             for checkpoint in self.checkpoints_for(group, offsets):
                 key, value = encode_checkpoint(checkpoint)
                 self.producer.produce(self.topic, value, key, partition=0, on_delivery=self._delivered)
@@ -142,8 +150,9 @@ def translate_group(spec: FlowSpec, group: str) -> list[Translation]:
     """Live translation of `group`'s committed source offsets with the flow's persisted syncs
     (what `kmirror translate` and `kmirror failover` use)."""
     from spark_app.clients import admin_client
+    from spark_app.sync_snapshots import SyncLog
 
     store = SyncStore()
-    OffsetSyncTopic(spec.target, offset_syncs_topic(spec.source.alias)).load(store)
+    SyncLog(spec.target, spec.source.alias).load(store)  # newest snapshots + the short tail after them
     offsets = committed_offsets(admin_client(spec.source), group, spec.source.alias)
     return translate_offsets(spec, store, offsets)

@@ -9,7 +9,10 @@ MirrorCheckpointMetrics) with Prometheus spelling (`record-count` -> `kmirror_re
 - checkpoint-latency-ms -> kmirror_checkpoint_latency_ms{group} (offsets read -> checkpoints delivered);
 - offset lag (MM2 has none) -> kmirror_offset_lag (source end offset - next offset to mirror);
 - losses MM2 does not count -> kmirror_skipped_records_total (offsets deleted at the source before
-  they were mirrored, skipped with fail_on_data_loss=false), kmirror_dead_lettered_records_total.
+  they were mirrored, skipped with fail_on_data_loss=false), kmirror_dead_lettered_records_total;
+- side work that failed and is retried next round, never failing a delivered batch ->
+  kmirror_failover_work_failures_total{flow, work="checkpoints|group_offset_sync|heartbeats|
+  offset_sync_snapshot|offset_lag|checkpoints_setup|heartbeats_setup"} (no partition label).
 
 Labels: flow, topic (target topic), partition. Served as Prometheus text on the driver's
 `metrics_port` (0 = an ephemeral port, announced as `kmirror metrics {"event":
@@ -72,6 +75,12 @@ class FlowMetrics:
             "kmirror_checkpoint_latency_ms", "Offsets read to checkpoints delivered (MM2 checkpoint-latency-ms).",
             ("flow", "group"), registry=r,
         )  # fmt: skip
+        self.work_failures = Counter(
+            "kmirror_failover_work_failures", "Failed rounds of side work (checkpoints, group offset sync, "
+            "heartbeats, offset-sync snapshots); logged and retried, never failing a delivered batch.",
+            ("flow", "work"), registry=r,
+        )  # fmt: skip
+        self._failures: dict[str, int] = {}
         self._server: Any = None
         self.port: int | None = None
 
@@ -110,6 +119,12 @@ class FlowMetrics:
 
     def observe_checkpoints(self, group: str, latency_ms: int) -> None:
         self.checkpoint_latency.labels(self.flow_id, group).set(latency_ms)
+
+    def observe_work_failure(self, work: str) -> int:
+        """Count one failed round of side work; returns the count so far for `work`."""
+        self.work_failures.labels(self.flow_id, work).inc()
+        self._failures[work] = self._failures.get(work, 0) + 1
+        return self._failures[work]
 
     def text(self) -> str:
         """The Prometheus exposition text of this flow's metrics."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -70,11 +70,18 @@ class SyncStore:
     newest; redundant syncs (same drift as a continuous predecessor) go first, losslessly.
     """
 
-    def __init__(self, max_per_partition: int = MAX_SYNCS_PER_PARTITION, dense_tail: int = DENSE_TAIL) -> None:
+    def __init__(
+        self,
+        max_per_partition: int = MAX_SYNCS_PER_PARTITION,
+        dense_tail: int = DENSE_TAIL,
+        offset_lag_max: int | None = None,
+    ) -> None:
+        """`offset_lag_max`: thin each added range with `thin_pairs` (None: keep every pair)."""
         if dense_tail + 2 > max_per_partition:
             raise ValueError(f"dense_tail {dense_tail} must be < max_per_partition {max_per_partition} - 1")
         self.max_per_partition = max_per_partition
         self.dense_tail = dense_tail
+        self.offset_lag_max = offset_lag_max
         self.partitions: dict[tuple[str, int], PartitionSyncs] = {}
 
     def syncs(self, topic: str, partition: int) -> list[Sync]:
@@ -92,9 +99,10 @@ class SyncStore:
         (first record, every drift change, last record). Returns the syncs as stored, to persist."""
         entry = self.partitions.setdefault((topic, partition), PartitionSyncs([]))
         joined = entry.mirrored_until is not None and start_offset <= entry.mirrored_until
+        anchor = entry.syncs[-1] if joined and entry.syncs else None
         added: list[Sync] = []
-        for upstream, downstream in pairs:
-            stored = self._append(entry, Sync(upstream, downstream, continuous=joined))
+        for upstream, downstream, clean in thin_pairs(list(pairs), self.offset_lag_max, anchor):
+            stored = self._append(entry, Sync(upstream, downstream, continuous=joined and clean))
             if stored is not None:
                 added.append(stored)
             joined = True
@@ -109,6 +117,11 @@ class SyncStore:
         if self._append(entry, sync) is not None:
             entry.mirrored_until = next_offset if next_offset is not None else sync.upstream + 1
             self._bound(entry)
+
+    def restore(self, topic: str, partition: int, state: PartitionSyncs) -> None:
+        """Replace one partition's history with a snapshot of it (`spark_app.sync_snapshots`)."""
+        self.partitions[(topic, partition)] = PartitionSyncs(list(state.syncs), state.mirrored_until)
+        self._bound(self.partitions[(topic, partition)])
 
     @staticmethod
     def _append(entry: PartitionSyncs, sync: Sync) -> Sync | None:
@@ -171,6 +184,39 @@ class SyncStore:
         return sync.downstream + 1
 
 
+def thin_pairs(
+    pairs: list[tuple[int, int]], offset_lag_max: int | None, anchor: Sync | None
+) -> list[tuple[int, int, bool]]:
+    """The pairs of one copied range worth persisting, as (upstream, downstream, clean).
+
+    `pairs` is what the copy loop reports (first record, every drift change, last record);
+    `anchor` the stored sync the range continues from (None: a new stretch). MM2's
+    `offset.lag.max` rule, made exact where it can be: a pair with the same drift as a clean
+    predecessor says nothing and is dropped (losslessly); the range's first and last pairs (the
+    batch edges: where groups caught up with the mirror stand) are kept; any other pair is
+    dropped while the next pair stays within `offset_lag_max` downstream of the last kept one.
+    `clean` is False when a drift change was dropped since the previous kept pair: translation
+    there falls back to MM2's `+1` rule, which then re-reads fewer than `offset_lag_max`
+    records. None keeps every pair.
+    """
+    if offset_lag_max is None:
+        return [(u, d, True) for u, d in pairs]
+    out: list[tuple[int, int, bool]] = []
+    last = (anchor.upstream, anchor.downstream) if anchor is not None else None
+    dirty = False
+    for i, (upstream, downstream) in enumerate(pairs):
+        final = i == len(pairs) - 1
+        if last is not None and not dirty and not final and downstream - upstream == last[1] - last[0]:
+            continue  # the stretch keeps the kept pair's drift: nothing to say
+        keep = last is None or i == 0 or final or pairs[i + 1][1] - last[1] > offset_lag_max
+        if keep:
+            out.append((upstream, downstream, not dirty))
+            last, dirty = (upstream, downstream), False
+        else:
+            dirty = True
+    return out
+
+
 def _drop(syncs: list[Sync], keep: list[bool]) -> list[Sync]:
     """Remove unkept syncs; a kept sync stays continuous only if everything dropped before it
     was continuous with the same drift as the kept sync preceding them."""
@@ -194,6 +240,7 @@ class OffsetSyncTopic:
         self._producer: Any = None
         self._errors: list[str] = []
         self.read_until = 0  # next offset `load` reads from (loads are incremental)
+        self.written_until = 0  # offset after the newest sync this process wrote (acknowledged)
 
     def ensure_exists(self) -> None:
         """Create the topic (1 partition, time-based retention so history is not compacted away)."""
@@ -217,6 +264,8 @@ class OffsetSyncTopic:
     def _delivered(self, err: Any, msg: Any) -> None:
         if err is not None:
             self._errors.append(f"offset sync to {msg.topic()} failed: {err.str()}")
+        elif msg.offset() is not None and msg.offset() >= 0:
+            self.written_until = max(self.written_until, msg.offset() + 1)
 
     def flush(self, timeout_s: float = 60.0) -> None:
         """Wait for every queued sync; raises OffsetSyncError on any failure or timeout."""
@@ -227,19 +276,32 @@ class OffsetSyncTopic:
         if errors or remaining:
             raise OffsetSyncError(f"{len(errors)} offset sync(s) failed, {remaining} unconfirmed; first: {errors[:1]}")
 
-    def load(self, store: SyncStore, timeout_s: float = 60.0) -> int:
-        """Replay the topic into `store`, from where the previous load stopped up to the high
-        watermark seen at the start; returns the number of syncs read. A missing topic is an
-        empty history. Only for stores that do not also get this process's own writes."""
-        count = 0
-        for msg in read_partition0(self.target, self.topic, timeout_s, self.read_until):
+    def load(
+        self, store: SyncStore, timeout_s: float = 60.0, skip_below: Mapping[tuple[str, int], int] | None = None
+    ) -> int:
+        """Replay the topic into `store`, from `read_until` (where the previous load stopped, or
+        where a snapshot ends) up to the high watermark seen at the start; returns the number of
+        records read. `skip_below`: per partition, the offset its snapshot already covers. A
+        missing topic is an empty history. Where retention deleted records before `read_until`,
+        the first sync of each partition is loaded as not continuous (its predecessor is lost).
+        Only for stores that do not also get this process's own writes."""
+        count, skip, start = 0, skip_below or {}, self.read_until
+        gap = False
+        seen: set[tuple[str, int]] = set()
+        for msg in read_partition0(self.target, self.topic, timeout_s, start):
+            gap = gap or (count == 0 and msg.offset() > start)
             self.read_until = msg.offset() + 1
+            count += 1
             decoded = decode_offset_sync(msg.key() or b"", msg.value() or b"")
+            key = (decoded.topic, decoded.partition)
+            if msg.offset() < skip.get(key, 0):
+                continue
             headers = dict(msg.headers() or [])
             raw_next = headers.get(NEXT_OFFSET_HEADER)
-            sync = Sync(decoded.upstream_offset, decoded.downstream_offset, headers.get(CONTINUOUS_HEADER) == b"1")
+            continuous = headers.get(CONTINUOUS_HEADER) == b"1" and (not gap or key in seen)
+            seen.add(key)
+            sync = Sync(decoded.upstream_offset, decoded.downstream_offset, continuous)
             store.add_loaded(decoded.topic, decoded.partition, sync, int(raw_next) if raw_next else None)
-            count += 1
         return count
 
     def close(self) -> None:
@@ -264,11 +326,11 @@ def ensure_topic(endpoint: ClusterEndpoint, topic: str, config: dict[str, str]) 
 
 
 def read_partition0(
-    endpoint: ClusterEndpoint, topic: str, timeout_s: float = 60.0, from_offset: int = 0
+    endpoint: ClusterEndpoint, topic: str, timeout_s: float = 60.0, from_offset: int = 0, until: int | None = None
 ) -> Iterator[Any]:
     """Every record of `topic` partition 0 from `from_offset` up to the high watermark seen at
-    the start, in log order; nothing when the topic does not exist. Raises OffsetSyncError on
-    errors or timeout."""
+    the start (or `until`, if lower), in log order; nothing when the topic does not exist.
+    Raises OffsetSyncError on errors or timeout."""
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer(
@@ -281,7 +343,7 @@ def read_partition0(
         if metadata is None or metadata.error is not None or 0 not in metadata.partitions:
             return
         low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
-        low = max(low, from_offset)
+        low, high = max(low, from_offset), high if until is None else min(high, until)
         consumer.assign([TopicPartition(topic, 0, low)])
         position, deadline = low - 1, time.monotonic() + timeout_s
         while position + 1 < high:
@@ -289,12 +351,16 @@ def read_partition0(
                 raise OffsetSyncError(
                     f"reading {topic} on {endpoint.alias} timed out at offset {position + 1} of {high}"
                 )
-            for msg in consumer.consume(1000, timeout=0.5):
+            # ask for no more than remain: consume() waits its whole timeout for a fuller batch
+            for msg in consumer.consume(min(1000, high - position - 1), timeout=0.5):
                 error, offset = msg.error(), msg.offset()
                 if error is not None:
                     raise OffsetSyncError(f"reading {topic} on {endpoint.alias} failed: {error.str()}")
-                if offset is not None and offset < high:
-                    position = offset
-                    yield msg
+                if offset is None:
+                    continue
+                if offset >= high:  # past the end (compaction left no record at high - 1)
+                    return
+                position = offset
+                yield msg
     finally:
         consumer.close()

@@ -149,3 +149,50 @@ def test_exact_when_every_range_was_reported(history: History) -> None:
         assert (before[-1] if before else -1) < got <= (following[0] if following else records[-1][1] + 1)
         if u in dict(records):
             assert got == dict(records)[u]
+
+
+def compacted_range(start_up: int, start_down: int, records: int) -> list[tuple[int, int]]:
+    """Every other upstream offset compacted away: the drift changes at every record."""
+    return [(start_up + 2 * i, start_down + i) for i in range(records)]
+
+
+def test_offset_lag_max_bounds_the_syncs_of_a_compacted_source_and_keeps_range_ends_exact() -> None:
+    store, persisted, records = SyncStore(offset_lag_max=100), 0, []
+    for batch in range(20):  # 20 batches of 500 records, each record a drift change
+        rng = compacted_range(batch * 1000, batch * 500, 500)
+        records += rng
+        persisted += len(store.add_segment("t", 0, batch * 1000, batch * 1000 + 1000, segment_syncs(rng)))
+    assert persisted <= 20 * (500 // 100 + 2)  # was 10,000: one per record
+    for up, down in records:
+        got = store.translate("t", 0, up)
+        assert got is not None and down - 100 < got <= down  # re-reads fewer than offset_lag_max records
+    assert all(store.translate("t", 0, b * 1000 + 998) == b * 500 + 499 for b in range(20))  # batch edges: exact
+
+
+def test_offset_lag_max_keeps_a_continuous_history_exact_and_tiny() -> None:
+    store = SyncStore(offset_lag_max=100)
+    added = [store.add_segment("t", 0, b * 10, b * 10 + 10, [(b * 10, b * 10 + 3), (b * 10 + 9, b * 10 + 12)])
+             for b in range(50)]  # fmt: skip
+    assert added[1] == [Sync(19, 22, continuous=True)]  # the range's first sync adds nothing: not persisted
+    assert [store.translate("t", 0, u) for u in (0, 5, 250, 499, 500)] == [3, 8, 253, 502, 503]
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories(), st.sampled_from([0, 1, 3, 100]))
+def test_thinned_translation_is_safe_bounded_and_exact_at_range_ends(history: History, lag_max: int) -> None:
+    records, ranges = history
+    store = SyncStore(offset_lag_max=lag_max)
+    feed(store, records, [(b, e, True) for b, e, _ in ranges])
+    previous = -1
+    for u in range(records[0][0], records[-1][0] + 3):
+        following = [d for up, d in records if up >= u]
+        limit = following[0] if following else records[-1][1] + 1
+        got = store.translate("t", 0, u)
+        assert got is not None and previous <= got <= limit
+        if following:
+            reread = [d for _, d in records if got <= d < limit]
+            assert len(reread) < max(lag_max, 1), f"translate({u}) = {got} re-reads {reread}"
+        previous = got
+    for _, end, _ in ranges:
+        up, down = records[end - 1]
+        assert store.translate("t", 0, up) == down, "a range's last record translates exactly"
