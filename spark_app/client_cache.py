@@ -24,6 +24,7 @@ import atexit
 import hashlib
 import json
 import logging
+import os
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -53,9 +54,23 @@ class CopyClients:
 
 
 def config_key(*configs: Mapping[str, Any]) -> str:
-    """A digest of client configs: equal configs, equal key (secrets never kept in clear)."""
-    text = json.dumps([sorted((str(k), str(v)) for k, v in c.items()) for c in configs])
+    """A digest of client configs: equal configs, equal key (secrets never kept in clear).
+
+    Files the client reads itself (`*.location`, the keytab) count by content stamp (size and
+    modification time): a rotated certificate or keytab under the same path is a new key, so
+    clients holding the old material are replaced, never reused."""
+    text = json.dumps([sorted((str(k), str(v), _file_stamp(k, v)) for k, v in c.items()) for c in configs])
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _file_stamp(name: Any, value: Any) -> str:
+    if not (str(name).endswith(".location") or name == "sasl.kerberos.keytab") or not isinstance(value, str):
+        return ""
+    try:
+        stat = os.stat(value)
+    except OSError:
+        return "missing"
+    return f"{stat.st_size}:{stat.st_mtime_ns}:{stat.st_ino}"
 
 
 class ClientCache:

@@ -10,13 +10,27 @@ are configured.
   (`spark_app.copy.CONSUMER_TUNING` / `PRODUCER_TUNING`), layered under these configs.
 Secret references (`${file:..}`/`${env:..}`) are resolved here, right before a client is
 created: never log the result.
+- Clients outlive neither their secrets nor their certificates: `admin_client` returns a
+  `RefreshingAdmin` that re-resolves the references at every call and rebuilds the client when
+  the resolved material (including the content of files named by `*.location` properties and
+  the keytab) changed, or after an authentication/TLS error; the copy tasks' cached clients are
+  keyed the same way (`spark_app.client_cache.config_key`).
+- Kerberos: every principal gets its own ticket cache in a directory private to the process
+  (`ticket_cache`), so two principals in one process, or two flows on one node, never
+  overwrite each other's tickets (librdkafka's kinit otherwise writes the user's one default
+  cache).
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
+import tempfile
+import threading
+import time
 from typing import Any
 
-from confluent_kafka import KafkaException
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
 from kmirror.errors import Problem, ValidationError
@@ -46,7 +60,7 @@ def consumer_config(spec: FlowSpec) -> dict[str, Any]:
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
     }
-    return resolve_references(config)
+    return with_ticket_cache(resolve_references(config))
 
 
 def producer_safety_problems(overrides: dict[str, Any]) -> list[Problem]:
@@ -95,13 +109,112 @@ def producer_config(spec: FlowSpec, transactional_id: str | None = None) -> dict
         raise ValidationError(problems, source=f"flow {spec.id}")
     config = resolve_references({**spec.target.client_config(), **PRODUCER_SAFETY, **overrides})
     if transactional_id is not None:
+        from spark_app.exactly_once import TRANSACTION_TIMEOUT_MS
+
         config["transactional.id"] = transactional_id
-    return config
+        # explicit, not librdkafka's default by accident: exactly_once.py sizes transactions by it
+        config.setdefault("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
+    return with_ticket_cache(config)
 
 
-def admin_client(endpoint: ClusterEndpoint) -> AdminClient:
-    """An admin client of one cluster (secret references resolved)."""
-    return AdminClient(resolve_references(endpoint.client_config()))
+KINIT_PROPERTY = "sasl.kerberos.kinit.cmd"
+_ticket_dir: str | None = None
+_ticket_lock = threading.Lock()
+
+
+def ticket_cache(principal: str) -> str:
+    """The ticket cache of `principal` in this process: `DIR::<private dir>/tkt-<digest>`, a
+    member of the process's collection `DIR:<private dir>` (exported as KRB5CCNAME, where the
+    GSSAPI library picks the member whose realm matches the broker's)."""
+    global _ticket_dir
+    with _ticket_lock:
+        if _ticket_dir is None:
+            _ticket_dir = tempfile.mkdtemp(prefix="kmirror-krb5cc-")  # 0700, unpredictable
+            os.environ["KRB5CCNAME"] = f"DIR:{_ticket_dir}"
+    return f"DIR::{_ticket_dir}/tkt-{hashlib.sha256(principal.encode()).hexdigest()[:16]}"
+
+
+def with_ticket_cache(config: dict[str, Any]) -> dict[str, Any]:
+    """`config` whose kinit command writes the principal's own ticket cache (`ticket_cache`);
+    configs without Kerberos are returned unchanged."""
+    command, principal = config.get(KINIT_PROPERTY), config.get("sasl.kerberos.principal")
+    if not command or not principal:
+        return config
+    cache = ticket_cache(str(principal))
+    return {**config, KINIT_PROPERTY: f"KRB5CCNAME='{cache}'; export KRB5CCNAME; {command}"}
+
+
+def admin_client(endpoint: ClusterEndpoint) -> RefreshingAdmin:
+    """An admin client of one cluster (secret references resolved, rebuilt when they change)."""
+    return RefreshingAdmin(endpoint)
+
+
+# Errors after which a client is rebuilt: the credentials or certificates it holds are refused.
+AUTH_ERRORS = frozenset({KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED,
+                         KafkaError.ILLEGAL_SASL_STATE, KafkaError.UNSUPPORTED_SASL_MECHANISM})  # fmt: skip
+
+
+def is_auth_error(exc: BaseException) -> bool:
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return isinstance(error, KafkaError) and error.code() in AUTH_ERRORS
+
+
+class RefreshingAdmin:
+    """An AdminClient proxy: every call re-resolves the endpoint's secret references and uses a
+    client built from exactly that material (`client_cache.config_key`, file contents
+    included), rebuilt after an authentication/TLS error seen in a call or in one of its futures."""
+
+    def __init__(self, endpoint: ClusterEndpoint, factory: Any = AdminClient) -> None:
+        self.endpoint, self.factory = endpoint, factory
+        self._client: Any = None
+        self._key: str | None = None
+        self.rebuilds = 0  # clients built after the first one
+
+    def current(self) -> Any:
+        from spark_app.client_cache import config_key
+
+        config = with_ticket_cache(resolve_references(self.endpoint.client_config()))
+        key = config_key(config)
+        if self._client is None or key != self._key:
+            self.rebuilds += self._client is not None
+            self._client, self._key = self.factory(config), key
+        return self._client
+
+    def invalidate(self) -> None:
+        """Build a new client at the next call (its credentials were refused)."""
+        self._key = None
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.current(), name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                result = attr(*args, **kwargs)
+            except KafkaException as exc:
+                if is_auth_error(exc):
+                    self.invalidate()
+                raise
+            for future in result.values() if isinstance(result, dict) else ():
+                if hasattr(future, "add_done_callback"):
+                    future.add_done_callback(self._watch)
+            return result
+
+        return call
+
+    def _watch(self, future: Any) -> None:
+        if not future.cancelled() and (exc := future.exception()) is not None and is_auth_error(exc):
+            self.invalidate()
+
+
+def refresh_metadata(producer: Any, topic: str, timeout_s: float = 5.0) -> None:
+    """Ask the brokers for `topic`'s metadata now (a topic grown on the target): librdkafka
+    otherwise keeps its partition count until `topic.metadata.refresh.interval.ms`."""
+    try:
+        producer.list_topics(topic, timeout=timeout_s)
+    except KafkaException:
+        time.sleep(0.1)  # the retried produce reports what is wrong
 
 
 def _property_problem(path: str, name: Any, value: Any) -> Problem | None:

@@ -15,17 +15,20 @@ Contract of `RangeCopier.copy(ranges)`:
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from kmirror.errors import KmirrorError
+from spark_app.clients import refresh_metadata
 from spark_app.progress import PartitionProgress
+from spark_app.record_limits import BATCH_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES, over_limit, record_bytes
 
 log = logging.getLogger("kmirror.copy")
 TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
@@ -84,8 +87,16 @@ class CopyRange:
 class _RangeState:
     """Counters of one range in flight; `on_delivery` is its one bound delivery callback."""
 
-    def __init__(self, rng: CopyRange, failures: list[str], dead_letters: list[Any] | None) -> None:
+    def __init__(
+        self, rng: CopyRange, failures: list[str], dead_letters: list[Any] | None, limit: int | None = None,
+        transactional: bool = False,
+    ) -> None:  # fmt: skip
         self.rng = rng
+        self.limit = limit  # the target topic's max.message.bytes (None: unknown)
+        # key+value bytes above which the record's full size is checked against the limit
+        self.check_above = limit - BATCH_OVERHEAD_BYTES - RECORD_OVERHEAD_BYTES if limit is not None else 2**62
+        self.transactional = transactional
+        self.cut: int | None = None  # next offset when the copy stopped early (byte budget)
         # hot-loop copies of the range's fields (one attribute lookup each per record)
         self.end, self.target, self.partition = rng.end_offset, rng.target_topic, rng.partition
         self.pending: deque[int] = deque()  # upstream offsets produced, in delivery order
@@ -124,16 +135,44 @@ class _RangeState:
             self.lat_min = latency
 
     def _failed(self, upstream: int, err: KafkaError, msg: Any) -> None:
-        if err.code() in TOO_LARGE and self.dead_letters is not None:
+        if err.code() in TOO_LARGE:
+            self._rejected_as_too_large(upstream, err, msg)
+            return
+        self.failures.append(
+            f"delivery to {self.rng.target_topic}[{self.rng.partition}] failed for source record "
+            f"{self.rng.source_topic}[{self.rng.partition}]@{upstream}: {err.str()}"
+        )
+
+    def _rejected_as_too_large(self, upstream: int, err: KafkaError, msg: Any) -> None:
+        """The broker refused the record's batch as too large. Dead-lettered only when the record
+        alone is over the limit (or the limit is unknown and no check was possible); a fitting
+        record fails the copy; in a transaction any rejection fails it (the transaction is then
+        abortable: the task aborts it, the batch fails and nothing of it becomes visible)."""
+        where = f"source record {self.rng.source_topic}[{self.rng.partition}]@{upstream}"
+        full = record_bytes(msg.key(), msg.value(), msg.headers())
+        if self.transactional:
+            self.failures.append(
+                f"{where} ({full} bytes) was rejected by {self.rng.target_topic}[{self.rng.partition}] as too large "
+                f"({err.str()}); in exactly-once mode that makes the transaction abortable: it is aborted, nothing of "
+                "it is visible to read_committed readers, and the batch fails"
+            )
+            return
+        if self.dead_letters is not None and (self.limit is None or over_limit(full, self.limit)):
             size = len(msg.value() or b"") + len(msg.key() or b"")
             self.dead_letters.append((self.rng, upstream, msg.key(), msg.headers(), size, err))
             self.records -= 1  # counted when produced; it went to the dead-letter topic instead
             self.bytes -= size
             self.dead_lettered += 1
             return
+        if self.limit is not None and not over_limit(full, self.limit):
+            self.failures.append(
+                f"{where} ({full} bytes) fits {self.rng.target_topic}'s limit of {self.limit} bytes but its batch was "
+                f"rejected as too large ({err.str()}); it is not dead-lettered; the producer's batch.size and "
+                "message.max.bytes must not exceed the topic's max.message.bytes"
+            )
+            return
         self.failures.append(
-            f"delivery to {self.rng.target_topic}[{self.rng.partition}] failed for source record "
-            f"{self.rng.source_topic}[{self.rng.partition}]@{upstream}: {err.str()}"
+            f"delivery to {self.rng.target_topic}[{self.rng.partition}] failed for {where}: {err.str()}"
         )
 
     def progress(self) -> PartitionProgress:
@@ -144,7 +183,8 @@ class _RangeState:
         r = self.rng
         return PartitionProgress(
             source_topic=r.source_topic, partition=r.partition, target_topic=r.target_topic,
-            start_offset=r.start_offset, next_offset=r.end_offset, records=self.records, bytes=self.bytes,
+            start_offset=r.start_offset, next_offset=r.end_offset if self.cut is None else self.cut,
+            records=self.records, bytes=self.bytes,
             last_timestamp_ms=self.last_timestamp_ms, offset_syncs=tuple(syncs),
             latency_min_ms=self.lat_min if counted else None, latency_max_ms=self.lat_max if counted else None,
             latency_sum_ms=self.lat_sum,
@@ -159,6 +199,13 @@ class RangeCopier:
     `dead_letter_topic`: where records rejected as too large go (a pointer record: the source
     key and headers naming origin topic/partition/offset/size and the error; the value is
     not carried since it is what was too large). None means such records fail the copy.
+    `limits`: each target topic's `max.message.bytes` (`spark_app.record_limits`): a record
+    over it is dead-lettered (or fails the copy) before it is produced; one that fits is never
+    dead-lettered, even when the broker rejects its batch. Without a limit for a topic the
+    broker's verdict is taken per record (safe only when batches cannot exceed the limit).
+    `transactional`: a broker-side rejection fails the copy (the transaction is abortable).
+    `max_bytes`: stop once this many bytes were copied (the ranges in flight end at the
+    consumer position, later rounds are not started; `next_offset` says where each stopped).
     """
 
     def __init__(
@@ -168,13 +215,23 @@ class RangeCopier:
         dead_letter_topic: str | None = None,
         stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
         poll_timeout_s: float = 0.1,
+        limits: Mapping[str, int | None] | None = None,
+        transactional: bool = False,
+        max_bytes: int | None = None,
     ) -> None:
         self.consumer = consumer
         self.producer = producer
         self.dead_letter_topic = dead_letter_topic
+        self.limits = dict(limits or {})
+        self.transactional = transactional
+        self.max_bytes = max_bytes
+        # how long a partition the producer does not know yet (a target topic just grown) is retried
+        self.unknown_partition_timeout_s = 30.0
         self.stall_timeout_s = stall_timeout_s
         self.poll_timeout_s = poll_timeout_s
         self._failures: list[str] = []
+        self._states: list[_RangeState] = []  # of the round in flight
+        self._copied_bytes = 0  # by the rounds of this copy() that finished
 
     def copy(self, ranges: Iterable[CopyRange]) -> list[PartitionProgress]:
         """Copy every range (several partitions in flight) and return their progress, in input order.
@@ -183,7 +240,15 @@ class RangeCopier:
         """
         ordered = list(ranges)
         results: dict[int, PartitionProgress] = {}
+        self._copied_bytes = 0
         for round_ in _rounds(ordered):
+            if self.max_bytes is not None and self._copied_bytes >= self.max_bytes:  # budget spent: not started
+                for index in round_:  # nothing copied: next_offset is the range's start
+                    rng = ordered[index]
+                    results[index] = _RangeState(
+                        dataclasses.replace(rng, end_offset=rng.start_offset), [], None
+                    ).progress()
+                continue
             for index, progress in zip(round_, self._copy_round([ordered[i] for i in round_]), strict=True):
                 results[index] = progress
         return [results[i] for i in range(len(ordered))]
@@ -191,8 +256,10 @@ class RangeCopier:
     def _copy_round(self, ranges: Sequence[CopyRange]) -> list[PartitionProgress]:
         failures = self._failures = []
         dead_letters: list[Any] | None = [] if self.dead_letter_topic else None
-        states = {(r.source_topic, r.partition): _RangeState(r, failures, dead_letters) for r in ranges}
+        states = {(r.source_topic, r.partition): _RangeState(r, failures, dead_letters, self.limits.get(r.target_topic),
+                                                             self.transactional) for r in ranges}  # fmt: skip
         active = {key: s for key, s in states.items() if not s.done}
+        self._states = list(states.values())
         if active:
             self.consumer.assign([TopicPartition(t, p, s.rng.start_offset) for (t, p), s in active.items()])
             try:
@@ -202,6 +269,7 @@ class RangeCopier:
                 self.consumer.resume([TopicPartition(t, p) for t, p in states])
                 self.consumer.unassign()
         self._drain(failures, dead_letters)
+        self._copied_bytes += sum(s.bytes for s in states.values())
         return [s.progress() for s in states.values()]
 
     def _pump(self, active: dict[tuple[str, int], _RangeState], failures: list[str], dead: list[Any] | None) -> None:
@@ -222,6 +290,9 @@ class RangeCopier:
                     self._finish(active, state)
                     continue
                 value, key, ts = msg.value(), msg.key(), msg.timestamp()[1]
+                size = (len(value) if value else 0) + (len(key) if key else 0)
+                if size > state.check_above and self._over_limit(state, msg):
+                    continue  # dead-lettered before it was produced
                 state.push(offset)
                 try:
                     produce(state.target, value, key, state.partition, on_delivery=state.on_delivery,
@@ -230,7 +301,7 @@ class RangeCopier:
                     if not self._produce_slow(state, msg, exc):
                         continue
                 state.records += 1
-                state.bytes += (len(value) if value else 0) + (len(key) if key else 0)
+                state.bytes += size
                 state.last_timestamp_ms = ts
             _RangeState.now_ms = int(time.time() * 1000)
             poll(0)
@@ -243,6 +314,36 @@ class RangeCopier:
                 raise CopyError(f"no progress for {self.stall_timeout_s:.0f} s before the planned end: {stuck}")
             if dead:
                 self._send_dead_letters(dead)
+            if self.max_bytes is not None and self._copied_bytes + sum(s.bytes for s in self._states) >= self.max_bytes:
+                self._cut(active)  # the budget is spent: what was consumed is produced, the rest waits
+
+    def _cut(self, active: dict[tuple[str, int], _RangeState]) -> None:
+        """Stop every range in flight at the consumer position (what was consumed is produced)."""
+        for tp in self.consumer.position([TopicPartition(t, p) for t, p in active]):
+            state = active.get((tp.topic, tp.partition))
+            if state is not None:
+                state.cut = min(max(tp.offset, state.rng.start_offset), state.rng.end_offset)
+                self._finish(active, state)
+
+    def _over_limit(self, state: _RangeState, msg: Any) -> bool:
+        """True when the record cannot fit the target topic even alone: dead-lettered (counted)
+        without being produced; raises CopyError for it without a dead-letter topic."""
+        rng, offset, key, value, headers = state.rng, msg.offset(), msg.key(), msg.value(), msg.headers()
+        full = record_bytes(key, value, headers)
+        if not over_limit(full, state.limit):
+            return False
+        if not self.dead_letter_topic:
+            raise CopyError(
+                f"cannot produce source record {rng.source_topic}[{rng.partition}]@{offset} ({full} bytes) to "
+                f"{rng.target_topic}[{rng.partition}]: over the topic's max.message.bytes ({state.limit}); "
+                "raise it on the target or set dead_letter_topic"
+            )
+        error = KafkaError(
+            KafkaError.MSG_SIZE_TOO_LARGE, f"record of {full} bytes over max.message.bytes {state.limit}"
+        )
+        self._dead_letter(rng, offset, key, headers, len(value or b"") + len(key or b""), error)
+        state.dead_lettered += 1
+        return True
 
     def _produce_slow(self, state: _RangeState, msg: Any, exc: Exception) -> bool:
         """Retry a produce the local queue refused; True once produced, False when dead-lettered.
@@ -251,9 +352,15 @@ class RangeCopier:
         """
         rng, offset = state.rng, msg.offset()
         value, key, ts = msg.value(), msg.key(), msg.timestamp()[1]
-        while isinstance(exc, BufferError):
+        deadline = time.monotonic() + self.unknown_partition_timeout_s
+        while isinstance(exc, BufferError) or (
+            _code(exc) == KafkaError._UNKNOWN_PARTITION and time.monotonic() < deadline
+        ):
             _RangeState.now_ms = int(time.time() * 1000)
-            self.producer.poll(0.05)  # local queue full: serve delivery reports, then retry
+            if isinstance(exc, BufferError):
+                self.producer.poll(0.05)  # local queue full: serve delivery reports, then retry
+            else:  # the target topic grew (TargetTopics) after this producer cached its metadata
+                refresh_metadata(self.producer, rng.target_topic)
             try:
                 self.producer.produce(rng.target_topic, value, key, rng.partition, on_delivery=state.on_delivery,
                                       timestamp=ts if ts > 0 else 0, headers=msg.headers())  # fmt: skip
@@ -333,6 +440,11 @@ class RangeCopier:
     def _dead_letter_delivered(self, err: KafkaError | None, msg: Any) -> None:
         if err is not None:
             self._failures.append(f"dead-letter delivery to {msg.topic()} failed: {err.str()}")
+
+
+def _code(exc: BaseException) -> Any:
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return error.code() if isinstance(error, KafkaError) else None
 
 
 def _rounds(ranges: Sequence[CopyRange]) -> list[list[int]]:

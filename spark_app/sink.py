@@ -35,6 +35,7 @@ from spark_app.client_cache import CLIENTS, CopyClients, config_key
 from spark_app.copy import CONSUMER_REQUIRED, CONSUMER_TUNING, PRODUCER_TUNING, CopyRange, RangeCopier
 from spark_app.listeners import listeners_for
 from spark_app.progress import BatchProgress, PartitionProgress
+from spark_app.record_limits import capped_producer_config, topic_limits
 from spark_app.task_threads import copy_in_threads
 
 SINK_NAME = "kmirror-sink"
@@ -68,12 +69,13 @@ def copy_task_ranges(spec: FlowSpec, ranges: Sequence[CopyRange], task_id: int) 
     failure). Exactly-once: one loop with fresh clients (the transactional id is per task)."""
     from confluent_kafka import Consumer, Producer
 
-    from spark_app.clients import consumer_config, producer_config
+    from spark_app.clients import admin_client, consumer_config, producer_config
 
     consumer_conf = {**CONSUMER_TUNING, **consumer_config(spec), **CONSUMER_REQUIRED}
     dead_letter_topic = spec.option("dead_letter_topic")
+    limits = target_limits(spec, {r.target_topic for r in ranges})
     if not spec.option("exactly_once"):
-        producer_conf = {**PRODUCER_TUNING, **producer_config(spec)}
+        producer_conf = capped_producer_config({**PRODUCER_TUNING, **producer_config(spec)}, limits.values())
         key = config_key(consumer_conf, producer_conf)
 
         def make() -> CopyClients:
@@ -83,7 +85,9 @@ def copy_task_ranges(spec: FlowSpec, ranges: Sequence[CopyRange], task_id: int) 
 
         def copy_group(group: list[CopyRange]) -> list[PartitionProgress]:
             with CLIENTS.lease(key, make) as clients:
-                return RangeCopier(clients.consumer, clients.producer, dead_letter_topic=dead_letter_topic).copy(group)
+                copier = RangeCopier(clients.consumer, clients.producer, dead_letter_topic=dead_letter_topic,
+                                     limits=limits)  # fmt: skip
+                return copier.copy(group)
 
         return copy_in_threads(ranges, copy_group, COPY_THREADS_PER_TASK)
     consumer = Consumer(consumer_conf)
@@ -91,15 +95,54 @@ def copy_task_ranges(spec: FlowSpec, ranges: Sequence[CopyRange], task_id: int) 
         from spark_app.exactly_once import TransactionalCopier, offsets_group, transactional_id
 
         txn_id = transactional_id(spec, task_id)
-        producer = Producer({**PRODUCER_TUNING, **producer_config(spec, transactional_id=txn_id)})
+        producer_conf = {**PRODUCER_TUNING, **producer_config(spec, transactional_id=txn_id)}
+        producer = Producer(capped_producer_config(producer_conf, limits.values()))
         target = resolve_references(spec.target.client_config())
         offsets = Consumer({**target, "group.id": offsets_group(spec), "enable.auto.commit": False})
         try:
-            return TransactionalCopier(consumer, producer, offsets, dead_letter_topic=dead_letter_topic).copy(ranges)
+            copier = TransactionalCopier(consumer, producer, offsets, source_admin=admin_client(spec.source),
+                                         group=offsets_group(spec), dead_letter_topic=dead_letter_topic,
+                                         limits=limits)  # fmt: skip
+            return copier.copy(ranges)
         finally:
             offsets.close()
     finally:
         consumer.close()
+
+
+# Target topic limits (`max.message.bytes`) per (target cluster, topic), re-read after this long.
+LIMITS_TTL_S = 60.0
+_LIMITS: dict[tuple[str, str], tuple[float, int | None]] = {}
+
+
+def target_limits(spec: FlowSpec, topics: set[str]) -> dict[str, int | None]:
+    """`max.message.bytes` of each target topic (None: not reported), cached per worker process."""
+    now = time.monotonic()
+    cluster = spec.target.bootstrap_servers
+    stale = sorted(t for t in topics if now - _LIMITS.get((cluster, t), (-LIMITS_TTL_S, None))[0] >= LIMITS_TTL_S)
+    if stale:
+        from spark_app.clients import admin_client
+
+        for topic, limit in topic_limits(admin_client(spec.target), stale).items():
+            _LIMITS[(cluster, topic)] = (now, limit)
+    return {t: _LIMITS[(cluster, t)][1] for t in topics}
+
+
+def fence_for_query(spec: FlowSpec) -> list[str]:
+    """Exactly-once: before the query's first batch, fence every transactional id a previous run
+    could have used (a batch has at most one task per partition: ids 0..partitions-1)."""
+    from confluent_kafka import Producer
+
+    from spark_app.clients import admin_client, producer_config
+    from spark_app.discovery import TopicDiscovery
+    from spark_app.exactly_once import fence_previous_generation
+
+    discovery = TopicDiscovery(admin_client(spec.source), spec.source, spec.topic_selection, spec.policy,
+                               spec.target.alias, 0)  # fmt: skip
+    partitions = sum(t.partitions for t in discovery.topics().values())
+    return fence_previous_generation(
+        spec, partitions, lambda txn_id: Producer(producer_config(spec, transactional_id=txn_id))
+    )
 
 
 class MirrorStreamWriter(DataSourceStreamWriter):
@@ -187,4 +230,7 @@ class MirrorSink(DataSource):
         spec_json = self.options.get("flow_spec")
         if not spec_json:
             raise KmirrorError(f'the {SINK_NAME} data source needs option "flow_spec" (FlowSpec.to_dict() as JSON)')
+        spec = parse_flow_spec(json.loads(spec_json))
+        if spec.option("exactly_once"):
+            fence_for_query(spec)  # called on the driver when the query starts, before any task
         return MirrorStreamWriter(spec_json)

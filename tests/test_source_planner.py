@@ -36,6 +36,22 @@ class FakeAdmin:
             out[tp] = future
         return out
 
+    def describe_topics(self, topics: Any, **kwargs: Any) -> dict[str, Future[Any]]:
+        """Like Kafka: a topic that does not exist is UNKNOWN_TOPIC_OR_PART; `denied` ones are
+        TOPIC_AUTHORIZATION_FAILED."""
+        from confluent_kafka import KafkaError, KafkaException
+
+        out: dict[str, Future[Any]] = {}
+        for name in topics.topic_names:
+            out[name] = Future()
+            if name in getattr(self, "denied", ()):
+                out[name].set_exception(KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)))
+            elif name not in self.logs:
+                out[name].set_exception(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
+            else:
+                out[name].set_result(SimpleNamespace(name=name, topic_id=f"id-{name}"))
+        return out
+
     def create_topics(self, new: list[Any]) -> dict[str, Future[Any]]:
         futures: dict[str, Future[Any]] = {}
         for t in new:
