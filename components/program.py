@@ -70,7 +70,7 @@ def _eks(
         image=stack.get("image"),
         image_pull_policy=stack.get("image_pull_policy", "IfNotPresent"),
         service_account=stack.get("service_account", "kafka-mirror"),
-        spark_version=str(stack.get("spark_version", "4.0.1")),
+        spark_version=str(stack.get("spark_version", "4.0.2")),
         metrics_port=int(stack.get("metrics_port", DEFAULT_METRICS_PORT)),
         spark_conf={str(k): str(v) for k, v in (stack.get("spark_conf") or {}).items()},
         spark_defaults=_spark_defaults(stack),

@@ -81,7 +81,7 @@ class EksSettings:
     image: str = "ghcr.io/example/kafka-mirror:0.1.0"
     image_pull_policy: str = "IfNotPresent"
     service_account: str = "kafka-mirror"
-    spark_version: str = "4.0.1"
+    spark_version: str = "4.0.2"
     retry_interval_s: int = 10
     metrics_port: int = DEFAULT_METRICS_PORT
     spark_conf: dict[str, str] = field(default_factory=dict)

@@ -6,7 +6,8 @@
 - no web UI (tests run many sessions on shared machines; clusters configure their own UI);
 - few shuffle partitions (the mirror never shuffles) and Python workers from `PYSPARK_PYTHON`
   (defaulting to this interpreter, so executors import the same packages);
-- on a cluster (`master` None) the cluster's confs win: only the quiet logging is applied.
+- on a cluster (`master` None) the cluster's confs win: only the quiet logging is applied,
+  and `REQUIRED_CONFS`, which no conf can override (`session_confs`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,13 @@ logger.trigger.level = error
 # Spark 4.1+ moved the class (4.0, EMR's newest, still uses the name above)
 logger.trigger41.name = org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor
 logger.trigger41.level = error
+# Without admission control for Python sources (Spark 4.0, 4.1) --once runs one AvailableNow
+# query per bounded batch on purpose (spark_app.stream_readers): the fallback warning is expected
+logger.mbe.name = org.apache.spark.sql.execution.streaming.MicroBatchExecution
+logger.mbe.filter.avnow.type = RegexFilter
+logger.mbe.filter.avnow.regex = .*does not support Trigger.AvailableNow.*
+logger.mbe.filter.avnow.onMatch = DENY
+logger.mbe.filter.avnow.onMismatch = NEUTRAL
 # "Failed to cancel job group" is logged by every clean stop between batches
 logger.dag.name = org.apache.spark.scheduler.DAGScheduler
 logger.dag.level = error
@@ -53,6 +61,18 @@ LOCAL_CONFS: dict[str, str] = {
     # the app never caches: leave memory to the copying Python workers
     "spark.python.worker.reuse": "true",
 }
+# Forced everywhere, over any conf: a speculative copy of a writer task would write its
+# partitions' records a second time, interleaved with the first attempt's in the target
+# partition (at-least-once duplicates out of order; exactly-once fences one of the two only
+# after both wrote).
+REQUIRED_CONFS: dict[str, str] = {"spark.speculation": "false"}
+
+
+def session_confs(master: str | None, confs: dict[str, str] | None = None) -> dict[str, str]:
+    """The Spark confs `build_session` applies: local defaults (local masters only), then
+    `confs`, then `REQUIRED_CONFS`."""
+    base = dict(LOCAL_CONFS) if master is not None else {}
+    return {**base, **(confs or {}), **REQUIRED_CONFS}
 
 
 def _log4j_file() -> str:
@@ -83,9 +103,7 @@ def build_session(
     builder = SparkSession.builder.appName(app_name).config("spark.driver.extraJavaOptions", log_option)
     if master is not None:
         builder = builder.master(master)
-        for key, value in LOCAL_CONFS.items():
-            builder = builder.config(key, value)
-    for key, value in (confs or {}).items():
+    for key, value in session_confs(master, confs).items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")

@@ -5,15 +5,17 @@ one per source partition range, grouped into writer tasks; the "kmirror-sink" co
 
 - `initialOffset()`: every mirrored partition at `starting_offsets` (earliest, latest, or the
   first offset at/after `{timestamp_ms}`).
-- `latestOffset(start, limit)`: refreshes topic discovery, creates/grows target topics, and
-  admits at most `max_records_per_trigger` offsets (`getDefaultReadLimit`), shared by backlog.
-  New topics/partitions start at their earliest offset. Supports Trigger.AvailableNow: the end
-  offsets seen by `prepareForTriggerAvailableNow` are never passed.
+- each batch's end (`RangePlanner.next_end`): refreshes topic discovery, creates/grows target
+  topics, and admits at most `max_records_per_trigger` offsets, shared by backlog. New
+  topics/partitions start at their earliest offset. With `--once` the end offsets frozen at
+  start are never passed. How Spark asks for it depends on its version: the two stream
+  readers in `spark_app.stream_readers`.
 - `partitions(start, end)`: detects data loss (source log start > planned start): raises
   DataLossError naming topic, partition and the lost range, or with `fail_on_data_loss=false`
   skips to the log start and logs the skipped count.
 Options: "flow_spec" (FlowSpec.to_dict() as JSON), "mode" ("once" bounds the retries of an
-unreachable cluster to ~30 s; "stream" retries forever with backoff), "task_count".
+unreachable cluster to ~30 s; "stream" retries forever with backoff), "task_count",
+"reader_api", "until_offsets" (`MirrorSource.streamReader`).
 """
 
 from __future__ import annotations
@@ -21,19 +23,17 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from confluent_kafka import KafkaException
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMaxRows, SupportsTriggerAvailableNow
 
 from kmirror.errors import ConnectionFailure, DataLossError, KmirrorError
-from kmirror.flowspec import FlowSpec, parse_flow_spec
+from kmirror.flowspec import FlowSpec
 from spark_app.discovery import MirroredTopic, TopicDiscovery
 from spark_app.offsets import query_offsets, with_retries
-from spark_app.ranges import RANGE_SCHEMA, OffsetRange, Offsets, admit, offsets_from_json, offsets_to_json, plan_tasks
+from spark_app.ranges import RANGE_SCHEMA, OffsetRange, Offsets, admit, plan_tasks
 from spark_app.target_topics import TargetTopics
 
 SOURCE_NAME = "kmirror-source"
@@ -172,7 +172,7 @@ class RangePlanner:
             return []
         log_start = self._offsets("earliest", "log start offsets", among=wanted)
         self.skipped_before = {}
-        for tp in self._deleted([tp for tp in wanted if tp not in log_start]):
+        for tp in self._deleted([tp for tp in wanted if tp not in log_start], start, end):
             first = start.get(tp, 0)
             report_data_loss(self.spec.id, tp, first, max(0, end[tp] - first), "topic deleted or deselected")
             log.warning("%s: %s[%d] is gone from %r (deleted or no longer selected) with offsets %d..%d planned; "
@@ -203,12 +203,16 @@ class RangePlanner:
             keep_partitions_whole=self.spec.option("exactly_once"),
         )
 
-    def _deleted(self, missing: list[tuple[str, int]]) -> list[tuple[str, int]]:
-        """Planned partitions the listing no longer has, once the cluster confirms their topic is
-        deleted (absent) or no longer selected. A topic still listed with a metadata error is
-        retried as a ConnectionFailure: its range is never dropped for a transient error."""
+    def _deleted(self, missing: list[tuple[str, int]], start: Offsets, end: Offsets) -> list[tuple[str, int]]:
+        """Planned partitions the listing no longer has, once a describe confirms their topic is
+        deleted (unknown topic) or it is no longer selected. Raises DataLossError for a deleted
+        topic's planned offsets when fail_on_data_loss is on. Retried as a ConnectionFailure,
+        never dropped: a topic listed with a metadata error, one the describe is not authorized
+        to see (an ACL change hides a topic, it does not delete it), any other describe error,
+        and a selected topic that exists but was missing from a (partial) listing."""
         if not missing:
             return []
+        where = f"cluster {self.spec.source.alias!r} ({self.spec.source.bootstrap_servers})"
 
         def check() -> list[tuple[str, int]]:
             try:
@@ -220,12 +224,56 @@ class RangePlanner:
             errored = sorted({t for t, _ in missing if t in metadata.topics and metadata.topics[t].error is not None})
             if errored:
                 raise ConnectionFailure(
-                    f"cluster {self.spec.source.alias!r} ({self.spec.source.bootstrap_servers}): planned partitions "
-                    f"of {', '.join(errored)} are not readable now ({metadata.topics[errored[0]].error})"
+                    f"{where}: planned partitions of {', '.join(errored)} are not readable now "
+                    f"({metadata.topics[errored[0]].error})"
+                )
+            gone = self._unknown_topics(sorted({t for t, _ in missing}), where)
+            hidden = sorted({t for t, _ in missing if t not in gone and self.discovery.select({t: 1})})
+            if hidden:
+                raise ConnectionFailure(
+                    f"{where}: {', '.join(hidden)} exist(s) and are selected but were missing from the topic "
+                    "listing (a partial metadata view); their planned offsets are kept"
+                )
+            deleted = [tp for tp in missing if tp[0] in gone]
+            if deleted and self.spec.option("fail_on_data_loss"):
+                t, p = deleted[0]
+                first = start.get((t, p), 0)
+                raise DataLossError(
+                    f"{self.spec.id}: data loss on {t}[{p}]: topic {t} was deleted from {self.spec.source.alias!r} "
+                    f"(describe: unknown topic) with offsets {first}..{end[(t, p)] - 1} planned and not mirrored"
+                    f"{f' ({len(deleted)} partitions in all)' if len(deleted) > 1 else ''}; set "
+                    "fail_on_data_loss: false to drop them (each reported as a kmirror data_loss line)"
                 )
             return missing
 
         return self._retry(check, "deleted topics")
+
+    def _unknown_topics(self, topics: list[str], where: str) -> set[str]:
+        """The `topics` a describe answers with UNKNOWN_TOPIC_OR_PART (deleted); ConnectionFailure
+        for any other error, TOPIC_AUTHORIZATION_FAILED included."""
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        from confluent_kafka import KafkaError, TopicCollection
+
+        gone: set[str] = set()
+        futures = self.source_admin.describe_topics(TopicCollection(topics), request_timeout=10.0)
+        for topic, future in futures.items():
+            try:
+                future.result(timeout=10.0)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    gone.add(topic)
+                    continue
+                denied = error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+                hint = " (grant Describe and Read on it, or deselect it)" if denied else ""
+                raise ConnectionFailure(
+                    f"{where}: cannot tell whether planned topic {topic} was deleted: {error.str()}{hint}; "
+                    "its planned offsets are kept"
+                ) from None
+            except FutureTimeout:
+                raise ConnectionFailure(f"{where}: describing planned topic {topic} got no answer") from None
+        return gone
 
     def _on_rewind(self, tp: tuple[str, int], start: int, latest: int) -> None:
         """The partition's end went below the mirror's position: the topic was deleted and
@@ -263,48 +311,6 @@ class RangePlanner:
         return lost_to
 
 
-class MirrorStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    def __init__(self, spec_json: str, once: bool, task_count: int) -> None:
-        self.spec_json, self.once, self.task_count = spec_json, once, task_count
-        self._planner: RangePlanner | None = None
-
-    @property
-    def planner(self) -> RangePlanner:
-        # built lazily in the planning process: Kafka clients cannot be pickled
-        if self._planner is None:
-            self._planner = RangePlanner(parse_flow_spec(json.loads(self.spec_json)), self.once, self.task_count)
-        return self._planner
-
-    def initialOffset(self) -> dict:
-        return offsets_to_json(self.planner.initial_offsets())
-
-    def getDefaultReadLimit(self) -> ReadLimit:
-        return ReadMaxRows(self.planner.spec.option("max_records_per_trigger"))
-
-    def prepareForTriggerAvailableNow(self) -> None:
-        self.planner.freeze()
-
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        max_records = None if isinstance(limit, ReadAllAvailable) else getattr(limit, "max_rows", None)
-        return offsets_to_json(self.planner.next_end(offsets_from_json(start), max_records))
-
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
-        planner = self.planner
-        tasks = planner.plan(offsets_from_json(start), offsets_from_json(end))
-        skipped = planner.skipped_before
-        return [
-            RangeTask(i, tuple((*r.as_row(), skipped.get((r.source_topic, r.partition), 0)) for r in task))
-            for i, task in enumerate(tasks)
-        ]
-
-    def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
-        assert isinstance(partition, RangeTask)
-        return iter(partition.ranges)
-
-    def commit(self, end: dict) -> None:
-        """Progress lives in the checkpoint; the source group commit is a batch listener."""
-
-
 class MirrorSource(DataSource):
     """`spark.readStream.format("kmirror-source").option("flow_spec", json)`."""
 
@@ -315,11 +321,20 @@ class MirrorSource(DataSource):
     def schema(self) -> str:
         return READER_SCHEMA
 
-    def streamReader(self, schema: Any) -> MirrorStreamReader:
+    def streamReader(self, schema: Any) -> DataSourceStreamReader:
+        """The reader this pyspark's streaming API calls for (`spark_app.stream_readers`).
+
+        Options: "flow_spec", "mode", "task_count" (module doc), "reader_api" ("auto", or one
+        API forced, for tests), "until_offsets" (--once without admission control: the end
+        offsets frozen by the driver, as offset JSON)."""
+        from spark_app.stream_readers import reader_class
+
         spec_json = self.options.get("flow_spec")
         if not spec_json:
             raise KmirrorError(f'the {SOURCE_NAME} data source needs option "flow_spec" (FlowSpec.to_dict() as JSON)')
         mode = self.options.get("mode", "stream")
         if mode not in ("once", "stream"):
             raise KmirrorError(f'option "mode" of {SOURCE_NAME} must be "once" or "stream", got {mode!r}')
-        return MirrorStreamReader(spec_json, mode == "once", int(self.options.get("task_count", "2")))
+        reader = reader_class(self.options.get("reader_api", "auto"))
+        return reader(spec_json, mode == "once", int(self.options.get("task_count", "2")),
+                      self.options.get("until_offsets"))  # fmt: skip
