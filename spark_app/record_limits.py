@@ -54,6 +54,9 @@ def capped_producer_config(config: Mapping[str, Any], limits: Iterable[int | Non
     cap = max(MIN_PRODUCER_MESSAGE_MAX_BYTES, min(known))
     for name, default in (("message.max.bytes", 1_000_000), ("batch.size", 1_000_000)):
         out[name] = min(int(out.get(name, default)), cap)
+    # librdkafka refuses a producer whose batch.size exceeds its message.max.bytes (a lower
+    # `producer` override of message.max.bytes included)
+    out["batch.size"] = min(out["batch.size"], out["message.max.bytes"])
     return out
 
 

@@ -271,3 +271,15 @@ def test_each_kerberos_principal_gets_its_own_private_ticket_cache(
     directory = Path(caches[0][len("DIR::") :]).parent
     assert os.environ["KRB5CCNAME"] == f"DIR:{directory}" and Path(caches[1][len("DIR::") :]).parent == directory
     assert stat.S_IMODE(directory.stat().st_mode) == 0o700
+
+
+def test_the_batch_cap_never_exceeds_a_lower_message_max_bytes_override() -> None:
+    """librdkafka refuses a producer with batch.size > message.max.bytes; a 20 kB override of
+    the latter once made every copy fail before its first record (test_faults' oversized case)."""
+    import confluent_kafka
+
+    from spark_app.record_limits import capped_producer_config
+
+    capped = capped_producer_config({"message.max.bytes": 20_000}, [1_048_588])
+    assert (capped["message.max.bytes"], capped["batch.size"]) == (20_000, 20_000)
+    confluent_kafka.Producer({"bootstrap.servers": "127.0.0.1:9", **capped}).flush(0)  # accepted
