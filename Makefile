@@ -6,10 +6,11 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
 .PHONY: setup system-deps demo test test-main test-spark40 lint bench
 
-$(VENV)/.installed: pyproject.toml
+# pyproject.toml has ranges; constraints.txt the exact versions this venv (and CI) gets.
+$(VENV)/.installed: pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[app,policy,dev]'
 	touch $@
 
 setup: $(VENV)/.installed
@@ -36,7 +37,7 @@ PYTHON310 ?= $(shell for p in $(wildcard $(HOME)/.pyenv/versions/3.10*/bin/pytho
 	"$$p" -c 'import sys, venv; assert sys.version_info[:2] == (3, 10)' >/dev/null 2>&1 && { echo "$$p"; break; }; done)
 VENV40 ?= .venv-spark40
 PY40 := $(VENV40)/bin/python
-SPARK40_TESTS ?= tests/test_spark_compat.py tests/e2e/test_mirror_e2e.py tests/e2e/test_failover_e2e.py \
+SPARK40_TESTS ?= tests/test_spark_compat.py tests/e2e/test_mirror_e2e.py tests/e2e/test_failover_e2e.py tests/e2e/test_transform_e2e.py \
 	tests/e2e/test_exactly_once.py tests/e2e/test_faults.py
 
 $(VENV40)/.installed: scripts/spark40-requirements.txt scripts/app-requirements.txt pyproject.toml
@@ -59,7 +60,7 @@ test-main: setup
 test-spark40: export PYSPARK_PYTHON := $(abspath $(PY40))
 test-spark40: export PYSPARK_DRIVER_PYTHON := $(abspath $(PY40))
 test-spark40: $(VENV40)/.installed
-	@echo "== leg 2: pyspark 4.0.2 / Python 3.10 (the data plane: mirror, failover, exactly-once, faults)"
+	@echo "== leg 2: pyspark 4.0.2 / Python 3.10 (the data plane: mirror, failover, exactly-once, faults, day two)"
 	$(PY40) -m pytest -q -p no:cacheprovider $(SPARK40_TESTS)
 
 bench: setup
