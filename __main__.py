@@ -1,3 +1,3 @@
-from components.program import main
+from kafka_mirror.program import main
 
 main()

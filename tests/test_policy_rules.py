@@ -6,7 +6,7 @@ import copy
 import json
 from typing import Any
 
-from components.specs import EksSettings, flow_config_map, spark_application_manifest
+from kafka_mirror.specs import EksSettings, flow_config_map, spark_application_manifest
 from policy import rules
 from policy.pack import build_policies
 

@@ -28,4 +28,4 @@ def test_pulumi_project_file() -> None:
     assert project["name"] == "kafka-mirror"
     assert project["runtime"]["name"] == "python"
     assert project["stackConfigDir"] == "stacks"
-    assert (ROOT / "__main__.py").read_text().split() == ["from", "components.program", "import", "main", "main()"]
+    assert (ROOT / "__main__.py").read_text().split() == ["from", "kafka_mirror.program", "import", "main", "main()"]

@@ -1,4 +1,4 @@
-"""Run the whole Pulumi program (`components.program.main`) under the SDK's mocks and record
+"""Run the whole Pulumi program (`kafka_mirror.program.main`) under the SDK's mocks and record
 every registration: type, logical name, parent, provider, dependencies, inputs (secret values
 keep the SDK's secret wrapper, so a test sees whether a value travelled as a secret), and the
 outputs components and the stack registered."""
@@ -115,7 +115,7 @@ def stack_config(stack: str, topology: str | None = None) -> dict[str, str]:
 
 
 def run_program(stack: str, config: dict[str, str] | None = None) -> Run:
-    """Run `components.program.main()` as stack `stack` and wait for every registration."""
+    """Run `kafka_mirror.program.main()` as stack `stack` and wait for every registration."""
     run = Run()
     mocks = Mocks()
     settings.ROOT.set(None)  # set_mocks keeps an earlier run's root Stack; each run is its own stack
@@ -126,7 +126,7 @@ def run_program(stack: str, config: dict[str, str] | None = None) -> Run:
 
     @pulumi.runtime.test
     def program() -> Any:
-        from components import program as module
+        from kafka_mirror import program as module
 
         exported: dict[str, Any] = {}
         real_export = pulumi.export

@@ -12,7 +12,7 @@ from typing import Any
 import boto3
 import pytest
 
-from components.emr_step_provider import EmrStepProvider, step_state
+from kafka_mirror.emr_step_provider import EmrStepProvider, step_state
 from tests.pulumi.moto_support import moto_server, set_step_state
 
 REGION = "eu-central-1"
@@ -117,4 +117,4 @@ def test_the_provider_survives_pulumis_serialisation_in_a_fresh_interpreter(tmp_
     )
     out = subprocess.run([sys.executable, "-c", code, blob], cwd=tmp_path, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["components.emr_step_provider", "EmrStepProvider", "True", "True"]
+    assert out.stdout.split() == ["kafka_mirror.emr_step_provider", "EmrStepProvider", "True", "True"]

@@ -16,8 +16,8 @@ import pulumi
 import pytest
 import yaml
 
-from components.bundle import build_bundle
-from components.specs import app_name
+from kafka_mirror.bundle import build_bundle
+from kafka_mirror.specs import app_name
 from kmirror.flowspec import parse_flow_spec
 from kmirror.planner import load_topology, plan_topology
 from tests.pulumi.harness import ROOT, SECRET_VALUES, Run, is_secret, run_program, stack_config, unwrap
@@ -342,7 +342,7 @@ def test_a_created_eks_cluster_gets_every_kubernetes_resource_of_the_stack() -> 
 def test_emr_bundle_is_built_from_the_checkout_unless_a_prebuilt_one_is_given(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from components.program import app_bundle
+    from kafka_mirror.program import app_bundle
 
     monkeypatch.delenv("KMIRROR_BUNDLE", raising=False)
     monkeypatch.setenv("KMIRROR_BUILD_DIR", str(tmp_path / "build"))
@@ -443,7 +443,7 @@ def test_a_gssapi_stack_refuses_pypis_confluent_kafka_wheel(tmp_path: Path) -> N
 
 
 def test_the_spark_operator_default_is_the_spark_4_release_and_stacks_do_not_override_it() -> None:
-    from components.eks_spark_platform import SPARK_OPERATOR_CHART_VERSION
+    from kafka_mirror.eks_spark_platform import SPARK_OPERATOR_CHART_VERSION
 
     assert SPARK_OPERATOR_CHART_VERSION == "2.5.2"
     for stack in ("east", "west", "local"):

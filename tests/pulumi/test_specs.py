@@ -8,7 +8,7 @@ import json
 import jsonschema
 import pytest
 
-from components.emr_specs import (
+from kafka_mirror.emr_specs import (
     EMR_PYTHON_VERSION,
     EmrSettings,
     bootstrap_args,
@@ -22,7 +22,7 @@ from components.emr_specs import (
     wheel_platforms,
     wheelhouse_tag,
 )
-from components.specs import (
+from kafka_mirror.specs import (
     EksSettings,
     SecretMount,
     app_name,

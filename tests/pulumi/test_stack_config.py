@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from components.bundle import build_bundle
-from components.secret_wiring import flow_secrets
-from components.stack_config import parse_stack_config
+from kafka_mirror.bundle import build_bundle
+from kafka_mirror.secret_wiring import flow_secrets
+from kafka_mirror.stack_config import parse_stack_config
 from kmirror.errors import ValidationError
 from kmirror.secret_refs import Materialisation
 
@@ -137,7 +137,7 @@ def test_bundle_is_deterministic_and_self_contained(tmp_path: Path) -> None:
     assert sha == sha2 and first.read_bytes() == second.read_bytes()
     names = zipfile.ZipFile(first).namelist()
     assert "spark_app/main.py" in names and "kmirror/flowspec.py" in names
-    assert not any("__pycache__" in n or n.startswith("components/") for n in names)
+    assert not any("__pycache__" in n or n.startswith(("components/", "kafka_mirror/")) for n in names)
     # spark-submit --py-files puts the zip on sys.path: the entry script must import from it alone
     # (-I: no site-packages, no cwd; the imports below need only the standard library).
     code = (

@@ -4,29 +4,32 @@ bootstrap writes each JSON key to `/etc/kmirror/secrets/<name>/<key>`, base64-de
 end in `.b64`). Values stay pulumi secrets end to end; only names and paths are outputs.
 """
 
-from __future__ import annotations
-
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
+from typing_extensions import NotRequired
 
 from kmirror.secret_refs import SECRETS_ROOT, dns_label, secret_mount_dir
 
 TARGETS = ("kubernetes", "aws")
 
 
-@dataclass
-class SecretStoreArgs:
-    """Common arguments: `target` kubernetes (EKS) or aws (EMR); the Secret's name and namespace."""
+class SecretStoreArgs(TypedDict):
+    """Where a secret component stores its values: a Kubernetes Secret (EKS) or an AWS Secrets Manager secret (EMR)."""
 
-    target: str = "kubernetes"
-    secret_name: str | None = None  # default: kmirror-<component name>
-    namespace: str = "kmirror"
-    labels: dict[str, str] | None = None
+    target: NotRequired[str]
+    """`kubernetes` (default; mounted by the app's pods) or `aws` (Secrets Manager, fetched by EMR nodes)."""
+    secret_name: NotRequired[str]
+    """The Secret's name, which the topology references (`{k8s_secret: NAME, key: ...}`); default
+    `kmirror-<component name>`."""
+    namespace: NotRequired[pulumi.Input[str]]
+    """The Kubernetes namespace of the Secret (the apps' namespace); default `kmirror`."""
+    labels: NotRequired[dict[str, str]]
+    """Extra labels of the Kubernetes Secret."""
 
 
 @dataclass(frozen=True)
@@ -40,23 +43,27 @@ class StoredSecret:
 def store_secret(
     parent: pulumi.ComponentResource,
     name: str,
-    args: SecretStoreArgs,
+    args: SecretStoreArgs | None,
     text_values: dict[str, pulumi.Input[str]],
     binary_b64_values: dict[str, pulumi.Input[str]] | None = None,
 ) -> StoredSecret:
-    """Create the child Secret holding `text_values` (+ base64 `binary_b64_values`) as pulumi secrets."""
-    if args.target not in TARGETS:
-        raise ValueError(f"{name}: target must be one of {', '.join(TARGETS)}, got {args.target!r}")
-    secret_name = dns_label(args.secret_name or f"kmirror-{name}")
+    """Create the child Secret holding `text_values` (+ base64 `binary_b64_values`) as pulumi secrets.
+
+    Raises ValueError for a `target` other than kubernetes or aws."""
+    store: SecretStoreArgs = args or {}
+    target = store.get("target", "kubernetes")
+    if target not in TARGETS:
+        raise ValueError(f"{name}: target must be one of {', '.join(TARGETS)}, got {target!r}")
+    secret_name = dns_label(store.get("secret_name") or f"kmirror-{name}")
     binary = binary_b64_values or {}
     opts = pulumi.ResourceOptions(parent=parent)
-    if args.target == "kubernetes":
+    if target == "kubernetes":
         secret = k8s.core.v1.Secret(
             f"{name}-secret",
             metadata=k8s.meta.v1.ObjectMetaArgs(
                 name=secret_name,
-                namespace=args.namespace,
-                labels={"app.kubernetes.io/part-of": "kafka-mirror", **(args.labels or {})},
+                namespace=store.get("namespace", "kmirror"),
+                labels={"app.kubernetes.io/part-of": "kafka-mirror", **(store.get("labels") or {})},
             ),
             type="Opaque",
             string_data={k: pulumi.Output.secret(v) for k, v in text_values.items()},
@@ -64,14 +71,14 @@ def store_secret(
             opts=pulumi.ResourceOptions(parent=parent, additional_secret_outputs=["data", "stringData"]),
         )  # fmt: skip
         return StoredSecret(secret_name, secret_mount_dir(secret_name), None, secret)
-    store = aws.secretsmanager.Secret(f"{name}-secret", name=secret_name, description=f"kafka-mirror {name}",
+    sm_secret = aws.secretsmanager.Secret(f"{name}-secret", name=secret_name, description=f"kafka-mirror {name}",
                                       tags={"part-of": "kafka-mirror"}, opts=opts)  # fmt: skip
     merged: dict[str, Any] = {**text_values, **{f"{k}.b64": v for k, v in binary.items()}}
     payload: pulumi.Output[str] = pulumi.Output.all(**merged).apply(lambda values: json.dumps(values, sort_keys=True))
     version = aws.secretsmanager.SecretVersion(
         f"{name}-secret-version",
-        secret_id=store.id,
+        secret_id=sm_secret.id,
         secret_string=pulumi.Output.secret(payload),  # type: ignore[arg-type]  # Output.secret's stub is too narrow
         opts=pulumi.ResourceOptions(parent=parent, additional_secret_outputs=["secretString"]),
     )
-    return StoredSecret(secret_name, f"{SECRETS_ROOT}/{secret_name}/", store.arn, version)
+    return StoredSecret(secret_name, f"{SECRETS_ROOT}/{secret_name}/", sm_secret.arn, version)

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from components.specs import CHECKPOINT_MOUNT
+from kafka_mirror.specs import CHECKPOINT_MOUNT
 from kmirror.errors import Problem, Problems, did_you_mean
 from kmirror.stack_config import DEFAULT_TOPOLOGY, NAMESPACE
 

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from components.emr_specs import (
+from kafka_mirror.emr_specs import (
     EMR_PYTHON_VERSION,
     NODE_EXTRA_REQUIREMENTS,
     wheel_platforms,

@@ -8,19 +8,28 @@ whose ARNs the bootstrap's sync list names. Values stay pulumi secrets throughou
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 import pulumi
 
-from components.kerberos_secret import KerberosSecret, KerberosSecretArgs
-from components.scram_secret import ScramSecret, ScramSecretArgs
-from components.secret_store import SecretStoreArgs, store_secret
-from components.stack_config import SecretConfig
-from components.tls_secret import TlsSecret, TlsSecretArgs
+from kafka_mirror.kerberos_secret import KerberosSecret, KerberosSecretArgs
+from kafka_mirror.scram_secret import ScramSecret, ScramSecretArgs
+from kafka_mirror.secret_store import SecretStoreArgs, store_secret
+from kafka_mirror.stack_config import SecretConfig
+from kafka_mirror.tls_secret import TlsSecret, TlsSecretArgs
 from kmirror.secret_refs import PULUMI_CONFIG_SECRET_KEY, dns_label, pulumi_config_secret_name
 
 STORED_TOKEN = "kafka-mirror:index:StoredSecret"
+
+
+@dataclass(frozen=True)
+class StackSecrets:
+    """The stack program's secrets for a platform: each `kafka-mirror:secrets` entry with its
+    `resolve_fields`, and the Pulumi config keys referenced as `{pulumi_config: KEY}` with their values."""
+
+    secrets: Sequence[tuple[SecretConfig, Mapping[str, Any]]] = ()
+    config_values: Mapping[str, pulumi.Input[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -65,7 +74,7 @@ def _store(
     opts: pulumi.ResourceOptions,
 ) -> MadeSecret:
     holder = _Stored(name, opts)
-    args = SecretStoreArgs(store.target, secret_name, store.namespace, store.labels)
+    args: SecretStoreArgs = {**store, "secret_name": secret_name}
     stored = store_secret(holder, name, args, dict(text), dict(binary))
     holder.register_outputs({"secret_name": secret_name, "keys": sorted([*text, *binary])})
     return MadeSecret(secret_name, stored.resource, stored.secret_arn)
@@ -74,34 +83,32 @@ def _store(
 def create_stack_secrets(
     parent: pulumi.ComponentResource,
     prefix: str,
-    secrets: Sequence[tuple[SecretConfig, Mapping[str, Any]]],
-    config_values: Mapping[str, pulumi.Input[str]],
+    stack_secrets: StackSecrets | None,
     store: SecretStoreArgs,
     providers: Mapping[str, pulumi.ProviderResource] | None = None,
 ) -> dict[str, MadeSecret]:
-    """Secrets keyed by secret name, children `<prefix>-<name>` / `<prefix>-cfg-<key>` of `parent`.
-
-    `secrets` pairs each config entry with its `resolve_fields`; `config_values` maps the Pulumi
-    config keys referenced as `{pulumi_config: KEY}` to their secret values.
-    """
+    """Secrets keyed by secret name, children `<prefix>-<name>` / `<prefix>-cfg-<key>` of `parent`
+    (nothing without `stack_secrets`)."""
     made: dict[str, MadeSecret] = {}
+    if stack_secrets is None:
+        return made
     opts = pulumi.ResourceOptions(parent=parent, providers=dict(providers or {}))
-    for cfg, fields in secrets:
+    for cfg, fields in stack_secrets.secrets:
         name = stack_secret_name(cfg)
-        args = SecretStoreArgs(store.target, name, store.namespace, store.labels)
+        args: Any = {**store, "secret_name": name}
         child = f"{prefix}-{cfg.name}"
         if cfg.type == "generic":
             made[name] = _store(child, name, store, fields["text"], fields["binary"], opts)
             continue
         component: KerberosSecret | ScramSecret | TlsSecret
         if cfg.type == "scram":
-            component = ScramSecret(child, ScramSecretArgs(store=args, **fields), opts)
+            component = ScramSecret(child, cast(ScramSecretArgs, {**fields, "store": args}), opts)
         elif cfg.type == "kerberos":
-            component = KerberosSecret(child, KerberosSecretArgs(store=args, **fields), opts)
+            component = KerberosSecret(child, cast(KerberosSecretArgs, {**fields, "store": args}), opts)
         else:
-            component = TlsSecret(child, TlsSecretArgs(store=args, **fields), opts)
-        made[name] = MadeSecret(name, component.secret_resource, component.secret_arn)
-    for key, value in sorted(config_values.items()):
+            component = TlsSecret(child, cast(TlsSecretArgs, {**fields, "store": args}), opts)
+        made[name] = MadeSecret(name, component.secret_resource, cast(Any, component.secret_arn))
+    for key, value in sorted(stack_secrets.config_values.items()):
         name = pulumi_config_secret_name(key)
         made[name] = _store(f"{prefix}-cfg-{dns_label(key)}", name, store, {PULUMI_CONFIG_SECRET_KEY: value}, {}, opts)
     return made

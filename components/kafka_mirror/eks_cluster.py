@@ -20,7 +20,7 @@ NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2
 
 @dataclass(frozen=True)
 class EksClusterSettings:
-    subnet_ids: list[str]
+    subnet_ids: Any  # pulumi.Input[list[str]]
     name: str | None = None
     version: str = "1.33"
     instance_type: str = "m7i.xlarge"
@@ -58,8 +58,8 @@ def kubeconfig(name: str, endpoint: str, ca_data: str) -> dict[str, Any]:
 
 def create_eks_cluster(
     parent: pulumi.Resource, name: str, settings: EksClusterSettings
-) -> tuple[aws.eks.Cluster, k8s.Provider]:
-    """Children of `parent` named `<name>-...`; returns the cluster and a provider for it."""
+) -> tuple[aws.eks.Cluster, k8s.Provider, pulumi.Output[str]]:
+    """Children of `parent` named `<name>-...`; returns the cluster, a provider for it and its kubeconfig."""
     child = pulumi.ResourceOptions(parent=parent)
     cluster_role = aws.iam.Role(
         f"{name}-cluster-role", assume_role_policy=_assume("eks.amazonaws.com"), tags=settings.tags, opts=child
@@ -89,7 +89,7 @@ def create_eks_cluster(
     provider = k8s.Provider(
         f"{name}-k8s", kubeconfig=config, opts=pulumi.ResourceOptions(parent=parent, depends_on=[nodes])
     )
-    return cluster, provider
+    return cluster, provider, config
 
 
 def _node_group(parent: pulumi.Resource, name: str, settings: EksClusterSettings, cluster: aws.eks.Cluster

@@ -1,1 +1,0 @@
-"""Pulumi ComponentResources of kafka-mirror; each builds resources from planned specs."""

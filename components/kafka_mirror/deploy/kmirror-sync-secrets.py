@@ -1,0 +1,1 @@
+../../../scripts/kmirror-sync-secrets.py

@@ -1,0 +1,1 @@
+../../../scripts/kmirror_main.py

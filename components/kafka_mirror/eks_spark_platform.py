@@ -1,0 +1,263 @@
+"""EksSparkPlatform: where a datacenter's SparkApplications run on Kubernetes (EKS).
+
+Children: optionally the EKS cluster itself (`kafka_mirror.eks_cluster`), the apps' namespace,
+their service account (with an optional IRSA role annotation), the driver's Role/RoleBinding,
+the Kubeflow Spark Operator from its Helm chart (optional: an existing operator), an optional
+checkpoint PersistentVolumeClaim, and the stack's secrets as Kubernetes Secrets.
+
+`deployment_target` is what a MirrorDeployment needs from the platform (its `eks` argument): plain
+data, so it crosses language boundaries, and an output that depends on everything apps need first.
+(No `from __future__ import annotations`: Pulumi's component analyzer reads these annotations.)
+"""
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any, TypedDict, cast
+
+import pulumi
+import pulumi_kubernetes as k8s
+from typing_extensions import NotRequired
+
+from kafka_mirror.eks_cluster import EksClusterSettings, create_eks_cluster
+from kafka_mirror.specs import (
+    DEFAULT_METRICS_PORT,
+    PART_OF,
+    EksSettings,
+    driver_role_binding_manifest,
+    driver_role_manifest,
+    namespace_manifest,
+    operator_values,
+    service_account_manifest,
+)
+from kafka_mirror.stack_secrets import MadeSecret, StackSecrets, create_stack_secrets
+
+TOKEN = "kafka-mirror:index:EksSparkPlatform"
+# The Kubeflow Spark Operator release whose controller image submits with Spark 4: chart 2.5.2
+# (appVersion 2.5.2) builds its image FROM apache/spark:4.0.4 (its Dockerfile's SPARK_IMAGE);
+# charts up to 2.2.x carried Spark 3.5's spark-submit. The app image must run Spark 4.0.x.
+SPARK_OPERATOR_CHART_VERSION = "2.5.2"
+DEFAULT_PVC_NAME = "kmirror-checkpoints"
+DEFAULT_PVC_SIZE = "10Gi"
+
+
+class OperatorArgs(TypedDict):
+    """The Kubeflow Spark Operator (Helm chart) the SparkApplications need."""
+
+    install: NotRequired[bool]
+    """Install the chart (default true); false: an operator watching the namespace already runs."""
+    namespace: NotRequired[str]
+    """The operator's namespace (default `spark-operator`)."""
+    chart_version: NotRequired[str]
+    """The chart version (default: the release whose controller submits with Spark 4)."""
+    repository: NotRequired[str]
+    """The chart repository (default `https://kubeflow.github.io/spark-operator`)."""
+
+
+class CheckpointPvcArgs(TypedDict):
+    """A PersistentVolumeClaim mounted at /var/lib/kmirror/checkpoints (when checkpoints are not on S3)."""
+
+    name: NotRequired[str]
+    """The claim's name (default `kmirror-checkpoints`)."""
+    size: NotRequired[str]
+    """The requested storage (default `10Gi`)."""
+    storage_class: NotRequired[str]
+    """The storage class (default: the cluster's default)."""
+
+
+class EksClusterArgs(TypedDict):
+    """An EKS cluster (with a managed node group) created for the mirror."""
+
+    subnet_ids: pulumi.Input[list[str]]
+    """The subnets of the cluster and its nodes."""
+    name: NotRequired[str]
+    """The cluster's name (default: generated)."""
+    version: NotRequired[str]
+    """The Kubernetes version (default `1.33`)."""
+    instance_type: NotRequired[str]
+    """The nodes' instance type (default `m7i.xlarge`)."""
+    nodes: NotRequired[int]
+    """The node group's desired size (default 3)."""
+    tags: NotRequired[dict[str, str]]
+    """Tags of the AWS resources (default `part-of: kafka-mirror`)."""
+
+
+class EksSparkPlatformArgs(TypedDict):
+    """Arguments of EksSparkPlatform (every one optional)."""
+
+    namespace: NotRequired[str]
+    """The apps' namespace (default `kafka-mirror`), created here."""
+    image: NotRequired[pulumi.Input[str]]
+    """The app image (the repository's Dockerfile: Spark 4.0 with the app); may be an output (e.g. an ECR URL)."""
+    image_pull_policy: NotRequired[str]
+    """The image pull policy (default `IfNotPresent`)."""
+    service_account: NotRequired[str]
+    """The drivers' service account (default `kafka-mirror`), created here."""
+    irsa_role_arn: NotRequired[pulumi.Input[str]]
+    """An IAM role the service account assumes (IRSA), e.g. for S3 checkpoints."""
+    spark_version: NotRequired[str]
+    """The image's Spark version (default `4.0.2`)."""
+    metrics_port: NotRequired[int]
+    """The drivers' Prometheus port (default 9404)."""
+    spark_conf: NotRequired[dict[str, str]]
+    """Spark properties every app gets."""
+    spark_defaults: NotRequired[dict[str, Any]]
+    """Flow-level Spark resources (executors, executor_memory, ...) a flow does not set itself."""
+    operator: NotRequired[OperatorArgs]
+    """The Spark operator to install (default: install chart 2.5.2 in `spark-operator`)."""
+    cluster: NotRequired[EksClusterArgs]
+    """Create an EKS cluster for the mirror (default: use the ambient kubeconfig / the program's provider)."""
+    checkpoint_pvc: NotRequired[CheckpointPvcArgs]
+    """A PersistentVolumeClaim for checkpoints (default: none; checkpoints on S3)."""
+
+
+class EksSparkPlatform(pulumi.ComponentResource):
+    """Where a datacenter's mirror apps run on Kubernetes: namespace, service account and driver RBAC, the Spark
+    operator, optionally an EKS cluster and a checkpoint volume.
+
+    Python attributes (in-process users): `settings`, `k8s_provider` (None = default provider), `ready`
+    (resources every app depends on), `secrets` (stack secret name -> MadeSecret), `child_opts()`.
+    """
+
+    platform = "eks"
+
+    namespace: pulumi.Output[str]
+    """The apps' namespace."""
+    service_account: pulumi.Output[str]
+    """The drivers' service account."""
+    image: pulumi.Output[str]
+    """The app image."""
+    operator: pulumi.Output[str]
+    """The operator's Helm release name, or `existing`."""
+    secrets: pulumi.Output[list[str]]
+    """Names of the Secrets created from the stack's `kafka-mirror:secrets` (stack program only)."""
+    kubeconfig: pulumi.Output[str | None]
+    """A kubeconfig of the created cluster (`aws eks get-token`; no credentials inside); absent otherwise."""
+    deployment_target: pulumi.Output[dict[str, Any]]
+    """What MirrorDeployment's `eks` argument takes: the platform's settings, once its resources are ready."""
+
+    def __init__(
+        self,
+        name: str,
+        args: EksSparkPlatformArgs,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        stack_secrets: StackSecrets | None = None,
+    ) -> None:
+        """`stack_secrets`: the stack program's `kafka-mirror:secrets`, created in the namespace."""
+        super().__init__(TOKEN, name, {}, opts)
+        self.settings = eks_settings(args)
+        pvc = args.get("checkpoint_pvc")
+        operator = args.get("operator") or {}
+        self.k8s_provider: k8s.Provider | None = None
+        if (cluster := args.get("cluster")) is not None:
+            settings = EksClusterSettings(**cast(Any, cluster))
+            self.cluster, self.k8s_provider, kubeconfig = create_eks_cluster(self, name, settings)
+            self.kubeconfig = cast(Any, kubeconfig)
+        child = self.child_opts()
+        ns = self.settings.namespace
+        namespace = k8s.core.v1.Namespace(f"{name}-namespace", **_body(namespace_manifest(ns)), opts=child)
+        self.namespace = namespace.metadata.apply(lambda m: str(m["name"] if isinstance(m, dict) else m.name))
+        dep = self.child_opts(depends_on=[namespace])
+        irsa = args.get("irsa_role_arn")
+        account_meta = pulumi.Output.from_input(irsa).apply(
+            lambda arn: service_account_manifest(self.settings, arn)["metadata"]
+        )
+        account = k8s.core.v1.ServiceAccount(f"{name}-service-account", metadata=account_meta, opts=dep)
+        role = k8s.rbac.v1.Role(f"{name}-driver-role", **_body(driver_role_manifest(self.settings)), opts=dep)
+        binding = k8s.rbac.v1.RoleBinding(
+            f"{name}-driver-binding",
+            **_body(driver_role_binding_manifest(self.settings)),
+            opts=self.child_opts(depends_on=[role, account]),
+        )
+        self.ready: list[pulumi.Resource] = [namespace, account, binding]
+        self.operator_release: k8s.helm.v3.Release | None = None
+        install = operator.get("install", True)
+        if install:
+            self.operator_release = k8s.helm.v3.Release(
+                f"{name}-spark-operator",
+                name="spark-operator",
+                chart="spark-operator",
+                version=operator.get("chart_version", SPARK_OPERATOR_CHART_VERSION),
+                namespace=operator.get("namespace", "spark-operator"),
+                create_namespace=True,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(
+                    repo=operator.get("repository", "https://kubeflow.github.io/spark-operator")
+                ),
+                values=operator_values(ns),
+                opts=dep,
+            )
+            self.ready.append(self.operator_release)
+        if pvc is not None:
+            self.ready.append(self._pvc(name, pvc, dep))
+        store: Any = {"target": "kubernetes", "namespace": self.namespace}  # an Output: waits for the namespace
+        providers = {"kubernetes": self.k8s_provider} if self.k8s_provider else None
+        made: dict[str, MadeSecret] = create_stack_secrets(self, name, stack_secrets, store, providers)
+        self.stack_secrets = made
+        self.service_account = pulumi.Output.from_input(self.settings.service_account)
+        self.image = pulumi.Output.from_input(args.get("image", self.settings.image))
+        self.operator = pulumi.Output.from_input("spark-operator" if install else "existing")
+        self.secrets = pulumi.Output.from_input(sorted(made))
+        self.deployment_target = _ready_output(
+            self.image.apply(lambda image: {"platform": "eks", "settings": {**asdict(self.settings), "image": image}}),
+            self.ready,
+        )
+        outputs: dict[str, Any] = {
+            "namespace": self.namespace,
+            "service_account": self.service_account,
+            "image": self.image,
+            "operator": self.operator,
+            "secrets": self.secrets,
+            "deployment_target": self.deployment_target,
+        }
+        if self.k8s_provider is not None:
+            outputs["kubeconfig"] = self.kubeconfig
+        self.register_outputs(outputs)
+
+    def child_opts(
+        self, parent: pulumi.Resource | None = None, depends_on: Sequence[pulumi.Resource] = ()
+    ) -> pulumi.ResourceOptions:
+        """Options for a Kubernetes child of `parent` (default: this platform) on this platform's cluster."""
+        return pulumi.ResourceOptions(parent=parent or self, provider=self.k8s_provider, depends_on=list(depends_on))
+
+    def _pvc(
+        self, name: str, pvc: CheckpointPvcArgs, opts: pulumi.ResourceOptions
+    ) -> k8s.core.v1.PersistentVolumeClaim:
+        size = pvc.get("size", DEFAULT_PVC_SIZE)
+        spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}
+        if storage_class := pvc.get("storage_class"):
+            spec["storageClassName"] = storage_class
+        claim = pvc.get("name", DEFAULT_PVC_NAME)
+        metadata = {"name": claim, "namespace": self.settings.namespace, "labels": dict(PART_OF)}
+        body: dict[str, Any] = {"metadata": metadata}
+        return k8s.core.v1.PersistentVolumeClaim(f"{name}-checkpoints", **body, spec=cast(Any, spec), opts=opts)
+
+
+def _body(manifest: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments of a typed pulumi-kubernetes resource from a rendered manifest."""
+    body = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+    if "roleRef" in body:
+        body["role_ref"] = body.pop("roleRef")
+    return body
+
+
+def eks_settings(args: EksSparkPlatformArgs) -> EksSettings:
+    """The apps' settings from the platform's arguments (an output `image` is filled in by `deployment_target`)."""
+    defaults = EksSettings()
+    pvc = args.get("checkpoint_pvc")
+    image = args.get("image", defaults.image)
+    return EksSettings(
+        namespace=args.get("namespace", defaults.namespace),
+        image=image if isinstance(image, str) else defaults.image,
+        image_pull_policy=args.get("image_pull_policy", defaults.image_pull_policy),
+        service_account=args.get("service_account", defaults.service_account),
+        spark_version=args.get("spark_version", defaults.spark_version),
+        metrics_port=int(args.get("metrics_port", DEFAULT_METRICS_PORT)),
+        spark_conf={str(k): str(v) for k, v in (args.get("spark_conf") or {}).items()},
+        spark_defaults=dict(args.get("spark_defaults") or {}),
+        checkpoint_claim=pvc.get("name", DEFAULT_PVC_NAME) if pvc is not None else None,
+    )
+
+
+def _ready_output(value: pulumi.Output[Any], ready: Sequence[pulumi.Resource]) -> pulumi.Output[Any]:
+    """`value`, depending on every resource of `ready` (a consumer's resources wait for them)."""
+    return pulumi.Output.all(value, *[r.urn for r in ready]).apply(lambda v: v[0])

@@ -1,0 +1,198 @@
+"""MirrorDeployment: one flow running on one platform.
+
+- EKS: the flow spec ConfigMap, a SparkApplication (cluster mode, restartPolicy Always, secrets
+  mounted on driver and executors) and a metrics Service in front of the driver.
+- EMR: the flow spec as a content-addressed S3 object and a streaming step managed by the
+  `EmrStepProvider` dynamic provider (a changed flow replaces its step, never the cluster).
+Every child is named `<name>-...`; which children exist depends only on which platform argument
+(`eks` or `emr`) is given, so every other input may be an output: manifests render in applies.
+The component's own `depends_on` also applies to its children (e.g. the Secrets it mounts).
+(No `from __future__ import annotations`: Pulumi's component analyzer reads these annotations.)
+"""
+
+from collections.abc import Sequence
+from typing import Any, TypedDict, cast
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+from typing_extensions import NotRequired
+
+from kafka_mirror.emr_specs import EmrSettings, emr_metrics_port, emr_step_args, flow_object_key
+from kafka_mirror.emr_step_provider import EmrStep
+from kafka_mirror.specs import (
+    EksSettings,
+    SecretMount,
+    app_name,
+    flow_config_map,
+    flow_json,
+    metrics_endpoint,
+    metrics_service,
+    spark_application_manifest,
+    with_metrics_port,
+)
+from kmirror.errors import Problem, ValidationError
+
+TOKEN = "kafka-mirror:index:MirrorDeployment"
+PLATFORMS = ("eks", "emr")
+
+
+class MirrorDeploymentArgs(TypedDict):
+    """Arguments of MirrorDeployment: a flow (from ReplicationTopology) and exactly one platform target."""
+
+    flow_spec: pulumi.Input[dict[str, Any]]
+    """The flow spec the app runs: `ReplicationTopology.flow_specs[<flow id>]` (references, never secret values)."""
+    spark: NotRequired[pulumi.Input[dict[str, Any]]]
+    """The flow's Spark resources (executors, executor_memory, ...): `ReplicationTopology.flow_spark[<flow id>]`."""
+    eks: NotRequired[pulumi.Input[dict[str, Any]]]
+    """Run on Kubernetes: `EksSparkPlatform.deployment_target`."""
+    emr: NotRequired[pulumi.Input[dict[str, Any]]]
+    """Run on EMR: `EmrSparkPlatform.deployment_target`."""
+    secret_names: NotRequired[pulumi.Input[list[str]]]
+    """Secrets (directories under /etc/kmirror/secrets) the flow reads: `ReplicationTopology.secret_names[<flow id>]`.
+    On EKS they are mounted on driver and executors."""
+    kubeconfig: NotRequired[pulumi.Input[str]]
+    """EKS: a kubeconfig of the cluster to deploy to (e.g. `EksSparkPlatform.kubeconfig`); default: the program's
+    Kubernetes provider."""
+
+
+class MirrorDeployment(pulumi.ComponentResource):
+    """One replication flow running as a Spark streaming app: a SparkApplication on EKS or a step on EMR."""
+
+    flow_id: pulumi.Output[str]
+    """The flow's id (`source->target`)."""
+    app_name: pulumi.Output[str]
+    """The app's name (`mirror-<source>-to-<target>`)."""
+    platform: pulumi.Output[str]
+    """`eks` or `emr`."""
+    metrics_endpoint: pulumi.Output[Any]
+    """Where Prometheus scrapes the driver: a URL on EKS; cluster, step, YARN application and port on EMR."""
+    step_id: pulumi.Output[str | None]
+    """The live EMR step's id (EMR only)."""
+
+    def __init__(self, name: str, args: MirrorDeploymentArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        given = [p for p in PLATFORMS if cast(dict[str, Any], args).get(p) is not None]
+        if len(given) != 1:
+            found = " and ".join(given) or "neither"
+            raise ValidationError([Problem("args", f"give exactly one of eks, emr; got {found}")], name)
+        super().__init__(TOKEN, name, {}, opts)
+        self._depends_on: list[pulumi.Resource] = _resources((opts or pulumi.ResourceOptions()).depends_on)
+        spec = pulumi.Output.from_input(args["flow_spec"])
+        self.flow_id = spec.apply(lambda s: str(s["id"]))
+        self.app_name = self.flow_id.apply(app_name)
+        self.platform = pulumi.Output.from_input(given[0])
+        spark = pulumi.Output.from_input(args.get("spark") or {})
+        names = pulumi.Output.from_input(args.get("secret_names") or [])
+        outputs: dict[str, Any] = {"flow_id": self.flow_id, "app_name": self.app_name, "platform": self.platform}
+        if given[0] == "eks":
+            self.metrics_endpoint = self._eks(name, args, spec, spark, names)
+        else:
+            self.metrics_endpoint = self._emr(name, args["emr"], spec, spark)
+            outputs["step_id"] = self.step_id
+        outputs["metrics_endpoint"] = self.metrics_endpoint
+        self.register_outputs(outputs)
+
+    def _child(self, extra: Sequence[pulumi.Resource] = ()) -> pulumi.ResourceOptions:
+        return pulumi.ResourceOptions(parent=self, depends_on=[*self._depends_on, *extra])
+
+    def _eks(
+        self,
+        name: str,
+        args: MirrorDeploymentArgs,
+        spec_in: pulumi.Output[Any],
+        spark: pulumi.Output[Any],
+        names: pulumi.Output[Any],
+    ) -> pulumi.Output[Any]:
+        def render(v: list[Any]) -> dict[str, Any]:
+            target, spec, spark_resources, secret_names = v
+            settings = EksSettings(**target["settings"])
+            spec = with_metrics_port(spec, settings.metrics_port)
+            mounts = tuple(SecretMount(n) for n in secret_names)
+            return {
+                "config_map": flow_config_map(spec, settings.namespace),
+                "app": spark_application_manifest(spec, spark_resources, settings, mounts),
+                "service": metrics_service(spec, settings),
+                "endpoint": metrics_endpoint(spec, settings),
+            }
+
+        out = pulumi.Output.all(args["eks"], spec_in, spark, names).apply(render)
+        if "kubeconfig" in args:
+            child = pulumi.ResourceOptions(parent=self)
+            provider = k8s.Provider(f"{name}-k8s", kubeconfig=args["kubeconfig"], opts=child)
+            self._depends_on.append(provider)
+            opts = pulumi.ResourceOptions.merge(self._child(), pulumi.ResourceOptions(provider=provider))
+        else:
+            opts = self._child()
+
+        def part(path: str) -> Any:
+            first, second = path.split(".")
+            return out.apply(lambda r: r[first][second])
+
+        self.config_map = k8s.core.v1.ConfigMap(
+            f"{name}-flow", metadata=part("config_map.metadata"), data=part("config_map.data"), opts=opts
+        )
+        self.application = k8s.apiextensions.CustomResource(
+            f"{name}-app",
+            api_version="sparkoperator.k8s.io/v1beta2",
+            kind="SparkApplication",
+            metadata=part("app.metadata"),
+            spec=part("app.spec"),
+            opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[self.config_map])),
+        )
+        self.service = k8s.core.v1.Service(
+            f"{name}-metrics", metadata=part("service.metadata"), spec=part("service.spec"), opts=opts
+        )
+        self.step_id = pulumi.Output.from_input(cast(str | None, None))
+        return out.apply(lambda r: r["endpoint"])
+
+    def _emr(
+        self, name: str, target_in: pulumi.Input[dict[str, Any]], spec_in: pulumi.Output[Any], spark: pulumi.Output[Any]
+    ) -> pulumi.Output[Any]:
+        def render(v: list[Any]) -> dict[str, Any]:
+            target, spec, spark_resources = v
+            settings = EmrSettings(**target["settings"])
+            flow_id = str(spec["id"])
+            spec = with_metrics_port(spec, emr_metrics_port(flow_id, settings))
+            key = flow_object_key(spec)
+            step_args = emr_step_args(
+                flow_id, settings.uri(key), target["bundle_uri"], target["entry_uri"], spark_resources, settings
+            )
+            return dict(bucket=settings.bucket, key=key, content=flow_json(spec), region=settings.region,
+                        cluster_id=target["cluster_id"], step_args=step_args, port=int(spec["metrics_port"]))
+
+        out = pulumi.Output.all(target_in, spec_in, spark).apply(render)
+        self.flow_object = aws.s3.BucketObjectv2(
+            f"{name}-flow",
+            bucket=out.apply(lambda r: r["bucket"]),
+            key=out.apply(lambda r: r["key"]),
+            content=out.apply(lambda r: r["content"]),
+            content_type="application/json",
+            opts=self._child(),
+        )
+        self.step = EmrStep(
+            f"{name}-step",
+            out.apply(lambda r: r["cluster_id"]),
+            cast(str, self.app_name),
+            out.apply(lambda r: r["step_args"]),
+            cast(str, out.apply(lambda r: r["region"])),
+            opts=self._child([self.flow_object]),
+        )
+        self.step_id = cast(Any, self.step.step_id)
+        # Cluster mode: YARN picks the driver's node, so the endpoint is the YARN application and a
+        # port fixed per flow; Prometheus finds the node via EC2 service discovery on that port.
+        return pulumi.Output.all(out, self.step.step_id, self.app_name).apply(
+            lambda v: {
+                "cluster_id": v[0]["cluster_id"],
+                "step_id": v[1],
+                "yarn_application": v[2],
+                "port": v[0]["port"],
+                "path": "/metrics",
+            }
+        )
+
+
+def _resources(depends_on: Any) -> list[pulumi.Resource]:
+    """The component's `depends_on` as a list (a single resource, a list, or nothing)."""
+    if depends_on is None:
+        return []
+    return [depends_on] if isinstance(depends_on, pulumi.Resource) else list(depends_on)

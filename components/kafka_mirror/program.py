@@ -1,0 +1,161 @@
+"""The Pulumi program: one stack = one datacenter.
+
+`main()` reads `kafka-mirror:*` config (kafka_mirror.stack_config), plans the topology file with
+the same planner as `kmirror plan`, builds the platform (EKS or EMR) and one MirrorDeployment
+per flow whose `run_in` is this datacenter; flows planned elsewhere get nothing here.
+Stack outputs: `flows` (ids deployed here), `apps` (flow id -> app name), `metrics`
+(app name -> where Prometheus scrapes it). Nothing happens at import time.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, cast
+
+import pulumi
+
+from kafka_mirror.deploy_files import app_bundle as _packaged_bundle
+from kafka_mirror.eks_spark_platform import EksSparkPlatform, EksSparkPlatformArgs
+from kafka_mirror.emr_spark_platform import EmrSparkPlatform, EmrSparkPlatformArgs
+from kafka_mirror.emr_specs import EmrSettings, metrics_port_problems
+from kafka_mirror.mirror_deployment import MirrorDeployment, MirrorDeploymentArgs
+from kafka_mirror.replication_topology import ReplicationTopology
+from kafka_mirror.secret_wiring import FlowSecrets, flow_secrets
+from kafka_mirror.specs import CHECKPOINT_MOUNT, DEFAULT_METRICS_PORT, app_name
+from kafka_mirror.stack_config import NS, StackConfig, parse_stack_config
+from kafka_mirror.stack_secrets import StackSecrets, resolve_fields, stack_secret_name
+from kmirror.errors import Problems
+from kmirror.planner import load_topology
+
+FLOW_SPARK_KEYS = ("executors", "driver_memory", "executor_memory", "driver_cores", "executor_cores")
+EKS_KEYS = ("namespace", "image", "image_pull_policy", "service_account", "irsa_role_arn", "operator", "checkpoint_pvc")
+EMR_KEYS = ("cluster_id", "release_label", "subnet_id", "master_instance_type", "core_instance_type",
+            "core_instance_count", "gssapi")  # fmt: skip
+Platform = EksSparkPlatform | EmrSparkPlatform
+
+
+def project_dir() -> Path:
+    """Where relative paths of the stack config (the topology file) start: the Pulumi project,
+    which is the working directory the CLI runs a program in."""
+    return Path.cwd()
+
+
+def read_config(config: pulumi.Config) -> dict[str, Any]:
+    """The raw `kafka-mirror:*` values (objects decoded from YAML/JSON)."""
+    raw: dict[str, Any] = {}
+    for key in ("datacenter", "topology"):
+        if (value := config.get(key)) is not None:
+            raw[key] = value
+    for key in ("spark", "secrets"):
+        if (obj := config.get_object(key)) is not None:
+            raw[key] = obj
+    return raw
+
+
+def checkpoint_root(stack: StackConfig) -> str:
+    if root := stack.get("checkpoint_root"):
+        return str(root)
+    if stack.platform == "emr":
+        return f"s3://{stack.get('bucket')}/checkpoints"
+    return CHECKPOINT_MOUNT  # a checkpoint_pvc is configured (stack_config checks it)
+
+
+def _spark_defaults(stack: StackConfig) -> dict[str, Any]:
+    return {k: stack.get(k) for k in FLOW_SPARK_KEYS if stack.get(k) is not None}
+
+
+def _eks(stack: StackConfig, secrets: StackSecrets) -> EksSparkPlatform:
+    args: dict[str, Any] = {k: stack.get(k) for k in EKS_KEYS if stack.get(k) is not None}
+    args.update(
+        spark_version=str(stack.get("spark_version", "4.0.2")),
+        metrics_port=int(stack.get("metrics_port", DEFAULT_METRICS_PORT)),
+        spark_conf={str(k): str(v) for k, v in (stack.get("spark_conf") or {}).items()},
+        spark_defaults=_spark_defaults(stack),
+    )
+    cluster = dict(stack.get("cluster") or {})
+    if cluster.pop("create", False):
+        args["cluster"] = cluster
+    return EksSparkPlatform(f"{stack.datacenter}-eks", cast(EksSparkPlatformArgs, args), stack_secrets=secrets)
+
+
+def app_bundle() -> tuple[Path, str]:
+    """The zip EMR nodes run: `$KMIRROR_BUNDLE` (e.g. the one CI built and tested) or one built
+    now from the installed app into `$KMIRROR_BUILD_DIR` (default `build/`)."""
+    return _packaged_bundle(os.environ)
+
+
+def _emr(stack: StackConfig, secrets: StackSecrets, needs: list[FlowSecrets], flow_count: int) -> EmrSparkPlatform:
+    region = stack.get("region") or pulumi.Config("aws").get("region") or "us-east-1"
+    args: dict[str, Any] = {k: stack.get(k) for k in EMR_KEYS if stack.get(k) is not None}
+    args.update(
+        bucket=stack.get("bucket"),
+        region=region,
+        create_bucket=bool(stack.get("create_bucket", True)),
+        step_concurrency_level=int(stack.get("step_concurrency_level") or max(1, flow_count)),
+        spark_defaults=_spark_defaults(stack),
+        spark_conf={str(k): str(v) for k, v in (stack.get("spark_conf") or {}).items()},
+        aws_secrets={directory: arn for n in needs for arn, directory in n.aws_entries},
+    )
+    return EmrSparkPlatform(f"{stack.datacenter}-emr", cast(EmrSparkPlatformArgs, args), stack_secrets=secrets)
+
+
+def deploy(stack: StackConfig, config: pulumi.Config) -> dict[str, Any]:
+    """Every resource of the stack; returns the stack outputs."""
+    path = Path(stack.topology)
+    topology = load_topology(str(path if path.is_absolute() else project_dir() / path))
+    root = checkpoint_root(stack)
+    replication = ReplicationTopology(
+        f"{stack.datacenter}-topology",
+        {"datacenter": stack.datacenter, "checkpoint_root": root},
+        parsed=topology,
+    )
+    problems = Problems(f"stack {pulumi.get_stack()}")
+    stack_names = {stack_secret_name(s) for s in stack.secrets}
+    needs: dict[str, FlowSecrets] = {}
+    specs = {flow_id: cast(dict[str, Any], spec) for flow_id, spec in replication.specs.items()}  # a file: plain
+    for flow in replication.planned_flows:
+        clusters = (replication.clusters[flow.source], replication.clusters[flow.target])
+        needs[flow.id], found = flow_secrets(
+            flow.id, [m for c in clusters for m in c.materialisations], stack.platform, stack_names
+        )
+        problems.extend(found)
+    if stack.platform == "emr":
+        bucket = str(stack.get("bucket"))
+        problems.extend(metrics_port_problems(specs.values(), EmrSettings(bucket=bucket)))
+    problems.raise_if_any()
+    config_keys = sorted({k for n in needs.values() for k in n.config_keys})
+    secrets = StackSecrets(
+        secrets=[(s, resolve_fields(s, config.require_secret)) for s in stack.secrets],
+        config_values={key: config.require_secret(key) for key in config_keys},
+    )
+    platform: Platform
+    if stack.platform == "eks":
+        platform = _eks(stack, secrets)
+    else:
+        platform = _emr(stack, secrets, list(needs.values()), len(replication.planned_flows))
+    providers = [p for p in [getattr(platform, "k8s_provider", None)] if p is not None]
+    apps: dict[str, MirrorDeployment] = {}
+    for flow in replication.planned_flows:
+        names = needs[flow.id].secret_names
+        used = [platform.stack_secrets[n].resource for n in names if n in platform.stack_secrets]
+        args: MirrorDeploymentArgs = {"flow_spec": specs[flow.id], "spark": dict(flow.spark)}
+        args["secret_names"] = list(names)
+        args[stack.platform] = platform.deployment_target  # type: ignore[literal-required]  # eks | emr
+        opts = pulumi.ResourceOptions(providers=providers, depends_on=[*platform.ready, *used])
+        apps[flow.id] = MirrorDeployment(app_name(flow.id), args, opts)
+    return {
+        "datacenter": stack.datacenter,
+        "platform": stack.platform,
+        "flows": list(apps),
+        "apps": {flow_id: app_name(flow_id) for flow_id in apps},
+        "metrics": {app_name(flow_id): app.metrics_endpoint for flow_id, app in apps.items()},
+    }
+
+
+def main() -> None:
+    """Entry point of `__main__.py`; raises kmirror.errors.ValidationError for bad config/topology."""
+    config = pulumi.Config(NS)
+    stack = parse_stack_config(read_config(config), pulumi.get_stack())
+    for key, value in deploy(stack, config).items():
+        pulumi.export(key, value)

@@ -1,0 +1,139 @@
+"""The component provider as the engine sees it: its schema over gRPC (compared with the checked-in
+components/schema.json) and every component constructed through `ComponentProvider.construct`
+(the code path the provider's Construct RPC runs) under the SDK's mocks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pulumi
+import pytest
+from pulumi.provider.experimental.component import ComponentProvider
+from pulumi.runtime import settings
+from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
+
+from kafka_mirror import COMPONENTS, PACKAGE
+from kafka_mirror.bundle import build_bundle
+from tests.pulumi.harness import Mocks, RecordingMonitor, Run
+from tests.pulumi.test_program import fake_wheelhouse
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = ROOT / "components" / "schema.json"
+NAMES = ["KafkaCluster", "ReplicationTopology", "MirrorDeployment", "EksSparkPlatform", "EmrSparkPlatform",
+         "KerberosSecret", "TlsSecret", "ScramSecret"]  # fmt: skip
+TOPOLOGY = """
+clusters:
+  west-1: {bootstrap_servers: "b1.west-1.example.com:9092", datacenter: west}
+  east-1: {bootstrap_servers: "b1.east-1.example.com:9092", datacenter: east}
+topologies:
+  - {name: dr, pattern: active-passive, primary: west-1, standby: east-1, topics: ["orders.*"]}
+"""
+
+
+def served_schema() -> dict[str, Any]:
+    """Start the plugin as the engine does (`python <plugin dir> <engine address>`), read the port
+    it prints, and ask for its schema over gRPC."""
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "components"), "127.0.0.1:1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, cwd=ROOT / "components",
+    )  # fmt: skip
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        err = proc.stderr.read() if proc.stderr and not line.strip() else ""
+        assert line.strip().isdigit(), f"the provider printed no port: {line!r} {err}"
+        with grpc.insecure_channel(f"127.0.0.1:{int(line)}") as channel:
+            stub = provider_pb2_grpc.ResourceProviderStub(channel)
+            reply = stub.GetSchema(provider_pb2.GetSchemaRequest(version=0), timeout=60)
+        return dict(json.loads(reply.schema))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_the_provider_serves_the_checked_in_schema_over_grpc() -> None:
+    schema = served_schema()
+    assert schema == json.loads(SCHEMA.read_text()), (
+        "the public surface changed: regenerate components/schema.json "
+        "(.venv/bin/python -m tests.pulumi.test_provider > components/schema.json) and review its diff"
+    )
+    assert schema["name"] == "kafka-mirror" and sorted(schema["resources"]) == sorted(
+        f"kafka-mirror:index:{n}" for n in NAMES
+    )
+    for token, resource in schema["resources"].items():
+        assert resource["isComponent"] and resource["description"], token
+        for prop in [*resource["inputProperties"].values(), *resource["properties"].values()]:
+            assert prop.get("description"), f"{token}: a property without a docstring"
+
+
+@pytest.fixture
+def provider_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Run]:
+    bundle, _ = build_bundle(ROOT, tmp_path / "bundle")
+    monkeypatch.setenv("KMIRROR_BUNDLE", str(bundle))
+    monkeypatch.setenv("KMIRROR_WHEELHOUSE", str(fake_wheelhouse(tmp_path / "wheelhouse")))
+    run = Run()
+    mocks = Mocks()
+    settings.ROOT.set(None)
+    pulumi.runtime.set_mocks(mocks, project="p", stack="s", preview=False, monitor=RecordingMonitor(mocks, run))
+    yield run
+
+
+def test_every_component_constructs_through_the_provider(provider_run: Run) -> None:
+    """Schema-named (camelCase) inputs in, mapped Python args to the component, schema-named state out."""
+    provider = ComponentProvider(list(COMPONENTS), PACKAGE, version="0.0.0")
+    states: dict[str, dict[str, Any]] = {}
+
+    def construct(name: str, typ: str, inputs: dict[str, Any]) -> None:
+        states[typ] = provider.construct(name, f"kafka-mirror:index:{typ}", inputs).state
+
+    @pulumi.runtime.test
+    def program() -> Any:
+        construct("east-1", "KafkaCluster", {"alias": "east-1", "datacenter": "east",
+                                             "bootstrapServers": pulumi.Output.from_input("b-1.msk:9098")})  # fmt: skip
+        construct("east", "ReplicationTopology",
+                  {"datacenter": "east", "checkpointRoot": "s3a://b/ck", "topologyYaml": TOPOLOGY})  # fmt: skip
+        construct("east-eks", "EksSparkPlatform", {"namespace": "mirror", "operator": {"install": False}})
+        construct("east-emr", "EmrSparkPlatform", {"bucket": pulumi.Output.from_input("acme-mirror"),
+                                                   "clusterId": "j-EXISTING"})  # fmt: skip
+        spec = states["ReplicationTopology"]["flowSpecs"].apply(lambda s: s["west-1->east-1"])
+        target = states["EksSparkPlatform"]["deploymentTarget"]
+        construct("mirror", "MirrorDeployment", {"flowSpec": spec, "eks": target})
+        construct("scram", "ScramSecret", {"username": "mm", "password": pulumi.Output.secret("pw")})
+        construct("tls", "TlsSecret", {"caPem": "CA", "store": {"target": "aws", "secretName": "east-tls"}})
+        construct("krb", "KerberosSecret", {"principal": "mm@R", "keytabB64": "AAAA", "realm": "R", "kdcs": ["kdc"]})
+        return pulumi.Output.all(
+            states["MirrorDeployment"]["appName"], states["ReplicationTopology"]["flows"],
+            states["EmrSparkPlatform"]["entryUri"], states["KafkaCluster"]["clientConfig"],
+        )  # fmt: skip
+
+    program()
+    assert sorted(states) == sorted(NAMES)
+    types = {r.typ for r in provider_run.resources}
+    assert {f"kafka-mirror:index:{n}" for n in NAMES} <= types
+    assert "kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication" in types
+    [app] = provider_run.of_type("kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication")
+    assert app.name == "mirror-app" and app.inputs["metadata"]["namespace"] == "mirror"
+    [flow] = provider_run.of_type("kubernetes:core/v1:ConfigMap")
+    assert json.loads(flow.inputs["data"]["flow.json"])["source"]["bootstrap_servers"] == "b1.west-1.example.com:9092"
+    [tls] = [r for r in provider_run.of_type("aws:secretsmanager/secret:Secret") if r.name == "tls-secret"]
+    assert tls.inputs["name"] == "east-tls"
+    assert set(states["TlsSecret"]) == {"secretName", "mountPath", "keys", "secretArn"}
+    assert set(states["ScramSecret"]) == {"secretName", "mountPath", "passwordKey"}  # never the password
+    [scram] = provider_run.of_type("kafka-mirror:index:ScramSecret")
+    assert "pw" not in json.dumps(provider_run.outputs[scram.urn], default=str)
+
+
+def test_a_missing_required_input_is_reported_with_its_path(provider_run: Run) -> None:
+    provider = ComponentProvider(list(COMPONENTS), PACKAGE, version="0.0.0")
+    with pytest.raises(pulumi.InputPropertyError) as info:
+        provider.construct("x", "kafka-mirror:index:ScramSecret", {"username": "mm"})
+    assert info.value.reason == "Missing required input 'password' on 'ScramSecret'"
+
+
+if __name__ == "__main__":  # regenerate components/schema.json from the running provider
+    print(json.dumps(served_schema(), indent=2, sort_keys=True))
