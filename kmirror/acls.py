@@ -75,3 +75,33 @@ def mirror_acl_commands(
     commands.append(_acl(target, principal, ["Create", "DescribeConfigs"], ["--cluster"]))
     commands.append(_acl(target, principal, ["Read", "Describe"], ["--group", consumer_group]))
     return commands
+
+
+# --- ACL sync (MM2's sync.topic.acls): which source ACLs the remote topics get -----------------
+
+
+@dataclass(frozen=True)
+class TopicAcl:
+    """One literal ACL on a topic, in Kafka's terms (operation/permission by name: READ, ALLOW...)."""
+
+    topic: str
+    principal: str
+    host: str
+    operation: str
+    permission: str
+
+
+def remote_read_acls(source_acls: Sequence[TopicAcl], remote_topics: Mapping[str, str]) -> list[TopicAcl]:
+    """The ACLs the remote topics get for `source_acls` (`remote_topics`: mirrored source topic ->
+    remote topic). Like MM2's MirrorSourceConnector.targetAclBinding, narrowed to reading: an
+    ALLOW or DENY of READ or ALL on a mirrored topic becomes the same permission of READ on its
+    remote topic (ALL is downgraded to READ); every other operation (WRITE above all: only the
+    mirror writes remote topics) and ACLs on unmirrored topics or the `*` wildcard are not copied.
+    Sorted, without duplicates."""
+    out = {
+        TopicAcl(remote_topics[acl.topic], acl.principal, acl.host, "READ", acl.permission)
+        for acl in source_acls
+        if acl.topic in remote_topics and acl.topic != "*" and acl.operation in ("READ", "ALL")
+        and acl.permission in ("ALLOW", "DENY")
+    }
+    return sorted(out, key=lambda a: (a.topic, a.principal, a.host, a.permission))

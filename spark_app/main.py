@@ -90,12 +90,13 @@ def start_query(
     if until is not None:
         reader = reader.option("until_offsets", until)
     ranges = reader.load()
-    writer = (
-        ranges.writeStream.format(SINK_NAME)
-        .option("flow_spec", spec_json)
-        .option("checkpointLocation", checkpoint)
-        .queryName(f"kmirror {spec.id}")
-    )
+    if spec.option("transform") is not None:  # records through Spark (spark_app.transform); validated first
+        from spark_app.transform import transform_writer
+
+        writer = transform_writer(spark, ranges, spec, task_count)
+    else:
+        writer = ranges.writeStream.format(SINK_NAME).option("flow_spec", spec_json)
+    writer = writer.option("checkpointLocation", checkpoint).queryName(f"kmirror {spec.id}")
     if once:
         writer = writer.trigger(availableNow=True)
     else:
@@ -164,6 +165,10 @@ def run_flow(
         spark = build_session(master, app_name=f"kmirror {spec.id}")
     tickers: list[Any] = []
     try:
+        if spec.option("transform") is not None:  # a bad query is refused before anything is written
+            from spark_app.transform import validate_transform
+
+            validate_transform(spark, spec)
         tickers = _driver_tickers(spec, once)
         checkpoint = checkpoint or spec.checkpoint_location
         if once:
@@ -239,6 +244,10 @@ def _driver_tickers(spec: FlowSpec, once: bool) -> list[Any]:
         from spark_app.failover_listener import IdleCheckpoints
 
         tickers.append(IdleCheckpoints(spec).start())
+    if spec.option("sync_topic_configs") or spec.option("sync_topic_acls"):  # a round now, then on intervals
+        from spark_app.sync_ticker import SyncTicker
+
+        tickers.append(SyncTicker(spec, once).start())
     return tickers
 
 

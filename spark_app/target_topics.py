@@ -72,8 +72,13 @@ class TargetTopics:
         replication_factor: int | None = None,
         sync_configs: bool = True,
         timeout_s: float = 30.0,
+        created: Any = None,
     ) -> None:
         self.source_admin, self.target_admin, self.target = source_admin, target_admin, target
+        # `spark_app.created_topics.CreatedTopics` (None: creations are not recorded, so config
+        # sync never alters them); pairs not recorded yet are retried at the next ensure()
+        self.created = created
+        self._unrecorded: list[tuple[str, str]] = []
         self.replication_factor = replication_factor if replication_factor is not None else -1  # -1: broker default
         self.sync_configs = sync_configs
         self.timeout_s = timeout_s
@@ -83,6 +88,7 @@ class TargetTopics:
         """Make every remote topic of `topics` exist with enough partitions (see module doc)."""
         todo = [t for t in topics.values() if self._verified.get(t.target_topic, -1) < t.partitions]
         if not todo:
+            self._record_created()
             return
         existing = list_topic_partitions(self.target_admin, self.target, self.timeout_s)
         missing = [t for t in todo if t.target_topic not in existing]
@@ -95,6 +101,12 @@ class TargetTopics:
             self._grow(short, existing)
         for topic in todo:
             self._verified[topic.target_topic] = max(topic.partitions, existing.get(topic.target_topic, 0))
+        self._record_created()
+
+    def _record_created(self) -> None:
+        if self.created is not None and self._unrecorded:
+            self.created.record(self._unrecorded)  # ConnectionFailure: kept, retried at the next ensure()
+            self._unrecorded = []
 
     def _source_configs(self, names: list[str]) -> dict[str, dict[str, str]]:
         if not self.sync_configs:
@@ -138,6 +150,7 @@ class TargetTopics:
                     f"with {topic.partitions} partitions: {exc.args[0].str()}; "
                     "create it by hand or fix the target's ACLs"
                 ) from None
+            self._unrecorded.append((name, topic.source_topic))
             log.info(
                 "created target topic %s (%d partitions, configs %s)",
                 name,
