@@ -59,6 +59,16 @@ def _optional_str(value: Any) -> str | None:
     return None if value is None or isinstance(value, str) else f"must be a string, got {value!r}"
 
 
+def _transform(value: Any) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict) or set(value) != {"sql"}:
+        return f'must be {{"sql": "<query over the view records>"}}, got {value!r}'
+    if not isinstance(value["sql"], str) or not value["sql"].strip():
+        return f"sql must be a non-empty Spark SQL query over the view records, got {value['sql']!r}"
+    return None
+
+
 @dataclass(frozen=True)
 class Option:
     name: str
@@ -133,6 +143,29 @@ OPTIONS: tuple[Option, ...] = (
     ),
     Option(
         "dead_letter_topic", None, "Target topic for records the target rejects (off when null: fail).", _optional_str
+    ),
+    # Issue 18: MirrorMaker parity (config and ACL sync) and SQL transforms.
+    Option(
+        "sync_topic_configs_interval_ms",
+        600_000,  # MM2's sync.topic.configs.interval.seconds
+        "Streaming: how often the configs of remote topics the mirror created are re-synced from the source "
+        "(every --once run syncs once).",
+        _int_at_least(1),
+    ),
+    Option(
+        "sync_configs_of_existing_topics",
+        False,
+        "Config sync also alters remote topics the mirror did not create (by hand, by MirrorMaker before a move).",
+        _bool,
+    ),
+    Option("sync_topic_acls", True, "Copy READ ACLs of mirrored source topics to their remote topics.", _bool),
+    Option("sync_topic_acls_interval_ms", 600_000, "How often ACLs are synced (MM2's 600 s).", _int_at_least(1)),
+    Option(
+        "transform",
+        None,
+        'Spark SQL over the view `records`: {"sql": "SELECT ... FROM records ..."}; its rows are what is '
+        "written (docs/spark-app.md). Off when null: records never enter Spark.",
+        _transform,
     ),
 )
 EXACTLY_ONCE_MAX_RECORDS_PER_TRIGGER = 500_000
@@ -252,6 +285,9 @@ def flow_spec_problems(raw: Any) -> list[Problem]:
         not isinstance(raw["checkpoint_location"], str) or not raw["checkpoint_location"]
     ):
         problems.append(Problem("checkpoint_location", f"required non-empty path, got {raw['checkpoint_location']!r}"))
+    if raw.get("transform") is not None and raw.get("exactly_once") is True:
+        problems.append(Problem("transform", "cannot be combined with exactly_once (the transform path is "
+                                             "at-least-once, like the copy path without it)"))
     for name, option in OPTION_BY_NAME.items():
         if name in raw and (message := option.check(raw[name])):
             problems.append(Problem(name, message))

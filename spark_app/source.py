@@ -31,6 +31,7 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from kmirror.errors import ConnectionFailure, DataLossError, KmirrorError
 from kmirror.flowspec import FlowSpec
+from spark_app.created_topics import CreatedTopics
 from spark_app.discovery import MirroredTopic, TopicDiscovery
 from spark_app.offsets import query_offsets, with_retries
 from spark_app.ranges import RANGE_SCHEMA, OffsetRange, Offsets, admit, plan_tasks
@@ -70,6 +71,7 @@ class RangePlanner:
     """Driver-side planning with Kafka clients: discovery, target topics, offsets, data loss."""
 
     def __init__(self, spec: FlowSpec, once: bool, task_count: int, admin_factory: Any = None) -> None:
+        real_clients = admin_factory is None  # fakes (tests) get no created-topics registry
         if admin_factory is None:
             from spark_app.clients import admin_client as admin_factory
         self.spec, self.once, self.task_count = spec, once, task_count
@@ -89,6 +91,7 @@ class RangePlanner:
             spec.target,
             spec.option("replication_factor"),
             spec.option("sync_topic_configs"),
+            created=CreatedTopics(spec.target, spec.source.alias, spec.id) if real_clients else None,
         )
         self.frozen_end: Offsets | None = None
         self.skipped_records = 0
