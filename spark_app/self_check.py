@@ -25,6 +25,8 @@ from typing import Any
 PROBE_FLOW = {
     "id": "self-check-a->self-check-b",
     "topics": ["self-check"],
+    "topics_exclude": [],
+    "replication_policy": {"type": "default"},
     "source": {"alias": "self-check-a", "bootstrap_servers": "127.0.0.1:9", "config": {}},
     "target": {"alias": "self-check-b", "bootstrap_servers": "127.0.0.1:9", "config": {}},
     "checkpoint_location": "/nonexistent/kmirror-self-check",
@@ -76,7 +78,9 @@ def _spark(master: str | None) -> dict[str, str]:
     try:
         spark.dataSource.register(MirrorSource)
         spark.dataSource.register(MirrorSink)
-        spec_json = json.dumps(PROBE_FLOW)
+        from kmirror.flowspec import parse_flow_spec
+
+        spec_json = json.dumps(parse_flow_spec(PROBE_FLOW).to_dict())
         frame = spark.readStream.format(SOURCE_NAME).option("flow_spec", spec_json).load()  # resolved by the JVM
         if [f.name for f in frame.schema.fields][:2] != ["source_topic", "partition"]:
             raise AssertionError(f"the JVM resolved an unexpected schema: {frame.schema.simpleString()}")
