@@ -29,6 +29,7 @@ lint: setup
 	$(VENV)/bin/ruff check kmirror spark_app components tests bench policy scripts
 	$(VENV)/bin/mypy
 	$(VENV)/bin/hadolint Dockerfile
+	$(VENV)/bin/actionlint .github/workflows/*.yml
 
 # The second leg: the app's data plane on pyspark 4.0.2 under Python 3.10, the pair the
 # apache/spark 4.0 images and EMR 8 run, in its own venv (pyenv's or the system's python3.10).

@@ -23,6 +23,7 @@ COMMAND_MODULES = {
     "translate": "kmirror.commands.translate",
     "lag": "kmirror.commands.lag",
     "failover": "kmirror.commands.failover",
+    "stack-info": "kmirror.commands.stack_info",
 }
 
 

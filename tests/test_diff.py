@@ -348,15 +348,20 @@ def test_workflow_parses_and_runs_only_existing_commands_and_targets() -> None:
     scripts = "\n".join(str(step.get("run", "")) for step in steps)
     subcommands = set(re.findall(r"\bkmirror (\w[\w-]*)", scripts))
     targets = set(re.findall(r"\bmake (\w[\w-]*)", scripts))
-    assert subcommands == {"validate", "diff"} and subcommands <= set(COMMAND_MODULES)
+    assert subcommands == {"validate", "diff", "stack-info"} and subcommands <= set(COMMAND_MODULES)
     makefile_targets = set(re.findall(r"^([\w-]+):", (ROOT / "Makefile").read_text(), re.MULTILINE))
-    assert targets == {"setup"} and targets <= makefile_targets
-    diff_line = re.findall(r"kmirror (diff .*?)(?: >|$)", scripts, re.MULTILINE)[0]
-    args = build_parser("diff").parse_args(diff_line.replace("${{ github.base_ref }}", "main").split())
-    assert (args.git_base, args.format) == ("origin/main", "markdown")  # every flag exists
+    assert targets == {"setup", "lint"} and targets <= makefile_targets
+    diff_lines = re.findall(r"kmirror (diff .*?)(?: >|\)|$)", scripts, re.MULTILINE)
+    parsed = [build_parser("diff").parse_args(line.replace('"$BASE"', "origin/main").split()) for line in diff_lines]
+    assert [(a.git_base, a.format) for a in parsed] == [("origin/main", "markdown"), ("origin/main", "stack-order")]
     pulumi = [s for s in steps if str(s.get("uses", "")).startswith("pulumi/actions@")]
-    assert {s["with"]["command"] for s in pulumi} == {"preview", "up"}
+    assert [s.get("with", {}).get("command") for s in pulumi] == ["preview", None]  # None: installs the CLI for `up`
     assert workflow["jobs"]["up"]["environment"] == "production"
+    assert set(workflow["jobs"]["up"]["needs"]) == {"test", "diff", "image"}  # tests gate every deploy
+    assert "pulumi up" in scripts and "needs.diff.outputs.order" in str(workflow["jobs"]["up"])
+    uses = [str(s["uses"]) for s in steps if "uses" in s]
+    assert uses and all(re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", u) for u in uses), uses  # pinned by SHA
+    assert "PULUMI_ACCESS_TOKEN" not in (ROOT / ".github/workflows/preview.yml").read_text()  # OIDC login
 
 
 # ---------------------------------------------------------------------------- topology inputs (the planner)

@@ -19,6 +19,7 @@ import pulumi_kubernetes as k8s
 from typing_extensions import NotRequired
 
 from kafka_mirror.eks_cluster import EksClusterSettings, create_eks_cluster
+from kafka_mirror.monitoring import dashboard_config_map, prometheus_rule
 from kafka_mirror.specs import (
     DEFAULT_METRICS_PORT,
     PART_OF,
@@ -32,6 +33,8 @@ from kafka_mirror.specs import (
 from kafka_mirror.stack_secrets import MadeSecret, StackSecrets, create_stack_secrets
 
 TOKEN = "kafka-mirror:index:EksSparkPlatform"
+# The one place the operator's version is pinned (stack config cannot override it; the CRD schema
+# the tests validate against, tests/pulumi/data/, is this release's).
 # The Kubeflow Spark Operator release whose controller image submits with Spark 4: chart 2.5.2
 # (appVersion 2.5.2) builds its image FROM apache/spark:4.0.4 (its Dockerfile's SPARK_IMAGE);
 # charts up to 2.2.x carried Spark 3.5's spark-submit. The app image must run Spark 4.0.x.
@@ -47,10 +50,10 @@ class OperatorArgs(TypedDict):
     """Install the chart (default true); false: an operator watching the namespace already runs."""
     namespace: NotRequired[str]
     """The operator's namespace (default `spark-operator`)."""
-    chart_version: NotRequired[str]
-    """The chart version (default: the release whose controller submits with Spark 4)."""
     repository: NotRequired[str]
     """The chart repository (default `https://kubeflow.github.io/spark-operator`)."""
+    replicas: NotRequired[int]
+    """Controller and webhook replicas (default 2: highly available, with PodDisruptionBudgets)."""
 
 
 class CheckpointPvcArgs(TypedDict):
@@ -61,14 +64,26 @@ class CheckpointPvcArgs(TypedDict):
     size: NotRequired[str]
     """The requested storage (default `10Gi`)."""
     storage_class: NotRequired[str]
-    """The storage class (default: the cluster's default)."""
+    """A ReadWriteMany storage class (e.g. EFS's `efs-sc`): the driver and executors of every flow mount it."""
+    access_mode: NotRequired[str]
+    """Must be `ReadWriteMany` (the default); ReadWriteOnce volumes fail with Multi-Attach errors."""
 
 
 class EksClusterArgs(TypedDict):
     """An EKS cluster (with a managed node group) created for the mirror."""
 
     subnet_ids: pulumi.Input[list[str]]
-    """The subnets of the cluster and its nodes."""
+    """The (private) subnets of the cluster and its nodes."""
+    vpc_id: pulumi.Input[str]
+    """The VPC of the subnets."""
+    endpoint_public_access: NotRequired[bool]
+    """A public API endpoint (default false: private only)."""
+    public_access_cidrs: NotRequired[list[str]]
+    """Who may reach a public endpoint."""
+    kms_key_arn: NotRequired[str]
+    """KMS key of the secrets envelope encryption (default: a key created with rotation)."""
+    log_types: NotRequired[list[str]]
+    """Control-plane log types (default: all five)."""
     name: NotRequired[str]
     """The cluster's name (default: generated)."""
     version: NotRequired[str]
@@ -79,6 +94,19 @@ class EksClusterArgs(TypedDict):
     """The node group's desired size (default 3)."""
     tags: NotRequired[dict[str, str]]
     """Tags of the AWS resources (default `part-of: kafka-mirror`)."""
+
+
+class MonitoringArgs(TypedDict):
+    """Monitoring objects of the kube-prometheus-stack (its CRDs must be installed)."""
+
+    pod_monitor: NotRequired[bool]
+    """A PodMonitor per app's driver."""
+    prometheus_rule: NotRequired[bool]
+    """The mirror's PrometheusRule alerts."""
+    dashboard: NotRequired[bool]
+    """The Grafana dashboard as a ConfigMap (label `grafana_dashboard: "1"`)."""
+    labels: NotRequired[dict[str, str]]
+    """Labels the Prometheus operator selects PodMonitors and rules by (e.g. `release: kube-prometheus-stack`)."""
 
 
 class EksSparkPlatformArgs(TypedDict):
@@ -105,9 +133,24 @@ class EksSparkPlatformArgs(TypedDict):
     operator: NotRequired[OperatorArgs]
     """The Spark operator to install (default: install chart 2.5.2 in `spark-operator`)."""
     cluster: NotRequired[EksClusterArgs]
-    """Create an EKS cluster for the mirror (default: use the ambient kubeconfig / the program's provider)."""
+    """Create an EKS cluster for the mirror with pulumi-eks (default: `kubeconfig`, else the program's provider)."""
+    kubeconfig: NotRequired[pulumi.Input[str]]
+    """An existing cluster's kubeconfig (keep it a secret); a provider is made from it."""
+    kubeconfig_context: NotRequired[str]
+    """The context of `kubeconfig` to use."""
     checkpoint_pvc: NotRequired[CheckpointPvcArgs]
-    """A PersistentVolumeClaim for checkpoints (default: none; checkpoints on S3)."""
+    """A ReadWriteMany PersistentVolumeClaim for checkpoints (default: none; checkpoints on S3)."""
+    monitoring: NotRequired[MonitoringArgs]
+    """PodMonitors, PrometheusRule alerts and the Grafana dashboard (kube-prometheus-stack)."""
+    priority_class_name: NotRequired[str]
+    """The drivers' and executors' PriorityClass."""
+    node_selector: NotRequired[dict[str, str]]
+    """Node labels the apps' pods require."""
+    tolerations: NotRequired[list[dict[str, str]]]
+    """Taints the apps' pods tolerate (`{key, operator, value, effect}`)."""
+    read_only_root_filesystem: NotRequired[bool]
+    """Run the Spark containers with a read-only root file system (default true; /tmp and Spark's work dir are
+    emptyDirs)."""
 
 
 class EksSparkPlatform(pulumi.ComponentResource):
@@ -153,6 +196,14 @@ class EksSparkPlatform(pulumi.ComponentResource):
             settings = EksClusterSettings(**cast(Any, cluster))
             self.cluster, self.k8s_provider, kubeconfig = create_eks_cluster(self, name, settings)
             self.kubeconfig = cast(Any, kubeconfig)
+        elif (given := args.get("kubeconfig")) is not None:
+            # An existing cluster, reached only through the kubeconfig the stack names.
+            self.k8s_provider = k8s.Provider(
+                f"{name}-k8s",
+                kubeconfig=pulumi.Output.secret(given),
+                context=args.get("kubeconfig_context"),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
         child = self.child_opts()
         ns = self.settings.namespace
         namespace = k8s.core.v1.Namespace(f"{name}-namespace", **_body(namespace_manifest(ns)), opts=child)
@@ -177,18 +228,19 @@ class EksSparkPlatform(pulumi.ComponentResource):
                 f"{name}-spark-operator",
                 name="spark-operator",
                 chart="spark-operator",
-                version=operator.get("chart_version", SPARK_OPERATOR_CHART_VERSION),
+                version=SPARK_OPERATOR_CHART_VERSION,
                 namespace=operator.get("namespace", "spark-operator"),
                 create_namespace=True,
                 repository_opts=k8s.helm.v3.RepositoryOptsArgs(
                     repo=operator.get("repository", "https://kubeflow.github.io/spark-operator")
                 ),
-                values=operator_values(ns),
+                values=operator_values(ns, int(operator.get("replicas", 2))),
                 opts=dep,
             )
             self.ready.append(self.operator_release)
         if pvc is not None:
             self.ready.append(self._pvc(name, pvc, dep))
+        self._monitoring(name, args.get("monitoring") or {}, dep)
         store: Any = {"target": "kubernetes", "namespace": self.namespace}  # an Output: waits for the namespace
         providers = {"kubernetes": self.k8s_provider} if self.k8s_provider else None
         made: dict[str, MadeSecret] = create_stack_secrets(self, name, stack_secrets, store, providers)
@@ -209,7 +261,7 @@ class EksSparkPlatform(pulumi.ComponentResource):
             "secrets": self.secrets,
             "deployment_target": self.deployment_target,
         }
-        if self.k8s_provider is not None:
+        if cluster is not None:
             outputs["kubeconfig"] = self.kubeconfig
         self.register_outputs(outputs)
 
@@ -223,13 +275,30 @@ class EksSparkPlatform(pulumi.ComponentResource):
         self, name: str, pvc: CheckpointPvcArgs, opts: pulumi.ResourceOptions
     ) -> k8s.core.v1.PersistentVolumeClaim:
         size = pvc.get("size", DEFAULT_PVC_SIZE)
-        spec: dict[str, Any] = {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}
+        mode = pvc.get("access_mode", "ReadWriteMany")
+        if mode != "ReadWriteMany":  # the stack config refuses it too; this guards library users
+            raise ValueError(f"{name}: checkpoint_pvc access_mode {mode!r}: the driver and executors of every flow "
+                             "mount the claim from different nodes; use ReadWriteMany (EFS) or S3 checkpoints")
+        spec: dict[str, Any] = {"accessModes": [mode], "resources": {"requests": {"storage": size}}}
         if storage_class := pvc.get("storage_class"):
             spec["storageClassName"] = storage_class
         claim = pvc.get("name", DEFAULT_PVC_NAME)
         metadata = {"name": claim, "namespace": self.settings.namespace, "labels": dict(PART_OF)}
         body: dict[str, Any] = {"metadata": metadata}
         return k8s.core.v1.PersistentVolumeClaim(f"{name}-checkpoints", **body, spec=cast(Any, spec), opts=opts)
+
+
+    def _monitoring(self, name: str, monitoring: MonitoringArgs, opts: pulumi.ResourceOptions) -> None:
+        """The PrometheusRule and the dashboard ConfigMap (PodMonitors come with each app)."""
+        if monitoring.get("prometheus_rule"):
+            rule = prometheus_rule(self.settings)
+            k8s.apiextensions.CustomResource(
+                f"{name}-alerts", api_version=rule["apiVersion"], kind=rule["kind"], metadata=rule["metadata"],
+                spec=rule["spec"], opts=opts,
+            )  # fmt: skip
+        if monitoring.get("dashboard"):
+            board = dashboard_config_map(self.settings)
+            k8s.core.v1.ConfigMap(f"{name}-dashboard", metadata=board["metadata"], data=board["data"], opts=opts)
 
 
 def _body(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -244,6 +313,7 @@ def eks_settings(args: EksSparkPlatformArgs) -> EksSettings:
     """The apps' settings from the platform's arguments (an output `image` is filled in by `deployment_target`)."""
     defaults = EksSettings()
     pvc = args.get("checkpoint_pvc")
+    monitoring = args.get("monitoring") or {}
     image = args.get("image", defaults.image)
     return EksSettings(
         namespace=args.get("namespace", defaults.namespace),
@@ -255,6 +325,12 @@ def eks_settings(args: EksSparkPlatformArgs) -> EksSettings:
         spark_conf={str(k): str(v) for k, v in (args.get("spark_conf") or {}).items()},
         spark_defaults=dict(args.get("spark_defaults") or {}),
         checkpoint_claim=pvc.get("name", DEFAULT_PVC_NAME) if pvc is not None else None,
+        priority_class_name=args.get("priority_class_name"),
+        node_selector=dict(args.get("node_selector") or {}),
+        tolerations=[dict(t) for t in args.get("tolerations") or []],
+        read_only_root_filesystem=bool(args.get("read_only_root_filesystem", True)),
+        pod_monitor=bool(monitoring.get("pod_monitor", False)),
+        monitoring_labels=dict(monitoring.get("labels") or {}),
     )
 
 

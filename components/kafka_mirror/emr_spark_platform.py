@@ -26,6 +26,7 @@ import pulumi_aws as aws
 from typing_extensions import NotRequired
 
 from kafka_mirror.deploy_files import BOOTSTRAP, ENTRY, REQUIREMENTS, SYNC, app_bundle, deploy_file
+from kafka_mirror.emr_cluster import BucketSettings, ClusterSettings, create_bucket, create_cluster
 from kafka_mirror.emr_specs import (
     BOOTSTRAP_KEY,
     ENTRY_KEY,
@@ -37,7 +38,6 @@ from kafka_mirror.emr_specs import (
     instance_architecture,
     instance_policy,
     secrets_manifest,
-    spark_configurations,
     wheelhouse_key,
 )
 from kafka_mirror.stack_secrets import MadeSecret, StackSecrets, create_stack_secrets
@@ -45,7 +45,6 @@ from kafka_mirror.wheelhouse import Wheelhouse, deploy_wheelhouses, normalize
 
 T = TypeVar("T")
 TOKEN = "kafka-mirror:index:EmrSparkPlatform"
-TAGS = {"part-of": "kafka-mirror"}
 RELEASE_LABEL = "emr-spark-8.0.0"
 MASTER_TYPE = "m7g.xlarge"
 CORE_TYPE = "m7g.2xlarge"
@@ -69,6 +68,24 @@ def packaged_app_files() -> AppFiles:
     bundle, sha = app_bundle(os.environ)
     scripts = (str(deploy_file(f)) for f in (ENTRY, BOOTSTRAP, REQUIREMENTS, SYNC))
     return AppFiles(str(bundle), sha, *scripts)
+
+
+class EmrEncryptionArgs(TypedDict):
+    """Encryption in transit and at rest of a created EMR cluster."""
+
+    certificates_zip: str
+    """An s3:// zip of the PEM certificates EMR uses for TLS between nodes."""
+    kms_key_arn: str
+    """The KMS key of local disk and EBS encryption."""
+
+
+class EmrPrometheusArgs(TypedDict):
+    """The Prometheus scrapers allowed to reach the drivers' metrics ports."""
+
+    security_group_id: NotRequired[str]
+    """The scrapers' security group."""
+    cidr_blocks: NotRequired[list[str]]
+    """The scrapers' address ranges."""
 
 
 class EmrSparkPlatformArgs(TypedDict):
@@ -102,6 +119,27 @@ class EmrSparkPlatformArgs(TypedDict):
     """Flow-level Spark resources (executors, executor_memory, ...) a flow does not set itself."""
     aws_secrets: NotRequired[dict[str, str]]
     """Secrets Manager secrets the topology references as `{aws_secret: ARN}`: directory -> ARN."""
+    aws: NotRequired[dict[str, Any]]
+    """The AWS settings the step provider uses: `{region, profile, assume_roles: [{role_arn, external_id,
+    session_name}]}` (the stack program copies the stack's `aws:*` config)."""
+    protect: NotRequired[bool]
+    """Pulumi `protect` and EMR termination protection on the bucket and cluster (default true)."""
+    encryption: NotRequired[EmrEncryptionArgs]
+    """Encryption in transit and at rest of a created cluster (a SecurityConfiguration; also IMDSv2)."""
+    prometheus: NotRequired[EmrPrometheusArgs]
+    """Who may scrape the drivers' metrics ports (a security group rule on every node)."""
+    vpc_id: NotRequired[str]
+    """The VPC of `subnet_id` (for the metrics security group)."""
+    secret_recovery_window_days: NotRequired[int]
+    """Secrets Manager recovery window of deleted secrets: 0 (at once) or 7-30 (default 7)."""
+    secret_name_prefix: NotRequired[str]
+    """Prefix of the Secrets Manager names, unique per stack (default `kafka-mirror/<project>/<stack>/`)."""
+    log_retention_days: NotRequired[int]
+    """Days before EMR logs in the bucket expire (default 30)."""
+    noncurrent_version_days: NotRequired[int]
+    """Days overwritten or deleted object versions are kept (default 30)."""
+    step_stop_timeout_s: NotRequired[int]
+    """How long replacing or deleting a step waits for the old one to stop (default 600)."""
 
 
 class EmrSparkPlatform(pulumi.ComponentResource):
@@ -148,20 +186,27 @@ class EmrSparkPlatform(pulumi.ComponentResource):
         self.settings = s
         self.bucket = pulumi.Output.from_input(args["bucket"])
         self._resolved = self.bucket.apply(lambda bucket: replace(s, bucket=bucket))
-        self.ready: list[pulumi.Resource] = self._bucket(name, args.get("create_bucket", True))
+        self.ready: list[pulumi.Resource] = self._bucket(name, args)
         self._files = files or packaged_app_files()
         self.bundle_uri, self.entry_uri = self._upload(name, self._files)
         self.wheelhouses = self._wheelhouses(name, args)
         gssapi = bool(args.get("gssapi", False))
         bootstrap = self._on_bucket(lambda r: {"path": r.uri(BOOTSTRAP_KEY), "args": bootstrap_args(r, gssapi)})
         self.bootstrap = bootstrap
-        self.stack_secrets: dict[str, MadeSecret] = create_stack_secrets(self, name, stack_secrets, {"target": "aws"})
+        store: Any = {"target": "aws", "recovery_window_days": int(args.get("secret_recovery_window_days", 7))}
+        if prefix := args.get("secret_name_prefix"):
+            store["aws_name_prefix"] = prefix
+        self.stack_secrets: dict[str, MadeSecret] = create_stack_secrets(self, name, stack_secrets, store)
         entries = [(arn, directory) for directory, arn in sorted((args.get("aws_secrets") or {}).items())]
         arns = self._secrets_list(name, entries)
         self.ready += [m.resource for m in self.stack_secrets.values()]
         # Also an output: an existing cluster's instance role needs exactly this policy.
+        encryption: dict[str, Any] = dict(args.get("encryption") or {})
         self.node_policy = pulumi.Output.all(self.bucket, arns).apply(
-            lambda v: json.dumps(instance_policy(v[0], v[1]), sort_keys=True)
+            lambda v: json.dumps(
+                instance_policy(v[0], v[1], encryption.get("kms_key_arn"), encryption.get("certificates_zip")),
+                sort_keys=True,
+            )
         )
         if cluster_id := args.get("cluster_id"):
             self.cluster_id = pulumi.Output.from_input(cluster_id)
@@ -193,21 +238,15 @@ class EmrSparkPlatform(pulumi.ComponentResource):
         """`render(settings)` once the bucket's name is known."""
         return self._resolved.apply(render)
 
-    def _bucket(self, name: str, create: bool) -> list[pulumi.Resource]:
-        if not create:
+    def _bucket(self, name: str, args: EmrSparkPlatformArgs) -> list[pulumi.Resource]:
+        if not args.get("create_bucket", True):
             return []
-        child = pulumi.ResourceOptions(parent=self)
-        bucket = aws.s3.Bucket(f"{name}-bucket", bucket=self.bucket, tags=TAGS, opts=child)
-        block = aws.s3.BucketPublicAccessBlock(
-            f"{name}-bucket-private",
-            bucket=bucket.id,
-            block_public_acls=True,
-            block_public_policy=True,
-            ignore_public_acls=True,
-            restrict_public_buckets=True,
-            opts=child,
+        settings = BucketSettings(
+            protect=bool(args.get("protect", True)),
+            log_retention_days=int(args.get("log_retention_days", 30)),
+            noncurrent_version_days=int(args.get("noncurrent_version_days", 30)),
         )
-        return [bucket, block]
+        return create_bucket(self, name, self.bucket, settings)
 
     def _upload(self, name: str, files: AppFiles) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
         """The bundle, entry, bootstrap and sync tool; returns the bundle and entry URIs."""
@@ -261,80 +300,38 @@ class EmrSparkPlatform(pulumi.ComponentResource):
                                                 key=SECRETS_MANIFEST_KEY, content=content, opts=on_bucket))  # fmt: skip
         return arns
 
-    def _cluster(
-        self, name: str, args: EmrSparkPlatformArgs, policy: pulumi.Output[str], opts: pulumi.ResourceOptions
-    ) -> aws.emr.Cluster:
-        child = pulumi.ResourceOptions(parent=self)
-        service_role = aws.iam.Role(
-            f"{name}-service-role", assume_role_policy=_assume("elasticmapreduce.amazonaws.com"), tags=TAGS, opts=child
-        )
-        service_attach = aws.iam.RolePolicyAttachment(
-            f"{name}-service-policy",
-            role=service_role.name,
-            policy_arn="arn:aws:iam::aws:policy/service-role/AmazonElasticMapReduceRole",
-            opts=child,
-        )
-        node_role = aws.iam.Role(
-            f"{name}-node-role", assume_role_policy=_assume("ec2.amazonaws.com"), tags=TAGS, opts=child
-        )
-        node_attach = aws.iam.RolePolicyAttachment(
-            f"{name}-node-emr-policy",
-            role=node_role.name,
-            policy_arn="arn:aws:iam::aws:policy/service-role/AmazonElasticMapReduceforEC2Role",
-            opts=child,
-        )
-        inline = aws.iam.RolePolicy(f"{name}-node-app-policy", role=node_role.id, policy=policy, opts=child)
-        profile = aws.iam.InstanceProfile(f"{name}-node-profile", role=node_role.name, opts=child)
-        return aws.emr.Cluster(
-            f"{name}-cluster",
-            name=f"kafka-mirror-{name}",
+    def _cluster(self, name: str, args: EmrSparkPlatformArgs, policy: pulumi.Output[str],
+                 opts: pulumi.ResourceOptions) -> aws.emr.Cluster:  # fmt: skip
+        encryption: dict[str, Any] = dict(args.get("encryption") or {})
+        prometheus: dict[str, Any] = dict(args.get("prometheus") or {})
+        settings = ClusterSettings(
             release_label=args.get("release_label", RELEASE_LABEL),
-            applications=["Spark"],
-            service_role=service_role.arn,
-            log_uri=self._on_bucket(lambda r: r.uri("logs/")),
-            ec2_attributes=aws.emr.ClusterEc2AttributesArgs(
-                instance_profile=profile.arn, subnet_id=args.get("subnet_id")
-            ),
-            master_instance_group=aws.emr.ClusterMasterInstanceGroupArgs(
-                instance_type=args.get("master_instance_type", MASTER_TYPE)
-            ),
-            core_instance_group=aws.emr.ClusterCoreInstanceGroupArgs(
-                instance_type=args.get("core_instance_type", CORE_TYPE),
-                instance_count=int(args.get("core_instance_count", 2)),
-            ),
-            bootstrap_actions=[
-                aws.emr.ClusterBootstrapActionArgs(
-                    name="kafka-mirror",
-                    path=self.bootstrap.apply(lambda b: b["path"]),
-                    args=self.bootstrap.apply(lambda b: b["args"]),
-                )
-            ],
-            configurations_json=json.dumps(spark_configurations(self.settings.max_app_attempts)),
-            keep_job_flow_alive_when_no_steps=True,
-            # Mirror steps never finish: each flow needs its own concurrent step slot.
+            master_instance_type=args.get("master_instance_type", MASTER_TYPE),
+            core_instance_type=args.get("core_instance_type", CORE_TYPE),
+            core_instance_count=int(args.get("core_instance_count", 2)),
             step_concurrency_level=int(args.get("step_concurrency_level", 1)),
-            tags=TAGS,
-            opts=pulumi.ResourceOptions.merge(
-                opts, pulumi.ResourceOptions(depends_on=[service_attach, node_attach, inline])
-            ),
+            max_app_attempts=self.settings.max_app_attempts,
+            subnet_id=args.get("subnet_id"),
+            protect=bool(args.get("protect", True)),
+            certificates_zip=encryption.get("certificates_zip"),
+            kms_key_arn=encryption.get("kms_key_arn"),
+            vpc_id=args.get("vpc_id"),
+            prometheus_security_group_id=prometheus.get("security_group_id"),
+            prometheus_cidr_blocks=tuple(prometheus.get("cidr_blocks") or ()),
         )
-
-
-def _assume(service: str) -> str:
-    return json.dumps(
-        {
-            "Version": "2012-10-17",
-            "Statement": [{"Effect": "Allow", "Principal": {"Service": service}, "Action": "sts:AssumeRole"}],
-        }
-    )
+        log_uri = self._on_bucket(lambda r: r.uri("logs/"))
+        return create_cluster(self, name, settings, self.bootstrap, log_uri, policy, opts)
 
 
 def emr_settings(args: EmrSparkPlatformArgs) -> EmrSettings:
     """The steps' settings from the platform's arguments (an output bucket is filled in by `_on_bucket`)."""
     bucket = args["bucket"]
+    aws_settings = dict(args.get("aws") or {})
     return EmrSettings(
         bucket=bucket if isinstance(bucket, str) else "",
-        region=args.get("region", "us-east-1"),
+        region=args.get("region") or aws_settings.get("region") or "us-east-1",
         spark_defaults=dict(args.get("spark_defaults") or {}),
         spark_conf={str(k): str(v) for k, v in (args.get("spark_conf") or {}).items()},
+        aws=aws_settings,
+        step_stop_timeout_s=int(args.get("step_stop_timeout_s", 600)),
     )

@@ -36,6 +36,12 @@ OLDEST_MANYLINUX_MINOR = 17  # manylinux2014
 # itself is in the wheelhouse so the node runs it from its wheel (no ensurepip, no index).
 NODE_EXTRA_REQUIREMENTS = ("boto3", "pip")
 ARCHITECTURES = ("aarch64", "x86_64")  # `uname -m` on Graviton / Intel and AMD nodes
+# Drivers' Prometheus ports: 19500-19799, clear of Hadoop 3's daemons (9864-9871: DataNode and
+# NameNode HTTP/IPC), of the other EMR applications' ports (8000-10000: Hue, Livy, Zeppelin,
+# JupyterHub, HBase, ...) and of Linux's ephemeral range (32768+).
+METRICS_PORT_BASE = 19500
+METRICS_PORT_SPAN = 300
+HADOOP_PORTS = range(9864, 9872)
 
 
 @dataclass(frozen=True)
@@ -44,12 +50,15 @@ class EmrSettings:
 
     bucket: str
     region: str = "us-east-1"
-    metrics_port_base: int = 9500
-    metrics_port_span: int = 400
+    metrics_port_base: int = METRICS_PORT_BASE
+    metrics_port_span: int = METRICS_PORT_SPAN
     max_app_attempts: int = 1000  # with the validity interval below: restart forever, like restartPolicy Always
     attempt_failures_validity_s: int = 3600
     spark_conf: dict[str, str] = field(default_factory=dict)
     spark_defaults: dict[str, Any] = field(default_factory=dict)
+    # The stack's AWS settings for the step provider (kafka_mirror.aws_session.aws_settings).
+    aws: dict[str, Any] = field(default_factory=dict)
+    step_stop_timeout_s: int = 600
 
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
@@ -207,9 +216,13 @@ def wheelhouse_key(arch: str, file_name: str) -> str:
     return f"{WHEELHOUSE_PREFIX}/{wheelhouse_tag(arch)}/{file_name}"
 
 
-def instance_policy(bucket: str, secret_arns: Iterable[str]) -> dict[str, Any]:
-    """Inline policy of the EMR nodes' role: read the bundle and specs, write checkpoints and logs,
-    read exactly the secrets the flows reference."""
+def instance_policy(
+    bucket: str, secret_arns: Iterable[str], kms_key_arn: str | None = None, certificates_zip: str | None = None
+) -> dict[str, Any]:
+    """The whole policy of the EMR nodes' role (no AWS-managed policy: AmazonElasticMapReduceforEC2Role
+    grants s3:* on every bucket): read the bundle and specs, write checkpoints and logs in the
+    stack's bucket, read exactly the secrets the flows reference, the in-transit certificates
+    zip, and use the at-rest KMS key."""
     statements: list[dict[str, Any]] = [
         {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": f"arn:aws:s3:::{bucket}"},
         {
@@ -221,4 +234,67 @@ def instance_policy(bucket: str, secret_arns: Iterable[str]) -> dict[str, Any]:
     arns = sorted(set(secret_arns))
     if arns:
         statements.append({"Effect": "Allow", "Action": ["secretsmanager:GetSecretValue"], "Resource": arns})
+    if certificates_zip:
+        zip_arn = "arn:aws:s3:::" + certificates_zip.removeprefix("s3://")
+        statements.append({"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": zip_arn})
+    if kms_key_arn:
+        actions = ["kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey", "kms:CreateGrant"]
+        statements.append({"Effect": "Allow", "Action": actions, "Resource": kms_key_arn})
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def service_pass_role_policy(node_role_arn: str) -> dict[str, Any]:
+    """What AmazonEMRServicePolicy_v2 leaves out: passing the nodes' role (it only allows the
+    default EMR_EC2_DefaultRole)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": "iam:PassRole",
+                "Resource": node_role_arn,
+                "Condition": {"StringLike": {"iam:PassedToService": "ec2.amazonaws.com*"}},
+            }
+        ],
+    }
+
+
+def security_configuration(certificates_zip: str, kms_key_arn: str) -> dict[str, Any]:
+    """The EMR SecurityConfiguration of a created cluster: TLS between nodes (PEM certificates from
+    S3), S3 writes encrypted (SSE-S3), local disks and EBS volumes encrypted with the KMS key, and
+    IMDSv2 only (a token for every metadata request, one hop: containers cannot reach it)."""
+    return {
+        "EncryptionConfiguration": {
+            "EnableInTransitEncryption": True,
+            "EnableAtRestEncryption": True,
+            "InTransitEncryptionConfiguration": {
+                "TLSCertificateConfiguration": {"CertificateProviderType": "PEM", "S3Object": certificates_zip}
+            },
+            "AtRestEncryptionConfiguration": {
+                "S3EncryptionConfiguration": {"EncryptionMode": "SSE-S3"},
+                "LocalDiskEncryptionConfiguration": {
+                    "EncryptionKeyProviderType": "AwsKms",
+                    "AwsKmsKey": kms_key_arn,
+                    "EnableEbsEncryption": True,
+                },
+            },
+        },
+        "InstanceMetadataServiceConfiguration": {
+            "MinimumInstanceMetadataServiceVersion": 2,
+            "HttpPutResponseHopLimit": 1,
+        },
+    }
+
+
+def bucket_lifecycle_rules(log_retention_days: int, noncurrent_version_days: int) -> list[dict[str, Any]]:
+    """Lifecycle of the stack's (versioned) bucket: logs expire, overwritten or deleted versions
+    (old checkpoint files, replaced bundles) expire after a grace period, and incomplete uploads
+    are aborted. Checkpoints themselves never expire: a mirror may be stopped for a long time."""
+    return [
+        {"id": "expire-logs", "status": "Enabled", "filter": {"prefix": "logs/"},
+         "expiration": {"days": log_retention_days}},
+        {"id": "expire-noncurrent-versions", "status": "Enabled", "filter": {},
+         "noncurrent_version_expiration": {"noncurrent_days": noncurrent_version_days}},
+        {"id": "abort-incomplete-uploads", "status": "Enabled", "filter": {},
+         "abort_incomplete_multipart_upload": {"days_after_initiation": 7}},
+    ]  # fmt: skip

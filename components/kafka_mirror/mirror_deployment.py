@@ -1,7 +1,8 @@
 """MirrorDeployment: one flow running on one platform.
 
 - EKS: the flow spec ConfigMap, a SparkApplication (cluster mode, restartPolicy Always, secrets
-  mounted on driver and executors) and a metrics Service in front of the driver.
+  mounted on driver and executors, hardened pods), a metrics Service in front of the driver, a
+  PodDisruptionBudget keeping the driver, and optionally a PodMonitor.
 - EMR: the flow spec as a content-addressed S3 object and a streaming step managed by the
   `EmrStepProvider` dynamic provider (a changed flow replaces its step, never the cluster).
 Every child is named `<name>-...`; which children exist depends only on which platform argument
@@ -20,10 +21,12 @@ from typing_extensions import NotRequired
 
 from kafka_mirror.emr_specs import EmrSettings, emr_metrics_port, emr_step_args, flow_object_key
 from kafka_mirror.emr_step_provider import EmrStep
+from kafka_mirror.monitoring import pod_monitor
 from kafka_mirror.specs import (
     EksSettings,
     SecretMount,
     app_name,
+    driver_disruption_budget,
     flow_config_map,
     flow_json,
     metrics_endpoint,
@@ -51,6 +54,8 @@ class MirrorDeploymentArgs(TypedDict):
     secret_names: NotRequired[pulumi.Input[list[str]]]
     """Secrets (directories under /etc/kmirror/secrets) the flow reads: `ReplicationTopology.secret_names[<flow id>]`.
     On EKS they are mounted on driver and executors."""
+    pod_monitor: NotRequired[bool]
+    """EKS: a PodMonitor (kube-prometheus-stack) scraping the driver."""
     kubeconfig: NotRequired[pulumi.Input[str]]
     """EKS: a kubeconfig of the cluster to deploy to (e.g. `EksSparkPlatform.kubeconfig`); default: the program's
     Kubernetes provider."""
@@ -112,6 +117,8 @@ class MirrorDeployment(pulumi.ComponentResource):
                 "config_map": flow_config_map(spec, settings.namespace),
                 "app": spark_application_manifest(spec, spark_resources, settings, mounts),
                 "service": metrics_service(spec, settings),
+                "pdb": driver_disruption_budget(spec, settings),
+                "pod_monitor": pod_monitor(spec, settings),
                 "endpoint": metrics_endpoint(spec, settings),
             }
 
@@ -142,6 +149,15 @@ class MirrorDeployment(pulumi.ComponentResource):
         self.service = k8s.core.v1.Service(
             f"{name}-metrics", metadata=part("service.metadata"), spec=part("service.spec"), opts=opts
         )
+        # The driver is the app: voluntary evictions (drains, consolidation) must not take it.
+        self.disruption_budget = k8s.policy.v1.PodDisruptionBudget(
+            f"{name}-driver-pdb", metadata=part("pdb.metadata"), spec=part("pdb.spec"), opts=opts
+        )
+        if args.get("pod_monitor"):
+            self.pod_monitor = k8s.apiextensions.CustomResource(
+                f"{name}-pod-monitor", api_version="monitoring.coreos.com/v1", kind="PodMonitor",
+                metadata=part("pod_monitor.metadata"), spec=part("pod_monitor.spec"), opts=opts,
+            )  # fmt: skip
         self.step_id = pulumi.Output.from_input(cast(str | None, None))
         return out.apply(lambda r: r["endpoint"])
 
@@ -158,7 +174,8 @@ class MirrorDeployment(pulumi.ComponentResource):
                 flow_id, settings.uri(key), target["bundle_uri"], target["entry_uri"], spark_resources, settings
             )
             return dict(bucket=settings.bucket, key=key, content=flow_json(spec), region=settings.region,
-                        cluster_id=target["cluster_id"], step_args=step_args, port=int(spec["metrics_port"]))
+                        cluster_id=target["cluster_id"], step_args=step_args, port=int(spec["metrics_port"]),
+                        aws=settings.aws, stop_timeout_s=settings.step_stop_timeout_s)
 
         out = pulumi.Output.all(target_in, spec_in, spark).apply(render)
         self.flow_object = aws.s3.BucketObjectv2(
@@ -174,7 +191,9 @@ class MirrorDeployment(pulumi.ComponentResource):
             out.apply(lambda r: r["cluster_id"]),
             cast(str, self.app_name),
             out.apply(lambda r: r["step_args"]),
-            cast(str, out.apply(lambda r: r["region"])),
+            out.apply(lambda r: r["region"]),
+            aws=out.apply(lambda r: r["aws"]),
+            stop_timeout_s=out.apply(lambda r: r["stop_timeout_s"]),
             opts=self._child([self.flow_object]),
         )
         self.step_id = cast(Any, self.step.step_id)

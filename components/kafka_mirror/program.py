@@ -15,6 +15,7 @@ from typing import Any, cast
 
 import pulumi
 
+from kafka_mirror.aws_session import aws_settings
 from kafka_mirror.deploy_files import app_bundle as _packaged_bundle
 from kafka_mirror.eks_spark_platform import EksSparkPlatform, EksSparkPlatformArgs
 from kafka_mirror.emr_spark_platform import EmrSparkPlatform, EmrSparkPlatformArgs
@@ -25,13 +26,16 @@ from kafka_mirror.secret_wiring import FlowSecrets, flow_secrets
 from kafka_mirror.specs import CHECKPOINT_MOUNT, DEFAULT_METRICS_PORT, app_name
 from kafka_mirror.stack_config import NS, StackConfig, parse_stack_config
 from kafka_mirror.stack_secrets import StackSecrets, resolve_fields, stack_secret_name
-from kmirror.errors import Problems
+from kmirror.errors import Problem, Problems, ValidationError
 from kmirror.planner import load_topology
 
 FLOW_SPARK_KEYS = ("executors", "driver_memory", "executor_memory", "driver_cores", "executor_cores")
-EKS_KEYS = ("namespace", "image", "image_pull_policy", "service_account", "irsa_role_arn", "operator", "checkpoint_pvc")
+EKS_KEYS = ("namespace", "image", "image_pull_policy", "service_account", "irsa_role_arn", "operator", "checkpoint_pvc",
+            "monitoring", "priority_class_name", "node_selector", "tolerations", "read_only_root_filesystem")
 EMR_KEYS = ("cluster_id", "release_label", "subnet_id", "master_instance_type", "core_instance_type",
-            "core_instance_count", "gssapi")  # fmt: skip
+            "core_instance_count", "gssapi", "protect", "encryption", "prometheus", "vpc_id",
+            "secret_recovery_window_days", "log_retention_days", "noncurrent_version_days",
+            "step_stop_timeout_s")  # fmt: skip
 Platform = EksSparkPlatform | EmrSparkPlatform
 
 
@@ -65,8 +69,27 @@ def _spark_defaults(stack: StackConfig) -> dict[str, Any]:
     return {k: stack.get(k) for k in FLOW_SPARK_KEYS if stack.get(k) is not None}
 
 
-def _eks(stack: StackConfig, secrets: StackSecrets) -> EksSparkPlatform:
+def kubeconfig(stack: StackConfig, config: pulumi.Config) -> tuple[pulumi.Input[str] | None, str | None]:
+    """The existing cluster's kubeconfig (a secret config value, or a file) and context; never
+    the ambient kubeconfig (stack_config requires one unless the stack creates the cluster)."""
+    ref = stack.get("kubeconfig")
+    if not ref:
+        return None, None
+    if ref.get("config"):
+        return config.require_secret(ref["config"]), None
+    path = Path(str(ref["file"])).expanduser()
+    if not path.is_file():
+        raise ValidationError([Problem(f"{NS}:spark.kubeconfig.file", f"no such file: {str(path)!r}")])
+    return pulumi.Output.secret(path.read_text(encoding="utf-8")), ref.get("context")
+
+
+def _eks(stack: StackConfig, secrets: StackSecrets, config: pulumi.Config) -> EksSparkPlatform:
     args: dict[str, Any] = {k: stack.get(k) for k in EKS_KEYS if stack.get(k) is not None}
+    kube, context = kubeconfig(stack, config)
+    if kube is not None:
+        args["kubeconfig"] = kube
+        if context:
+            args["kubeconfig_context"] = context
     args.update(
         spark_version=str(stack.get("spark_version", "4.0.2")),
         metrics_port=int(stack.get("metrics_port", DEFAULT_METRICS_PORT)),
@@ -85,12 +108,26 @@ def app_bundle() -> tuple[Path, str]:
     return _packaged_bundle(os.environ)
 
 
+def stack_aws_settings(stack: StackConfig) -> dict[str, Any]:
+    """What the stack's AWS provider uses (`aws:region`, `aws:profile`, `aws:assumeRoles`), for the
+    step provider; a `kafka-mirror:spark.region` other than `aws:region` is refused (the cluster
+    is created in `aws:region`)."""
+    aws = pulumi.Config("aws")
+    region = aws.get("region")
+    if stack.get("region") and region and stack.get("region") != region:
+        raise ValidationError([Problem(f"{NS}:spark.region", f"{stack.get('region')!r} differs from aws:region "
+                                       f"{region!r}; remove it (the stack's AWS provider decides the region)")])
+    roles = aws.get_object("assumeRoles") or aws.get_object("assumeRole")
+    return aws_settings(region or stack.get("region"), aws.get("profile"), roles)
+
+
 def _emr(stack: StackConfig, secrets: StackSecrets, needs: list[FlowSecrets], flow_count: int) -> EmrSparkPlatform:
-    region = stack.get("region") or pulumi.Config("aws").get("region") or "us-east-1"
+    aws = stack_aws_settings(stack)
     args: dict[str, Any] = {k: stack.get(k) for k in EMR_KEYS if stack.get(k) is not None}
     args.update(
         bucket=stack.get("bucket"),
-        region=region,
+        region=aws["region"],
+        aws=aws,
         create_bucket=bool(stack.get("create_bucket", True)),
         step_concurrency_level=int(stack.get("step_concurrency_level") or max(1, flow_count)),
         spark_defaults=_spark_defaults(stack),
@@ -131,7 +168,7 @@ def deploy(stack: StackConfig, config: pulumi.Config) -> dict[str, Any]:
     )
     platform: Platform
     if stack.platform == "eks":
-        platform = _eks(stack, secrets)
+        platform = _eks(stack, secrets, config)
     else:
         platform = _emr(stack, secrets, list(needs.values()), len(replication.planned_flows))
     providers = [p for p in [getattr(platform, "k8s_provider", None)] if p is not None]
@@ -141,6 +178,8 @@ def deploy(stack: StackConfig, config: pulumi.Config) -> dict[str, Any]:
         used = [platform.stack_secrets[n].resource for n in names if n in platform.stack_secrets]
         args: MirrorDeploymentArgs = {"flow_spec": specs[flow.id], "spark": dict(flow.spark)}
         args["secret_names"] = list(names)
+        if stack.platform == "eks":
+            args["pod_monitor"] = bool((stack.get("monitoring") or {}).get("pod_monitor"))
         args[stack.platform] = platform.deployment_target  # type: ignore[literal-required]  # eks | emr
         opts = pulumi.ResourceOptions(providers=providers, depends_on=[*platform.ready, *used])
         apps[flow.id] = MirrorDeployment(app_name(flow.id), args, opts)

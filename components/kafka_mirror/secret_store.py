@@ -13,6 +13,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 from typing_extensions import NotRequired
 
+from kafka_mirror.specs import DEFAULT_NAMESPACE
 from kmirror.secret_refs import SECRETS_ROOT, dns_label, secret_mount_dir
 
 TARGETS = ("kubernetes", "aws")
@@ -27,9 +28,14 @@ class SecretStoreArgs(TypedDict):
     """The Secret's name, which the topology references (`{k8s_secret: NAME, key: ...}`); default
     `kmirror-<component name>`."""
     namespace: NotRequired[pulumi.Input[str]]
-    """The Kubernetes namespace of the Secret (the apps' namespace); default `kmirror`."""
+    """The Kubernetes namespace of the Secret (the apps' namespace); default `kafka-mirror`."""
     labels: NotRequired[dict[str, str]]
     """Extra labels of the Kubernetes Secret."""
+    aws_name_prefix: NotRequired[str]
+    """aws: prefix of the Secrets Manager name, so stacks sharing an account never collide (also not with
+    a secret still in its deletion window); default `kafka-mirror/<project>/<stack>/`."""
+    recovery_window_days: NotRequired[int]
+    """aws: days a deleted secret can be restored: 0 (deleted at once, the name is free again) or 7-30 (default 7)."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,14 @@ class StoredSecret:
     mount_path: str
     secret_arn: pulumi.Output[str] | None  # aws only
     resource: pulumi.CustomResource  # the Secret (kubernetes) or SecretVersion (aws) holding the values
+
+
+def aws_secret_name(secret_name: str, prefix: str | None = None) -> str:
+    """The Secrets Manager name: stack-unique (`kafka-mirror/<project>/<stack>/<name>` by default),
+    while the app keeps reading `/etc/kmirror/secrets/<name>/`."""
+    if prefix is None:
+        prefix = f"kafka-mirror/{pulumi.get_project()}/{pulumi.get_stack()}/"
+    return f"{prefix}{secret_name}"
 
 
 def store_secret(
@@ -62,7 +76,7 @@ def store_secret(
             f"{name}-secret",
             metadata=k8s.meta.v1.ObjectMetaArgs(
                 name=secret_name,
-                namespace=store.get("namespace", "kmirror"),
+                namespace=store.get("namespace", DEFAULT_NAMESPACE),
                 labels={"app.kubernetes.io/part-of": "kafka-mirror", **(store.get("labels") or {})},
             ),
             type="Opaque",
@@ -71,8 +85,14 @@ def store_secret(
             opts=pulumi.ResourceOptions(parent=parent, additional_secret_outputs=["data", "stringData"]),
         )  # fmt: skip
         return StoredSecret(secret_name, secret_mount_dir(secret_name), None, secret)
-    sm_secret = aws.secretsmanager.Secret(f"{name}-secret", name=secret_name, description=f"kafka-mirror {name}",
-                                      tags={"part-of": "kafka-mirror"}, opts=opts)  # fmt: skip
+    sm_secret = aws.secretsmanager.Secret(
+        f"{name}-secret",
+        name=aws_secret_name(secret_name, store.get("aws_name_prefix")),
+        description=f"kafka-mirror {name}",
+        recovery_window_in_days=int(store.get("recovery_window_days", 7)),
+        tags={"part-of": "kafka-mirror"},
+        opts=opts,
+    )
     merged: dict[str, Any] = {**text_values, **{f"{k}.b64": v for k, v in binary.items()}}
     payload: pulumi.Output[str] = pulumi.Output.all(**merged).apply(lambda values: json.dumps(values, sort_keys=True))
     version = aws.secretsmanager.SecretVersion(

@@ -26,8 +26,23 @@ FLOW_ANNOTATION = "kafka-mirror/flow"
 FLOW_SHA_ANNOTATION = "kafka-mirror/flow-sha256"
 DEFAULT_METRICS_PORT = 9404
 CHECKPOINT_MOUNT = "/var/lib/kmirror/checkpoints"  # where a checkpoint PersistentVolumeClaim is mounted
-SPARK_GID = 185  # the `spark` group of the official Spark images (Dockerfile runs as `spark`)
+SPARK_UID = 185  # the `spark` user of the official Spark images (the Dockerfile's USER 185)
+SPARK_GID = 185  # its group
+IMAGE_ANNOTATION = "kafka-mirror/image"
+# Secret files: kubelet makes them root-owned with group fsGroup (185); 0440 lets the `spark`
+# group read them and nobody else (0400 would leave them readable by root only, not by the app).
+SECRET_FILE_MODE = 0o440
+# Writable directories under a read-only root file system: Python's and the app's temporary
+# files (krb5.conf, ticket caches) and Spark's working directory in the official images.
+WRITABLE_DIRS = {"tmp": "/tmp", "spark-work-dir": "/opt/spark/work-dir"}  # an emptyDir, not a host path
+# Drivers must not be moved by consolidation: a restart costs a checkpoint replay.
+DRIVER_DISRUPTION_ANNOTATIONS = {
+    "karpenter.sh/do-not-disrupt": "true",
+    "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
+}
 PART_OF = {"app.kubernetes.io/part-of": "kafka-mirror"}
+# The one default namespace of the apps and of the Secrets they mount.
+DEFAULT_NAMESPACE = "kafka-mirror"
 
 
 def app_name(flow_id: str) -> str:
@@ -77,7 +92,7 @@ class SecretMount:
 class EksSettings:
     """Per-platform settings of the SparkApplications (from the stack's `kafka-mirror:spark`)."""
 
-    namespace: str = "kafka-mirror"
+    namespace: str = DEFAULT_NAMESPACE
     image: str = "ghcr.io/example/kafka-mirror:0.1.0"
     image_pull_policy: str = "IfNotPresent"
     service_account: str = "kafka-mirror"
@@ -87,7 +102,13 @@ class EksSettings:
     spark_conf: dict[str, str] = field(default_factory=dict)
     # Flow-level `spark` keys (executors, memory, ...) a flow does not set itself.
     spark_defaults: dict[str, Any] = field(default_factory=dict)
-    checkpoint_claim: str | None = None  # a PVC mounted at CHECKPOINT_MOUNT (local stacks); else s3a://
+    checkpoint_claim: str | None = None  # a ReadWriteMany PVC mounted at CHECKPOINT_MOUNT; else s3a://
+    priority_class_name: str | None = None
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = field(default_factory=list)
+    read_only_root_filesystem: bool = True
+    pod_monitor: bool = False
+    monitoring_labels: dict[str, str] = field(default_factory=dict)
 
 
 def _labels(name: str, component: str) -> dict[str, str]:
@@ -124,26 +145,60 @@ def _pod(
     metrics_port: int,
     sha: str,
 ) -> dict[str, Any]:
+    annotations = {FLOW_SHA_ANNOTATION: sha, IMAGE_ANNOTATION: settings.image}
+    if role == "driver":
+        annotations.update(DRIVER_DISRUPTION_ANNOTATIONS)
     pod: dict[str, Any] = {
         "cores": int(spark.get(f"{role}_cores", 1)),
         "memory": str(spark.get(f"{role}_memory", "1g")),
         "labels": _labels(name, role),
-        # A new flow spec changes the pod template, so the operator resubmits the app with it.
-        "annotations": {FLOW_SHA_ANNOTATION: sha},
+        # A new flow spec or image changes the pod template, so the operator resubmits the app with it.
+        "annotations": annotations,
         "serviceAccount": settings.service_account,
         "env": [{"name": "PYTHONPATH", "value": APP_HOME}, {"name": "PYTHONUNBUFFERED", "value": "1"}],
         "volumeMounts": [{"name": "flow", "mountPath": FLOW_MOUNT_DIR, "readOnly": True}]
         + [{"name": m.volume, "mountPath": m.path, "readOnly": True} for m in mounts],
+        "podSecurityContext": pod_security_context(),
+        "securityContext": container_security_context(settings.read_only_root_filesystem),
     }
+    if settings.read_only_root_filesystem:
+        pod["volumeMounts"] += [{"name": volume, "mountPath": path} for volume, path in WRITABLE_DIRS.items()]
     if settings.checkpoint_claim:
         pod["volumeMounts"].append({"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT})
-        # The image runs as user `spark` (uid/gid 185): the claim's files must be writable by it.
-        pod["podSecurityContext"] = {"fsGroup": SPARK_GID}
+    if settings.priority_class_name:
+        pod["priorityClassName"] = settings.priority_class_name
+    if settings.node_selector:
+        pod["nodeSelector"] = dict(settings.node_selector)
+    if settings.tolerations:
+        pod["tolerations"] = [{k: v for k, v in t.items() if v is not None} for t in settings.tolerations]
     if role == "driver":
         pod["ports"] = [{"name": "metrics", "containerPort": metrics_port, "protocol": "TCP"}]
     else:
         pod["instances"] = int(spark.get("executors", 1))
     return pod
+
+
+def pod_security_context() -> dict[str, Any]:
+    """Every driver and executor pod: the image's `spark` user, never root, the runtime's
+    default seccomp profile; fsGroup makes mounted secrets and a checkpoint claim the group's."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": SPARK_UID,
+        "runAsGroup": SPARK_GID,
+        "fsGroup": SPARK_GID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security_context(read_only_root: bool) -> dict[str, Any]:
+    """The Spark container: no privilege escalation, no capabilities, read-only root unless turned off."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": read_only_root,
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
 
 
 def spark_application_manifest(
@@ -161,9 +216,11 @@ def spark_application_manifest(
     metrics_port = int(flow_spec.get("metrics_port") or settings.metrics_port)
     sha = flow_sha256(flow_spec)
     conf = {**settings.spark_conf, **dict(spark.get("options") or {})}
-    volumes = [{"name": "flow", "configMap": {"name": f"{name}-flow"}}] + [
-        {"name": m.volume, "secret": {"secretName": m.secret_name}} for m in mounts
+    volumes = [{"name": "flow", "configMap": {"name": f"{name}-flow", "defaultMode": 0o444}}] + [
+        {"name": m.volume, "secret": {"secretName": m.secret_name, "defaultMode": SECRET_FILE_MODE}} for m in mounts
     ]
+    if settings.read_only_root_filesystem:
+        volumes += [{"name": volume, "emptyDir": {}} for volume in WRITABLE_DIRS]
     if settings.checkpoint_claim:
         volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": settings.checkpoint_claim}})
     return {
@@ -221,6 +278,22 @@ def metrics_service(flow_spec: dict[str, Any], settings: EksSettings) -> dict[st
             # Labels the operator puts on the driver pod it creates for this SparkApplication.
             "selector": {"sparkoperator.k8s.io/app-name": name, "spark-role": "driver"},
             "ports": [{"name": "metrics", "port": port, "targetPort": port, "protocol": "TCP"}],
+        },
+    }
+
+
+def driver_disruption_budget(flow_spec: dict[str, Any], settings: EksSettings) -> dict[str, Any]:
+    """A PodDisruptionBudget refusing voluntary evictions (drains, consolidation) of the flow's
+    driver: the one driver pod is the app; evicting it restarts the stream from its checkpoint.
+    A node drain then waits until an operator deletes the driver on purpose (docs/deploy.md)."""
+    name = app_name(flow_spec["id"])
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": f"{name}-driver", "namespace": settings.namespace, "labels": _labels(name, "driver")},
+        "spec": {
+            "maxUnavailable": 0,
+            "selector": {"matchLabels": {"sparkoperator.k8s.io/app-name": name, "spark-role": "driver"}},
         },
     }
 
@@ -286,12 +359,18 @@ def driver_role_binding_manifest(settings: EksSettings) -> dict[str, Any]:
     }
 
 
-def operator_values(namespace: str) -> dict[str, Any]:
-    """Helm values of the Kubeflow Spark Operator chart: watch only the mirror's namespace and
-    leave its service account to us (`service_account_manifest`)."""
+def operator_values(namespace: str, replicas: int = 2) -> dict[str, Any]:
+    """Helm values of the Kubeflow Spark Operator chart: watch only the mirror's namespace, leave
+    its service account to us (`service_account_manifest`), and run controller and webhook
+    highly available. The webhook stays fail-closed (`failurePolicy: Fail`): it is what puts the
+    secret volumes, security contexts and tolerations on driver and executor pods, so a pod
+    admitted without it would run without its secrets or hardening. Two replicas with a
+    PodDisruptionBudget (and leader election for the controller) keep it answering."""
+    ha = replicas > 1
+    budget = {"enable": ha, "minAvailable": 1}
     return {
         "spark": {"jobNamespaces": [namespace], "serviceAccount": {"create": False}, "rbac": {"create": False}},
-        "controller": {"replicas": 1},
-        "webhook": {"enable": True},
+        "controller": {"replicas": replicas, "leaderElection": {"enable": True}, "podDisruptionBudget": budget},
+        "webhook": {"enable": True, "replicas": replicas, "failurePolicy": "Fail", "podDisruptionBudget": budget},
         "prometheus": {"metrics": {"enable": True}},
     }

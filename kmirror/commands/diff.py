@@ -15,6 +15,7 @@ changed, 1 on errors (missing file, git failure), 2 for invalid topology input (
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -28,7 +29,8 @@ import yaml
 from kmirror.diff import diff_plans
 from kmirror.diff_render import render_json, render_markdown, render_text
 from kmirror.errors import KmirrorError, Problem, ValidationError
-from kmirror.stack_config import DEFAULT_TOPOLOGY
+from kmirror.stack_config import DEFAULT_TOPOLOGY, available_stacks, read_stack_config
+from kmirror.stack_order import stack_order
 
 EXIT_CHANGED = 2
 
@@ -52,7 +54,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("head", nargs="?", metavar="HEAD", help="topology file, plan JSON file or git:REF[:PATH]")
     parser.add_argument("--git-base", metavar="REF", help="compare the working tree's topology with REF")
     parser.add_argument("--topology", metavar="FILE", help=f"topology for --git-base (default {DEFAULT_TOPOLOGY})")
-    parser.add_argument("--format", choices=("markdown", "json", "text"), default="text")
+    parser.add_argument("--format", choices=("markdown", "json", "text", "stack-order"), default="text",
+                        help="stack-order: a JSON list of every stack (stacks/Pulumi.*.yaml), each stack "
+                        "losing a moved flow before the one gaining it; the order CI runs `pulumi up` in")  # fmt: skip
+    parser.add_argument("--stacks-dir", default="stacks", help="where the stack configs are (stack-order)")
     parser.add_argument("--exit-code", action="store_true", help="exit 2 when something changed, 0 when not")
     parser.add_argument("--topics-file", metavar="FILE", help="YAML/JSON {cluster: [topic names]}")
     parser.set_defaults(func=run)
@@ -178,7 +183,11 @@ def run(args: argparse.Namespace) -> int:
     topics = load_topics_file(args.topics_file) if args.topics_file else None
     diff = diff_plans(base.plan, head.plan, topics)
     clusters = {**base.cluster_datacenters, **head.cluster_datacenters}
-    if args.format == "json":
+    if args.format == "stack-order":
+        stacks = available_stacks(args.stacks_dir)
+        by_dc = {read_stack_config(name, args.stacks_dir).datacenter: name for name in stacks}
+        sys.stdout.write(json.dumps(stack_order(diff, stacks, by_dc)) + "\n")
+    elif args.format == "json":
         sys.stdout.write(render_json(diff))
     elif args.format == "markdown":
         sys.stdout.write(render_markdown(diff, clusters))

@@ -12,6 +12,7 @@ from typing import Any
 
 import pulumi
 import yaml
+from google.protobuf import json_format, struct_pb2
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc, settings
 
@@ -21,7 +22,9 @@ SECRET_VALUES = {
     "east1CaPem": "-----BEGIN CERTIFICATE-----\nCA-7f3a\n-----END CERTIFICATE-----\n",
     "centralKeytabB64": "BQIAAABHAAIAC0tNSVJST1IuVEVTVA==",
     "centralKrb5Conf": "[libdefaults]\n  default_realm = EXAMPLE.COM\n",
+    "westKubeconfig": "apiVersion: v1\nkind: Config\n# west's kubeconfig (a stack secret)\n",
 }
+KIND_KUBECONFIG = ROOT / "tests" / "pulumi" / "data" / "kind-kubeconfig.yaml"
 
 
 @dataclass
@@ -61,6 +64,15 @@ class Mocks(pulumi.runtime.Mocks):
         out = dict(args.inputs)
         if args.typ == "aws:secretsmanager/secret:Secret":
             out["arn"] = f"arn:aws:secretsmanager:eu-central-1:123456789012:secret:{args.inputs['name']}-AbCdEf"
+        if args.typ == "eks:index:Cluster":  # pulumi-eks (a remote component under mocks)
+            kubeconfig = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": args.name}]}
+            out = {}  # its inputs hold resource references (instance roles) the mocks cannot echo
+            out.update(kubeconfigJson=json.dumps(kubeconfig), kubeconfig=kubeconfig,
+                       oidcProviderArn="arn:aws:iam::123456789012:oidc-provider/oidc.eks")  # fmt: skip
+        if args.typ == "eks:index:ManagedNodeGroup":
+            return f"{args.name}-id", {}
+        if args.typ == "aws:kms/key:Key":
+            out["arn"] = f"arn:aws:kms:us-east-1:123456789012:key/{args.name}"
         if args.typ == "aws:eks/cluster:Cluster":
             out.update(endpoint="https://ABC.gr7.us-east-1.eks.amazonaws.com", certificateAuthority={"data": "Q0E="})
             out.setdefault("name", args.name)
@@ -76,6 +88,23 @@ class Mocks(pulumi.runtime.Mocks):
         return {}, None
 
 
+def _refs_to_urns(value: Any) -> Any:
+    if isinstance(value, dict):
+        if value.get(rpc._special_sig_key) == rpc._special_resource_sig:
+            return value["urn"]  # a resource passed as input (e.g. pulumi-eks' cluster): recorded by URN
+        return {k: _refs_to_urns(v) for k, v in value.items()}
+    return [_refs_to_urns(v) for v in value] if isinstance(value, list) else value
+
+
+def _without_resource_refs(struct: Any) -> Any:
+    """The inputs with resource references replaced by their URNs: deserialising a reference
+    would look the resource up on the engine's event loop, which a mock monitor is not on."""
+    plain = json_format.MessageToDict(struct)
+    out = struct_pb2.Struct()
+    out.update(_refs_to_urns(plain))
+    return out
+
+
 class RecordingMonitor(pulumi_mocks.MockMonitor):
     def __init__(self, mocks: pulumi.runtime.Mocks, run: Run) -> None:
         super().__init__(mocks)
@@ -84,7 +113,7 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
     def RegisterResource(self, request: Any) -> Any:
         response = super().RegisterResource(request)
         if request.type != "pulumi:pulumi:Stack":
-            inputs = rpc.deserialize_properties(request.object, keep_unknowns=True)
+            inputs = rpc.deserialize_properties(_without_resource_refs(request.object), keep_unknowns=True)
             self.run.resources.append(
                 Registered(
                     request.type,
@@ -107,6 +136,9 @@ def stack_config(stack: str, topology: str | None = None) -> dict[str, str]:
     """`stacks/Pulumi.<stack>.yaml` as the CLI hands it to the program, plus the secret values
     `pulumi config set --secret` would hold."""
     raw = yaml.safe_load((ROOT / "stacks" / f"Pulumi.{stack}.yaml").read_text())["config"]
+    kube = (raw.get("kafka-mirror:spark") or {}).get("kubeconfig") or {}
+    if "file" in kube:  # the local stack's ~/.kube/config: a kind kubeconfig of the test data instead
+        kube["file"] = str(KIND_KUBECONFIG)
     config = {k: v if isinstance(v, str) else json.dumps(v) for k, v in raw.items()}
     config.update({f"kafka-mirror:{k}": v for k, v in SECRET_VALUES.items()})
     if topology is not None:

@@ -5,6 +5,7 @@ own published schemas (kubernetes-validate's `_definitions.json`). Unknown field
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,10 @@ POD = {
         "env": {"type": "array", "items": _k8s("EnvVar")},
         "volumeMounts": {"type": "array", "items": _k8s("VolumeMount")},
         "podSecurityContext": _k8s("PodSecurityContext"),
+        "securityContext": _k8s("SecurityContext"),
+        "priorityClassName": {"type": "string"},
+        "nodeSelector": STRING_MAP,
+        "tolerations": {"type": "array", "items": _k8s("Toleration")},
         "ports": {
             "type": "array",
             "items": {
@@ -110,8 +115,16 @@ def _registry() -> Registry:
 VALIDATOR = jsonschema.Draft202012Validator(SPARK_APPLICATION, registry=_registry())
 
 
+CRD_FILE = Path(__file__).parent / "data" / "sparkapplication-crd-2.5.2.json.gz"
+CRD = json.loads(gzip.decompress(CRD_FILE.read_bytes()))
+# The operator's own CRD (structural OpenAPI v3: types, enums, int-or-string), as the API server checks it.
+CRD_VALIDATOR = jsonschema.Draft4Validator(CRD["schema"])
+
+
 def validate_spark_application(app: dict[str, Any]) -> None:
-    """Raise jsonschema.ValidationError naming the first field that does not fit the CRD."""
+    """Raise jsonschema.ValidationError naming the first field that does not fit the CRD: the
+    operator chart's own v1beta2 schema, then this project's strict subset (unknown fields fail)."""
+    CRD_VALIDATOR.validate(app)
     VALIDATOR.validate(app)
 
 

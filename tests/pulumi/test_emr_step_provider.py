@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
+from moto.core.responses import ActionResult
+from moto.emr.responses import ElasticMapReduceResponse
 
-from kafka_mirror.emr_step_provider import EmrStepProvider, step_state
+from kafka_mirror.aws_session import aws_settings
+from kafka_mirror.emr_step_provider import REPLACE_KEYS, UPDATE_KEYS, EmrStepProvider, StepStillRunning, step_state
+from kmirror.errors import ValidationError
 from tests.pulumi.moto_support import moto_server, set_step_state
 
 REGION = "eu-central-1"
@@ -28,6 +34,9 @@ def endpoint() -> Iterator[str]:
 def props(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    # botocore's own per-service endpoint variables: the provider has no endpoint input at all.
+    monkeypatch.setenv("AWS_ENDPOINT_URL_EMR", endpoint)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_STS", endpoint)
     emr = boto3.client("emr", region_name=REGION, endpoint_url=endpoint)
     cluster = emr.run_job_flow(
         Name="kafka-mirror-central",
@@ -41,12 +50,13 @@ def props(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
         "name": "mirror-a-to-b",
         "args": ["spark-submit", "--flow", "x"],
         "region": REGION,
-        "endpoint_url": endpoint,
+        "aws": {"region": REGION, "profile": "", "assume_roles": []},
+        "stop_timeout_s": 5,
     }
 
 
 def _steps(props: dict[str, Any]) -> list[dict[str, Any]]:
-    emr = boto3.client("emr", region_name=REGION, endpoint_url=props["endpoint_url"])
+    emr = boto3.client("emr", region_name=REGION)
     return list(emr.list_steps(ClusterId=props["cluster_id"])["Steps"])
 
 
@@ -118,3 +128,106 @@ def test_the_provider_survives_pulumis_serialisation_in_a_fresh_interpreter(tmp_
     out = subprocess.run([sys.executable, "-c", code, blob], cwd=tmp_path, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["kafka_mirror.emr_step_provider", "EmrStepProvider", "True", "True"]
+
+
+def test_delete_waits_until_the_cancelled_step_stopped_before_the_replacement_starts(
+    props: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EMR's CancelSteps is asynchronous (CANCEL_PENDING while YARN stops the app): the engine
+    creates the replacement once delete returns, so delete must return only after the stop."""
+    events: list[str] = []
+
+    def cancel_later(self: Any) -> Any:
+        cluster = self.backend.clusters[self._get_param("ClusterId")]
+        [step] = [s for s in cluster.steps if s.id in self._get_param("StepIds", [])]
+        step.state = "CANCEL_PENDING"
+
+        def stop() -> None:
+            events.append("old step stopped")
+            step.state = "CANCELLED"
+
+        threading.Timer(1.5, stop).start()
+        return ActionResult({"CancelStepsInfoList": [{"StepId": step.id, "Status": "SUBMITTED", "Reason": ""}]})
+
+    monkeypatch.setattr(ElasticMapReduceResponse, "cancel_steps", cancel_later, raising=False)
+    provider = EmrStepProvider()
+    old = provider.create(props)
+    news = {**props, "args": ["spark-submit", "--flow", "v2"]}
+    assert provider.diff(old.id, old.outs, news).delete_before_replace is True
+    started = time.monotonic()
+    provider.delete(old.id, old.outs)
+    events.append("delete returned")
+    new = provider.create(news)
+    events.append("new step added")
+    assert events == ["old step stopped", "delete returned", "new step added"]
+    assert time.monotonic() - started >= 1.5
+    states = {s["Id"]: s["Status"]["State"] for s in _steps(props)}
+    assert states[old.id] == "CANCELLED" and states[new.id] in ("PENDING", "RUNNING")
+
+
+def test_a_step_that_never_stops_fails_the_delete_with_what_to_do(
+    props: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def cancel_never(self: Any) -> Any:
+        cluster = self.backend.clusters[self._get_param("ClusterId")]
+        for step in cluster.steps:
+            if step.id in self._get_param("StepIds", []):
+                step.state = "CANCEL_PENDING"
+        return ActionResult({"CancelStepsInfoList": []})
+
+    monkeypatch.setattr(ElasticMapReduceResponse, "cancel_steps", cancel_never, raising=False)
+    provider = EmrStepProvider()
+    old = provider.create({**props, "stop_timeout_s": 2})
+    started = time.monotonic()
+    with pytest.raises(StepStillRunning) as info:
+        provider.delete(old.id, old.outs)
+    assert 1.0 <= time.monotonic() - started < 10  # bounded
+    expected = (f"EMR step {old.id} (mirror-a-to-b) on cluster {props['cluster_id']} is still CANCEL_PENDING "
+                "2 s after it was cancelled; its replacement was not started")  # fmt: skip
+    assert str(info.value).startswith(expected)
+    assert "yarn application -kill" in str(info.value)
+    # and update (a dead step being re-added) never adds a step next to a stopping one
+    with pytest.raises(StepStillRunning):
+        provider.update(old.id, old.outs, old.outs)
+    assert [s["Id"] for s in _steps(props)] == [old.id]
+
+
+def test_changed_credentials_update_in_place_and_keep_the_live_step(props: dict[str, Any]) -> None:
+    provider = EmrStepProvider()
+    created = provider.create(props)
+    news = {**props, "aws": {**props["aws"], "profile": ""}, "stop_timeout_s": 900}
+    diff = provider.diff(created.id, created.outs, news)
+    assert diff.changes is True and not diff.replaces
+    updated = provider.update(created.id, created.outs, news)
+    assert updated.outs["step_id"] == created.id and updated.outs["stop_timeout_s"] == 900
+    assert len(_steps(props)) == 1
+
+
+def test_read_refreshes_the_live_state_and_forgets_a_vanished_step(props: dict[str, Any]) -> None:
+    provider = EmrStepProvider()
+    created = provider.create(props)
+    set_step_state(props["cluster_id"], created.id, "FAILED")
+    read = provider.read(created.id, created.outs)
+    assert read.id == created.id and read.outs is not None and read.outs["state"] == "FAILED"
+    gone = provider.read("s-NOPE", {**created.outs, "step_id": "s-NOPE"})
+    assert gone.id is None
+
+
+def test_the_stacks_assume_role_chain_and_region_are_used(props: dict[str, Any]) -> None:
+    from moto.sts.models import sts_backends
+
+    role = "arn:aws:iam::123456789012:role/kafka-mirror-deployer"
+    settings = aws_settings(REGION, None, [{"roleArn": role, "sessionName": "pulumi-central", "externalId": "x1"}])
+    chain = [{"role_arn": role, "external_id": "x1", "session_name": "pulumi-central"}]
+    assert settings == {"region": REGION, "profile": "", "assume_roles": chain}
+    created = EmrStepProvider().create({**props, "aws": settings})
+    assert step_state({**props, "aws": settings}, created.id) in ("PENDING", "RUNNING")
+    assumed = [r for backend in sts_backends.values() for b in backend.values() for r in b.assumed_roles]
+    assert any(r.role_arn == role and r.session_name == "pulumi-central" for r in assumed)
+    with pytest.raises(ValidationError, match="aws:region: required"):
+        aws_settings(None, None, None)
+
+
+def test_the_endpoint_is_no_input_of_the_step() -> None:
+    assert "endpoint_url" not in (*REPLACE_KEYS, *UPDATE_KEYS)
+    assert REPLACE_KEYS == ("cluster_id", "name", "args", "region")

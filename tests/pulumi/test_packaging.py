@@ -173,11 +173,11 @@ def test_installs_next_to_another_pulumi_aws_without_spark(wheel: Path, tmp_path
     report = tmp_path / "report.json"
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--dry-run", "--ignore-installed", "--report", str(report),
-         str(wheel), "pulumi-aws==7.0.0", "pulumi-kubernetes==4.18.0"],
+         str(wheel), "pulumi-aws==7.25.0", "pulumi-kubernetes==4.19.0"],
         check=True, timeout=600,
     )  # fmt: skip
     installs = json.loads(report.read_text())["install"]
     resolved = {canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"] for i in installs}
-    assert resolved["pulumi-aws"] == "7.0.0" and resolved["pulumi-kubernetes"] == "4.18.0"
+    assert resolved["pulumi-aws"] == "7.25.0" and resolved["pulumi-kubernetes"] == "4.19.0"
     assert resolved["kafka-mirror"] == PROJECT["version"]
     assert not set(resolved) & SPARK_STACK, sorted(set(resolved) & SPARK_STACK)

@@ -101,7 +101,9 @@ def test_one_deployment_per_local_flow_and_nothing_else(stack: str) -> None:
         flow_objects = [r for r in run.of_type("aws:s3/bucketObjectv2:BucketObjectv2") if r.name.endswith("-flow")]
         assert len(flow_objects) == len(EXPECTED[stack])
     else:
-        assert len(run.of_type(SPARK_APP)) == len(run.of_type(CONFIG_MAP)) == len(EXPECTED[stack])
+        flow_maps = [c for c in run.of_type(CONFIG_MAP) if c.name.endswith("-flow")]
+        assert len(run.of_type(SPARK_APP)) == len(flow_maps) == len(EXPECTED[stack])
+        assert len(run.of_type("kubernetes:policy/v1:PodDisruptionBudget")) == len(EXPECTED[stack])
         assert len(run.of_type("kubernetes:core/v1:Service")) == len(EXPECTED[stack]) and not run.of_type(STEP)
         assert len(run.of_type("kubernetes:helm.sh/v3:Release")) == 1
 
@@ -134,6 +136,7 @@ def test_kubernetes_objects_validate_and_apps_fit_the_crd(stack: str) -> None:
         K8S_SECRET: "Secret",
         "kubernetes:core/v1:PersistentVolumeClaim": "PersistentVolumeClaim",
     }
+    apis = {"kubernetes:policy/v1:PodDisruptionBudget": ("policy/v1", "PodDisruptionBudget")}
     rbac = {
         "kubernetes:rbac.authorization.k8s.io/v1:Role": "Role",
         "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": "RoleBinding",
@@ -144,14 +147,18 @@ def test_kubernetes_objects_validate_and_apps_fit_the_crd(stack: str) -> None:
             validate_k8s(manifest(resource, "v1", kinds[resource.typ]))
         elif resource.typ in rbac:
             validate_k8s(manifest(resource, "rbac.authorization.k8s.io/v1", rbac[resource.typ]))
+        elif resource.typ in apis:
+            validate_k8s(manifest(resource, *apis[resource.typ]))
         elif resource.typ == SPARK_APP:
             validate_spark_application(manifest(resource, "sparkoperator.k8s.io/v1beta2", "SparkApplication"))
         else:
             continue
         checked += 1
+    dashboards = [c for c in run.of_type(CONFIG_MAP) if c.name.endswith("-dashboard")]
     platform_objects = 4 + len(run.of_type(K8S_SECRET)) + len(run.of_type("kubernetes:core/v1:PersistentVolumeClaim"))
-    assert checked == platform_objects + 3 * len(EXPECTED[stack])  # namespace, account, role, binding + per flow
-    for cm in run.of_type(CONFIG_MAP):  # the app's own validator accepts what it will be given
+    # namespace, account, role, binding (+ dashboard) + per flow: ConfigMap, app, Service, PDB
+    assert checked == platform_objects + len(dashboards) + 4 * len(EXPECTED[stack])
+    for cm in [c for c in run.of_type(CONFIG_MAP) if c.name.endswith("-flow")]:  # the app's own validator
         spec = parse_flow_spec(json.loads(unwrap(cm.inputs)["data"]["flow.json"]))
         assert spec.id in EXPECTED[stack] and spec.option("metrics_port") == 9404
 
@@ -180,6 +187,7 @@ def test_secrets_are_mounted_on_driver_and_executors_where_the_app_reads_them(st
             unwrap(c.inputs)["data"]["flow.json"]
         )
         for c in run.of_type(CONFIG_MAP)
+        if c.name.endswith("-flow")
     }
     created = {unwrap(s.inputs)["metadata"]["name"]: s.urn for s in run.of_type(K8S_SECRET)}
     files_seen = set()
@@ -216,7 +224,8 @@ def test_secret_values_travel_only_as_secrets(stack: str) -> None:
         others = {k: v for k, v in resource.inputs.items() if k not in holders.get(resource.typ, ())}
         text = json.dumps(unwrap(others), default=str)
         assert not [k for k, v in escaped.items() if v in text], resource.name
-    assert set(SECRET_VALUES.values()) <= held  # every secret value reached its Secret
+    stack_values = {v for k, v in SECRET_VALUES.items() if k != "westKubeconfig"}  # west's, not used here
+    assert stack_values <= held  # every secret value reached its Secret
     outputs = json.dumps([run.outputs, run.exports], default=str)
     assert not [k for k, v in escaped.items() if v in outputs]
     assert run.exports_secret is False  # stack outputs stay readable: they hold no secret
@@ -267,7 +276,7 @@ def test_emr_stack_wires_cluster_steps_and_secret_sync() -> None:
         )
         assert flow_object.urn in step.dependencies
     metrics = run.exports["metrics"]["mirror-west-1-to-central"]
-    assert metrics["yarn_application"] == "mirror-west-1-to-central" and 9500 <= metrics["port"] < 9900
+    assert metrics["yarn_application"] == "mirror-west-1-to-central" and 19500 <= metrics["port"] < 19800
 
 
 def _edited_topology(tmp_path: Path) -> str:
@@ -330,13 +339,25 @@ def test_a_created_eks_cluster_gets_every_kubernetes_resource_of_the_stack() -> 
     east = stack_run("east")
     kubernetes = [r for r in east.resources if r.typ.startswith("kubernetes:")]
     assert len(kubernetes) > 10 and {r.provider.split("::")[-2] for r in kubernetes} == {"east-eks-k8s"}
-    kubeconfig = json.loads(unwrap(east.named("east-eks-k8s").inputs)["kubeconfig"])
-    assert kubeconfig["users"][0]["user"]["exec"]["args"] == ["eks", "get-token", "--cluster-name", "kafka-mirror-east"]
+    provider = east.named("east-eks-k8s")
+    assert is_secret(provider.inputs["kubeconfig"])  # the cluster's own kubeconfig, kept secret
+    [cluster] = east.of_type("eks:index:Cluster")  # pulumi-eks
+    body = unwrap(cluster.inputs)
+    assert body["createOidcProvider"] is True and body["endpointPrivateAccess"] is True
+    assert body["endpointPublicAccess"] is False and "publicAccessCidrs" not in body
+    assert body["enabledClusterLogTypes"] == ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+    [key] = east.of_type("aws:kms/key:Key")
+    assert unwrap(key.inputs)["enableKeyRotation"] is True and body["encryptionConfigKeyArn"].endswith("secrets-key")
+    [template] = east.of_type("aws:ec2/launchTemplate:LaunchTemplate")
+    assert unwrap(template.inputs)["metadataOptions"]["httpTokens"] == "required"  # IMDSv2 on the nodes
     [nodes] = east.of_type("aws:eks/nodeGroup:NodeGroup")
-    assert nodes.urn in east.named("east-eks-k8s").dependencies
-    west = stack_run("west")  # an existing cluster: the ambient kubeconfig (default provider)
-    assert not west.of_type("aws:eks/cluster:Cluster")
-    assert {r.provider for r in west.resources if r.typ.startswith("kubernetes:")} == {""}
+    assert unwrap(nodes.inputs)["clusterName"] == body["name"] == "kafka-mirror-east"
+    west = stack_run("west")  # an existing cluster: only the kubeconfig the stack names, never the ambient one
+    assert not west.of_type("eks:index:Cluster")
+    [west_provider] = west.of_type("pulumi:providers:kubernetes")
+    assert unwrap(west_provider.inputs)["kubeconfig"] == SECRET_VALUES["westKubeconfig"]
+    assert is_secret(west_provider.inputs["kubeconfig"])
+    assert {r.provider.split("::")[-2] for r in west.resources if r.typ.startswith("kubernetes:")} == {"west-eks-k8s"}
 
 
 def test_emr_bundle_is_built_from_the_checkout_unless_a_prebuilt_one_is_given(

@@ -121,7 +121,8 @@ def test_every_component_constructs_through_the_provider(provider_run: Run) -> N
     [flow] = provider_run.of_type("kubernetes:core/v1:ConfigMap")
     assert json.loads(flow.inputs["data"]["flow.json"])["source"]["bootstrap_servers"] == "b1.west-1.example.com:9092"
     [tls] = [r for r in provider_run.of_type("aws:secretsmanager/secret:Secret") if r.name == "tls-secret"]
-    assert tls.inputs["name"] == "east-tls"
+    assert tls.inputs["name"] == "kafka-mirror/p/s/east-tls"  # stack-unique: kafka-mirror/<project>/<stack>/<name>
+    assert tls.inputs["recoveryWindowInDays"] == 7
     assert set(states["TlsSecret"]) == {"secretName", "mountPath", "keys", "secretArn"}
     assert set(states["ScramSecret"]) == {"secretName", "mountPath", "passwordKey"}  # never the password
     [scram] = provider_run.of_type("kafka-mirror:index:ScramSecret")

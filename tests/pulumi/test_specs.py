@@ -10,6 +10,7 @@ import pytest
 
 from kafka_mirror.emr_specs import (
     EMR_PYTHON_VERSION,
+    HADOOP_PORTS,
     EmrSettings,
     bootstrap_args,
     emr_metrics_port,
@@ -26,12 +27,14 @@ from kafka_mirror.specs import (
     EksSettings,
     SecretMount,
     app_name,
+    driver_disruption_budget,
     driver_role_binding_manifest,
     driver_role_manifest,
     flow_config_map,
     metrics_endpoint,
     metrics_service,
     namespace_manifest,
+    operator_values,
     service_account_manifest,
     spark_application_manifest,
     with_metrics_port,
@@ -87,9 +90,78 @@ def test_spark_application_fields() -> None:
             "/etc/kmirror/flow",
             "/etc/kmirror/secrets/east-1-tls",
             "/etc/kmirror/secrets/kmirror-cfg-east1scrampassword",
+            "/tmp",  # writable emptyDirs under the read-only root
+            "/opt/spark/work-dir",
         }
         assert spec[role]["serviceAccount"] == "kafka-mirror"
-    assert {"name": "secret-east-1-tls", "secret": {"secretName": "east-1-tls"}} in spec["volumes"]
+    secret_volume = {"name": "secret-east-1-tls", "secret": {"secretName": "east-1-tls", "defaultMode": 0o440}}
+    assert secret_volume in spec["volumes"]
+
+
+def test_pods_are_hardened_and_secret_files_readable_by_the_spark_group_only() -> None:
+    app = spark_application_manifest(FLOW, SPARK, SETTINGS, MOUNTS)
+    validate_spark_application(app)
+    spec = app["spec"]
+    secret_modes = {v["secret"]["defaultMode"] for v in spec["volumes"] if "secret" in v}
+    assert secret_modes == {0o440} and 0o440 & 0o004 == 0  # no "other" bit: only root and the spark group
+    for role in ("driver", "executor"):
+        pod = spec[role]
+        assert pod["podSecurityContext"] == {
+            "runAsNonRoot": True, "runAsUser": 185, "runAsGroup": 185, "fsGroup": 185,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }  # fmt: skip
+        assert pod["securityContext"] == {
+            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"},
+        }  # fmt: skip
+    assert {"name": "tmp", "emptyDir": {}} in spec["volumes"]
+    writable = EksSettings(namespace="mirror", image="img:1", read_only_root_filesystem=False)
+    relaxed = spark_application_manifest(FLOW, {}, writable)["spec"]
+    assert relaxed["driver"]["securityContext"]["readOnlyRootFilesystem"] is False
+    assert not [v for v in relaxed["volumes"] if "emptyDir" in v]
+
+
+def test_drivers_survive_node_churn_and_pods_take_scheduling_options() -> None:
+    tolerations = [{"key": "dedicated", "operator": "Equal", "value": "streaming", "effect": "NoSchedule"}]
+    settings = EksSettings(namespace="mirror", image="img:1", priority_class_name="critical",
+                           node_selector={"workload": "streaming"}, tolerations=tolerations)  # fmt: skip
+    app = spark_application_manifest(FLOW, {}, settings)
+    validate_spark_application(app)
+    driver, executor = app["spec"]["driver"], app["spec"]["executor"]
+    assert driver["annotations"]["karpenter.sh/do-not-disrupt"] == "true"
+    assert "karpenter.sh/do-not-disrupt" not in executor["annotations"]  # executors may move; the driver not
+    for pod in (driver, executor):
+        assert pod["priorityClassName"] == "critical" and pod["nodeSelector"] == {"workload": "streaming"}
+        assert pod["tolerations"] == tolerations
+    pdb = driver_disruption_budget(FLOW, settings)
+    validate_k8s(pdb)
+    assert pdb["spec"] == {
+        "maxUnavailable": 0,
+        "selector": {
+            "matchLabels": {"sparkoperator.k8s.io/app-name": "mirror-west-1-to-east-1", "spark-role": "driver"}
+        },
+    }
+
+
+def test_a_new_image_digest_rolls_the_app() -> None:
+    """The operator resubmits a running app whose spec changed: a new digest changes image and pod template."""
+    old = EksSettings(namespace="mirror", image=f"repo/kafka-mirror@sha256:{'a' * 64}")
+    new = EksSettings(namespace="mirror", image=f"repo/kafka-mirror@sha256:{'b' * 64}")
+    before, after = (spark_application_manifest(FLOW, {}, s)["spec"] for s in (old, new))
+    assert before["image"] != after["image"] and after["image"].endswith("b" * 64)
+    for role in ("driver", "executor"):
+        assert after[role]["annotations"]["kafka-mirror/image"] == new.image != before[role]["annotations"][
+            "kafka-mirror/image"
+        ]
+
+
+def test_the_operator_runs_highly_available_with_a_fail_closed_webhook() -> None:
+    values = operator_values("mirror", 2)
+    assert values["controller"]["replicas"] == values["webhook"]["replicas"] == 2
+    assert values["webhook"]["failurePolicy"] == "Fail"  # unmutated pods would lack secrets and hardening
+    assert values["webhook"]["podDisruptionBudget"] == {"enable": True, "minAvailable": 1}
+    assert values["controller"]["podDisruptionBudget"]["enable"] and values["controller"]["leaderElection"]["enable"]
+    assert operator_values("mirror", 1)["webhook"]["podDisruptionBudget"]["enable"] is False
 
 
 def test_a_changed_flow_spec_changes_the_pod_template() -> None:
@@ -109,7 +181,7 @@ def test_checkpoint_claim_is_mounted_on_driver_and_executors() -> None:
     ]
     for role in ("driver", "executor"):
         assert {"name": "checkpoints", "mountPath": "/var/lib/kmirror/checkpoints"} in app["spec"][role]["volumeMounts"]
-        assert app["spec"][role]["podSecurityContext"] == {"fsGroup": 185}
+        assert app["spec"][role]["podSecurityContext"]["fsGroup"] == 185
 
 
 def test_spark_application_schema_rejects_a_misspelt_field() -> None:
@@ -184,7 +256,9 @@ def test_emr_step_args_run_one_flow_in_cluster_mode() -> None:
 
 def test_emr_metrics_port_is_stable_and_collisions_are_reported() -> None:
     port = emr_metrics_port("west-1->east-1", EMR)
-    assert 9500 <= port < 9900 and port == emr_metrics_port("west-1->east-1", EMR)
+    assert 19500 <= port < 19800 and port == emr_metrics_port("west-1->east-1", EMR)
+    every = range(EMR.metrics_port_base, EMR.metrics_port_base + EMR.metrics_port_span)
+    assert not set(every) & set(HADOOP_PORTS)  # 9864-9871: DataNode/NameNode
     specs = [{"id": "a->b"}, {"id": "c->d", "metrics_port": emr_metrics_port("a->b", EMR)}]
     [problem] = metrics_port_problems(specs, EMR)
     assert str(problem) == (

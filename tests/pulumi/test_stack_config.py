@@ -12,12 +12,13 @@ import yaml
 
 from kafka_mirror.bundle import build_bundle
 from kafka_mirror.secret_wiring import flow_secrets
-from kafka_mirror.stack_config import parse_stack_config
+from kafka_mirror.stack_config import EksSparkConfig, EmrSparkConfig, parse_stack_config
 from kmirror.errors import ValidationError
 from kmirror.secret_refs import Materialisation
 
 ROOT = Path(__file__).resolve().parents[2]
-EKS = {"platform": "eks", "image": "img:1", "checkpoint_root": "s3a://b/c"}
+EKS = {"platform": "eks", "image": f"img:1@sha256:{'0' * 64}", "checkpoint_root": "s3a://b/c",
+       "kubeconfig": {"config": "k"}}  # fmt: skip
 
 
 def _stack_file(stack: str) -> dict:
@@ -34,52 +35,93 @@ def test_example_stacks_parse(stack: str) -> None:
 
 def test_every_problem_is_reported_once_with_its_key() -> None:
     raw = {
-        "spark": {"platform": "eks", "executor": 2, "executors": 0, "cluster": {"create": True}},
+        "spark": {"platform": "eks", "executor": 2, "executors": 0, "cluster": {"create": True, "nodes": "3"}},
         "secrets": {"east-tls": {"type": "tls", "ca_pem": "x", "key_pem": "inline-key"}},
     }
     with pytest.raises(ValidationError) as info:
         parse_stack_config(raw, "east")
+    allowed = ", ".join(sorted(EksSparkConfig.model_fields))
     assert [str(p) for p in info.value.problems] == [
         "kafka-mirror:datacenter: required: the datacenter this stack deploys, got None",
         "kafka-mirror:secrets.east-tls.key_pem: must be {config: KEY} naming a secret config value "
         "(pulumi config set --secret KEY ...), never inline",
         "kafka-mirror:spark.checkpoint_root: required (e.g. s3a://BUCKET/checkpoints) unless checkpoint_pvc is set",
+        "kafka-mirror:spark.cluster.nodes: must be an integer, got '3'",  # never coerced into a node count
         "kafka-mirror:spark.cluster.subnet_ids: required when cluster.create is true",
-        "kafka-mirror:spark.executor: unknown key (did you mean 'executors'?); allowed: "
-        + ", ".join(
-            sorted(
-                [
-                    "checkpoint_pvc",
-                    "checkpoint_root",
-                    "cluster",
-                    "driver_cores",
-                    "driver_memory",
-                    "executor_cores",
-                    "executor_memory",
-                    "executors",
-                    "image",
-                    "image_pull_policy",
-                    "irsa_role_arn",
-                    "metrics_port",
-                    "namespace",
-                    "operator",
-                    "platform",
-                    "service_account",
-                    "spark_conf",
-                    "spark_version",
-                ]
-            )
-        ),
+        "kafka-mirror:spark.cluster.vpc_id: required when cluster.create is true",
+        f"kafka-mirror:spark.executor: unknown key (did you mean 'executors'?); allowed: {allowed}",
         "kafka-mirror:spark.executors: must be an integer >= 1, got 0",
-        "kafka-mirror:spark.image: required: the app image built from the Dockerfile",
+        "kafka-mirror:spark.image: required: the app image built from the Dockerfile, by digest (repo@sha256:...)",
     ]
     assert "inline-key" not in str(info.value)
+
+
+def _problems(spark: dict) -> list[str]:
+    with pytest.raises(ValidationError) as info:
+        parse_stack_config({"datacenter": "e", "spark": spark})
+    return [str(p) for p in info.value.problems]
+
+
+def test_nested_keys_are_checked_by_the_platform_model_with_their_path() -> None:
+    spark = {**EKS, "operator": {"instal": False}, "monitoring": {"pod_monitor": "yes"},
+             "tolerations": [{"efect": "x"}]}  # fmt: skip
+    assert _problems(spark) == [
+        "kafka-mirror:spark.monitoring.pod_monitor: must be true or false, got 'yes'",
+        "kafka-mirror:spark.operator.instal: unknown key (did you mean 'install'?); allowed: install, namespace, "
+        "replicas, repository",
+        "kafka-mirror:spark.tolerations.0.efect: unknown key (did you mean 'effect'?); allowed: effect, key, "
+        "operator, value",
+    ]
+    emr = {"platform": "emr", "bucket": "b", "cluster_id": "j-1", "core_instance_count": "2", "namespace": "x"}
+    assert _problems(emr) == [
+        "kafka-mirror:spark.core_instance_count: must be an integer, got '2'",
+        "kafka-mirror:spark.namespace: unknown key; allowed: " + ", ".join(sorted(EmrSparkConfig.model_fields)),
+    ]
+
+
+def test_a_read_write_once_checkpoint_claim_is_refused_saying_why() -> None:
+    pvc = {**EKS, "checkpoint_root": None, "checkpoint_pvc": {"access_mode": "ReadWriteOnce"}}
+    del pvc["checkpoint_root"]
+    problems = _problems(pvc)
+    assert problems[0].startswith("kafka-mirror:spark.checkpoint_pvc.access_mode: 'ReadWriteOnce' refused: the driver")
+    assert "Multi-Attach" in problems[0] and "ReadWriteMany" in problems[0]
+    assert problems[1] == ("kafka-mirror:spark.checkpoint_pvc.storage_class: required: a ReadWriteMany storage class "
+                           "(the cluster's default class is usually ReadWriteOnce EBS)")  # fmt: skip
+    ok = {k: v for k, v in pvc.items()} | {"checkpoint_pvc": {"storage_class": "efs-sc"}}
+    assert parse_stack_config({"datacenter": "e", "spark": ok}).model.checkpoint_pvc.access_mode == "ReadWriteMany"
+
+
+def test_images_are_pinned_by_digest_and_existing_clusters_need_an_explicit_kubeconfig() -> None:
+    spark = {"platform": "eks", "image": "repo/kafka-mirror:0.1.0", "checkpoint_root": "s3a://b/c"}
+    assert _problems(spark) == [
+        "kafka-mirror:spark.image: 'repo/kafka-mirror:0.1.0' is not pinned by digest; use REPO[:TAG]@sha256:<digest> "
+        "(CI feeds the pushed image's digest; image_pull_policy: Never for local images)",
+        "kafka-mirror:spark.kubeconfig: required for an existing cluster: {config: SECRET_KEY} (pulumi config set "
+        "--secret SECRET_KEY \"$(cat kubeconfig)\") or {file: PATH, context: NAME}; "
+        "the ambient kubeconfig is never used",
+    ]
+    pinned = {**spark, "image": f"repo/kafka-mirror:0.1.0@sha256:{'a' * 64}", "kubeconfig": {"config": "kc"}}
+    assert parse_stack_config({"datacenter": "e", "spark": pinned}).get("kubeconfig") == {"config": "kc"}
+
+
+def test_a_created_emr_cluster_needs_encryption_and_secret_windows_are_bounded() -> None:
+    emr = {"platform": "emr", "bucket": "b", "release_label": "emr-spark-8.0.0", "secret_recovery_window_days": 3,
+           "prometheus": {}}  # fmt: skip
+    assert _problems(emr) == [
+        "kafka-mirror:spark.encryption: required for a created cluster: {certificates_zip: s3://BUCKET/KEY.zip, "
+        "kms_key_arn: ARN} (encryption in transit and at rest)",
+        "kafka-mirror:spark.prometheus: give security_group_id or cidr_blocks of the Prometheus scrapers",
+        "kafka-mirror:spark.secret_recovery_window_days: must be 0 (delete at once) or 7-30, got 3",
+        "kafka-mirror:spark.vpc_id: required with prometheus: the metrics security group's VPC",
+    ]
 
 
 def test_emr_needs_a_bucket_and_a_release_or_cluster() -> None:
     with pytest.raises(ValidationError) as info:
         parse_stack_config({"datacenter": "c", "spark": {"platform": "emr"}})
-    assert {p.path for p in info.value.problems} == {"kafka-mirror:spark.bucket", "kafka-mirror:spark.release_label"}
+    assert {p.path for p in info.value.problems} == {
+        "kafka-mirror:spark.bucket", "kafka-mirror:spark.release_label", "kafka-mirror:spark.encryption"
+    }
     config = parse_stack_config({"datacenter": "c", "spark": {"platform": "emr", "bucket": "b", "cluster_id": "j-1"}})
     assert config.get("cluster_id") == "j-1"
 
@@ -156,5 +198,6 @@ def test_a_pod_local_checkpoint_is_rejected_on_kubernetes() -> None:
         "kafka-mirror:spark.checkpoint_root: '/tmp/checkpoints' is not durable on Kubernetes; use "
         "s3a://BUCKET/PREFIX or checkpoint_pvc (mounted at /var/lib/kmirror/checkpoints)"
     ]
-    pvc = {**EKS, "checkpoint_root": "/var/lib/kmirror/checkpoints/east", "checkpoint_pvc": {"name": "c"}}
+    pvc = {**EKS, "checkpoint_root": "/var/lib/kmirror/checkpoints/east",
+           "checkpoint_pvc": {"name": "c", "storage_class": "efs-sc"}}  # fmt: skip
     assert parse_stack_config({"datacenter": "e", "spark": pvc}).get("checkpoint_root").endswith("/east")

@@ -1,0 +1,79 @@
+"""Monitoring as code: every PromQL metric exists in spark_app/metrics.py (or kube-state-metrics /
+Prometheus itself), the dashboard covers Strimzi's MM2 panels, and the alerts cover the issue's list."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from kafka_mirror.monitoring import (
+    PANELS,
+    STRIMZI_MM2_COVERAGE,
+    alert_rules,
+    dashboard_config_map,
+    grafana_dashboard,
+    pod_monitor,
+    prometheus_rule,
+)
+from kafka_mirror.specs import EksSettings
+from spark_app.metrics import FlowMetrics
+from tests.pulumi.sparkapp_schema import validate_k8s
+
+SETTINGS = EksSettings(namespace="mirror", image="img:1", pod_monitor=True, monitoring_labels={"release": "kps"})
+EXTERNAL = {"up", "kube_pod_container_status_restarts_total"}
+
+
+def _app_metric_names() -> set[str]:
+    metrics = FlowMetrics("a->b")
+    names = set()
+    for family in metrics.registry.collect():
+        names |= {family.name} | ({f"{family.name}_total"} if family.type == "counter" else set())
+    metrics.close()
+    return names
+
+
+def _metrics_in(expr: str) -> set[str]:
+    return {m for m in re.findall(r"\b([a-z_]+)(?=\{|\[|\))", expr) if m.startswith("kmirror_")} | {
+        m for m in EXTERNAL if m in expr
+    }
+
+
+def test_every_expression_uses_metrics_the_app_exports() -> None:
+    known = _app_metric_names() | EXTERNAL
+    exprs = [t["expr"] for p in grafana_dashboard()["panels"] for t in p["targets"]]
+    exprs += [r["expr"] for r in alert_rules("mirror")]
+    used = set().union(*(_metrics_in(e) for e in exprs))
+    assert used and used <= known, used - known
+    assert {"kmirror_record_count_total", "kmirror_offset_lag", "kmirror_checkpoint_latency_ms"} <= used
+
+
+def test_the_dashboard_covers_strimzis_mm2_panels_and_the_issues_list() -> None:
+    titles = {p["title"] for p in grafana_dashboard()["panels"]}
+    assert set(STRIMZI_MM2_COVERAGE.values()) <= titles
+    for wanted in ("Records/s", "Bytes/s", "Offset lag per partition", "Replication latency", "Failed batches",
+                   "Checkpoint age"):  # fmt: skip
+        assert any(wanted in t for t in titles), wanted
+    assert len(titles) == len(PANELS)
+    board = dashboard_config_map(SETTINGS)
+    validate_k8s(board)
+    assert board["metadata"]["labels"]["grafana_dashboard"] == "1"
+    assert json.loads(board["data"]["kafka-mirror.json"])["uid"] == "kafka-mirror"
+
+
+def test_alerts_cover_lag_heartbeat_failed_batches_and_checkpoint_age() -> None:
+    names = {r["alert"] for r in alert_rules("mirror")}
+    assert {"KafkaMirrorLagGrowing", "KafkaMirrorDriverDown", "KafkaMirrorHeartbeatsFailing",
+            "KafkaMirrorDriverRestarting", "KafkaMirrorCheckpointsLate", "KafkaMirrorDataLoss"} <= names  # fmt: skip
+    rule = prometheus_rule(SETTINGS)
+    assert rule["metadata"]["labels"]["release"] == "kps" and rule["metadata"]["namespace"] == "mirror"
+    assert all(r["labels"]["severity"] in ("warning", "critical") for r in rule["spec"]["groups"][0]["rules"])
+
+
+def test_the_pod_monitor_scrapes_the_drivers_metrics_port() -> None:
+    monitor = pod_monitor({"id": "west-1->east-1"}, SETTINGS)
+    assert monitor["spec"] == {
+        "selector": {
+            "matchLabels": {"sparkoperator.k8s.io/app-name": "mirror-west-1-to-east-1", "spark-role": "driver"}
+        },
+        "podMetricsEndpoints": [{"port": "metrics", "path": "/metrics", "interval": "30s"}],
+    }
