@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from kafka_mirror.specs import EksSettings, flow_config_map, spark_application_manifest
-from policy import rules
-from policy.pack import build_policies
+from policy.kafka_mirror_policy import rules
+from policy.kafka_mirror_policy.pack import build_policies
 
 SA = rules.SPARK_APPLICATION
 CM = rules.CONFIG_MAP
@@ -83,7 +83,7 @@ def test_one_app_per_flow() -> None:
     twin = copy.deepcopy(resources[1][1])
     twin["metadata"]["name"] = "mirror-west-1-to-east-1-copy"
     assert rules.duplicate_flow_violations([*resources, (SA, twin)]) == [
-        "flow west-1->east-1 is run by 2 SparkApplications (mirror-west-1-to-east-1, mirror-west-1-to-east-1-copy); "
+        "flow west-1->east-1 is run by 2 apps (mirror-west-1-to-east-1, mirror-west-1-to-east-1-copy); "
         "deploy exactly one application per flow"
     ]
 
@@ -129,6 +129,11 @@ def test_policies_report_through_the_pulumi_policy_api() -> None:
         "no-plaintext-secrets",
         "one-app-per-flow",
         "no-identity-cycles",
+        "one-stack-per-flow",
+        "image-by-digest",
+        "encrypted-buckets",
+        "no-wildcard-iam",
+        "no-public-eks-endpoint",
     ]
 
 

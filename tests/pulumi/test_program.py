@@ -322,17 +322,33 @@ def test_an_unknown_datacenter_fails_before_anything_is_created() -> None:
     assert type(info.value).__name__ == "ValidationError"
 
 
-@pytest.mark.parametrize("stack", ["east", "west", "local"])
+@pytest.mark.parametrize("stack", ["east", "west", "local", "central"])
 def test_the_policy_pack_accepts_what_the_program_renders(stack: str) -> None:
-    from policy import rules
+    from policy.kafka_mirror_policy import estate, hygiene, rules
 
-    resources = [(r.typ, unwrap(r.inputs)) for r in stack_run(stack).resources]
+    run = stack_run(stack)
+    resources = [(r.typ, unwrap(r.inputs)) for r in run.resources]
     for typ, props in resources:
         assert rules.restart_policy_violations(typ, props) == []
         assert rules.plaintext_secret_violations(typ, props) == []
+        assert hygiene.wildcard_iam_violations(typ, props) == []
+        assert hygiene.public_endpoint_violations(typ, props, allowed=False) == []
+        if stack != "local":  # local runs a kind-loaded image (imagePullPolicy Never)
+            assert hygiene.image_digest_violations(typ, props) == []
     assert sorted(flow for _, flow in rules.app_flow_ids(resources)) == EXPECTED[stack]
     assert rules.duplicate_flow_violations(resources) == []
     assert rules.identity_cycle_violations(resources) == []
+    assert estate.estate_violations(stack, resources, estate.load_estate(ROOT)) == []
+    assert estate.estate_violations("west" if stack != "west" else "east", resources, estate.load_estate(ROOT))
+    # the harness records dependencies per resource, not per property: a bucket's encryption
+    # configuration depends only on its bucket
+    stack_resources = [hygiene.StackResource(r.typ, unwrap(r.inputs), r.urn, r.name, {"bucket": tuple(r.dependencies)})
+                       for r in run.resources]  # fmt: skip
+    buckets = [r for r in stack_resources if r.resource_type in hygiene.BUCKETS]
+    assert len(buckets) == (1 if stack == "central" else 0)
+    assert hygiene.bucket_encryption_violations(stack_resources) == []
+    unencrypted = [r for r in stack_resources if r.resource_type not in hygiene.BUCKET_ENCRYPTION]
+    assert len(hygiene.bucket_encryption_violations(unencrypted)) == len(buckets)
 
 
 def test_a_created_eks_cluster_gets_every_kubernetes_resource_of_the_stack() -> None:

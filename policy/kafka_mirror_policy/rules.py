@@ -6,11 +6,14 @@ Each function returns violation messages (empty when the resource or stack compl
 - `restart-policy-always`: every SparkApplication has `spec.restartPolicy.type: Always`
   (a mirror is a streaming job: a stopped one silently stops replicating).
 - `no-plaintext-secrets`: password-like keys (kmirror.security.is_sensitive) of a
-  SparkApplication's `sparkConf` and of the flow spec (`flow.json`) in a ConfigMap hold a
-  `${file:..}`/`${env:..}` reference, never the secret; messages never echo the value.
-- `one-app-per-flow` (stack): no flow id is run by two SparkApplications.
+  SparkApplication's `sparkConf` and of the flow spec (`flow.json`) in a ConfigMap (EKS) or an
+  S3 object (EMR) hold a `${file:..}`/`${env:..}` reference, never the secret; messages never
+  echo the value.
+- `one-app-per-flow` (stack): no flow id is run by two apps of the stack: SparkApplications
+  (EKS) and EMR steps (the `EmrStep` dynamic resource) alike.
 - `no-identity-cycles` (stack): the flows deployed in the stack, checked by the planner's
   own identity-cycle validation (MirrorMaker cannot stop such a loop).
+Estate-wide and hygiene rules: `estate.py`, `hygiene.py`.
 """
 
 from __future__ import annotations
@@ -27,6 +30,9 @@ CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 FLOW_FILE = "flow.json"
 FLOW_ANNOTATION = "kafka-mirror/flow"  # an annotation: label values cannot hold "->"
 FLOW_VOLUME = "flow"
+BUCKET_OBJECT = "aws:s3/bucketObjectv2:BucketObjectv2"  # EMR: the flow spec at flows/<app>/<sha>/flow.json
+DYNAMIC = "pulumi-python:dynamic:Resource"  # the type of every Python dynamic resource
+EMR_STEP_KEYS = ("cluster_id", "name", "args")  # what tells an EmrStep from other dynamic resources
 
 Resource = tuple[str, Mapping[str, Any]]  # (resource type, props)
 
@@ -72,11 +78,20 @@ def _secret_violations(where: str, value: Any, path: str = "") -> list[str]:
     return []
 
 
+def is_emr_step(resource_type: str, props: Mapping[str, Any]) -> bool:
+    """An `EmrStep` (kafka_mirror.emr_step_provider): a dynamic resource with a cluster, name and args."""
+    return resource_type == DYNAMIC and all(key in props for key in EMR_STEP_KEYS)
+
+
 def flow_spec_of(resource_type: str, props: Mapping[str, Any]) -> dict[str, Any] | None:
-    """The flow spec held by a flow ConfigMap (`data["flow.json"]`), or None."""
-    if resource_type != CONFIG_MAP:
+    """The flow spec held by a flow ConfigMap (`data["flow.json"]`) or an EMR flow object
+    (`key` ending in `/flow.json`, `content`), or None."""
+    if resource_type == CONFIG_MAP:
+        text = (props.get("data") or {}).get(FLOW_FILE)
+    elif resource_type == BUCKET_OBJECT and str(props.get("key") or "").endswith("/" + FLOW_FILE):
+        text = props.get("content")
+    else:
         return None
-    text = (props.get("data") or {}).get(FLOW_FILE)
     if not isinstance(text, str):
         return None
     try:
@@ -96,6 +111,8 @@ def plaintext_secret_violations(resource_type: str, props: Mapping[str, Any]) ->
         if spec is None:
             return _secret_violations(f"ConfigMap {_name(props)} data", props.get("data") or {})
         return _secret_violations(f"ConfigMap {_name(props)} {FLOW_FILE}", spec)
+    if resource_type == BUCKET_OBJECT and (spec := flow_spec_of(resource_type, props)) is not None:
+        return _secret_violations(f"S3 object {props.get('key')}", spec)
     return []
 
 
@@ -106,17 +123,36 @@ def _flow_config_map_name(props: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _step_flow_id(props: Mapping[str, Any], flows_by_key: Mapping[str, str]) -> str:
+    """An EMR step's flow: the flow object its args name (`--files s3://bucket/<key>#flow.json`), else its name."""
+    for arg in props.get("args") or []:
+        for key, flow_id in flows_by_key.items():
+            if isinstance(arg, str) and f"/{key}" in arg:
+                return flow_id
+    return str(props.get("name"))
+
+
 def app_flow_ids(resources: Iterable[Resource]) -> list[tuple[str, str]]:
-    """(SparkApplication name, flow id) pairs: the flow id comes from the `kafka-mirror/flow`
-    annotation, else the flow spec in the ConfigMap the app mounts, else the app's name."""
+    """(app name, flow id) pairs of the stack's SparkApplications and EMR steps.
+
+    A SparkApplication's flow id comes from the `kafka-mirror/flow` annotation, else the flow
+    spec in the ConfigMap the app mounts, else the app's name; an EMR step's from the flow object
+    its args name, else the step's name (the app name, which the estate rule maps back to a flow)."""
     resources = list(resources)
     flows_by_map = {
         _name(props): str(spec.get("id"))
         for rtype, props in resources
-        if (spec := flow_spec_of(rtype, props)) is not None
+        if rtype == CONFIG_MAP and (spec := flow_spec_of(rtype, props)) is not None
+    }
+    flows_by_key = {
+        str(props.get("key")): str(spec.get("id"))
+        for rtype, props in resources
+        if rtype == BUCKET_OBJECT and (spec := flow_spec_of(rtype, props)) is not None
     }
     pairs = []
     for rtype, props in resources:
+        if is_emr_step(rtype, props):
+            pairs.append((str(props.get("name")), _step_flow_id(props, flows_by_key)))
         if rtype != SPARK_APPLICATION:
             continue
         annotated = ((props.get("metadata") or {}).get("annotations") or {}).get(FLOW_ANNOTATION)
@@ -126,12 +162,12 @@ def app_flow_ids(resources: Iterable[Resource]) -> list[tuple[str, str]]:
 
 
 def duplicate_flow_violations(resources: Iterable[Resource]) -> list[str]:
-    """A flow run by more than one SparkApplication of the stack (two writers, two checkpoints)."""
+    """A flow run by more than one app (SparkApplication or EMR step) of the stack (two writers, two checkpoints)."""
     apps: dict[str, list[str]] = {}
     for app, flow_id in app_flow_ids(resources):
         apps.setdefault(flow_id, []).append(app)
     return [
-        f"flow {flow_id} is run by {len(names)} SparkApplications ({', '.join(sorted(names))}); "
+        f"flow {flow_id} is run by {len(names)} apps ({', '.join(sorted(names))}); "
         "deploy exactly one application per flow"
         for flow_id, names in sorted(apps.items())
         if len(names) > 1
