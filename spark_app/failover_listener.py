@@ -177,6 +177,10 @@ class FailoverListener:
             batch = replace(batch, source_end_offsets=self._end_offsets(batch))
         self.metrics.observe_batch(batch, _now_ms())
 
+    def on_batch_failed(self, batch_id: int) -> None:
+        """A batch Spark aborted (the sink's `abort`): counted in kmirror_failed_batches_total."""
+        self.metrics.observe_batch_failure(batch_id)
+
     def _end_offsets(self, batch: BatchProgress) -> dict[tuple[str, int], int]:
         """Source end offsets of the batch's partitions; {} (logged, lag left unset) when unreachable."""
         read_committed = self.spec.option("consumer").get("isolation.level", "read_committed") == "read_committed"

@@ -53,6 +53,14 @@ def listeners_for(spec: FlowSpec) -> list[BatchListener]:
         return listeners
 
 
+def batch_failed(spec: FlowSpec, batch_id: int) -> None:
+    """Tell the flow's listeners that Spark aborted batch `batch_id` (those with `on_batch_failed`)."""
+    for listener in listeners_for(spec):
+        on_failed = getattr(listener, "on_batch_failed", None)
+        if on_failed is not None:
+            on_failed(batch_id)
+
+
 def close_listeners(final: bool) -> None:
     """Close every cached listener of this process (idempotent)."""
     with _lock:

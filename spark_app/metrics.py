@@ -10,6 +10,11 @@ MirrorCheckpointMetrics) with Prometheus spelling (`record-count` -> `kmirror_re
 - offset lag (MM2 has none) -> kmirror_offset_lag (source end offset - next offset to mirror);
 - losses MM2 does not count -> kmirror_skipped_records_total (offsets deleted at the source before
   they were mirrored, skipped with fail_on_data_loss=false), kmirror_dead_lettered_records_total;
+- batches (MM2 has none: Connect counts tasks) -> kmirror_batch_duration_seconds{flow} (histogram of a
+  committed batch's copy time, first read to last delivery), kmirror_failed_batches_total{flow}
+  (batches Spark aborted: the sink's `abort`; Spark retries them), kmirror_checkpoint_age_seconds{flow}
+  (seconds since the last committed batch, i.e. since Spark's checkpoint last advanced; before the
+  first commit, since the metrics started, so a mirror that never commits still ages);
 - side work that failed and is retried next round, never failing a delivered batch ->
   kmirror_failover_work_failures_total{flow, work="checkpoints|group_offset_sync|heartbeats|
   offset_sync_snapshot|offset_lag|checkpoints_setup|heartbeats_setup"} (no partition label).
@@ -25,24 +30,44 @@ from __future__ import annotations
 
 import json
 import sys
+import time
+from collections.abc import Callable
 from typing import Any, TextIO
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
 
 from spark_app.progress import BatchProgress
 
 PREFIX = "kmirror metrics "
 LABELS = ("flow", "topic", "partition")
+# Batch copy time buckets (s): a trigger interval is seconds; a batch catching up on a backlog, minutes.
+BATCH_DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 
 
 class FlowMetrics:
     """One flow's metrics in their own registry (several flows can share a process)."""
 
-    def __init__(self, flow_id: str, out: TextIO | None = None) -> None:
+    def __init__(self, flow_id: str, out: TextIO | None = None, clock: Callable[[], float] = time.time) -> None:
         self.flow_id = flow_id
         self.out = out  # None: sys.stderr at write time
+        self.clock = clock  # seconds (wall clock); tests inject one
         self.registry = CollectorRegistry()
         r = self.registry
+        self.batch_duration = Histogram(
+            "kmirror_batch_duration_seconds", "Copy time of a committed batch, first read to last delivery.",
+            ("flow",), buckets=BATCH_DURATION_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.failed_batches = Counter(
+            "kmirror_failed_batches", "Batches Spark aborted (a task failed; Spark retries the batch).", ("flow",),
+            registry=r,
+        )  # fmt: skip
+        self.failed_batches.labels(flow_id)  # exported as 0 from the start: increase() needs a first sample
+        self.last_commit_s = clock()
+        self.checkpoint_age = Gauge(
+            "kmirror_checkpoint_age_seconds", "Seconds since the last committed batch (Spark's checkpoint last "
+            "advanced); since the metrics started before the first commit.", ("flow",), registry=r,
+        )  # fmt: skip
+        self.checkpoint_age.labels(flow_id).set_function(lambda: max(self.clock() - self.last_commit_s, 0.0))
         self.record_count = Counter("kmirror_record_count", "Records mirrored (MM2 record-count).", LABELS, registry=r)
         self.byte_count = Counter("kmirror_byte_count", "Bytes mirrored (MM2 byte-count).", LABELS, registry=r)
         self.skipped = Counter(
@@ -87,6 +112,8 @@ class FlowMetrics:
     def observe_batch(self, batch: BatchProgress, now_ms: int) -> dict[str, Any]:
         """Update every metric from a committed batch; returns (and logs) its JSON progress record."""
         seconds = max(batch.duration_ms, 1) / 1000.0
+        self.batch_duration.labels(self.flow_id).observe(batch.duration_ms / 1000.0)
+        self.last_commit_s = self.clock()
         rows = []
         for p in batch.partitions:
             labels = (self.flow_id, p.target_topic, str(p.partition))
@@ -116,6 +143,11 @@ class FlowMetrics:
 
     def _write(self, record: dict[str, Any]) -> None:
         print(PREFIX + json.dumps(record, sort_keys=True), file=self.out or sys.stderr, flush=True)
+
+    def observe_batch_failure(self, batch_id: int) -> None:
+        """Count a batch Spark aborted and log it (`kmirror metrics {"event": "batch_failed", ...}`)."""
+        self.failed_batches.labels(self.flow_id).inc()
+        self._write({"event": "batch_failed", "flow": self.flow_id, "batch_id": batch_id})
 
     def observe_checkpoints(self, group: str, latency_ms: int) -> None:
         self.checkpoint_latency.labels(self.flow_id, group).set(latency_ms)

@@ -33,7 +33,7 @@ from kmirror.flowspec import FlowSpec, parse_flow_spec
 from kmirror.security import resolve_references
 from spark_app.client_cache import CLIENTS, CopyClients, config_key
 from spark_app.copy import CONSUMER_REQUIRED, CONSUMER_TUNING, PRODUCER_TUNING, CopyRange, RangeCopier
-from spark_app.listeners import listeners_for
+from spark_app.listeners import batch_failed, listeners_for
 from spark_app.progress import BatchProgress, PartitionProgress
 from spark_app.record_limits import capped_producer_config, topic_limits
 from spark_app.task_threads import copy_in_threads
@@ -175,7 +175,9 @@ class MirrorStreamWriter(DataSourceStreamWriter):
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         """Nothing to undo: copied records stay (at-least-once); the retried batch copies again
-        (in exactly-once mode, failed tasks aborted their own transactions)."""
+        (in exactly-once mode, failed tasks aborted their own transactions). The failure is
+        counted (kmirror_failed_batches_total) by the flow's listeners."""
+        batch_failed(parse_flow_spec(json.loads(self.spec_json)), batchId)
 
 
 def aggregate(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import copy
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -215,7 +216,7 @@ def test_public_eks_endpoints_need_the_stack_configs_consent(project: Path) -> N
 
 
 class Res:
-    def __init__(self, resource_type: str, props: dict[str, Any], name: str, stack: str = "sa",
+    def __init__(self, resource_type: str, props: Mapping[str, Any], name: str, stack: str = "sa",
                  deps: dict[str, list[Res]] | None = None) -> None:  # fmt: skip
         self.resource_type, self.props, self.name = resource_type, props, name
         self.urn = f"urn:pulumi:{stack}::kafka-mirror::{resource_type}::{name}"
@@ -231,7 +232,7 @@ class Args:
 
 
 def test_the_pack_reports_estate_and_hygiene_violations_through_pulumi_policy(project: Path) -> None:
-    policies = {p.name: p for p in build_policies()}
+    policies: dict[str, Any] = {p.name: p for p in build_policies()}
     assert [p.name for p in build_policies()][-5:] == [
         "one-stack-per-flow", "image-by-digest", "encrypted-buckets", "no-wildcard-iam", "no-public-eks-endpoint"
     ]  # fmt: skip
@@ -243,7 +244,7 @@ def test_the_pack_reports_estate_and_hygiene_violations_through_pulumi_policy(pr
     assert [m.split(",")[0] for m in reported] == ["mirror-a-1-to-b-1 runs flow a-1->b-1"]
     reported.clear()
     policies["encrypted-buckets"].validate(Args([bucket], config), lambda m, u: reported.append(m))
-    sse = Res(hygiene.BUCKET_ENCRYPTION[0], _sse(None, None).props, "sse", deps={"bucket": [bucket]})
+    sse = Res(hygiene.BUCKET_ENCRYPTION[0], dict(_sse(None, None).props), "sse", deps={"bucket": [bucket]})
     policies["encrypted-buckets"].validate(Args([bucket, sse], config), lambda m, u: reported.append(m))
     assert [m.split(" has")[0] for m in reported] == ["S3 bucket bucket"]
 
@@ -273,8 +274,8 @@ def test_the_pack_is_publishable_on_its_own() -> None:
             continue
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
-            sys_path = isinstance(node, ast.Attribute) and node.attr == "path" and getattr(node.value, "id", "")
-            sys_path = sys_path == "sys"
+            is_attr = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+            sys_path = is_attr and node.attr == "path" and node.value.id == "sys"  # type: ignore[attr-defined]
             assert not sys_path, f"{path}: edits sys.path"
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:

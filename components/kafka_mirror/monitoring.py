@@ -26,8 +26,8 @@ STRIMZI_MM2_COVERAGE = {
     "Outgoing bytes": "Bytes/s per flow",
     "Record age ms max": "Record age (max) per flow",
     "Replication latency ms max": "Replication latency per flow",
-    "Checkpoint latency ms max": "Checkpoint age per flow and group",
-    "Pod restarts": "Failed batches: driver restarts",
+    "Checkpoint latency ms max": "Checkpoint latency per flow and group",
+    "Pod restarts": "Driver restarts",
 }
 
 
@@ -56,7 +56,8 @@ def _alert(name: str, expr: str, for_: str, severity: str, summary: str) -> dict
 
 def alert_rules(namespace: str) -> list[dict[str, Any]]:
     """The mirror's alerts: lag growing, no progress, driver down (no heartbeat), failed
-    batches (restarts, dead letters, data loss, side work), checkpoints late, latency high."""
+    batches (aborted batches, restarts, dead letters, data loss, side work), Spark checkpoint
+    not advancing, MM2 checkpoints late, latency high, batches slow."""
     ns = f'namespace="{namespace}"'
     return [
         _alert("KafkaMirrorLagGrowing", "sum by (flow) (deriv(kmirror_offset_lag[15m])) > 0 "
@@ -81,6 +82,13 @@ def alert_rules(namespace: str) -> list[dict[str, Any]]:
         _alert("KafkaMirrorSideWorkFailing",
                "sum by (flow, work) (increase(kmirror_failover_work_failures_total[15m])) > 3",
                "15m", "warning", "{{ $labels.flow }}: {{ $labels.work }} keeps failing"),
+        _alert("KafkaMirrorBatchesFailing", "sum by (flow) (increase(kmirror_failed_batches_total[15m])) > 0",
+               "0m", "warning", "{{ $labels.flow }}: Spark aborted batches (retried); see the driver's log"),
+        _alert("KafkaMirrorCheckpointStale", "max by (flow) (kmirror_checkpoint_age_seconds) > 900", "5m", "critical",
+               "{{ $labels.flow }}: no batch committed for 15 min (Spark's checkpoint does not advance)"),
+        _alert("KafkaMirrorBatchesSlow", "histogram_quantile(0.9, sum by (flow, le) "
+               "(rate(kmirror_batch_duration_seconds_bucket[15m]))) > 120", "15m", "warning",
+               "{{ $labels.flow }}: 90% of batches take over 2 min to copy"),
         _alert("KafkaMirrorCheckpointsLate", "max by (flow, group) (kmirror_checkpoint_latency_ms) > 300000",
                "10m", "warning", "{{ $labels.flow }}: group {{ $labels.group }}'s checkpoints are over 5 min old"),
         _alert("KafkaMirrorReplicationLatencyHigh",
@@ -124,13 +132,18 @@ PANELS: list[tuple[str, list[tuple[str, str]], str]] = [
     ("Replication latency per flow", [(f'max by (flow) (kmirror_replication_latency_ms{{flow=~"$flow", stat="{s}"}})',
                                        f"{{{{flow}}}} {s}") for s in ("min", "avg", "max")], "ms"),
     ("Record age (max) per flow", [('max by (flow) (kmirror_record_age_ms{flow=~"$flow"})', "{{flow}}")], "ms"),
-    ("Batch delay: record age at delivery", [('avg by (flow) (kmirror_record_age_ms{flow=~"$flow"})', "{{flow}}")],
-     "ms"),
-    ("Checkpoint age per flow and group", [('max by (flow, group) (kmirror_checkpoint_latency_ms{flow=~"$flow"})',
-                                            "{{flow}} {{group}}")], "ms"),
-    ("Failed batches: driver restarts", [(f"sum by (pod) (increase(kube_pod_container_status_restarts_total"
-                                          f'{{namespace="$namespace", {DRIVER_POD}}}[1h]))', "{{pod}}")], "none"),
-    ("Failed batches: dead-lettered and skipped records",
+    ("Batch duration per flow", [(f'histogram_quantile({q}, sum by (flow, le) '
+                                  f'(rate(kmirror_batch_duration_seconds_bucket{{flow=~"$flow"}}[5m])))',
+                                  f"{{{{flow}}}} p{int(q * 100)}") for q in (0.5, 0.99)], "s"),
+    ("Checkpoint age (last committed batch)", [('max by (flow) (kmirror_checkpoint_age_seconds{flow=~"$flow"})',
+                                                "{{flow}}")], "s"),
+    ("Checkpoint latency per flow and group", [('max by (flow, group) (kmirror_checkpoint_latency_ms{flow=~"$flow"})',
+                                                "{{flow}} {{group}}")], "ms"),
+    ("Failed batches", [('sum by (flow) (increase(kmirror_failed_batches_total{flow=~"$flow"}[1h]))',
+                         "{{flow}} aborted")], "none"),
+    ("Driver restarts", [(f"sum by (pod) (increase(kube_pod_container_status_restarts_total"
+                          f'{{namespace="$namespace", {DRIVER_POD}}}[1h]))', "{{pod}}")], "none"),
+    ("Dead-lettered and skipped records",
      [('sum by (flow) (increase(kmirror_dead_lettered_records_total{flow=~"$flow"}[1h]))', "{{flow}} dead-lettered"),
       ('sum by (flow) (increase(kmirror_skipped_records_total{flow=~"$flow"}[1h]))', "{{flow}} skipped (lost)")],
      "none"),

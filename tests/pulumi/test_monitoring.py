@@ -28,6 +28,7 @@ def _app_metric_names() -> set[str]:
     names = set()
     for family in metrics.registry.collect():
         names |= {family.name} | ({f"{family.name}_total"} if family.type == "counter" else set())
+        names |= {f"{family.name}_{s}" for s in ("bucket", "sum", "count")} if family.type == "histogram" else set()
     metrics.close()
     return names
 
@@ -44,7 +45,21 @@ def test_every_expression_uses_metrics_the_app_exports() -> None:
     exprs += [r["expr"] for r in alert_rules("mirror")]
     used = set().union(*(_metrics_in(e) for e in exprs))
     assert used and used <= known, used - known
-    assert {"kmirror_record_count_total", "kmirror_offset_lag", "kmirror_checkpoint_latency_ms"} <= used
+    assert {"kmirror_record_count_total", "kmirror_offset_lag", "kmirror_checkpoint_latency_ms",
+            "kmirror_batch_duration_seconds_bucket", "kmirror_failed_batches_total",
+            "kmirror_checkpoint_age_seconds"} <= used  # fmt: skip
+
+
+def test_batch_duration_failed_batches_and_checkpoint_age_use_the_apps_metrics() -> None:
+    panels = {p["title"]: [t["expr"] for t in p["targets"]] for p in grafana_dashboard()["panels"]}
+    assert all("kmirror_batch_duration_seconds_bucket" in e for e in panels["Batch duration per flow"])
+    assert panels["Failed batches"] == ['sum by (flow) (increase(kmirror_failed_batches_total{flow=~"$flow"}[1h]))']
+    assert panels["Checkpoint age (last committed batch)"] == [
+        'max by (flow) (kmirror_checkpoint_age_seconds{flow=~"$flow"})'
+    ]
+    alerts = {r["alert"]: r["expr"] for r in alert_rules("mirror")}
+    assert alerts["KafkaMirrorBatchesFailing"] == "sum by (flow) (increase(kmirror_failed_batches_total[15m])) > 0"
+    assert alerts["KafkaMirrorCheckpointStale"] == "max by (flow) (kmirror_checkpoint_age_seconds) > 900"
 
 
 def test_the_dashboard_covers_strimzis_mm2_panels_and_the_issues_list() -> None:
@@ -63,7 +78,8 @@ def test_the_dashboard_covers_strimzis_mm2_panels_and_the_issues_list() -> None:
 def test_alerts_cover_lag_heartbeat_failed_batches_and_checkpoint_age() -> None:
     names = {r["alert"] for r in alert_rules("mirror")}
     assert {"KafkaMirrorLagGrowing", "KafkaMirrorDriverDown", "KafkaMirrorHeartbeatsFailing",
-            "KafkaMirrorDriverRestarting", "KafkaMirrorCheckpointsLate", "KafkaMirrorDataLoss"} <= names  # fmt: skip
+            "KafkaMirrorDriverRestarting", "KafkaMirrorCheckpointsLate", "KafkaMirrorDataLoss",
+            "KafkaMirrorBatchesFailing", "KafkaMirrorCheckpointStale", "KafkaMirrorBatchesSlow"} <= names  # fmt: skip
     rule = prometheus_rule(SETTINGS)
     assert rule["metadata"]["labels"]["release"] == "kps" and rule["metadata"]["namespace"] == "mirror"
     assert all(r["labels"]["severity"] in ("warning", "critical") for r in rule["spec"]["groups"][0]["rules"])
