@@ -73,6 +73,11 @@ RUN for jar in "org/apache/hadoop/hadoop-aws/${HADOOP_AWS_VERSION}/hadoop-aws-${
 
 COPY kmirror /opt/kmirror/kmirror
 COPY spark_app /opt/kmirror/spark_app
+# The native copy loop (docs/performance.md) against the librdkafka built above; --require: the
+# build fails rather than ship an image that silently falls back to the Python loop.
+COPY native /opt/kmirror/native
+COPY scripts/build-native.sh /opt/kmirror/scripts/build-native.sh
+RUN PYTHON=python3 bash /opt/kmirror/scripts/build-native.sh --require
 COPY scripts/kmirror_main.py /opt/kmirror/kmirror_main.py
 # pyspark and py4j come from the Spark distribution, not pip: the app runs on exactly the image's Spark.
 RUN ln -s "$(ls /opt/spark/python/lib/py4j-*-src.zip)" /opt/spark/python/lib/py4j-src.zip

@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup system-deps demo test test-main test-spark40 lint bench
+.PHONY: setup native system-deps demo test test-main test-spark40 lint bench
 
 # pyproject.toml has ranges; constraints.txt the exact versions this venv (and CI) gets.
 $(VENV)/.installed: pyproject.toml constraints.txt
@@ -13,13 +13,20 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PY) -m pip install -q -c constraints.txt -e '.[app,policy,dev]'
 	touch $@
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed native
+
+# The native copy loop (spark_app/_kmirror_copy*.so from native/kmirror_copy.c, docs/performance.md):
+# built where a C compiler and librdkafka's headers are (Debian: librdkafka-dev, which system-deps
+# installs, then requires it); elsewhere the app copies with its Python loop.
+native: $(VENV)/.installed
+	PYTHON=$(abspath $(PY)) bash scripts/build-native.sh
 
 # Debian packages for the TLS (stunnel4) and Kerberos (MIT KDC, GSSAPI librdkafka) tests, then
 # $(GSSAPI_VENV): confluent-kafka built against Debian's librdkafka (has GSSAPI; ~10 s, kept when it works).
 GSSAPI_VENV ?= .venv-gssapi
 system-deps: setup
 	bash scripts/install-system-deps.sh
+	PYTHON=$(abspath $(PY)) bash scripts/build-native.sh --require
 	PYTHON=$(abspath $(PY)) bash scripts/build-gssapi-client.sh $(abspath $(GSSAPI_VENV))
 
 demo: setup
@@ -62,6 +69,7 @@ test-main: setup
 test-spark40: export PYSPARK_PYTHON := $(abspath $(PY40))
 test-spark40: export PYSPARK_DRIVER_PYTHON := $(abspath $(PY40))
 test-spark40: $(VENV40)/.installed
+	PYTHON=$(abspath $(PY40)) bash scripts/build-native.sh
 	@echo "== leg 2: pyspark 4.0.2 / Python 3.10 (the data plane: mirror, failover, exactly-once, faults, day two)"
 	$(PY40) -m pytest -q -p no:cacheprovider $(SPARK40_TESTS)
 

@@ -145,6 +145,18 @@ def _memory_kib(pid: int) -> tuple[str, int, int]:
 
 
 KINDS = ("jvm", "workers", "driver_python")
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of a process, all its threads (None: it ended)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
 
 
 def _kind(cmdline: str) -> str:
@@ -165,7 +177,23 @@ class RssSampler:
     largest: dict[str, float] = field(default_factory=lambda: dict.fromkeys(KINDS, 0.0))
     processes: dict[str, int] = field(default_factory=lambda: dict.fromkeys(KINDS, 0))
     series: list[tuple[float, dict[str, float]]] = field(default_factory=list)
+    cpu_series: list[tuple[float, dict[int, tuple[str, float]]]] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
+
+    def cpu_between(self, start: float, end: float) -> dict[str, float]:
+        """CPU seconds (all threads) per kind used in [start, end]: each process's cumulative CPU at
+        the last sample before `end` minus at the last sample before `start` (0 if it was not there)."""
+        before: dict[int, float] = {}
+        at_end: dict[int, tuple[str, float]] = {}
+        for t, cpus in self.cpu_series:
+            if t <= start:
+                before = {pid: cpu for pid, (_, cpu) in cpus.items()}
+            if t <= end:
+                at_end.update(cpus)
+        out = dict.fromkeys(KINDS, 0.0)
+        for pid, (kind, cpu) in at_end.items():
+            out[kind] += cpu - before.get(pid, 0.0)
+        return out
 
     def start(self) -> RssSampler:
         threading.Thread(target=self._run, daemon=True).start()
@@ -186,6 +214,7 @@ class RssSampler:
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
             tree, sums, counts = _children(), dict.fromkeys(KINDS, 0.0), dict.fromkeys(KINDS, 0)
+            cpus: dict[int, tuple[str, float]] = {}
             todo = [self.root_pid]
             while todo:
                 pid = todo.pop()
@@ -195,10 +224,14 @@ class RssSampler:
                 except OSError:
                     continue
                 kind = _kind(cmdline)
+                cpu = _cpu_s(pid)
+                if cpu is not None:
+                    cpus[pid] = (kind, cpu)
                 sums[kind] += pss / 1024
                 counts[kind] += 1
                 self.largest[kind] = max(self.largest[kind], rss / 1024)
             self.series.append((time.time(), sums))
+            self.cpu_series.append((time.time(), cpus))
             for kind in KINDS:
                 self.peaks[kind] = max(self.peaks[kind], sums[kind])
                 self.processes[kind] = max(self.processes[kind], counts[kind])

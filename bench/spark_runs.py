@@ -83,7 +83,8 @@ def run_spark_once(flow: Path, workdir: Path, timeout_s: float = 1800) -> dict[s
             "wall_s": time.time() - started, "batches": len(batches), "rss": peaks,
             "rss_largest": sampler.largest, "processes": sampler.processes,
             "first_half": sampler.between(first_read, middle), "second_half": sampler.between(middle, last_delivery),
-            "between_batches_s": max(0.0, (last_delivery - first_read) - copying_s), "log": str(log)}  # fmt: skip
+            "between_batches_s": max(0.0, (last_delivery - first_read) - copying_s), "log": str(log),
+            "cpu_s": sampler.cpu_between(first_read, last_delivery)}  # fmt: skip
 
 
 def _rate_producer(

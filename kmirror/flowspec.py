@@ -41,6 +41,10 @@ def _bool(value: Any) -> str | None:
     return None if isinstance(value, bool) else f"must be true or false, got {value!r}"
 
 
+def _one_of(*choices: str) -> Check:
+    return lambda value: None if value in choices else f"must be one of {', '.join(choices)}, got {value!r}"
+
+
 def _str_map(value: Any) -> str | None:
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         return f"must be a mapping of librdkafka property names to values, got {type(value).__name__}"
@@ -101,6 +105,14 @@ OPTIONS: tuple[Option, ...] = (
         2_500_000,  # a default batch fills one task per core of a 2-core executor (docs/performance.md)
         "Tasks per batch: enough that each copies at most this many records (one partition never splits).",
         _int_at_least(1),
+    ),
+    Option(
+        "copy_loop",
+        "auto",
+        "Copy loop of the writer tasks: native (C, built by `make setup` where librdkafka-dev is "
+        "installed), python, or auto: native when built and the flow uses nothing only the Python "
+        "loop has (exactly_once, dead_letter_topic, rate limits; docs/performance.md).",
+        _one_of("auto", "native", "python"),
     ),
     Option("trigger_interval_ms", 1_000, "Micro-batch interval in streaming mode.", _int_at_least(0)),
     Option(

@@ -34,6 +34,7 @@ from kmirror.security import resolve_references
 from spark_app.client_cache import CLIENTS, CopyClients, config_key
 from spark_app.copy import CONSUMER_REQUIRED, CONSUMER_TUNING, PRODUCER_TUNING, CopyRange, RangeCopier
 from spark_app.listeners import batch_failed, listeners_for
+from spark_app.native_copy import NativeRangeCopier, new_loop, use_native_loop
 from spark_app.progress import BatchProgress, PartitionProgress
 from spark_app.record_limits import capped_producer_config, topic_limits
 from spark_app.task_threads import copy_in_threads
@@ -62,11 +63,31 @@ def _task_id() -> int:
     return context.partitionId() if context is not None else 0
 
 
+def copy_natively(
+    consumer_conf: dict[str, Any], producer_conf: dict[str, Any], ranges: Sequence[CopyRange],
+    limits: dict[str, int | None],
+) -> list[PartitionProgress]:  # fmt: skip
+    """The native loop (`spark_app.native_copy`): `COPY_THREADS_PER_TASK` loops on disjoint source
+    partitions, each on a native consumer/producer pair kept across tasks like the Python ones."""
+    key = config_key(consumer_conf, producer_conf, {"copy_loop": "native"})
+
+    def make() -> CopyClients:
+        loop = new_loop(consumer_conf, producer_conf)
+        return CopyClients(loop, loop)  # one object: close() ends both, len() is the producer queue
+
+    def copy_group(group: list[CopyRange]) -> list[PartitionProgress]:
+        with CLIENTS.lease(key, make) as clients:
+            return NativeRangeCopier(clients.consumer, limits=limits).copy(group)
+
+    return copy_in_threads(ranges, copy_group, COPY_THREADS_PER_TASK)
+
+
 def copy_task_ranges(spec: FlowSpec, ranges: Sequence[CopyRange], task_id: int) -> list[PartitionProgress]:
     """Copy one task's ranges. At-least-once: `COPY_THREADS_PER_TASK` copy loops on disjoint
     source partitions (`spark_app.task_threads`), each with clients this worker process kept
     from its previous task of the same flow, if any (`spark_app.client_cache`; dropped after a
-    failure). Exactly-once: one loop with fresh clients (the transactional id is per task)."""
+    failure); the native loop when the flow's `copy_loop` picks it (`spark_app.native_copy`).
+    Exactly-once: one Python loop with fresh clients (the transactional id is per task)."""
     from confluent_kafka import Consumer, Producer
 
     from spark_app.clients import admin_client, consumer_config, producer_config
@@ -76,6 +97,8 @@ def copy_task_ranges(spec: FlowSpec, ranges: Sequence[CopyRange], task_id: int) 
     limits = target_limits(spec, {r.target_topic for r in ranges})
     if not spec.option("exactly_once"):
         producer_conf = capped_producer_config({**PRODUCER_TUNING, **producer_config(spec)}, limits.values())
+        if use_native_loop(spec, consumer_conf, producer_conf):
+            return copy_natively(consumer_conf, producer_conf, ranges, limits)
         key = config_key(consumer_conf, producer_conf)
 
         def make() -> CopyClients:

@@ -53,3 +53,23 @@ def spark():  # type: ignore[no-untyped-def]
 def unique() -> str:
     """A short unique suffix for topic, group and flow names, so tests never share state."""
     return uuid.uuid4().hex[:8]
+
+
+@pytest.fixture(params=["python", "native"])
+def copy_loop(request: pytest.FixtureRequest) -> str:
+    """Each copy loop in turn (flow option `copy_loop`). The native one needs its module: where
+    scripts/build-native.sh built it for this venv (`make setup`/`make test`) a missing or
+    broken module fails the test; elsewhere (no librdkafka headers) it is skipped, not passed."""
+    return require_copy_loop(str(request.param))
+
+
+def require_copy_loop(name: str) -> str:
+    """`name` when that loop can run here (see the `copy_loop` fixture), else fail or skip."""
+    if name == "native":
+        from spark_app.native_copy import built_for_this_python, native_module
+
+        if native_module() is None:
+            if built_for_this_python():
+                pytest.fail(f"the native copy loop was built for {sys.prefix} but does not load")
+            pytest.skip("the native copy loop is not built for this Python (scripts/build-native.sh)")
+    return name

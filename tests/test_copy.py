@@ -8,24 +8,33 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 
+from kmirror.local_brokers import free_port
 from spark_app.copy import CONSUMER_REQUIRED, CONSUMER_TUNING, PRODUCER_TUNING, CopyError, CopyRange, RangeCopier
+from spark_app.native_copy import NativeRangeCopier, new_loop
 from tests.kafka_helpers import add_fences, consume_all, create_topic, produce
 
 pytestmark = pytest.mark.e2e
 
 
 @pytest.fixture
-def copier_factory(clusters: Any) -> Iterator[Any]:
-    made: list[Consumer] = []
+def copier_factory(clusters: Any, copy_loop: str) -> Iterator[Any]:
+    """Copiers of the loop `copy_loop` names (both loops run every test that takes this fixture)."""
+    made: list[Any] = []
 
-    def make(producer: dict[str, Any] | None = None, **kwargs: Any) -> RangeCopier:
-        consumer = Consumer({"bootstrap.servers": clusters.source, "group.id": "kmirror-test-copy",
-                             "enable.auto.commit": False, "isolation.level": "read_committed",
-                             **CONSUMER_TUNING, **CONSUMER_REQUIRED})  # fmt: skip
-        made.append(consumer)
+    def make(producer: dict[str, Any] | None = None, **kwargs: Any) -> RangeCopier | NativeRangeCopier:
+        consumer_config = {"bootstrap.servers": clusters.source, "group.id": "kmirror-test-copy",
+                           "enable.auto.commit": False, "isolation.level": "read_committed",
+                           **CONSUMER_TUNING, **CONSUMER_REQUIRED}  # fmt: skip
         config = {"bootstrap.servers": clusters.target, "acks": "all", "enable.idempotence": True,
                   **PRODUCER_TUNING, "linger.ms": 5, **(producer or {})}  # fmt: skip
-        return RangeCopier(consumer, Producer(config), **{"stall_timeout_s": 30, **kwargs})
+        kwargs = {"stall_timeout_s": 30, **kwargs}
+        if copy_loop == "native":
+            loop = new_loop(consumer_config, config)
+            made.append(loop)
+            return NativeRangeCopier(loop, **kwargs)
+        consumer = Consumer(consumer_config)
+        made.append(consumer)
+        return RangeCopier(consumer, Producer(config), **kwargs)
 
     yield make
     for consumer in made:
@@ -129,6 +138,7 @@ def test_a_record_the_producer_cannot_send_fails_the_copy_naming_it(
     assert "too large" in str(caught.value)
 
 
+@pytest.mark.parametrize("copy_loop", ["python"])  # dead-letter flows always run the Python loop
 def test_too_large_records_go_to_the_dead_letter_topic_when_configured(
     clusters: Any, unique: str, copier_factory: Any
 ) -> None:
@@ -168,3 +178,35 @@ def test_a_start_offset_the_source_no_longer_serves_fails_instead_of_skipping(
     # error); tansu answers nothing, so the stall timeout ends the copy. Either way it fails.
     with pytest.raises(CopyError, match=rf"(consuming {src}\[0\] failed|no progress for 3 s .* {src}\[0\] end 1005)"):
         copier_factory(stall_timeout_s=3).copy([CopyRange(src, 0, 1000, 1005, dst)])
+
+
+def test_a_failed_delivery_fails_the_copy_naming_the_source_record(
+    clusters: Any, unique: str, copier_factory: Any
+) -> None:
+    src, dst = f"nodst-src-{unique}", f"west.nodst-src-{unique}"
+    create_topic(clusters.source, src, 1)
+    produce(clusters.source, src, [{"value": b"a", "partition": 0}] * 2)
+    add_fences(clusters.source, src, 1)
+
+    # a target nobody listens on: the records wait in the producer until message.timeout.ms
+    copier = copier_factory(producer={"bootstrap.servers": f"127.0.0.1:{free_port()}", "message.timeout.ms": 2000})
+    with pytest.raises(CopyError, match=rf"record\(s\) failed; first: delivery to {dst}\[0\] failed for source "
+                                        rf"record {src}\[0\]@0: "):  # fmt: skip
+        copier.copy([CopyRange(src, 0, 0, 2, dst)])
+
+
+def test_a_record_over_the_target_topics_limit_fails_before_it_is_produced(
+    clusters: Any, unique: str, copier_factory: Any
+) -> None:
+    src, dst = f"limit-src-{unique}", f"west.limit-src-{unique}"
+    create_topic(clusters.source, src, 1)
+    create_topic(clusters.target, dst, 1)
+    produce(clusters.source, src, [{"value": v, "partition": 0} for v in (b"small", b"x" * 3000, b"after")])
+    add_fences(clusters.source, src, 1)
+
+    with pytest.raises(CopyError) as caught:
+        copier_factory(limits={dst: 2000}).copy([CopyRange(src, 0, 0, 3, dst)])
+    assert str(caught.value) == (
+        f"cannot produce source record {src}[0]@1 (3082 bytes) to {dst}[0]: over the topic's max.message.bytes "
+        "(2000); raise it on the target or set dead_letter_topic"
+    )

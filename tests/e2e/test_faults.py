@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from kmirror.local_brokers import LocalBroker, free_port
+from tests.conftest import require_copy_loop
 from tests.e2e.fault_helpers import (
     APP_START_TIMEOUT_S,
     Clock,
@@ -47,9 +48,10 @@ __all__ = ["app_factory"]  # a fixture, used by name
 # ---------- crash ----------
 
 
-@pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
+@pytest.mark.parametrize(("exactly_once", "loop"), [(False, "python"), (False, "native"), (True, "python")],
+                         ids=["at-least-once-python", "at-least-once-native", "exactly-once"])  # fmt: skip
 def test_kill_9_mid_stream_then_restart_from_the_checkpoint_loses_nothing(
-    clusters: Any, unique: str, tmp_path: Path, app_factory: Callable[..., MirrorApp], exactly_once: bool
+    clusters: Any, unique: str, tmp_path: Path, app_factory: Callable[..., MirrorApp], exactly_once: bool, loop: str
 ) -> None:
     """kill -9 right after a batch's writes were acknowledged (EOS: its transaction committed),
     before Spark's commit log recorded it: the restart replays that batch. At-least-once counts
@@ -57,7 +59,8 @@ def test_kill_9_mid_stream_then_restart_from_the_checkpoint_loses_nothing(
     topic, remote, partitions = f"crash-{unique}", f"west.crash-{unique}", 2
     create_topic(clusters.source, topic, partitions)
     fences = produce_values(clusters.source, topic, partitions, 1500, "a")  # each partition's fence offset
-    flow = flow_spec(unique, clusters.source, clusters.target, [topic], tmp_path, exactly_once=exactly_once)
+    flow = flow_spec(unique, clusters.source, clusters.target, [topic], tmp_path, exactly_once=exactly_once,
+                     copy_loop=require_copy_loop(loop))  # fmt: skip
     clock = Clock()
     app = app_factory(flow).start()
     eos_group = "kmirror-eos-" + flow["id"].replace("->", "-to-")
@@ -143,7 +146,7 @@ def test_unreachable_target_with_once_exits_non_zero_in_bounded_time_naming_it(
 
 
 def test_broker_outages_unreachable_at_start_then_target_then_source_frozen(
-    unique: str, tmp_path: Path, app_factory: Callable[..., MirrorApp]
+    unique: str, tmp_path: Path, app_factory: Callable[..., MirrorApp], copy_loop: str
 ) -> None:
     """One streaming run through three faults (one Spark start keeps the suite fast):
     1. the target is not up when the app starts: it retries with backoff and says so, then mirrors;
@@ -156,7 +159,8 @@ def test_broker_outages_unreachable_at_start_then_target_then_source_frozen(
     with LocalBroker(f"outage-src-{unique}") as src:
         create_topic(src.bootstrap_servers, topic, partitions)
         ends = produce_values(src.bootstrap_servers, topic, partitions, 500, "a")
-        flow = flow_spec(unique, src.bootstrap_servers, f"127.0.0.1:{target_port}", [topic], tmp_path)
+        flow = flow_spec(unique, src.bootstrap_servers, f"127.0.0.1:{target_port}", [topic], tmp_path,
+                         copy_loop=copy_loop)  # fmt: skip
         app = app_factory(flow).start()
         wait_until("a retry report", lambda: "retrying in" in app.log(), 60, app)
         clock.lap("unreachable target reported")

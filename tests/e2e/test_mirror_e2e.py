@@ -111,7 +111,7 @@ def committed(bootstrap: str, group: str, topic: str, partitions: int) -> list[i
 
 
 def test_mirror_preserves_records_resumes_and_picks_up_new_topics(
-    spark: Any, clusters: Any, unique: str, tmp_path: Path
+    spark: Any, clusters: Any, unique: str, tmp_path: Path, copy_loop: str
 ) -> None:
     orders, new = f"e2e-{unique}.orders", f"e2e-{unique}.new"
     orders_config = {"retention.ms": "3600000", "max.message.bytes": "2000000", "min.insync.replicas": "1"}
@@ -129,6 +129,7 @@ def test_mirror_preserves_records_resumes_and_picks_up_new_topics(
         tmp_path / "ckpt",
         max_records_per_trigger=1000,
         max_records_per_task=200,
+        copy_loop=copy_loop,
     )
 
     run_flow(spec, spark=spark, once=True)

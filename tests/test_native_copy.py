@@ -1,0 +1,85 @@
+"""Which copy loop a flow runs (option `copy_loop`), and the native loop's glue (no brokers).
+
+The loops themselves run the same end-to-end tests: tests/test_copy.py, the mirror e2e and the
+fault tests take the `copy_loop` fixture (tests/conftest.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kmirror.errors import KmirrorError
+from kmirror.flowspec import FlowSpec, parse_flow_spec
+from spark_app import native_copy
+from spark_app.copy import CopyRange
+from spark_app.native_copy import _progress, native_config, python_only_reasons, use_native_loop
+
+
+def _spec(**options: Any) -> FlowSpec:
+    return parse_flow_spec({
+        "id": "west->east", "topics": ["t"], "topics_exclude": [], "replication_policy": {"type": "default"},
+        "source": {"alias": "west", "bootstrap_servers": "s:9092", "config": {}},
+        "target": {"alias": "east", "bootstrap_servers": "t:9092", "config": {}},
+        "checkpoint_location": "/tmp/ckpt", **options,
+    })  # fmt: skip
+
+
+@pytest.fixture
+def built(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native_copy, "_module", object())
+
+
+@pytest.fixture
+def not_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(native_copy, "_module", None)
+
+
+def test_auto_picks_the_native_loop_when_built_and_the_flow_needs_nothing_else(built: None) -> None:
+    assert use_native_loop(_spec()) is True
+    assert use_native_loop(_spec(copy_loop="native")) is True
+    assert use_native_loop(_spec(copy_loop="python")) is False
+
+
+@pytest.mark.parametrize("option", [{"exactly_once": True}, {"dead_letter_topic": "dlq"}])
+def test_flows_only_the_python_loop_can_copy_fall_back_on_auto_and_fail_on_native(
+    built: None, option: dict[str, Any]
+) -> None:
+    assert use_native_loop(_spec(**option)) is False
+    with pytest.raises(KmirrorError, match=rf"flow west->east: copy_loop is native but {next(iter(option))} is set"):
+        use_native_loop(_spec(copy_loop="native", **option))
+
+
+def test_a_missing_module_falls_back_on_auto_and_fails_on_native(not_built: None) -> None:
+    assert use_native_loop(_spec()) is False
+    with pytest.raises(KmirrorError, match=r"the native module is not built for this Python"):
+        use_native_loop(_spec(copy_loop="native"))
+
+
+def test_client_configs_with_python_callables_need_the_python_loop(built: None) -> None:
+    assert python_only_reasons(_spec(), {"error_cb": print}) == ["client property error_cb is a Python callable"]
+    assert use_native_loop(_spec(), {"error_cb": print}) is False
+    with pytest.raises(KmirrorError, match="error_cb is a Python callable"):
+        native_config({"error_cb": print})
+
+
+def test_native_config_gives_librdkafka_strings() -> None:
+    assert native_config({"enable.idempotence": True, "linger.ms": 100, "acks": "all", "x": False}) == {
+        "enable.idempotence": "true", "linger.ms": "100", "acks": "all", "x": "false"}  # fmt: skip
+
+
+def test_an_unknown_copy_loop_is_a_flow_spec_problem() -> None:
+    with pytest.raises(KmirrorError, match=r"copy_loop: must be one of auto, native, python, got 'fast'"):
+        _spec(copy_loop="fast")
+
+
+def test_progress_from_the_native_accounting_matches_the_python_loops() -> None:
+    rng = CopyRange("t", 1, 10, 20, "west.t", skipped_before=3)
+    # drift 5 from offset 10, 7 from 14, last delivered upstream 19: the range end sync is added
+    row = (10, 2000, 1_700_000_000_019, [(10, 15), (14, 21)], 7, 19, 3, 9, 50, 10)
+    progress = _progress(rng, row)
+    assert progress.offset_syncs == ((10, 15), (14, 21), (19, 26))
+    assert (progress.records, progress.bytes, progress.next_offset, progress.skipped_records) == (10, 2000, 20, 3)
+    assert (progress.latency_min_ms, progress.latency_max_ms, progress.latency_count) == (3, 9, 10)
+    empty = _progress(CopyRange("t", 1, 20, 20, "west.t"), (0, 0, None, [], None, -1, 2**63 - 1, -(2**63), 0, 0))
+    assert (empty.offset_syncs, empty.latency_min_ms, empty.last_timestamp_ms) == ((), None, None)
