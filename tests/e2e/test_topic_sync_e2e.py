@@ -116,7 +116,9 @@ def test_configs_follow_the_source_on_topics_the_mirror_created_and_only_there(
     produce(clusters.source, ours, [{"value": b"v"}] * 3)
     spec = sync_flow(clusters, unique, [ours, theirs], tmp_path / "cp")
     run_flow(spec, spark=spark, once=True)  # creates w.orders and records it as the mirror's
-    assert load_created(spec.target, created_topics_topic(spec.source.alias)) == {f"w{unique}.{ours}"}
+    created = load_created(spec.target, created_topics_topic(spec.source.alias))
+    # MM2 mirrors every heartbeats topic whatever the selection; other tests leave some on this broker
+    assert {t for t in created if not t.endswith("heartbeats")} == {f"w{unique}.{ours}"}, created
 
     alter(clusters.source, ours, retention_ms="7200000")  # changed at the source after creation
     alter(clusters.source, theirs, retention_ms="7200000")

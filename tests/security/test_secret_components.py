@@ -81,7 +81,7 @@ def test_scram_secret_on_kubernetes_keeps_the_password_secret(mocks: RecordingMo
         )
         [(name, inputs)] = mocks.of_type("kubernetes:core/v1:Secret")
         assert name == "east-scram-secret"
-        assert inputs["metadata"]["name"] == "kmirror-east-scram" and inputs["metadata"]["namespace"] == "kmirror"
+        assert inputs["metadata"]["name"] == "kmirror-east-scram" and inputs["metadata"]["namespace"] == "kafka-mirror"
         assert _secret(inputs["stringData"]) == {"username": "mirrormaker", "password": PASSWORD}
         for typ, _, other in mocks.resources:
             if typ != "kubernetes:core/v1:Secret":
@@ -129,7 +129,9 @@ def test_scram_secret_on_aws_goes_to_secrets_manager_as_a_secret(mocks: Recordin
 
     def check(values: list[Any]) -> None:
         arn, secret_name = values
-        assert arn == "arn:aws:secretsmanager:eu-west-1:123456789012:secret:kmirror-west-scram-AbCdEf"
+        # stack-unique: kafka-mirror/<project>/<stack>/<name>
+        assert arn == ("arn:aws:secretsmanager:eu-west-1:123456789012:secret:"
+                       "kafka-mirror/kafka-mirror/test/kmirror-west-scram-AbCdEf")  # fmt: skip
         assert secret_name == "kmirror-west-scram"
         [(_, version)] = mocks.of_type("aws:secretsmanager/secretVersion:SecretVersion")
         assert json.loads(_secret(version["secretString"])) == {"password": PASSWORD, "username": "mm"}
