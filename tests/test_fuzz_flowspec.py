@@ -65,6 +65,8 @@ def bad_option_value(name: str) -> st.SearchStrategy[Any]:
         )
     if isinstance(default, bool):
         return not_a_bool
+    if name == "copy_loop":
+        return json_values.filter(lambda v: v not in ("auto", "native", "python"))
     if name in ("consumer_group", "dead_letter_topic"):
         return not_a_string.filter(lambda v: v is not None)
     minimum = 0 if name.endswith("_ms") or name == "metrics_port" else 1
