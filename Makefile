@@ -16,8 +16,8 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 setup: $(VENV)/.installed native
 
 # The native copy loop (spark_app/_kmirror_copy*.so from native/kmirror_copy.c, docs/performance.md):
-# built where a C compiler and librdkafka's headers are (Debian: librdkafka-dev, which system-deps
-# installs, then requires it); elsewhere the app copies with its Python loop.
+# built where a C compiler and librdkafka's headers are (as root on Debian the script installs
+# librdkafka-dev; system-deps then requires the build); elsewhere the app copies with its Python loop.
 native: $(VENV)/.installed
 	PYTHON=$(abspath $(PY)) bash scripts/build-native.sh
 

@@ -5,8 +5,9 @@
 #
 #   PYTHON=.venv/bin/python bash scripts/build-native.sh [--require]
 #
-# Without --require a missing compiler or librdkafka header is not an error: nothing is built
-# and the app uses its Python copy loop (spark_app/native_copy.py says which loop ran).
+# Missing headers are installed when running as root with apt-get (librdkafka-dev; set
+# KMIRROR_NO_APT=1 to never install). Without --require a missing compiler or librdkafka header
+# is not an error: nothing is built and the app uses its Python copy loop (`copy_loop` auto).
 # With --require (make system-deps, the image) it is. On success it writes
 # <venv>/.kmirror-native: the tests then require the extension in that venv (fail, not skip).
 set -euo pipefail
@@ -42,8 +43,16 @@ print(libs[0] if libs else "")' 2>/dev/null || true)"
 if [ -n "$bundled" ]; then
   libs=(-L"$(dirname "$bundled")" -l:"$(basename "$bundled")" -Wl,-rpath,"$(dirname "$bundled")")
 fi
-echo '#include <librdkafka/rdkafka.h>' | "$CC" "${cflags[@]}" -E -x c - >/dev/null 2>&1 \
-  || give_up "no librdkafka headers (apt-get install librdkafka-dev)"
+have_headers() { echo '#include <librdkafka/rdkafka.h>' | "$CC" "${cflags[@]}" -E -x c - >/dev/null 2>&1; }
+# A fresh Debian/Ubuntu machine, as root (what `make setup` runs on in CI): the headers are one
+# registry package away. Without root or apt-get, nothing is installed (the Python loop is used).
+if ! have_headers && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && [ "${KMIRROR_NO_APT:-}" != 1 ]; then
+  echo "build-native.sh: installing librdkafka-dev (headers only; the module links confluent-kafka's librdkafka)" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends librdkafka-dev >/dev/null 2>&1 \
+    || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+         apt-get install -y -qq --no-install-recommends librdkafka-dev >/dev/null; } || true
+fi
+have_headers || give_up "no librdkafka headers (apt-get install librdkafka-dev)"
 
 target="$out_dir/_kmirror_copy$suffix"
 tmp="$target.tmp.$$"
