@@ -3,6 +3,7 @@ partition back, checkpoint emission rules, heartbeat loop guard, metrics text.""
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import Future
 from types import SimpleNamespace
 from typing import Any
@@ -266,8 +267,14 @@ def test_lag_watch_refreshes_the_table_until_interrupted(monkeypatch: pytest.Mon
     row = {"group": "kmirror-west-to-east", "topic": "orders", "partition": 0, "offset": 90, "log_size": 100,
            "lag": 10, "owner": "none", "target_topic": "west.orders", "delay_ms": 1234}  # fmt: skip
     sleeps: list[float] = []
+    real_sleep = lag.time.sleep
 
     def sleep(seconds: float) -> None:
+        # time.sleep is patched process-wide: background threads other tests left running (tickers,
+        # client closers) must keep their real sleep, or they use up the two sleeps of the loop
+        if threading.current_thread() is not threading.main_thread():
+            real_sleep(seconds)
+            return
         sleeps.append(seconds)
         if len(sleeps) == 2:
             raise KeyboardInterrupt
