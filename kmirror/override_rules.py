@@ -89,43 +89,41 @@ def _reference_problem(name: str, value: str, path: str) -> Problem:
 def client_override_problems(overrides: Mapping[str, Any], path: str) -> list[Problem]:
     """Problems of a librdkafka override map (`producer`, `consumer`) at `path`: code-running
     properties, literal secrets and references outside secret properties."""
+    literal = ("a literal secret is not allowed in overrides (kmirror plan, diffs and flow specs print "
+               f"them); {SECURITY_FIX}, or write a reference such as ${{env:VAR}} or ${{file:/abs/path}}")  # fmt: skip
     problems = []
     for name, value in overrides.items():
         name = str(name)
         if runs_code(name):
             problems.append(_code_problem(name, path))
-        elif is_reference(value) and not carries_secret(name):
-            problems.append(_reference_problem(name, value, path))
-        elif is_secret_property(name) and not is_reference(value):
-            problems.append(
-                Problem(
-                    f"{path}.{name}",
-                    "a literal secret is not allowed in overrides (kmirror plan, diffs and flow specs print "
-                    f"them); {SECURITY_FIX}, or write a reference such as ${{env:VAR}} or ${{file:/abs/path}}",
-                )
-            )
+        else:
+            problems.extend(_value_problems(name, value, path, literal))
     return problems + kinit_property_problems(overrides, path)
+
+
+def _value_problems(name: str, value: Any, path: str, literal_secret_message: str) -> list[Problem]:
+    """A reference outside a secret property, or a literal value in one (shared by overrides and
+    flow-spec cluster configs; only the literal-secret message differs)."""
+    if is_reference(value) and not carries_secret(name):
+        return [_reference_problem(name, value, path)]
+    if is_secret_property(name) and not is_reference(value):
+        return [Problem(f"{path}.{name}", literal_secret_message)]
+    return []
 
 
 def cluster_config_problems(config: Mapping[str, Any], path: str, allowed_code: Mapping[str, str]) -> list[Problem]:
     """Problems of a flow spec's `source.config` / `target.config` (written by the planner, which
     puts only references and the `allowed_code` values there, e.g. its own kinit command)."""
+    literal = (f"a literal secret is not allowed in a flow spec; {SECURITY_FIX} and plan again, "
+               "or write a reference such as ${env:VAR} or ${file:/abs/path}")  # fmt: skip
     problems = []
     for name, value in config.items():
         name = str(name)
         if runs_code(name):
             if allowed_code.get(name) != value:
                 problems.append(_code_problem(name, path))
-        elif is_reference(value) and not carries_secret(name):
-            problems.append(_reference_problem(name, value, path))
-        elif is_secret_property(name) and not is_reference(value):
-            problems.append(
-                Problem(
-                    f"{path}.{name}",
-                    f"a literal secret is not allowed in a flow spec; {SECURITY_FIX} and plan again, "
-                    "or write a reference such as ${env:VAR} or ${file:/abs/path}",
-                )
-            )
+        else:
+            problems.extend(_value_problems(name, value, path, literal))
     return problems + kinit_property_problems(config, path)
 
 
