@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from concurrent.futures import TimeoutError as FutureTimeout  # not the builtin before Python 3.11
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -71,7 +72,7 @@ def topic_limits(admin: Any, topics: Iterable[str], timeout_s: float = 10.0) -> 
     for resource, future in futures.items():
         try:
             entry = future.result(timeout=timeout_s).get(LIMIT_CONFIG)
-        except (KafkaException, TimeoutError) as exc:
+        except (KafkaException, FutureTimeout) as exc:
             log.warning("cannot read %s of target topic %s (records are checked by the broker only): %s",
                         LIMIT_CONFIG, resource.name, exc)  # fmt: skip
             continue

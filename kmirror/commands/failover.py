@@ -42,6 +42,8 @@ def register(subparsers: Any) -> None:
 def earliest_offsets(admin: Any, partitions: Sequence[tuple[str, int]], cluster: str) -> dict[tuple[str, int], int]:
     """(topic, partition) -> earliest offset (log start) on `cluster`; raises KmirrorError naming
     the partition when the broker cannot answer for it."""
+    from concurrent.futures import TimeoutError as FutureTimeout  # not the builtin before Python 3.11
+
     from confluent_kafka import KafkaException, TopicPartition
     from confluent_kafka.admin import OffsetSpec
 
@@ -54,7 +56,7 @@ def earliest_offsets(admin: Any, partitions: Sequence[tuple[str, int]], cluster:
     for tp, future in futures.items():
         try:
             info = future.result(timeout=ADMIN_TIMEOUT_S)
-        except (KafkaException, TimeoutError) as exc:
+        except (KafkaException, FutureTimeout) as exc:
             raise KmirrorError(
                 f"cannot read the earliest offset of {tp.topic}[{tp.partition}] on {cluster}: {exc}; "
                 "check that the mirror created the target topic, then retry"
