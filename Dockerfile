@@ -1,6 +1,6 @@
 # The kafka-mirror app image for EKS (SparkApplication `image`): the official Apache Spark 4.0
 # image (Ubuntu 22.04, Python 3.10, Java 17: the Spark and Python the app's second test leg runs,
-# `make test-spark40`) + the `spark_app` and `kmirror` packages + their Python deps
+# `make test-spark40`) + the `spark_app`, `kmirror_engine` and `kmirror` packages + their Python deps
 # (scripts/app-requirements.txt, whose markers pick the Python 3.10 pins) + a confluent-kafka
 # built against a librdkafka with Cyrus SASL, so GSSAPI (Kerberos) clusters work (the PyPI wheel
 # has no GSSAPI) + kinit + the S3A connector for s3a:// checkpoints.
@@ -10,7 +10,7 @@
 #
 #   docker build --build-arg LIBRDKAFKA_SHA256=<sha256> -t $REGISTRY/kafka-mirror:0.1.0 .
 #
-# The SparkApplication runs local:///opt/kmirror/kmirror_main.py (components/specs.py). The
+# The SparkApplication runs local:///opt/kmirror/kmirror_main.py (components/kafka_mirror/eks_specs.py). The
 # build ends with the app's own self-check (`python3 -m spark_app --self-check`): it loads the
 # data sources into the image's Spark and fails the build if the app could not start there.
 ARG SPARK_VERSION=4.0.2
@@ -72,6 +72,7 @@ RUN for jar in "org/apache/hadoop/hadoop-aws/${HADOOP_AWS_VERSION}/hadoop-aws-${
     done
 
 COPY kmirror /opt/kmirror/kmirror
+COPY kmirror_engine /opt/kmirror/kmirror_engine
 COPY spark_app /opt/kmirror/spark_app
 # The native copy loop (docs/performance.md) against the librdkafka built above; --require: the
 # build fails rather than ship an image that silently falls back to the Python loop.

@@ -15,7 +15,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 
 setup: $(VENV)/.installed native
 
-# The native copy loop (spark_app/_kmirror_copy*.so from native/kmirror_copy.c, docs/performance.md):
+# The native copy loop (kmirror_engine/copying/_kmirror_copy*.so from native/kmirror_copy.c, docs/performance.md):
 # built where a C compiler and librdkafka's headers are (as root on Debian the script installs
 # librdkafka-dev; system-deps then requires the build); elsewhere the app copies with its Python loop.
 native: $(VENV)/.installed
@@ -33,7 +33,7 @@ demo: setup
 	$(VENV)/bin/kmirror demo
 
 lint: setup
-	$(VENV)/bin/ruff check kmirror spark_app components tests bench policy scripts
+	$(VENV)/bin/ruff check kmirror kmirror_engine kmirror_cli spark_app components tests bench policy scripts
 	$(VENV)/bin/mypy
 	$(VENV)/bin/hadolint Dockerfile
 	$(VENV)/bin/actionlint .github/workflows/*.yml

@@ -1,6 +1,6 @@
 """How copy loops scale inside one process (no Spark): fill a source topic, then copy it with
 1..N `RangeCopier` loops in threads of this process, each with its own consumer and producer on
-disjoint partitions (what a writer task does, `spark_app.task_threads`). Prints records/s,
+disjoint partitions (what a writer task does, `kmirror_engine.copying.task_threads`). Prints records/s,
 the process's CPU and CPU per record for each N; every copy is verified.
 
     python bench/copy_loops.py [--records 800000] [--partitions 8] [--loops 1,2,3,4]
@@ -20,9 +20,15 @@ if __package__ in (None, ""):
 from confluent_kafka import Consumer, Producer
 
 from bench.measure import SAFE_PRODUCER, add_fences, count_until_fence, create_topics, produce_parallel
-from kmirror.local_brokers import LocalBroker
-from spark_app.copy import CONSUMER_REQUIRED, CONSUMER_TUNING, PRODUCER_TUNING, CopyRange, RangeCopier
-from spark_app.progress import PartitionProgress
+from kmirror_cli.local_brokers import LocalBroker
+from kmirror_engine.copying.range_copy import (
+    CONSUMER_REQUIRED,
+    CONSUMER_TUNING,
+    PRODUCER_TUNING,
+    CopyRange,
+    RangeCopier,
+)
+from kmirror_engine.observability.progress import PartitionProgress
 
 
 def copy_with_loops(source: str, target: str, dst: str, counts: dict[int, int], loops: int) -> tuple[float, float]:

@@ -16,7 +16,7 @@ from typing import Any, cast
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from spark_app.copy import CONSUMER_TUNING, PRODUCER_TUNING
+from kmirror_engine.copying.range_copy import CONSUMER_TUNING, PRODUCER_TUNING
 
 SAFE_PRODUCER = {"acks": "all", "enable.idempotence": True, "max.in.flight.requests.per.connection": 5}
 FENCE_KEY = b"__bench_fence__"

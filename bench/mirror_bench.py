@@ -40,8 +40,8 @@ from bench.many_topics import run_many
 from bench.measure import add_fences, count_until_fence, create_topics, produce_parallel
 from bench.raw_loop import raw_mirror, raw_parallel
 from bench.spark_runs import flow_spec, run_latency, run_spark_once
-from kmirror.local_brokers import LocalBroker
-from spark_app.native_copy import native_module
+from kmirror_cli.local_brokers import LocalBroker
+from kmirror_engine.copying.native_copy import native_module
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

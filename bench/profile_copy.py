@@ -5,7 +5,7 @@ partitions in flight), print the rate, the CPU per record and where it went.
                                  [--loop python|native] [--no-profile]
 
 `--loop python` (default): one `RangeCopier` under pyinstrument (`--no-profile`: undisturbed).
-`--loop native`: one `NativeRangeCopier` (spark_app/native_copy.py); its profile is the loop's
+`--loop native`: one `NativeRangeCopier` (kmirror_engine/copying/native_copy.py); its profile is the loop's
 own clock per part (consume, produce, delivery reports, positions) plus the CPU of every
 thread of this process by name (/proc/self/task: the caller's thread and librdkafka's).
 CPU per record counts all threads of the process (`time.process_time()`).
@@ -26,9 +26,15 @@ if __package__ in (None, ""):
 from confluent_kafka import Consumer, Producer
 
 from bench.measure import SAFE_PRODUCER, add_fences, count_until_fence, create_topics, produce_parallel
-from kmirror.local_brokers import LocalBroker
-from spark_app.copy import CONSUMER_REQUIRED, CONSUMER_TUNING, PRODUCER_TUNING, CopyRange, RangeCopier
-from spark_app.native_copy import NativeRangeCopier, new_loop
+from kmirror_cli.local_brokers import LocalBroker
+from kmirror_engine.copying.native_copy import NativeRangeCopier, new_loop
+from kmirror_engine.copying.range_copy import (
+    CONSUMER_REQUIRED,
+    CONSUMER_TUNING,
+    PRODUCER_TUNING,
+    CopyRange,
+    RangeCopier,
+)
 
 
 def thread_cpu() -> dict[str, float]:

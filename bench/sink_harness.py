@@ -25,7 +25,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 
 from bench.measure import add_fences, count_until_fence, create_topics, produce_parallel
-from kmirror.local_brokers import LocalBroker
+from kmirror_cli.local_brokers import LocalBroker
 from spark_app.sink import BATCH_LOG_ENV, MirrorSink
 
 RANGE_SCHEMA = "source_topic STRING, partition INT, start_offset BIGINT, end_offset BIGINT, target_topic STRING"

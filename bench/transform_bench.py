@@ -25,7 +25,7 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 from bench.measure import add_fences, count_until_fence, create_topics, produce_parallel
 from bench.spark_runs import flow_spec, run_spark_once
-from kmirror.local_brokers import LocalBroker
+from kmirror_cli.local_brokers import LocalBroker
 
 KEEP_ALL = "SELECT * FROM records WHERE value IS NOT NULL"
 

@@ -101,7 +101,9 @@ def remote_read_acls(source_acls: Sequence[TopicAcl], remote_topics: Mapping[str
     out = {
         TopicAcl(remote_topics[acl.topic], acl.principal, acl.host, "READ", acl.permission)
         for acl in source_acls
-        if acl.topic in remote_topics and acl.topic != "*" and acl.operation in ("READ", "ALL")
+        if acl.topic in remote_topics
+        and acl.topic != "*"
+        and acl.operation in ("READ", "ALL")
         and acl.permission in ("ALLOW", "DENY")
     }
     return sorted(out, key=lambda a: (a.topic, a.principal, a.host, a.permission))

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kmirror.filters import NameSelection, should_replicate_topic
-from kmirror.policy import ReplicationPolicy, policy_from_config
+from kmirror.replication_policy import ReplicationPolicy, policy_from_config
 from kmirror.secret_refs import REF_KINDS, is_reference
 from kmirror.security import REDACTED, is_sensitive
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from kmirror.errors import Problem
-from kmirror.policy import ReplicationPolicy, is_cycle, is_heartbeats_topic, is_internal_topic
+from kmirror.replication_policy import ReplicationPolicy, is_cycle, is_heartbeats_topic, is_internal_topic
 
 
 def split_patterns(patterns: Iterable[str]) -> list[str]:
@@ -69,9 +69,7 @@ TopicSelection = NameSelection
 GroupSelection = NameSelection
 
 
-def should_replicate_topic(
-    selection: NameSelection, policy: ReplicationPolicy, topic: str, target_alias: str
-) -> bool:
+def should_replicate_topic(selection: NameSelection, policy: ReplicationPolicy, topic: str, target_alias: str) -> bool:
     """MM2's rule: selected (or a heartbeats topic), not internal, and not a cycle back to the target."""
     wanted = selection.matches(topic) or is_heartbeats_topic(policy, topic)
     return wanted and not is_internal_topic(topic) and not is_cycle(policy, topic, target_alias)

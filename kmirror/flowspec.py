@@ -17,7 +17,7 @@ from typing import Any
 from kmirror.errors import Problem, Problems, ValidationError, did_you_mean
 from kmirror.filters import NameSelection, pattern_problems
 from kmirror.override_rules import client_override_problems, cluster_config_problems
-from kmirror.policy import ReplicationPolicy, policy_from_config, policy_problems
+from kmirror.replication_policy import ReplicationPolicy, policy_from_config, policy_problems
 from kmirror.security import KINIT_CMD
 
 Check = Callable[[Any], str | None]
@@ -298,8 +298,13 @@ def flow_spec_problems(raw: Any) -> list[Problem]:
     ):
         problems.append(Problem("checkpoint_location", f"required non-empty path, got {raw['checkpoint_location']!r}"))
     if raw.get("transform") is not None and raw.get("exactly_once") is True:
-        problems.append(Problem("transform", "cannot be combined with exactly_once (the transform path is "
-                                             "at-least-once, like the copy path without it)"))
+        problems.append(
+            Problem(
+                "transform",
+                "cannot be combined with exactly_once (the transform path is "
+                "at-least-once, like the copy path without it)",
+            )
+        )
     for name, option in OPTION_BY_NAME.items():
         if name in raw and (message := option.check(raw[name])):
             problems.append(Problem(name, message))

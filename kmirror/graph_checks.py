@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from kmirror.filters import NameSelection, split_patterns
-from kmirror.policy import DefaultReplicationPolicy, is_cycle
+from kmirror.replication_policy import DefaultReplicationPolicy, is_cycle
 
 _REGEX_META = re.compile(r"[.^$*+?{}\[\]\\|()]")
 

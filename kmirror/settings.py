@@ -14,7 +14,7 @@ from kmirror.errors import Problem, did_you_mean
 from kmirror.filters import pattern_problems
 from kmirror.flowspec import OPTION_BY_NAME
 from kmirror.override_rules import client_override_problems, spark_option_problems
-from kmirror.policy import policy_problems
+from kmirror.replication_policy import policy_problems
 
 # MirrorMaker 2's defaults (MirrorSourceConfig / DefaultTopicFilter / DefaultGroupFilter).
 MM2_DEFAULTS: dict[str, Any] = {

@@ -7,12 +7,12 @@
  * produces each record (source partition, key, value, headers handed over without a copy,
  * CreateTime timestamp) and serves delivery reports, all with the GIL released, until its
  * time budget is spent or every range reached its end. Delivery reports are accounted per
- * range exactly as the Python loop does (spark_app/copy.py `_RangeState.on_delivery`):
+ * range exactly as the Python loop does (kmirror_engine/copying/range_copy.py `_RangeState.on_delivery`):
  * upstream offsets queued in produce order and popped per report (librdkafka reports one
  * partition's messages in order), offset syncs on every drift change, latency sums.
  * The first failure (a delivery error, a consumer error, a record over the target topic's
  * limit, a produce error) is kept as text naming the source record by its offset; the
- * Python side (spark_app/native_copy.py) raises it as CopyError. Control (rounds, stall
+ * Python side (kmirror_engine/copying/native_copy.py) raises it as CopyError. Control (rounds, stall
  * timeout, logging) stays in Python: pump() returns at least every `budget_ms`.
  *
  * Not handled here (the Python loop is used for them): dead-letter topics, transactions
@@ -28,7 +28,7 @@
 #include <string.h>
 #include <time.h>
 
-/* spark_app/record_limits.py: framing of one record alone in a batch */
+/* kmirror_engine/copying/record_limits.py: framing of one record alone in a batch */
 #define BATCH_OVERHEAD_BYTES 61
 #define RECORD_OVERHEAD_BYTES 21
 #define HEADER_OVERHEAD_BYTES 10
@@ -153,7 +153,7 @@ static int is_too_large(rd_kafka_resp_err_t err) {
     return err == RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE || err == RD_KAFKA_RESP_ERR_RECORD_LIST_TOO_LARGE;
 }
 
-/* librdkafka reconnects by itself after these: logged, the copy waits (spark_app/copy.py TRANSIENT) */
+/* librdkafka reconnects by itself after these: logged, the copy waits (kmirror_engine/copying/range_copy.py TRANSIENT) */
 static int is_transient(rd_kafka_resp_err_t err) {
     switch (err) {
     case RD_KAFKA_RESP_ERR__TRANSPORT:

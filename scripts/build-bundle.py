@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Build the app bundle (`spark_app` + `kmirror`) as a deterministic zip and print its sha256;
+"""Build the app bundle (`spark_app` + `kmirror_engine` + `kmirror`) as a deterministic zip and print its sha256;
 with `--wheelhouse ARCH`, also the EMR nodes' wheelhouse for ARCH (aarch64, x86_64).
 
     .venv/bin/python scripts/build-bundle.py [OUT_DIR]                        # default: build/

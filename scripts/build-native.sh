@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the native copy loop (native/kmirror_copy.c -> spark_app/_kmirror_copy<EXT_SUFFIX>.so) for
+# Build the native copy loop (native/kmirror_copy.c -> kmirror_engine/copying/_kmirror_copy<EXT_SUFFIX>.so) for
 # one Python, against the system's librdkafka (Debian/Ubuntu: librdkafka-dev; the image: the
 # librdkafka it builds; needs librdkafka >= 1.0 headers, checked with 2.0.2 and 2.16).
 #
@@ -15,7 +15,7 @@ cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-python3}"
 require=0
 [ "${1:-}" = "--require" ] && require=1
-out_dir="${OUT_DIR:-spark_app}"
+out_dir="${OUT_DIR:-kmirror_engine/copying}"
 
 give_up() {
   if [ "$require" = 1 ]; then echo "build-native.sh: $1" >&2; exit 1; fi
@@ -64,5 +64,5 @@ mv "$tmp" "$target"
 PYTHONPATH="$out_dir/.." "$PYTHON" -c 'import importlib, sys
 m = importlib.import_module(sys.argv[1] + "._kmirror_copy"); print("native copy loop:", m.__file__, "librdkafka", m.librdkafka_version()[0])' \
   "$(basename "$out_dir")" || { rm -f "$target"; give_up "the built module does not load"; }
-if [ "$out_dir" = spark_app ] && [ "$venv" != - ]; then touch "$venv/.kmirror-native"; fi
+if [ "$out_dir" = kmirror_engine/copying ] && [ "$venv" != - ]; then touch "$venv/.kmirror-native"; fi
 exit 0

@@ -20,10 +20,10 @@ import threading
 from typing import Any
 
 from kmirror.flowspec import FlowSpec
-from spark_app.failover_listener import FailoverListener
-from spark_app.group_commit import GroupCommitListener
-from spark_app.progress import BatchListener
-from spark_app.progress_log import ProgressLogListener
+from kmirror_engine.failover.failover_listener import FailoverListener
+from kmirror_engine.failover.group_commit import GroupCommitListener
+from kmirror_engine.observability.progress import BatchListener
+from kmirror_engine.observability.progress_log import ProgressLogListener
 
 _lock = threading.Lock()
 _cache: dict[str, tuple[str, list[BatchListener]]] = {}

@@ -49,7 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_clusters(spec: FlowSpec, once: bool, stop: threading.Event) -> None:
     """Both clusters answer (and the client supports their security); see module doc."""
-    from spark_app.security_check import check_flow_security
+    from kmirror_engine.clients.security_check import check_flow_security
 
     backoff = 1.0
     while True:
@@ -149,7 +149,7 @@ def run_flow(
     itself is stopped at the end; a session passed in stays open. `reader_api` forces one
     streaming API ("position-tracking" runs Spark 4.0's path on any Spark; tests use it), else
     env KMIRROR_READER_API, else "auto"."""
-    from spark_app.clients import validate_client_configs
+    from kmirror_engine.clients.factory import validate_client_configs
     from spark_app.stream_readers import reader_class
 
     reader_api = reader_api or os.environ.get("KMIRROR_READER_API", "auto")
@@ -204,7 +204,7 @@ def run_once(spark: Any, spec: FlowSpec, checkpoint: str, stop: threading.Event,
 
 def frozen_end_offsets(spec: FlowSpec, task_count: int) -> str:
     """End offsets of every mirrored partition now, as the reader's offset JSON (--once's bound)."""
-    from spark_app.ranges import offsets_to_json
+    from kmirror_engine.planning.ranges import offsets_to_json
     from spark_app.source import RangePlanner
 
     return json.dumps(offsets_to_json(RangePlanner(spec, once=True, task_count=task_count).available()))
@@ -237,15 +237,15 @@ def _driver_tickers(spec: FlowSpec, once: bool) -> list[Any]:
     streaming mode the idle checkpoint rounds (`emit_checkpoints`). Each has `stop()`."""
     tickers: list[Any] = []
     if spec.option("emit_heartbeats"):
-        from spark_app.heartbeats import HeartbeatTicker
+        from kmirror_engine.observability.heartbeats import HeartbeatTicker
 
         tickers.append(HeartbeatTicker(spec).start())
     if spec.option("emit_checkpoints") and not once:
-        from spark_app.failover_listener import IdleCheckpoints
+        from kmirror_engine.failover.failover_listener import IdleCheckpoints
 
         tickers.append(IdleCheckpoints(spec).start())
     if spec.option("sync_topic_configs") or spec.option("sync_topic_acls"):  # a round now, then on intervals
-        from spark_app.sync_ticker import SyncTicker
+        from kmirror_engine.planning.sync_ticker import SyncTicker
 
         tickers.append(SyncTicker(spec, once).start())
     return tickers
@@ -255,7 +255,7 @@ def _final_checkpoint(spec: FlowSpec) -> None:
     """After a clean --once run: one last MM2 checkpoint round (its listeners live elsewhere)."""
     if not spec.option("emit_checkpoints"):
         return
-    from spark_app.failover_listener import final_checkpoint
+    from kmirror_engine.failover.failover_listener import final_checkpoint
 
     final_checkpoint(spec)
 

@@ -7,7 +7,7 @@ Contract:
   BINARY>>, `timestamp` TIMESTAMP (the record's CreateTime; null when the record has none).
 - option "tasks": JSON list of tasks, each a list of `[topic, partition, start, end]` ranges (end
   exclusive); one Spark input partition per task, so one source partition is read by one task,
-  in offset order (the driver groups them, `spark_app.ranges.plan_tasks`).
+  in offset order (the driver groups them, `kmirror_engine.planning.ranges.plan_tasks`).
 - `read()` runs on executors: one confluent-kafka consumer per task, `assign()` at each range's
   start (never subscribe), read_committed, up to each range's end; offsets are never assumed
   contiguous (markers, compaction). Rows leave as Arrow record batches of at most
@@ -118,7 +118,7 @@ def read_ranges(consumer: Any, ranges: tuple[Range, ...], stall_timeout_s: float
 def _read_round(consumer: Any, active: dict[tuple[str, int], int], stall_timeout_s: float) -> Iterator[Any]:
     from confluent_kafka import KafkaError, TopicPartition
 
-    from spark_app.copy import TRANSIENT, CopyError
+    from kmirror_engine.copying.range_copy import TRANSIENT, CopyError
 
     def finish(tp: tuple[str, int]) -> None:
         if active.pop(tp, None) is not None:
@@ -169,8 +169,8 @@ class RecordsReader(DataSourceReader):
         from confluent_kafka import Consumer
 
         from kmirror.flowspec import parse_flow_spec
-        from spark_app.clients import consumer_config
-        from spark_app.copy import CONSUMER_REQUIRED, CONSUMER_TUNING
+        from kmirror_engine.clients.factory import consumer_config
+        from kmirror_engine.copying.range_copy import CONSUMER_REQUIRED, CONSUMER_TUNING
 
         assert isinstance(partition, RecordsTask)
         spec = parse_flow_spec(json.loads(self.spec_json))

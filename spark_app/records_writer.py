@@ -101,7 +101,7 @@ class _Task:
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import NewTopic
 
-        from spark_app.clients import admin_client
+        from kmirror_engine.clients.factory import admin_client
 
         admin = admin_client(self.spec.target)
         listing = {n: len(t.partitions) for n, t in admin.list_topics(timeout=30).topics.items() if t.error is None}
@@ -183,7 +183,7 @@ class _Task:
 
     def _raise_failures(self) -> None:
         if self.failures:
-            from spark_app.copy import CopyError
+            from kmirror_engine.copying.range_copy import CopyError
 
             raise CopyError(f"{len(self.failures)} record(s) failed; first: {self.failures[0]}")
 
@@ -196,8 +196,8 @@ class _Task:
 def _producer(spec: Any) -> tuple[str, Any]:
     from confluent_kafka import Producer
 
-    from spark_app.clients import producer_config
-    from spark_app.copy import PRODUCER_TUNING
+    from kmirror_engine.clients.factory import producer_config
+    from kmirror_engine.copying.range_copy import PRODUCER_TUNING
 
     config = {**PRODUCER_TUNING, **producer_config(spec)}
     key = json.dumps(config, sort_keys=True, default=str)

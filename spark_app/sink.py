@@ -31,13 +31,19 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCom
 from kmirror.errors import KmirrorError
 from kmirror.flowspec import FlowSpec, parse_flow_spec
 from kmirror.security import resolve_references
-from spark_app.client_cache import CLIENTS, CopyClients, config_key
-from spark_app.copy import CONSUMER_REQUIRED, CONSUMER_TUNING, PRODUCER_TUNING, CopyRange, RangeCopier
+from kmirror_engine.clients.cache import CLIENTS, CopyClients, config_key
+from kmirror_engine.copying.native_copy import NativeRangeCopier, new_loop, use_native_loop
+from kmirror_engine.copying.range_copy import (
+    CONSUMER_REQUIRED,
+    CONSUMER_TUNING,
+    PRODUCER_TUNING,
+    CopyRange,
+    RangeCopier,
+)
+from kmirror_engine.copying.record_limits import capped_producer_config, topic_limits
+from kmirror_engine.copying.task_threads import copy_in_threads
+from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 from spark_app.listeners import batch_failed, listeners_for
-from spark_app.native_copy import NativeRangeCopier, new_loop, use_native_loop
-from spark_app.progress import BatchProgress, PartitionProgress
-from spark_app.record_limits import capped_producer_config, topic_limits
-from spark_app.task_threads import copy_in_threads
 
 SINK_NAME = "kmirror-sink"
 BATCH_LOG_ENV = "KMIRROR_BATCH_LOG"
@@ -67,7 +73,7 @@ def copy_natively(
     consumer_conf: dict[str, Any], producer_conf: dict[str, Any], ranges: Sequence[CopyRange],
     limits: dict[str, int | None],
 ) -> list[PartitionProgress]:  # fmt: skip
-    """The native loop (`spark_app.native_copy`): `COPY_THREADS_PER_TASK` loops on disjoint source
+    """The native loop (`kmirror_engine.copying.native_copy`): `COPY_THREADS_PER_TASK` loops on disjoint source
     partitions, each on a native consumer/producer pair kept across tasks like the Python ones."""
     key = config_key(consumer_conf, producer_conf, {"copy_loop": "native"})
 
@@ -84,13 +90,13 @@ def copy_natively(
 
 def copy_task_ranges(spec: FlowSpec, ranges: Sequence[CopyRange], task_id: int) -> list[PartitionProgress]:
     """Copy one task's ranges. At-least-once: `COPY_THREADS_PER_TASK` copy loops on disjoint
-    source partitions (`spark_app.task_threads`), each with clients this worker process kept
-    from its previous task of the same flow, if any (`spark_app.client_cache`; dropped after a
-    failure); the native loop when the flow's `copy_loop` picks it (`spark_app.native_copy`).
+    source partitions (`kmirror_engine.copying.task_threads`), each with clients this worker process kept
+    from its previous task of the same flow, if any (`kmirror_engine.clients.cache`; dropped after a
+    failure); the native loop when the flow's `copy_loop` picks it (`kmirror_engine.copying.native_copy`).
     Exactly-once: one Python loop with fresh clients (the transactional id is per task)."""
     from confluent_kafka import Consumer, Producer
 
-    from spark_app.clients import admin_client, consumer_config, producer_config
+    from kmirror_engine.clients.factory import admin_client, consumer_config, producer_config
 
     consumer_conf = {**CONSUMER_TUNING, **consumer_config(spec), **CONSUMER_REQUIRED}
     dead_letter_topic = spec.option("dead_letter_topic")
@@ -115,7 +121,7 @@ def copy_task_ranges(spec: FlowSpec, ranges: Sequence[CopyRange], task_id: int) 
         return copy_in_threads(ranges, copy_group, COPY_THREADS_PER_TASK)
     consumer = Consumer(consumer_conf)
     try:
-        from spark_app.exactly_once import TransactionalCopier, offsets_group, transactional_id
+        from kmirror_engine.copying.exactly_once import TransactionalCopier, offsets_group, transactional_id
 
         txn_id = transactional_id(spec, task_id)
         producer_conf = {**PRODUCER_TUNING, **producer_config(spec, transactional_id=txn_id)}
@@ -144,7 +150,7 @@ def target_limits(spec: FlowSpec, topics: set[str]) -> dict[str, int | None]:
     cluster = spec.target.bootstrap_servers
     stale = sorted(t for t in topics if now - _LIMITS.get((cluster, t), (-LIMITS_TTL_S, None))[0] >= LIMITS_TTL_S)
     if stale:
-        from spark_app.clients import admin_client
+        from kmirror_engine.clients.factory import admin_client
 
         for topic, limit in topic_limits(admin_client(spec.target), stale).items():
             _LIMITS[(cluster, topic)] = (now, limit)
@@ -156,9 +162,9 @@ def fence_for_query(spec: FlowSpec) -> list[str]:
     could have used (a batch has at most one task per partition: ids 0..partitions-1)."""
     from confluent_kafka import Producer
 
-    from spark_app.clients import admin_client, producer_config
-    from spark_app.discovery import TopicDiscovery
-    from spark_app.exactly_once import fence_previous_generation
+    from kmirror_engine.clients.factory import admin_client, producer_config
+    from kmirror_engine.copying.exactly_once import fence_previous_generation
+    from kmirror_engine.planning.discovery import TopicDiscovery
 
     discovery = TopicDiscovery(admin_client(spec.source), spec.source, spec.topic_selection, spec.policy,
                                spec.target.alias, 0)  # fmt: skip

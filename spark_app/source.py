@@ -1,6 +1,6 @@
 """The "kmirror-source" Python data source: a stream reader that plans offset ranges on the driver.
 
-It never reads records: each micro-batch is a set of rows (`spark_app.ranges.RANGE_SCHEMA`),
+It never reads records: each micro-batch is a set of rows (`kmirror_engine.planning.ranges.RANGE_SCHEMA`),
 one per source partition range, grouped into writer tasks; the "kmirror-sink" copies them.
 
 - `initialOffset()`: every mirrored partition at `starting_offsets` (earliest, latest, or the
@@ -31,11 +31,11 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPart
 
 from kmirror.errors import ConnectionFailure, DataLossError, KmirrorError
 from kmirror.flowspec import FlowSpec
-from spark_app.created_topics import CreatedTopics
-from spark_app.discovery import MirroredTopic, TopicDiscovery
-from spark_app.offsets import query_offsets, with_retries
-from spark_app.ranges import RANGE_SCHEMA, OffsetRange, Offsets, admit, plan_tasks
-from spark_app.target_topics import TargetTopics
+from kmirror_engine.planning.created_topics import CreatedTopics
+from kmirror_engine.planning.discovery import MirroredTopic, TopicDiscovery
+from kmirror_engine.planning.offset_queries import query_offsets, with_retries
+from kmirror_engine.planning.ranges import RANGE_SCHEMA, OffsetRange, Offsets, admit, plan_tasks
+from kmirror_engine.planning.target_topics import TargetTopics
 
 SOURCE_NAME = "kmirror-source"
 log = logging.getLogger("kmirror.source")
@@ -73,7 +73,7 @@ class RangePlanner:
     def __init__(self, spec: FlowSpec, once: bool, task_count: int, admin_factory: Any = None) -> None:
         real_clients = admin_factory is None  # fakes (tests) get no created-topics registry
         if admin_factory is None:
-            from spark_app.clients import admin_client as admin_factory
+            from kmirror_engine.clients.factory import admin_client as admin_factory
         self.spec, self.once, self.task_count = spec, once, task_count
         self.source_admin = admin_factory(spec.source)
         self.read_committed = spec.option("consumer").get("isolation.level", "read_committed") == "read_committed"
@@ -194,7 +194,7 @@ class RangePlanner:
             if end[tp] > first:
                 ranges.append(OffsetRange(tp[0], tp[1], first, end[tp], self.remote(tp[0])))
         if not self.replays_checked and ranges:
-            from spark_app.replays import check_replays
+            from kmirror_engine.planning.replays import check_replays
 
             self.replays_checked = True
             check_replays(self.source_admin, self.spec.id, self.spec.consumer_group, ranges,

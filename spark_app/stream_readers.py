@@ -32,7 +32,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from kmirror.errors import KmirrorError
 from kmirror.flowspec import parse_flow_spec
-from spark_app.ranges import Offsets, offsets_from_json, offsets_to_json
+from kmirror_engine.planning.ranges import Offsets, offsets_from_json, offsets_to_json
 from spark_app.source import RangePlanner, RangeTask
 
 try:  # Spark >= 4.3 (see module doc); a missing module means the older API

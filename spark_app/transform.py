@@ -32,8 +32,8 @@ from typing import Any
 
 from kmirror.errors import Problem, ValidationError
 from kmirror.flowspec import FlowSpec
-from spark_app.progress import BatchProgress, PartitionProgress
-from spark_app.ranges import OffsetRange, plan_tasks
+from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
+from kmirror_engine.planning.ranges import OffsetRange, plan_tasks
 from spark_app.records_source import RECORDS_SCHEMA, RecordsSource
 
 log = logging.getLogger("kmirror.transform")
@@ -90,8 +90,10 @@ def validate_transform(spark: Any, spec: FlowSpec) -> Transform:
                  if name in COLUMN_TYPES and got != COLUMN_TYPES[name]]  # fmt: skip
     nodes = sorted({m.group(1) for line in plan.splitlines() if (m := _NODE.match(line))} - PER_RECORD_NODES)
     if nodes:
-        problems.append(f"the query uses {', '.join(nodes)}, which would reorder records or mix partitions; a "
-                        "transform works record by record (SELECT ... FROM records WHERE ..., functions, explode)")
+        problems.append(
+            f"the query uses {', '.join(nodes)}, which would reorder records or mix partitions; a "
+            "transform works record by record (SELECT ... FROM records WHERE ..., functions, explode)"
+        )
     if problems:
         raise ValidationError([Problem("transform.sql", p) for p in problems], source=f"flow {spec.id}")
     source_ids, result_ids = _output_ids(empty), _output_ids(result)

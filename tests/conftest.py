@@ -33,7 +33,7 @@ def clusters() -> Iterator[Clusters]:
     if source and target:
         yield Clusters(source, target)
         return
-    from kmirror.local_brokers import LocalBroker
+    from kmirror_cli.local_brokers import LocalBroker
 
     with LocalBroker("test-source") as src, LocalBroker("test-target") as dst:
         yield Clusters(src.bootstrap_servers, dst.bootstrap_servers, src, dst)
@@ -66,7 +66,7 @@ def copy_loop(request: pytest.FixtureRequest) -> str:
 def require_copy_loop(name: str) -> str:
     """`name` when that loop can run here (see the `copy_loop` fixture), else fail or skip."""
     if name == "native":
-        from spark_app.native_copy import built_for_this_python, native_module
+        from kmirror_engine.copying.native_copy import built_for_this_python, native_module
 
         if native_module() is None:
             if built_for_this_python():

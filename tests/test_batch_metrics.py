@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
+from kmirror_engine.failover.failover_listener import FailoverListener
+from kmirror_engine.observability.metrics import FlowMetrics
+from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 from spark_app import listeners as listeners_module
-from spark_app.failover_listener import FailoverListener
-from spark_app.metrics import FlowMetrics
-from spark_app.progress import BatchProgress, PartitionProgress
 from spark_app.sink import MirrorStreamWriter
 from tests.test_sink_unit import SPEC
 

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from spark_app.client_cache import ClientCache, CopyClients, config_key
+from kmirror_engine.clients.cache import ClientCache, CopyClients, config_key
 
 
 class FakeConsumer:

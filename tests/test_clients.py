@@ -8,7 +8,7 @@ import pytest
 
 from kmirror.errors import ValidationError
 from kmirror.flowspec import FlowSpec, parse_flow_spec
-from spark_app.clients import consumer_config, producer_config
+from kmirror_engine.clients.factory import consumer_config, producer_config
 
 
 def spec(**options: Any) -> FlowSpec:

@@ -8,9 +8,16 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from kmirror.local_brokers import free_port
-from spark_app.copy import CONSUMER_REQUIRED, CONSUMER_TUNING, PRODUCER_TUNING, CopyError, CopyRange, RangeCopier
-from spark_app.native_copy import NativeRangeCopier, new_loop
+from kmirror_cli.local_brokers import free_port
+from kmirror_engine.copying.native_copy import NativeRangeCopier, new_loop
+from kmirror_engine.copying.range_copy import (
+    CONSUMER_REQUIRED,
+    CONSUMER_TUNING,
+    PRODUCER_TUNING,
+    CopyError,
+    CopyRange,
+    RangeCopier,
+)
 from tests.kafka_helpers import add_fences, consume_all, create_topic, produce
 
 pytestmark = pytest.mark.e2e

@@ -19,8 +19,8 @@ from confluent_kafka import KafkaError, KafkaException
 
 from kmirror.errors import ConnectionFailure, DataLossError, KmirrorError
 from kmirror.flowspec import ClusterEndpoint
-from spark_app.copy import CopyError, CopyRange, RangeCopier
-from spark_app.exactly_once import Committed, committed_offsets, stale_offsets
+from kmirror_engine.copying.exactly_once import Committed, committed_offsets, stale_offsets
+from kmirror_engine.copying.range_copy import CopyError, CopyRange, RangeCopier
 from tests.test_fault_logic import FakeConsumer, FakeMessage, LimitedBroker
 from tests.test_source_planner import FakeAdmin, planner, spec
 
@@ -82,8 +82,8 @@ def test_exactly_once_a_batch_rejected_as_too_large_fails_saying_the_transaction
 
 
 def test_producer_batches_are_capped_at_the_smallest_target_topic_limit() -> None:
-    from spark_app.copy import PRODUCER_TUNING
-    from spark_app.record_limits import capped_producer_config
+    from kmirror_engine.copying.range_copy import PRODUCER_TUNING
+    from kmirror_engine.copying.record_limits import capped_producer_config
 
     capped = capped_producer_config(PRODUCER_TUNING, [2000, None, 5000])
     assert (capped["batch.size"], capped["message.max.bytes"]) == (2000, 2000)
@@ -124,7 +124,7 @@ def test_a_per_partition_error_reading_committed_offsets_raises_never_means_noth
 
 def test_a_topic_hidden_by_an_acl_change_is_kept_not_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
     """Before: missing from the listing = dropped (reported as deleted) for an ACL change."""
-    import spark_app.offsets
+    import kmirror_engine.planning.offset_queries
 
     source = FakeAdmin({"orders": [(0, 100)], "new": [(0, 50)]})
     p = planner(source, fail_on_data_loss=False)
@@ -132,7 +132,7 @@ def test_a_topic_hidden_by_an_acl_change_is_kept_not_dropped(monkeypatch: pytest
     end = p.next_end(start, None)
     hidden = source.logs.pop("new")
     source.denied = {"new"}  # type: ignore[attr-defined]
-    monkeypatch.setattr(spark_app.offsets, "ONCE_DEADLINE_S", 0.0)  # --once gives up at once here
+    monkeypatch.setattr(kmirror_engine.planning.offset_queries, "ONCE_DEADLINE_S", 0.0)  # --once gives up at once here
     with pytest.raises(ConnectionFailure, match=r"cannot tell whether planned topic new was deleted: Broker: Topic "
                                                 r"authorization failed \(grant Describe and Read on it"):  # fmt: skip
         p.plan(start, end)
@@ -155,7 +155,7 @@ def test_a_deleted_topic_with_planned_offsets_is_data_loss_when_fail_on_data_los
 
 
 def test_speculation_is_forced_off_locally_and_on_clusters_and_the_transaction_timeout_is_explicit() -> None:
-    from spark_app.clients import producer_config
+    from kmirror_engine.clients.factory import producer_config
     from spark_app.session import session_confs
 
     assert session_confs("local[2]")["spark.speculation"] == "false"
@@ -182,7 +182,7 @@ class FakeAdminClient:
 
 
 def test_admin_clients_are_rebuilt_when_the_secret_changes_and_after_an_authentication_error(tmp_path: Path) -> None:
-    from spark_app.clients import admin_client
+    from kmirror_engine.clients.factory import admin_client
 
     secret = tmp_path / "password"
     secret.write_text("one")
@@ -202,7 +202,7 @@ def test_admin_clients_are_rebuilt_when_the_secret_changes_and_after_an_authenti
 
 
 def test_cached_copy_clients_are_replaced_when_a_certificate_file_is_rotated(tmp_path: Path) -> None:
-    from spark_app.client_cache import config_key
+    from kmirror_engine.clients.cache import config_key
 
     cert = tmp_path / "client.pem"
     cert.write_text("cert one")
@@ -242,11 +242,11 @@ def test_each_kerberos_principal_gets_its_own_private_ticket_cache(
     """librdkafka runs `sasl.kerberos.kinit.cmd` through sh after substituting %{...}; a fake
     kinit records the cache it writes to (no GSSAPI-capable broker or client here). Before: both
     principals' kinit wrote the one default cache of the user (KRB5CCNAME unset)."""
-    import spark_app.clients
+    import kmirror_engine.clients.factory
     from kmirror.security import KINIT_CMD
-    from spark_app.clients import consumer_config, producer_config
+    from kmirror_engine.clients.factory import consumer_config, producer_config
 
-    monkeypatch.setattr(spark_app.clients, "_ticket_dir", None)
+    monkeypatch.setattr(kmirror_engine.clients.factory, "_ticket_dir", None)
     monkeypatch.delenv("KRB5CCNAME", raising=False)
     kinit = tmp_path / "bin" / "kinit"
     kinit.parent.mkdir()
@@ -278,7 +278,7 @@ def test_the_batch_cap_never_exceeds_a_lower_message_max_bytes_override() -> Non
     the latter once made every copy fail before its first record (test_faults' oversized case)."""
     import confluent_kafka
 
-    from spark_app.record_limits import capped_producer_config
+    from kmirror_engine.copying.record_limits import capped_producer_config
 
     capped = capped_producer_config({"message.max.bytes": 20_000}, [1_048_588])
     assert (capped["message.max.bytes"], capped["batch.size"]) == (20_000, 20_000)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from kmirror.commands.demo import demo_flow_spec
 from kmirror.errors import KmirrorError
 from kmirror.flowspec import parse_flow_spec
+from kmirror_cli.commands.demo import demo_flow_spec
 
 
 def test_demo_flow_is_the_planned_local_flow_of_the_example_topology(tmp_path: Path) -> None:
@@ -34,7 +34,7 @@ def test_demo_refuses_a_missing_topology_before_starting_anything(tmp_path: Path
 def test_demo_mirrors_every_record_and_stops_what_it_started() -> None:
     started = time.monotonic()
     result = subprocess.run(
-        [sys.executable, "-m", "kmirror.cli", "demo"],
+        [sys.executable, "-m", "kmirror_cli.cli", "demo"],
         capture_output=True,
         text=True,
         timeout=300,

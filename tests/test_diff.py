@@ -11,9 +11,9 @@ from typing import Any
 
 import yaml
 
-from kmirror.cli import COMMAND_MODULES, build_parser, main
 from kmirror.diff import diff_plans
 from kmirror.diff_render import MARKER, render_markdown, render_text
+from kmirror_cli.cli import COMMAND_MODULES, build_parser, main
 
 DEFAULT_POLICY = {"type": "default", "separator": "."}
 

@@ -11,8 +11,8 @@ from confluent_kafka import KafkaError, KafkaException
 from kmirror.errors import ConnectionFailure
 from kmirror.filters import NameSelection
 from kmirror.flowspec import ClusterEndpoint
-from kmirror.policy import policy_from_config
-from spark_app.discovery import TopicDiscovery
+from kmirror.replication_policy import policy_from_config
+from kmirror_engine.planning.discovery import TopicDiscovery
 
 WEST = ClusterEndpoint("west", "127.0.0.1:1")
 

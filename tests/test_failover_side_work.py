@@ -23,11 +23,11 @@ from confluent_kafka.admin import AclOperation
 
 from kmirror.flowspec import FlowSpec, parse_flow_spec
 from kmirror.mm2_formats import decode_checkpoint
+from kmirror_engine.failover.failover_listener import FailoverClients, FailoverListener
+from kmirror_engine.failover.offset_syncs import OffsetSyncError, SyncStore
+from kmirror_engine.observability.progress import PartitionProgress
+from kmirror_engine.planning.internal_topics import report_internal_topic_access
 from spark_app import sink
-from spark_app.failover_listener import FailoverClients, FailoverListener
-from spark_app.internal_topics import report_internal_topic_access
-from spark_app.offset_syncs import OffsetSyncError, SyncStore
-from spark_app.progress import PartitionProgress
 from spark_app.sink import MirrorCommitMessage, MirrorStreamWriter
 
 

@@ -11,16 +11,16 @@ from typing import Any
 import pytest
 from confluent_kafka import TopicPartition
 
-from kmirror.cli import main
 from kmirror.errors import KmirrorError
 from kmirror.flowspec import FlowSpec, parse_flow_spec
 from kmirror.mm2_formats import Checkpoint, decode_heartbeat
-from spark_app.checkpoints import CheckpointEmitter, is_more_recent, translate_offsets
-from spark_app.group_sync import ActiveGroupError, sync_group
-from spark_app.heartbeats import HeartbeatEmitter, HeartbeatError
-from spark_app.metrics import FlowMetrics
-from spark_app.offset_syncs import SyncStore
-from spark_app.progress import BatchProgress, PartitionProgress
+from kmirror_cli.cli import main
+from kmirror_engine.failover.checkpoints import CheckpointEmitter, is_more_recent, translate_offsets
+from kmirror_engine.failover.group_sync import ActiveGroupError, sync_group
+from kmirror_engine.failover.offset_syncs import SyncStore
+from kmirror_engine.observability.heartbeats import HeartbeatEmitter, HeartbeatError
+from kmirror_engine.observability.metrics import FlowMetrics
+from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 
 
 def spec(**options: Any) -> FlowSpec:
@@ -79,11 +79,13 @@ def test_group_sync_moves_forward_only() -> None:
 def test_failover_cli_refuses_live_source_group(monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: Any) -> None:
     import json
 
-    import spark_app.clients
+    import kmirror_engine.clients.factory
 
     flow = tmp_path / "flow.json"
     flow.write_text(json.dumps(spec().to_dict()))
-    monkeypatch.setattr(spark_app.clients, "admin_client", lambda endpoint: FakeAdmin(state="STABLE", members=1))
+    monkeypatch.setattr(
+        kmirror_engine.clients.factory, "admin_client", lambda endpoint: FakeAdmin(state="STABLE", members=1)
+    )
     assert main(["failover", "--flow", str(flow), "--group", "app-1"]) == 1
     assert capsys.readouterr().err == (
         "kmirror failover: group 'app-1' is STABLE on west with active members (c0@/10.0.0.1); "
@@ -133,7 +135,7 @@ def test_a_second_checkpoint_writer_only_checkpoints_inside_the_history_it_read(
 
 
 def test_idle_checkpoint_rounds_count_failures_and_go_on() -> None:
-    from spark_app.failover_listener import IdleCheckpoints
+    from kmirror_engine.failover.failover_listener import IdleCheckpoints
 
     class FakeListener:
         def __init__(self) -> None:
@@ -175,7 +177,7 @@ def test_heartbeats_at_interval_to_the_target_heartbeats_topic() -> None:
 
 
 def test_heartbeat_ticker_beats_while_idle_counts_failures_and_beats_last_at_stop() -> None:
-    from spark_app.heartbeats import HeartbeatTicker
+    from kmirror_engine.observability.heartbeats import HeartbeatTicker
 
     class FlakyProducer(FakeProducer):
         def __init__(self) -> None:
@@ -246,23 +248,23 @@ def write_flow(tmp_path: Any) -> str:
 
 def test_translate_json_leaves_out_untranslatable_partitions(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
                                                              capsys: Any) -> None:  # fmt: skip
-    import spark_app.checkpoints
-    from spark_app.checkpoints import Translation
+    import kmirror_engine.failover.checkpoints
+    from kmirror_engine.failover.checkpoints import Translation
 
     rows = [Translation("orders", 0, "west.orders", 4, 7), Translation("orders", 1, "west.orders", 2, None)]
-    monkeypatch.setattr(spark_app.checkpoints, "translate_group", lambda s, g: rows)
+    monkeypatch.setattr(kmirror_engine.failover.checkpoints, "translate_group", lambda s, g: rows)
     assert main(["translate", "--flow", write_flow(tmp_path), "--group", "app-1", "--format", "json"]) == 0
     out = capsys.readouterr()
     assert out.out == '[{"topic": "west.orders", "partition": 0, "upstream_offset": 4, "downstream_offset": 7}]\n'
     assert out.err == "untranslatable: orders[1]@2 is before every mirrored record of that partition\n"
-    monkeypatch.setattr(spark_app.checkpoints, "translate_group", lambda s, g: [])
+    monkeypatch.setattr(kmirror_engine.failover.checkpoints, "translate_group", lambda s, g: [])
     assert main(["translate", "--flow", write_flow(tmp_path), "--group", "nobody"]) == 1
     assert capsys.readouterr().err.startswith("kmirror translate: group 'nobody' has no committed offsets on topics")
 
 
 def test_lag_watch_refreshes_the_table_until_interrupted(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
                                                          capsys: Any) -> None:  # fmt: skip
-    import kmirror.commands.lag as lag
+    import kmirror_cli.commands.lag as lag
 
     row = {"group": "kmirror-west-to-east", "topic": "orders", "partition": 0, "offset": 90, "log_size": 100,
            "lag": 10, "owner": "none", "target_topic": "west.orders", "delay_ms": 1234}  # fmt: skip
@@ -293,7 +295,7 @@ def test_lag_watch_refreshes_the_table_until_interrupted(monkeypatch: pytest.Mon
 
 def test_heartbeats_travel_one_hop_per_flow_and_never_loop() -> None:
     from kmirror.filters import NameSelection, should_replicate_topic
-    from kmirror.policy import DefaultReplicationPolicy
+    from kmirror.replication_policy import DefaultReplicationPolicy
 
     policy, only_orders = DefaultReplicationPolicy(), NameSelection(("orders",))
     # west->east: west's own heartbeats go downstream even though `topics` selects only orders
@@ -319,14 +321,14 @@ class OffsetsAdmin(FakeAdmin):
 
 
 def partial_failover(monkeypatch: pytest.MonkeyPatch, target: OffsetsAdmin) -> None:
-    import spark_app.checkpoints
-    import spark_app.clients
-    from spark_app.checkpoints import Translation
+    import kmirror_engine.clients.factory
+    import kmirror_engine.failover.checkpoints
+    from kmirror_engine.failover.checkpoints import Translation
 
     rows = [Translation("orders", 0, "west.orders", 4, 7), Translation("orders", 1, "west.orders", 2, None)]
-    monkeypatch.setattr(spark_app.checkpoints, "translate_group", lambda s, g: rows)
+    monkeypatch.setattr(kmirror_engine.failover.checkpoints, "translate_group", lambda s, g: rows)
     admins = {"west": FakeAdmin(), "east": target}
-    monkeypatch.setattr(spark_app.clients, "admin_client", lambda endpoint: admins[endpoint.alias])
+    monkeypatch.setattr(kmirror_engine.clients.factory, "admin_client", lambda endpoint: admins[endpoint.alias])
 
 
 def test_failover_refuses_untranslated_partitions_without_allow_partial(

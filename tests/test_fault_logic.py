@@ -14,9 +14,9 @@ from confluent_kafka import KafkaError
 
 from kmirror.errors import ConnectionFailure, DataLossError
 from kmirror.flowspec import ClusterEndpoint
-from spark_app.copy import CopyError, CopyRange, RangeCopier
-from spark_app.offsets import query_offsets, with_retries
-from spark_app.target_topics import TargetTopics
+from kmirror_engine.copying.range_copy import CopyError, CopyRange, RangeCopier
+from kmirror_engine.planning.offset_queries import query_offsets, with_retries
+from kmirror_engine.planning.target_topics import TargetTopics
 from tests.test_source_planner import FakeAdmin, planner
 
 
@@ -221,8 +221,8 @@ def test_a_record_the_target_broker_rejects_goes_to_the_dead_letter_topic_counte
 
 
 def test_the_progress_line_counts_dead_lettered_records() -> None:
-    from spark_app.progress import BatchProgress, PartitionProgress
-    from spark_app.progress_log import progress_record
+    from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
+    from kmirror_engine.observability.progress_log import progress_record
     from tests.test_source_planner import spec
 
     partition = PartitionProgress("t", 0, "w.t", 0, 5, 4, 40, None, dead_lettered=1)
@@ -233,8 +233,8 @@ def test_the_progress_line_counts_dead_lettered_records() -> None:
 def test_offsets_delivered_before_a_restart_are_reported_as_possible_duplicates() -> None:
     import io
 
-    from spark_app.ranges import OffsetRange
-    from spark_app.replays import find_replays, report_replays
+    from kmirror_engine.planning.ranges import OffsetRange
+    from kmirror_engine.planning.replays import find_replays, report_replays
 
     ranges = [
         OffsetRange("t", 0, 100, 400, "w.t"),
@@ -296,7 +296,7 @@ def test_a_topic_deleted_between_planning_and_copying_is_dropped_and_reported_no
 
 
 def test_a_planned_topic_with_a_metadata_error_is_retried_never_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
-    import spark_app.offsets
+    import kmirror_engine.planning.offset_queries
 
     source = KafkaLikeAdmin({"orders": [(0, 100)], "new": [(0, 50)]})
     p = planner(source)
@@ -304,7 +304,7 @@ def test_a_planned_topic_with_a_metadata_error_is_retried_never_dropped(monkeypa
     end = p.next_end(start, None)
     del source.logs["new"]
     source.errors["new"] = KafkaError(KafkaError.LEADER_NOT_AVAILABLE)
-    monkeypatch.setattr(spark_app.offsets, "ONCE_DEADLINE_S", 0.0)  # --once gives up at once here
+    monkeypatch.setattr(kmirror_engine.planning.offset_queries, "ONCE_DEADLINE_S", 0.0)  # --once gives up at once here
     with pytest.raises(ConnectionFailure, match="planned partitions of new are not readable now"):
         p.plan(start, end)
 
@@ -312,7 +312,7 @@ def test_a_planned_topic_with_a_metadata_error_is_retried_never_dropped(monkeypa
 def test_streaming_start_retries_an_unreachable_cluster_with_doubling_backoff_and_reports_each_failure(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import spark_app.security_check
+    import kmirror_engine.clients.security_check
     from spark_app.main import check_clusters
     from tests.test_source_planner import spec
 
@@ -334,7 +334,7 @@ def test_streaming_start_retries_an_unreachable_cluster_with_doubling_backoff_an
             return False
 
     waits = Waits()
-    monkeypatch.setattr(spark_app.security_check, "check_flow_security", unreachable_then_up)
+    monkeypatch.setattr(kmirror_engine.clients.security_check, "check_flow_security", unreachable_then_up)
     check_clusters(spec(), once=False, stop=waits)  # type: ignore[arg-type]
     assert waits.seconds == [1, 2, 4, 8, 16, 30, 30]
     assert capsys.readouterr().err.count("kmirror: cluster 'east' (127.0.0.1:9): cannot connect; retrying in") == 7
@@ -342,16 +342,16 @@ def test_streaming_start_retries_an_unreachable_cluster_with_doubling_backoff_an
     def down(flow: Any, timeout_s: float) -> None:
         raise ConnectionFailure("cluster 'east' (127.0.0.1:9): cannot connect")
 
-    monkeypatch.setattr(spark_app.security_check, "check_flow_security", down)
+    monkeypatch.setattr(kmirror_engine.clients.security_check, "check_flow_security", down)
     with pytest.raises(ConnectionFailure):  # --once: the first failure (after the check's own deadline) is final
         check_clusters(spec(), once=True, stop=waits)  # type: ignore[arg-type]
     assert len(waits.seconds) == 7
 
 
 def test_skipped_offsets_travel_from_the_planner_to_the_progress_line_and_the_metrics() -> None:
-    from spark_app.metrics import FlowMetrics
-    from spark_app.progress import BatchProgress
-    from spark_app.progress_log import progress_record
+    from kmirror_engine.observability.metrics import FlowMetrics
+    from kmirror_engine.observability.progress import BatchProgress
+    from kmirror_engine.observability.progress_log import progress_record
     from spark_app.source import READER_SCHEMA
     from spark_app.stream_readers import PositionTrackingReader
     from tests.test_source_planner import spec

@@ -18,7 +18,7 @@ import pytest
 from kmirror.errors import KmirrorError
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("spark_app", "kmirror", "components")
+PACKAGES = ("spark_app", "kmirror", "kmirror_engine", "kmirror_cli", "components")
 
 
 class _SilentAdmin:
@@ -32,13 +32,13 @@ class _SilentAdmin:
 
 
 def test_unanswered_topic_limit_lookup_means_unknown_limit_not_a_crash() -> None:
-    from spark_app.record_limits import topic_limits
+    from kmirror_engine.copying.record_limits import topic_limits
 
     assert topic_limits(_SilentAdmin(), ["a", "b"], timeout_s=0.01) == {"a": None, "b": None}
 
 
 def test_unanswered_earliest_offsets_is_a_kmirror_error_naming_the_partition(monkeypatch: Any) -> None:
-    from kmirror.commands import failover
+    from kmirror_cli.commands import failover
 
     monkeypatch.setattr(failover, "ADMIN_TIMEOUT_S", 0.01)
     with pytest.raises(KmirrorError, match=r"earliest offset of orders\[3\] on west"):

@@ -243,7 +243,7 @@ def test_the_command_line_exits_2_naming_the_field(tmp_path: Path, raw: dict[str
 def test_kmirror_run_exits_2_for_a_file_that_is_not_json(tmp_path: Path) -> None:
     path = tmp_path / "flow.json"
     path.write_bytes(b"\xff{not json")
-    result = run_cli("kmirror.cli", "run", "--flow", str(path), "--once")
+    result = run_cli("kmirror_cli.cli", "run", "--flow", str(path), "--once")
     assert result.returncode == EXIT_INVALID_INPUT and "--flow:" in result.stderr
     assert "Traceback" not in result.stderr
 
@@ -251,7 +251,7 @@ def test_kmirror_run_exits_2_for_a_file_that_is_not_json(tmp_path: Path) -> None
 def test_properties_valid_only_together_are_not_reported_alone() -> None:
     """Each librdkafka property is checked alone; rules across properties (a keystore needs its
     password, SASL_SSL needs a mechanism this build has) are left to client creation."""
-    from spark_app.clients import client_config_problems
+    from kmirror_engine.clients.factory import client_config_problems
 
     source = {"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "u",
               "ssl.keystore.location": "/ks.p12", "ssl.keystore.password": "${env:KS_PASSWORD}"}  # fmt: skip

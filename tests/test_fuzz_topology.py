@@ -221,7 +221,7 @@ def test_any_file_content_is_a_topology_or_a_validation_error(tmp_path: Path, co
 
 def kmirror(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "kmirror.cli", *args], capture_output=True, text=True, timeout=120, cwd=cwd
+        [sys.executable, "-m", "kmirror_cli.cli", *args], capture_output=True, text=True, timeout=120, cwd=cwd
     )
 
 

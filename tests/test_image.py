@@ -40,7 +40,7 @@ def test_the_image_is_spark_4_0_with_python_3_10_and_checks_itself_at_build_time
     assert version and version.groups()[:2] == ("4", "0")  # what EMR 8 and the 4.0 images run
     assert re.search(r"^FROM apache/spark:\$\{SPARK_VERSION\}-scala2\.13-java17-python3-ubuntu$", DOCKERFILE, re.M)
     assert "RUN python3 -m spark_app --self-check" in DOCKERFILE  # loads the data sources into the image's Spark
-    assert 'sha256sum -c -' in DOCKERFILE and 'LIBRDKAFKA_SHA256 is required' in DOCKERFILE
+    assert "sha256sum -c -" in DOCKERFILE and "LIBRDKAFKA_SHA256 is required" in DOCKERFILE
     assert "pip3 install --no-cache-dir -r /tmp/requirements-rest.txt" in DOCKERFILE
     assert "pyspark" not in (ROOT / "scripts" / "app-requirements.txt").read_text().split("pyspark itself")[1]
 

@@ -11,9 +11,9 @@ import pytest
 
 from kmirror.errors import KmirrorError
 from kmirror.flowspec import FlowSpec, parse_flow_spec
-from spark_app import native_copy
-from spark_app.copy import CopyRange
-from spark_app.native_copy import _progress, native_config, python_only_reasons, use_native_loop
+from kmirror_engine.copying import native_copy
+from kmirror_engine.copying.native_copy import _progress, native_config, python_only_reasons, use_native_loop
+from kmirror_engine.copying.range_copy import CopyRange
 
 
 def _spec(**options: Any) -> FlowSpec:

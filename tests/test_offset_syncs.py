@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spark_app.offset_syncs import Sync, SyncStore
+from kmirror_engine.failover.offset_syncs import Sync, SyncStore
 
 
 def segment_syncs(records: list[tuple[int, int]]) -> list[tuple[int, int]]:

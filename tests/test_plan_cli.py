@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kmirror.cli import main
+from kmirror_cli.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 TOPOLOGY = str(ROOT / "stacks/topology.yaml")
@@ -115,6 +115,6 @@ def test_pure_core_and_app_never_import_pulumi(module: str) -> None:
 def test_planner_imports_neither_pyspark_nor_kafka_clients() -> None:
     heavy = "{'pyspark', 'confluent_kafka', 'boto3', 'pulumi'}"
     modules = "{m.split('.')[0] for m in sys.modules}"
-    code = f"import sys, kmirror.planner, kmirror.commands.plan; print(sorted({modules} & {heavy}))"
+    code = f"import sys, kmirror.planner, kmirror_cli.commands.plan; print(sorted({modules} & {heavy}))"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert result.stdout.strip() == "[]"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from spark_app.ranges import (
+from kmirror_engine.planning.ranges import (
     OffsetRange,
     admit,
     group_into_tasks,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from kmirror.errors import KmirrorError
+from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 from spark_app import listeners as listeners_module
-from spark_app.progress import BatchProgress, PartitionProgress
 from spark_app.sink import MirrorCommitMessage, MirrorSink, MirrorStreamWriter, aggregate
 
 SPEC = {

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 
 from kmirror.errors import DataLossError, KmirrorError
-from kmirror.local_brokers import free_port
+from kmirror_cli.local_brokers import free_port
 from spark_app.main import explain
 
 
@@ -38,7 +38,7 @@ def test_invalid_spec_exits_2_naming_the_key_without_traceback(tmp_path: Path) -
     assert result.returncode == 2
     assert "max_records_per_triger: unknown key (did you mean 'max_records_per_trigger'?)" in result.stderr
     assert "Traceback" not in result.stderr
-    missing = run("kmirror.cli", "run", "--flow", str(tmp_path / "nope.json"), "--once")
+    missing = run("kmirror_cli.cli", "run", "--flow", str(tmp_path / "nope.json"), "--once")
     assert missing.returncode == 2 and "file not found" in missing.stderr and "Traceback" not in missing.stderr
 
 
@@ -60,5 +60,5 @@ def test_errors_crossing_the_jvm_become_one_line_with_their_type() -> None:
     )
     error = explain(RuntimeError(jvm_text))
     assert isinstance(error, DataLossError) and str(error).startswith("west->east: data loss on orders[0]")
-    other = explain(RuntimeError("spark_app.copy.CopyError: delivery failed for t[0]@5"))
+    other = explain(RuntimeError("kmirror_engine.copying.range_copy.CopyError: delivery failed for t[0]@5"))
     assert type(other) is KmirrorError and str(other) == "CopyError: delivery failed for t[0]@5"

@@ -52,7 +52,7 @@ def test_cli_derives_the_order_from_kmirror_diff(tmp_path: Path) -> None:
     (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
     (tmp_path / "head.yaml").write_text(yaml.safe_dump(head))
     done = subprocess.run(
-        [sys.executable, "-m", "kmirror.cli", "diff", str(tmp_path / "base.yaml"), str(tmp_path / "head.yaml"),
+        [sys.executable, "-m", "kmirror_cli.cli", "diff", str(tmp_path / "base.yaml"), str(tmp_path / "head.yaml"),
          "--format", "stack-order", "--stacks-dir", str(ROOT / "stacks")],
         capture_output=True, text=True, check=False, cwd=ROOT,
     )  # fmt: skip
@@ -62,11 +62,13 @@ def test_cli_derives_the_order_from_kmirror_diff(tmp_path: Path) -> None:
 
 
 def test_stack_info_gives_ci_each_stacks_region_and_platform() -> None:
-    from kmirror.commands.stack_info import stack_field
+    from kmirror_cli.commands.stack_info import stack_field
 
     stacks = str(ROOT / "stacks")
     assert [stack_field(s, "region", stacks) for s in ("west", "east", "central")] == [
-        "us-west-2", "us-east-1", "eu-central-1"
+        "us-west-2",
+        "us-east-1",
+        "eu-central-1",
     ]
     assert stack_field("central", "platform", stacks) == "emr" and stack_field("west", "platform", stacks) == "eks"
     with pytest.raises(Exception, match="aws:region: required"):

@@ -13,8 +13,8 @@ from confluent_kafka.admin import AdminClient
 
 from kmirror.errors import ConnectionFailure, KmirrorError
 from kmirror.flowspec import ClusterEndpoint
-from spark_app.discovery import MirroredTopic
-from spark_app.target_topics import TargetTopics, configs_to_copy
+from kmirror_engine.planning.discovery import MirroredTopic
+from kmirror_engine.planning.target_topics import TargetTopics, configs_to_copy
 from tests.kafka_helpers import create_topic
 
 EAST = ClusterEndpoint("east", "127.0.0.1:2")

@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from spark_app.copy import CopyRange
-from spark_app.task_threads import copy_in_threads, partition_groups
+from kmirror_engine.copying.range_copy import CopyRange
+from kmirror_engine.copying.task_threads import copy_in_threads, partition_groups
 
 
 def rng(partition: int, start: int, end: int) -> CopyRange:

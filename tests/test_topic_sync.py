@@ -22,9 +22,9 @@ from confluent_kafka.admin import (
 from kmirror.acls import TopicAcl, remote_read_acls
 from kmirror.errors import KmirrorError
 from kmirror.flowspec import parse_flow_spec
-from spark_app.acl_sync import AclSync
-from spark_app.config_sync import ConfigChange, config_changes
-from spark_app.sync_ticker import SyncTicker
+from kmirror_engine.planning.acl_sync import AclSync
+from kmirror_engine.planning.config_sync import ConfigChange, config_changes
+from kmirror_engine.planning.sync_ticker import SyncTicker
 
 
 def entry(value: str | None, default: bool = False, read_only: bool = False) -> Any:
@@ -120,7 +120,12 @@ def test_acl_sync_creates_only_missing_read_acls_and_prints_one_line_each() -> N
     # the listing asks for literal topic ACLs of any principal, host, operation and permission
     (wanted,) = source.filters
     assert (wanted.restype, wanted.name, wanted.resource_pattern_type, wanted.operation, wanted.permission_type) == (
-        ResourceType.TOPIC, None, ResourcePatternType.LITERAL, AclOperation.ANY, AclPermissionType.ANY)
+        ResourceType.TOPIC,
+        None,
+        ResourcePatternType.LITERAL,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
     assert [json.loads(line.split(" ", 2)[2]) for line in out.getvalue().splitlines()] == [
         {"flow": "west->east", "topic": "west.pay.eu", "principal": "User:bob", "host": "*", "operation": "READ",
          "permission": "ALLOW"}]  # fmt: skip

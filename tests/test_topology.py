@@ -11,7 +11,7 @@ import pytest
 from kmirror.errors import ValidationError
 from kmirror.flowspec import parse_flow_spec
 from kmirror.planner import flow_spec_for, load_topology, parse_topology, plan_topology
-from kmirror.policy import policy_from_config
+from kmirror.replication_policy import policy_from_config
 
 CLUSTERS = {
     "west-1": {"bootstrap_servers": "b1-west:9092,b2-west:9092", "datacenter": "west"},

@@ -1,4 +1,4 @@
-"""The app bundle: a deterministic zip of the `spark_app` and `kmirror` packages (no pulumi).
+"""The app bundle: a deterministic zip of the `spark_app`, `kmirror_engine` and `kmirror` packages (no pulumi).
 
 The app imports `kmirror.flowspec`, `kmirror.security`, ..., so both packages travel together.
 Entries have fixed timestamps and order, so an unchanged source tree gives a byte-identical zip
@@ -11,7 +11,7 @@ import hashlib
 import zipfile
 from pathlib import Path
 
-PACKAGES = ("spark_app", "kmirror")
+PACKAGES = ("spark_app", "kmirror_engine", "kmirror")
 FIXED_TIME = (2020, 1, 1, 0, 0, 0)
 
 

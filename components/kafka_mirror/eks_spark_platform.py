@@ -19,8 +19,7 @@ import pulumi_kubernetes as k8s
 from typing_extensions import NotRequired
 
 from kafka_mirror.eks_cluster import EksClusterSettings, create_eks_cluster
-from kafka_mirror.monitoring import dashboard_config_map, prometheus_rule
-from kafka_mirror.specs import (
+from kafka_mirror.eks_specs import (
     DEFAULT_METRICS_PORT,
     PART_OF,
     EksSettings,
@@ -30,6 +29,7 @@ from kafka_mirror.specs import (
     operator_values,
     service_account_manifest,
 )
+from kafka_mirror.monitoring import dashboard_config_map, prometheus_rule
 from kafka_mirror.stack_secrets import MadeSecret, StackSecrets, create_stack_secrets
 
 TOKEN = "kafka-mirror:index:EksSparkPlatform"
@@ -277,8 +277,10 @@ class EksSparkPlatform(pulumi.ComponentResource):
         size = pvc.get("size", DEFAULT_PVC_SIZE)
         mode = pvc.get("access_mode", "ReadWriteMany")
         if mode != "ReadWriteMany":  # the stack config refuses it too; this guards library users
-            raise ValueError(f"{name}: checkpoint_pvc access_mode {mode!r}: the driver and executors of every flow "
-                             "mount the claim from different nodes; use ReadWriteMany (EFS) or S3 checkpoints")
+            raise ValueError(
+                f"{name}: checkpoint_pvc access_mode {mode!r}: the driver and executors of every flow "
+                "mount the claim from different nodes; use ReadWriteMany (EFS) or S3 checkpoints"
+            )
         spec: dict[str, Any] = {"accessModes": [mode], "resources": {"requests": {"storage": size}}}
         if storage_class := pvc.get("storage_class"):
             spec["storageClassName"] = storage_class
@@ -286,7 +288,6 @@ class EksSparkPlatform(pulumi.ComponentResource):
         metadata = {"name": claim, "namespace": self.settings.namespace, "labels": dict(PART_OF)}
         body: dict[str, Any] = {"metadata": metadata}
         return k8s.core.v1.PersistentVolumeClaim(f"{name}-checkpoints", **body, spec=cast(Any, spec), opts=opts)
-
 
     def _monitoring(self, name: str, monitoring: MonitoringArgs, opts: pulumi.ResourceOptions) -> None:
         """The PrometheusRule and the dashboard ConfigMap (PodMonitors come with each app)."""

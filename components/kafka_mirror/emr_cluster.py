@@ -221,7 +221,5 @@ def create_cluster(
         # Mirror steps never finish: each flow needs its own concurrent step slot.
         step_concurrency_level=s.step_concurrency_level,
         tags=TAGS,
-        opts=pulumi.ResourceOptions.merge(
-            opts, pulumi.ResourceOptions(depends_on=policies, protect=s.protect)
-        ),
+        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=policies, protect=s.protect)),
     )

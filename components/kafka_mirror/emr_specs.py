@@ -1,7 +1,7 @@
 """Pure specs for EMR deployments: S3 keys, spark-submit step args, cluster configurations, IAM,
 the nodes' Python and wheel platforms.
 
-No pulumi import (see `kafka_mirror.specs`). S3 keys of the flow spec and the app bundle are
+No pulumi import (see `kafka_mirror.eks_specs`). S3 keys of the flow spec and the app bundle are
 content-addressed and only the step names them (`--files`, `--py-files`), so a changed spec or app
 changes the step's args, and the step provider replaces the step (cancel old, add new) without
 touching the cluster. The bootstrap action's arguments are fixed S3 locations (`bootstrap_args`):
@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka_mirror.specs import FLOW_FILE, app_name, flow_sha256
+from kafka_mirror.eks_specs import FLOW_FILE, app_name, flow_sha256
 from kmirror.errors import Problem
 
 APP_PREFIX = "app"

@@ -19,10 +19,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 from typing_extensions import NotRequired
 
-from kafka_mirror.emr_specs import EmrSettings, emr_metrics_port, emr_step_args, flow_object_key
-from kafka_mirror.emr_step_provider import EmrStep
-from kafka_mirror.monitoring import pod_monitor
-from kafka_mirror.specs import (
+from kafka_mirror.eks_specs import (
     EksSettings,
     SecretMount,
     app_name,
@@ -34,6 +31,9 @@ from kafka_mirror.specs import (
     spark_application_manifest,
     with_metrics_port,
 )
+from kafka_mirror.emr_specs import EmrSettings, emr_metrics_port, emr_step_args, flow_object_key
+from kafka_mirror.emr_step_provider import EmrStep
+from kafka_mirror.monitoring import pod_monitor
 from kmirror.errors import Problem, ValidationError
 
 TOKEN = "kafka-mirror:index:MirrorDeployment"
@@ -173,9 +173,17 @@ class MirrorDeployment(pulumi.ComponentResource):
             step_args = emr_step_args(
                 flow_id, settings.uri(key), target["bundle_uri"], target["entry_uri"], spark_resources, settings
             )
-            return dict(bucket=settings.bucket, key=key, content=flow_json(spec), region=settings.region,
-                        cluster_id=target["cluster_id"], step_args=step_args, port=int(spec["metrics_port"]),
-                        aws=settings.aws, stop_timeout_s=settings.step_stop_timeout_s)
+            return dict(
+                bucket=settings.bucket,
+                key=key,
+                content=flow_json(spec),
+                region=settings.region,
+                cluster_id=target["cluster_id"],
+                step_args=step_args,
+                port=int(spec["metrics_port"]),
+                aws=settings.aws,
+                stop_timeout_s=settings.step_stop_timeout_s,
+            )
 
         out = pulumi.Output.all(target_in, spec_in, spark).apply(render)
         self.flow_object = aws.s3.BucketObjectv2(

@@ -1,6 +1,6 @@
 """Monitoring as code for the EKS apps (no pulumi import): a PodMonitor per driver, the
 PrometheusRule alerts and the Grafana dashboard, all over the metric names of
-`spark_app/metrics.py` (MM2's, Prometheus-spelled) plus kube-state-metrics' restarts.
+`kmirror_engine/observability/metrics.py` (MM2's, Prometheus-spelled) plus kube-state-metrics' restarts.
 
 Strimzi ships a Grafana dashboard and alerts for MirrorMaker 2; `STRIMZI_MM2_COVERAGE` maps
 each of its MM2 panels to ours (tests/pulumi/test_monitoring.py checks every one exists).
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from kafka_mirror.specs import PART_OF, EksSettings, app_name
+from kafka_mirror.eks_specs import PART_OF, EksSettings, app_name
 
 DASHBOARD_UID = "kafka-mirror"
 DASHBOARD_FILE = "kafka-mirror.json"

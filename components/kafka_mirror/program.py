@@ -18,20 +18,32 @@ import pulumi
 from kafka_mirror.aws_session import aws_settings
 from kafka_mirror.deploy_files import app_bundle as _packaged_bundle
 from kafka_mirror.eks_spark_platform import EksSparkPlatform, EksSparkPlatformArgs
+from kafka_mirror.eks_specs import CHECKPOINT_MOUNT, DEFAULT_METRICS_PORT, app_name
 from kafka_mirror.emr_spark_platform import EmrSparkPlatform, EmrSparkPlatformArgs
 from kafka_mirror.emr_specs import EmrSettings, metrics_port_problems
 from kafka_mirror.mirror_deployment import MirrorDeployment, MirrorDeploymentArgs
 from kafka_mirror.replication_topology import ReplicationTopology
 from kafka_mirror.secret_wiring import FlowSecrets, flow_secrets
-from kafka_mirror.specs import CHECKPOINT_MOUNT, DEFAULT_METRICS_PORT, app_name
 from kafka_mirror.stack_config import NS, StackConfig, parse_stack_config
 from kafka_mirror.stack_secrets import StackSecrets, resolve_fields, stack_secret_name
 from kmirror.errors import Problem, Problems, ValidationError
 from kmirror.planner import load_topology
 
 FLOW_SPARK_KEYS = ("executors", "driver_memory", "executor_memory", "driver_cores", "executor_cores")
-EKS_KEYS = ("namespace", "image", "image_pull_policy", "service_account", "irsa_role_arn", "operator", "checkpoint_pvc",
-            "monitoring", "priority_class_name", "node_selector", "tolerations", "read_only_root_filesystem")
+EKS_KEYS = (
+    "namespace",
+    "image",
+    "image_pull_policy",
+    "service_account",
+    "irsa_role_arn",
+    "operator",
+    "checkpoint_pvc",
+    "monitoring",
+    "priority_class_name",
+    "node_selector",
+    "tolerations",
+    "read_only_root_filesystem",
+)
 EMR_KEYS = ("cluster_id", "release_label", "subnet_id", "master_instance_type", "core_instance_type",
             "core_instance_count", "gssapi", "protect", "encryption", "prometheus", "vpc_id",
             "secret_recovery_window_days", "log_retention_days", "noncurrent_version_days",
@@ -115,8 +127,15 @@ def stack_aws_settings(stack: StackConfig) -> dict[str, Any]:
     aws = pulumi.Config("aws")
     region = aws.get("region")
     if stack.get("region") and region and stack.get("region") != region:
-        raise ValidationError([Problem(f"{NS}:spark.region", f"{stack.get('region')!r} differs from aws:region "
-                                       f"{region!r}; remove it (the stack's AWS provider decides the region)")])
+        raise ValidationError(
+            [
+                Problem(
+                    f"{NS}:spark.region",
+                    f"{stack.get('region')!r} differs from aws:region "
+                    f"{region!r}; remove it (the stack's AWS provider decides the region)",
+                )
+            ]
+        )
     roles = aws.get_object("assumeRoles") or aws.get_object("assumeRole")
     return aws_settings(region or stack.get("region"), aws.get("profile"), roles)
 

@@ -13,7 +13,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 from typing_extensions import NotRequired
 
-from kafka_mirror.specs import DEFAULT_NAMESPACE
+from kafka_mirror.eks_specs import DEFAULT_NAMESPACE
 from kmirror.secret_refs import SECRETS_ROOT, dns_label, secret_mount_dir
 
 TARGETS = ("kubernetes", "aws")

@@ -24,7 +24,7 @@ from typing import Any, Literal, get_args
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field
 
-from kafka_mirror.specs import CHECKPOINT_MOUNT, DEFAULT_METRICS_PORT, DEFAULT_NAMESPACE
+from kafka_mirror.eks_specs import CHECKPOINT_MOUNT, DEFAULT_METRICS_PORT, DEFAULT_NAMESPACE
 from kmirror.errors import Problem, Problems, did_you_mean
 from kmirror.stack_config import DEFAULT_TOPOLOGY, NAMESPACE
 
@@ -243,8 +243,13 @@ def _eks_rules(spark: Mapping[str, Any], path: str) -> list[Problem]:
     image, pull = spark.get("image"), spark.get("image_pull_policy")
     if isinstance(image, str) and image and not DIGEST_RE.match(image) and pull != "Never":
         # A tag can be moved under a running app: the next executor would run other code.
-        problems.append(Problem(f"{path}.image", f"{image!r} is not pinned by digest; use REPO[:TAG]@sha256:<digest> "
-                                "(CI feeds the pushed image's digest; image_pull_policy: Never for local images)"))
+        problems.append(
+            Problem(
+                f"{path}.image",
+                f"{image!r} is not pinned by digest; use REPO[:TAG]@sha256:<digest> "
+                "(CI feeds the pushed image's digest; image_pull_policy: Never for local images)",
+            )
+        )
     root, pvc = spark.get("checkpoint_root"), spark.get("checkpoint_pvc")
     if root is None and pvc is None:
         problems.append(Problem(f"{path}.checkpoint_root",
@@ -290,8 +295,13 @@ def _emr_rules(spark: Mapping[str, Any], path: str) -> list[Problem]:
         if not spark.get("release_label"):
             problems.append(Problem(f"{path}.release_label", "required when no cluster_id is given (Spark 4.0+)"))
         if "encryption" not in spark:
-            problems.append(Problem(f"{path}.encryption", "required for a created cluster: {certificates_zip: "
-                                    "s3://BUCKET/KEY.zip, kms_key_arn: ARN} (encryption in transit and at rest)"))
+            problems.append(
+                Problem(
+                    f"{path}.encryption",
+                    "required for a created cluster: {certificates_zip: "
+                    "s3://BUCKET/KEY.zip, kms_key_arn: ARN} (encryption in transit and at rest)",
+                )
+            )
         if "prometheus" in spark and not spark.get("vpc_id"):
             problems.append(Problem(f"{path}.vpc_id", "required with prometheus: the metrics security group's VPC"))
     window = spark.get("secret_recovery_window_days")

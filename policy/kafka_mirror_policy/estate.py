@@ -62,12 +62,16 @@ def estate_violations(stack: str, resources: Iterable[Resource], estate: Estate)
         others = [s for s in running if s != stack]
         if stack not in running:
             where = f"stack {', '.join(others)} deploys it" if others else "no stack's plan deploys it"
-            out.append(f"{app} runs flow {flow_id}, which the topology does not place in datacenter {datacenter} "
-                       f"(stack {stack}); {where}: deploy only the flows `kmirror plan --stack {stack}` lists")
+            out.append(
+                f"{app} runs flow {flow_id}, which the topology does not place in datacenter {datacenter} "
+                f"(stack {stack}); {where}: deploy only the flows `kmirror plan --stack {stack}` lists"
+            )
         elif others:
             dcs = ", ".join(f"{s} ({estate.stack_datacenters[s]})" for s in others)
-            out.append(f"{app} runs flow {flow_id}, which stack {dcs} also deploys: two writers on one target; "
-                       "give each datacenter exactly one stack and each flow one run_in")
+            out.append(
+                f"{app} runs flow {flow_id}, which stack {dcs} also deploys: two writers on one target; "
+                "give each datacenter exactly one stack and each flow one run_in"
+            )
     return out  # fmt: skip
 
 
@@ -87,7 +91,7 @@ def project_dir(config: Mapping[str, Any], environ: Mapping[str, str]) -> Path:
 def load_estate(project: Path) -> Estate:
     """Plan every stack of `project/stacks` with the program's planner; raises kmirror errors
     (ValidationError naming the file and key) for a bad stack config or topology."""
-    from kafka_mirror.specs import app_name
+    from kafka_mirror.eks_specs import app_name
     from kmirror.planner import load_topology, plan_topology
     from kmirror.stack_config import NAMESPACE, available_stacks, read_stack_config
 

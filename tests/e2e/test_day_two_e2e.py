@@ -14,8 +14,8 @@ from confluent_kafka.admin import AdminClient
 
 from kmirror.errors import DataLossError
 from kmirror.flowspec import FlowSpec, parse_flow_spec
-from spark_app.copy import CONSUMER_REQUIRED, CONSUMER_TUNING, CopyRange
-from spark_app.exactly_once import StaleOffsetsError, TransactionalCopier, offsets_group, transactional_id
+from kmirror_engine.copying.exactly_once import StaleOffsetsError, TransactionalCopier, offsets_group, transactional_id
+from kmirror_engine.copying.range_copy import CONSUMER_REQUIRED, CONSUMER_TUNING, CopyRange
 from spark_app.sink import copy_task_ranges
 from tests.kafka_helpers import add_fences, consume_all, create_topic, produce
 

@@ -10,8 +10,8 @@ import pytest
 from confluent_kafka import Consumer, Producer
 
 from kmirror.flowspec import parse_flow_spec
-from spark_app.copy import CONSUMER_REQUIRED, CONSUMER_TUNING, CopyRange
-from spark_app.exactly_once import TransactionalCopier, offsets_group, resume_ranges, transactional_id
+from kmirror_engine.copying.exactly_once import TransactionalCopier, offsets_group, resume_ranges, transactional_id
+from kmirror_engine.copying.range_copy import CONSUMER_REQUIRED, CONSUMER_TUNING, CopyRange
 from spark_app.sink import copy_task_ranges
 from tests.kafka_helpers import add_fences, consume_all, create_topic, produce
 

@@ -3,7 +3,7 @@ held unrelated records; checkpoints decode in MM2's format; translate/failover/g
 give exactly the shifted offsets; a consumer resuming on the target skips nothing; lag is 0
 after a mirror pass and grows with new source records; heartbeats and metrics are emitted.
 
-The mirror pass is the real copy loop (spark_app.copy.RangeCopier) feeding the real
+The mirror pass is the real copy loop (kmirror_engine.copying.range_copy.RangeCopier) feeding the real
 FailoverListener, plus the source commit the driver does after a batch.
 """
 
@@ -18,9 +18,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kmirror.cli import main
 from kmirror.flowspec import FlowSpec, parse_flow_spec
-from kmirror.local_brokers import free_port
 from kmirror.mm2_formats import (
     Checkpoint,
     Heartbeat,
@@ -30,14 +28,16 @@ from kmirror.mm2_formats import (
     encode_heartbeat,
     encode_offset_sync,
 )
-from kmirror.policy import checkpoints_topic, offset_syncs_topic
-from spark_app.checkpoints import read_checkpoints
-from spark_app.clients import admin_client, consumer_config, producer_config
-from spark_app.copy import CopyRange, RangeCopier
-from spark_app.failover_listener import FailoverListener
-from spark_app.group_sync import committed_offsets
-from spark_app.offset_syncs import OffsetSyncTopic, SyncStore, read_partition0
-from spark_app.progress import BatchProgress
+from kmirror.replication_policy import checkpoints_topic, offset_syncs_topic
+from kmirror_cli.cli import main
+from kmirror_cli.local_brokers import free_port
+from kmirror_engine.clients.factory import admin_client, consumer_config, producer_config
+from kmirror_engine.copying.range_copy import CopyRange, RangeCopier
+from kmirror_engine.failover.checkpoints import read_checkpoints
+from kmirror_engine.failover.failover_listener import FailoverListener
+from kmirror_engine.failover.group_sync import committed_offsets
+from kmirror_engine.failover.offset_syncs import OffsetSyncTopic, SyncStore, read_partition0
+from kmirror_engine.observability.progress import BatchProgress
 from tests.kafka_helpers import FENCE_KEY, add_fences, create_topic, produce
 
 FOREIGN = 3  # unrelated records already on the target topic

@@ -20,7 +20,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kmirror.local_brokers import LocalBroker, free_port
+from kmirror_cli.local_brokers import LocalBroker, free_port
 from tests.conftest import require_copy_loop
 from tests.e2e.fault_helpers import (
     APP_START_TIMEOUT_S,

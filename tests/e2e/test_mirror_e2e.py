@@ -23,11 +23,11 @@ from kmirror.mm2_formats import (
     encode_heartbeat,
     encode_offset_sync,
 )
-from kmirror.policy import checkpoints_topic, offset_syncs_topic
-from spark_app.checkpoints import read_checkpoints
+from kmirror.replication_policy import checkpoints_topic, offset_syncs_topic
+from kmirror_engine.failover.checkpoints import read_checkpoints
+from kmirror_engine.failover.offset_syncs import read_partition0
+from kmirror_engine.planning.target_topics import configs_to_copy
 from spark_app.main import run_flow
-from spark_app.offset_syncs import read_partition0
-from spark_app.target_topics import configs_to_copy
 from tests.kafka_helpers import FENCE_KEY, add_fences, consume_all, create_topic, produce
 
 pytestmark = pytest.mark.e2e

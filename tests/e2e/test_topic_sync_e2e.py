@@ -31,10 +31,10 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-import spark_app.clients
+import kmirror_engine.clients.factory
 from kmirror.flowspec import FlowSpec, parse_flow_spec
-from spark_app.config_sync import ConfigSync
-from spark_app.created_topics import created_topics_topic, load_created
+from kmirror_engine.planning.config_sync import ConfigSync
+from kmirror_engine.planning.created_topics import created_topics_topic, load_created
 from spark_app.main import run_flow
 from tests.kafka_helpers import create_topic, produce
 
@@ -46,8 +46,12 @@ class _SetFlags:
         self.future = future
 
     def result(self, timeout: float | None = None) -> dict[str, Any]:
-        return {name: SimpleNamespace(value=e.value, is_default=False, is_read_only=e.is_read_only,
-                                      is_sensitive=e.is_sensitive) for name, e in self.future.result(timeout).items()}
+        return {
+            name: SimpleNamespace(
+                value=e.value, is_default=False, is_read_only=e.is_read_only, is_sensitive=e.is_sensitive
+            )
+            for name, e in self.future.result(timeout).items()
+        }
 
 
 class TansuAsKafka:
@@ -107,8 +111,8 @@ def alter(bootstrap: str, topic: str, **changes: str | None) -> None:
 def test_configs_follow_the_source_on_topics_the_mirror_created_and_only_there(
     clusters: Any, spark: Any, unique: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: Any
 ) -> None:
-    real = spark_app.clients.admin_client
-    monkeypatch.setattr(spark_app.clients, "admin_client", lambda endpoint: TansuAsKafka(real(endpoint)))
+    real = kmirror_engine.clients.factory.admin_client
+    monkeypatch.setattr(kmirror_engine.clients.factory, "admin_client", lambda endpoint: TansuAsKafka(real(endpoint)))
     ours, theirs = f"orders-{unique}", f"legacy-{unique}"
     create_topic(clusters.source, ours, 1, {"retention.ms": "3600000", "max.message.bytes": "2000000"})
     create_topic(clusters.source, theirs, 1, {"retention.ms": "3600000"})
@@ -145,15 +149,16 @@ def test_configs_follow_the_source_on_topics_the_mirror_created_and_only_there(
     # told to, it also syncs the topic it did not create
     everything = sync_flow(clusters, unique, [ours, theirs], tmp_path / "cp", sync_configs_of_existing_topics=True)
     assert [(c.topic, c.name, c.value) for c in ConfigSync(everything).run()] == [
-        (f"w{unique}.{theirs}", "retention.ms", "7200000")]
+        (f"w{unique}.{theirs}", "retention.ms", "7200000")
+    ]
 
 
 def test_read_acls_of_mirrored_topics_reach_the_remote_topics(
     clusters: Any, spark: Any, unique: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     acls: dict[str, list[AclBinding]] = {f"w{unique}": [], f"e{unique}": []}
-    real = spark_app.clients.admin_client
-    monkeypatch.setattr(spark_app.clients, "admin_client",
+    real = kmirror_engine.clients.factory.admin_client
+    monkeypatch.setattr(kmirror_engine.clients.factory, "admin_client",
                         lambda endpoint: TansuAsKafka(real(endpoint), acls, endpoint.alias))  # fmt: skip
     topic = f"orders-{unique}"
     create_topic(clusters.source, topic, 1)

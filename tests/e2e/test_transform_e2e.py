@@ -15,9 +15,9 @@ from confluent_kafka import Consumer, TopicPartition
 from kmirror.errors import ValidationError
 from kmirror.flowspec import FlowSpec, parse_flow_spec
 from kmirror.mm2_formats import OffsetSync, encode_offset_sync
-from kmirror.policy import offset_syncs_topic
+from kmirror.replication_policy import offset_syncs_topic
+from kmirror_engine.failover.offset_syncs import OffsetSyncTopic, SyncStore
 from spark_app.main import run_flow
-from spark_app.offset_syncs import OffsetSyncTopic, SyncStore
 from tests.e2e.test_mirror_e2e import mirrored
 from tests.kafka_helpers import add_fences, create_topic, produce
 
@@ -52,8 +52,16 @@ def kept(i: int) -> bool:
 
 def load_syncs(spec: FlowSpec) -> SyncStore:
     topic = offset_syncs_topic(spec.source.alias)
-    produce(spec.target.bootstrap_servers, topic, [{"key": encode_offset_sync(OffsetSync("__fence", 0, 0, 0))[0],
-                                                    "value": encode_offset_sync(OffsetSync("__fence", 0, 0, 0))[1]}])
+    produce(
+        spec.target.bootstrap_servers,
+        topic,
+        [
+            {
+                "key": encode_offset_sync(OffsetSync("__fence", 0, 0, 0))[0],
+                "value": encode_offset_sync(OffsetSync("__fence", 0, 0, 0))[1],
+            }
+        ],
+    )
     store = SyncStore()
     OffsetSyncTopic(spec.target, topic).load(store)
     return store
@@ -111,9 +119,11 @@ def test_mask_a_json_field_with_from_json_and_to_json(clusters: Any, spark: Any,
             for i in range(10)]  # fmt: skip
     produce(clusters.source, topic, rows)
     add_fences(clusters.source, topic, 1)
-    sql = ("SELECT topic, partition, offset, key, CAST(to_json(named_struct('name', v.name, 'card', "
-           "concat('****-', substr(v.card, -4)))) AS BINARY) AS value, headers, timestamp "
-           "FROM (SELECT *, from_json(CAST(value AS STRING), 'name STRING, card STRING') AS v FROM records)")
+    sql = (
+        "SELECT topic, partition, offset, key, CAST(to_json(named_struct('name', v.name, 'card', "
+        "concat('****-', substr(v.card, -4)))) AS BINARY) AS value, headers, timestamp "
+        "FROM (SELECT *, from_json(CAST(value AS STRING), 'name STRING, card STRING') AS v FROM records)"
+    )
     spec = transform_flow(clusters, unique, topic, sql, tmp_path / "cp")
     run_flow(spec, spark=spark, once=True)
     got = mirrored(clusters.target, f"w{unique}.{topic}", 1)[0]
@@ -127,8 +137,10 @@ def test_route_a_subset_to_another_topic(clusters: Any, spark: Any, unique: str,
     produce(clusters.source, topic, [{"key": f"{'eu' if i % 2 else 'us'}-{i}".encode(), "value": f"v{i}".encode(),
                                       "partition": (i // 10) % 2} for i in range(20)])  # fmt: skip
     add_fences(clusters.source, topic, 2)  # kept in the main topic (its key is not eu-)
-    sql = ("SELECT CASE WHEN CAST(key AS STRING) LIKE 'eu-%' THEN concat(topic, '-eu') ELSE topic END AS topic, "
-           "partition, offset, key, value, headers, timestamp FROM records")
+    sql = (
+        "SELECT CASE WHEN CAST(key AS STRING) LIKE 'eu-%' THEN concat(topic, '-eu') ELSE topic END AS topic, "
+        "partition, offset, key, value, headers, timestamp FROM records"
+    )
     spec = transform_flow(clusters, unique, topic, sql, tmp_path / "cp")
     run_flow(spec, spark=spark, once=True)
     main = mirrored(clusters.target, f"w{unique}.{topic}", 2)
@@ -146,17 +158,26 @@ def test_route_a_subset_to_another_topic(clusters: Any, spark: Any, unique: str,
 @pytest.mark.parametrize(
     ("sql", "expected"),
     [
-        ("SELEC * FROM records", "transform.sql: Spark refused the query: [PARSE_SYNTAX_ERROR] Syntax error at or "
-                                 "near 'SELEC'"),
-        ("SELECT topic, partition, offset, key, value, headers FROM records",
-         "transform.sql: the result has no column `timestamp` (timestamp); it must have exactly the columns of "
-         "records"),
-        ("SELECT topic, partition, offset, key, to_json(named_struct('a', 1)) AS value, headers, timestamp "
-         "FROM records", "transform.sql: column `value` is string, must be binary; wrap it in CAST(... AS BINARY)"),
+        (
+            "SELEC * FROM records",
+            "transform.sql: Spark refused the query: [PARSE_SYNTAX_ERROR] Syntax error at or near 'SELEC'",
+        ),
+        (
+            "SELECT topic, partition, offset, key, value, headers FROM records",
+            "transform.sql: the result has no column `timestamp` (timestamp); it must have exactly the columns of "
+            "records",
+        ),
+        (
+            "SELECT topic, partition, offset, key, to_json(named_struct('a', 1)) AS value, headers, timestamp "
+            "FROM records",
+            "transform.sql: column `value` is string, must be binary; wrap it in CAST(... AS BINARY)",
+        ),
         ("SELECT * FROM records WHERE nokey = 1", "transform.sql: Spark refused the query: [UNRESOLVED_COLUMN"),
         ("SELECT * FROM records ORDER BY key", "transform.sql: the query uses Sort, which would reorder records"),
-        ("SELECT topic, partition, offset + 1 AS offset, key, value, headers, timestamp FROM records",
-         "transform.sql: column `offset` must be records.offset unchanged"),
+        (
+            "SELECT topic, partition, offset + 1 AS offset, key, value, headers, timestamp FROM records",
+            "transform.sql: column `offset` must be records.offset unchanged",
+        ),
     ],
 )
 def test_a_bad_query_is_refused_before_any_record_is_written(

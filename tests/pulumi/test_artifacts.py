@@ -122,7 +122,7 @@ def test_gssapi_wheel_script_is_valid_bash_and_insists_on_a_checksum() -> None:
 
 
 def test_entry_script_runs_the_app_from_outside_the_package(tmp_path: Path) -> None:
-    """`spark_app/copy.py` would shadow stdlib `copy` if the entry ran from inside the package."""
+    """`kmirror_engine/copying/range_copy.py` would shadow stdlib `copy` if the entry ran from inside the package."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "kmirror_main.py"), "--help"],
@@ -172,6 +172,7 @@ def test_dockerfile_builds_on_official_spark_4_with_gssapi_and_the_app() -> None
     assert '"sasl.mechanisms": "GSSAPI"' in text  # the build fails if the client cannot do Kerberos
     for source, target in (
         ("kmirror", "/opt/kmirror/kmirror"),
+        ("kmirror_engine", "/opt/kmirror/kmirror_engine"),
         ("spark_app", "/opt/kmirror/spark_app"),
         ("scripts/kmirror_main.py", "/opt/kmirror/kmirror_main.py"),
     ):

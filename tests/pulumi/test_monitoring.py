@@ -1,4 +1,4 @@
-"""Monitoring as code: every PromQL metric exists in spark_app/metrics.py (or kube-state-metrics /
+"""Monitoring as code: every PromQL metric exists in kmirror_engine/observability/metrics.py (or kube-state-metrics /
 Prometheus itself), the dashboard covers Strimzi's MM2 panels, and the alerts cover the issue's list."""
 
 from __future__ import annotations
@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 
+from kafka_mirror.eks_specs import EksSettings
 from kafka_mirror.monitoring import (
     PANELS,
     STRIMZI_MM2_COVERAGE,
@@ -15,8 +16,7 @@ from kafka_mirror.monitoring import (
     pod_monitor,
     prometheus_rule,
 )
-from kafka_mirror.specs import EksSettings
-from spark_app.metrics import FlowMetrics
+from kmirror_engine.observability.metrics import FlowMetrics
 from tests.pulumi.sparkapp_schema import validate_k8s
 
 SETTINGS = EksSettings(namespace="mirror", image="img:1", pod_monitor=True, monitoring_labels={"release": "kps"})

@@ -71,9 +71,10 @@ def test_the_plugin_venv_gets_the_package_dependencies() -> None:
     assert plugin["runtime"]["name"] == "python"
     entry = (ROOT / "components" / "__main__.py").read_text()
     assert "from kafka_mirror.provider import main" in entry
-    assert "component_provider_host(name=PACKAGE, components=list(COMPONENTS)" in (
-        ROOT / "components" / "kafka_mirror" / "provider.py"
-    ).read_text()
+    assert (
+        "component_provider_host(name=PACKAGE, components=list(COMPONENTS)"
+        in (ROOT / "components" / "kafka_mirror" / "provider.py").read_text()
+    )
 
 
 def _resource(token: str) -> dict[str, Any]:
@@ -154,7 +155,11 @@ def test_the_python_example_runs_under_mocks_from_a_fresh_venv(wheel: Path, tmp_
     assert "kafka-mirror" in installed and not installed & SPARK_STACK
     done = subprocess.run(
         [str(python), str(ROOT / "tests" / "pulumi" / "example_runner.py"), str(ROOT / "examples" / "python")],
-        capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        check=False,
     )
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from kafka_mirror.bundle import build_bundle
-from kafka_mirror.specs import app_name
+from kafka_mirror.eks_specs import app_name
 from kmirror.flowspec import parse_flow_spec
 from kmirror.planner import load_topology, plan_topology
 from tests.pulumi.harness import ROOT, SECRET_VALUES, Run, is_secret, run_program, stack_config, unwrap

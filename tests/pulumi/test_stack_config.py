@@ -97,7 +97,7 @@ def test_images_are_pinned_by_digest_and_existing_clusters_need_an_explicit_kube
         "kafka-mirror:spark.image: 'repo/kafka-mirror:0.1.0' is not pinned by digest; use REPO[:TAG]@sha256:<digest> "
         "(CI feeds the pushed image's digest; image_pull_policy: Never for local images)",
         "kafka-mirror:spark.kubeconfig: required for an existing cluster: {config: SECRET_KEY} (pulumi config set "
-        "--secret SECRET_KEY \"$(cat kubeconfig)\") or {file: PATH, context: NAME}; "
+        '--secret SECRET_KEY "$(cat kubeconfig)") or {file: PATH, context: NAME}; '
         "the ambient kubeconfig is never used",
     ]
     pinned = {**spark, "image": f"repo/kafka-mirror:0.1.0@sha256:{'a' * 64}", "kubeconfig": {"config": "kc"}}
@@ -120,7 +120,9 @@ def test_emr_needs_a_bucket_and_a_release_or_cluster() -> None:
     with pytest.raises(ValidationError) as info:
         parse_stack_config({"datacenter": "c", "spark": {"platform": "emr"}})
     assert {p.path for p in info.value.problems} == {
-        "kafka-mirror:spark.bucket", "kafka-mirror:spark.release_label", "kafka-mirror:spark.encryption"
+        "kafka-mirror:spark.bucket",
+        "kafka-mirror:spark.release_label",
+        "kafka-mirror:spark.encryption",
     }
     config = parse_stack_config({"datacenter": "c", "spark": {"platform": "emr", "bucket": "b", "cluster_id": "j-1"}})
     assert config.get("cluster_id") == "j-1"

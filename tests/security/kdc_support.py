@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from kmirror.kerberos import write_krb5_conf
-from kmirror.local_brokers import free_port, stop_process, wait_for_port
+from kmirror_cli.local_brokers import free_port, stop_process, wait_for_port
 
 REALM = "KMIRROR.TEST"
 MASTER_PASSWORD = "kdc-master-test-only"  # protects the throwaway test database, nothing else

@@ -23,9 +23,9 @@ import pytest
 
 from kmirror.errors import KmirrorError
 from kmirror.kerberos import jaas_kafka_client, jvm_options, render_krb5_conf
-from kmirror.local_brokers import free_port
 from kmirror.security import client_config, security_problems
-from spark_app.security_check import check_client_support
+from kmirror_cli.local_brokers import free_port
+from kmirror_engine.clients.security_check import check_client_support
 from tests.security.kdc_support import REALM, LocalKdc
 from tests.security.sasl_stub import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslGssapiStub
 
@@ -180,7 +180,7 @@ GSSAPI_CLIENT = """
 import json, sys
 import confluent_kafka
 from kmirror.security import client_config, resolve_references
-from spark_app.security_check import check_client_support
+from kmirror_engine.clients.security_check import check_client_support
 security, bootstrap = json.loads(sys.argv[1]), sys.argv[2]
 config = client_config(security)
 check_client_support("dc-old", config)

@@ -21,9 +21,9 @@ import pytest
 
 from kmirror.errors import ConnectionFailure
 from kmirror.flowspec import ClusterEndpoint
-from kmirror.local_brokers import LocalBroker, free_port, tansu_binary, wait_for_port
 from kmirror.security import client_config, security_problems
-from spark_app.security_check import check_connection
+from kmirror_cli.local_brokers import LocalBroker, free_port, tansu_binary, wait_for_port
+from kmirror_engine.clients.security_check import check_connection
 from tests.security.tls_support import Stunnel, TestCa
 
 pytestmark = pytest.mark.security
@@ -113,9 +113,10 @@ def test_scram_over_tls_verifies_the_broker_then_reaches_the_scram_exchange(
     assert security_problems(security, "clusters.west-1.security") == []
     endpoint = ClusterEndpoint("west-1", f"127.0.0.1:{port}", client_config(security))
     backend = int(authenticating_broker.rsplit(":", 1)[1])
-    with Stunnel(tmp_path, "scram", port, backend, ca.issue("broker", server=True)), pytest.raises(
-        ConnectionFailure
-    ) as failure:
+    with (
+        Stunnel(tmp_path, "scram", port, backend, ca.issue("broker", server=True)),
+        pytest.raises(ConnectionFailure) as failure,
+    ):
         check_connection(endpoint, timeout_s=30)
     message = str(failure.value)
     assert message.startswith(f"cluster 'west-1' (127.0.0.1:{port}): cannot connect with security.protocol=SASL_SSL")

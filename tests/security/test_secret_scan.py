@@ -85,7 +85,7 @@ def _topology(directory: Path, scram_password: object, *, head: bool = False) ->
 def _kmirror(*args: str) -> subprocess.CompletedProcess[str]:
     # The environment holds a secret too: a reference to it must never be resolved by plan/diff.
     env = {**os.environ, SCRAM_ENV: SCRAM_ENV_SECRET}
-    return subprocess.run([sys.executable, "-m", "kmirror.cli", *args], capture_output=True, text=True, timeout=120,
+    return subprocess.run([sys.executable, "-m", "kmirror_cli.cli", *args], capture_output=True, text=True, timeout=120,
                           env=env)  # fmt: skip
 
 

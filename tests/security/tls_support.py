@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from kmirror.local_brokers import stop_process, wait_for_port
+from kmirror_cli.local_brokers import stop_process, wait_for_port
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,120 @@
+"""`kmirror failover --flow FLOW.json --group G [--dry-run] [--allow-partial]`: move a stopped
+consumer group to the target cluster at its translated offsets and say what was done.
+
+Refuses (exit 1) when the group has active members on the source (it is still consuming
+there) or on the target (a live group's offsets are never changed), when no partition can be
+translated, and when some partition of the group has no translated offset (the group stands
+before every mirrored record of it): moving the group would leave that partition to the
+consumer's `auto.offset.reset`, which with `latest` skips records. `--allow-partial` moves
+the group anyway and starts such partitions at the target's earliest offset, so consumers
+re-read rather than skip. Offsets only move forward: a target partition already committed at
+or past the planned offset is kept and reported. `--dry-run` prints the plan, writes nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from typing import Any
+
+from kmirror.errors import KmirrorError
+from kmirror.flowspec import load_flow_spec
+
+ADMIN_TIMEOUT_S = 30.0
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "failover", help="Move a stopped consumer group to the target at translated offsets."
+    )
+    parser.add_argument("--flow", required=True, help="flow spec JSON file")
+    parser.add_argument("--group", required=True, help="consumer group id (same id on both clusters)")
+    parser.add_argument("--dry-run", action="store_true", help="print what would be written, write nothing")
+    parser.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help="move the group even when some partitions have no translated offset; those start at the "
+        "target's earliest offset (consumers re-read, never skip)",
+    )
+    parser.set_defaults(func=run)
+
+
+def earliest_offsets(admin: Any, partitions: Sequence[tuple[str, int]], cluster: str) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> earliest offset (log start) on `cluster`; raises KmirrorError naming
+    the partition when the broker cannot answer for it."""
+    from concurrent.futures import TimeoutError as FutureTimeout  # not the builtin before Python 3.11
+
+    from confluent_kafka import KafkaException, TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    if not partitions:
+        return {}
+    futures = admin.list_offsets(
+        {TopicPartition(t, p): OffsetSpec.earliest() for t, p in partitions}, request_timeout=ADMIN_TIMEOUT_S
+    )
+    out = {}
+    for tp, future in futures.items():
+        try:
+            info = future.result(timeout=ADMIN_TIMEOUT_S)
+        except (KafkaException, FutureTimeout) as exc:
+            raise KmirrorError(
+                f"cannot read the earliest offset of {tp.topic}[{tp.partition}] on {cluster}: {exc}; "
+                "check that the mirror created the target topic, then retry"
+            ) from None
+        out[(tp.topic, tp.partition)] = int(info.offset)
+    return out
+
+
+def _partition_list(translations: Sequence[Any]) -> str:
+    return ", ".join(f"{t.source_topic}[{t.partition}]@{t.upstream_offset}" for t in translations)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kmirror_engine.clients.factory import admin_client
+    from kmirror_engine.failover.checkpoints import translate_group
+    from kmirror_engine.failover.group_sync import describe_group, is_active, sync_group
+
+    spec = load_flow_spec(args.flow)
+    group = args.group
+    source_state = describe_group(admin_client(spec.source), group, spec.source.alias)
+    if is_active(source_state):
+        raise KmirrorError(
+            f"group {group!r} is {source_state.state} on {spec.source.alias} with active members "
+            f"({', '.join(source_state.members) or 'none listed'}); stop its consumers before failing over"
+        )
+    translations = translate_group(spec, group)
+    if not translations:
+        raise KmirrorError(f"nothing to fail over: no offset of group {group!r} translates onto {spec.target.alias}")
+    planned = {
+        (t.target_topic, t.partition): t.downstream_offset for t in translations if t.downstream_offset is not None
+    }
+    missing = [t for t in translations if t.downstream_offset is None]
+    if missing and not args.allow_partial:
+        raise KmirrorError(
+            f"group {group!r}: {len(missing)} of {len(translations)} partition(s) have no translated offset on "
+            f"{spec.target.alias} ({_partition_list(missing)}: the group is before every mirrored record of them), "
+            "so its consumers would start there at auto.offset.reset and could skip records; let the mirror copy "
+            "them first, or pass --allow-partial to start them at the target's earliest offset (re-read, not skip)"
+        )
+    target_admin = admin_client(spec.target)
+    earliest = earliest_offsets(target_admin, [(t.target_topic, t.partition) for t in missing], spec.target.alias)
+    for t in missing:
+        offset = earliest[(t.target_topic, t.partition)]
+        planned[(t.target_topic, t.partition)] = offset
+        print(f"partial: {t.source_topic}[{t.partition}]@{t.upstream_offset} has no translated offset; "
+              f"{t.target_topic}[{t.partition}] starts at the target's earliest offset {offset} (re-read)")  # fmt: skip
+    if args.dry_run:
+        target_state = describe_group(target_admin, group, spec.target.alias)
+        active = " (target group is ACTIVE: a real run would refuse)" if is_active(target_state) else ""
+        print(f"dry run: would move group {group!r} to {spec.target.alias}{active}:")
+        for (topic, partition), offset in sorted(planned.items()):
+            print(f"  {topic}[{partition}] -> {offset}")
+        return 0
+    result = sync_group(target_admin, group, planned, spec.target.alias)
+    print(f"moved group {group!r} to {spec.target.alias}: {len(result.written)} partition(s) written, "
+          f"{len(result.kept)} kept")  # fmt: skip
+    for (topic, partition), offset in sorted(result.written.items()):
+        print(f"  wrote {topic}[{partition}] = {offset}")
+    for (topic, partition), (current, translated) in sorted(result.kept.items()):
+        print(f"  kept  {topic}[{partition}] = {current} (translated {translated} would move it backwards)")
+    return 0

@@ -1,0 +1,265 @@
+"""Kafka client configurations of the mirror, built from the flow spec: the one place clients
+are configured.
+
+- Source consumers are assign()-only (no group membership, no auto commit) and read
+  `read_committed` unless the flow's `consumer` overrides say otherwise.
+- Target producers cannot lose data: acks=all, idempotence, at most 5 requests in flight (the
+  idempotent producer keeps order up to 5), unbounded retries. A `producer` override that
+  would weaken one of these is a ValidationError naming the key, never silently replaced.
+- Throughput tuning (fetch sizes, linger, batch size) lives with the copy loop
+  (`kmirror_engine.copying.range_copy.CONSUMER_TUNING` / `PRODUCER_TUNING`), layered under these configs.
+Secret references (`${file:..}`/`${env:..}`) are resolved here, right before a client is
+created: never log the result.
+- Clients outlive neither their secrets nor their certificates: `admin_client` returns a
+  `RefreshingAdmin` that re-resolves the references at every call and rebuilds the client when
+  the resolved material (including the content of files named by `*.location` properties and
+  the keytab) changed, or after an authentication/TLS error; the copy tasks' cached clients are
+  keyed the same way (`kmirror_engine.clients.cache.config_key`).
+- Kerberos: every principal gets its own ticket cache in a directory private to the process
+  (`ticket_cache`), so two principals in one process, or two flows on one node, never
+  overwrite each other's tickets (librdkafka's kinit otherwise writes the user's one default
+  cache).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+import threading
+import time
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka.admin import AdminClient
+
+from kmirror.errors import Problem, ValidationError
+from kmirror.flowspec import ClusterEndpoint, FlowSpec
+from kmirror.security import REDACTED, is_kmirror_property, is_sensitive, resolve_references
+
+PRODUCER_SAFETY: dict[str, Any] = {
+    "acks": "all",
+    "enable.idempotence": True,
+    "max.in.flight.requests.per.connection": 5,
+    "retries": 2_147_483_647,
+}
+# Checked together (a SASL protocol alone means GSSAPI to librdkafka) by
+# kmirror_engine.clients.security_check.check_client_support, which says how to get a build that supports them.
+SECURITY_PAIR = frozenset({"security.protocol", "sasl.mechanism", "sasl.mechanisms"})
+_ACKS_ALL = {"all", "-1", -1}
+_TRUE = {True, "true", "True", "1"}
+
+
+def consumer_config(spec: FlowSpec) -> dict[str, Any]:
+    """Source consumer: assign()-only, no auto commit, read_committed unless overridden."""
+    config = {
+        "isolation.level": "read_committed",
+        **spec.source.client_config(),
+        **spec.option("consumer"),
+        "group.id": spec.consumer_group,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+    }
+    return with_ticket_cache(resolve_references(config))
+
+
+def producer_safety_problems(overrides: dict[str, Any]) -> list[Problem]:
+    """Overrides that would let the producer lose or reorder data; empty when safe."""
+    problems = []
+    if "acks" in overrides and overrides["acks"] not in _ACKS_ALL:
+        problems.append(
+            Problem(
+                "producer.acks",
+                f"must stay 'all' (records could be lost), got {overrides['acks']!r}; remove the override",
+            )
+        )
+    if "enable.idempotence" in overrides and overrides["enable.idempotence"] not in _TRUE:
+        problems.append(
+            Problem(
+                "producer.enable.idempotence",
+                f"must stay true (retries could duplicate or reorder), got {overrides['enable.idempotence']!r}; "
+                "remove the override",
+            )
+        )
+    in_flight = overrides.get("max.in.flight.requests.per.connection")
+    if in_flight is not None and not (str(in_flight).isdigit() and 1 <= int(in_flight) <= 5):
+        problems.append(
+            Problem(
+                "producer.max.in.flight.requests.per.connection",
+                f"must be 1..5 (ordering with idempotence), got {in_flight!r}",
+            )
+        )
+    retries = overrides.get("retries", overrides.get("message.send.max.retries"))
+    if retries is not None and str(retries) != str(PRODUCER_SAFETY["retries"]):
+        problems.append(
+            Problem(
+                "producer.retries",
+                f"must stay unbounded (a failed send fails the batch instead of retrying), got {retries!r}; "
+                "remove the override",
+            )
+        )
+    return problems
+
+
+def producer_config(spec: FlowSpec, transactional_id: str | None = None) -> dict[str, Any]:
+    """Target producer that cannot lose data; raises ValidationError for an unsafe override."""
+    overrides = dict(spec.option("producer"))
+    problems = producer_safety_problems(overrides)
+    if problems:
+        raise ValidationError(problems, source=f"flow {spec.id}")
+    config = resolve_references({**spec.target.client_config(), **PRODUCER_SAFETY, **overrides})
+    if transactional_id is not None:
+        from kmirror_engine.copying.exactly_once import TRANSACTION_TIMEOUT_MS
+
+        config["transactional.id"] = transactional_id
+        # explicit, not librdkafka's default by accident: exactly_once.py sizes transactions by it
+        config.setdefault("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)
+    return with_ticket_cache(config)
+
+
+KINIT_PROPERTY = "sasl.kerberos.kinit.cmd"
+_ticket_dir: str | None = None
+_ticket_lock = threading.Lock()
+
+
+def ticket_cache(principal: str) -> str:
+    """The ticket cache of `principal` in this process: `DIR::<private dir>/tkt-<digest>`, a
+    member of the process's collection `DIR:<private dir>` (exported as KRB5CCNAME, where the
+    GSSAPI library picks the member whose realm matches the broker's)."""
+    global _ticket_dir
+    with _ticket_lock:
+        if _ticket_dir is None:
+            _ticket_dir = tempfile.mkdtemp(prefix="kmirror-krb5cc-")  # 0700, unpredictable
+            os.environ["KRB5CCNAME"] = f"DIR:{_ticket_dir}"
+    return f"DIR::{_ticket_dir}/tkt-{hashlib.sha256(principal.encode()).hexdigest()[:16]}"
+
+
+def with_ticket_cache(config: dict[str, Any]) -> dict[str, Any]:
+    """`config` whose kinit command writes the principal's own ticket cache (`ticket_cache`);
+    configs without Kerberos are returned unchanged."""
+    command, principal = config.get(KINIT_PROPERTY), config.get("sasl.kerberos.principal")
+    if not command or not principal:
+        return config
+    cache = ticket_cache(str(principal))
+    return {**config, KINIT_PROPERTY: f"KRB5CCNAME='{cache}'; export KRB5CCNAME; {command}"}
+
+
+def admin_client(endpoint: ClusterEndpoint) -> RefreshingAdmin:
+    """An admin client of one cluster (secret references resolved, rebuilt when they change)."""
+    return RefreshingAdmin(endpoint)
+
+
+# Errors after which a client is rebuilt: the credentials or certificates it holds are refused.
+AUTH_ERRORS = frozenset({KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED,
+                         KafkaError.ILLEGAL_SASL_STATE, KafkaError.UNSUPPORTED_SASL_MECHANISM})  # fmt: skip
+
+
+def is_auth_error(exc: BaseException) -> bool:
+    error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
+    return isinstance(error, KafkaError) and error.code() in AUTH_ERRORS
+
+
+class RefreshingAdmin:
+    """An AdminClient proxy: every call re-resolves the endpoint's secret references and uses a
+    client built from exactly that material (`client_cache.config_key`, file contents
+    included), rebuilt after an authentication/TLS error seen in a call or in one of its futures."""
+
+    def __init__(self, endpoint: ClusterEndpoint, factory: Any = AdminClient) -> None:
+        self.endpoint, self.factory = endpoint, factory
+        self._client: Any = None
+        self._key: str | None = None
+        self.rebuilds = 0  # clients built after the first one
+
+    def current(self) -> Any:
+        from kmirror_engine.clients.cache import config_key
+
+        config = with_ticket_cache(resolve_references(self.endpoint.client_config()))
+        key = config_key(config)
+        if self._client is None or key != self._key:
+            self.rebuilds += self._client is not None
+            self._client, self._key = self.factory(config), key
+        return self._client
+
+    def invalidate(self) -> None:
+        """Build a new client at the next call (its credentials were refused)."""
+        self._key = None
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.current(), name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                result = attr(*args, **kwargs)
+            except KafkaException as exc:
+                if is_auth_error(exc):
+                    self.invalidate()
+                raise
+            for future in result.values() if isinstance(result, dict) else ():
+                if hasattr(future, "add_done_callback"):
+                    future.add_done_callback(self._watch)
+            return result
+
+        return call
+
+    def _watch(self, future: Any) -> None:
+        if not future.cancelled() and (exc := future.exception()) is not None and is_auth_error(exc):
+            self.invalidate()
+
+
+def refresh_metadata(producer: Any, topic: str, timeout_s: float = 5.0) -> None:
+    """Ask the brokers for `topic`'s metadata now (a topic grown on the target): librdkafka
+    otherwise keeps its partition count until `topic.metadata.refresh.interval.ms`."""
+    try:
+        producer.list_topics(topic, timeout=timeout_s)
+    except KafkaException:
+        time.sleep(0.1)  # the retried produce reports what is wrong
+
+
+def _property_problem(path: str, name: Any, value: Any) -> Problem | None:
+    """librdkafka's verdict on one property, checked alone in a client that never connects
+    (librdkafka names aliases by their canonical name, so each is checked on its own)."""
+    import confluent_kafka
+
+    if isinstance(value, str) and "${" in value:
+        return None  # a secret reference: resolved (and checked) when the clients are created
+    if is_kmirror_property(str(name)) or name in SECURITY_PAIR:
+        return None  # kmirror.* is consumed by resolve_references; the pair is checked by security_check
+    try:
+        confluent_kafka.Producer({name: value, "log_level": 0})
+    except (KafkaException, TypeError, ValueError) as exc:
+        reason = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc)
+        if reason.startswith("Failed to create"):
+            return None  # a rule across properties (keystore without its password...): checked at creation
+        # A secret's value is never shown; nor is an unknown key's, which may be a mistyped secret key.
+        hidden = is_sensitive(str(name)) or "No such configuration property" in reason
+        shown = REDACTED if hidden else repr(value)
+        return Problem(f"{path}.{name}", f"refused by librdkafka: {reason} (value {shown})")
+    return None
+
+
+def client_config_problems(spec: FlowSpec) -> list[Problem]:
+    """Every librdkafka property of the flow that no client would accept, and every unsafe
+    producer override, named by its path in the flow spec (`source.config.x`, `producer.acks`)."""
+    problems = producer_safety_problems(dict(spec.option("producer")))
+    maps = {
+        "source.config": spec.source.config,
+        "target.config": spec.target.config,
+        "producer": spec.option("producer"),
+        "consumer": spec.option("consumer"),
+    }
+    for path, properties in maps.items():
+        for name, value in properties.items():
+            problem = _property_problem(path, name, value)
+            if problem is not None:
+                problems.append(problem)
+    return problems
+
+
+def validate_client_configs(spec: FlowSpec) -> None:
+    """Raise ValidationError (exit 2) listing `client_config_problems`; called before any
+    connection, so a typo fails in milliseconds, not as a Spark task failure."""
+    problems = client_config_problems(spec)
+    if problems:
+        raise ValidationError(problems, source=f"flow {spec.id}")

@@ -1,0 +1,1 @@
+"""The copy loops (Python and native), record limits, exactly-once, copy threads."""

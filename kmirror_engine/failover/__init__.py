@@ -1,0 +1,1 @@
+"""Offsets and failover: offset syncs, sync snapshots, checkpoints, consumer-group sync and commit."""

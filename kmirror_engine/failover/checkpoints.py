@@ -1,0 +1,158 @@
+"""Checkpoints: translated offsets of source consumer groups, written in MM2's Checkpoint
+format to `<source>.checkpoints.internal` on the target (what MM2's
+`RemoteClusterUtils.translateOffsets` and failover tooling read).
+
+Which groups: every source group matching the flow's `groups`/`groups_exclude`, except the
+mirror's own group, with committed offsets on topics the flow mirrors. Which offsets:
+`SyncStore.translate` (never past mirrored data; untranslatable partitions are left out).
+Emission follows MM2's `checkpointIsMoreRecent`: a partition's checkpoint is emitted the
+first time, when its downstream offset advanced, or when the group itself was rewound
+upstream; a translation that would move the downstream offset back is never emitted.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from kmirror.errors import KmirrorError
+from kmirror.filters import should_replicate_topic
+from kmirror.flowspec import ClusterEndpoint, FlowSpec
+from kmirror.mm2_formats import Checkpoint, decode_checkpoint, encode_checkpoint
+from kmirror.replication_policy import checkpoints_topic
+from kmirror_engine.failover.group_sync import GroupAdminError, committed_offsets, list_groups
+from kmirror_engine.failover.offset_syncs import SyncStore, read_partition0
+
+CHECKPOINTS_TOPIC_CONFIG = {"cleanup.policy": "compact"}  # as MM2 creates it: one partition, compacted
+
+
+class CheckpointError(KmirrorError):
+    """Checkpoints could not be written or read."""
+
+
+@dataclass(frozen=True)
+class Translation:
+    source_topic: str
+    partition: int
+    target_topic: str
+    upstream_offset: int
+    downstream_offset: int | None  # None: untranslatable (the group is before every mirrored record)
+    metadata: str = ""
+
+
+def translate_offsets(
+    spec: FlowSpec, store: SyncStore, offsets: dict[tuple[str, int], tuple[int, str]]
+) -> list[Translation]:
+    """Translate a group's committed source offsets on the topics this flow mirrors, sorted."""
+    policy, selection = spec.policy, spec.topic_selection
+    out = []
+    for (topic, partition), (offset, metadata) in sorted(offsets.items()):
+        if not should_replicate_topic(selection, policy, topic, spec.target.alias):
+            continue
+        remote = policy.format_remote_topic(spec.source.alias, topic)
+        out.append(Translation(topic, partition, remote, offset, store.translate(topic, partition, offset), metadata))
+    return out
+
+
+def is_more_recent(new: Checkpoint, last: Checkpoint | None) -> bool:
+    """MM2's rule: first checkpoint, upstream rewind of the group, or downstream advance."""
+    if last is None:
+        return True
+    return new.upstream_offset < last.upstream_offset or new.downstream_offset > last.downstream_offset
+
+
+class CheckpointEmitter:
+    """Reads source group offsets, translates them and writes checkpoints to the target."""
+
+    def __init__(
+        self, spec: FlowSpec, store: SyncStore, source_admin: Any, producer: Any, within_known_history: bool = False
+    ) -> None:
+        """`within_known_history`: for a second writer (the driver's idle rounds) whose syncs may be
+        older than the sink listener's: it only checkpoints offsets inside the history it has read
+        (`SyncStore.mirrored_until`), where both writers translate alike, so it never emits a lower
+        downstream offset after the listener's."""
+        self.spec = spec
+        self.within_known_history = within_known_history
+        self.store = store
+        self.source_admin = source_admin
+        self.producer = producer
+        self.topic = checkpoints_topic(spec.source.alias)
+        self.last: dict[tuple[str, str, int], Checkpoint] = {}
+        self.failed_groups: dict[str, str] = {}  # group -> why its offsets were not read, last emit
+        self._errors: list[str] = []
+
+    def groups(self) -> list[str]:
+        """Source groups this flow checkpoints: selected by groups/groups_exclude, not the mirror's own."""
+        selection = self.spec.group_selection
+        return [
+            g for g in list_groups(self.source_admin, self.spec.source.alias)
+            if selection.matches(g) and g != self.spec.consumer_group
+        ]  # fmt: skip
+
+    def checkpoints_for(self, group: str, offsets: dict[tuple[str, int], tuple[int, str]]) -> list[Checkpoint]:
+        """New checkpoints of one group (pure given the store and what was emitted before)."""
+        out = []
+        for t in translate_offsets(self.spec, self.store, offsets):
+            if t.downstream_offset is None:
+                continue
+            known = self.store.mirrored_until(t.source_topic, t.partition)
+            if self.within_known_history and (known is None or t.upstream_offset > known):
+                continue
+            checkpoint = Checkpoint(
+                group, t.target_topic, t.partition, t.upstream_offset, t.downstream_offset, t.metadata
+            )
+            if is_more_recent(checkpoint, self.last.get((group, t.target_topic, t.partition))):
+                out.append(checkpoint)
+        return out
+
+    def emit(self, groups: Iterable[str] | None = None) -> tuple[list[Checkpoint], int]:
+        """Emit due checkpoints of `groups` (default: all selected) and wait for their delivery.
+
+        Returns (checkpoints written, checkpoint latency in ms: offsets read -> delivered). A group
+        whose offsets cannot be read (its coordinator moving, ...) is skipped and named in
+        `failed_groups`; the others go on. Raises CheckpointError on a failed delivery and
+        GroupAdminError when the groups cannot be listed.
+        """
+        started = time.monotonic()
+        emitted: list[Checkpoint] = []
+        self.failed_groups = {}
+        for group in self.groups() if groups is None else groups:
+            try:
+                offsets = committed_offsets(self.source_admin, group, self.spec.source.alias)
+            except GroupAdminError as exc:
+                self.failed_groups[group] = str(exc)
+                continue
+            for checkpoint in self.checkpoints_for(group, offsets):
+                key, value = encode_checkpoint(checkpoint)
+                self.producer.produce(self.topic, value, key, partition=0, on_delivery=self._delivered)
+                emitted.append(checkpoint)
+        remaining = self.producer.flush(60)
+        errors, self._errors = self._errors, []
+        if errors or remaining:
+            raise CheckpointError(f"{len(errors)} checkpoint(s) failed, {remaining} unconfirmed; first: {errors[:1]}")
+        for c in emitted:
+            self.last[(c.group, c.topic, c.partition)] = c
+        return emitted, int((time.monotonic() - started) * 1000)
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._errors.append(f"checkpoint to {msg.topic()} failed: {err.str()}")
+
+
+def read_checkpoints(target: ClusterEndpoint, topic: str, timeout_s: float = 30.0) -> list[Checkpoint]:
+    """Every checkpoint in `topic` up to its high watermark, in log order (for tools and tests)."""
+    return [decode_checkpoint(m.key() or b"", m.value() or b"") for m in read_partition0(target, topic, timeout_s)]
+
+
+def translate_group(spec: FlowSpec, group: str) -> list[Translation]:
+    """Live translation of `group`'s committed source offsets with the flow's persisted syncs
+    (what `kmirror translate` and `kmirror failover` use)."""
+    from kmirror_engine.clients.factory import admin_client
+    from kmirror_engine.failover.sync_snapshots import SyncLog
+
+    store = SyncStore()
+    SyncLog(spec.target, spec.source.alias).load(store)  # newest snapshots + the short tail after them
+    offsets = committed_offsets(admin_client(spec.source), group, spec.source.alias)
+    return translate_offsets(spec, store, offsets)

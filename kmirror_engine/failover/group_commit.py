@@ -1,0 +1,72 @@
+"""After each batch, commit the source next-offsets to the flow's source consumer group, so
+standard lag tools (and `kmirror lag`) see the mirror like MirrorMaker's consumer group.
+
+The Spark checkpoint stays the source of truth for progress; this group is for observers.
+The commit uses an assign()-style consumer (`Consumer.commit(offsets=..., asynchronous=False)`,
+never subscribe(): no group join, no rebalance). A failed commit is logged as a warning and
+superseded by the next batch's commit; it never fails the (already delivered) batch.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from kmirror.flowspec import FlowSpec
+from kmirror_engine.observability.progress import BatchProgress
+
+log = logging.getLogger("kmirror.group_commit")
+
+
+def next_offsets(batch: BatchProgress) -> dict[tuple[str, int], int]:
+    """The resume point per source partition after `batch` (max over its ranges)."""
+    out: dict[tuple[str, int], int] = {}
+    for p in batch.partitions:
+        key = (p.source_topic, p.partition)
+        out[key] = max(out.get(key, 0), p.next_offset)
+    return out
+
+
+class GroupCommitListener:
+    def __init__(self, spec: FlowSpec, consumer_factory: Any = None) -> None:
+        self.spec = spec
+        self.consumer_factory = consumer_factory
+        self._consumer: Any = None
+        self.failures = 0
+
+    def _client(self) -> Any:
+        if self._consumer is None:
+            if self.consumer_factory is not None:
+                self._consumer = self.consumer_factory()
+            else:
+                from kmirror_engine.clients.factory import consumer_config
+
+                self._consumer = Consumer(consumer_config(self.spec))
+        return self._consumer
+
+    def on_batch(self, batch: BatchProgress) -> None:
+        offsets = next_offsets(batch)
+        if not offsets:
+            return
+        partitions = [TopicPartition(t, p, off) for (t, p), off in sorted(offsets.items())]
+        try:
+            self._client().commit(offsets=partitions, asynchronous=False)
+        except KafkaException as exc:
+            self.failures += 1
+            log.warning(
+                "%s: committing batch %d offsets to source group %r failed (retried with the next batch): %s",
+                self.spec.id,
+                batch.batch_id,
+                self.spec.consumer_group,
+                exc.args[0],
+            )
+
+    def on_idle(self, now_ms: int) -> None:
+        """Nothing periodic: commits follow batches."""
+
+    def close(self, final: bool) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None

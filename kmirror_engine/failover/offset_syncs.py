@@ -1,0 +1,366 @@
+"""Offset syncs: which downstream offset each upstream offset was mirrored to, per partition.
+
+`SyncStore` is the pure in-memory history and the translation rule; `OffsetSyncTopic`
+persists it in MM2's OffsetSync format to `mm2-offset-syncs.<source>.internal` on the TARGET
+(MM2's `offset-syncs.topic.location=target`) and loads it back, so translation survives restarts.
+
+Translation (`SyncStore.translate`), for a group at upstream offset `u`, with `s` the greatest
+sync whose upstream offset is <= u:
+- u == s.upstream: exactly s.downstream;
+- MM2's rule otherwise: s.downstream + 1, because records between two syncs may have been
+  dropped or shifted (MM2 loses precision there: a group re-reads up to a sync interval);
+- better when the history is *continuous* from s to the next sync n (every record between
+  them kept s's drift, which the copy loop guarantees by syncing at every drift change):
+  min(s.downstream + (u - s.upstream), n.downstream), i.e. the exact shifted offset;
+- past the newest sync: s.downstream + 1 (never beyond what was mirrored);
+- before the oldest sync: untranslatable (None), the records were never mirrored.
+For a fixed store the result is monotonic in u, and it never exceeds the downstream offset
+of the first mirrored record at or after u, so a consumer failing over skips nothing.
+"""
+
+from __future__ import annotations
+
+import bisect
+import time
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from kmirror.errors import KmirrorError
+from kmirror.flowspec import ClusterEndpoint
+from kmirror.mm2_formats import OffsetSync, decode_offset_sync, encode_offset_sync
+from kmirror.security import resolve_references
+
+CONTINUOUS_HEADER = "kmirror.continuous"
+NEXT_OFFSET_HEADER = "kmirror.next_offset"
+MAX_SYNCS_PER_PARTITION = 1024
+DENSE_TAIL = 512  # newest syncs always kept as they are
+PER_BUCKET = 4  # older syncs kept per power-of-two distance from the newest
+SYNCS_TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": str(7 * 24 * 3600 * 1000)}
+
+
+class OffsetSyncError(KmirrorError):
+    """The offset-syncs topic could not be read or written."""
+
+
+@dataclass(frozen=True)
+class Sync:
+    upstream: int
+    downstream: int
+    # every record strictly between the previous stored sync and this one kept the previous one's drift
+    continuous: bool = False
+
+    @property
+    def drift(self) -> int:
+        return self.downstream - self.upstream
+
+
+@dataclass
+class PartitionSyncs:
+    syncs: list[Sync]
+    # no unknown record lies between the newest sync and this upstream offset (exclusive)
+    mirrored_until: int | None = None
+
+
+class SyncStore:
+    """Per (source topic, partition) sync history, bounded to `max_per_partition` entries.
+
+    Bounding keeps: the oldest sync (so far-behind groups stay translatable), the newest
+    `dense_tail` syncs, and `PER_BUCKET` syncs per power-of-two upstream distance from the
+    newest; redundant syncs (same drift as a continuous predecessor) go first, losslessly.
+    """
+
+    def __init__(
+        self,
+        max_per_partition: int = MAX_SYNCS_PER_PARTITION,
+        dense_tail: int = DENSE_TAIL,
+        offset_lag_max: int | None = None,
+    ) -> None:
+        """`offset_lag_max`: thin each added range with `thin_pairs` (None: keep every pair)."""
+        if dense_tail + 2 > max_per_partition:
+            raise ValueError(f"dense_tail {dense_tail} must be < max_per_partition {max_per_partition} - 1")
+        self.max_per_partition = max_per_partition
+        self.dense_tail = dense_tail
+        self.offset_lag_max = offset_lag_max
+        self.partitions: dict[tuple[str, int], PartitionSyncs] = {}
+
+    def syncs(self, topic: str, partition: int) -> list[Sync]:
+        entry = self.partitions.get((topic, partition))
+        return list(entry.syncs) if entry else []
+
+    def mirrored_until(self, topic: str, partition: int) -> int | None:
+        entry = self.partitions.get((topic, partition))
+        return entry.mirrored_until if entry else None
+
+    def add_segment(
+        self, topic: str, partition: int, start_offset: int, next_offset: int, pairs: Iterable[tuple[int, int]]
+    ) -> list[Sync]:
+        """Record a copied range [start_offset, next_offset) and its (upstream, downstream) syncs
+        (first record, every drift change, last record). Returns the syncs as stored, to persist."""
+        entry = self.partitions.setdefault((topic, partition), PartitionSyncs([]))
+        joined = entry.mirrored_until is not None and start_offset <= entry.mirrored_until
+        anchor = entry.syncs[-1] if joined and entry.syncs else None
+        added: list[Sync] = []
+        for upstream, downstream, clean in thin_pairs(list(pairs), self.offset_lag_max, anchor):
+            stored = self._append(entry, Sync(upstream, downstream, continuous=joined and clean))
+            if stored is not None:
+                added.append(stored)
+            joined = True
+        if added or joined:
+            entry.mirrored_until = max(next_offset, entry.mirrored_until or next_offset)
+        self._bound(entry)
+        return added
+
+    def add_loaded(self, topic: str, partition: int, sync: Sync, next_offset: int | None) -> None:
+        """Replay one sync read back from the offset-syncs topic."""
+        entry = self.partitions.setdefault((topic, partition), PartitionSyncs([]))
+        if self._append(entry, sync) is not None:
+            entry.mirrored_until = next_offset if next_offset is not None else sync.upstream + 1
+            self._bound(entry)
+
+    def restore(self, topic: str, partition: int, state: PartitionSyncs) -> None:
+        """Replace one partition's history with a snapshot of it (`kmirror_engine.failover.sync_snapshots`)."""
+        self.partitions[(topic, partition)] = PartitionSyncs(list(state.syncs), state.mirrored_until)
+        self._bound(self.partitions[(topic, partition)])
+
+    @staticmethod
+    def _append(entry: PartitionSyncs, sync: Sync) -> Sync | None:
+        if entry.syncs:
+            newest = entry.syncs[-1]
+            if sync.upstream == newest.upstream and sync.downstream == newest.downstream:
+                return None  # the same sync again (a replayed batch)
+            if sync.upstream <= newest.upstream or sync.downstream <= newest.downstream:
+                # the source was mirrored again from an earlier offset: old syncs no longer
+                # describe the newest copies, so start over (as MM2's OffsetSyncStore does)
+                entry.syncs.clear()
+                entry.mirrored_until = None
+                sync = replace(sync, continuous=False)
+        else:
+            sync = replace(sync, continuous=False)
+        entry.syncs.append(sync)
+        return sync
+
+    def _bound(self, entry: PartitionSyncs) -> None:
+        if len(entry.syncs) <= self.max_per_partition:
+            return
+        syncs = entry.syncs
+        keep = [True] * len(syncs)
+        for i in range(1, len(syncs) - 1):  # lossless: same drift as a continuous predecessor
+            if syncs[i].continuous and syncs[i].drift == syncs[i - 1].drift and syncs[i + 1].continuous:
+                keep[i] = False
+        if sum(keep) > self.max_per_partition:
+            keep = self._exponential(syncs, keep)
+        entry.syncs = _drop(syncs, keep)
+
+    def _exponential(self, syncs: list[Sync], keep: list[bool]) -> list[bool]:
+        newest = syncs[-1].upstream
+        kept = [i for i, k in enumerate(keep) if k]
+        out = [False] * len(syncs)
+        for i in [*kept[-self.dense_tail :], kept[0]]:
+            out[i] = True
+        per_bucket: dict[int, int] = {}
+        for i in reversed(kept[1 : -self.dense_tail]):
+            bucket = (newest - syncs[i].upstream).bit_length()
+            if per_bucket.get(bucket, 0) < PER_BUCKET:
+                per_bucket[bucket] = per_bucket.get(bucket, 0) + 1
+                out[i] = True
+        return out
+
+    def translate(self, topic: str, partition: int, upstream_offset: int) -> int | None:
+        """The downstream offset a group at `upstream_offset` resumes from; None when untranslatable."""
+        entry = self.partitions.get((topic, partition))
+        if entry is None or not entry.syncs:
+            return None
+        syncs = entry.syncs
+        index = bisect.bisect_right([s.upstream for s in syncs], upstream_offset) - 1
+        if index < 0:
+            return None
+        sync = syncs[index]
+        if upstream_offset == sync.upstream:
+            return sync.downstream
+        if index + 1 < len(syncs) and syncs[index + 1].continuous:
+            following = syncs[index + 1]
+            return min(sync.downstream + (upstream_offset - sync.upstream), following.downstream)
+        return sync.downstream + 1
+
+
+def thin_pairs(
+    pairs: list[tuple[int, int]], offset_lag_max: int | None, anchor: Sync | None
+) -> list[tuple[int, int, bool]]:
+    """The pairs of one copied range worth persisting, as (upstream, downstream, clean).
+
+    `pairs` is what the copy loop reports (first record, every drift change, last record);
+    `anchor` the stored sync the range continues from (None: a new stretch). MM2's
+    `offset.lag.max` rule, made exact where it can be: a pair with the same drift as a clean
+    predecessor says nothing and is dropped (losslessly); the range's first and last pairs (the
+    batch edges: where groups caught up with the mirror stand) are kept; any other pair is
+    dropped while the next pair stays within `offset_lag_max` downstream of the last kept one.
+    `clean` is False when a drift change was dropped since the previous kept pair: translation
+    there falls back to MM2's `+1` rule, which then re-reads fewer than `offset_lag_max`
+    records. None keeps every pair.
+    """
+    if offset_lag_max is None:
+        return [(u, d, True) for u, d in pairs]
+    out: list[tuple[int, int, bool]] = []
+    last = (anchor.upstream, anchor.downstream) if anchor is not None else None
+    dirty = False
+    for i, (upstream, downstream) in enumerate(pairs):
+        final = i == len(pairs) - 1
+        if last is not None and not dirty and not final and downstream - upstream == last[1] - last[0]:
+            continue  # the stretch keeps the kept pair's drift: nothing to say
+        keep = last is None or i == 0 or final or pairs[i + 1][1] - last[1] > offset_lag_max
+        if keep:
+            out.append((upstream, downstream, not dirty))
+            last, dirty = (upstream, downstream), False
+        else:
+            dirty = True
+    return out
+
+
+def _drop(syncs: list[Sync], keep: list[bool]) -> list[Sync]:
+    """Remove unkept syncs; a kept sync stays continuous only if everything dropped before it
+    was continuous with the same drift as the kept sync preceding them."""
+    out: list[Sync] = []
+    intact = True
+    for sync, kept in zip(syncs, keep, strict=True):
+        if kept:
+            out.append(sync if intact or not sync.continuous else replace(sync, continuous=False))
+            intact = True
+        else:
+            intact = intact and sync.continuous and bool(out) and sync.drift == out[-1].drift
+    return out
+
+
+class OffsetSyncTopic:
+    """Reads and writes one flow's offset-syncs topic on the target (partition 0, as MM2)."""
+
+    def __init__(self, target: ClusterEndpoint, topic: str) -> None:
+        self.target = target
+        self.topic = topic
+        self._producer: Any = None
+        self._errors: list[str] = []
+        self.read_until = 0  # next offset `load` reads from (loads are incremental)
+        self.written_until = 0  # offset after the newest sync this process wrote (acknowledged)
+
+    def ensure_exists(self) -> None:
+        """Create the topic (1 partition, time-based retention so history is not compacted away)."""
+        ensure_topic(self.target, self.topic, SYNCS_TOPIC_CONFIG)
+
+    def write(self, source_topic: str, partition: int, syncs: list[Sync], next_offset: int) -> None:
+        """Queue syncs (MM2 OffsetSync records plus kmirror headers); `flush` confirms them."""
+        if self._producer is None:
+            from confluent_kafka import Producer
+
+            config = resolve_references(self.target.client_config())
+            self._producer = Producer({**config, "acks": "all", "enable.idempotence": True})
+        for sync in syncs:
+            key, value = encode_offset_sync(OffsetSync(source_topic, partition, sync.upstream, sync.downstream))
+            headers = [
+                (CONTINUOUS_HEADER, b"1" if sync.continuous else b"0"),
+                (NEXT_OFFSET_HEADER, str(next_offset).encode()),
+            ]
+            self._producer.produce(self.topic, value, key, partition=0, headers=headers, on_delivery=self._delivered)
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._errors.append(f"offset sync to {msg.topic()} failed: {err.str()}")
+        elif msg.offset() is not None and msg.offset() >= 0:
+            self.written_until = max(self.written_until, msg.offset() + 1)
+
+    def flush(self, timeout_s: float = 60.0) -> None:
+        """Wait for every queued sync; raises OffsetSyncError on any failure or timeout."""
+        if self._producer is None:
+            return
+        remaining = self._producer.flush(timeout_s)
+        errors, self._errors = self._errors, []
+        if errors or remaining:
+            raise OffsetSyncError(f"{len(errors)} offset sync(s) failed, {remaining} unconfirmed; first: {errors[:1]}")
+
+    def load(
+        self, store: SyncStore, timeout_s: float = 60.0, skip_below: Mapping[tuple[str, int], int] | None = None
+    ) -> int:
+        """Replay the topic into `store`, from `read_until` (where the previous load stopped, or
+        where a snapshot ends) up to the high watermark seen at the start; returns the number of
+        records read. `skip_below`: per partition, the offset its snapshot already covers. A
+        missing topic is an empty history. Where retention deleted records before `read_until`,
+        the first sync of each partition is loaded as not continuous (its predecessor is lost).
+        Only for stores that do not also get this process's own writes."""
+        count, skip, start = 0, skip_below or {}, self.read_until
+        gap = False
+        seen: set[tuple[str, int]] = set()
+        for msg in read_partition0(self.target, self.topic, timeout_s, start):
+            gap = gap or (count == 0 and msg.offset() > start)
+            self.read_until = msg.offset() + 1
+            count += 1
+            decoded = decode_offset_sync(msg.key() or b"", msg.value() or b"")
+            key = (decoded.topic, decoded.partition)
+            if msg.offset() < skip.get(key, 0):
+                continue
+            headers = dict(msg.headers() or [])
+            raw_next = headers.get(NEXT_OFFSET_HEADER)
+            continuous = headers.get(CONTINUOUS_HEADER) == b"1" and (not gap or key in seen)
+            seen.add(key)
+            sync = Sync(decoded.upstream_offset, decoded.downstream_offset, continuous)
+            store.add_loaded(decoded.topic, decoded.partition, sync, int(raw_next) if raw_next else None)
+        return count
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self.flush()
+            self._producer = None
+
+
+def ensure_topic(endpoint: ClusterEndpoint, topic: str, config: dict[str, str]) -> None:
+    """Create a one-partition internal topic on `endpoint` unless it exists."""
+    from confluent_kafka import KafkaError, KafkaException
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient(resolve_references(endpoint.client_config()))
+    if topic in admin.list_topics(timeout=30).topics:
+        return
+    try:
+        admin.create_topics([NewTopic(topic, 1, -1, config=config)])[topic].result(timeout=30)
+    except KafkaException as exc:
+        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
+            raise OffsetSyncError(f"cannot create {topic} on {endpoint.alias}: {exc}") from exc
+
+
+def read_partition0(
+    endpoint: ClusterEndpoint, topic: str, timeout_s: float = 60.0, from_offset: int = 0, until: int | None = None
+) -> Iterator[Any]:
+    """Every record of `topic` partition 0 from `from_offset` up to the high watermark seen at
+    the start (or `until`, if lower), in log order; nothing when the topic does not exist.
+    Raises OffsetSyncError on errors or timeout."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer(
+        resolve_references(
+            {**endpoint.client_config(), "group.id": f"kmirror-reader-{topic}", "enable.auto.commit": False}
+        )
+    )
+    try:
+        metadata = consumer.list_topics(topic, timeout=30).topics.get(topic)
+        if metadata is None or metadata.error is not None or 0 not in metadata.partitions:
+            return
+        low, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=30)
+        low, high = max(low, from_offset), high if until is None else min(high, until)
+        consumer.assign([TopicPartition(topic, 0, low)])
+        position, deadline = low - 1, time.monotonic() + timeout_s
+        while position + 1 < high:
+            if time.monotonic() > deadline:
+                raise OffsetSyncError(
+                    f"reading {topic} on {endpoint.alias} timed out at offset {position + 1} of {high}"
+                )
+            # ask for no more than remain: consume() waits its whole timeout for a fuller batch
+            for msg in consumer.consume(min(1000, high - position - 1), timeout=0.5):
+                error, offset = msg.error(), msg.offset()
+                if error is not None:
+                    raise OffsetSyncError(f"reading {topic} on {endpoint.alias} failed: {error.str()}")
+                if offset is None:
+                    continue
+                if offset >= high:  # past the end (compaction left no record at high - 1)
+                    return
+                position = offset
+                yield msg
+    finally:
+        consumer.close()

@@ -1,0 +1,1 @@
+"""Metrics, progress lines, heartbeats."""

@@ -1,0 +1,148 @@
+"""Heartbeats, as MM2's MirrorHeartbeatTask: every `heartbeat_interval_ms` a Heartbeat record
+(sourceClusterAlias, targetClusterAlias, timestamp) goes to the `heartbeats` topic of the
+TARGET cluster. The data path replicates each cluster's own `heartbeats` downstream as
+`<source>.heartbeats` (`should_replicate_topic` always wants heartbeats topics), so every
+cluster sees its upstream hops and their liveness.
+
+Why they never loop: this emitter writes only the target's plain `heartbeats` topic, which
+the policy never produces as a remote name (checked at construction); a replicated
+`<alias>.heartbeats` that came from the target is a cycle and `should_replicate_topic`
+refuses it, so A->B->A stops after one hop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from typing import Any
+
+from confluent_kafka import KafkaException
+
+from kmirror.errors import KmirrorError
+from kmirror.flowspec import FlowSpec
+from kmirror.mm2_formats import Heartbeat, encode_heartbeat
+from kmirror.replication_policy import HEARTBEATS_TOPIC
+
+log = logging.getLogger("kmirror.heartbeats")
+HEARTBEATS_TOPIC_CONFIG = {"cleanup.policy": "compact"}  # as MM2 creates it: one partition, compacted
+
+
+class HeartbeatError(KmirrorError):
+    """A heartbeat could not be delivered."""
+
+
+class HeartbeatEmitter:
+    """Writes one heartbeat per interval; `maybe_emit(now_ms)` is cheap to call often."""
+
+    def __init__(self, spec: FlowSpec, producer: Any) -> None:
+        remote = spec.policy.format_remote_topic(spec.source.alias, HEARTBEATS_TOPIC)
+        if remote == HEARTBEATS_TOPIC:
+            raise HeartbeatError(
+                f"replication policy {spec.replication_policy!r} maps {HEARTBEATS_TOPIC!r} to itself; "
+                "heartbeats would loop. Use a policy that prefixes heartbeats topics (default or identity)."
+            )
+        self.source_alias = spec.source.alias
+        self.target = spec.target
+        self.target_alias = spec.target.alias
+        self.interval_ms = int(spec.option("heartbeat_interval_ms"))
+        self.producer = producer
+        self.last_ms: int | None = None
+        self.sent = 0
+        self._errors: list[str] = []
+
+    def maybe_emit(self, now_ms: int) -> bool:
+        """Queue a heartbeat when the interval elapsed; raises HeartbeatError for an earlier failed one."""
+        self._raise_errors()
+        if self.last_ms is not None and now_ms - self.last_ms < self.interval_ms:
+            return False
+        key, value = encode_heartbeat(Heartbeat(self.source_alias, self.target_alias, now_ms))
+        self.producer.produce(HEARTBEATS_TOPIC, value, key, partition=0, timestamp=now_ms, on_delivery=self._delivered)
+        self.producer.poll(0)
+        self.last_ms = now_ms
+        self.sent += 1
+        return True
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        remaining = self.producer.flush(timeout_s)
+        self._raise_errors()
+        if remaining:
+            raise HeartbeatError(f"{remaining} heartbeat(s) to {HEARTBEATS_TOPIC} unconfirmed after {timeout_s} s")
+
+    def _delivered(self, err: Any, msg: Any) -> None:
+        if err is not None:
+            self._errors.append(f"heartbeat to {msg.topic()} failed: {err.str()}")
+
+    def _raise_errors(self) -> None:
+        errors, self._errors = self._errors, []
+        if errors:
+            raise HeartbeatError(f"{len(errors)} heartbeat(s) failed; first: {errors[0]}")
+
+
+class HeartbeatTicker:
+    """Heartbeats on the driver's own clock, so an idle flow (no batches, hence no sink commits)
+    still shows it is alive, as MM2's heartbeat task does independently of traffic.
+
+    `start()` emits one heartbeat at once and then one per interval from a daemon thread;
+    `stop()` emits a last one and waits (at most 5 s) for its delivery. A failed heartbeat, or
+    a `heartbeats` topic that cannot be created yet, never stops the mirror: it is logged with
+    the running failure count (`failures`) and retried at the next tick.
+    """
+
+    def __init__(self, spec: FlowSpec, producer: Any = None, clock_ms: Any = None, ensure_topic: Any = None) -> None:
+        if producer is None:
+            from confluent_kafka import Producer
+
+            from kmirror_engine.clients.factory import producer_config
+
+            producer = Producer(producer_config(spec))
+        self.emitter = HeartbeatEmitter(spec, producer)
+        self.flow_id = spec.id
+        self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
+        self.ensure_topic = ensure_topic or ensure_heartbeats_topic
+        self.failures = 0
+        self._topic_ready = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def tick(self) -> None:
+        """Emit when the interval elapsed; a failure is logged and counted, never raised."""
+        try:
+            if not self._topic_ready:
+                self.ensure_topic(self.emitter)
+                self._topic_ready = True
+            self.emitter.maybe_emit(self.clock_ms())
+        except (KmirrorError, KafkaException, BufferError) as exc:
+            self.failures += 1
+            log.warning("%s: heartbeat failed (%d failures so far, retried next tick): %s",
+                        self.flow_id, self.failures, exc)  # fmt: skip
+
+    def start(self) -> HeartbeatTicker:
+        self.tick()
+        self._thread = threading.Thread(target=self._run, name=f"kmirror-heartbeats {self.flow_id}", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        wait_s = max(self.emitter.interval_ms, 100) / 1000
+        while not self._stop.wait(wait_s):
+            self.tick()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        self.emitter.last_ms = None  # a last beat at shutdown, whatever the interval
+        self.tick()
+        try:
+            self.emitter.flush(timeout_s=5.0)
+        except HeartbeatError as exc:
+            self.failures += 1
+            log.warning("%s: last heartbeats unconfirmed at shutdown: %s", self.flow_id, exc)
+
+
+def ensure_heartbeats_topic(emitter: HeartbeatEmitter) -> None:
+    """Create the target's `heartbeats` topic (one partition, compacted) unless it exists."""
+    from kmirror_engine.failover.offset_syncs import ensure_topic
+
+    ensure_topic(emitter.target, HEARTBEATS_TOPIC, HEARTBEATS_TOPIC_CONFIG)

@@ -1,0 +1,176 @@
+"""Mirror metrics per flow/topic/partition, named after MM2's (MirrorSourceMetrics,
+MirrorCheckpointMetrics) with Prometheus spelling (`record-count` -> `kmirror_record_count`):
+
+- record-count -> kmirror_record_count_total (records mirrored);
+- byte-count, byte-rate -> kmirror_byte_count_total, kmirror_byte_rate (per second of the last batch);
+- record-age-ms -> kmirror_record_age_ms (now - timestamp of the last mirrored record);
+- replication-latency-ms min/max/avg -> kmirror_replication_latency_ms{stat="min|max|avg"}
+  (delivery time - record timestamp, over the last batch);
+- checkpoint-latency-ms -> kmirror_checkpoint_latency_ms{group} (offsets read -> checkpoints delivered);
+- offset lag (MM2 has none) -> kmirror_offset_lag (source end offset - next offset to mirror);
+- losses MM2 does not count -> kmirror_skipped_records_total (offsets deleted at the source before
+  they were mirrored, skipped with fail_on_data_loss=false), kmirror_dead_lettered_records_total;
+- batches (MM2 has none: Connect counts tasks) -> kmirror_batch_duration_seconds{flow} (histogram of a
+  committed batch's copy time, first read to last delivery), kmirror_failed_batches_total{flow}
+  (batches Spark aborted: the sink's `abort`; Spark retries them), kmirror_checkpoint_age_seconds{flow}
+  (seconds since the last committed batch, i.e. since Spark's checkpoint last advanced; before the
+  first commit, since the metrics started, so a mirror that never commits still ages);
+- side work that failed and is retried next round, never failing a delivered batch ->
+  kmirror_failover_work_failures_total{flow, work="checkpoints|group_offset_sync|heartbeats|
+  offset_sync_snapshot|offset_lag|checkpoints_setup|heartbeats_setup"} (no partition label).
+
+Labels: flow, topic (target topic), partition. Served as Prometheus text on the driver's
+`metrics_port` (0 = an ephemeral port, announced as `kmirror metrics {"event":
+"metrics_listening", "port": ...}`) and written as one `kmirror metrics {"event":
+"mirror_metrics", ...}` JSON line per batch to stderr, next to the progress lines (the sink's
+commit runs in a Python worker whose `logging` is not configured, so a logger would drop them).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
+
+from kmirror_engine.observability.progress import BatchProgress
+
+PREFIX = "kmirror metrics "
+LABELS = ("flow", "topic", "partition")
+# Batch copy time buckets (s): a trigger interval is seconds; a batch catching up on a backlog, minutes.
+BATCH_DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+class FlowMetrics:
+    """One flow's metrics in their own registry (several flows can share a process)."""
+
+    def __init__(self, flow_id: str, out: TextIO | None = None, clock: Callable[[], float] = time.time) -> None:
+        self.flow_id = flow_id
+        self.out = out  # None: sys.stderr at write time
+        self.clock = clock  # seconds (wall clock); tests inject one
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.batch_duration = Histogram(
+            "kmirror_batch_duration_seconds", "Copy time of a committed batch, first read to last delivery.",
+            ("flow",), buckets=BATCH_DURATION_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.failed_batches = Counter(
+            "kmirror_failed_batches", "Batches Spark aborted (a task failed; Spark retries the batch).", ("flow",),
+            registry=r,
+        )  # fmt: skip
+        self.failed_batches.labels(flow_id)  # exported as 0 from the start: increase() needs a first sample
+        self.last_commit_s = clock()
+        self.checkpoint_age = Gauge(
+            "kmirror_checkpoint_age_seconds", "Seconds since the last committed batch (Spark's checkpoint last "
+            "advanced); since the metrics started before the first commit.", ("flow",), registry=r,
+        )  # fmt: skip
+        self.checkpoint_age.labels(flow_id).set_function(lambda: max(self.clock() - self.last_commit_s, 0.0))
+        self.record_count = Counter("kmirror_record_count", "Records mirrored (MM2 record-count).", LABELS, registry=r)
+        self.byte_count = Counter("kmirror_byte_count", "Bytes mirrored (MM2 byte-count).", LABELS, registry=r)
+        self.skipped = Counter(
+            "kmirror_skipped_records", "Offsets deleted at the source before they were mirrored, skipped "
+            "(fail_on_data_loss=false; MM2 has none).", LABELS, registry=r,
+        )  # fmt: skip
+        self.dead_lettered = Counter(
+            "kmirror_dead_lettered_records", "Records the target rejected as too large, sent to the dead-letter "
+            "topic.", LABELS, registry=r,
+        )  # fmt: skip
+        self.byte_rate = Gauge(
+            "kmirror_byte_rate", "Bytes per second over the last batch (MM2 byte-rate).", LABELS, registry=r
+        )
+        self.record_age = Gauge(
+            "kmirror_record_age_ms",
+            "Now minus the timestamp of the last mirrored record (MM2 record-age-ms).",
+            LABELS,
+            registry=r,
+        )
+        self.latency = Gauge(
+            "kmirror_replication_latency_ms",
+            "Delivery time minus record timestamp over the last batch (MM2 replication-latency-ms).",
+            (*LABELS, "stat"),
+            registry=r,
+        )
+        self.offset_lag = Gauge(
+            "kmirror_offset_lag", "Source end offset minus next offset to mirror.", LABELS, registry=r
+        )
+        self.checkpoint_latency = Gauge(
+            "kmirror_checkpoint_latency_ms", "Offsets read to checkpoints delivered (MM2 checkpoint-latency-ms).",
+            ("flow", "group"), registry=r,
+        )  # fmt: skip
+        self.work_failures = Counter(
+            "kmirror_failover_work_failures", "Failed rounds of side work (checkpoints, group offset sync, "
+            "heartbeats, offset-sync snapshots); logged and retried, never failing a delivered batch.",
+            ("flow", "work"), registry=r,
+        )  # fmt: skip
+        self._failures: dict[str, int] = {}
+        self._server: Any = None
+        self.port: int | None = None
+
+    def observe_batch(self, batch: BatchProgress, now_ms: int) -> dict[str, Any]:
+        """Update every metric from a committed batch; returns (and logs) its JSON progress record."""
+        seconds = max(batch.duration_ms, 1) / 1000.0
+        self.batch_duration.labels(self.flow_id).observe(batch.duration_ms / 1000.0)
+        self.last_commit_s = self.clock()
+        rows = []
+        for p in batch.partitions:
+            labels = (self.flow_id, p.target_topic, str(p.partition))
+            self.record_count.labels(*labels).inc(p.records)
+            self.byte_count.labels(*labels).inc(p.bytes)
+            self.byte_rate.labels(*labels).set(p.bytes / seconds)
+            self.skipped.labels(*labels).inc(p.skipped_records)
+            self.dead_lettered.labels(*labels).inc(p.dead_lettered)
+            row: dict[str, Any] = {"topic": p.target_topic, "partition": p.partition, "record_count": p.records,
+                                   "byte_rate": round(p.bytes / seconds, 1)}  # fmt: skip
+            if p.last_timestamp_ms is not None:
+                row["record_age_ms"] = now_ms - p.last_timestamp_ms
+                self.record_age.labels(*labels).set(row["record_age_ms"])
+            if p.latency_count:
+                stats = {"min": p.latency_min_ms, "max": p.latency_max_ms, "avg": p.latency_sum_ms / p.latency_count}
+                for stat, value in stats.items():
+                    self.latency.labels(*labels, stat).set(float(value or 0))
+                row["replication_latency_ms"] = {k: round(float(v or 0), 1) for k, v in stats.items()}
+            end = batch.source_end_offsets.get((p.source_topic, p.partition))
+            if end is not None:
+                row["offset_lag"] = max(end - p.next_offset, 0)
+                self.offset_lag.labels(*labels).set(row["offset_lag"])
+            rows.append(row)
+        record = {"event": "mirror_metrics", "flow": self.flow_id, "batch_id": batch.batch_id, "partitions": rows}
+        self._write(record)
+        return record
+
+    def _write(self, record: dict[str, Any]) -> None:
+        print(PREFIX + json.dumps(record, sort_keys=True), file=self.out or sys.stderr, flush=True)
+
+    def observe_batch_failure(self, batch_id: int) -> None:
+        """Count a batch Spark aborted and log it (`kmirror metrics {"event": "batch_failed", ...}`)."""
+        self.failed_batches.labels(self.flow_id).inc()
+        self._write({"event": "batch_failed", "flow": self.flow_id, "batch_id": batch_id})
+
+    def observe_checkpoints(self, group: str, latency_ms: int) -> None:
+        self.checkpoint_latency.labels(self.flow_id, group).set(latency_ms)
+
+    def observe_work_failure(self, work: str) -> int:
+        """Count one failed round of side work; returns the count so far for `work`."""
+        self.work_failures.labels(self.flow_id, work).inc()
+        self._failures[work] = self._failures.get(work, 0) + 1
+        return self._failures[work]
+
+    def text(self) -> str:
+        """The Prometheus exposition text of this flow's metrics."""
+        return generate_latest(self.registry).decode()
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> int:
+        """Serve /metrics on `port` (0: ephemeral) and return the bound port (logged)."""
+        self._server, _thread = start_http_server(port, addr=addr, registry=self.registry)
+        self.port = int(self._server.server_port)
+        self._write({"event": "metrics_listening", "flow": self.flow_id, "port": self.port})
+        return self.port
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None

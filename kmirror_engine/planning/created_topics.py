@@ -1,0 +1,95 @@
+"""Which remote topics the mirror created: config sync alters only those (unless told otherwise).
+
+Kafka keeps no creator per topic, so the mirror records its own creations in a compacted
+one-partition topic on the target, `kmirror-created-topics.<source alias>.internal` (internal by
+MM2's naming: never mirrored itself). Key: the remote topic; value: JSON `{"flow", "source_topic",
+"created_ms"}`. Written by `TargetTopics` right after a successful CreateTopics (a topic that
+already existed, created by someone else, is never recorded); read by the config sync.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from kmirror.errors import ConnectionFailure
+from kmirror.flowspec import ClusterEndpoint
+from kmirror.security import resolve_references
+
+TOPIC_CONFIG = {"cleanup.policy": "compact"}
+
+
+def created_topics_topic(source_alias: str) -> str:
+    return f"kmirror-created-topics.{source_alias}.internal"
+
+
+class CreatedTopics:
+    """The registry of one source alias on one target cluster (module doc)."""
+
+    def __init__(self, target: ClusterEndpoint, source_alias: str, flow_id: str) -> None:
+        self.target, self.flow_id = target, flow_id
+        self.topic = created_topics_topic(source_alias)
+        self._producer: Any = None
+
+    def record(self, created: Iterable[tuple[str, str]], timeout_s: float = 30.0) -> None:
+        """Record `(remote topic, source topic)` pairs; raises ConnectionFailure when a record is
+        not acknowledged (the caller keeps them and tries again)."""
+        from confluent_kafka import Producer
+
+        from kmirror_engine.failover.offset_syncs import ensure_topic
+
+        pairs = list(created)
+        if not pairs:
+            return
+        ensure_topic(self.target, self.topic, TOPIC_CONFIG)
+        if self._producer is None:
+            self._producer = Producer(resolve_references({**self.target.client_config(), "acks": "all"}))
+        errors: list[str] = []
+
+        def delivered(err: Any, msg: Any) -> None:
+            if err is not None:
+                errors.append(err.str())
+
+        now = int(time.time() * 1000)
+        for remote, source in pairs:
+            value = json.dumps({"flow": self.flow_id, "source_topic": source, "created_ms": now})
+            self._producer.produce(self.topic, value.encode(), remote.encode(), on_delivery=delivered)
+        if self._producer.flush(timeout_s) or errors:
+            raise ConnectionFailure(
+                f"recording created topics in {self.topic} on {self.target.alias!r} failed: "
+                f"{errors[0] if errors else 'no acknowledgement in time'}"
+            )
+
+    def load(self, timeout_s: float = 30.0) -> set[str]:
+        """Every remote topic recorded so far (empty when the registry does not exist yet)."""
+        return load_created(self.target, self.topic, timeout_s)
+
+
+def load_created(target: ClusterEndpoint, topic: str, timeout_s: float = 30.0) -> set[str]:
+    """Read the registry to its end (the partition-EOF event, as of the read)."""
+    from confluent_kafka import Consumer, KafkaError, TopicPartition
+
+    consumer = Consumer(resolve_references({**target.client_config(), "group.id": f"kmirror-reader-{topic}",
+                                            "enable.auto.commit": False, "enable.partition.eof": True}))  # fmt: skip
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if metadata is None or metadata.error is not None or 0 not in metadata.partitions:
+            return set()
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        names: set[str] = set()
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(1000, timeout=0.5):
+                error = msg.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    return names
+                if error is not None:
+                    raise ConnectionFailure(f"reading {topic} on {target.alias!r} failed: {error.str()}")
+                key = msg.key()
+                if key:
+                    names.add(key.decode())
+        raise ConnectionFailure(f"reading {topic} on {target.alias!r} did not reach its end in {timeout_s:.0f} s")
+    finally:
+        consumer.close()
