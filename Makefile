@@ -35,6 +35,7 @@ demo: setup
 lint: setup
 	$(VENV)/bin/ruff check kmirror kmirror_engine kmirror_cli spark_app components tests bench policy scripts
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/hadolint Dockerfile
 	$(VENV)/bin/actionlint .github/workflows/*.yml
 

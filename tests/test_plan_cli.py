@@ -3,12 +3,8 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from kmirror_cli.cli import main
 
@@ -100,21 +96,3 @@ def test_failed_plan_leaves_no_output_file(tmp_path: Path, capsys: Any) -> None:
     assert code == 2 and not out_file.exists() and list(tmp_path.iterdir()) == [bad]
     code, _, _ = run_cli(["plan", "--topology", TOPOLOGY, "--format", "json", "--output", str(out_file)], capsys)
     assert code == 0 and json.loads(out_file.read_text())["flows"]
-
-
-@pytest.mark.parametrize("module", ["spark_app", "spark_app.main", "kmirror.planner", "kmirror.topology"])
-def test_pure_core_and_app_never_import_pulumi(module: str) -> None:
-    code = (
-        f"import sys, {module}; "
-        "print([m for m in sys.modules if m.split('.')[0] in ('pulumi', 'pulumi_aws', 'pulumi_kubernetes')])"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert result.stdout.strip() == "[]"
-
-
-def test_planner_imports_neither_pyspark_nor_kafka_clients() -> None:
-    heavy = "{'pyspark', 'confluent_kafka', 'boto3', 'pulumi'}"
-    modules = "{m.split('.')[0] for m in sys.modules}"
-    code = f"import sys, kmirror.planner, kmirror_cli.commands.plan; print(sorted({modules} & {heavy}))"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert result.stdout.strip() == "[]"

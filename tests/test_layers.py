@@ -1,0 +1,52 @@
+"""The floors (README "Architecture"), checked statically over every module with import-linter
+(the contracts live in pyproject.toml `[tool.importlinter]`; `make lint` runs them too).
+
+Replaces the per-module spot checks ("the planner imports no pyspark", ...): a contract covers
+every module of a package, function-level imports included."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+PACKAGES = {"kmirror": "kmirror", "kmirror_engine": "kmirror_engine", "kmirror_cli": "kmirror_cli",
+            "spark_app": "spark_app", "kafka_mirror": "components/kafka_mirror"}  # fmt: skip
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(LINT_IMPORTS), "--no-cache", "--config", str(root / "pyproject.toml")],
+        capture_output=True, text=True, cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+
+
+def _copy_tree(tmp: Path) -> Path:
+    for name, source in PACKAGES.items():
+        shutil.copytree(ROOT / source, tmp / name, ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    shutil.copy(ROOT / "pyproject.toml", tmp / "pyproject.toml")
+    return tmp
+
+
+def test_every_contract_holds_over_every_module(tmp_path: Path) -> None:
+    result = _lint_imports(_copy_tree(tmp_path))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "6 kept, 0 broken" in result.stdout, result.stdout
+
+
+def test_an_arrow_up_a_floor_breaks_the_contract(tmp_path: Path) -> None:
+    """The check can fail: the engine importing the Spark glue (even inside a function) and the
+    lag command importing pyspark are both reported."""
+    root = _copy_tree(tmp_path)
+    ranges = root / "kmirror_engine" / "planning" / "ranges.py"
+    ranges.write_text(ranges.read_text() + "\n\ndef _up() -> None:\n    import spark_app.main  # noqa\n")
+    lag = root / "kmirror_cli" / "commands" / "lag.py"
+    lag.write_text(lag.read_text() + "\n\ndef _spark() -> None:\n    import pyspark  # noqa\n")
+    result = _lint_imports(root)
+    assert result.returncode != 0
+    assert "kmirror_engine.planning.ranges -> spark_app.main" in result.stdout, result.stdout
+    assert "kmirror_cli.commands.lag -> pyspark" in result.stdout, result.stdout
+    assert "3 kept, 3 broken" in result.stdout, result.stdout  # floors, engine-no-Spark, operator commands
