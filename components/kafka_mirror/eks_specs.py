@@ -14,18 +14,22 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from kmirror.deploy_layout import (
+    CHECKPOINT_MOUNT,
+    DEFAULT_METRICS_PORT,
+    DEFAULT_NAMESPACE,
+    FLOW_ANNOTATION,
+    FLOW_FILE,
+    FLOW_MOUNT_DIR,
+    FLOW_VOLUME,
+)
 from kmirror.secret_refs import SECRETS_ROOT
 
-FLOW_MOUNT_DIR = "/etc/kmirror/flow"
-FLOW_FILE = "flow.json"
 APP_HOME = "/opt/kmirror"
 # The entry script sits beside (not inside) the packages: running a file from inside `spark_app/`
 # would put that directory first on sys.path, and `kmirror_engine/copying/range_copy.py` would shadow stdlib `copy`.
 APP_ENTRY = f"local://{APP_HOME}/kmirror_main.py"
-FLOW_ANNOTATION = "kafka-mirror/flow"
 FLOW_SHA_ANNOTATION = "kafka-mirror/flow-sha256"
-DEFAULT_METRICS_PORT = 9404
-CHECKPOINT_MOUNT = "/var/lib/kmirror/checkpoints"  # where a checkpoint PersistentVolumeClaim is mounted
 SPARK_UID = 185  # the `spark` user of the official Spark images (the Dockerfile's USER 185)
 SPARK_GID = 185  # its group
 IMAGE_ANNOTATION = "kafka-mirror/image"
@@ -41,8 +45,6 @@ DRIVER_DISRUPTION_ANNOTATIONS = {
     "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
 }
 PART_OF = {"app.kubernetes.io/part-of": "kafka-mirror"}
-# The one default namespace of the apps and of the Secrets they mount.
-DEFAULT_NAMESPACE = "kafka-mirror"
 
 
 def app_name(flow_id: str) -> str:
@@ -156,7 +158,7 @@ def _pod(
         "annotations": annotations,
         "serviceAccount": settings.service_account,
         "env": [{"name": "PYTHONPATH", "value": APP_HOME}, {"name": "PYTHONUNBUFFERED", "value": "1"}],
-        "volumeMounts": [{"name": "flow", "mountPath": FLOW_MOUNT_DIR, "readOnly": True}]
+        "volumeMounts": [{"name": FLOW_VOLUME, "mountPath": FLOW_MOUNT_DIR, "readOnly": True}]
         + [{"name": m.volume, "mountPath": m.path, "readOnly": True} for m in mounts],
         "podSecurityContext": pod_security_context(),
         "securityContext": container_security_context(settings.read_only_root_filesystem),
@@ -216,7 +218,7 @@ def spark_application_manifest(
     metrics_port = int(flow_spec.get("metrics_port") or settings.metrics_port)
     sha = flow_sha256(flow_spec)
     conf = {**settings.spark_conf, **dict(spark.get("options") or {})}
-    volumes = [{"name": "flow", "configMap": {"name": f"{name}-flow", "defaultMode": 0o444}}] + [
+    volumes = [{"name": FLOW_VOLUME, "configMap": {"name": f"{name}-flow", "defaultMode": 0o444}}] + [
         {"name": m.volume, "secret": {"secretName": m.secret_name, "defaultMode": SECRET_FILE_MODE}} for m in mounts
     ]
     if settings.read_only_root_filesystem:

@@ -16,7 +16,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka_mirror.eks_specs import FLOW_FILE, app_name, flow_sha256
+from kafka_mirror.eks_specs import app_name, flow_sha256
+from kmirror.deploy_layout import FLOW_FILE
 from kmirror.errors import Problem
 
 APP_PREFIX = "app"

@@ -15,14 +15,14 @@
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from kmirror.deploy_layout import DIGEST_RE
+
 from .rules import SPARK_APPLICATION
 
-DIGEST_RE = re.compile(r"^[^@\s]+@sha256:[0-9a-f]{64}$")
 BUCKETS = ("aws:s3/bucket:Bucket", "aws:s3/bucketV2:BucketV2")
 BUCKET_ENCRYPTION = (
     "aws:s3/bucketServerSideEncryptionConfiguration:BucketServerSideEncryptionConfiguration",

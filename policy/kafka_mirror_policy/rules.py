@@ -22,14 +22,12 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kmirror.secret_refs import is_reference
+from kmirror.deploy_layout import FLOW_ANNOTATION, FLOW_FILE, FLOW_VOLUME
+from kmirror.secret_refs import SECRETS_ROOT, is_reference
 from kmirror.security import is_sensitive
 
 SPARK_APPLICATION = "kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
-FLOW_FILE = "flow.json"
-FLOW_ANNOTATION = "kafka-mirror/flow"  # an annotation: label values cannot hold "->"
-FLOW_VOLUME = "flow"
 BUCKET_OBJECT = "aws:s3/bucketObjectv2:BucketObjectv2"  # EMR: the flow spec at flows/<app>/<sha>/flow.json
 DYNAMIC = "pulumi-python:dynamic:Resource"  # the type of every Python dynamic resource
 EMR_STEP_KEYS = ("cluster_id", "name", "args")  # what tells an EmrStep from other dynamic resources
@@ -68,7 +66,7 @@ def _secret_violations(where: str, value: Any, path: str = "") -> list[str]:
             ):
                 out.append(
                     f"{where}: {child} holds a plaintext secret; use a reference such as "
-                    "${file:/etc/kmirror/secrets/NAME/KEY} or ${env:VAR} (topology: {k8s_secret: NAME, key: KEY})"
+                    f"${{file:{SECRETS_ROOT}/NAME/KEY}} or ${{env:VAR}} (topology: {{k8s_secret: NAME, key: KEY}})"
                 )
             else:
                 out += _secret_violations(where, item, child)
