@@ -1,6 +1,6 @@
 """The Pulumi program: one stack = one datacenter.
 
-`main()` reads `kafka-mirror:*` config (kafka_mirror.stack_config), plans the topology file with
+`main()` reads `kafka-mirror:*` config (kmirror.stack_config), plans the topology file with
 the same planner as `kmirror plan`, builds the platform (EKS or EMR) and one MirrorDeployment
 per flow whose `run_in` is this datacenter; flows planned elsewhere get nothing here.
 Stack outputs: `flows` (ids deployed here), `apps` (flow id -> app name), `metrics`
@@ -24,10 +24,10 @@ from kafka_mirror.emr_specs import EmrSettings, metrics_port_problems
 from kafka_mirror.mirror_deployment import MirrorDeployment, MirrorDeploymentArgs
 from kafka_mirror.replication_topology import ReplicationTopology
 from kafka_mirror.secret_wiring import FlowSecrets, flow_secrets
-from kafka_mirror.stack_config import NS, StackConfig, parse_stack_config
 from kafka_mirror.stack_secrets import StackSecrets, resolve_fields, stack_secret_name
 from kmirror.errors import Problem, Problems, ValidationError
 from kmirror.planner import load_topology
+from kmirror.stack_config import NS, StackConfig, parse_stack_config
 
 FLOW_SPARK_KEYS = ("executors", "driver_memory", "executor_memory", "driver_cores", "executor_cores")
 EKS_KEYS = (

@@ -16,9 +16,9 @@ import pulumi
 from kafka_mirror.kerberos_secret import KerberosSecret, KerberosSecretArgs
 from kafka_mirror.scram_secret import ScramSecret, ScramSecretArgs
 from kafka_mirror.secret_store import SecretStoreArgs, store_secret
-from kafka_mirror.stack_config import SecretConfig
 from kafka_mirror.tls_secret import TlsSecret, TlsSecretArgs
 from kmirror.secret_refs import PULUMI_CONFIG_SECRET_KEY, dns_label, pulumi_config_secret_name
+from kmirror.stack_config import SecretConfig
 
 STORED_TOKEN = "kafka-mirror:index:StoredSecret"
 

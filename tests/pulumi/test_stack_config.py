@@ -12,9 +12,10 @@ import yaml
 
 from kafka_mirror.bundle import build_bundle
 from kafka_mirror.secret_wiring import flow_secrets
-from kafka_mirror.stack_config import EksSparkConfig, EmrSparkConfig, parse_stack_config
 from kmirror.errors import ValidationError
 from kmirror.secret_refs import Materialisation
+from kmirror.stack_config import parse_stack_config, read_stack_config
+from kmirror.stack_models import EksSparkConfig, EmrSparkConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 EKS = {"platform": "eks", "image": f"img:1@sha256:{'0' * 64}", "checkpoint_root": "s3a://b/c",
@@ -31,6 +32,29 @@ def test_example_stacks_parse(stack: str) -> None:
     config = parse_stack_config(_stack_file(stack), stack)
     assert config.datacenter == stack
     assert config.platform == ("emr" if stack == "central" else "eks")
+
+
+@pytest.mark.parametrize("stack", ["west", "central"])
+def test_the_cli_reads_a_stack_file_with_the_programs_reader(stack: str) -> None:
+    program = parse_stack_config(_stack_file(stack), stack)
+    cli = read_stack_config(stack, ROOT / "stacks", plan_only=False)
+    assert (cli.datacenter, cli.platform, cli.spark, cli.secrets) == (
+        program.datacenter, program.platform, program.spark, program.secrets)  # fmt: skip
+    assert cli.topology == str(ROOT / program.topology)
+    assert read_stack_config(stack, ROOT / "stacks").model is None  # planning reads datacenter and topology only
+
+
+def test_a_stack_file_problem_names_the_file_key_value_and_fix(tmp_path: Path) -> None:
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.x.yaml").write_text("config:\n  kafka-mirror:topology: 3\n")
+    with pytest.raises(ValidationError) as info:
+        read_stack_config("x", tmp_path / "stacks")
+    assert info.value.source == str(tmp_path / "stacks" / "Pulumi.x.yaml")
+    assert [str(p) for p in info.value.problems] == [
+        "config.kafka-mirror:datacenter: required: the datacenter this stack deploys, got None; "
+        "run: pulumi config set kafka-mirror:datacenter DC",
+        "config.kafka-mirror:topology: must be a file path, got 3",
+    ]
 
 
 def test_every_problem_is_reported_once_with_its_key() -> None:
