@@ -17,6 +17,16 @@ from kmirror.deploy_layout import DEFAULT_METRICS_PORT, DEFAULT_NAMESPACE
 PLATFORMS = ("eks", "emr")
 LogType = Literal["api", "audit", "authenticator", "controllerManager", "scheduler"]  # EKS control-plane logs
 RWX = "ReadWriteMany"
+# Defaults the stack models and the components' own arguments share (written once, here).
+SPARK_VERSION = "4.0.2"  # the app image's Spark
+SERVICE_ACCOUNT = "kafka-mirror"  # the drivers' service account
+IMAGE_PULL_POLICY: Literal["IfNotPresent"] = "IfNotPresent"
+OPERATOR_NAMESPACE = "spark-operator"
+OPERATOR_REPOSITORY = "https://kubeflow.github.io/spark-operator"
+OPERATOR_REPLICAS = 2  # controller and webhook: highly available
+PVC_NAME = "kmirror-checkpoints"
+PVC_SIZE = "10Gi"
+STEP_STOP_TIMEOUT_S = 600  # how long an EMR step replacement waits for the old step
 
 
 class _Strict(BaseModel):
@@ -37,9 +47,9 @@ class _Common(_Strict):
 
 class OperatorConfig(_Strict):
     install: bool = Field(True, description="install the Kubeflow Spark Operator chart")
-    namespace: str = Field("spark-operator", description="the operator's namespace")
-    repository: str = Field("https://kubeflow.github.io/spark-operator", description="the chart repository")
-    replicas: int = Field(2, ge=1, description="controller and webhook replicas (2+: highly available)")
+    namespace: str = Field(OPERATOR_NAMESPACE, description="the operator's namespace")
+    repository: str = Field(OPERATOR_REPOSITORY, description="the chart repository")
+    replicas: int = Field(OPERATOR_REPLICAS, ge=1, description="controller and webhook replicas (2+: highly available)")
 
 
 class EksClusterConfig(_Strict):
@@ -65,8 +75,8 @@ class KubeconfigConfig(_Strict):
 
 
 class PvcConfig(_Strict):
-    name: str = "kmirror-checkpoints"
-    size: str = "10Gi"
+    name: str = PVC_NAME
+    size: str = PVC_SIZE
     storage_class: str | None = Field(None, description="a ReadWriteMany class, e.g. EFS's efs-sc")
     access_mode: str = RWX
 
@@ -89,9 +99,9 @@ class EksSparkConfig(_Common):
     platform: Literal["eks"]
     namespace: str = DEFAULT_NAMESPACE
     image: str = Field(description="the app image built from the Dockerfile, by digest (repo@sha256:...)")
-    image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = "IfNotPresent"
-    spark_version: str = "4.0.2"
-    service_account: str = "kafka-mirror"
+    image_pull_policy: Literal["IfNotPresent", "Always", "Never"] = IMAGE_PULL_POLICY
+    spark_version: str = SPARK_VERSION
+    service_account: str = SERVICE_ACCOUNT
     irsa_role_arn: str | None = None
     metrics_port: int = Field(DEFAULT_METRICS_PORT, ge=1, le=65535)
     operator: OperatorConfig = Field(default_factory=lambda: OperatorConfig())
@@ -135,7 +145,9 @@ class EmrSparkConfig(_Common):
     secret_recovery_window_days: int = Field(7, ge=0, le=30)
     log_retention_days: int = Field(30, ge=1)
     noncurrent_version_days: int = Field(30, ge=1)
-    step_stop_timeout_s: int = Field(600, ge=30, description="how long a step replacement waits for the old step")
+    step_stop_timeout_s: int = Field(
+        STEP_STOP_TIMEOUT_S, ge=30, description="how long a step replacement waits for the old step"
+    )
 
 
 MODELS: dict[str, type[_Common]] = {"eks": EksSparkConfig, "emr": EmrSparkConfig}

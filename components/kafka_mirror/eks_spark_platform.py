@@ -20,7 +20,6 @@ from typing_extensions import NotRequired
 
 from kafka_mirror.eks_cluster import EksClusterSettings, create_eks_cluster
 from kafka_mirror.eks_specs import (
-    DEFAULT_METRICS_PORT,
     PART_OF,
     EksSettings,
     driver_role_binding_manifest,
@@ -31,6 +30,7 @@ from kafka_mirror.eks_specs import (
 )
 from kafka_mirror.monitoring import dashboard_config_map, prometheus_rule
 from kafka_mirror.stack_secrets import MadeSecret, StackSecrets, create_stack_secrets
+from kmirror.stack_models import OPERATOR_NAMESPACE, OPERATOR_REPLICAS, OPERATOR_REPOSITORY, PVC_NAME, PVC_SIZE
 
 TOKEN = "kafka-mirror:index:EksSparkPlatform"
 # The one place the operator's version is pinned (stack config cannot override it; the CRD schema
@@ -39,8 +39,8 @@ TOKEN = "kafka-mirror:index:EksSparkPlatform"
 # (appVersion 2.5.2) builds its image FROM apache/spark:4.0.4 (its Dockerfile's SPARK_IMAGE);
 # charts up to 2.2.x carried Spark 3.5's spark-submit. The app image must run Spark 4.0.x.
 SPARK_OPERATOR_CHART_VERSION = "2.5.2"
-DEFAULT_PVC_NAME = "kmirror-checkpoints"
-DEFAULT_PVC_SIZE = "10Gi"
+DEFAULT_PVC_NAME = PVC_NAME
+DEFAULT_PVC_SIZE = PVC_SIZE
 
 
 class OperatorArgs(TypedDict):
@@ -229,12 +229,10 @@ class EksSparkPlatform(pulumi.ComponentResource):
                 name="spark-operator",
                 chart="spark-operator",
                 version=SPARK_OPERATOR_CHART_VERSION,
-                namespace=operator.get("namespace", "spark-operator"),
+                namespace=operator.get("namespace", OPERATOR_NAMESPACE),
                 create_namespace=True,
-                repository_opts=k8s.helm.v3.RepositoryOptsArgs(
-                    repo=operator.get("repository", "https://kubeflow.github.io/spark-operator")
-                ),
-                values=operator_values(ns, int(operator.get("replicas", 2))),
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=operator.get("repository", OPERATOR_REPOSITORY)),
+                values=operator_values(ns, int(operator.get("replicas", OPERATOR_REPLICAS))),
                 opts=dep,
             )
             self.ready.append(self.operator_release)
@@ -322,14 +320,14 @@ def eks_settings(args: EksSparkPlatformArgs) -> EksSettings:
         image_pull_policy=args.get("image_pull_policy", defaults.image_pull_policy),
         service_account=args.get("service_account", defaults.service_account),
         spark_version=args.get("spark_version", defaults.spark_version),
-        metrics_port=int(args.get("metrics_port", DEFAULT_METRICS_PORT)),
+        metrics_port=int(args.get("metrics_port", defaults.metrics_port)),
         spark_conf={str(k): str(v) for k, v in (args.get("spark_conf") or {}).items()},
         spark_defaults=dict(args.get("spark_defaults") or {}),
         checkpoint_claim=pvc.get("name", DEFAULT_PVC_NAME) if pvc is not None else None,
         priority_class_name=args.get("priority_class_name"),
         node_selector=dict(args.get("node_selector") or {}),
         tolerations=[dict(t) for t in args.get("tolerations") or []],
-        read_only_root_filesystem=bool(args.get("read_only_root_filesystem", True)),
+        read_only_root_filesystem=bool(args.get("read_only_root_filesystem", defaults.read_only_root_filesystem)),
         pod_monitor=bool(monitoring.get("pod_monitor", False)),
         monitoring_labels=dict(monitoring.get("labels") or {}),
     )

@@ -24,6 +24,7 @@ from kmirror.deploy_layout import (
     FLOW_VOLUME,
 )
 from kmirror.secret_refs import SECRETS_ROOT
+from kmirror.stack_models import IMAGE_PULL_POLICY, OPERATOR_REPLICAS, SERVICE_ACCOUNT, SPARK_VERSION
 
 APP_HOME = "/opt/kmirror"
 # The entry script sits beside (not inside) the packages: running a file from inside `spark_app/`
@@ -96,9 +97,9 @@ class EksSettings:
 
     namespace: str = DEFAULT_NAMESPACE
     image: str = "ghcr.io/example/kafka-mirror:0.1.0"
-    image_pull_policy: str = "IfNotPresent"
-    service_account: str = "kafka-mirror"
-    spark_version: str = "4.0.2"
+    image_pull_policy: str = IMAGE_PULL_POLICY
+    service_account: str = SERVICE_ACCOUNT
+    spark_version: str = SPARK_VERSION
     retry_interval_s: int = 10
     metrics_port: int = DEFAULT_METRICS_PORT
     spark_conf: dict[str, str] = field(default_factory=dict)
@@ -361,7 +362,7 @@ def driver_role_binding_manifest(settings: EksSettings) -> dict[str, Any]:
     }
 
 
-def operator_values(namespace: str, replicas: int = 2) -> dict[str, Any]:
+def operator_values(namespace: str, replicas: int = OPERATOR_REPLICAS) -> dict[str, Any]:
     """Helm values of the Kubeflow Spark Operator chart: watch only the mirror's namespace, leave
     its service account to us (`service_account_manifest`), and run controller and webhook
     highly available. The webhook stays fail-closed (`failurePolicy: Fail`): it is what puts the

@@ -329,9 +329,9 @@ def emr_settings(args: EmrSparkPlatformArgs) -> EmrSettings:
     aws_settings = dict(args.get("aws") or {})
     return EmrSettings(
         bucket=bucket if isinstance(bucket, str) else "",
-        region=args.get("region") or aws_settings.get("region") or "us-east-1",
+        region=args.get("region") or aws_settings.get("region") or EmrSettings.region,
         spark_defaults=dict(args.get("spark_defaults") or {}),
         spark_conf={str(k): str(v) for k, v in (args.get("spark_conf") or {}).items()},
         aws=aws_settings,
-        step_stop_timeout_s=int(args.get("step_stop_timeout_s", 600)),
+        step_stop_timeout_s=int(args.get("step_stop_timeout_s", EmrSettings.step_stop_timeout_s)),
     )

@@ -19,6 +19,7 @@ from typing import Any
 from kafka_mirror.eks_specs import app_name, flow_sha256
 from kmirror.deploy_layout import FLOW_FILE
 from kmirror.errors import Problem
+from kmirror.stack_models import STEP_STOP_TIMEOUT_S
 
 APP_PREFIX = "app"
 VENV_PYTHON = "/opt/kmirror/venv/bin/python"  # made by scripts/emr-bootstrap.sh on every node
@@ -59,7 +60,7 @@ class EmrSettings:
     spark_defaults: dict[str, Any] = field(default_factory=dict)
     # The stack's AWS settings for the step provider (kafka_mirror.aws_session.aws_settings).
     aws: dict[str, Any] = field(default_factory=dict)
-    step_stop_timeout_s: int = 600
+    step_stop_timeout_s: int = STEP_STOP_TIMEOUT_S
 
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
