@@ -24,7 +24,7 @@ name the config key (`kafka-mirror:spark.cluster.nodes`), with "did you mean" fo
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -212,8 +212,12 @@ def _spark_problems(spark: Mapping[str, Any], path: str) -> tuple[Any, list[Prob
     root = spark.get("checkpoint_root")
     if isinstance(root, str) and "://" not in root and not root.startswith("/"):
         problems.append(Problem(f"{path}.checkpoint_root", f"must be a URI or absolute path, got {root!r}"))
-    problems += _eks_rules(spark, path) if platform == "eks" else _emr_rules(spark, path)
+    problems += PLATFORM_RULES[platform](spark, path)
     return model, problems
+
+
+# The rules across keys of each platform (beside its model, kmirror.stack_models.MODELS).
+PLATFORM_RULES: dict[str, Callable[[Mapping[str, Any], str], list[Problem]]] = {"eks": _eks_rules, "emr": _emr_rules}
 
 
 def _secret_problems(name: str, raw: Any, path: str) -> list[Problem]:

@@ -89,25 +89,26 @@ class MirrorDeployment(pulumi.ComponentResource):
         spark = pulumi.Output.from_input(args.get("spark") or {})
         names = pulumi.Output.from_input(args.get("secret_names") or [])
         outputs: dict[str, Any] = {"flow_id": self.flow_id, "app_name": self.app_name, "platform": self.platform}
-        if given[0] == "eks":
-            self.metrics_endpoint = self._eks(name, args, spec, spark, names)
-        else:
-            self.metrics_endpoint = self._emr(name, args["emr"], spec, spark)
-            outputs["step_id"] = self.step_id
+        deploy_flow = {"eks": self._deploy_eks_flow, "emr": self._deploy_emr_flow}[given[0]]
+        self.metrics_endpoint, platform_outputs = deploy_flow(name, args, spec, spark, names)
+        outputs.update(platform_outputs)
         outputs["metrics_endpoint"] = self.metrics_endpoint
         self.register_outputs(outputs)
 
     def _child(self, extra: Sequence[pulumi.Resource] = ()) -> pulumi.ResourceOptions:
         return pulumi.ResourceOptions(parent=self, depends_on=[*self._depends_on, *extra])
 
-    def _eks(
+    def _deploy_eks_flow(
         self,
         name: str,
         args: MirrorDeploymentArgs,
         spec_in: pulumi.Output[Any],
         spark: pulumi.Output[Any],
         names: pulumi.Output[Any],
-    ) -> pulumi.Output[Any]:
+    ) -> tuple[pulumi.Output[Any], dict[str, Any]]:
+        """The flow's ConfigMap, SparkApplication, metrics Service, driver PDB (and PodMonitor); returns the
+        metrics endpoint and the outputs only this platform has (none)."""
+
         def render(v: list[Any]) -> dict[str, Any]:
             target, spec, spark_resources, secret_names = v
             settings = EksSettings(**target["settings"])
@@ -159,11 +160,19 @@ class MirrorDeployment(pulumi.ComponentResource):
                 metadata=part("pod_monitor.metadata"), spec=part("pod_monitor.spec"), opts=opts,
             )  # fmt: skip
         self.step_id = pulumi.Output.from_input(cast(str | None, None))
-        return out.apply(lambda r: r["endpoint"])
+        return out.apply(lambda r: r["endpoint"]), {}
 
-    def _emr(
-        self, name: str, target_in: pulumi.Input[dict[str, Any]], spec_in: pulumi.Output[Any], spark: pulumi.Output[Any]
-    ) -> pulumi.Output[Any]:
+    def _deploy_emr_flow(
+        self,
+        name: str,
+        args: MirrorDeploymentArgs,
+        spec_in: pulumi.Output[Any],
+        spark: pulumi.Output[Any],
+        names: pulumi.Output[Any],
+    ) -> tuple[pulumi.Output[Any], dict[str, Any]]:
+        """The flow's S3 object and streaming step (secrets come from the nodes' sync, so `names` is not
+        used here); returns the metrics endpoint and the outputs only this platform has (`step_id`)."""
+
         def render(v: list[Any]) -> dict[str, Any]:
             target, spec, spark_resources = v
             settings = EmrSettings(**target["settings"])
@@ -185,7 +194,7 @@ class MirrorDeployment(pulumi.ComponentResource):
                 stop_timeout_s=settings.step_stop_timeout_s,
             )
 
-        out = pulumi.Output.all(target_in, spec_in, spark).apply(render)
+        out = pulumi.Output.all(args["emr"], spec_in, spark).apply(render)
         self.flow_object = aws.s3.BucketObjectv2(
             f"{name}-flow",
             bucket=out.apply(lambda r: r["bucket"]),
@@ -207,7 +216,7 @@ class MirrorDeployment(pulumi.ComponentResource):
         self.step_id = cast(Any, self.step.step_id)
         # Cluster mode: YARN picks the driver's node, so the endpoint is the YARN application and a
         # port fixed per flow; Prometheus finds the node via EC2 service discovery on that port.
-        return pulumi.Output.all(out, self.step.step_id, self.app_name).apply(
+        endpoint = pulumi.Output.all(out, self.step.step_id, self.app_name).apply(
             lambda v: {
                 "cluster_id": v[0]["cluster_id"],
                 "step_id": v[1],
@@ -216,6 +225,7 @@ class MirrorDeployment(pulumi.ComponentResource):
                 "path": "/metrics",
             }
         )
+        return endpoint, {"step_id": self.step_id}
 
 
 def _resources(depends_on: Any) -> list[pulumi.Resource]:

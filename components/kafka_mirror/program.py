@@ -10,15 +10,17 @@ Stack outputs: `flows` (ids deployed here), `apps` (flow id -> app name), `metri
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import pulumi
 
 from kafka_mirror.aws_session import aws_settings
 from kafka_mirror.deploy_files import app_bundle as _packaged_bundle
 from kafka_mirror.eks_spark_platform import EksSparkPlatform, EksSparkPlatformArgs
-from kafka_mirror.eks_specs import CHECKPOINT_MOUNT, DEFAULT_METRICS_PORT, app_name
+from kafka_mirror.eks_specs import CHECKPOINT_MOUNT, app_name
 from kafka_mirror.emr_spark_platform import EmrSparkPlatform, EmrSparkPlatformArgs
 from kafka_mirror.emr_specs import EmrSettings, metrics_port_problems
 from kafka_mirror.mirror_deployment import MirrorDeployment, MirrorDeploymentArgs
@@ -28,6 +30,7 @@ from kafka_mirror.stack_secrets import StackSecrets, resolve_fields, stack_secre
 from kmirror.errors import Problem, Problems, ValidationError
 from kmirror.planner import load_topology
 from kmirror.stack_config import NS, StackConfig, parse_stack_config
+from kmirror.stack_models import EksSparkConfig, EmrSparkConfig
 
 FLOW_SPARK_KEYS = ("executors", "driver_memory", "executor_memory", "driver_cores", "executor_cores")
 EKS_KEYS = (
@@ -48,7 +51,6 @@ EMR_KEYS = ("cluster_id", "release_label", "subnet_id", "master_instance_type", 
             "core_instance_count", "gssapi", "protect", "encryption", "prometheus", "vpc_id",
             "secret_recovery_window_days", "log_retention_days", "noncurrent_version_days",
             "step_stop_timeout_s")  # fmt: skip
-Platform = EksSparkPlatform | EmrSparkPlatform
 
 
 def project_dir() -> Path:
@@ -69,14 +71,6 @@ def read_config(config: pulumi.Config) -> dict[str, Any]:
     return raw
 
 
-def checkpoint_root(stack: StackConfig) -> str:
-    if root := stack.get("checkpoint_root"):
-        return str(root)
-    if stack.platform == "emr":
-        return f"s3://{stack.get('bucket')}/checkpoints"
-    return CHECKPOINT_MOUNT  # a checkpoint_pvc is configured (stack_config checks it)
-
-
 def _spark_defaults(stack: StackConfig) -> dict[str, Any]:
     return {k: stack.get(k) for k in FLOW_SPARK_KEYS if stack.get(k) is not None}
 
@@ -95,23 +89,63 @@ def kubeconfig(stack: StackConfig, config: pulumi.Config) -> tuple[pulumi.Input[
     return pulumi.Output.secret(path.read_text(encoding="utf-8")), ref.get("context")
 
 
-def _eks(stack: StackConfig, secrets: StackSecrets, config: pulumi.Config) -> EksSparkPlatform:
-    args: dict[str, Any] = {k: stack.get(k) for k in EKS_KEYS if stack.get(k) is not None}
-    kube, context = kubeconfig(stack, config)
-    if kube is not None:
-        args["kubeconfig"] = kube
-        if context:
-            args["kubeconfig_context"] = context
-    args.update(
-        spark_version=str(stack.get("spark_version", "4.0.2")),
-        metrics_port=int(stack.get("metrics_port", DEFAULT_METRICS_PORT)),
-        spark_conf={str(k): str(v) for k, v in (stack.get("spark_conf") or {}).items()},
-        spark_defaults=_spark_defaults(stack),
-    )
-    cluster = dict(stack.get("cluster") or {})
-    if cluster.pop("create", False):
-        args["cluster"] = cluster
-    return EksSparkPlatform(f"{stack.datacenter}-eks", cast(EksSparkPlatformArgs, args), stack_secrets=secrets)
+@dataclass(frozen=True)
+class DeployedPlatform:
+    """A created platform and what each MirrorDeployment of the stack gets from it."""
+
+    component: EksSparkPlatform | EmrSparkPlatform
+    flow_args: dict[str, Any]  # MirrorDeploymentArgs every flow gets: the platform's target and its options
+    providers: Sequence[pulumi.ProviderResource]
+
+
+class StackPlatform(Protocol):
+    """What the program does per platform; one implementation per `kafka-mirror:spark.platform`."""
+
+    def checkpoint_root(self) -> str:
+        """The flows' checkpoint directory (the stack's `checkpoint_root`, else the platform's default)."""
+
+    def flow_problems(self, flow_specs: Iterable[Mapping[str, Any]]) -> list[Problem]:
+        """What the platform cannot run among the stack's flows (raised before anything is created)."""
+
+    def deploy(self, secrets: StackSecrets, needs: list[FlowSecrets], flow_count: int) -> DeployedPlatform:
+        """The platform component, created."""
+
+
+class EksStack:
+    """An EKS stack: its typed settings (`EksSparkConfig`) and the EksSparkPlatform made from them."""
+
+    def __init__(self, stack: StackConfig, config: pulumi.Config) -> None:
+        self.stack, self.config = stack, config
+        self.settings: EksSparkConfig = stack.model
+
+    def checkpoint_root(self) -> str:
+        return self.settings.checkpoint_root or CHECKPOINT_MOUNT  # else a checkpoint_pvc (stack_config checks it)
+
+    def flow_problems(self, flow_specs: Iterable[Mapping[str, Any]]) -> list[Problem]:
+        return []  # each app has its own pod: one metrics port fits all
+
+    def deploy(self, secrets: StackSecrets, needs: list[FlowSecrets], flow_count: int) -> DeployedPlatform:
+        stack = self.stack
+        args: dict[str, Any] = {k: stack.get(k) for k in EKS_KEYS if stack.get(k) is not None}
+        kube, context = kubeconfig(stack, self.config)
+        if kube is not None:
+            args["kubeconfig"] = kube
+            if context:
+                args["kubeconfig_context"] = context
+        args.update(
+            spark_version=self.settings.spark_version,
+            metrics_port=self.settings.metrics_port,
+            spark_conf={str(k): str(v) for k, v in self.settings.spark_conf.items()},
+            spark_defaults=_spark_defaults(stack),
+        )
+        cluster = dict(stack.get("cluster") or {})
+        if cluster.pop("create", False):
+            args["cluster"] = cluster
+        name = f"{stack.datacenter}-eks"
+        platform = EksSparkPlatform(name, cast(EksSparkPlatformArgs, args), stack_secrets=secrets)
+        flow_args = {"eks": platform.deployment_target, "pod_monitor": self.settings.monitoring.pod_monitor}
+        providers = [platform.k8s_provider] if platform.k8s_provider is not None else []
+        return DeployedPlatform(platform, flow_args, providers)
 
 
 def app_bundle() -> tuple[Path, str]:
@@ -140,27 +174,47 @@ def stack_aws_settings(stack: StackConfig) -> dict[str, Any]:
     return aws_settings(region or stack.get("region"), aws.get("profile"), roles)
 
 
-def _emr(stack: StackConfig, secrets: StackSecrets, needs: list[FlowSecrets], flow_count: int) -> EmrSparkPlatform:
-    aws = stack_aws_settings(stack)
-    args: dict[str, Any] = {k: stack.get(k) for k in EMR_KEYS if stack.get(k) is not None}
-    args.update(
-        bucket=stack.get("bucket"),
-        region=aws["region"],
-        aws=aws,
-        create_bucket=bool(stack.get("create_bucket", True)),
-        step_concurrency_level=int(stack.get("step_concurrency_level") or max(1, flow_count)),
-        spark_defaults=_spark_defaults(stack),
-        spark_conf={str(k): str(v) for k, v in (stack.get("spark_conf") or {}).items()},
-        aws_secrets={directory: arn for n in needs for arn, directory in n.aws_entries},
-    )
-    return EmrSparkPlatform(f"{stack.datacenter}-emr", cast(EmrSparkPlatformArgs, args), stack_secrets=secrets)
+class EmrStack:
+    """An EMR stack: its typed settings (`EmrSparkConfig`) and the EmrSparkPlatform made from them."""
+
+    def __init__(self, stack: StackConfig, config: pulumi.Config) -> None:
+        self.stack, self.config = stack, config
+        self.settings: EmrSparkConfig = stack.model
+
+    def checkpoint_root(self) -> str:
+        return self.settings.checkpoint_root or f"s3://{self.settings.bucket}/checkpoints"
+
+    def flow_problems(self, flow_specs: Iterable[Mapping[str, Any]]) -> list[Problem]:
+        return metrics_port_problems(flow_specs, EmrSettings(bucket=self.settings.bucket))  # drivers share nodes
+
+    def deploy(self, secrets: StackSecrets, needs: list[FlowSecrets], flow_count: int) -> DeployedPlatform:
+        stack = self.stack
+        aws = stack_aws_settings(stack)
+        args: dict[str, Any] = {k: stack.get(k) for k in EMR_KEYS if stack.get(k) is not None}
+        args.update(
+            bucket=self.settings.bucket,
+            region=aws["region"],
+            aws=aws,
+            create_bucket=self.settings.create_bucket,
+            step_concurrency_level=int(self.settings.step_concurrency_level or max(1, flow_count)),
+            spark_defaults=_spark_defaults(stack),
+            spark_conf={str(k): str(v) for k, v in self.settings.spark_conf.items()},
+            aws_secrets={directory: arn for n in needs for arn, directory in n.aws_entries},
+        )
+        name = f"{stack.datacenter}-emr"
+        platform = EmrSparkPlatform(name, cast(EmrSparkPlatformArgs, args), stack_secrets=secrets)
+        return DeployedPlatform(platform, {"emr": platform.deployment_target}, [])
+
+
+PLATFORMS: dict[str, Callable[[StackConfig, pulumi.Config], StackPlatform]] = {"eks": EksStack, "emr": EmrStack}
 
 
 def deploy(stack: StackConfig, config: pulumi.Config) -> dict[str, Any]:
     """Every resource of the stack; returns the stack outputs."""
     path = Path(stack.topology)
     topology = load_topology(str(path if path.is_absolute() else project_dir() / path))
-    root = checkpoint_root(stack)
+    platform = PLATFORMS[stack.platform](stack, config)
+    root = platform.checkpoint_root()
     replication = ReplicationTopology(
         f"{stack.datacenter}-topology",
         {"datacenter": stack.datacenter, "checkpoint_root": root},
@@ -176,31 +230,23 @@ def deploy(stack: StackConfig, config: pulumi.Config) -> dict[str, Any]:
             flow.id, [m for c in clusters for m in c.materialisations], stack.platform, stack_names
         )
         problems.extend(found)
-    if stack.platform == "emr":
-        bucket = str(stack.get("bucket"))
-        problems.extend(metrics_port_problems(specs.values(), EmrSettings(bucket=bucket)))
+    problems.extend(platform.flow_problems(specs.values()))
     problems.raise_if_any()
     config_keys = sorted({k for n in needs.values() for k in n.config_keys})
     secrets = StackSecrets(
         secrets=[(s, resolve_fields(s, config.require_secret)) for s in stack.secrets],
         config_values={key: config.require_secret(key) for key in config_keys},
     )
-    platform: Platform
-    if stack.platform == "eks":
-        platform = _eks(stack, secrets, config)
-    else:
-        platform = _emr(stack, secrets, list(needs.values()), len(replication.planned_flows))
-    providers = [p for p in [getattr(platform, "k8s_provider", None)] if p is not None]
+    deployed = platform.deploy(secrets, list(needs.values()), len(replication.planned_flows))
+    made = deployed.component
     apps: dict[str, MirrorDeployment] = {}
     for flow in replication.planned_flows:
         names = needs[flow.id].secret_names
-        used = [platform.stack_secrets[n].resource for n in names if n in platform.stack_secrets]
-        args: MirrorDeploymentArgs = {"flow_spec": specs[flow.id], "spark": dict(flow.spark)}
+        used = [made.stack_secrets[n].resource for n in names if n in made.stack_secrets]
+        args = cast(MirrorDeploymentArgs, {"flow_spec": specs[flow.id], "spark": dict(flow.spark)})
         args["secret_names"] = list(names)
-        if stack.platform == "eks":
-            args["pod_monitor"] = bool((stack.get("monitoring") or {}).get("pod_monitor"))
-        args[stack.platform] = platform.deployment_target  # type: ignore[literal-required]  # eks | emr
-        opts = pulumi.ResourceOptions(providers=providers, depends_on=[*platform.ready, *used])
+        args.update(cast(MirrorDeploymentArgs, deployed.flow_args))
+        opts = pulumi.ResourceOptions(providers=list(deployed.providers), depends_on=[*made.ready, *used])
         apps[flow.id] = MirrorDeployment(app_name(flow.id), args, opts)
     return {
         "datacenter": stack.datacenter,
