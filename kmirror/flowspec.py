@@ -63,6 +63,15 @@ def _optional_str(value: Any) -> str | None:
     return None if value is None or isinstance(value, str) else f"must be a string, got {value!r}"
 
 
+def _rate(unit: str) -> Check:
+    def check(value: Any) -> str | None:
+        if value is None or (not isinstance(value, bool) and isinstance(value, int) and value >= 1):
+            return None
+        return f"must be a whole number of {unit} per second >= 1 (leave it out for no limit), got {value!r}"
+
+    return check
+
+
 def _transform(value: Any) -> str | None:
     if value is None:
         return None
@@ -179,7 +188,21 @@ OPTIONS: tuple[Option, ...] = (
         "written (docs/spark-app.md). Off when null: records never enter Spark.",
         _transform,
     ),
+    Option(
+        "max_bytes_per_second",
+        None,
+        "Bandwidth limit of the copy: key+value bytes per second over all copy tasks of a batch (off when "
+        "null); copy loops wait, never drop or reorder (docs/spark-app.md).",
+        _rate("bytes"),
+    ),
+    Option(
+        "max_records_per_second",
+        None,
+        "Limit of the copy in records per second over all copy tasks of a batch (off when null).",
+        _rate("records"),
+    ),
 )
+RATE_LIMITS = ("max_bytes_per_second", "max_records_per_second")
 EXACTLY_ONCE_MAX_RECORDS_PER_TRIGGER = 500_000
 OPTION_BY_NAME = {o.name: o for o in OPTIONS}
 REQUIRED = ("id", "source", "target", "topics", "topics_exclude", "replication_policy", "checkpoint_location")
@@ -305,11 +328,28 @@ def flow_spec_problems(raw: Any) -> list[Problem]:
                 "at-least-once, like the copy path without it)",
             )
         )
+    problems += _rate_limit_problems(raw)
     for name, option in OPTION_BY_NAME.items():
         if name in raw and (message := option.check(raw[name])):
             problems.append(Problem(name, message))
         elif name in ("producer", "consumer") and name in raw:
             problems += client_override_problems(raw[name], name)
+    return problems
+
+
+def _rate_limit_problems(raw: dict[str, Any]) -> list[Problem]:
+    """Options a rate-limited flow cannot combine (the limits themselves are checked by OPTIONS)."""
+    limits = [name for name in RATE_LIMITS if raw.get(name) is not None]
+    if not limits:
+        return []
+    problems = []
+    if raw.get("copy_loop") == "native":
+        problems.append(Problem("copy_loop", f"is 'native', but {' and '.join(limits)} is set and only the Python "
+                                "loop paces its copy; set copy_loop to auto (it picks the Python loop for a "
+                                "rate-limited flow) or python, or remove the limit"))  # fmt: skip
+    if raw.get("transform") is not None:
+        problems.append(Problem("transform", f"cannot be combined with {' and '.join(limits)} yet (only the copy "
+                                "path is paced); remove the transform or the limit"))  # fmt: skip
     return problems
 
 

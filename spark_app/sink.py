@@ -19,6 +19,7 @@ Environment variable KMIRROR_BATCH_LOG=<path>: the commit appends one JSON line 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import time
@@ -40,6 +41,13 @@ from kmirror_engine.copying.range_copy import (
     CopyRange,
     RangeCopier,
 )
+from kmirror_engine.copying.rate_limit import (
+    Throttled,
+    has_limits,
+    paced_consumer_config,
+    pacer_for,
+    range_shares,
+)
 from kmirror_engine.copying.record_limits import capped_producer_config, topic_limits
 from kmirror_engine.copying.task_threads import copy_in_threads
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
@@ -50,6 +58,9 @@ BATCH_LOG_ENV = "KMIRROR_BATCH_LOG"
 # Copy loops per writer task (at-least-once mode): one loop mostly waits on the brokers, two in
 # one worker moved ~1.7x the records on this 2-core machine (docs/performance.md).
 COPY_THREADS_PER_TASK = 2
+# Exactly-once with a rate limit: a paced transaction commits after at most this long (its
+# timeout, transaction.timeout.ms, is 60 s), whatever its size.
+PACED_TRANSACTION_S = 20.0
 
 
 @dataclass(frozen=True)
@@ -60,6 +71,7 @@ class MirrorCommitMessage(WriterCommitMessage):
     partitions: tuple[PartitionProgress, ...]
     first_read_ms: int | None  # wall clock of the task's start of copying (None: nothing to copy)
     last_delivery_ms: int  # wall clock once every delivery was acknowledged
+    throttled_ms: int = 0  # time the task's copy loops waited for the flow's rate limits, summed
 
 
 def _task_id() -> int:
@@ -88,17 +100,24 @@ def copy_natively(
     return copy_in_threads(ranges, copy_group, COPY_THREADS_PER_TASK)
 
 
-def copy_task_ranges(spec: FlowSpec, ranges: Sequence[CopyRange], task_id: int) -> list[PartitionProgress]:
+def copy_task_ranges(
+    spec: FlowSpec, ranges: Sequence[CopyRange], task_id: int, throttled: Throttled | None = None
+) -> list[PartitionProgress]:
     """Copy one task's ranges. At-least-once: `COPY_THREADS_PER_TASK` copy loops on disjoint
     source partitions (`kmirror_engine.copying.task_threads`), each with clients this worker process kept
     from its previous task of the same flow, if any (`kmirror_engine.clients.cache`; dropped after a
     failure); the native loop when the flow's `copy_loop` picks it (`kmirror_engine.copying.native_copy`).
-    Exactly-once: one Python loop with fresh clients (the transactional id is per task)."""
+    Exactly-once: one Python loop with fresh clients (the transactional id is per task).
+    A rate-limited flow paces each loop at its ranges' share of the limits
+    (`kmirror_engine.copying.rate_limit`); the time they waited is added to `throttled`."""
     from confluent_kafka import Consumer, Producer
 
     from kmirror_engine.clients.factory import admin_client, consumer_config, producer_config
 
     consumer_conf = {**CONSUMER_TUNING, **consumer_config(spec), **CONSUMER_REQUIRED}
+    consumer_conf = paced_consumer_config(spec, consumer_conf)
+    ranges = with_rate_shares(ranges) if has_limits(spec) else ranges
+    throttled = throttled if throttled is not None else Throttled()
     dead_letter_topic = spec.option("dead_letter_topic")
     limits = target_limits(spec, {r.target_topic for r in ranges})
     if not spec.option("exactly_once"):
@@ -113,10 +132,14 @@ def copy_task_ranges(spec: FlowSpec, ranges: Sequence[CopyRange], task_id: int) 
             return CopyClients(Consumer(consumer_conf), producer)
 
         def copy_group(group: list[CopyRange]) -> list[PartitionProgress]:
-            with CLIENTS.lease(key, make) as clients:
-                copier = RangeCopier(clients.consumer, clients.producer, dead_letter_topic=dead_letter_topic,
-                                     limits=limits)  # fmt: skip
-                return copier.copy(group)
+            pacer = pacer_for(spec, sum(r.rate_share or 0.0 for r in group))
+            try:
+                with CLIENTS.lease(key, make) as clients:
+                    copier = RangeCopier(clients.consumer, clients.producer, dead_letter_topic=dead_letter_topic,
+                                         limits=limits, pacer=pacer)  # fmt: skip
+                    return copier.copy(group)
+            finally:
+                throttled.add(pacer.throttled_s if pacer is not None else 0.0)
 
         return copy_in_threads(ranges, copy_group, COPY_THREADS_PER_TASK)
     consumer = Consumer(consumer_conf)
@@ -128,15 +151,28 @@ def copy_task_ranges(spec: FlowSpec, ranges: Sequence[CopyRange], task_id: int) 
         producer = Producer(capped_producer_config(producer_conf, limits.values()))
         target = resolve_references(spec.target.client_config())
         offsets = Consumer({**target, "group.id": offsets_group(spec), "enable.auto.commit": False})
+        pacer = pacer_for(spec, sum(r.rate_share or 0.0 for r in ranges))
+        # a paced transaction is cut by time too, well inside transaction.timeout.ms
+        paced: dict[str, Any] = {} if pacer is None else {"pacer": pacer, "max_seconds": PACED_TRANSACTION_S}
         try:
             copier = TransactionalCopier(consumer, producer, offsets, source_admin=admin_client(spec.source),
                                          group=offsets_group(spec), dead_letter_topic=dead_letter_topic,
-                                         limits=limits)  # fmt: skip
+                                         limits=limits, **paced)  # fmt: skip
             return copier.copy(ranges)
         finally:
+            throttled.add(pacer.throttled_s if pacer is not None else 0.0)
             offsets.close()
     finally:
         consumer.close()
+
+
+def with_rate_shares(ranges: Sequence[CopyRange]) -> Sequence[CopyRange]:
+    """`ranges` as planned (every range has its share), or, for rows without the reader's
+    `rate_share` column, shares over this task alone (as if it were the batch's only task)."""
+    if all(r.rate_share is not None for r in ranges):
+        return ranges
+    [shares] = range_shares([[r.end_offset - r.start_offset for r in ranges]])
+    return [dataclasses.replace(r, rate_share=share) for r, share in zip(ranges, shares, strict=True)]
 
 
 # Target topic limits (`max.message.bytes`) per (target cluster, topic), re-read after this long.
@@ -180,15 +216,18 @@ class MirrorStreamWriter(DataSourceStreamWriter):
 
     def write(self, iterator: Iterator[Any]) -> MirrorCommitMessage:
         # skipped_before: the reader's extra column (kmirror-source); plain range rows have none
+        # rate_share: the flow's rate limits this range gets (kmirror-source; None: not planned)
         ranges = [CopyRange(r.source_topic, r.partition, r.start_offset, r.end_offset, r.target_topic,
-                            getattr(r, "skipped_before", 0) or 0) for r in iterator]  # fmt: skip
+                            getattr(r, "skipped_before", 0) or 0, getattr(r, "rate_share", None))
+                  for r in iterator]  # fmt: skip
         task_id = _task_id()
         if not ranges:
             return MirrorCommitMessage(task_id, (), None, _now_ms())
         spec = parse_flow_spec(json.loads(self.spec_json))
         started = _now_ms()
-        progress = copy_task_ranges(spec, ranges, task_id)
-        return MirrorCommitMessage(task_id, tuple(progress), started, _now_ms())
+        throttled = Throttled()
+        progress = copy_task_ranges(spec, ranges, task_id, throttled)
+        return MirrorCommitMessage(task_id, tuple(progress), started, _now_ms(), round(throttled.seconds * 1000))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         spec = parse_flow_spec(json.loads(self.spec_json))
@@ -235,12 +274,13 @@ def aggregate(
     first_read_ms = min(starts) if starts else None
     last_delivery_ms = max((m.last_delivery_ms for m in valid), default=_now_ms())
     duration_ms = last_delivery_ms - first_read_ms if first_read_ms is not None else 0
-    return BatchProgress(batch_id, tuple(partitions), duration_ms), first_read_ms, last_delivery_ms
+    batch = BatchProgress(batch_id, tuple(partitions), duration_ms, throttled_ms=sum(m.throttled_ms for m in valid))
+    return batch, first_read_ms, last_delivery_ms
 
 
 def _append_batch_log(path: str, batch: BatchProgress, first_read_ms: int | None, last_delivery_ms: int) -> None:
     line = {"batch_id": batch.batch_id, "records": batch.records, "bytes": batch.bytes,
-            "tasks_ms": batch.duration_ms, "first_read_ms": first_read_ms,
+            "tasks_ms": batch.duration_ms, "throttled_ms": batch.throttled_ms, "first_read_ms": first_read_ms,
             "last_delivery_ms": last_delivery_ms, "committed_ms": _now_ms()}  # fmt: skip
     with open(path, "a") as log:
         log.write(json.dumps(line) + "\n")

@@ -55,8 +55,9 @@ def report_data_loss(flow_id: str, tp: tuple[str, int], first: int, skipped: int
 
 # The reader's rows: the range contract plus the offsets retention deleted right before each
 # range (fail_on_data_loss=false), so the copy tasks' progress carries the count to the batch
-# listeners (progress line "skipped", metric kmirror_skipped_records_total).
-READER_SCHEMA = RANGE_SCHEMA + ", skipped_before BIGINT"
+# listeners (progress line "skipped", metric kmirror_skipped_records_total), and each range's
+# share of the flow's rate limits (`kmirror_engine.copying.rate_limit.range_shares`).
+READER_SCHEMA = RANGE_SCHEMA + ", skipped_before BIGINT, rate_share DOUBLE"
 
 
 @dataclass(frozen=True)
@@ -64,7 +65,7 @@ class RangeTask(InputPartition):
     """One writer task: its ranges as plain rows (`READER_SCHEMA`)."""
 
     index: int
-    ranges: tuple[tuple[str, int, int, int, str, int], ...]
+    ranges: tuple[tuple[str, int, int, int, str, int, float], ...]
 
 
 class RangePlanner:

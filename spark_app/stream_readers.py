@@ -32,6 +32,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from kmirror.errors import KmirrorError
 from kmirror.flowspec import parse_flow_spec
+from kmirror_engine.copying.rate_limit import range_shares
 from kmirror_engine.planning.ranges import Offsets, offsets_from_json, offsets_to_json
 from spark_app.source import RangePlanner, RangeTask
 
@@ -84,10 +85,12 @@ class RangeReader(DataSourceStreamReader):
         planner = self.planner
         tasks = planner.plan(offsets_from_json(start), offsets_from_json(end))
         skipped = planner.skipped_before
+        shares = range_shares([[r.size for r in task] for task in tasks])
         return [
-            RangeTask(i, tuple((*r.as_row(), skipped.get((r.source_topic, r.partition), 0)) for r in task))
-            for i, task in enumerate(tasks)
-        ]
+            RangeTask(i, tuple((*r.as_row(), skipped.get((r.source_topic, r.partition), 0), share)
+                               for r, share in zip(task, task_shares, strict=True)))
+            for i, (task, task_shares) in enumerate(zip(tasks, shares, strict=True))
+        ]  # fmt: skip
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, RangeTask)

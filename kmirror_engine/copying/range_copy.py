@@ -27,6 +27,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from kmirror.errors import KmirrorError
 from kmirror_engine.clients.factory import refresh_metadata
+from kmirror_engine.copying.rate_limit import Pacer
 from kmirror_engine.copying.record_limits import BATCH_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES, over_limit, record_bytes
 from kmirror_engine.observability.progress import PartitionProgress
 
@@ -82,6 +83,7 @@ class CopyRange:
     end_offset: int
     target_topic: str
     skipped_before: int = 0  # offsets retention deleted before start_offset (fail_on_data_loss=false)
+    rate_share: float | None = None  # of the flow's rate limits (`rate_limit.range_shares`); None: not planned
 
 
 class _RangeState:
@@ -206,6 +208,10 @@ class RangeCopier:
     `transactional`: a broker-side rejection fails the copy (the transaction is abortable).
     `max_bytes`: stop once this many bytes were copied (the ranges in flight end at the
     consumer position, later rounds are not started; `next_offset` says where each stopped).
+    `max_seconds`: the same stop once a copy() ran this long (a paced transaction must end
+    well inside transaction.timeout.ms).
+    `pacer`: paces the loop at its share of the flow's rate limits (`kmirror_engine.copying.rate_limit`):
+    after each consumed batch the loop waits while it is over its rate, serving delivery reports.
     """
 
     def __init__(
@@ -218,6 +224,8 @@ class RangeCopier:
         limits: Mapping[str, int | None] | None = None,
         transactional: bool = False,
         max_bytes: int | None = None,
+        pacer: Pacer | None = None,
+        max_seconds: float | None = None,
     ) -> None:
         self.consumer = consumer
         self.producer = producer
@@ -225,6 +233,9 @@ class RangeCopier:
         self.limits = dict(limits or {})
         self.transactional = transactional
         self.max_bytes = max_bytes
+        self.pacer = pacer
+        self.max_seconds = max_seconds
+        self._deadline = float("inf")  # of the copy() in flight (max_seconds)
         # how long a partition the producer does not know yet (a target topic just grown) is retried
         self.unknown_partition_timeout_s = 30.0
         self.stall_timeout_s = stall_timeout_s
@@ -241,8 +252,10 @@ class RangeCopier:
         ordered = list(ranges)
         results: dict[int, PartitionProgress] = {}
         self._copied_bytes = 0
+        if self.max_seconds is not None:
+            self._deadline = time.monotonic() + self.max_seconds
         for round_ in _rounds(ordered):
-            if self.max_bytes is not None and self._copied_bytes >= self.max_bytes:  # budget spent: not started
+            if self._spent(self._copied_bytes):  # budget spent: not started
                 for index in round_:  # nothing copied: next_offset is the range's start
                     rng = ordered[index]
                     results[index] = _RangeState(
@@ -275,8 +288,10 @@ class RangeCopier:
     def _pump(self, active: dict[tuple[str, int], _RangeState], failures: list[str], dead: list[Any] | None) -> None:
         consume, produce, poll = self.consumer.consume, self.producer.produce, self.producer.poll
         last_move = time.monotonic()
+        pacer, paid = self.pacer, (0, 0)  # paid: records and bytes of this round charged to the pacer
         while active:
-            msgs = consume(CONSUME_BATCH, timeout=self.poll_timeout_s)
+            msgs = consume(CONSUME_BATCH if pacer is None else pacer.batch_size(CONSUME_BATCH),
+                           timeout=self.poll_timeout_s)  # fmt: skip
             for msg in msgs:
                 err = msg.error()
                 if err is not None:
@@ -314,8 +329,27 @@ class RangeCopier:
                 raise CopyError(f"no progress for {self.stall_timeout_s:.0f} s before the planned end: {stuck}")
             if dead:
                 self._send_dead_letters(dead)
-            if self.max_bytes is not None and self._copied_bytes + sum(s.bytes for s in self._states) >= self.max_bytes:
+            if pacer is not None:
+                paid = self._pace(pacer, paid)
+            budgeted = self.max_bytes is not None or self.max_seconds is not None
+            if budgeted and self._spent(self._copied_bytes + sum(s.bytes for s in self._states)):
                 self._cut(active)  # the budget is spent: what was consumed is produced, the rest waits
+
+    def _spent(self, copied_bytes: int) -> bool:
+        """Whether the copy() in flight reached `max_bytes` or `max_seconds`."""
+        return (self.max_bytes is not None and copied_bytes >= self.max_bytes) or time.monotonic() >= self._deadline
+
+    def _pace(self, pacer: Pacer, paid: tuple[int, int]) -> tuple[int, int]:
+        """Charge what the round produced since the last call; wait while over the rate."""
+        records, size = sum(s.records for s in self._states), sum(s.bytes for s in self._states)
+        owed = pacer.charge(max(0, records - paid[0]), max(0, size - paid[1]))  # dead letters give none back
+        if owed > 0:
+            pacer.wait(owed, self._serve)
+        return records, size
+
+    def _serve(self) -> None:
+        _RangeState.now_ms = int(time.time() * 1000)
+        self.producer.poll(0)
 
     def _cut(self, active: dict[tuple[str, int], _RangeState]) -> None:
         """Stop every range in flight at the consumer position (what was consumed is produced)."""

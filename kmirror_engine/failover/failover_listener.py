@@ -97,6 +97,7 @@ class FailoverListener:
         `second_writer`: checkpoints only inside the syncs read so far (see CheckpointEmitter)."""
         self.spec = spec
         self.metrics = FlowMetrics(spec.id)
+        self.metrics.set_rate_limits(spec.option("max_bytes_per_second"), spec.option("max_records_per_second"))
         clients = clients or FailoverClients.connect(spec)
         self.clients = clients
         self.store = SyncStore(offset_lag_max=int(spec.option("offset_lag_max")))

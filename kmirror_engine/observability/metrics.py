@@ -15,6 +15,10 @@ MirrorCheckpointMetrics) with Prometheus spelling (`record-count` -> `kmirror_re
   (batches Spark aborted: the sink's `abort`; Spark retries them), kmirror_checkpoint_age_seconds{flow}
   (seconds since the last committed batch, i.e. since Spark's checkpoint last advanced; before the
   first commit, since the metrics started, so a mirror that never commits still ages);
+- bandwidth limits (issue 18; MM2 has none) -> kmirror_rate_limit{flow, unit="bytes_per_second|
+  records_per_second"} (the configured limit; only the limits set), kmirror_throttled_seconds_total{flow}
+  (time the copy loops waited to stay under them, summed over the loops of a batch: 4 loops waiting
+  1 s each count 4 s);
 - side work that failed and is retried next round, never failing a delivered batch ->
   kmirror_failover_work_failures_total{flow, work="checkpoints|group_offset_sync|heartbeats|
   offset_sync_snapshot|offset_lag|checkpoints_setup|heartbeats_setup"} (no partition label).
@@ -105,14 +109,33 @@ class FlowMetrics:
             "heartbeats, offset-sync snapshots); logged and retried, never failing a delivered batch.",
             ("flow", "work"), registry=r,
         )  # fmt: skip
+        self.rate_limit = Gauge(
+            "kmirror_rate_limit", "Configured bandwidth limit of the flow's copy (max_bytes_per_second, "
+            "max_records_per_second), over all copy tasks of a batch.", ("flow", "unit"), registry=r,
+        )  # fmt: skip
+        self.throttled = Counter(
+            "kmirror_throttled_seconds", "Seconds the copy loops waited to stay under the flow's rate limits, "
+            "summed over the loops of each batch.", ("flow",), registry=r,
+        )  # fmt: skip
         self._failures: dict[str, int] = {}
         self._server: Any = None
         self.port: int | None = None
+
+    def set_rate_limits(self, bytes_per_second: int | None, records_per_second: int | None) -> None:
+        """Export the flow's configured limits; a flow with limits counts throttled time from 0."""
+        limits = {"bytes_per_second": bytes_per_second, "records_per_second": records_per_second}
+        for unit, limit in limits.items():
+            if limit:
+                self.rate_limit.labels(self.flow_id, unit).set(limit)
+        if any(limits.values()):
+            self.throttled.labels(self.flow_id)  # exported as 0 from the start
 
     def observe_batch(self, batch: BatchProgress, now_ms: int) -> dict[str, Any]:
         """Update every metric from a committed batch; returns (and logs) its JSON progress record."""
         seconds = max(batch.duration_ms, 1) / 1000.0
         self.batch_duration.labels(self.flow_id).observe(batch.duration_ms / 1000.0)
+        if batch.throttled_ms:
+            self.throttled.labels(self.flow_id).inc(batch.throttled_ms / 1000.0)
         self.last_commit_s = self.clock()
         rows = []
         for p in batch.partitions:
@@ -138,6 +161,8 @@ class FlowMetrics:
                 self.offset_lag.labels(*labels).set(row["offset_lag"])
             rows.append(row)
         record = {"event": "mirror_metrics", "flow": self.flow_id, "batch_id": batch.batch_id, "partitions": rows}
+        if batch.throttled_ms:
+            record["throttled_s"] = round(batch.throttled_ms / 1000.0, 3)
         self._write(record)
         return record
 

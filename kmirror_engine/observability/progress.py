@@ -40,6 +40,8 @@ class BatchProgress:
     duration_ms: int
     # source log end offsets seen when the batch was planned, for lag: (topic, partition) -> offset
     source_end_offsets: dict[tuple[str, int], int] = field(default_factory=dict)
+    # time the copy loops waited for the flow's rate limits (max_bytes/records_per_second), summed over loops
+    throttled_ms: int = 0
 
     @property
     def records(self) -> int:

@@ -37,6 +37,21 @@ def progress_record(
         "lag": lag,
         "skipped": sum(p.skipped_records for p in batch.partitions),
         "dead_lettered": sum(p.dead_lettered for p in batch.partitions),  # too large for the target: in the DLQ
+        **_throttling(spec, batch),
+    }
+
+
+def _throttling(spec: FlowSpec, batch: BatchProgress) -> dict[str, Any]:
+    """A rate-limited flow's line also shows its limits, its rate over the batch and the time its
+    copy loops waited for the limits (summed over the loops)."""
+    limits = {name: spec.option(name) for name in ("max_bytes_per_second", "max_records_per_second")}
+    if not any(limits.values()):
+        return {}
+    seconds = batch.duration_ms / 1000
+    return {
+        "bytes_per_s": round(batch.bytes / seconds) if seconds > 0 else None,
+        **{name: limit for name, limit in limits.items() if limit},
+        "throttled_s": round(batch.throttled_ms / 1000, 1),
     }
 
 
