@@ -166,16 +166,15 @@ class RecordsReader(DataSourceReader):
         return [RecordsTask(i, tuple(tuple(r) for r in task)) for i, task in enumerate(self.tasks)]  # type: ignore[misc]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        from confluent_kafka import Consumer
-
         from kmirror.flowspec import parse_flow_spec
-        from kmirror_engine.clients.factory import consumer_config
+        from kmirror_engine.clients.factory import consumer_config, new_consumer
         from kmirror_engine.copying.range_copy import CONSUMER_REQUIRED, CONSUMER_TUNING
 
         assert isinstance(partition, RecordsTask)
         spec = parse_flow_spec(json.loads(self.spec_json))
         schema = arrow_schema()
-        consumer = Consumer({**CONSUMER_TUNING, **consumer_config(spec), **CONSUMER_REQUIRED})
+        config = {**CONSUMER_TUNING, **consumer_config(spec), **CONSUMER_REQUIRED}
+        consumer = new_consumer(config, role="records-reader")
         try:
             columns = _Columns()
             for msg in read_ranges(consumer, partition.ranges):

@@ -194,16 +194,14 @@ class _Task:
 
 
 def _producer(spec: Any) -> tuple[str, Any]:
-    from confluent_kafka import Producer
-
-    from kmirror_engine.clients.factory import producer_config
+    from kmirror_engine.clients.factory import new_producer, producer_config
     from kmirror_engine.copying.range_copy import PRODUCER_TUNING
 
     config = {**PRODUCER_TUNING, **producer_config(spec)}
     key = json.dumps(config, sort_keys=True, default=str)
     with _PRODUCERS_LOCK:
         producer = _PRODUCERS.pop(key, None)
-    return key, producer if producer is not None else Producer(config)
+    return key, producer if producer is not None else new_producer(config, role="records-producer")
 
 
 class RecordsWriter:

@@ -31,7 +31,6 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCom
 
 from kmirror.errors import KmirrorError
 from kmirror.flowspec import FlowSpec, parse_flow_spec
-from kmirror.security import resolve_references
 from kmirror_engine.clients.cache import CLIENTS, CopyClients, config_key
 from kmirror_engine.copying.native_copy import NativeRangeCopier, new_loop, use_native_loop
 from kmirror_engine.copying.range_copy import (
@@ -110,9 +109,13 @@ def copy_task_ranges(
     Exactly-once: one Python loop with fresh clients (the transactional id is per task).
     A rate-limited flow paces each loop at its ranges' share of the limits
     (`kmirror_engine.copying.rate_limit`); the time they waited is added to `throttled`."""
-    from confluent_kafka import Consumer, Producer
-
-    from kmirror_engine.clients.factory import admin_client, consumer_config, producer_config
+    from kmirror_engine.clients.factory import (
+        admin_client,
+        consumer_config,
+        new_consumer,
+        new_producer,
+        producer_config,
+    )
 
     consumer_conf = {**CONSUMER_TUNING, **consumer_config(spec), **CONSUMER_REQUIRED}
     consumer_conf = paced_consumer_config(spec, consumer_conf)
@@ -128,8 +131,8 @@ def copy_task_ranges(
 
         def make() -> CopyClients:
             # the producer first: its id request then overlaps the consumer's first fetch
-            producer = Producer(producer_conf)
-            return CopyClients(Consumer(consumer_conf), producer)
+            producer = new_producer(producer_conf, role="copy-producer")
+            return CopyClients(new_consumer(consumer_conf, role="copy-consumer"), producer)
 
         def copy_group(group: list[CopyRange]) -> list[PartitionProgress]:
             pacer = pacer_for(spec, sum(r.rate_share or 0.0 for r in group))
@@ -142,15 +145,15 @@ def copy_task_ranges(
                 throttled.add(pacer.throttled_s if pacer is not None else 0.0)
 
         return copy_in_threads(ranges, copy_group, COPY_THREADS_PER_TASK)
-    consumer = Consumer(consumer_conf)
+    consumer = new_consumer(consumer_conf, role="copy-consumer")
     try:
         from kmirror_engine.copying.exactly_once import TransactionalCopier, offsets_group, transactional_id
 
         txn_id = transactional_id(spec, task_id)
         producer_conf = {**PRODUCER_TUNING, **producer_config(spec, transactional_id=txn_id)}
-        producer = Producer(capped_producer_config(producer_conf, limits.values()))
-        target = resolve_references(spec.target.client_config())
-        offsets = Consumer({**target, "group.id": offsets_group(spec), "enable.auto.commit": False})
+        producer = new_producer(capped_producer_config(producer_conf, limits.values()), role="transactional-producer")
+        offsets = new_consumer(spec.target, role="exactly-once-offsets-consumer", group_id=offsets_group(spec),
+                               **{"enable.auto.commit": False})  # fmt: skip
         pacer = pacer_for(spec, sum(r.rate_share or 0.0 for r in ranges))
         # a paced transaction is cut by time too, well inside transaction.timeout.ms
         paced: dict[str, Any] = {} if pacer is None else {"pacer": pacer, "max_seconds": PACED_TRANSACTION_S}
@@ -196,9 +199,7 @@ def target_limits(spec: FlowSpec, topics: set[str]) -> dict[str, int | None]:
 def fence_for_query(spec: FlowSpec) -> list[str]:
     """Exactly-once: before the query's first batch, fence every transactional id a previous run
     could have used (a batch has at most one task per partition: ids 0..partitions-1)."""
-    from confluent_kafka import Producer
-
-    from kmirror_engine.clients.factory import admin_client, producer_config
+    from kmirror_engine.clients.factory import admin_client, new_producer, producer_config
     from kmirror_engine.copying.exactly_once import fence_previous_generation
     from kmirror_engine.planning.discovery import TopicDiscovery
 
@@ -206,7 +207,7 @@ def fence_for_query(spec: FlowSpec) -> list[str]:
                                spec.target.alias, 0)  # fmt: skip
     partitions = sum(t.partitions for t in discovery.topics().values())
     return fence_previous_generation(
-        spec, partitions, lambda txn_id: Producer(producer_config(spec, transactional_id=txn_id))
+        spec, partitions, lambda txn_id: new_producer(producer_config(spec, transactional_id=txn_id), role="fencer")
     )
 
 

@@ -66,17 +66,18 @@ def register(subparsers: Any) -> None:
 
 def fill_source(bootstrap: str, topics: tuple[DemoTopic, ...] = DEMO_TOPICS) -> None:
     """Create the demo topics and produce their records (keys, a header, CreateTime), then fences."""
-    from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    from kmirror_engine.clients.factory import new_admin, new_producer
+
+    admin = new_admin({"bootstrap.servers": bootstrap}, role="demo-admin")
     futures = admin.create_topics(
         [NewTopic(t.name, t.partitions, 1, config={"retention.ms": "604800000"}) for t in topics]
     )
     for future in futures.values():
         future.result(timeout=30)
     errors: list[Any] = []
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 20})
+    producer = new_producer({"bootstrap.servers": bootstrap, "linger.ms": 20}, role="demo-producer")
     for topic in topics:
         for i in range(topic.records):
             value = json.dumps({"topic": topic.name, "n": i, "amount": i % 977}).encode()
@@ -120,10 +121,11 @@ class TargetCounter:
     """Counts records (fences excluded) per remote topic on the target by consuming from offset 0."""
 
     def __init__(self, bootstrap: str, topics: tuple[DemoTopic, ...]) -> None:
-        from confluent_kafka import Consumer
+        from kmirror_engine.clients.factory import new_consumer
 
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kmirror-demo-counter",
-                                  "enable.auto.commit": False, "topic.metadata.refresh.interval.ms": 1000})  # fmt: skip
+        config = {"bootstrap.servers": bootstrap, "group.id": "kmirror-demo-counter", "enable.auto.commit": False,
+                  "topic.metadata.refresh.interval.ms": 1000}  # fmt: skip
+        self.consumer = new_consumer(config, role="demo-counter")
         self.topics = topics
         self.counts = {remote_name(t.name): 0 for t in topics}
         self.fences = {remote_name(t.name): 0 for t in topics}

@@ -18,7 +18,6 @@ from typing import Any
 
 from kmirror.errors import KmirrorError
 from kmirror.flowspec import FlowSpec, load_flow_spec
-from kmirror.security import resolve_references
 
 WATCH_INTERVAL_S = 2.0
 TIMEOUT_S = 30.0
@@ -34,19 +33,18 @@ def register(subparsers: Any) -> None:
 
 def lag_rows(spec: FlowSpec) -> list[dict[str, Any]]:
     """One row per partition the mirror has committed on the source, sorted by topic and partition."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
 
-    from kmirror_engine.clients.factory import admin_client
+    from kmirror_engine.clients.factory import admin_client, new_consumer
     from kmirror_engine.failover.group_sync import committed_offsets, describe_group
 
     group = spec.consumer_group
     admin = admin_client(spec.source)
     offsets = committed_offsets(admin, group, spec.source.alias)
     owners = describe_group(admin, group, spec.source.alias).owners
-    source = Consumer(resolve_references({**spec.source.client_config(), "group.id": group,
-                                          "enable.auto.commit": False}))  # fmt: skip
-    target = Consumer(resolve_references({**spec.target.client_config(), "group.id": f"{group}-lag",
-                                          "enable.auto.commit": False, "enable.partition.eof": True}))  # fmt: skip
+    source = new_consumer(spec.source, role="lag-source-reader", group_id=group, **{"enable.auto.commit": False})
+    target = new_consumer(spec.target, role="lag-target-reader", group_id=f"{group}-lag",
+                          **{"enable.auto.commit": False, "enable.partition.eof": True})  # fmt: skip
     rows = []
     try:
         for (topic, partition), (offset, _metadata) in sorted(offsets.items()):

@@ -15,6 +15,12 @@ created: never log the result.
   the resolved material (including the content of files named by `*.location` properties and
   the keytab) changed, or after an authentication/TLS error; the copy tasks' cached clients are
   keyed the same way (`kmirror_engine.clients.cache.config_key`).
+- Every Kafka client of the engine, the Spark glue and the CLI is made here, one constructor per
+  role: `new_consumer`, `new_producer` (always safe: missing or unsafe safety settings replaced,
+  unsafe overrides refused), `new_admin` (or the refreshing `admin_client`) and
+  `new_delivery_producer` (`kmirror_engine.clients.delivery`); `probe_client` asks librdkafka
+  about a config without connecting. Nothing else constructs `Consumer`/`Producer`/`AdminClient`
+  (tests/test_client_factory.py checks it); tests replace the classes below (the seam).
 - Kerberos: every principal gets its own ticket cache in a directory private to the process
   (`ticket_cache`), so two principals in one process, or two flows on one node, never
   overwrite each other's tickets (librdkafka's kinit otherwise writes the user's one default
@@ -24,19 +30,23 @@ created: never log the result.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from kmirror.errors import Problem, ValidationError
 from kmirror.flowspec import ClusterEndpoint, FlowSpec
 from kmirror.security import REDACTED, is_kmirror_property, is_sensitive, resolve_references
+from kmirror_engine.clients.delivery import DeliveryConfirmingProducer
 
+log = logging.getLogger("kmirror.clients")
 PRODUCER_SAFETY: dict[str, Any] = {
     "acks": "all",
     "enable.idempotence": True,
@@ -101,13 +111,22 @@ def producer_safety_problems(overrides: dict[str, Any]) -> list[Problem]:
     return problems
 
 
+def safe_producer_config(base: Mapping[str, Any], overrides: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """`base` (a cluster's client config, or a producer config made here) with every
+    `PRODUCER_SAFETY` setting it lacks or sets unsafely put to the safe value, then `overrides`,
+    which must be safe themselves: ValidationError from `source` naming each unsafe key."""
+    problems = producer_safety_problems(dict(overrides))
+    if problems:
+        raise ValidationError(problems, source=source)
+    safety = {k: v for k, v in PRODUCER_SAFETY.items() if k not in base or producer_safety_problems({k: base[k]})}
+    return {**base, **safety, **overrides}
+
+
 def producer_config(spec: FlowSpec, transactional_id: str | None = None) -> dict[str, Any]:
     """Target producer that cannot lose data; raises ValidationError for an unsafe override."""
-    overrides = dict(spec.option("producer"))
-    problems = producer_safety_problems(overrides)
-    if problems:
-        raise ValidationError(problems, source=f"flow {spec.id}")
-    config = resolve_references({**spec.target.client_config(), **PRODUCER_SAFETY, **overrides})
+    config = resolve_references(
+        safe_producer_config(spec.target.client_config(), spec.option("producer"), source=f"flow {spec.id}")
+    )
     if transactional_id is not None:
         from kmirror_engine.copying.exactly_once import TRANSACTION_TIMEOUT_MS
 
@@ -149,6 +168,73 @@ def admin_client(endpoint: ClusterEndpoint) -> RefreshingAdmin:
     return RefreshingAdmin(endpoint)
 
 
+# What a client is made from: a cluster endpoint (its config is resolved here, with the role's
+# settings and the overrides) or a complete config (one made by `consumer_config`/`producer_config`,
+# already resolved, plus tuning; or a local broker's plain config), used as given.
+ClientSource = ClusterEndpoint | Mapping[str, Any]
+
+
+def endpoint_config(endpoint: ClusterEndpoint, **overrides: Any) -> dict[str, Any]:
+    """A client config of `endpoint` with `overrides`, secret references resolved, the principal's
+    own ticket cache: what every client made from an endpoint gets. Never log the result."""
+    return with_ticket_cache(resolve_references({**endpoint.client_config(), **overrides}))
+
+
+def _config(source: ClientSource, overrides: Mapping[str, Any]) -> dict[str, Any]:
+    if isinstance(source, ClusterEndpoint):
+        return endpoint_config(source, **overrides)
+    return {**source, **overrides}
+
+
+def new_consumer(source: ClientSource, *, role: str, group_id: str | None = None, **overrides: Any) -> Any:
+    """The `role` consumer (e.g. "offset-syncs-reader") of `source`; `group_id` sets `group.id`,
+    `overrides` (librdkafka properties, dots spelled out in a mapping) go over the config."""
+    extra = {"group.id": group_id, **overrides} if group_id is not None else overrides
+    log.debug("new consumer: %s", role)
+    return Consumer(_config(source, extra))
+
+
+def new_producer(source: ClientSource, *, role: str, **overrides: Any) -> Any:
+    """The `role` producer of `source`, which cannot lose data whatever `source` says:
+    `safe_producer_config` (an unsafe override is a ValidationError naming the role)."""
+    log.debug("new producer: %s", role)
+    if isinstance(source, ClusterEndpoint):
+        base = source.client_config()
+        return Producer(with_ticket_cache(resolve_references(safe_producer_config(base, overrides, role))))
+    return Producer(safe_producer_config(source, overrides, role))
+
+
+def new_admin(source: ClientSource, *, role: str, **overrides: Any) -> Any:
+    """A plain admin client (`role`, e.g. "internal-topics-admin") of `source`; for long-lived
+    admin clients whose secrets may rotate use `admin_client`."""
+    log.debug("new admin client: %s", role)
+    return AdminClient(_config(source, overrides))
+
+
+def new_delivery_producer(
+    source: ClientSource,
+    *,
+    role: str,
+    what: str,
+    error: Callable[[str], Exception],
+    counted: str | None = None,
+    describe: Any = None,
+    on_delivered: Callable[[Any], None] | None = None,
+    **overrides: Any,
+) -> DeliveryConfirmingProducer:
+    """A `new_producer` whose records are confirmed or reported (`DeliveryConfirmingProducer`)."""
+    producer = new_producer(source, role=role, **overrides)
+    return DeliveryConfirmingProducer(
+        producer, what=what, error=error, counted=counted, describe=describe, on_delivered=on_delivered
+    )
+
+
+def probe_client(config: Mapping[str, Any]) -> Any:
+    """A producer that never connects (nothing is produced): creating it is librdkafka's verdict
+    on `config` (KafkaException when refused). Configs as given: no safety, nothing resolved."""
+    return Producer(dict(config))
+
+
 # Errors after which a client is rebuilt: the credentials or certificates it holds are refused.
 AUTH_ERRORS = frozenset({KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED,
                          KafkaError.ILLEGAL_SASL_STATE, KafkaError.UNSUPPORTED_SASL_MECHANISM})  # fmt: skip
@@ -164,8 +250,9 @@ class RefreshingAdmin:
     client built from exactly that material (`client_cache.config_key`, file contents
     included), rebuilt after an authentication/TLS error seen in a call or in one of its futures."""
 
-    def __init__(self, endpoint: ClusterEndpoint, factory: Any = AdminClient) -> None:
-        self.endpoint, self.factory = endpoint, factory
+    def __init__(self, endpoint: ClusterEndpoint, factory: Any = None) -> None:
+        """`factory(config)`: makes the client (default: `AdminClient`, looked up at each build)."""
+        self.endpoint, self.factory = endpoint, factory or (lambda config: AdminClient(config))
         self._client: Any = None
         self._key: str | None = None
         self.rebuilds = 0  # clients built after the first one
@@ -220,14 +307,12 @@ def refresh_metadata(producer: Any, topic: str, timeout_s: float = 5.0) -> None:
 def _property_problem(path: str, name: Any, value: Any) -> Problem | None:
     """librdkafka's verdict on one property, checked alone in a client that never connects
     (librdkafka names aliases by their canonical name, so each is checked on its own)."""
-    import confluent_kafka
-
     if isinstance(value, str) and "${" in value:
         return None  # a secret reference: resolved (and checked) when the clients are created
     if is_kmirror_property(str(name)) or name in SECURITY_PAIR:
         return None  # kmirror.* is consumed by resolve_references; the pair is checked by security_check
     try:
-        confluent_kafka.Producer({name: value, "log_level": 0})
+        probe_client({name: value, "log_level": 0})
     except (KafkaException, TypeError, ValueError) as exc:
         reason = exc.args[0].str() if isinstance(exc, KafkaException) else str(exc)
         if reason.startswith("Failed to create"):

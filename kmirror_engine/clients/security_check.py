@@ -19,11 +19,10 @@ from typing import Any
 
 import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
-from confluent_kafka.admin import AdminClient
 
 from kmirror.errors import ConnectionFailure, KmirrorError
 from kmirror.flowspec import ClusterEndpoint, FlowSpec
-from kmirror.security import resolve_references
+from kmirror_engine.clients.factory import endpoint_config, new_admin, probe_client
 
 GSSAPI_HOWTO = (
     "the PyPI wheel of confluent-kafka bundles a librdkafka without GSSAPI; install one built against "
@@ -66,7 +65,7 @@ def check_client_support(alias: str, config: Mapping[str, Any]) -> None:
     protocol = str(config.get("security.protocol", "PLAINTEXT")).upper()
     mechanism = str(config.get("sasl.mechanisms", "")).upper()
     try:
-        confluent_kafka.Producer(_probe_config(config)).flush(0)
+        probe_client(_probe_config(config)).flush(0)
     except KafkaException as exc:
         wanted = f"sasl.mechanisms={mechanism}" if mechanism else f"security.protocol={protocol}"
         howto = GSSAPI_HOWTO if mechanism == "GSSAPI" else SSL_HOWTO if "SSL" in protocol else "upgrade confluent-kafka"
@@ -159,8 +158,8 @@ def check_connection(endpoint: ClusterEndpoint, timeout_s: float = 15.0) -> None
     are retried until the deadline. Messages carry librdkafka's reason and the fix, never a secret.
     """
     errors: list[KafkaError] = []
-    config = {**resolve_references(endpoint.client_config()), "error_cb": errors.append, "log_level": 0}
-    admin = AdminClient(config)
+    config = {**endpoint_config(endpoint), "error_cb": errors.append, "log_level": 0}
+    admin = new_admin(config, role="connection-check")
     deadline = time.monotonic() + timeout_s
     while True:
         try:

@@ -22,6 +22,7 @@ from kmirror.filters import should_replicate_topic
 from kmirror.flowspec import ClusterEndpoint, FlowSpec
 from kmirror.mm2_formats import Checkpoint, decode_checkpoint, encode_checkpoint
 from kmirror.replication_policy import checkpoints_topic
+from kmirror_engine.clients.delivery import DeliveryConfirmingProducer
 from kmirror_engine.failover.group_sync import GroupAdminError, committed_offsets, list_groups
 from kmirror_engine.failover.offset_syncs import SyncStore, read_partition0
 
@@ -81,7 +82,7 @@ class CheckpointEmitter:
         self.topic = checkpoints_topic(spec.source.alias)
         self.last: dict[tuple[str, str, int], Checkpoint] = {}
         self.failed_groups: dict[str, str] = {}  # group -> why its offsets were not read, last emit
-        self._errors: list[str] = []
+        self.delivery = DeliveryConfirmingProducer(producer, what="checkpoint", error=CheckpointError)
 
     def groups(self) -> list[str]:
         """Source groups this flow checkpoints: selected by groups/groups_exclude, not the mirror's own."""
@@ -126,19 +127,12 @@ class CheckpointEmitter:
                 continue
             for checkpoint in self.checkpoints_for(group, offsets):
                 key, value = encode_checkpoint(checkpoint)
-                self.producer.produce(self.topic, value, key, partition=0, on_delivery=self._delivered)
+                self.delivery.produce(self.topic, value, key, partition=0)
                 emitted.append(checkpoint)
-        remaining = self.producer.flush(60)
-        errors, self._errors = self._errors, []
-        if errors or remaining:
-            raise CheckpointError(f"{len(errors)} checkpoint(s) failed, {remaining} unconfirmed; first: {errors[:1]}")
+        self.delivery.confirm(60)
         for c in emitted:
             self.last[(c.group, c.topic, c.partition)] = c
         return emitted, int((time.monotonic() - started) * 1000)
-
-    def _delivered(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self._errors.append(f"checkpoint to {msg.topic()} failed: {err.str()}")
 
 
 def read_checkpoints(target: ClusterEndpoint, topic: str, timeout_s: float = 30.0) -> list[Checkpoint]:

@@ -67,12 +67,11 @@ class FailoverClients:
 
     @classmethod
     def connect(cls, spec: FlowSpec) -> FailoverClients:
-        from confluent_kafka import Producer
+        from kmirror_engine.clients.factory import admin_client, new_producer, producer_config
 
-        from kmirror_engine.clients.factory import admin_client, producer_config
-
+        producer = new_producer(producer_config(spec), role="checkpoints-producer")
         return cls(
-            SyncLog(spec.target, spec.source.alias), Producer(producer_config(spec)), admin_client(spec.source),
+            SyncLog(spec.target, spec.source.alias), producer, admin_client(spec.source),
             admin_client(spec.target), lambda: read_checkpoints(spec.target, checkpoints_topic(spec.source.alias)),
             lambda topic, config: ensure_topic(spec.target, topic, config),
         )  # fmt: skip

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
 from kmirror.flowspec import FlowSpec
 from kmirror_engine.observability.progress import BatchProgress
@@ -41,9 +41,9 @@ class GroupCommitListener:
             if self.consumer_factory is not None:
                 self._consumer = self.consumer_factory()
             else:
-                from kmirror_engine.clients.factory import consumer_config
+                from kmirror_engine.clients.factory import consumer_config, new_consumer
 
-                self._consumer = Consumer(consumer_config(self.spec))
+                self._consumer = new_consumer(consumer_config(self.spec), role="source-group-committer")
         return self._consumer
 
     def on_batch(self, batch: BatchProgress) -> None:

@@ -29,7 +29,6 @@ from typing import Any
 from kmirror.errors import KmirrorError
 from kmirror.flowspec import ClusterEndpoint
 from kmirror.mm2_formats import OffsetSync, decode_offset_sync, encode_offset_sync
-from kmirror.security import resolve_references
 
 CONTINUOUS_HEADER = "kmirror.continuous"
 NEXT_OFFSET_HEADER = "kmirror.next_offset"
@@ -237,8 +236,7 @@ class OffsetSyncTopic:
     def __init__(self, target: ClusterEndpoint, topic: str) -> None:
         self.target = target
         self.topic = topic
-        self._producer: Any = None
-        self._errors: list[str] = []
+        self._producer: Any = None  # DeliveryConfirmingProducer
         self.read_until = 0  # next offset `load` reads from (loads are incremental)
         self.written_until = 0  # offset after the newest sync this process wrote (acknowledged)
 
@@ -249,32 +247,27 @@ class OffsetSyncTopic:
     def write(self, source_topic: str, partition: int, syncs: list[Sync], next_offset: int) -> None:
         """Queue syncs (MM2 OffsetSync records plus kmirror headers); `flush` confirms them."""
         if self._producer is None:
-            from confluent_kafka import Producer
+            from kmirror_engine.clients.factory import new_delivery_producer
 
-            config = resolve_references(self.target.client_config())
-            self._producer = Producer({**config, "acks": "all", "enable.idempotence": True})
+            self._producer = new_delivery_producer(self.target, role="offset-syncs-producer", what="offset sync",
+                                                   error=OffsetSyncError, on_delivered=self._delivered)  # fmt: skip
         for sync in syncs:
             key, value = encode_offset_sync(OffsetSync(source_topic, partition, sync.upstream, sync.downstream))
             headers = [
                 (CONTINUOUS_HEADER, b"1" if sync.continuous else b"0"),
                 (NEXT_OFFSET_HEADER, str(next_offset).encode()),
             ]
-            self._producer.produce(self.topic, value, key, partition=0, headers=headers, on_delivery=self._delivered)
+            self._producer.produce(self.topic, value, key, partition=0, headers=headers)
 
-    def _delivered(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self._errors.append(f"offset sync to {msg.topic()} failed: {err.str()}")
-        elif msg.offset() is not None and msg.offset() >= 0:
+    def _delivered(self, msg: Any) -> None:
+        if msg.offset() is not None and msg.offset() >= 0:
             self.written_until = max(self.written_until, msg.offset() + 1)
 
     def flush(self, timeout_s: float = 60.0) -> None:
         """Wait for every queued sync; raises OffsetSyncError on any failure or timeout."""
         if self._producer is None:
             return
-        remaining = self._producer.flush(timeout_s)
-        errors, self._errors = self._errors, []
-        if errors or remaining:
-            raise OffsetSyncError(f"{len(errors)} offset sync(s) failed, {remaining} unconfirmed; first: {errors[:1]}")
+        self._producer.confirm(timeout_s)
 
     def load(
         self, store: SyncStore, timeout_s: float = 60.0, skip_below: Mapping[tuple[str, int], int] | None = None
@@ -313,9 +306,11 @@ class OffsetSyncTopic:
 def ensure_topic(endpoint: ClusterEndpoint, topic: str, config: dict[str, str]) -> None:
     """Create a one-partition internal topic on `endpoint` unless it exists."""
     from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import AdminClient, NewTopic
+    from confluent_kafka.admin import NewTopic
 
-    admin = AdminClient(resolve_references(endpoint.client_config()))
+    from kmirror_engine.clients.factory import new_admin
+
+    admin = new_admin(endpoint, role="internal-topics-admin")
     if topic in admin.list_topics(timeout=30).topics:
         return
     try:
@@ -331,13 +326,12 @@ def read_partition0(
     """Every record of `topic` partition 0 from `from_offset` up to the high watermark seen at
     the start (or `until`, if lower), in log order; nothing when the topic does not exist.
     Raises OffsetSyncError on errors or timeout."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
 
-    consumer = Consumer(
-        resolve_references(
-            {**endpoint.client_config(), "group.id": f"kmirror-reader-{topic}", "enable.auto.commit": False}
-        )
-    )
+    from kmirror_engine.clients.factory import new_consumer
+
+    consumer = new_consumer(endpoint, role="internal-topic-reader", group_id=f"kmirror-reader-{topic}",
+                            **{"enable.auto.commit": False})  # fmt: skip
     try:
         metadata = consumer.list_topics(topic, timeout=30).topics.get(topic)
         if metadata is None or metadata.error is not None or 0 not in metadata.partitions:

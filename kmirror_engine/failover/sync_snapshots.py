@@ -30,7 +30,6 @@ from typing import Any
 
 from kmirror.flowspec import ClusterEndpoint
 from kmirror.replication_policy import offset_syncs_topic
-from kmirror.security import resolve_references
 from kmirror_engine.failover.offset_syncs import (
     OffsetSyncError,
     OffsetSyncTopic,
@@ -120,11 +119,13 @@ def read_newest_generation(
 ) -> tuple[dict[tuple[str, int], PartitionSnapshot], int]:
     """The newest snapshot of every partition from the newest complete generation on, and the
     number of records read (O(partitions), whatever the topic's age or compaction)."""
-    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka import TopicPartition
+
+    from kmirror_engine.clients.factory import new_consumer
 
     deadline = time.monotonic() + timeout_s
-    config = {**endpoint.client_config(), "group.id": f"kmirror-reader-{topic}", "enable.auto.commit": False}
-    probe = Consumer(resolve_references(config))
+    probe = new_consumer(endpoint, role="internal-topic-reader", group_id=f"kmirror-reader-{topic}",
+                         **{"enable.auto.commit": False})  # fmt: skip
     try:
         metadata = probe.list_topics(topic, timeout=30).topics.get(topic)
         if metadata is None or metadata.error is not None or 0 not in metadata.partitions:
@@ -175,9 +176,8 @@ class SyncLog:
         self.since_snapshot = 0  # syncs in the tail (loaded or written) not in a snapshot yet
         self.last_snapshot_s = clock()
         self.last_load: dict[str, int] = {}  # records read by the last full load, for tests and logs
-        self._producer: Any = None
+        self._producer: Any = None  # DeliveryConfirmingProducer
         self._offsets: list[int] = []
-        self._errors: list[str] = []
 
     def ensure_exists(self) -> None:
         self.syncs.ensure_exists()
@@ -236,26 +236,23 @@ class SyncLog:
 
     def _produce(self, key: bytes, value: bytes) -> None:
         if self._producer is None:
-            from confluent_kafka import Producer
+            from kmirror_engine.clients.factory import new_delivery_producer
 
-            config = resolve_references(self.target.client_config())
-            self._producer = Producer({**config, "acks": "all", "enable.idempotence": True})
-        self._producer.produce(self.snapshot_topic, value, key, partition=0, on_delivery=self._delivered)
+            self._producer = new_delivery_producer(self.target, role="offset-sync-snapshots-producer",
+                                                   what="offset-sync snapshot", counted="snapshot record",
+                                                   error=OffsetSyncError, on_delivered=self._delivered)  # fmt: skip
+        self._producer.produce(self.snapshot_topic, value, key, partition=0)
 
-    def _delivered(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self._errors.append(f"offset-sync snapshot to {msg.topic()} failed: {err.str()}")
-        else:
-            self._offsets.append(msg.offset())
+    def _delivered(self, msg: Any) -> None:
+        self._offsets.append(msg.offset())
 
     def _confirm(self, timeout_s: float) -> list[int]:
-        remaining = self._producer.flush(timeout_s)
-        errors, self._errors = self._errors, []
-        offsets, self._offsets = self._offsets, []
-        if errors or remaining or not offsets:
-            raise OffsetSyncError(
-                f"{len(errors)} snapshot record(s) failed, {remaining} unconfirmed; first: {errors[:1]}"
-            )
+        try:
+            self._producer.confirm(timeout_s)
+        finally:
+            offsets, self._offsets = self._offsets, []
+        if not offsets:  # no record confirmed written
+            raise OffsetSyncError("0 snapshot record(s) failed, 0 unconfirmed; first: []")
         return offsets
 
     def close(self) -> None:

@@ -23,6 +23,7 @@ from kmirror.errors import KmirrorError
 from kmirror.flowspec import FlowSpec
 from kmirror.mm2_formats import Heartbeat, encode_heartbeat
 from kmirror.replication_policy import HEARTBEATS_TOPIC
+from kmirror_engine.clients.delivery import DeliveryConfirmingProducer, DeliveryFailure
 
 log = logging.getLogger("kmirror.heartbeats")
 HEARTBEATS_TOPIC_CONFIG = {"cleanup.policy": "compact"}  # as MM2 creates it: one partition, compacted
@@ -47,36 +48,31 @@ class HeartbeatEmitter:
         self.target_alias = spec.target.alias
         self.interval_ms = int(spec.option("heartbeat_interval_ms"))
         self.producer = producer
+        self.delivery = DeliveryConfirmingProducer(producer, what="heartbeat", error=HeartbeatError,
+                                                   describe=_message)  # fmt: skip
         self.last_ms: int | None = None
         self.sent = 0
-        self._errors: list[str] = []
 
     def maybe_emit(self, now_ms: int) -> bool:
         """Queue a heartbeat when the interval elapsed; raises HeartbeatError for an earlier failed one."""
-        self._raise_errors()
+        self.delivery.check()
         if self.last_ms is not None and now_ms - self.last_ms < self.interval_ms:
             return False
         key, value = encode_heartbeat(Heartbeat(self.source_alias, self.target_alias, now_ms))
-        self.producer.produce(HEARTBEATS_TOPIC, value, key, partition=0, timestamp=now_ms, on_delivery=self._delivered)
-        self.producer.poll(0)
+        self.delivery.produce(HEARTBEATS_TOPIC, value, key, partition=0, timestamp=now_ms)
+        self.delivery.poll(0)
         self.last_ms = now_ms
         self.sent += 1
         return True
 
     def flush(self, timeout_s: float = 30.0) -> None:
-        remaining = self.producer.flush(timeout_s)
-        self._raise_errors()
-        if remaining:
-            raise HeartbeatError(f"{remaining} heartbeat(s) to {HEARTBEATS_TOPIC} unconfirmed after {timeout_s} s")
+        self.delivery.confirm(timeout_s)
 
-    def _delivered(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self._errors.append(f"heartbeat to {msg.topic()} failed: {err.str()}")
 
-    def _raise_errors(self) -> None:
-        errors, self._errors = self._errors, []
-        if errors:
-            raise HeartbeatError(f"{len(errors)} heartbeat(s) failed; first: {errors[0]}")
+def _message(failures: list[DeliveryFailure], remaining: int, timeout_s: float) -> str:
+    if failures:
+        return f"{len(failures)} heartbeat(s) failed; first: {failures[0]}"
+    return f"{remaining} heartbeat(s) to {HEARTBEATS_TOPIC} unconfirmed after {timeout_s} s"
 
 
 class HeartbeatTicker:
@@ -91,11 +87,9 @@ class HeartbeatTicker:
 
     def __init__(self, spec: FlowSpec, producer: Any = None, clock_ms: Any = None, ensure_topic: Any = None) -> None:
         if producer is None:
-            from confluent_kafka import Producer
+            from kmirror_engine.clients.factory import new_producer, producer_config
 
-            from kmirror_engine.clients.factory import producer_config
-
-            producer = Producer(producer_config(spec))
+            producer = new_producer(producer_config(spec), role="heartbeats-producer")
         self.emitter = HeartbeatEmitter(spec, producer)
         self.flow_id = spec.id
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))

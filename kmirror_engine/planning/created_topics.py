@@ -16,7 +16,7 @@ from typing import Any
 
 from kmirror.errors import ConnectionFailure
 from kmirror.flowspec import ClusterEndpoint
-from kmirror.security import resolve_references
+from kmirror_engine.clients.delivery import DeliveryFailure
 
 TOPIC_CONFIG = {"cleanup.policy": "compact"}
 
@@ -36,8 +36,7 @@ class CreatedTopics:
     def record(self, created: Iterable[tuple[str, str]], timeout_s: float = 30.0) -> None:
         """Record `(remote topic, source topic)` pairs; raises ConnectionFailure when a record is
         not acknowledged (the caller keeps them and tries again)."""
-        from confluent_kafka import Producer
-
+        from kmirror_engine.clients.factory import new_delivery_producer
         from kmirror_engine.failover.offset_syncs import ensure_topic
 
         pairs = list(created)
@@ -45,22 +44,20 @@ class CreatedTopics:
             return
         ensure_topic(self.target, self.topic, TOPIC_CONFIG)
         if self._producer is None:
-            self._producer = Producer(resolve_references({**self.target.client_config(), "acks": "all"}))
-        errors: list[str] = []
-
-        def delivered(err: Any, msg: Any) -> None:
-            if err is not None:
-                errors.append(err.str())
-
+            self._producer = new_delivery_producer(self.target, role="created-topics-producer",
+                                                   what="created topic record", error=ConnectionFailure,
+                                                   describe=self._message)  # fmt: skip
         now = int(time.time() * 1000)
         for remote, source in pairs:
             value = json.dumps({"flow": self.flow_id, "source_topic": source, "created_ms": now})
-            self._producer.produce(self.topic, value.encode(), remote.encode(), on_delivery=delivered)
-        if self._producer.flush(timeout_s) or errors:
-            raise ConnectionFailure(
-                f"recording created topics in {self.topic} on {self.target.alias!r} failed: "
-                f"{errors[0] if errors else 'no acknowledgement in time'}"
-            )
+            self._producer.produce(self.topic, value.encode(), remote.encode())
+        self._producer.confirm(timeout_s)
+
+    def _message(self, failures: list[DeliveryFailure], remaining: int, timeout_s: float) -> str:
+        return (
+            f"recording created topics in {self.topic} on {self.target.alias!r} failed: "
+            f"{failures[0].reason if failures else 'no acknowledgement in time'}"
+        )
 
     def load(self, timeout_s: float = 30.0) -> set[str]:
         """Every remote topic recorded so far (empty when the registry does not exist yet)."""
@@ -69,10 +66,12 @@ class CreatedTopics:
 
 def load_created(target: ClusterEndpoint, topic: str, timeout_s: float = 30.0) -> set[str]:
     """Read the registry to its end (the partition-EOF event, as of the read)."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition
+    from confluent_kafka import KafkaError, TopicPartition
 
-    consumer = Consumer(resolve_references({**target.client_config(), "group.id": f"kmirror-reader-{topic}",
-                                            "enable.auto.commit": False, "enable.partition.eof": True}))  # fmt: skip
+    from kmirror_engine.clients.factory import new_consumer
+
+    consumer = new_consumer(target, role="created-topics-reader", group_id=f"kmirror-reader-{topic}",
+                            **{"enable.auto.commit": False, "enable.partition.eof": True})  # fmt: skip
     try:
         metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if metadata is None or metadata.error is not None or 0 not in metadata.partitions:
