@@ -240,10 +240,15 @@ class FlowSpec:
 
     def option(self, name: str) -> Any:
         """An optional setting, or its declared default."""
-        if name == "max_records_per_trigger" and name not in self.options and self.options.get("exactly_once"):
+        if name == "max_records_per_trigger" and name not in self.options and self.exactly_once:
             # One transaction per task covers the whole batch: keep it far from the 60 s timeout.
             return EXACTLY_ONCE_MAX_RECORDS_PER_TRIGGER
         return self.options.get(name, OPTION_BY_NAME[name].default)
+
+    @property
+    def exactly_once(self) -> bool:
+        """Transactional writes with offsets stored on the target (docs/exactly-once.md)."""
+        return bool(self.options.get("exactly_once", False))
 
     @property
     def policy(self) -> ReplicationPolicy:

@@ -123,7 +123,7 @@ def copy_task_ranges(
     throttled = throttled if throttled is not None else Throttled()
     dead_letter_topic = spec.option("dead_letter_topic")
     limits = target_limits(spec, {r.target_topic for r in ranges})
-    if not spec.option("exactly_once"):
+    if not spec.exactly_once:
         producer_conf = capped_producer_config({**PRODUCER_TUNING, **producer_config(spec)}, limits.values())
         if use_native_loop(spec, consumer_conf, producer_conf):
             return copy_natively(consumer_conf, producer_conf, ranges, limits)
@@ -232,7 +232,7 @@ class MirrorStreamWriter(DataSourceStreamWriter):
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
         spec = parse_flow_spec(json.loads(self.spec_json))
-        batch, first_read_ms, last_delivery_ms = aggregate(messages, batchId, exactly_once=spec.option("exactly_once"))
+        batch, first_read_ms, last_delivery_ms = aggregate(messages, batchId, exactly_once=spec.exactly_once)
         log_path = os.environ.get(BATCH_LOG_ENV)
         if log_path:
             _append_batch_log(log_path, batch, first_read_ms, last_delivery_ms)
@@ -303,6 +303,6 @@ class MirrorSink(DataSource):
         if not spec_json:
             raise KmirrorError(f'the {SINK_NAME} data source needs option "flow_spec" (FlowSpec.to_dict() as JSON)')
         spec = parse_flow_spec(json.loads(spec_json))
-        if spec.option("exactly_once"):
+        if spec.exactly_once:
             fence_for_query(spec)  # called on the driver when the query starts, before any task
         return MirrorStreamWriter(spec_json)

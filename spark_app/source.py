@@ -199,12 +199,12 @@ class RangePlanner:
 
             self.replays_checked = True
             check_replays(self.source_admin, self.spec.id, self.spec.consumer_group, ranges,
-                          self.spec.option("exactly_once"))  # fmt: skip
+                          self.spec.exactly_once)  # fmt: skip
         return plan_tasks(
             ranges,
             self.task_count,
             self.spec.option("max_records_per_task"),
-            keep_partitions_whole=self.spec.option("exactly_once"),
+            keep_partitions_whole=self.spec.exactly_once,
         )
 
     def _deleted(self, missing: list[tuple[str, int]], start: Offsets, end: Offsets) -> list[tuple[str, int]]:
