@@ -13,7 +13,6 @@ refuses it, so A->B->A stops after one hop.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from typing import Any
 
@@ -24,6 +23,7 @@ from kmirror.flowspec import FlowSpec
 from kmirror.mm2_formats import Heartbeat, encode_heartbeat
 from kmirror.replication_policy import HEARTBEATS_TOPIC
 from kmirror_engine.clients.delivery import DeliveryConfirmingProducer, DeliveryFailure
+from kmirror_engine.scheduler import PeriodicTask
 
 log = logging.getLogger("kmirror.heartbeats")
 HEARTBEATS_TOPIC_CONFIG = {"cleanup.policy": "compact"}  # as MM2 creates it: one partition, compacted
@@ -79,7 +79,7 @@ class HeartbeatTicker:
     """Heartbeats on the driver's own clock, so an idle flow (no batches, hence no sink commits)
     still shows it is alive, as MM2's heartbeat task does independently of traffic.
 
-    `start()` emits one heartbeat at once and then one per interval from a daemon thread;
+    `start()` emits one heartbeat at once and then one per interval (a `PeriodicTask`);
     `stop()` emits a last one and waits (at most 5 s) for its delivery. A failed heartbeat, or
     a `heartbeats` topic that cannot be created yet, never stops the mirror: it is logged with
     the running failure count (`failures`) and retried at the next tick.
@@ -94,44 +94,41 @@ class HeartbeatTicker:
         self.flow_id = spec.id
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self.ensure_topic = ensure_topic or ensure_heartbeats_topic
-        self.failures = 0
         self._topic_ready = False
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.task = PeriodicTask(f"kmirror-heartbeats {self.flow_id}", max(self.emitter.interval_ms, 100) / 1000,
+                                 self._beat, errors=(KmirrorError, KafkaException, BufferError),
+                                 on_failure=self._report)  # fmt: skip
+
+    @property
+    def failures(self) -> int:
+        return self.task.failures
 
     def tick(self) -> None:
         """Emit when the interval elapsed; a failure is logged and counted, never raised."""
-        try:
-            if not self._topic_ready:
-                self.ensure_topic(self.emitter)
-                self._topic_ready = True
-            self.emitter.maybe_emit(self.clock_ms())
-        except (KmirrorError, KafkaException, BufferError) as exc:
-            self.failures += 1
-            log.warning("%s: heartbeat failed (%d failures so far, retried next tick): %s",
-                        self.flow_id, self.failures, exc)  # fmt: skip
+        self.task.run_once()
+
+    def _beat(self) -> None:
+        if not self._topic_ready:
+            self.ensure_topic(self.emitter)
+            self._topic_ready = True
+        self.emitter.maybe_emit(self.clock_ms())
+
+    def _report(self, task: PeriodicTask, exc: BaseException) -> None:
+        log.warning("%s: heartbeat failed (%d failures so far, retried next tick): %s",
+                    self.flow_id, task.failures, exc)  # fmt: skip
 
     def start(self) -> HeartbeatTicker:
-        self.tick()
-        self._thread = threading.Thread(target=self._run, name=f"kmirror-heartbeats {self.flow_id}", daemon=True)
-        self._thread.start()
+        self.task.start(run_now=True)
         return self
 
-    def _run(self) -> None:
-        wait_s = max(self.emitter.interval_ms, 100) / 1000
-        while not self._stop.wait(wait_s):
-            self.tick()
-
     def stop(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        self.task.stop()
         self.emitter.last_ms = None  # a last beat at shutdown, whatever the interval
         self.tick()
         try:
             self.emitter.flush(timeout_s=5.0)
         except HeartbeatError as exc:
-            self.failures += 1
+            self.task.failures += 1
             log.warning("%s: last heartbeats unconfirmed at shutdown: %s", self.flow_id, exc)
 
 

@@ -1,0 +1,83 @@
+"""The checkpoint-round part of a flow's failover work, shared by the sink's listener (on idle
+ticks and at a final close), the driver's idle checkpoints and `final_checkpoint`.
+
+`run()`: checkpoints of every selected group (MM2's format, to `<source>.checkpoints.internal`
+on the target), then the group offset sync (when `sync_group_offsets`) of the groups
+checkpointed. Creating the checkpoints topic and reading the last checkpoints (so a restarted
+mirror never emits a checkpoint moving a group back) is done before the first round, retried
+before each round until it succeeds (`prepare`); no checkpoint goes out before.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from confluent_kafka import KafkaException
+
+from kmirror.errors import KmirrorError
+from kmirror.flowspec import FlowSpec
+from kmirror.replication_policy import checkpoints_topic
+from kmirror_engine.failover.checkpoints import CHECKPOINTS_TOPIC_CONFIG, CheckpointEmitter
+from kmirror_engine.failover.failover_metrics import FailoverMetrics
+from kmirror_engine.failover.group_sync import ActiveGroupError, sync_group
+from kmirror_engine.failover.sync_writer import OffsetSyncWriter
+
+log = logging.getLogger("kmirror.failover")
+
+
+class CheckpointRound:
+    def __init__(self, spec: FlowSpec, syncs: OffsetSyncWriter, clients: Any, metrics: FailoverMetrics,
+                 second_writer: bool = False) -> None:  # fmt: skip
+        """`clients`: a FailoverClients. `second_writer`: checkpoints only inside the syncs read
+        so far (see CheckpointEmitter)."""
+        self.spec, self.syncs, self.clients, self.metrics = spec, syncs, clients, metrics
+        self.emitter = CheckpointEmitter(spec, syncs.store, clients.source_admin, clients.producer,
+                                         within_known_history=second_writer)  # fmt: skip
+        self.ready = False
+
+    def prepare(self) -> None:
+        if self.ready:
+            return
+        self.clients.ensure_topic(checkpoints_topic(self.spec.source.alias), CHECKPOINTS_TOPIC_CONFIG)
+        for checkpoint in self.clients.read_checkpoints():
+            self.emitter.last[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
+        self.ready = True
+
+    def run(self) -> int:
+        """Emit checkpoints of every selected group, then sync idle target groups; returns
+        checkpoints written. Groups whose offsets could not be read, and group syncs that
+        failed, are reported and counted; raises (for the caller to count) when the round
+        as a whole failed: checkpoints topic not ready, groups not listed, delivery failed."""
+        self.prepare()
+        self.syncs.catch_up()
+        try:
+            emitted, latency_ms = self.emitter.emit()
+        finally:
+            for group, error in sorted(self.emitter.failed_groups.items()):
+                self.metrics.report_failure("checkpoints", f"group {group!r} skipped this round: {error}")
+        for group in sorted({c.group for c in emitted}):
+            self.metrics.flow.observe_checkpoints(group, latency_ms)
+        if self.spec.option("sync_group_offsets"):
+            self._sync_groups()
+        return len(emitted)
+
+    def _sync_groups(self) -> None:
+        by_group: dict[str, dict[tuple[str, int], int]] = {}
+        for (group, topic, partition), checkpoint in self.emitter.last.items():
+            if not self.spec.group_selection.matches(group):
+                continue  # read back from the checkpoints topic, but no longer selected
+            by_group.setdefault(group, {})[(topic, partition)] = checkpoint.downstream_offset
+        for group, offsets in sorted(by_group.items()):
+            try:
+                result = sync_group(self.clients.target_admin, group, offsets, self.spec.target.alias)
+            except ActiveGroupError as exc:
+                log.info("flow %s: group offsets not synced: %s", self.spec.id, exc)  # MM2 skips live groups too
+                continue
+            except (KmirrorError, KafkaException) as exc:  # e.g. the group turned active before the alter
+                self.metrics.report_failure("group_offset_sync", exc)
+                continue
+            if result.written:
+                log.info(
+                    "flow %s: synced group %s on %s: %s", self.spec.id, group, self.spec.target.alias, result.written
+                )
