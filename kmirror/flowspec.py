@@ -9,40 +9,27 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kmirror.errors import Problem, Problems, ValidationError, did_you_mean
+from kmirror.errors import Problem, Problems, ValidationError
 from kmirror.filters import NameSelection, pattern_problems
+from kmirror.option_table import (
+    Check,
+    Option,
+    OptionTable,
+    boolean,
+    non_negative_int,
+    one_of,
+    optional,
+    optional_str,
+    positive_int,
+    unknown_keys,
+)
 from kmirror.override_rules import client_override_problems, cluster_config_problems
 from kmirror.replication_policy import ReplicationPolicy, policy_from_config, policy_problems
 from kmirror.security import KINIT_CMD
-
-Check = Callable[[Any], str | None]
-
-
-def _int_at_least(minimum: int) -> Check:
-    def check(value: Any) -> str | None:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-            return f"must be an integer >= {minimum}, got {value!r}"
-        return None
-
-    return check
-
-
-def _optional_int_at_least(minimum: int) -> Check:
-    inner = _int_at_least(minimum)
-    return lambda value: None if value is None else inner(value)
-
-
-def _bool(value: Any) -> str | None:
-    return None if isinstance(value, bool) else f"must be true or false, got {value!r}"
-
-
-def _one_of(*choices: str) -> Check:
-    return lambda value: None if value in choices else f"must be one of {', '.join(choices)}, got {value!r}"
 
 
 def _str_map(value: Any) -> str | None:
@@ -54,18 +41,14 @@ def _str_map(value: Any) -> str | None:
 def _starting_offsets(value: Any) -> str | None:
     if value in ("earliest", "latest"):
         return None
-    if isinstance(value, dict) and set(value) == {"timestamp_ms"} and _int_at_least(0)(value["timestamp_ms"]) is None:
+    if isinstance(value, dict) and set(value) == {"timestamp_ms"} and non_negative_int(value["timestamp_ms"]) is None:
         return None
     return f"must be 'earliest', 'latest' or {{timestamp_ms: <epoch ms>}}, got {value!r}"
 
 
-def _optional_str(value: Any) -> str | None:
-    return None if value is None or isinstance(value, str) else f"must be a string, got {value!r}"
-
-
 def _rate(unit: str) -> Check:
     def check(value: Any) -> str | None:
-        if value is None or (not isinstance(value, bool) and isinstance(value, int) and value >= 1):
+        if value is None or positive_int(value) is None:
             return None
         return f"must be a whole number of {unit} per second >= 1 (leave it out for no limit), got {value!r}"
 
@@ -82,17 +65,15 @@ def _transform(value: Any) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class Option:
-    name: str
-    default: Any
-    doc: str
-    check: Check
-
-
-OPTIONS: tuple[Option, ...] = (
-    Option("producer", {}, "librdkafka producer overrides (cannot weaken acks/idempotence).", _str_map),
-    Option("consumer", {}, "librdkafka consumer overrides for the source.", _str_map),
+OPTIONS = OptionTable(
+    Option(
+        "producer",
+        {},
+        "librdkafka producer overrides (cannot weaken acks/idempotence).",
+        _str_map,
+        client_override_problems,
+    ),
+    Option("consumer", {}, "librdkafka consumer overrides for the source.", _str_map, client_override_problems),
     Option(
         "starting_offsets",
         "earliest",
@@ -107,13 +88,13 @@ OPTIONS: tuple[Option, ...] = (
         5_000_000,
         "Admission control: records planned per micro-batch (500,000 with exactly_once, so a task's "
         "transaction stays well inside transaction.timeout.ms).",
-        _int_at_least(1),
+        positive_int,
     ),
     Option(
         "max_records_per_task",
         2_500_000,  # a default batch fills one task per core of a 2-core executor (docs/performance.md)
         "Tasks per batch: enough that each copies at most this many records (one partition never splits).",
-        _int_at_least(1),
+        positive_int,
     ),
     Option(
         "copy_loop",
@@ -121,49 +102,47 @@ OPTIONS: tuple[Option, ...] = (
         "Copy loop of the writer tasks: native (C, built by `make setup` where librdkafka-dev is "
         "installed), python, or auto: native when built and the flow uses nothing only the Python "
         "loop has (exactly_once, dead_letter_topic, rate limits; docs/performance.md).",
-        _one_of("auto", "native", "python"),
+        one_of("auto", "native", "python"),
     ),
-    Option("trigger_interval_ms", 1_000, "Micro-batch interval in streaming mode.", _int_at_least(0)),
+    Option("trigger_interval_ms", 1_000, "Micro-batch interval in streaming mode.", non_negative_int),
     Option(
-        "topic_refresh_interval_ms", 30_000, "How often new source topics/partitions are discovered.", _int_at_least(0)
+        "topic_refresh_interval_ms", 30_000, "How often new source topics/partitions are discovered.", non_negative_int
     ),
     Option(
         "fail_on_data_loss",
         True,
         "Fail when retention deleted offsets not yet mirrored; false skips and counts them.",
-        _bool,
+        boolean,
     ),
-    Option("sync_topic_configs", True, "Create/align target topics with the source's configs.", _bool),
+    Option("sync_topic_configs", True, "Create/align target topics with the source's configs.", boolean),
     Option(
         "replication_factor",
         None,
         "Replication factor of created target topics (broker default when null).",
-        _optional_int_at_least(1),
+        optional(positive_int),
     ),
-    Option("exactly_once", False, "Transactional writes with offsets stored on the target.", _bool),
-    Option("emit_checkpoints", True, "Emit MM2-format checkpoints for consumer groups.", _bool),
-    Option("sync_group_offsets", False, "Write translated offsets into idle target groups.", _bool),
-    Option("emit_heartbeats", True, "Emit MM2-format heartbeats to the target's heartbeats topic.", _bool),
-    Option("checkpoint_interval_ms", 60_000, "Interval between checkpoint emissions.", _int_at_least(0)),
-    Option("heartbeat_interval_ms", 1_000, "Interval between heartbeats.", _int_at_least(0)),
+    Option("exactly_once", False, "Transactional writes with offsets stored on the target.", boolean),
+    Option("emit_checkpoints", True, "Emit MM2-format checkpoints for consumer groups.", boolean),
+    Option("sync_group_offsets", False, "Write translated offsets into idle target groups.", boolean),
+    Option("emit_heartbeats", True, "Emit MM2-format heartbeats to the target's heartbeats topic.", boolean),
+    Option("checkpoint_interval_ms", 60_000, "Interval between checkpoint emissions.", non_negative_int),
+    Option("heartbeat_interval_ms", 1_000, "Interval between heartbeats.", non_negative_int),
     Option(
         "offset_lag_max",
         100,  # MM2's offset.lag.max default
         "Offset syncs: a drift change is persisted only when skipping it could make a failed-over "
         "group re-read this many records or more (1: translation exact everywhere); range ends always are.",
-        _int_at_least(1),
+        positive_int,
     ),
     Option(
         "metrics_port",
         None,
         "HTTP port of the Prometheus endpoint on the driver (off when null).",
-        _optional_int_at_least(0),
+        optional(non_negative_int),
     ),
+    Option("consumer_group", None, "Source consumer group the mirror commits to (default kmirror-<id>).", optional_str),
     Option(
-        "consumer_group", None, "Source consumer group the mirror commits to (default kmirror-<id>).", _optional_str
-    ),
-    Option(
-        "dead_letter_topic", None, "Target topic for records the target rejects (off when null: fail).", _optional_str
+        "dead_letter_topic", None, "Target topic for records the target rejects (off when null: fail).", optional_str
     ),
     # Issue 18: MirrorMaker parity (config and ACL sync) and SQL transforms.
     Option(
@@ -171,16 +150,16 @@ OPTIONS: tuple[Option, ...] = (
         600_000,  # MM2's sync.topic.configs.interval.seconds
         "Streaming: how often the configs of remote topics the mirror created are re-synced from the source "
         "(every --once run syncs once).",
-        _int_at_least(1),
+        positive_int,
     ),
     Option(
         "sync_configs_of_existing_topics",
         False,
         "Config sync also alters remote topics the mirror did not create (by hand, by MirrorMaker before a move).",
-        _bool,
+        boolean,
     ),
-    Option("sync_topic_acls", True, "Copy READ ACLs of mirrored source topics to their remote topics.", _bool),
-    Option("sync_topic_acls_interval_ms", 600_000, "How often ACLs are synced (MM2's 600 s).", _int_at_least(1)),
+    Option("sync_topic_acls", True, "Copy READ ACLs of mirrored source topics to their remote topics.", boolean),
+    Option("sync_topic_acls_interval_ms", 600_000, "How often ACLs are synced (MM2's 600 s).", positive_int),
     Option(
         "transform",
         None,
@@ -204,7 +183,7 @@ OPTIONS: tuple[Option, ...] = (
 )
 RATE_LIMITS = ("max_bytes_per_second", "max_records_per_second")
 EXACTLY_ONCE_MAX_RECORDS_PER_TRIGGER = 500_000
-OPTION_BY_NAME = {o.name: o for o in OPTIONS}
+OPTION_BY_NAME = OPTIONS  # the same table, by name
 REQUIRED = ("id", "source", "target", "topics", "topics_exclude", "replication_policy", "checkpoint_location")
 PASSTHROUGH = ("groups", "groups_exclude", "topology", "run_in", "spark")  # planner context, ignored by the app
 ALLOWED = set(REQUIRED) | set(PASSTHROUGH) | set(OPTION_BY_NAME)
@@ -289,9 +268,7 @@ def _endpoint_dict(endpoint: ClusterEndpoint) -> dict[str, Any]:
 def _endpoint_problems(value: Any, path: str) -> list[Problem]:
     if not isinstance(value, dict):
         return [Problem(path, f"must be a mapping with alias, bootstrap_servers, config; got {value!r}")]
-    problems = [
-        Problem(f"{path}.{k}", f"unknown key{did_you_mean(k, CLUSTER_KEYS)}") for k in sorted(set(value) - CLUSTER_KEYS)
-    ]
+    problems = unknown_keys(value, CLUSTER_KEYS, path)
     for key in ("alias", "bootstrap_servers"):
         if not isinstance(value.get(key), str) or not value.get(key):
             problems.append(Problem(f"{path}.{key}", f"required non-empty string, got {value.get(key)!r}"))
@@ -306,10 +283,7 @@ def flow_spec_problems(raw: Any) -> list[Problem]:
     """Every problem in a raw flow spec mapping; empty when it is valid."""
     if not isinstance(raw, dict):
         return [Problem("", f"a flow spec must be a JSON object, got {type(raw).__name__}")]
-    problems = [
-        Problem(key, f"unknown key{did_you_mean(key, ALLOWED)}; see docs/spark-app.md")
-        for key in sorted(set(raw) - ALLOWED)
-    ]
+    problems = unknown_keys(raw, ALLOWED, "", hint="see docs/spark-app.md")
     problems += [Problem(key, "required key is missing") for key in REQUIRED if key not in raw]
     if "id" in raw and (not isinstance(raw["id"], str) or not _FLOW_ID_RE.fullmatch(raw["id"])):
         problems.append(Problem("id", f"must look like 'source->target', got {raw['id']!r}"))
@@ -334,12 +308,7 @@ def flow_spec_problems(raw: Any) -> list[Problem]:
             )
         )
     problems += _rate_limit_problems(raw)
-    for name, option in OPTION_BY_NAME.items():
-        if name in raw and (message := option.check(raw[name])):
-            problems.append(Problem(name, message))
-        elif name in ("producer", "consumer") and name in raw:
-            problems += client_override_problems(raw[name], name)
-    return problems
+    return problems + OPTIONS.value_problems(raw, "")
 
 
 def _rate_limit_problems(raw: dict[str, Any]) -> list[Problem]:

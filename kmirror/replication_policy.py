@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kmirror.errors import Problem, ValidationError
+from kmirror.option_table import unknown_keys
 
 HEARTBEATS_TOPIC = "heartbeats"
 CHECKPOINTS_SUFFIX = ".checkpoints.internal"
@@ -151,10 +152,7 @@ def policy_problems(config: Any, path: str) -> list[Problem]:
     """Every problem with a `replication_policy` mapping, each naming its field."""
     if not isinstance(config, dict):
         return [Problem(path, f"must be a mapping like {{type: default, separator: '.'}}, got {config!r}")]
-    problems: list[Problem] = []
-    unknown = sorted(set(config) - {"type", "separator"})
-    for key in unknown:
-        problems.append(Problem(f"{path}.{key}", "unknown key; allowed: type, separator"))
+    problems = unknown_keys(config, ("type", "separator"), path, list_allowed=True)
     kind = config.get("type", "default")
     if kind not in POLICY_TYPES:
         problems.append(Problem(f"{path}.type", f"unknown policy {kind!r}; use one of: {', '.join(POLICY_TYPES)}"))

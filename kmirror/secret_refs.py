@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kmirror.errors import KmirrorError, Problem
+from kmirror.option_table import unknown_keys
 
 SECRETS_ROOT = "/etc/kmirror/secrets"
 PULUMI_CONFIG_SECRET_KEY = "value"
@@ -79,9 +80,7 @@ def ref_problems(ref: Any, path: str, *, secret: bool, needs_file: bool = False)
     if len(kinds) != 1:
         return [Problem(path, f"must have exactly one of {', '.join(REF_KINDS)}; got keys {sorted(ref)}")]
     kind = kinds[0]
-    problems = [
-        Problem(f"{path}.{k}", f"unknown key for a {kind} reference") for k in sorted(set(ref) - _REF_KEYS[kind])
-    ]
+    problems = unknown_keys(ref, _REF_KEYS[kind], path, what=f"key for a {kind} reference")
     problems += [Problem(f"{path}.{k}", "required key is missing") for k in sorted(_REF_KEYS[kind] - set(ref))]
     if problems:
         return problems

@@ -25,6 +25,7 @@ from typing import Any
 
 from kmirror.errors import KmirrorError, Problem, did_you_mean
 from kmirror.kerberos import KDC_RE, NAME_RE, PRINCIPAL_HINT, PRINCIPAL_RE, write_krb5_conf
+from kmirror.option_table import unknown_keys
 from kmirror.override_rules import carries_secret
 from kmirror.secret_refs import (
     Materialisation,
@@ -62,18 +63,12 @@ SENSITIVE_KEYS = frozenset({"sasl.password", "ssl.key.password", "ssl.keystore.p
 _SENSITIVE_RE = re.compile(r"password|secret", re.IGNORECASE)
 
 
-def _unknown(section: Mapping[str, Any], allowed: set[str], path: str) -> list[Problem]:
-    return [
-        Problem(f"{path}.{k}", f"unknown key{did_you_mean(str(k), allowed)}") for k in sorted(set(section) - allowed)
-    ]
-
-
 def _mapping(value: Any, path: str) -> list[Problem]:
     return [] if isinstance(value, dict) else [Problem(path, f"must be a mapping, got {type(value).__name__}")]
 
 
 def _tls_problems(tls: dict[str, Any], path: str) -> list[Problem]:
-    problems = _unknown(tls, TLS_KEYS, path)
+    problems = unknown_keys(tls, TLS_KEYS, path)
     for name, (secret, needs_file) in TLS_REFS.items():
         if name in tls:
             problems += ref_problems(tls[name], f"{path}.{name}", secret=secret, needs_file=needs_file)
@@ -91,7 +86,7 @@ def _tls_problems(tls: dict[str, Any], path: str) -> list[Problem]:
 
 
 def _kerberos_problems(krb: dict[str, Any], path: str) -> list[Problem]:
-    problems = _unknown(krb, KERBEROS_KEYS, path)
+    problems = unknown_keys(krb, KERBEROS_KEYS, path)
     for name in ("principal", "keytab"):
         if name not in krb:
             problems.append(Problem(f"{path}.{name}", "required key is missing"))
@@ -127,7 +122,7 @@ def _kerberos_problems(krb: dict[str, Any], path: str) -> list[Problem]:
 
 
 def _scram_problems(scram: dict[str, Any], path: str) -> list[Problem]:
-    problems = _unknown(scram, SCRAM_KEYS, path)
+    problems = unknown_keys(scram, SCRAM_KEYS, path)
     problems += [Problem(f"{path}.{k}", "required key is missing") for k in sorted(SCRAM_KEYS - set(scram))]
     if "mechanism" in scram and scram["mechanism"] not in SCRAM_MECHANISMS:
         hint = did_you_mean(str(scram["mechanism"]), SCRAM_MECHANISMS)
@@ -172,7 +167,7 @@ def security_problems(raw: Any, path: str) -> list[Problem]:
         return []
     if not isinstance(raw, dict):
         return [Problem(path, f"must be a mapping with protocol, tls, kerberos, scram; got {type(raw).__name__}")]
-    problems = _unknown(raw, SECTION_KEYS, path)
+    problems = unknown_keys(raw, SECTION_KEYS, path)
     if "protocol" not in raw:
         problems.append(Problem(f"{path}.protocol", f"required key is missing; one of {', '.join(PROTOCOLS)}"))
     elif raw["protocol"] not in PROTOCOLS:

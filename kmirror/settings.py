@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kmirror.errors import Problem, did_you_mean
+from kmirror.errors import Problem
 from kmirror.filters import pattern_problems
-from kmirror.flowspec import OPTION_BY_NAME
+from kmirror.flowspec import OPTIONS
+from kmirror.option_table import Option, OptionTable, positive_int
 from kmirror.override_rules import client_override_problems, spark_option_problems
 from kmirror.replication_policy import policy_problems
 
@@ -30,18 +31,9 @@ MM2_DEFAULTS: dict[str, Any] = {
 SELECTION_KEYS = ("topics", "topics_exclude", "groups", "groups_exclude")
 # MirrorMaker 1's names, accepted as aliases.
 ALIASES = {"whitelist": "topics", "blacklist": "topics_exclude"}
-SPARK_KEYS = {
-    "executors": "number of executors",
-    "driver_cores": "driver cores",
-    "driver_memory": "driver memory, e.g. 1g",
-    "executor_cores": "cores per executor",
-    "executor_memory": "executor memory, e.g. 2g",
-    "options": "extra Spark confs (string -> string)",
-}
 # Flow-spec options set through `producer`/`consumer`/`spark` above or by the planner itself.
 _PLANNER_OWNED = {"producer", "consumer"}
-OPTION_SETTINGS = tuple(name for name in OPTION_BY_NAME if name not in _PLANNER_OWNED)
-SETTING_KEYS = frozenset(MM2_DEFAULTS) | frozenset(OPTION_SETTINGS)
+OPTION_SETTINGS = tuple(name for name in OPTIONS if name not in _PLANNER_OWNED)
 
 
 def normalise(raw: Mapping[str, Any], path: str) -> tuple[dict[str, Any], list[Problem]]:
@@ -62,26 +54,31 @@ def normalise(raw: Mapping[str, Any], path: str) -> tuple[dict[str, Any], list[P
     return out, problems
 
 
+def _spark_size(value: Any) -> str | None:
+    if isinstance(value, str) and value[:-1].isdigit() and value[-1] in "kmgt":
+        return None
+    return f"must be a size such as '2g' or '512m', got {value!r}"
+
+
+def _spark_conf_map(value: Any) -> str | None:
+    return None if isinstance(value, dict) else "must be a mapping of Spark conf names to values"
+
+
+# The `spark` setting: a flow's Spark resources (keys of the stack's kafka-mirror:spark set defaults).
+SPARK_OPTIONS = OptionTable(
+    Option("executors", None, "number of executors", positive_int),
+    Option("driver_cores", None, "driver cores", positive_int),
+    Option("driver_memory", None, "driver memory, e.g. 1g", _spark_size),
+    Option("executor_cores", None, "cores per executor", positive_int),
+    Option("executor_memory", None, "executor memory, e.g. 2g", _spark_size),
+    Option("options", {}, "extra Spark confs (string -> string)", _spark_conf_map, spark_option_problems),
+)
+
+
 def _spark_problems(value: Any, path: str) -> list[Problem]:
     if not isinstance(value, dict):
-        return [Problem(path, f"must be a mapping of {', '.join(SPARK_KEYS)}, got {value!r}")]
-    problems = [
-        Problem(f"{path}.{k}", f"unknown key{did_you_mean(str(k), SPARK_KEYS)}; allowed: {', '.join(SPARK_KEYS)}")
-        for k in sorted(set(value) - set(SPARK_KEYS), key=str)
-    ]
-    for key in ("executors", "driver_cores", "executor_cores"):
-        if key in value and (isinstance(value[key], bool) or not isinstance(value[key], int) or value[key] < 1):
-            problems.append(Problem(f"{path}.{key}", f"must be an integer >= 1, got {value[key]!r}"))
-    for key in ("driver_memory", "executor_memory"):
-        if key in value and not (
-            isinstance(value[key], str) and value[key][:-1].isdigit() and value[key][-1] in "kmgt"
-        ):
-            problems.append(Problem(f"{path}.{key}", f"must be a size such as '2g' or '512m', got {value[key]!r}"))
-    if "options" in value and not isinstance(value["options"], dict):
-        problems.append(Problem(f"{path}.options", "must be a mapping of Spark conf names to values"))
-    elif "options" in value:
-        problems += spark_option_problems(value["options"], f"{path}.options")
-    return problems
+        return [Problem(path, f"must be a mapping of {', '.join(SPARK_OPTIONS)}, got {value!r}")]
+    return SPARK_OPTIONS.problems(value, path, list_allowed=True)
 
 
 def _client_problems(value: Any, path: str) -> list[Problem]:
@@ -94,29 +91,28 @@ def _client_problems(value: Any, path: str) -> list[Problem]:
     ] + client_override_problems(value, path)
 
 
+# Every key of `defaults`, a topology or a flow override: MirrorMaker's selection, policy and
+# client settings, Spark resources, and the flow-spec options the app understands.
+SETTINGS = OptionTable(
+    *(
+        Option(key, MM2_DEFAULTS[key], "regexes of the names selected", nested=pattern_problems)
+        for key in SELECTION_KEYS
+    ),
+    Option("replication_policy", MM2_DEFAULTS["replication_policy"], "remote topic naming", nested=policy_problems),
+    Option("producer", {}, "librdkafka producer overrides of the target", nested=_client_problems),
+    Option("consumer", {}, "librdkafka consumer overrides of the source", nested=_client_problems),
+    Option("spark", {}, f"Spark resources: {', '.join(SPARK_OPTIONS)}", nested=_spark_problems),
+    *(OPTIONS[name] for name in OPTION_SETTINGS),
+)
+SETTING_KEYS = frozenset(SETTINGS)
+
+
 def setting_problems(
     settings: Mapping[str, Any], path: str, *, extra_keys: frozenset[str] = frozenset()
 ) -> list[Problem]:
-    """Every problem with a (normalised) settings mapping at `path`; unknown keys are errors."""
-    allowed = SETTING_KEYS | extra_keys
-    problems = [
-        Problem(f"{path}.{k}", f"unknown key{did_you_mean(str(k), allowed | set(ALIASES))}")
-        for k in sorted(set(settings) - allowed, key=str)
-    ]
-    for key in SELECTION_KEYS:
-        if key in settings:
-            problems += pattern_problems(settings[key], f"{path}.{key}")
-    if "replication_policy" in settings:
-        problems += policy_problems(settings["replication_policy"], f"{path}.replication_policy")
-    for key in ("producer", "consumer"):
-        if key in settings:
-            problems += _client_problems(settings[key], f"{path}.{key}")
-    if "spark" in settings:
-        problems += _spark_problems(settings["spark"], f"{path}.spark")
-    for name in OPTION_SETTINGS:
-        if name in settings and (message := OPTION_BY_NAME[name].check(settings[name])):
-            problems.append(Problem(f"{path}.{name}", message))
-    return problems
+    """Every problem with a (normalised) settings mapping at `path`; unknown keys are errors
+    (`extra_keys` are allowed too, checked by the caller)."""
+    return SETTINGS.problems(settings, path, extra_keys=extra_keys, also_suggest=ALIASES)
 
 
 def merge(*layers: Mapping[str, Any]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from pydantic import BaseModel
 
 from kmirror.deploy_layout import CHECKPOINT_MOUNT, DIGEST_RE
 from kmirror.errors import Problem, Problems, ValidationError, did_you_mean
+from kmirror.option_table import bound_message, unknown_key_message, unknown_keys
 from kmirror.stack_models import MODELS, PLATFORMS, RWX
 
 DEFAULT_TOPOLOGY = "stacks/topology.yaml"
@@ -96,14 +97,14 @@ def _message(error: Any, root: type[BaseModel]) -> str:
     kind, ctx, value = error["type"], error.get("ctx") or {}, error.get("input")
     if kind == "extra_forbidden":
         allowed = list(_model_at(root, tuple(error["loc"][:-1])).model_fields)
-        return f"unknown key{did_you_mean(str(error['loc'][-1]), allowed)}; allowed: {', '.join(sorted(allowed))}"
+        return unknown_key_message(error["loc"][-1], allowed, list_allowed=True)
     if kind == "missing":
         owner, key = _model_at(root, tuple(error["loc"][:-1])), error["loc"][-1]
         described = owner.model_fields[key].description if key in owner.model_fields else None
         return f"required: {described or 'this key is missing'}"
     if kind in ("greater_than_equal", "less_than_equal"):
         bounds = f">= {ctx['ge']}" if "ge" in ctx else f"<= {ctx['le']}"
-        return f"must be an integer {bounds}, got {value!r}"
+        return bound_message(bounds, value)
     if kind in ("int_type", "bool_type", "string_type", "list_type", "dict_type", "model_type"):
         wanted = {"int": "an integer", "bool": "true or false", "string": "a string", "list": "a list",
                   "dict": "a mapping", "model": "a mapping"}[kind.split("_")[0]]  # fmt: skip
@@ -227,10 +228,7 @@ def _secret_problems(name: str, raw: Any, path: str) -> list[Problem]:
         return [Problem(f"{path}.type", f"must be one of {', '.join(SECRET_TYPES)}, got {raw!r}")]
     required, allowed = SECRET_TYPES[raw["type"]]
     fields = {k: v for k, v in raw.items() if k != "type"}
-    problems = [
-        Problem(f"{path}.{k}", f"unknown key{did_you_mean(str(k), allowed)}; allowed: {', '.join(sorted(allowed))}")
-        for k in sorted(set(fields) - set(allowed), key=str)
-    ]
+    problems = unknown_keys(fields, allowed, path, list_allowed=True)
     problems += [Problem(f"{path}.{k}", "required key is missing") for k in sorted(required - set(fields))]
     if raw["type"] == "generic":
         return problems + _generic_problems(fields.get("keys"), f"{path}.keys")

@@ -26,6 +26,7 @@ from kmirror.graph_checks import (
     identity_prefix_collisions,
     separator_loops,
 )
+from kmirror.option_table import unknown_keys
 from kmirror.patterns import PATTERNS, Pattern, flow_id, parse_flow_id
 from kmirror.security import security_problems
 from kmirror.settings import MM2_DEFAULTS, merge, normalise, setting_problems
@@ -70,14 +71,6 @@ class Topology:
         return sorted({c.datacenter for c in self.clusters.values()})
 
 
-def _unknown(raw: Mapping[str, Any], allowed: Any, path: str) -> list[Problem]:
-    prefix = f"{path}." if path else ""
-    return [
-        Problem(f"{prefix}{k}", f"unknown key{did_you_mean(str(k), allowed)}; allowed: {', '.join(sorted(allowed))}")
-        for k in sorted(set(raw) - set(allowed), key=str)
-    ]
-
-
 def _parse_clusters(raw: Any, problems: Problems) -> dict[str, Cluster]:
     if not isinstance(raw, dict) or not raw:
         problems.add(
@@ -93,7 +86,7 @@ def _parse_clusters(raw: Any, problems: Problems) -> dict[str, Cluster]:
         if not isinstance(spec, dict):
             problems.add(path, f"must be a mapping with bootstrap_servers and datacenter, got {spec!r}")
             continue
-        problems.extend(_unknown(spec, CLUSTER_KEYS, path))
+        problems.extend(unknown_keys(spec, CLUSTER_KEYS, path, list_allowed=True))
         bootstrap, datacenter = spec.get("bootstrap_servers"), spec.get("datacenter")
         if not isinstance(bootstrap, str) or not _BOOTSTRAP_RE.fullmatch(bootstrap.replace(" ", "")):
             problems.add(f"{path}.bootstrap_servers", f"required 'host:port[,host:port...]', got {bootstrap!r}")
@@ -366,7 +359,7 @@ def parse_topology(raw: Any, source: str = "topology") -> Topology:
     if not isinstance(raw, dict):
         problems.add("", f"a topology file must be a mapping with {', '.join(TOP_KEYS)}; got {type(raw).__name__}")
         problems.raise_if_any()
-    problems.extend(_unknown(raw, TOP_KEYS, ""))
+    problems.extend(unknown_keys(raw, TOP_KEYS, "", list_allowed=True))
     clusters = _parse_clusters(raw.get("clusters"), problems)
     defaults = _parse_defaults(raw.get("defaults"), problems)
     overrides = _parse_overrides(raw.get("flows"), problems)
