@@ -8,7 +8,7 @@ keys. Pure: pydantic only, no pulumi.
 
 from __future__ import annotations
 
-from typing import Literal, get_args
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,6 +27,8 @@ OPERATOR_REPLICAS = 2  # controller and webhook: highly available
 PVC_NAME = "kmirror-checkpoints"
 PVC_SIZE = "10Gi"
 STEP_STOP_TIMEOUT_S = 600  # how long an EMR step replacement waits for the old step
+# A count >= 1 (the option tables' `positive_int`); stack_config words its error with `bound_message`.
+PositiveInt = Annotated[int, Field(ge=1)]
 
 
 class _Strict(BaseModel):
@@ -37,11 +39,11 @@ class _Strict(BaseModel):
 
 class _Common(_Strict):
     checkpoint_root: str | None = Field(None, description="durable directory of the flows' checkpoints")
-    executors: int | None = Field(None, ge=1, description="default executors per flow")
+    executors: PositiveInt | None = Field(None, description="default executors per flow")
     driver_memory: str | None = Field(None, description="default driver memory")
     executor_memory: str | None = Field(None, description="default executor memory")
-    driver_cores: int | None = Field(None, ge=1, description="default driver cores")
-    executor_cores: int | None = Field(None, ge=1, description="default executor cores")
+    driver_cores: PositiveInt | None = Field(None, description="default driver cores")
+    executor_cores: PositiveInt | None = Field(None, description="default executor cores")
     spark_conf: dict[str, str] = Field(default_factory=dict, description="Spark confs added to every app")
 
 
@@ -49,7 +51,9 @@ class OperatorConfig(_Strict):
     install: bool = Field(True, description="install the Kubeflow Spark Operator chart")
     namespace: str = Field(OPERATOR_NAMESPACE, description="the operator's namespace")
     repository: str = Field(OPERATOR_REPOSITORY, description="the chart repository")
-    replicas: int = Field(OPERATOR_REPLICAS, ge=1, description="controller and webhook replicas (2+: highly available)")
+    replicas: PositiveInt = Field(
+        OPERATOR_REPLICAS, description="controller and webhook replicas (2+: highly available)"
+    )
 
 
 class EksClusterConfig(_Strict):
@@ -59,7 +63,7 @@ class EksClusterConfig(_Strict):
     subnet_ids: list[str] = Field(default_factory=list, description="private subnets of the cluster and nodes")
     vpc_id: str | None = Field(None, description="the VPC of subnet_ids")
     instance_type: str = "m7i.xlarge"
-    nodes: int = Field(3, ge=1)
+    nodes: PositiveInt = 3
     endpoint_public_access: bool = Field(False, description="expose the API endpoint publicly (default private)")
     public_access_cidrs: list[str] = Field(default_factory=list)
     kms_key_arn: str | None = Field(None, description="KMS key for secrets envelope encryption (default: created)")
@@ -136,15 +140,15 @@ class EmrSparkConfig(_Common):
     vpc_id: str | None = None
     master_instance_type: str | None = None
     core_instance_type: str | None = None
-    core_instance_count: int | None = Field(None, ge=1)
+    core_instance_count: PositiveInt | None = None
     gssapi: bool = False
-    step_concurrency_level: int | None = Field(None, ge=1)
+    step_concurrency_level: PositiveInt | None = None
     protect: bool = Field(True, description="Pulumi protect + EMR termination protection on cluster and bucket")
     encryption: EmrEncryptionConfig | None = None
     prometheus: EmrPrometheusConfig | None = None
     secret_recovery_window_days: int = Field(7, ge=0, le=30)
-    log_retention_days: int = Field(30, ge=1)
-    noncurrent_version_days: int = Field(30, ge=1)
+    log_retention_days: PositiveInt = 30
+    noncurrent_version_days: PositiveInt = 30
     step_stop_timeout_s: int = Field(
         STEP_STOP_TIMEOUT_S, ge=30, description="how long a step replacement waits for the old step"
     )
