@@ -48,8 +48,8 @@ class TargetSampler(threading.Thread):
                     ends = [self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=2)[1]
                             for p in range(PARTITIONS)]  # fmt: skip
                     self.samples.append((time.monotonic(), sum(ends)))
-                except Exception:  # the remote topic does not exist yet
-                    pass
+                except Exception:  # no answer in time (a loaded machine): ask for fresh metadata, sample again
+                    self.consumer.list_topics(self.topic, timeout=2)
                 self.stop.wait(0.25)
         finally:
             self.consumer.close()
@@ -75,6 +75,10 @@ def test_a_rate_limited_backfill_stays_under_its_limit_in_order(
         "emit_checkpoints": False, "emit_heartbeats": False, "metrics_port": port,
         "max_bytes_per_second": LIMIT,
     })  # fmt: skip
+    # the remote topic exists before the run (as the mirror would create it: same partitions), so
+    # the sampler sees it from its first sample; created by the app mid-run, a loaded machine's
+    # sampler could miss it all run long (its cached metadata said "unknown topic")
+    create_topic(clusters.target, remote, PARTITIONS)
     sampler = TargetSampler(clusters.target, remote)
     sampler.start()
     started = time.monotonic()
@@ -91,7 +95,8 @@ def test_a_rate_limited_backfill_stays_under_its_limit_in_order(
         assert [(m.key(), m.value()) for m in got[p]] == [(key(p, i), value(p, i)) for i in range(PER_PARTITION)]
 
     # the rate on the target: over any stretch of >= 2 s of samples, at most the limit plus a first
-    # burst of 1 s of it. Pacing holds the consuming side from the first record; the target sees a
+    # burst of 1.5 s of it (a loaded machine delivers in clumps; unpaced, all 4.8 MB land within ~1 s).
+    # Pacing holds the consuming side from the first record; the target sees a
     # catch-up at the start (records paced into the producer's queue while it still gets its
     # producer id are delivered together), then the buckets' BURST_S and the end-offset view lagging
     # by a producer batch. Unpaced, the whole copy lands within a second. In all it takes >= total/limit.
@@ -104,7 +109,7 @@ def test_a_rate_limited_backfill_stays_under_its_limit_in_order(
             if t1 - t0 >= 2.0:
                 rate = (n1 - n0) * record_bytes / (t1 - t0)
                 worst = max(worst, rate)
-                assert (n1 - n0) * record_bytes <= LIMIT * (t1 - t0 + 1.0), (t0, t1, n0, n1)
+                assert (n1 - n0) * record_bytes <= LIMIT * (t1 - t0 + 1.5), (t0, t1, n0, n1)
     assert elapsed >= total / LIMIT
 
     # the app's own figures: bytes over the batches' copy time, the limit and the throttled time
