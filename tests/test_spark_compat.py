@@ -33,6 +33,14 @@ ROOT = Path(__file__).resolve().parents[1]
 SPARK_HAS_ADMISSION_CONTROL = importlib.util.find_spec("pyspark.sql.streaming.datasource") is not None
 
 
+# Deploy-time modules: the stack-config models need pydantic, which the app's runtime (the image,
+# EMR nodes, scripts/app-requirements.txt) does not install; the CLI commands that read stack
+# files come with them. import-linter keeps spark_app and kmirror_engine off pydantic
+# (pyproject.toml), so the app never reaches them.
+DEPLOY_TIME = ("kmirror.stack_models", "kmirror.stack_config", "kmirror_cli")
+HAS_PYDANTIC = importlib.util.find_spec("pydantic") is not None
+
+
 def test_every_app_and_core_module_imports_on_this_python_and_pyspark() -> None:
     names = [
         m.name
@@ -41,6 +49,8 @@ def test_every_app_and_core_module_imports_on_this_python_and_pyspark() -> None:
     ]
     assert len(names) > 70
     for name in names:
+        if not HAS_PYDANTIC and name.startswith(DEPLOY_TIME):
+            continue  # the app's venv: deploy-time modules are not part of the app
         importlib.import_module(name)  # raises on a missing module or newer-Python syntax
 
 
