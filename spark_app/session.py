@@ -60,6 +60,8 @@ LOCAL_CONFS: dict[str, str] = {
     "spark.sql.streaming.metricsEnabled": "false",
     # the app never caches: leave memory to the copying Python workers
     "spark.python.worker.reuse": "true",
+    # a Python worker that dies (a native abort, a segfault) leaves its stack in the log
+    "spark.python.worker.faulthandler.enabled": "true",
 }
 # Forced everywhere, over any conf: a speculative copy of a writer task would write its
 # partitions' records a second time, interleaved with the first attempt's in the target

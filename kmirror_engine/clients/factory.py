@@ -245,16 +245,33 @@ def is_auth_error(exc: BaseException) -> bool:
     return isinstance(error, KafkaError) and error.code() in AUTH_ERRORS
 
 
+class _ClientKey:
+    """The key the current admin client was built from (None: rebuild at the next call). Futures'
+    done-callbacks hold this, never the client: see `RefreshingAdmin`."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value: str | None = None
+
+
 class RefreshingAdmin:
     """An AdminClient proxy: every call re-resolves the endpoint's secret references and uses a
     client built from exactly that material (`client_cache.config_key`, file contents
-    included), rebuilt after an authentication/TLS error seen in a call or in one of its futures."""
+    included), rebuilt after an authentication/TLS error seen in a call or in one of its futures.
+
+    The callbacks watching the futures hold only the key (`_ClientKey`), never this proxy or its
+    client. librdkafka completes admin futures on the client's own background thread; a caller
+    that stopped waiting (a timed-out `future.result(timeout=...)`) has dropped its references,
+    so a callback holding the client would drop the last one there, and `rd_kafka_destroy()`
+    from a librdkafka thread aborts the process ("Application bug: rd_kafka_destroy() called
+    from librdkafka owned thread"): a Spark worker crash (tests/test_admin_lifetime.py)."""
 
     def __init__(self, endpoint: ClusterEndpoint, factory: Any = None) -> None:
         """`factory(config)`: makes the client (default: `AdminClient`, looked up at each build)."""
         self.endpoint, self.factory = endpoint, factory or (lambda config: AdminClient(config))
         self._client: Any = None
-        self._key: str | None = None
+        self._key = _ClientKey()
         self.rebuilds = 0  # clients built after the first one
 
     def current(self) -> Any:
@@ -262,37 +279,46 @@ class RefreshingAdmin:
 
         config = with_ticket_cache(resolve_references(self.endpoint.client_config()))
         key = config_key(config)
-        if self._client is None or key != self._key:
+        if self._client is None or key != self._key.value:
             self.rebuilds += self._client is not None
-            self._client, self._key = self.factory(config), key
+            self._client = None  # the old client goes here, in the caller's thread
+            self._client, self._key.value = self.factory(config), key
         return self._client
 
     def invalidate(self) -> None:
         """Build a new client at the next call (its credentials were refused)."""
-        self._key = None
+        self._key.value = None
 
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.current(), name)
         if not callable(attr):
             return attr
+        key = self._key
 
         def call(*args: Any, **kwargs: Any) -> Any:
             try:
                 result = attr(*args, **kwargs)
             except KafkaException as exc:
                 if is_auth_error(exc):
-                    self.invalidate()
+                    key.value = None
                 raise
             for future in result.values() if isinstance(result, dict) else ():
                 if hasattr(future, "add_done_callback"):
-                    future.add_done_callback(self._watch)
+                    future.add_done_callback(_auth_watcher(key))
             return result
 
         return call
 
-    def _watch(self, future: Any) -> None:
+
+def _auth_watcher(key: _ClientKey) -> Callable[[Any], None]:
+    """A future's done-callback: an authentication/TLS failure marks the client for a rebuild.
+    Runs on librdkafka's background thread; holds the key only (`RefreshingAdmin`)."""
+
+    def watch(future: Any) -> None:
         if not future.cancelled() and (exc := future.exception()) is not None and is_auth_error(exc):
-            self.invalidate()
+            key.value = None
+
+    return watch
 
 
 def refresh_metadata(producer: Any, topic: str, timeout_s: float = 5.0) -> None:
