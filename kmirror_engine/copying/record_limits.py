@@ -74,7 +74,7 @@ def topic_limits(admin: Any, topics: Iterable[str], timeout_s: float = 10.0) -> 
             entry = future.result(timeout=timeout_s).get(LIMIT_CONFIG)
         except (KafkaException, FutureTimeout) as exc:
             log.warning("cannot read %s of target topic %s (records are checked by the broker only): %s",
-                        LIMIT_CONFIG, resource.name, exc)  # fmt: skip
+                        LIMIT_CONFIG, resource.name, exc or f"no answer within {timeout_s:g} s")  # fmt: skip
             continue
         if entry is not None and entry.value is not None:
             out[resource.name] = int(entry.value)
