@@ -49,7 +49,7 @@ PY40 := $(VENV40)/bin/python
 SPARK40_TESTS ?= tests/test_spark_compat.py tests/e2e/test_mirror_e2e.py tests/e2e/test_failover_e2e.py tests/e2e/test_transform_e2e.py \
 	tests/e2e/test_exactly_once.py tests/e2e/test_faults.py tests/e2e/test_day_two_e2e.py \
 	tests/e2e/test_sync_history_e2e.py tests/e2e/test_rate_limit_e2e.py tests/test_copy.py tests/test_future_timeouts.py \
-	tests/test_admin_lifetime.py
+	tests/test_admin_lifetime.py tests/test_jvm_classes.py
 
 $(VENV40)/.installed: scripts/spark40-requirements.txt scripts/app-requirements.txt pyproject.toml
 	@if [ -z "$(PYTHON310)" ]; then \

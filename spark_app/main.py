@@ -162,7 +162,8 @@ def run_flow(
     if spark is None:
         from spark_app.session import build_session
 
-        spark = build_session(master, app_name=f"kmirror {spec.id}")
+        # records stay out of the JVM unless a SQL transform runs over them
+        spark = build_session(master, app_name=f"kmirror {spec.id}", quick_jit=spec.option("transform") is None)
     tickers: list[Any] = []
     try:
         if spec.option("transform") is not None:  # a bad query is refused before anything is written
@@ -181,6 +182,9 @@ def run_flow(
             ticker.stop()
         if own_session:
             spark.stop()
+            from spark_app import jvm_classes
+
+            jvm_classes.finish()  # the first run's JVM leaves a class archive for the next start-up
 
 
 def run_once(spark: Any, spec: FlowSpec, checkpoint: str, stop: threading.Event, reader_api: str = "auto") -> None:

@@ -6,6 +6,8 @@
 - no web UI (tests run many sessions on shared machines; clusters configure their own UI);
 - few shuffle partitions (the mirror never shuffles) and Python workers from `PYSPARK_PYTHON`
   (defaulting to this interpreter, so executors import the same packages);
+- a JVM it launches maps a class-data-sharing archive of Spark's classes, made by the first
+  clean run (`spark_app.jvm_classes`; the caller calls `jvm_classes.finish()` after `stop()`);
 - on a cluster (`master` None) the cluster's confs win: only the quiet logging is applied,
   and `REQUIRED_CONFS`, which no conf can override (`session_confs`).
 """
@@ -89,10 +91,18 @@ def _log4j_file() -> str:
     return str(path)
 
 
+# A driver JVM whose work is only planning micro-batches (records never enter it) needs no
+# optimizing compiler: C1 alone starts ~1 s sooner and copied as fast (docs/performance.md).
+QUICK_JIT = "-XX:TieredStopAtLevel=1"
+
+
 def build_session(
-    master: str | None = "local[*]", app_name: str = "kmirror", confs: dict[str, str] | None = None
-) -> Any:
-    """Build (or get) the SparkSession; `confs` override the local defaults."""
+    master: str | None = "local[*]", app_name: str = "kmirror", confs: dict[str, str] | None = None,
+    quick_jit: bool = False,
+) -> Any:  # fmt: skip
+    """Build (or get) the SparkSession; `confs` override the local defaults. `quick_jit`: a JVM
+    launched here runs without the optimizing compiler (for runs whose records stay out of the
+    JVM: not for SQL transforms)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if master is not None and master.startswith("local"):
@@ -101,8 +111,12 @@ def build_session(
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\..*")
     from pyspark.sql import SparkSession
 
-    log_option = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"
-    builder = SparkSession.builder.appName(app_name).config("spark.driver.extraJavaOptions", log_option)
+    java_options = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"
+    if _launches_jvm():
+        from spark_app.jvm_classes import archive_options
+
+        java_options = f"{java_options} {archive_options()}{' ' + QUICK_JIT if quick_jit else ''}".strip()
+    builder = SparkSession.builder.appName(app_name).config("spark.driver.extraJavaOptions", java_options)
     if master is not None:
         builder = builder.master(master)
     for key, value in session_confs(master, confs).items():
@@ -110,3 +124,11 @@ def build_session(
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
     return session
+
+
+def _launches_jvm() -> bool:
+    """Whether `getOrCreate()` will start the driver JVM here (not when spark-submit started it,
+    nor when this process already has one)."""
+    from pyspark import SparkContext
+
+    return "PYSPARK_GATEWAY_PORT" not in os.environ and SparkContext._gateway is None

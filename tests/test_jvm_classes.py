@@ -1,0 +1,103 @@
+"""The driver JVM's class-data-sharing archive (spark_app.jvm_classes): made by a clean run,
+mapped by the next, never adopted from a run that did not end cleanly."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from spark_app import jvm_classes
+
+
+@pytest.fixture
+def archives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    directory = tmp_path / "archives"
+    monkeypatch.setenv(jvm_classes.ENV, str(directory))
+    return directory
+
+
+def test_switched_off_no_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(jvm_classes.ENV, "off")
+    assert jvm_classes.archive_options() == ""
+
+
+def test_without_an_archive_this_run_dumps_one_into_a_private_pending_file(archives: Path) -> None:
+    options = jvm_classes.archive_options()
+    key = jvm_classes.archive_key()
+    assert key is not None
+    assert f"-XX:ArchiveClassesAtExit={archives}/spark-{key}.{os.getpid()}.pending" in options
+    assert "-Xlog:cds=off" in options  # otherwise one warning per skipped class on stdout
+    assert stat.S_IMODE(archives.stat().st_mode) == 0o700
+
+
+def test_an_existing_archive_is_mapped(archives: Path) -> None:
+    archives.mkdir(mode=0o700)
+    (archives / f"spark-{jvm_classes.archive_key()}.jsa").write_bytes(b"x")
+    assert jvm_classes.archive_options().startswith(f"-XX:SharedArchiveFile={archives}/spark-")
+
+
+def test_a_directory_others_can_write_is_not_used(archives: Path) -> None:
+    archives.mkdir()
+    archives.chmod(0o777)
+    assert jvm_classes.archive_options() == ""
+
+
+def test_pending_dumps_of_dead_runs_are_removed_live_ones_kept(archives: Path) -> None:
+    archives.mkdir(mode=0o700)
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    abandoned = archives / f"spark-k.{dead.stdout.strip()}.pending"
+    running = archives / "spark-k.1.pending"  # pid 1 is alive
+    for path in (abandoned, running):
+        path.write_bytes(b"partial")
+    jvm_classes.archive_options()
+    assert not abandoned.exists() and running.exists()
+
+
+@pytest.mark.parametrize(("exit_code", "adopted"), [(0, True), (1, False), (None, False)])
+def test_finish_adopts_the_dump_only_after_a_clean_jvm_exit(
+    archives: Path, monkeypatch: pytest.MonkeyPatch, exit_code: int | None, adopted: bool
+) -> None:
+    jvm_classes.archive_options()
+    plan = jvm_classes._plan
+    assert plan is not None and plan.pending is not None
+    plan.pending.write_bytes(b"archive")
+    monkeypatch.setattr(jvm_classes, "_end_jvm", lambda timeout_s: exit_code)
+    jvm_classes.finish()
+    assert plan.archive.exists() is adopted
+    assert not plan.pending.exists()  # adopted or removed, never left behind
+
+
+RUN = textwrap.dedent(
+    """
+    from spark_app import jvm_classes
+    from spark_app.session import build_session
+    spark = build_session("local[1]", quick_jit=True)
+    plan = jvm_classes._plan
+    assert spark.range(5).count() == 5
+    spark.stop()
+    jvm_classes.finish()
+    print("made" if plan.pending is not None else "mapped", flush=True)
+    """
+)
+
+
+@pytest.mark.e2e
+def test_a_real_run_leaves_an_archive_the_next_run_maps(archives: Path) -> None:
+    """Two JVMs: the first dumps its classes at exit and the archive is adopted; the second
+    starts with it (a JVM that could not map it would still start: the plan is what is checked,
+    the session working with it is what must hold)."""
+    env = {**os.environ, jvm_classes.ENV: str(archives)}
+    first = subprocess.run([sys.executable, "-c", RUN], env=env, capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0 and "made" in first.stdout, first.stderr[-3000:]
+    [archive] = archives.glob("spark-*.jsa")
+    assert archive.stat().st_size > 1_000_000 and not list(archives.glob("*.pending"))
+    second = subprocess.run([sys.executable, "-c", RUN], env=env, capture_output=True, text=True, timeout=300)
+    assert second.returncode == 0 and "mapped" in second.stdout, second.stderr[-3000:]
+    assert "cds" not in second.stdout.lower()  # no CDS warnings on stdout
+    archive.unlink()  # ~150 MB: not kept in pytest's retained temporary directories
