@@ -115,6 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     spark = sorted(sparks, key=lambda s: s["rate"])[len(sparks) // 2]  # the median spark run
     cpu_us = statistics.median(s["cpu_s"]["workers"] / args.records * 1e6 for s in sparks)
     print_report(console, args, rates, spark, latency, loads, cpu_us, many)
+    console.print(
+        "start-up of every spark run, in order: "
+        + " ".join(f"{s['startup_s']:.1f} s" for s in sparks)
+        + " (a run without a JVM class archive yet also writes one at exit: spark_app/jvm_classes.py)"
+    )
     print(
         f"RESULT spark_vs_raw={rate['spark'] / rate['raw']:.2f} "
         f"spark_vs_raw_parallel={rate['spark'] / rate['raw_parallel']:.2f} "

@@ -163,7 +163,8 @@ def run_flow(
         from spark_app.session import build_session
 
         # records stay out of the JVM unless a SQL transform runs over them
-        spark = build_session(master, app_name=f"kmirror {spec.id}", quick_jit=spec.option("transform") is None)
+        spark = build_session(master, app_name=f"kmirror {spec.id}", quick_start=True,
+                              quick_jit=spec.option("transform") is None)  # fmt: skip
     tickers: list[Any] = []
     try:
         if spec.option("transform") is not None:  # a bad query is refused before anything is written

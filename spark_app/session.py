@@ -6,8 +6,9 @@
 - no web UI (tests run many sessions on shared machines; clusters configure their own UI);
 - few shuffle partitions (the mirror never shuffles) and Python workers from `PYSPARK_PYTHON`
   (defaulting to this interpreter, so executors import the same packages);
-- a JVM it launches maps a class-data-sharing archive of Spark's classes, made by the first
-  clean run (`spark_app.jvm_classes`; the caller calls `jvm_classes.finish()` after `stop()`);
+- with `quick_start`, a JVM it launches maps a class-data-sharing archive of Spark's classes,
+  made by the first clean run (`spark_app.jvm_classes`; the caller calls `jvm_classes.finish()`
+  after `stop()`);
 - on a cluster (`master` None) the cluster's confs win: only the quiet logging is applied,
   and `REQUIRED_CONFS`, which no conf can override (`session_confs`).
 """
@@ -98,11 +99,12 @@ QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 def build_session(
     master: str | None = "local[*]", app_name: str = "kmirror", confs: dict[str, str] | None = None,
-    quick_jit: bool = False,
+    quick_start: bool = False, quick_jit: bool = False,
 ) -> Any:  # fmt: skip
-    """Build (or get) the SparkSession; `confs` override the local defaults. `quick_jit`: a JVM
-    launched here runs without the optimizing compiler (for runs whose records stay out of the
-    JVM: not for SQL transforms)."""
+    """Build (or get) the SparkSession; `confs` override the local defaults. For a JVM launched
+    here: `quick_start` maps (or makes) the class archive (`spark_app.jvm_classes`: the caller
+    then calls `jvm_classes.finish()` after `stop()`); `quick_jit` runs it without the
+    optimizing compiler (for runs whose records stay out of the JVM: not for SQL transforms)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     if master is not None and master.startswith("local"):
@@ -111,12 +113,14 @@ def build_session(
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\..*")
     from pyspark.sql import SparkSession
 
-    java_options = f"-Dlog4j2.configurationFile=file:{_log4j_file()}"
+    java_options = [f"-Dlog4j2.configurationFile=file:{_log4j_file()}"]
     if _launches_jvm():
         from spark_app.jvm_classes import archive_options
 
-        java_options = f"{java_options} {archive_options()}{' ' + QUICK_JIT if quick_jit else ''}".strip()
-    builder = SparkSession.builder.appName(app_name).config("spark.driver.extraJavaOptions", java_options)
+        java_options += [archive_options()] if quick_start else []
+        java_options += [QUICK_JIT] if quick_jit else []
+    java_options = [option for option in java_options if option]
+    builder = SparkSession.builder.appName(app_name).config("spark.driver.extraJavaOptions", " ".join(java_options))
     if master is not None:
         builder = builder.master(master)
     for key, value in session_confs(master, confs).items():

@@ -77,7 +77,7 @@ RUN = textwrap.dedent(
     """
     from spark_app import jvm_classes
     from spark_app.session import build_session
-    spark = build_session("local[1]", quick_jit=True)
+    spark = build_session("local[1]", quick_start=True, quick_jit=True)
     plan = jvm_classes._plan
     assert spark.range(5).count() == 5
     spark.stop()
