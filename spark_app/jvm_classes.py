@@ -31,6 +31,7 @@ import logging
 import os
 import shutil
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,7 @@ log = logging.getLogger("kmirror.jvm_classes")
 ENV = "KMIRROR_JVM_CLASS_ARCHIVE"
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 EXIT_TIMEOUT_S = 60.0
+CHILDREN_TIMEOUT_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -150,6 +152,9 @@ def _end_jvm(timeout_s: float) -> int | None:
     proc = getattr(gateway, "proc", None)
     if gateway is None or proc is None:
         return None
+    # Spark's Python processes (the streaming source runner, workers) may still be ending after
+    # stop(): ending the JVM under them makes them print a broken-pipe traceback
+    _wait_for_children(proc.pid, CHILDREN_TIMEOUT_S)
     with contextlib.suppress(Exception):
         gateway.close()
     SparkContext._gateway = None  # a later session in this process launches a new JVM
@@ -161,3 +166,25 @@ def _end_jvm(timeout_s: float) -> int | None:
     except Exception:  # a JVM that does not end in time is left alone; its dump is not trusted
         log.info("the driver JVM did not exit within %.0f s; no class archive adopted", timeout_s)
         return None
+
+
+def _children(pid: int) -> list[int]:
+    """Live child processes of `pid`."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            state, ppid = (entry / "stat").read_text().rsplit(")", 1)[1].split()[:2]
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == str(pid) and state != "Z":  # an exited, unreaped child (the launcher's shell) is gone
+            out.append(int(entry.name))
+    return out
+
+
+def _wait_for_children(pid: int, timeout_s: float) -> None:
+    """Until the process `pid` has no child processes left (bounded; Linux /proc)."""
+    deadline = time.monotonic() + timeout_s
+    while _children(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
