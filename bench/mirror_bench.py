@@ -229,7 +229,8 @@ def print_report(console: Console, args: argparse.Namespace, rates: dict[str, li
         f"latency, streaming at {args.latency_rate:,} records/s, trigger_interval_ms {interval} "
         f"({latency['sent']:,} records after a 10 s warm-up at the same rate): p50 {latency['p50_ms']} ms, "
         f"p99 {latency['p99_ms']} ms, max {latency['max_ms']} ms; {latency['batches']} batches, median batch "
-        f"cycle {latency['cycle_ms']} ms, median task {latency['task_ms']} ms; memory peak {_memory(latency['rss'])}; "
+        f"cycle {latency['cycle_ms']} ms, median task {latency['task_ms']} ms, median sink commit (listeners) "
+        f"{latency['listeners_ms']} ms; memory peak {_memory(latency['rss'])}; "
         f"load avg after {loads['latency'][0]}"
     )
     console.log(f"finished at {time.strftime('%H:%M:%S')}")

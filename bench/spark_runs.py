@@ -52,6 +52,11 @@ def _start_app(flow: Path, batch_log: Path, once: bool, log: Path) -> subprocess
         return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
+def _median(values: list[Any]) -> Any:
+    known = sorted(v for v in values if v is not None)
+    return known[len(known) // 2] if known else None
+
+
 def _batches(batch_log: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in batch_log.read_text().splitlines()] if batch_log.exists() else []
 
@@ -178,6 +183,7 @@ def run_latency(
             "max_ms": received[-1], "batches": len(batches),
             "cycle_ms": sorted(cycle_ms)[len(cycle_ms) // 2] if cycle_ms else None,
             "task_ms": sorted(b["tasks_ms"] for b in batches)[len(batches) // 2] if batches else None,
+            "listeners_ms": _median([b.get("listeners_ms") for b in batches]),
             "rss": sampler.peaks, "log": str(workdir / "lat.log")}  # fmt: skip
 
 

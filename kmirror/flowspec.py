@@ -104,7 +104,14 @@ OPTIONS = OptionTable(
         "loop has (exactly_once, dead_letter_topic, rate limits; docs/performance.md).",
         one_of("auto", "native", "python"),
     ),
-    Option("trigger_interval_ms", 1_000, "Micro-batch interval in streaming mode.", non_negative_int),
+    Option(
+        "trigger_interval_ms",
+        200,
+        "Micro-batch interval in streaming mode. A batch takes ~0.3 s of Spark's own work, so under "
+        "load batches run back to back (p99 latency ~0.7 s); idle, each interval only asks the source "
+        "for its end offsets (docs/performance.md).",
+        non_negative_int,
+    ),
     Option(
         "topic_refresh_interval_ms", 30_000, "How often new source topics/partitions are discovered.", non_negative_int
     ),

@@ -17,6 +17,11 @@ Contract:
 - Archives live in `KMIRROR_JVM_CLASS_ARCHIVE` (a directory) or `~/.cache/kmirror/jvm-classes`
   (created 0700: the JVM loads classes from it), one per (java binary, Spark jars) key; a JVM
   that finds an archive it cannot use (a different classpath) ignores it and starts normally.
+- Archives do not pile up (each is ~150 MB; every new venv, Spark or Java makes a new key): the
+  archive a run maps is touched (its mtime is its last use), and at every start archives of
+  other keys unused for `KEEP_DAYS` days, or beyond the `KEEP_ARCHIVES` most recently used,
+  are removed. A JVM that has one mapped keeps its mapping (Linux keeps an unlinked file's
+  pages until the last mapping ends).
 - CDS logging is off: the JVM otherwise prints one warning per skipped class to stdout.
 
 Only runs whose JVM PySpark launches use this (`kmirror run`, `python -m spark_app` with a
@@ -41,6 +46,8 @@ ENV = "KMIRROR_JVM_CLASS_ARCHIVE"
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
 EXIT_TIMEOUT_S = 60.0
 CHILDREN_TIMEOUT_S = 15.0
+KEEP_DAYS = 14
+KEEP_ARCHIVES = 3
 
 
 @dataclass(frozen=True)
@@ -110,10 +117,34 @@ def archive_options() -> str:
     _remove_abandoned(directory)
     archive = directory / f"spark-{key}.jsa"
     if archive.exists():
+        with contextlib.suppress(OSError):
+            os.utime(archive)  # its last use, for pruning
         _plan = ArchivePlan(archive, None)
     else:
         _plan = ArchivePlan(archive, directory / f"spark-{key}.{os.getpid()}.pending")
+    prune(directory, keep=archive)
     return _plan.java_options()
+
+
+def prune(directory: Path, keep: Path, now: float | None = None) -> list[Path]:
+    """Remove archives other than `keep` unused for KEEP_DAYS days or beyond the KEEP_ARCHIVES
+    most recently used (module doc); returns what was removed."""
+    now = time.time() if now is None else now
+    used: list[tuple[float, Path]] = []
+    for path in directory.glob("spark-*.jsa"):
+        if path != keep:
+            with contextlib.suppress(OSError):
+                used.append((path.stat().st_mtime, path))
+    used.sort(reverse=True)  # most recently used first; `keep` (mapped or about to be made) takes a slot
+    removed = []
+    for index, (mtime, path) in enumerate(used):
+        if index >= KEEP_ARCHIVES - 1 or now - mtime > KEEP_DAYS * 86400:
+            with contextlib.suppress(OSError):
+                path.unlink()
+                removed.append(path)
+    if removed:
+        log.info("JVM class archives unused for long removed: %s", ", ".join(p.name for p in removed))
+    return removed
 
 
 def _remove_abandoned(directory: Path) -> None:

@@ -8,6 +8,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -57,6 +58,35 @@ def test_pending_dumps_of_dead_runs_are_removed_live_ones_kept(archives: Path) -
         path.write_bytes(b"partial")
     jvm_classes.archive_options()
     assert not abandoned.exists() and running.exists()
+
+
+def test_archives_of_other_keys_are_pruned_by_last_use_and_count(archives: Path) -> None:
+    """Every new venv, Spark or Java makes a new ~150 MB archive: old ones must not pile up."""
+    archives.mkdir(mode=0o700)
+    key = jvm_classes.archive_key()
+    mine = archives / f"spark-{key}.jsa"
+    now = time.time()
+    ages_days = {"recent1": 1, "recent2": 2, "recent3": 3, "stale": jvm_classes.KEEP_DAYS + 1}
+    for name, days in {**ages_days, key: 30}.items():
+        path = archives / f"spark-{name}.jsa"
+        path.write_bytes(b"x")
+        os.utime(path, (now - days * 86400, now - days * 86400))
+    jvm_classes.archive_options()  # maps `mine`: touched, so the newest; room for KEEP_ARCHIVES - 1 others
+    assert mine.exists() and mine.stat().st_mtime >= now - 5
+    left = sorted(p.name for p in archives.glob("spark-*.jsa") if p != mine)
+    assert left == ["spark-recent1.jsa", "spark-recent2.jsa"][: jvm_classes.KEEP_ARCHIVES - 1]
+    assert not (archives / "spark-stale.jsa").exists()
+
+
+def test_pruning_by_age_alone(archives: Path) -> None:
+    archives.mkdir(mode=0o700)
+    keep, old, young = (archives / f"spark-{n}.jsa" for n in ("keep", "old", "young"))
+    for path in (keep, old, young):
+        path.write_bytes(b"x")
+    now = time.time()
+    os.utime(old, (now - (jvm_classes.KEEP_DAYS + 1) * 86400,) * 2)
+    assert jvm_classes.prune(archives, keep=keep, now=now) == [old]
+    assert keep.exists() and young.exists()
 
 
 @pytest.mark.parametrize(("exit_code", "adopted"), [(0, True), (1, False), (None, False)])

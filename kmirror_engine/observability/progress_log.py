@@ -3,12 +3,21 @@
 Written to stderr as `kmirror progress {json}` (the sink's commit runs in a Python worker whose
 logging is not configured, and stderr reaches the driver's console and the Spark driver log).
 Lag is the source's end offsets minus the batch's next offsets, over the batch's partitions.
+
+At most one line per `LINE_INTERVAL_S` while the mirror is behind: a streaming mirror runs a
+batch every ~0.2-0.3 s under load (trigger_interval_ms 200), and weeks of that would be
+millions of lines. A batch that comes sooner after the last line and leaves lag behind (so
+another batch follows) is held and summed into the next line (`"batches"` counts them); a
+batch that catches up (lag 0, or lag unknown) is always printed at once, so a burst's last
+line is never held; whatever is still held at close is printed then.
 """
 
 from __future__ import annotations
 
 import json
 import sys
+import time
+from dataclasses import replace
 from typing import Any, TextIO
 
 from kmirror.errors import KmirrorError
@@ -17,6 +26,7 @@ from kmirror_engine.failover.group_commit import next_offsets
 from kmirror_engine.observability.progress import BatchProgress
 
 PREFIX = "kmirror progress "
+LINE_INTERVAL_S = 1.0
 
 
 def progress_record(
@@ -55,9 +65,25 @@ def _throttling(spec: FlowSpec, batch: BatchProgress) -> dict[str, Any]:
     }
 
 
+def merge(held: BatchProgress, batch: BatchProgress) -> BatchProgress:
+    """`batch` with a held earlier batch summed in (for one line over both)."""
+    return replace(
+        batch,
+        partitions=held.partitions + batch.partitions,
+        duration_ms=held.duration_ms + batch.duration_ms,
+        source_end_offsets={**held.source_end_offsets, **batch.source_end_offsets},
+        throttled_ms=held.throttled_ms + batch.throttled_ms,
+    )
+
+
 class ProgressLogListener:
-    def __init__(self, spec: FlowSpec, out: TextIO | None = None, admin: Any = None) -> None:
-        self.spec, self.out, self._admin = spec, out, admin
+    def __init__(
+        self, spec: FlowSpec, out: TextIO | None = None, admin: Any = None, interval_s: float = LINE_INTERVAL_S
+    ) -> None:
+        self.spec, self.out, self._admin, self.interval_s = spec, out, admin, interval_s
+        self._held: BatchProgress | None = None
+        self._held_batches = 0
+        self._last_line = float("-inf")  # time.monotonic() of the last line
 
     def _end_offsets(self, batch: BatchProgress) -> dict[tuple[str, int], int] | None:
         from kmirror_engine.planning.offset_queries import query_offsets
@@ -75,11 +101,26 @@ class ProgressLogListener:
     def on_batch(self, batch: BatchProgress) -> None:
         if batch.records == 0 and not batch.partitions:
             return
-        line = PREFIX + json.dumps(progress_record(self.spec, batch, self._end_offsets(batch)))
+        if self._held is not None:
+            batch = merge(self._held, batch)
+        batches = self._held_batches + 1
+        end_offsets = self._end_offsets(batch)
+        record = progress_record(self.spec, batch, end_offsets)
+        if record["lag"] and time.monotonic() - self._last_line < self.interval_s:
+            self._held, self._held_batches = batch, batches  # behind: the next batch comes soon
+            return
+        self._print(record, batches)
+
+    def _print(self, record: dict[str, Any], batches: int) -> None:
+        self._held, self._held_batches = None, 0
+        self._last_line = time.monotonic()
+        line = PREFIX + json.dumps({**record, "batches": batches})
         print(line, file=self.out or sys.stderr, flush=True)
 
     def on_idle(self, now_ms: int) -> None:
         """Nothing periodic."""
 
     def close(self, final: bool) -> None:
-        """Nothing to release (the admin client has no close)."""
+        """Print a held line (the admin client has no close)."""
+        if self._held is not None:
+            self._print(progress_record(self.spec, self._held, self._end_offsets(self._held)), self._held_batches)
