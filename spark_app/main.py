@@ -25,6 +25,7 @@ import signal
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -95,7 +96,10 @@ def start_query(
 
         writer = transform_writer(spark, ranges, spec, task_count)
     else:
-        writer = ranges.writeStream.format(SINK_NAME).option("flow_spec", spec_json)
+        # query_token: the sink fences exactly-once ids once per query start, not per streamWriter call
+        writer = (
+            ranges.writeStream.format(SINK_NAME).option("flow_spec", spec_json).option("query_token", uuid.uuid4().hex)
+        )
     writer = writer.option("checkpointLocation", checkpoint).queryName(f"kmirror {spec.id}")
     if once:
         writer = writer.trigger(availableNow=True)

@@ -285,7 +285,8 @@ def _append_batch_log(
 ) -> None:
     line = {"batch_id": batch.batch_id, "records": batch.records, "bytes": batch.bytes,
             "tasks_ms": batch.duration_ms, "throttled_ms": batch.throttled_ms, "first_read_ms": first_read_ms,
-            "last_delivery_ms": last_delivery_ms, "committed_ms": _now_ms(), "listeners_ms": listeners_ms}  # fmt: skip
+            "last_delivery_ms": last_delivery_ms, "committed_ms": _now_ms(), "listeners_ms": listeners_ms,
+            "commit_pid": os.getpid()}  # fmt: skip
     with open(path, "a") as log:
         log.write(json.dumps(line) + "\n")
 
@@ -307,5 +308,23 @@ class MirrorSink(DataSource):
             raise KmirrorError(f'the {SINK_NAME} data source needs option "flow_spec" (FlowSpec.to_dict() as JSON)')
         spec = parse_flow_spec(json.loads(spec_json))
         if spec.exactly_once:
-            fence_for_query(spec)  # called on the driver when the query starts, before any task
+            _fence_once(spec, self.options.get("query_token"))
         return MirrorStreamWriter(spec_json)
+
+
+# Queries (start_query's `query_token`) this process has fenced for. Spark calls `streamWriter`
+# when the query starts, before any task, but also in the sink's commit runner at every commit
+# (4.0 and 4.3) and when planning every batch's write (4.0): fencing there would create and
+# initialise one transactional producer per source partition per batch for nothing (every
+# transaction of the batch is already committed or aborted by then).
+_FENCED: set[str] = set()
+
+
+def _fence_once(spec: FlowSpec, query_token: str | None) -> None:
+    """Fence the earlier runs' transactional ids once per query start in this process (without a
+    token, as before: every call)."""
+    if query_token is not None and query_token in _FENCED:
+        return
+    fence_for_query(spec)
+    if query_token is not None:
+        _FENCED.add(query_token)

@@ -109,3 +109,25 @@ def test_the_sink_needs_the_flow_spec_option() -> None:
 def test_a_task_without_ranges_creates_no_clients_and_reports_nothing() -> None:
     message = MirrorStreamWriter(json.dumps(SPEC)).write(iter([]))
     assert (message.task_id, message.partitions, message.first_read_ms) == (0, (), None)
+
+
+def test_exactly_once_ids_are_fenced_once_per_query_start_not_at_every_stream_writer_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Spark calls streamWriter() again at every commit (and every batch's planning on 4.0): before,
+    each call created and initialised one transactional producer per source partition."""
+    import spark_app.sink
+    from tests.test_source_planner import spec
+
+    fenced: list[str] = []
+    monkeypatch.setattr(spark_app.sink, "fence_for_query", lambda flow: fenced.append(flow.id))
+    eos = json.dumps(spec(exactly_once=True).to_dict())
+    for _ in range(3):  # query start, then two commits
+        MirrorSink(options={"flow_spec": eos, "query_token": "query-1"}).streamWriter(None, False)
+    assert fenced == ["west->east"]
+    MirrorSink(options={"flow_spec": eos, "query_token": "query-2"}).streamWriter(None, False)  # a new query
+    MirrorSink(options={"flow_spec": eos}).streamWriter(None, False)  # no token: every call, as before
+    assert fenced == ["west->east"] * 3
+    at_least_once = json.dumps(spec().to_dict())
+    MirrorSink(options={"flow_spec": at_least_once, "query_token": "query-3"}).streamWriter(None, False)
+    assert len(fenced) == 3
