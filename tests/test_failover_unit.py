@@ -238,6 +238,33 @@ def test_metrics_per_partition_in_prometheus_text_and_progress_log() -> None:
         assert line in text
 
 
+def test_the_mirror_metrics_line_is_a_snapshot_at_most_every_interval_while_metrics_see_every_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A row per partition per batch: at a batch every ~0.3 s over thousands of partitions a line
+    per batch would flood the log for weeks."""
+    import io
+    import json
+
+    import kmirror_engine.observability.metrics as metrics_module
+
+    clock = [1000.0]
+    monkeypatch.setattr(metrics_module.time, "monotonic", lambda: clock[0])
+    out = io.StringIO()
+    metrics = FlowMetrics("west->east", out=out)
+    for batch_id in range(5):  # 0.3 s apart
+        part = PartitionProgress("orders", 0, "west.orders", batch_id * 10, batch_id * 10 + 10, 10, 100, 1_000)
+        metrics.observe_batch(BatchProgress(batch_id, (part,), 100), now_ms=1_250)
+        clock[0] += 0.3
+    clock[0] += metrics_module.SNAPSHOT_INTERVAL_S
+    metrics.observe_batch(BatchProgress(5, (part,), 100), now_ms=1_250)
+    metrics.observe_batch_failure(6)
+    lines = [json.loads(line.removeprefix(metrics_module.PREFIX)) for line in out.getvalue().splitlines()]
+    assert [(line["event"], line["batch_id"]) for line in lines] == [
+        ("mirror_metrics", 0), ("mirror_metrics", 5), ("batch_failed", 6)]  # fmt: skip
+    assert 'kmirror_record_count_total{flow="west->east",partition="0",topic="west.orders"} 60.0' in metrics.text()
+
+
 def write_flow(tmp_path: Any) -> str:
     import json
 
