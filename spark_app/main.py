@@ -161,11 +161,15 @@ def run_flow(
 
     stop = stop or threading.Event()
     validate_client_configs(spec)  # a bad librdkafka property is invalid input (exit 2), not a task failure
+    # before any Spark session: an unsupported or unreachable cluster fails fast, with one clean line
+    check_clusters(spec, once, stop)
     own_session = spark is None
     if spark is None:
-        spark = _session_while_checking(spec, once, stop, master)
-    else:
-        check_clusters(spec, once, stop)
+        from spark_app.session import build_session
+
+        # records stay out of the JVM unless a SQL transform runs over them
+        spark = build_session(master, app_name=f"kmirror {spec.id}", quick_start=True,
+                              quick_jit=spec.option("transform") is None)  # fmt: skip
     tickers: list[Any] = []
     try:
         if spec.option("transform") is not None:  # a bad query is refused before anything is written
@@ -187,30 +191,6 @@ def run_flow(
             from spark_app import jvm_classes
 
             jvm_classes.finish()  # the first run's JVM leaves a class archive for the next start-up
-
-
-def _session_while_checking(spec: FlowSpec, once: bool, stop: threading.Event, master: str | None) -> Any:
-    """Build the session while `check_clusters` runs in a thread (start-up: the JVM's ~2 s launch
-    and the clusters' answers overlap). A failed check stops the session and raises."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from spark_app.session import build_session
-
-    with ThreadPoolExecutor(1, thread_name_prefix="kmirror-check") as pool:
-        checked = pool.submit(check_clusters, spec, once, stop)
-        try:
-            # records stay out of the JVM unless a SQL transform runs over them
-            spark = build_session(master, app_name=f"kmirror {spec.id}", quick_start=True,
-                                  quick_jit=spec.option("transform") is None)  # fmt: skip
-        except BaseException:
-            stop.set()  # a streaming check retrying forever ends at its next wait
-            raise
-        try:
-            checked.result()
-        except BaseException:
-            spark.stop()
-            raise
-    return spark
 
 
 def run_once(spark: Any, spec: FlowSpec, checkpoint: str, stop: threading.Event, reader_api: str = "auto") -> None:

@@ -7,11 +7,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
 
-import pytest
-
-from kmirror.errors import ConnectionFailure, DataLossError, KmirrorError
+from kmirror.errors import DataLossError, KmirrorError
 from kmirror_cli.local_brokers import free_port
 from spark_app.main import explain
 
@@ -65,48 +62,3 @@ def test_errors_crossing_the_jvm_become_one_line_with_their_type() -> None:
     assert isinstance(error, DataLossError) and str(error).startswith("west->east: data loss on orders[0]")
     other = explain(RuntimeError("kmirror_engine.copying.range_copy.CopyError: delivery failed for t[0]@5"))
     assert type(other) is KmirrorError and str(other) == "CopyError: delivery failed for t[0]@5"
-
-
-def test_the_cluster_check_runs_while_the_session_starts_and_a_failed_check_stops_it(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Start-up (issue 16): the JVM's launch and the clusters' answers overlap."""
-    import threading
-
-    import spark_app.main
-    import spark_app.session
-    from tests.test_source_planner import spec
-
-    checking = threading.Event()
-
-    class Session:
-        stopped = False
-
-        def stop(self) -> None:
-            self.stopped = True
-
-    def build_session(*args: Any, **kwargs: Any) -> Session:
-        assert checking.wait(10), "the check did not run while the session was being built"
-        return Session()
-
-    def check(flow: Any, once: bool, stop: threading.Event) -> None:
-        checking.set()
-
-    monkeypatch.setattr(spark_app.session, "build_session", build_session)
-    monkeypatch.setattr(spark_app.main, "check_clusters", check)
-    assert isinstance(spark_app.main._session_while_checking(spec(), True, threading.Event(), "local[1]"), Session)
-
-    built: list[Session] = []
-
-    def build_and_keep(*args: Any, **kwargs: Any) -> Session:
-        built.append(Session())
-        return built[-1]
-
-    def unreachable(flow: Any, once: bool, stop: threading.Event) -> None:
-        raise ConnectionFailure("cluster 'east' (127.0.0.1:9): cannot connect")
-
-    monkeypatch.setattr(spark_app.session, "build_session", build_and_keep)
-    monkeypatch.setattr(spark_app.main, "check_clusters", unreachable)
-    with pytest.raises(ConnectionFailure, match="cluster 'east'"):
-        spark_app.main._session_while_checking(spec(), True, threading.Event(), "local[1]")
-    assert built and built[0].stopped
