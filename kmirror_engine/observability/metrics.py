@@ -60,7 +60,7 @@ class FlowMetrics:
         self.flow_id = flow_id
         self.out = out  # None: sys.stderr at write time
         self.clock = clock  # seconds (wall clock); tests inject one
-        self._last_snapshot: float | None = None  # time.monotonic() of the last mirror_metrics line
+        self._last_snapshot: float | None = None  # self.clock() of the last mirror_metrics line
         self.registry = CollectorRegistry()
         r = self.registry
         self.batch_duration = Histogram(
@@ -169,9 +169,8 @@ class FlowMetrics:
         record = {"event": "mirror_metrics", "flow": self.flow_id, "batch_id": batch.batch_id, "partitions": rows}
         if batch.throttled_ms:
             record["throttled_s"] = round(batch.throttled_ms / 1000.0, 3)
-        now = time.monotonic()
-        if self._last_snapshot is None or now - self._last_snapshot >= SNAPSHOT_INTERVAL_S:
-            self._last_snapshot = now
+        if self._last_snapshot is None or self.last_commit_s - self._last_snapshot >= SNAPSHOT_INTERVAL_S:
+            self._last_snapshot = self.last_commit_s
             self._write(record)
         return record
 
