@@ -1,7 +1,9 @@
 """Produce/consume helpers for end-to-end tests.
 
-tansu's high watermark hides the newest batch of each partition, so counts come from
-consuming up to a separately produced "fence" record, never from watermark arithmetic.
+On Apache Kafka a reader consumes up to the end offsets (the last stable offset with
+read_committed), signalled by librdkafka's partition EOF. tansu's high watermark hides the
+newest batch of each partition, so on tansu only, a separately produced "fence" record follows
+the data and readers consume up to it (`add_fences` does nothing on Apache Kafka).
 """
 
 from __future__ import annotations
@@ -9,10 +11,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.brokers import IS_TANSU
+
 FENCE_KEY = b"__kmirror_test_fence__"
+# Record timestamps for test data: an hour ago. A real broker applies time-based retention to
+# CreateTime: records stamped years ago roll their segment and are deleted within minutes.
+BASE_TIMESTAMP_MS = (int(time.time()) - 3600) * 1000
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
@@ -36,14 +43,22 @@ def produce(bootstrap: str, topic: str, records: list[dict[str, Any]]) -> None:
 
 
 def add_fences(bootstrap: str, topic: str, partitions: int) -> None:
-    """Append one fence record per partition (its own produce+flush) after the data."""
+    """On tansu only: append one fence record per partition (its own produce+flush) after the
+    data, so the data's last batch becomes visible to offset queries. Nothing on Apache Kafka."""
+    if not IS_TANSU:
+        return
     produce(bootstrap, topic, [{"key": FENCE_KEY, "value": b"", "partition": p} for p in range(partitions)])
 
 
 def consume_all(
-    bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.0, fenced: bool = True
+    bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.0, fenced: bool = True,
+    expect: int | None = None,
 ) -> dict[int, list[Any]]:
-    """Every record per partition up to (excluding) the fence; fails if a fence never shows up."""
+    """Every committed record per partition: on Apache Kafka up to the end offsets (at least
+    `expect` records in all when given: waits for them, e.g. while a mirror is running); on tansu
+    up to (excluding) the fence, failing if a fence never shows up."""
+    if not IS_TANSU or not fenced:
+        return consume_to_end(bootstrap, topic, partitions, timeout_s, expect)
     consumer = Consumer(
         {"bootstrap.servers": bootstrap, "group.id": "kmirror-test-reader", "enable.auto.commit": False,
          "isolation.level": "read_committed"}
@@ -66,3 +81,38 @@ def consume_all(
     if fenced:
         assert len(done) == partitions, f"fences seen on {sorted(done)} of {partitions} partitions of {topic}"
     return out
+
+
+def consume_to_end(
+    bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.0, expect: int | None = None
+) -> dict[int, list[Any]]:
+    """Every committed record per partition up to the end offsets (partition EOF with
+    read_committed: aborted records and control markers never show); waits until at least
+    `expect` records arrived in all when given, and fails naming what it saw on timeout."""
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": "kmirror-test-reader", "enable.auto.commit": False,
+         "isolation.level": "read_committed", "enable.partition.eof": True}
+    )  # fmt: skip
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+    out: dict[int, list[Any]] = {p: [] for p in range(partitions)}
+    at_end: set[int] = set()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            count = sum(len(v) for v in out.values())
+            if len(at_end) == partitions and (expect is None or count >= expect):
+                return out
+            assert time.monotonic() < deadline, (
+                f"{topic}: read {count} records (expected {expect}), at the end of partitions {sorted(at_end)}"
+            )
+            for msg in consumer.consume(1000, timeout=0.5):
+                error = msg.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(int(msg.partition() or 0))
+                elif error is not None:
+                    raise KafkaException(error)
+                else:
+                    at_end.discard(int(msg.partition() or 0))
+                    out[int(msg.partition() or 0)].append(msg)
+    finally:
+        consumer.close()

@@ -18,7 +18,7 @@ from kmirror_engine.copying.range_copy import (
     CopyRange,
     RangeCopier,
 )
-from tests.kafka_helpers import add_fences, consume_all, create_topic, produce
+from tests.kafka_helpers import BASE_TIMESTAMP_MS, add_fences, consume_all, create_topic, produce
 
 pytestmark = pytest.mark.e2e
 
@@ -51,7 +51,7 @@ def copier_factory(clusters: Any, copy_loop: str) -> Iterator[Any]:
 def _records(partitions: int, per_partition: int) -> list[dict[str, Any]]:
     return [
         {"key": f"k{p}-{i}".encode(), "value": f"v{p}-{i}".encode() * 3, "partition": p,
-         "headers": [("h", f"{p}:{i}".encode()), ("empty", b"")], "timestamp": 1_700_000_000_000 + p * 1000 + i}
+         "headers": [("h", f"{p}:{i}".encode()), ("empty", b"")], "timestamp": BASE_TIMESTAMP_MS + p * 1000 + i}
         for p in range(partitions) for i in range(per_partition)
     ]  # fmt: skip
 
@@ -85,7 +85,7 @@ def test_copy_preserves_partition_key_value_headers_and_timestamp(
         (0, 0, 20),
     ]
     assert progress[1].bytes == sum(len(r["key"]) + len(r["value"]) for r in records if r["partition"] == 1)
-    assert progress[2].last_timestamp_ms == 1_700_000_000_000 + 2000 + 19
+    assert progress[2].last_timestamp_ms == BASE_TIMESTAMP_MS + 2000 + 19
     assert progress[0].latency_count == 20 and progress[0].latency_min_ms is not None
 
 

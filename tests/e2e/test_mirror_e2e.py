@@ -28,7 +28,7 @@ from kmirror_engine.failover.checkpoints import read_checkpoints
 from kmirror_engine.failover.offset_syncs import read_partition0
 from kmirror_engine.planning.target_topics import configs_to_copy
 from spark_app.main import run_flow
-from tests.kafka_helpers import FENCE_KEY, add_fences, consume_all, create_topic, produce
+from tests.kafka_helpers import BASE_TIMESTAMP_MS, FENCE_KEY, add_fences, consume_all, create_topic, produce
 
 pytestmark = pytest.mark.e2e
 END_KEY = b"__e2e_end__"
@@ -83,7 +83,7 @@ def records(prefix: str, partition: int, count: int, first: int = 0) -> list[dic
             "value": f"{prefix}-{partition}-{i}".encode(),
             "partition": partition,
             "headers": [("n", str(i).encode()), ("dup", b"a"), ("dup", b"b")],
-            "timestamp": 1_700_000_000_000 + i,
+            "timestamp": BASE_TIMESTAMP_MS + i,
         }
         for i in range(first, first + count)
     ]
@@ -254,7 +254,7 @@ def test_streaming_mode_picks_up_new_topics_beats_and_checkpoints_while_idle_and
     runner.start()
     try:
         wait_for_topic(clusters.target, f"{src_alias}.{first}", failures)
-        got = consume_all(clusters.target, f"{src_alias}.{first}", 2, timeout_s=120)  # up to the mirrored fences
+        got = consume_all(clusters.target, f"{src_alias}.{first}", 2, timeout_s=120, expect=100)  # waits for the copy
         assert {p: len(v) for p, v in got.items()} == {0: 50, 1: 50}
         beats_while_idle = time.monotonic()
         done = wait_for_batch_commit(spark, spec, failures)  # its commit (and the listener's round) is over
@@ -273,7 +273,7 @@ def test_streaming_mode_picks_up_new_topics_beats_and_checkpoints_while_idle_and
         produce(clusters.source, later, records("b", 0, 30))
         add_fences(clusters.source, later, 1)
         wait_for_topic(clusters.target, f"{src_alias}.{later}", failures)
-        assert len(consume_all(clusters.target, f"{src_alias}.{later}", 1, timeout_s=120)[0]) == 30
+        assert len(consume_all(clusters.target, f"{src_alias}.{later}", 1, timeout_s=120, expect=30)[0]) == 30
         time.sleep(max(0.0, 1.5 - (time.monotonic() - beats_while_idle)))
     finally:
         stop.set()

@@ -19,7 +19,7 @@ from kmirror.replication_policy import offset_syncs_topic
 from kmirror_engine.failover.offset_syncs import OffsetSyncTopic, SyncStore
 from spark_app.main import run_flow
 from tests.e2e.test_mirror_e2e import mirrored
-from tests.kafka_helpers import add_fences, create_topic, produce
+from tests.kafka_helpers import BASE_TIMESTAMP_MS, add_fences, create_topic, produce
 
 pytestmark = pytest.mark.e2e
 
@@ -42,7 +42,7 @@ def source_records(count: int, first: int = 0) -> list[dict[str, Any]]:
         headers = [("pii", b"1")] if i % 5 == 4 else [("trace", f"t{i}".encode())]
         key = f"drop-{i}" if i % 3 == 2 else f"k{i}"
         out.append({"key": key.encode(), "value": f"v{i}".encode(), "partition": i % 2, "headers": headers,
-                    "timestamp": 1_700_000_000_000 + i})  # fmt: skip
+                    "timestamp": BASE_TIMESTAMP_MS + i})  # fmt: skip
     return out
 
 
@@ -97,7 +97,7 @@ def test_drop_by_key_and_header_keeps_order_metadata_and_maps_dropped_offsets_fo
         assert [m.value() for m in got[p]] == [f"v{i}".encode() for i in want]
         assert [m.key() for m in got[p]] == [f"k{i}".encode() for i in want]
         assert [m.headers() for m in got[p]] == [[("trace", f"t{i}".encode())] for i in want]
-        assert [m.timestamp()[1] for m in got[p]] == [1_700_000_000_000 + i for i in want]
+        assert [m.timestamp()[1] for m in got[p]] == [BASE_TIMESTAMP_MS + i for i in want]
     # the source group is past every planned offset, dropped records included (tansu may still hide the last fence)
     assert all(offset >= 41 for offset in committed(clusters.source, spec.consumer_group, topic, 2))
     # every source offset, dropped or not, translates to where the next kept record landed
