@@ -25,6 +25,8 @@ KAFKA_LINE = BROKER.removeprefix("kafka-") if not IS_TANSU else "4.1"
 # Tests of what only a real broker shows (CreatePartitions, config sources, ACLs, SCRAM, aborted
 # transactions, recovery after kill -9) carry this marker; a tansu run leaves them out by name.
 real_kafka = pytest.mark.real_kafka
+# Tests of tansu's own gaps (what a broker without CreatePartitions does): left out on Apache Kafka.
+tansu_only = pytest.mark.tansu_only
 
 
 def new_broker(name: str, **options: Any) -> Any:

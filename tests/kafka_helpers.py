@@ -17,6 +17,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from tests.brokers import IS_TANSU
 
 FENCE_KEY = b"__kmirror_test_fence__"
+# Records `add_fences` adds per partition: one on tansu, none on Apache Kafka.
+TANSU_FENCES = 1 if IS_TANSU else 0
 # Record timestamps for test data: an hour ago. A real broker applies time-based retention to
 # CreateTime: records stamped years ago roll their segment and are deleted within minutes.
 BASE_TIMESTAMP_MS = (int(time.time()) - 3600) * 1000

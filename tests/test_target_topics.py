@@ -15,6 +15,7 @@ from kmirror.errors import ConnectionFailure, KmirrorError
 from kmirror.flowspec import ClusterEndpoint
 from kmirror_engine.planning.discovery import MirroredTopic
 from kmirror_engine.planning.target_topics import TargetTopics, configs_to_copy
+from tests.brokers import real_kafka, tansu_only
 from tests.kafka_helpers import create_topic
 
 EAST = ClusterEndpoint("east", "127.0.0.1:2")
@@ -170,7 +171,22 @@ def test_real_broker_creates_topic_with_source_partitions(clusters: Any, unique:
     )
 
 
-def test_real_broker_refuses_a_pre_existing_target_topic_with_fewer_partitions(clusters: Any, unique: str) -> None:
+@real_kafka
+def test_real_broker_grows_a_pre_existing_target_topic_with_fewer_partitions(clusters: Any, unique: str) -> None:
+    """Apache Kafka: CreatePartitions grows the remote topic to the source's count."""
+    name = f"tt-grow-{unique}"
+    create_topic(clusters.source, name, 3)
+    create_topic(clusters.target, f"west.{name}", 1)
+    source = AdminClient({"bootstrap.servers": clusters.source})
+    target = AdminClient({"bootstrap.servers": clusters.target})
+    TargetTopics(source, target, ClusterEndpoint("east", clusters.target)).ensure(
+        {name: MirroredTopic(name, 3, f"west.{name}")}
+    )
+    assert len(target.list_topics(timeout=10).topics[f"west.{name}"].partitions) == 3
+
+
+@tansu_only  # Apache Kafka grows the topic (the test above)
+def test_a_broker_without_create_partitions_refuses_a_shorter_target_topic(clusters: Any, unique: str) -> None:
     """tansu has no CreatePartitions, so growth fails there as on a Kafka that forbids it (ACLs):
     the error names the topic, both counts and the fix, and nothing is recorded as verified."""
     name = f"tt-short-{unique}"

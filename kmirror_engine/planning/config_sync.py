@@ -3,10 +3,11 @@ default, and once per `--once` run): remote topics follow their source topic's c
 creation too, so a `retention.ms` or `cleanup.policy` change reaches the standby before a failover.
 
 Rules (`config_changes`, pure):
-- a config explicitly set on the source (not a default, not read-only or sensitive, not in MM2's
+- a config set on the source topic itself (`set_on_topic`: its source is DYNAMIC_TOPIC_CONFIG,
+  never a static or dynamic broker default; not read-only or sensitive, not in MM2's
   `config.properties.exclude` list, `kmirror_engine.planning.target_topics.EXCLUDED_CONFIGS`) is SET on the
   remote topic when the remote's value differs;
-- a config the source leaves at its default but the remote topic sets explicitly is DELETEd
+- a config the source topic does not set but the remote topic sets on itself is DELETEd
   there (it falls back to the target broker's default), as MM2 does; excluded configs are never
   touched on either side;
 - applied with `incremental_alter_configs` (only the changed keys; nothing else on the topic moves).
@@ -26,7 +27,7 @@ from typing import Any, TextIO
 
 from kmirror.errors import KmirrorError
 from kmirror.flowspec import FlowSpec
-from kmirror_engine.planning.target_topics import EXCLUDED_CONFIGS
+from kmirror_engine.planning.target_topics import EXCLUDED_CONFIGS, set_on_topic
 
 log = logging.getLogger("kmirror.config_sync")
 PREFIX = "kmirror config_sync "
@@ -54,13 +55,13 @@ def config_changes(topic: str, source: Mapping[str, Any], target: Mapping[str, A
         if not _copyable(name, entry):
             continue
         current = target.get(name)
-        if not entry.is_default and entry.value is not None:
+        if set_on_topic(entry) and entry.value is not None:
             if current is None or current.value != str(entry.value):
                 changes.append(ConfigChange(topic, name, "SET", str(entry.value), current and current.value))
-        elif current is not None and not current.is_default and _copyable(name, current):
+        elif current is not None and set_on_topic(current) and _copyable(name, current):
             changes.append(ConfigChange(topic, name, "DELETE", None, current.value))
     for name, current in sorted(target.items()):
-        if name not in source and not current.is_default and _copyable(name, current):
+        if name not in source and set_on_topic(current) and _copyable(name, current):
             changes.append(ConfigChange(topic, name, "DELETE", None, current.value))
     return changes
 

@@ -41,12 +41,27 @@ EXCLUDED_CONFIGS = frozenset(
 )
 
 
+# ConfigSource.DYNAMIC_TOPIC_CONFIG: a value set on the topic itself (CreateTopics, AlterConfigs).
+DYNAMIC_TOPIC_CONFIG = 1
+
+
+def set_on_topic(entry: Any) -> bool:
+    """Whether a DescribeConfigs entry was set on the topic itself, as MM2 copies: not a default,
+    and not inherited from the broker's static file or its dynamic cluster/broker defaults
+    (copying those would pin one cluster's broker settings onto every remote topic). Entries
+    without a `source` (fakes) fall back to `not is_default`."""
+    source = getattr(entry, "source", None)
+    if source is None:
+        return not entry.is_default
+    return int(getattr(source, "value", source)) == DYNAMIC_TOPIC_CONFIG
+
+
 def configs_to_copy(entries: Mapping[str, Any]) -> dict[str, str]:
-    """Topic configs worth copying: explicitly set (not defaults), not read-only, not sensitive,
-    not excluded. `entries` are confluent-kafka ConfigEntry objects by name."""
+    """Topic configs worth copying: set on the topic (`set_on_topic`), not read-only, not
+    sensitive, not excluded. `entries` are confluent-kafka ConfigEntry objects by name."""
     out = {}
     for name, entry in entries.items():
-        if name in EXCLUDED_CONFIGS or entry.is_default or entry.is_read_only or entry.is_sensitive:
+        if name in EXCLUDED_CONFIGS or not set_on_topic(entry) or entry.is_read_only or entry.is_sensitive:
             continue
         if entry.value is not None:
             out[name] = str(entry.value)

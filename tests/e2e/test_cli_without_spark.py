@@ -21,7 +21,7 @@ from kmirror.mm2_formats import OffsetSync, encode_offset_sync
 from kmirror.replication_policy import offset_syncs_topic
 from kmirror_engine.failover.failover_listener import FailoverListener
 from tests.e2e.test_failover_e2e import FOREIGN, GROUP_AT, commit, fence, mirror_pass
-from tests.kafka_helpers import add_fences, create_topic, produce
+from tests.kafka_helpers import TANSU_FENCES, add_fences, create_topic, produce
 
 ROOT = Path(__file__).resolve().parents[2]
 OPERATOR_DEPS = ["confluent-kafka", "pyyaml", "rich", "pydantic", "typing-extensions"]
@@ -69,12 +69,13 @@ def test_lag_translate_and_failover_run_in_a_venv_without_pyspark(
     create_topic(clusters.target, remote)
     produce(clusters.target, remote, [{"value": f"unrelated-{i}".encode(), "partition": 0} for i in range(FOREIGN)])
     produce(clusters.source, topic, [{"value": f"v{i}".encode(), "partition": 0} for i in range(10)])
-    add_fences(clusters.source, topic, 1)  # offset 10
+    add_fences(clusters.source, topic, 1)  # offset 10 on tansu
+    end = 10 + TANSU_FENCES
     commit(clusters.source, group, topic, GROUP_AT)
     commit(clusters.source, other, topic, 5)
     listener = FailoverListener(spec)
     try:
-        mirror_pass(spec, topic, remote, 11, 0, listener)
+        mirror_pass(spec, topic, remote, end, 0, listener)
     finally:
         listener.close(final=True)
     fence(clusters.target, offset_syncs_topic(src_alias), encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
@@ -87,7 +88,8 @@ def test_lag_translate_and_failover_run_in_a_venv_without_pyspark(
     lag = kmirror(no_spark_python, "lag", "--flow", str(flow), "--format", "json")
     assert lag.returncode == 0, lag.stderr
     (row,) = json.loads(lag.stdout)
-    assert (row["topic"], row["partition"], row["offset"], row["lag"], row["target_topic"]) == (topic, 0, 11, 0, remote)
+    assert (row["topic"], row["partition"], row["offset"], row["lag"], row["target_topic"]) == (
+        topic, 0, end, 0, remote)  # fmt: skip
     dry = kmirror(no_spark_python, "failover", "--flow", str(flow), "--group", other, "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout == f"dry run: would move group '{other}' to {dst_alias}:\n  {remote}[0] -> {5 + FOREIGN}\n"

@@ -39,7 +39,9 @@ from kmirror_engine.failover.group_sync import committed_offsets
 from kmirror_engine.failover.offset_syncs import OffsetSyncTopic, SyncStore, read_partition0
 from kmirror_engine.observability.progress import BatchProgress
 from tests.brokers import IS_TANSU
-from tests.kafka_helpers import FENCE_KEY, add_fences, create_topic, produce
+from tests.kafka_helpers import FENCE_KEY, TANSU_FENCES, add_fences, create_topic, produce
+
+END = 10 + TANSU_FENCES  # where a 10-record partition ends (after tansu's fence)
 
 FOREIGN = 3  # unrelated records already on the target topic
 GROUP_AT = 4  # where the application's group stands on the source
@@ -54,7 +56,9 @@ def commit(bootstrap: str, group: str, topic: str, offset: int) -> None:
 
 
 def fence(bootstrap: str, topic: str, key_value: tuple[bytes, bytes]) -> None:
-    """A valid MM2 record after ours: tansu's high watermark hides the newest batch."""
+    """On tansu only, a valid MM2 record after ours: tansu's high watermark hides the newest batch."""
+    if not IS_TANSU:
+        return
     produce(bootstrap, topic, [{"key": key_value[0], "value": key_value[1], "partition": 0}])
 
 
@@ -126,10 +130,10 @@ def test_failover_resumes_at_exactly_the_shifted_offsets(
     commit(clusters.source, f"other-{unique}", topic, 5)  # not selected by groups
 
     listener = FailoverListener(spec)
-    mirror_pass(spec, topic, remote, 11, 0, listener)  # v0..v9 and the fence
+    mirror_pass(spec, topic, remote, END, 0, listener)  # v0..v9 (and tansu's fence)
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{listener.metrics.port}/metrics", timeout=10).read().decode()
     labels = f'flow="{spec.id}",partition="0",topic="{remote}"'
-    assert f"kmirror_record_count_total{{{labels}}} 11.0" in metrics
+    assert f"kmirror_record_count_total{{{labels}}} {END}.0" in metrics
     assert f"kmirror_offset_lag{{{labels}}} 0.0" in metrics
     assert f'kmirror_checkpoint_latency_ms{{flow="{spec.id}",group="{group}"}}' in metrics
     listener.close(final=True)
@@ -174,7 +178,7 @@ def test_failover_resumes_at_exactly_the_shifted_offsets(
     assert main(["lag", "--flow", str(flow), "--format", "json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert (row["group"], row["topic"], row["partition"], row["offset"], row["lag"]) == (
-        spec.consumer_group, topic, 0, 11, 0)  # fmt: skip
+        spec.consumer_group, topic, 0, END, 0)  # fmt: skip
     assert row["target_topic"] == remote and row["delay_ms"] >= 0
     produce(clusters.source, topic, [{"value": f"late{i}".encode(), "partition": 0} for i in range(5)])
     add_fences(clusters.source, topic, 1)
@@ -183,7 +187,7 @@ def test_failover_resumes_at_exactly_the_shifted_offsets(
     low_high = Consumer({"bootstrap.servers": clusters.source, "group.id": "x"})
     log_size = low_high.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1]
     low_high.close()
-    assert log_size >= 16 and (row["log_size"], row["lag"]) == (log_size, log_size - 11)
+    assert log_size >= 15 + TANSU_FENCES and (row["log_size"], row["lag"]) == (log_size, log_size - END)
 
 
 def offset_of(bootstrap: str, topic: str, value: bytes) -> int:
@@ -278,9 +282,9 @@ def test_spark_once_run_leaves_checkpoints_group_offsets_and_lag_behind(
     metrics = urllib.request.urlopen(url, timeout=10).read().decode()
     for p in (0, 1):
         labels = f'flow="{spec.id}",partition="{p}",topic="{remote}"'
-        assert f"kmirror_record_count_total{{{labels}}} 11.0" in metrics  # 10 records and the fence
+        assert f"kmirror_record_count_total{{{labels}}} {END}.0" in metrics  # 10 records (and tansu's fence)
         assert f"kmirror_offset_lag{{{labels}}} 0.0" in metrics
-    # tansu hides the newest batch of a partition from offset queries: fence the internal topics
+    # tansu hides the newest batch of a partition from offset queries: fence the internal topics there
     fence(clusters.target, offset_syncs_topic(src_alias), encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
     fence(clusters.target, checkpoints_topic(src_alias), encode_checkpoint(Checkpoint("fence", "f", 0, 0, 0)))
     fence(clusters.target, "heartbeats", encode_heartbeat(Heartbeat("fence", "fence", 0)))
@@ -307,7 +311,7 @@ def test_spark_once_run_leaves_checkpoints_group_offsets_and_lag_behind(
     assert main(["lag", "--flow", str(flow), "--format", "json"]) == 0
     rows = [r for r in json.loads(capsys.readouterr().out) if r["topic"] == topic]
     assert [(r["topic"], r["partition"], r["offset"], r["lag"], r["target_topic"]) for r in rows] == [
-        (topic, 0, 11, 0, remote), (topic, 1, 11, 0, remote)]  # fmt: skip
+        (topic, 0, END, 0, remote), (topic, 1, END, 0, remote)]  # fmt: skip
     produce(clusters.source, topic, [{"value": b"late", "partition": 1}] * 5)
     add_fences(clusters.source, topic, 2)
     assert main(["lag", "--flow", str(flow), "--format", "json"]) == 0
@@ -315,7 +319,7 @@ def test_spark_once_run_leaves_checkpoints_group_offsets_and_lag_behind(
     reader = Consumer({"bootstrap.servers": clusters.source, "group.id": "lag-check"})
     ends = [reader.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in (0, 1)]
     reader.close()
-    assert [(r["log_size"], r["lag"]) for r in rows] == [(end, end - 11) for end in ends]
+    assert [(r["log_size"], r["lag"]) for r in rows] == [(end, end - END) for end in ends]
     assert rows[1]["lag"] >= 5  # the 5 late records (plus the fence, when the broker shows it)
 
     # the application moves on while the mirror is stopped; the next --once run's final
