@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup native system-deps demo test test-main test-spark40 lint bench
+.PHONY: setup native system-deps kafka-dists demo test test-main test-spark40 lint bench
 
 # pyproject.toml has ranges; constraints.txt the exact versions this venv (and CI) gets.
 $(VENV)/.installed: pyproject.toml constraints.txt
@@ -46,10 +46,6 @@ PYTHON310 ?= $(shell for p in $(wildcard $(HOME)/.pyenv/versions/3.10*/bin/pytho
 	"$$p" -c 'import sys, venv; assert sys.version_info[:2] == (3, 10)' >/dev/null 2>&1 && { echo "$$p"; break; }; done)
 VENV40 ?= .venv-spark40
 PY40 := $(VENV40)/bin/python
-SPARK40_TESTS ?= tests/test_spark_compat.py tests/e2e/test_mirror_e2e.py tests/e2e/test_failover_e2e.py tests/e2e/test_transform_e2e.py \
-	tests/e2e/test_exactly_once.py tests/e2e/test_faults.py tests/e2e/test_day_two_e2e.py \
-	tests/e2e/test_sync_history_e2e.py tests/e2e/test_rate_limit_e2e.py tests/test_copy.py tests/test_future_timeouts.py \
-	tests/test_admin_lifetime.py tests/test_jvm_classes.py
 
 $(VENV40)/.installed: scripts/spark40-requirements.txt scripts/app-requirements.txt pyproject.toml
 	@if [ -z "$(PYTHON310)" ]; then \
@@ -62,18 +58,23 @@ $(VENV40)/.installed: scripts/spark40-requirements.txt scripts/app-requirements.
 	$(PY40) -m pip install -q --no-deps -e .
 	touch $@
 
-test: setup system-deps lint test-main test-spark40
+# The test brokers: Apache Kafka 4.1.2 and 3.9.1 from Maven Central (kmirror_cli/local_kafka.py),
+# fetched once into ~/.cache/kmirror (KMIRROR_CACHE_DIR) and reused by every later run.
+kafka-dists: setup
+	$(PY) -m kmirror_cli.local_kafka fetch 4.1 3.9
 
-test-main: setup
-	@echo "== leg 1: pyspark 4.3.0 / Python 3.11 (the whole suite)"
-	$(PY) -m pytest -q
+test: setup system-deps kafka-dists lint test-main test-spark40
+
+test-main: setup kafka-dists
+	@echo "== leg 1: pyspark 4.3.0 / Python 3.11 / Apache Kafka 4.1 (the whole suite)"
+	KMIRROR_TEST_BROKER=kafka-4.1 $(PY) -m pytest -q
 
 test-spark40: export PYSPARK_PYTHON := $(abspath $(PY40))
 test-spark40: export PYSPARK_DRIVER_PYTHON := $(abspath $(PY40))
-test-spark40: $(VENV40)/.installed
+test-spark40: $(VENV40)/.installed kafka-dists
 	PYTHON=$(abspath $(PY40)) bash scripts/build-native.sh
-	@echo "== leg 2: pyspark 4.0.2 / Python 3.10 (the data plane: mirror, failover, exactly-once, faults, day two)"
-	$(PY40) -m pytest -q -p no:cacheprovider $(SPARK40_TESTS)
+	@echo "== leg 2: pyspark 4.0.2 / Python 3.10 / Apache Kafka 3.9 (the data plane: tests marked spark40)"
+	KMIRROR_TEST_BROKER=kafka-3.9 $(PY40) -m pytest -q -p no:cacheprovider -m spark40
 
 bench: setup
 	$(PY) bench/mirror_bench.py

@@ -4,12 +4,16 @@
 #   krb5-kdc krb5-admin-server krb5-user       a real MIT KDC on loopback, kadmin.local, kinit, klist
 #   librdkafka-dev libsasl2-modules-gssapi-mit librdkafka with Cyrus SASL + its GSSAPI plugin, which
 #   gcc libc6-dev python3-dev python3-venv     scripts/build-gssapi-client.sh compiles confluent-kafka against
+#   maven, a Java 17 runtime                   the Apache Kafka test brokers (kmirror_cli/local_kafka.py)
 set -euo pipefail
 need=()
 for pkg in stunnel4 krb5-kdc krb5-admin-server krb5-user libsasl2-modules-gssapi-mit librdkafka-dev \
            gcc libc6-dev python3-dev python3-venv; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
+# Maven and Java may come from elsewhere (SDKMAN, a Temurin JDK): only missing commands ask for packages.
+command -v mvn >/dev/null 2>&1 || need+=(maven)
+command -v java >/dev/null 2>&1 || need+=(openjdk-17-jre-headless)
 if [ ${#need[@]} -eq 0 ]; then exit 0; fi
 if [ "$(id -u)" != 0 ]; then
   echo "missing Debian packages: ${need[*]}; run as root or: sudo apt-get install ${need[*]}" >&2

@@ -23,10 +23,13 @@ import weakref
 from concurrent.futures import Future
 from typing import Any
 
+import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from kmirror.flowspec import ClusterEndpoint
 from kmirror_engine.clients.factory import RefreshingAdmin
+
+pytestmark = pytest.mark.spark40  # also in leg 2 (pyspark 4.0.2 / Python 3.10)
 
 # The CI scenario, alone: the answer to a describe the caller gave up on arrives after resume.
 FROZEN_TARGET_SCRIPT = textwrap.dedent(

@@ -20,7 +20,7 @@ from kmirror_engine.copying.range_copy import (
 )
 from tests.kafka_helpers import BASE_TIMESTAMP_MS, add_fences, consume_all, create_topic, produce
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.spark40]
 
 
 @pytest.fixture

@@ -17,6 +17,8 @@ import pytest
 
 from kmirror.errors import KmirrorError
 
+pytestmark = pytest.mark.spark40  # also in leg 2 (pyspark 4.0.2 / Python 3.10)
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("spark_app", "kmirror", "kmirror_engine", "kmirror_cli", "components")
 

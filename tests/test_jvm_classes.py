@@ -15,6 +15,8 @@ import pytest
 
 from spark_app import jvm_classes
 
+pytestmark = pytest.mark.spark40  # also in leg 2 (pyspark 4.0.2 / Python 3.10)
+
 
 @pytest.fixture
 def archives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

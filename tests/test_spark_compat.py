@@ -29,6 +29,8 @@ from kmirror_engine.planning.ranges import offsets_from_json
 from spark_app.stream_readers import HAS_ADMISSION_CONTROL, PositionTrackingReader, reader_class
 from tests.test_source_planner import FakeAdmin, planner
 
+pytestmark = pytest.mark.spark40  # also in leg 2 (pyspark 4.0.2 / Python 3.10)
+
 ROOT = Path(__file__).resolve().parents[1]
 SPARK_HAS_ADMISSION_CONTROL = importlib.util.find_spec("pyspark.sql.streaming.datasource") is not None
 

@@ -19,7 +19,7 @@ from kmirror_engine.copying.range_copy import CONSUMER_REQUIRED, CONSUMER_TUNING
 from spark_app.sink import copy_task_ranges
 from tests.kafka_helpers import add_fences, consume_all, create_topic, produce
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.spark40]
 
 
 def _spec(clusters: Any, unique: str, **options: Any) -> FlowSpec:

@@ -15,6 +15,8 @@ from kmirror_engine.copying.range_copy import CONSUMER_REQUIRED, CONSUMER_TUNING
 from spark_app.sink import copy_task_ranges
 from tests.kafka_helpers import add_fences, consume_all, create_topic, produce
 
+pytestmark = pytest.mark.spark40  # also in leg 2 (pyspark 4.0.2 / Python 3.10)
+
 
 def test_resume_ranges_skips_what_a_previous_transaction_committed() -> None:
     ranges = [CopyRange("t", 0, 10, 20, "w.t"), CopyRange("t", 1, 10, 20, "w.t"), CopyRange("t", 2, 10, 20, "w.t")]

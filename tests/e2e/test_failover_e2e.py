@@ -41,6 +41,8 @@ from kmirror_engine.observability.progress import BatchProgress
 from tests.brokers import IS_TANSU
 from tests.kafka_helpers import FENCE_KEY, TANSU_FENCES, add_fences, create_topic, produce
 
+pytestmark = pytest.mark.spark40  # also in leg 2 (pyspark 4.0.2 / Python 3.10)
+
 END = 10 + TANSU_FENCES  # where a 10-record partition ends (after tansu's fence)
 
 FOREIGN = 3  # unrelated records already on the target topic

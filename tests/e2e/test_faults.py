@@ -1,7 +1,7 @@
 """Fault injection against the real app: `python -m spark_app` as a subprocess (so it can be
 killed), real brokers, loopback only, every wait bounded.
 
-Tests that freeze a broker (SIGSTOP) start their own LocalBroker pair, so the session brokers
+Tests that freeze a broker (SIGSTOP) start their own broker pair (tests/brokers.py), so the session brokers
 other tests use are never frozen; the others use the `clusters` fixture (external Kafka works).
 Every test records its figures (records sent, on the target, duplicates) with `report()`:
 printed, and appended as JSON lines to $KMIRROR_FAULT_FIGURES when set (docs/reliability.md).
@@ -20,7 +20,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from kmirror_cli.local_brokers import LocalBroker, free_port
+from kmirror_cli.local_brokers import free_port
+from tests.brokers import new_broker
 from tests.conftest import require_copy_loop
 from tests.e2e.fault_helpers import (
     APP_START_TIMEOUT_S,
@@ -41,7 +42,7 @@ from tests.e2e.fault_helpers import (
 )
 from tests.kafka_helpers import add_fences, create_topic, produce
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.spark40]
 __all__ = ["app_factory"]  # a fixture, used by name
 
 
@@ -157,7 +158,7 @@ def test_broker_outages_unreachable_at_start_then_target_then_source_frozen(
     clock = Clock()
     topic, remote, partitions = f"outage-{unique}", f"west.outage-{unique}", 2
     target_port = free_port()
-    with LocalBroker(f"outage-src-{unique}") as src:
+    with new_broker(f"outage-src-{unique}") as src:
         create_topic(src.bootstrap_servers, topic, partitions)
         ends = produce_values(src.bootstrap_servers, topic, partitions, 500, "a")
         flow = flow_spec(unique, src.bootstrap_servers, f"127.0.0.1:{target_port}", [topic], tmp_path,
@@ -167,7 +168,7 @@ def test_broker_outages_unreachable_at_start_then_target_then_source_frozen(
         clock.lap("unreachable target reported")
         retry_line = next(line for line in app.log().splitlines() if "retrying in" in line)
         assert f"cluster 'east' (127.0.0.1:{target_port})" in retry_line, retry_line
-        with LocalBroker(f"outage-dst-{unique}", port=target_port) as dst:
+        with new_broker(f"outage-dst-{unique}", port=target_port) as dst:
             wait_mirrored(app, src.bootstrap_servers, flow, topic, ends, timeout_s=APP_START_TIMEOUT_S)
             clock.lap("mirrored once the target came up")
             sent = expected_values(partitions, 500, "a")

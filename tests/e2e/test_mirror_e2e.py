@@ -30,7 +30,7 @@ from kmirror_engine.planning.target_topics import configs_to_copy
 from spark_app.main import run_flow
 from tests.kafka_helpers import BASE_TIMESTAMP_MS, FENCE_KEY, add_fences, consume_all, create_topic, produce
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.spark40]
 END_KEY = b"__e2e_end__"
 
 

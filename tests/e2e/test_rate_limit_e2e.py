@@ -20,7 +20,7 @@ from spark_app.main import run_flow
 from tests.e2e.test_mirror_e2e import mirrored
 from tests.kafka_helpers import add_fences, create_topic, produce
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.spark40]
 PARTITIONS, PER_PARTITION, VALUE_BYTES = 4, 1200, 1000
 LIMIT = 1_000_000  # bytes/s (key + value): the ~4.8 MB take ~5 s
 

@@ -30,6 +30,8 @@ from kmirror_engine.failover.sync_snapshots import SyncLog
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 from tests.kafka_helpers import create_topic, produce
 
+pytestmark = pytest.mark.spark40  # also in leg 2 (pyspark 4.0.2 / Python 3.10)
+
 PARTITIONS, RECORDS = 4, 50
 SNAPSHOT_AFTER_SYNCS = 400  # the default is 10,000; smaller here so 1000 batches show several snapshots
 

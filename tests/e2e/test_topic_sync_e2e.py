@@ -1,86 +1,37 @@
-"""Config sync and ACL sync (issue 18) through the app (`run_flow --once`) on two tansu brokers.
-
-How the tests cope with tansu:
-- tansu's DescribeConfigs returns only the configs set on a topic, but flags each one
-  `is_default=True` (source DEFAULT_CONFIG); Kafka flags exactly those as set. The admin clients
-  of the driver are wrapped (`TansuAsKafka`) so that they report tansu's entries as set, as Kafka
-  would; every other call, IncrementalAlterConfigs included, is tansu's own, and the results are
-  read back from tansu unwrapped.
-- tansu has no authorizer (its ACL APIs answer with nothing), so ACLs come from a fake ACL store
-  shaped like confluent-kafka's (describe_acls/create_acls); topic discovery is tansu's.
+"""Config sync and ACL sync (issue 18) through the app (`run_flow --once`) on two Apache Kafka
+clusters: real config sources (a topic's own settings, the broker's static file, dynamic cluster
+defaults) and the StandardAuthorizer's ACLs. tansu has neither (its DescribeConfigs flags every
+setting as a default and its ACL APIs answer with nothing), so these run on Apache Kafka only.
 """
 
 from __future__ import annotations
 
 import json
-from concurrent.futures import Future
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from confluent_kafka.admin import (
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     ResourcePatternType,
     ResourceType,
 )
 
-import kmirror_engine.clients.factory
 from kmirror.flowspec import FlowSpec, parse_flow_spec
 from kmirror_engine.planning.config_sync import ConfigSync
 from kmirror_engine.planning.created_topics import created_topics_topic, load_created
 from spark_app.main import run_flow
 from tests.kafka_helpers import create_topic, produce
 
-pytestmark = pytest.mark.e2e
-
-
-class _SetFlags:
-    def __init__(self, future: Future) -> None:
-        self.future = future
-
-    def result(self, timeout: float | None = None) -> dict[str, Any]:
-        return {
-            name: SimpleNamespace(
-                value=e.value, is_default=False, is_read_only=e.is_read_only, is_sensitive=e.is_sensitive
-            )
-            for name, e in self.future.result(timeout).items()
-        }
-
-
-class TansuAsKafka:
-    """An admin client whose DescribeConfigs flags tansu's entries as explicitly set (module doc)."""
-
-    def __init__(self, inner: Any, acls: dict[str, list[AclBinding]] | None = None, alias: str = "") -> None:
-        self.inner, self.acls, self.alias = inner, acls, alias
-
-    def describe_configs(self, resources: list[Any], **kwargs: Any) -> dict[Any, Any]:
-        return {r: _SetFlags(f) for r, f in self.inner.describe_configs(resources, **kwargs).items()}
-
-    def describe_acls(self, acl_filter: Any, request_timeout: float) -> Future:
-        if self.acls is None:  # tansu's own answer: no ACLs
-            return self.inner.describe_acls(acl_filter, request_timeout=request_timeout)
-        future: Future = Future()
-        future.set_result(list(self.acls[self.alias]))
-        return future
-
-    def create_acls(self, bindings: list[AclBinding], request_timeout: float) -> dict[AclBinding, Future]:
-        assert self.acls is not None
-        self.acls[self.alias] += bindings
-        out = {}
-        for b in bindings:
-            out[b] = Future()
-            out[b].set_result(None)
-        return out
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
+pytestmark = [pytest.mark.e2e, pytest.mark.real_kafka]
 
 
 def sync_flow(clusters: Any, unique: str, topics: list[str], checkpoint: Path, **options: Any) -> FlowSpec:
@@ -99,6 +50,45 @@ def configs(bootstrap: str, topic: str) -> dict[str, str]:
     return {name: e.value for name, e in future.result(timeout=30).items()}
 
 
+def set_on_topic(bootstrap: str, topic: str) -> dict[str, str]:
+    """The configs set on the topic itself (source DYNAMIC_TOPIC_CONFIG), as the broker reports."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    (future,) = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()
+    return {name: e.value for name, e in future.result(timeout=30).items()
+            if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}  # fmt: skip
+
+
+def set_cluster_default(bootstrap: str, name: str, value: str) -> None:
+    """A dynamic cluster-wide broker default (source DYNAMIC_DEFAULT_BROKER_CONFIG on topics)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+    for future in admin.incremental_alter_configs([ConfigResource(ResourceType.BROKER, "",
+                                                                  incremental_configs=[entry])]).values():  # fmt: skip
+        future.result(timeout=30)
+
+
+def test_broker_defaults_are_never_pinned_on_remote_topics_and_a_settled_sync_changes_nothing(
+    clusters: Any, spark: Any, unique: str, tmp_path: Path
+) -> None:
+    """MM2 copies a topic's own settings only. The source broker's static file (`log.segment.bytes`
+    in the harness's server.properties: `segment.bytes` STATIC_BROKER_CONFIG) and a dynamic
+    cluster default (`log.retention.bytes`: `retention.bytes` DYNAMIC_DEFAULT_BROKER_CONFIG) must
+    not become settings of the remote topic, and a second round right after changes nothing."""
+    set_cluster_default(clusters.source, "log.retention.bytes", "10737418240")
+    topic = f"cfg-{unique}"
+    create_topic(clusters.source, topic, 2, {"retention.ms": "3600000", "cleanup.policy": "compact,delete"})
+    source = AdminClient({"bootstrap.servers": clusters.source})
+    (future,) = source.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()
+    sources = {name: e.source for name, e in future.result(timeout=30).items()}
+    assert sources["segment.bytes"] == ConfigSource.STATIC_BROKER_CONFIG.value
+    assert sources["retention.bytes"] == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+    spec = sync_flow(clusters, unique, [topic], tmp_path / "cp")
+    run_flow(spec, spark=spark, once=True)
+    assert set_on_topic(clusters.target, f"w{unique}.{topic}") == {
+        "retention.ms": "3600000", "cleanup.policy": "compact,delete"}  # fmt: skip
+    assert ConfigSync(spec).run() == []  # settled: no SET, no DELETE every interval
+
+
 def alter(bootstrap: str, topic: str, **changes: str | None) -> None:
     ops = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET if v else
                        AlterConfigOpType.DELETE) for k, v in changes.items()]  # fmt: skip
@@ -109,10 +99,8 @@ def alter(bootstrap: str, topic: str, **changes: str | None) -> None:
 
 
 def test_configs_follow_the_source_on_topics_the_mirror_created_and_only_there(
-    clusters: Any, spark: Any, unique: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: Any
+    clusters: Any, spark: Any, unique: str, tmp_path: Path, capfd: Any
 ) -> None:
-    real = kmirror_engine.clients.factory.admin_client
-    monkeypatch.setattr(kmirror_engine.clients.factory, "admin_client", lambda endpoint: TansuAsKafka(real(endpoint)))
     ours, theirs = f"orders-{unique}", f"legacy-{unique}"
     create_topic(clusters.source, ours, 1, {"retention.ms": "3600000", "max.message.bytes": "2000000"})
     create_topic(clusters.source, theirs, 1, {"retention.ms": "3600000"})
@@ -130,7 +118,7 @@ def test_configs_follow_the_source_on_topics_the_mirror_created_and_only_there(
     run_flow(spec, spark=spark, once=True)  # the next --once run re-syncs
     remote = configs(clusters.target, f"w{unique}.{ours}")
     assert (remote.get("retention.ms"), remote.get("max.message.bytes")) == ("7200000", "2000000")
-    assert configs(clusters.target, f"w{unique}.{theirs}") == {"retention.ms": "1000"}  # never touched
+    assert set_on_topic(clusters.target, f"w{unique}.{theirs}") == {"retention.ms": "1000"}  # never touched
     lines = [json.loads(line.split(" ", 2)[2]) for line in capfd.readouterr().err.splitlines()
              if line.startswith("kmirror config_sync ")]  # fmt: skip
     changed = {(line["config"], line["operation"], line["to"]) for line in lines if line["flow"] == spec.id}
@@ -154,24 +142,39 @@ def test_configs_follow_the_source_on_topics_the_mirror_created_and_only_there(
 
 
 def test_read_acls_of_mirrored_topics_reach_the_remote_topics(
-    clusters: Any, spark: Any, unique: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    clusters: Any, spark: Any, unique: str, tmp_path: Path
 ) -> None:
-    acls: dict[str, list[AclBinding]] = {f"w{unique}": [], f"e{unique}": []}
-    real = kmirror_engine.clients.factory.admin_client
-    monkeypatch.setattr(kmirror_engine.clients.factory, "admin_client",
-                        lambda endpoint: TansuAsKafka(real(endpoint), acls, endpoint.alias))  # fmt: skip
-    topic = f"orders-{unique}"
+    """The StandardAuthorizer's own ACLs: READ and ALL on a mirrored source topic become READ on
+    its remote topic; WRITE, and ACLs of unmirrored topics, are not copied."""
+    topic, other = f"orders-{unique}", f"private-{unique}"
     create_topic(clusters.source, topic, 1)
+    create_topic(clusters.source, other, 1)
 
-    def acl(name: str, principal: str, op: AclOperation, permission: AclPermissionType) -> AclBinding:
-        return AclBinding(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, principal, "*", op, permission)
+    def acl(name: str, principal: str, op: AclOperation) -> AclBinding:
+        return AclBinding(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, principal, "*", op,
+                          AclPermissionType.ALLOW)  # fmt: skip
 
-    acls[f"w{unique}"] += [acl(topic, "User:analytics", AclOperation.ALL, AclPermissionType.ALLOW),
-                           acl(topic, "User:writer", AclOperation.WRITE, AclPermissionType.ALLOW)]  # fmt: skip
-    run_flow(sync_flow(clusters, unique, [topic], tmp_path / "cp"), spark=spark, once=True)
-    assert acls[f"e{unique}"] == [acl(f"w{unique}.{topic}", "User:analytics", AclOperation.READ,
-                                      AclPermissionType.ALLOW)]  # fmt: skip
-    # opted out per flow: nothing copied
-    acls[f"w{unique}"].append(acl(topic, "User:late", AclOperation.READ, AclPermissionType.ALLOW))
+    source = AdminClient({"bootstrap.servers": clusters.source})
+    for future in source.create_acls([acl(topic, f"User:analytics-{unique}", AclOperation.ALL),
+                                      acl(topic, f"User:writer-{unique}", AclOperation.WRITE),
+                                      acl(other, f"User:analytics-{unique}", AclOperation.READ)]).values():  # fmt: skip
+        future.result(timeout=30)
+    run_flow(sync_flow(clusters, unique, [topic], tmp_path / "cp", sync_topic_acls=True), spark=spark, once=True)
+    assert target_acls(clusters.target, unique) == {
+        (f"w{unique}.{topic}", f"User:analytics-{unique}", "READ", "ALLOW")
+    }
+    # opted out per flow: nothing more copied
+    for future in source.create_acls([acl(topic, f"User:late-{unique}", AclOperation.READ)]).values():
+        future.result(timeout=30)
     run_flow(sync_flow(clusters, unique, [topic], tmp_path / "cp", sync_topic_acls=False), spark=spark, once=True)
-    assert len(acls[f"e{unique}"]) == 1
+    assert len(target_acls(clusters.target, unique)) == 1
+
+
+def target_acls(bootstrap: str, unique: str) -> set[tuple[str, str, str, str]]:
+    """The target's literal topic ACLs of this test's principals (the broker's own answer)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    found = admin.describe_acls(
+        AclBindingFilter(ResourceType.TOPIC, None, ResourcePatternType.LITERAL, None, None,  # type: ignore[arg-type]
+                         AclOperation.ANY, AclPermissionType.ANY), request_timeout=30).result(timeout=30)  # fmt: skip
+    return {(b.name, b.principal, b.operation.name, b.permission_type.name) for b in found
+            if b.principal.endswith(unique)}  # fmt: skip

@@ -21,7 +21,7 @@ from spark_app.main import run_flow
 from tests.e2e.test_mirror_e2e import mirrored
 from tests.kafka_helpers import BASE_TIMESTAMP_MS, add_fences, create_topic, produce
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.spark40]
 
 
 def transform_flow(clusters: Any, unique: str, topic: str, sql: str, checkpoint: Path, **options: Any) -> FlowSpec:
