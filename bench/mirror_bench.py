@@ -4,6 +4,8 @@ brokers and data.
     python bench/mirror_bench.py [--records 2000000] [--size 200] [--partitions 8] [--repeat 1]
                                  [--latency-rate 20000] [--latency-seconds 15] [--topics N]
 
+Both clusters are Apache Kafka 4.1 by default (`--broker kafka-3.9` or `tansu` for the others).
+
 1. limit: producers writing the same records straight into the target (no consuming);
 2. raw: a single-process confluent-kafka consume->produce loop (acks=all, idempotence);
 3. raw_parallel: that loop as one process per core over disjoint partitions (MM1's num.streams);
@@ -63,7 +65,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--skip-latency", action="store_true", help="no streaming latency run (p99_ms=-1)")
     parser.add_argument("--copy-loop", choices=("native", "python"), default=None,
                         help="the app's copy loop (default: native where built, else python)")  # fmt: skip
+    parser.add_argument("--broker", choices=("kafka-4.1", "kafka-3.9", "tansu"), default="kafka-4.1",
+                        help="the two local clusters: Apache Kafka (kmirror_cli/local_kafka.py) or tansu")  # fmt: skip
     return parser.parse_args(argv)
+
+
+def local_broker(kind: str, name: str) -> Any:
+    """A stopped local cluster of `kind` (a context manager): Apache Kafka by default, as users run."""
+    if kind == "tansu":
+        return LocalBroker(name)
+    from kmirror_cli.local_kafka import KafkaBroker
+
+    return KafkaBroker(name, line=kind.removeprefix("kafka-"), heap_mb=1024, authorizer=False)
 
 
 def verify(bootstrap: str, topic: str, nparts: int, expected: dict[int, int], name: str) -> None:
@@ -85,13 +98,15 @@ def main(argv: list[str] | None = None) -> int:
     rates: dict[str, list[float]] = {name: [] for name in CONTENDERS}
     loads: dict[str, list[str]] = {**{name: [] for name in CONTENDERS}, "latency": [], "many": []}
     sparks: list[dict[str, Any]] = []
-    with LocalBroker("bench-source") as source_broker, LocalBroker("bench-target") as target_broker:
+    console.log(f"brokers: {args.broker}")
+    with local_broker(args.broker, "bench-source") as source_broker, local_broker(args.broker, "bench-target") as \
+            target_broker:  # fmt: skip
         source, target = source_broker.bootstrap_servers, target_broker.bootstrap_servers
         create_topics(source, [src], nparts)
         console.log(f"filling {src}: {args.records:,} x {args.size} B, {nparts} partitions")
         filled = produce_parallel(source, src, args.records, args.size, nparts, args.producer_procs)
         expected = filled["counts"]
-        add_fences(source, src, nparts)  # tansu's watermark hides each partition's newest batch
+        add_fences(source, src, nparts)  # end markers (tansu's watermark also hides each partition's newest batch)
         for round_ in range(args.repeat):
             sparks.append(run_round(args, console, source, target, src, f"{run}-{round_}", round_, expected, workdir,
                                     rates, loads))  # fmt: skip
