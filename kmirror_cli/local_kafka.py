@@ -197,9 +197,9 @@ class KafkaBroker:
             "share.coordinator.state.topic.min.isr": "1",
             "group.initial.rebalance.delay.ms": "0",
             # A broker killed with -9 registers again only once its old session expired (9 s by
-            # default); a short session keeps restart tests quick.
-            "broker.session.timeout.ms": "3000",
-            "broker.heartbeat.interval.ms": "500",
+            # default); a shorter session keeps restart tests quick, long enough for a loaded 2-core CI machine.
+            "broker.session.timeout.ms": "6000",
+            "broker.heartbeat.interval.ms": "1000",
             # The app must create every topic it writes, with the source's partitions, as on a
             # production cluster (auto-creation would hide a topic it forgot).
             "auto.create.topics.enable": "false",
