@@ -29,9 +29,21 @@ real_kafka = pytest.mark.real_kafka
 tansu_only = pytest.mark.tansu_only
 
 
-def new_broker(name: str, **options: Any) -> Any:
+# A single-node KRaft cluster runs its controller in the broker's JVM: frozen (SIGSTOP) for longer
+# than the broker session, it fences its own broker on resume, and Kafka 4.1 was seen to leave the
+# partitions leaderless after that (ELR re-election logged, the broker never became leader again).
+# A multi-node cluster moves leadership instead; tests that freeze a broker keep the session
+# longer than the freeze, so they test the mirror riding out a silent broker, not that corner.
+FREEZE_SESSION_TIMEOUT_MS = 60_000
+
+
+def new_broker(name: str, freezes: bool = False, **options: Any) -> Any:
     """A stopped broker of the suite's kind (`.start()`/`.stop()`/`.pause()`/`.resume()`, context
-    manager); Apache Kafka options (extra listeners, SCRAM users) are refused for tansu."""
+    manager); Apache Kafka options (extra listeners, SCRAM users) are refused for tansu.
+    `freezes`: the test pauses it (see FREEZE_SESSION_TIMEOUT_MS)."""
+    if freezes and not IS_TANSU:
+        settings = {"broker.session.timeout.ms": str(FREEZE_SESSION_TIMEOUT_MS), **options.pop("settings", {})}
+        options["settings"] = settings
     if IS_TANSU:
         from kmirror_cli.local_brokers import LocalBroker
 

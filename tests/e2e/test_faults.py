@@ -158,7 +158,7 @@ def test_broker_outages_unreachable_at_start_then_target_then_source_frozen(
     clock = Clock()
     topic, remote, partitions = f"outage-{unique}", f"west.outage-{unique}", 2
     target_port = free_port()
-    with new_broker(f"outage-src-{unique}") as src:
+    with new_broker(f"outage-src-{unique}", freezes=True) as src:
         create_topic(src.bootstrap_servers, topic, partitions)
         ends = produce_values(src.bootstrap_servers, topic, partitions, 500, "a")
         flow = flow_spec(unique, src.bootstrap_servers, f"127.0.0.1:{target_port}", [topic], tmp_path,
@@ -168,7 +168,7 @@ def test_broker_outages_unreachable_at_start_then_target_then_source_frozen(
         clock.lap("unreachable target reported")
         retry_line = next(line for line in app.log().splitlines() if "retrying in" in line)
         assert f"cluster 'east' (127.0.0.1:{target_port})" in retry_line, retry_line
-        with new_broker(f"outage-dst-{unique}", port=target_port) as dst:
+        with new_broker(f"outage-dst-{unique}", freezes=True, port=target_port) as dst:
             wait_mirrored(app, src.bootstrap_servers, flow, topic, ends, timeout_s=APP_START_TIMEOUT_S)
             clock.lap("mirrored once the target came up")
             sent = expected_values(partitions, 500, "a")
