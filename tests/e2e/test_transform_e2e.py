@@ -19,7 +19,7 @@ from kmirror.replication_policy import offset_syncs_topic
 from kmirror_engine.failover.offset_syncs import OffsetSyncTopic, SyncStore
 from spark_app.main import run_flow
 from tests.e2e.test_mirror_e2e import mirrored
-from tests.kafka_helpers import BASE_TIMESTAMP_MS, add_fences, create_topic, produce
+from tests.kafka_helpers import BASE_TIMESTAMP_MS, TANSU_FENCES, add_fences, create_topic, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark40]
 
@@ -99,12 +99,12 @@ def test_drop_by_key_and_header_keeps_order_metadata_and_maps_dropped_offsets_fo
         assert [m.headers() for m in got[p]] == [[("trace", f"t{i}".encode())] for i in want]
         assert [m.timestamp()[1] for m in got[p]] == [BASE_TIMESTAMP_MS + i for i in want]
     # the source group is past every planned offset, dropped records included (tansu may still hide the last fence)
-    assert all(offset >= 41 for offset in committed(clusters.source, spec.consumer_group, topic, 2))
+    assert all(offset >= 40 + TANSU_FENCES for offset in committed(clusters.source, spec.consumer_group, topic, 2))
     # every source offset, dropped or not, translates to where the next kept record landed
     store = load_syncs(spec)
     for p in (0, 1):
-        # what source offset n of partition p holds: a record index, or None for a fence (kept)
-        layout = [i for i in range(60) if i % 2 == p] + [None] + [i for i in range(60, 80) if i % 2 == p]
+        # what source offset n of partition p holds: a record index, or None for tansu's fence (kept)
+        layout = [i for i in range(60) if i % 2 == p] + [None] * TANSU_FENCES + [i for i in range(60, 80) if i % 2 == p]
         downstream = {n: d for d, n in enumerate(n for n, i in enumerate(layout) if i is None or kept(i))}
         for n in range(len(layout)):
             following = min(m for m in [*downstream, len(layout)] if m >= n)
