@@ -243,13 +243,13 @@ class KafkaBroker:
     def start(self) -> KafkaBroker:
         """Start (formatting the storage on the first start); returns when the broker serves
         requests. Raises KmirrorError with the log's last lines when it does not within 90 s."""
-        first = self.work_dir is None
-        if first:
+        if self.work_dir is None:
             self.work_dir = Path(tempfile.mkdtemp(prefix=f"kmirror-kafka-{self.name}-"))
             self._format()
+        work_dir = self.work_dir
         log = self.log_path.open("ab")
         offset = self.log_path.stat().st_size
-        command = self._java("kafka.Kafka", str(self.work_dir / "server.properties"), heap_mb=self.heap_mb)
+        command = self._java("kafka.Kafka", str(work_dir / "server.properties"), heap_mb=self.heap_mb)
         self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         self._wait_started(offset)
