@@ -31,7 +31,7 @@ from kmirror_engine.planning.created_topics import created_topics_topic, load_cr
 from spark_app.main import run_flow
 from tests.kafka_helpers import create_topic, produce
 
-pytestmark = [pytest.mark.e2e, pytest.mark.real_kafka]
+pytestmark = [pytest.mark.e2e, pytest.mark.real_kafka, pytest.mark.spark40]
 
 
 def sync_flow(clusters: Any, unique: str, topics: list[str], checkpoint: Path, **options: Any) -> FlowSpec:
