@@ -218,6 +218,7 @@ class AclAdmin:
         assert kwargs["include_authorized_operations"] is True
         answers = {
             "mm2-offset-syncs.west.internal": done(SimpleNamespace(authorized_operations=[AclOperation.ALL])),
+            "kmirror-created-topics.west.internal": done(SimpleNamespace(authorized_operations=[AclOperation.ALL])),
             "kmirror-offset-syncs-snapshot.west.internal": failed(
                 KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
             ),
@@ -227,8 +228,13 @@ class AclAdmin:
         }  # fmt: skip
         return {t: answers[t] for t in topics.topic_names}
 
-    def describe_cluster(self, **_: Any) -> Future[Any]:
-        return done(SimpleNamespace(authorized_operations=self.cluster_ops))
+    def create_topics(self, topics: list[Any], validate_only: bool = False, **_: Any) -> dict[str, Future[Any]]:
+        """A validate-only CreateTopics: allowed with Create on the cluster; unanswered (None) raises."""
+        assert validate_only
+        if self.cluster_ops is None:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        refused = KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+        return {t.topic: done(None) if AclOperation.CREATE in self.cluster_ops else failed(refused) for t in topics}
 
 
 def test_missing_acls_on_internal_topics_are_reported_at_start_naming_topic_and_grant() -> None:
@@ -236,7 +242,7 @@ def test_missing_acls_on_internal_topics_are_reported_at_start_naming_topic_and_
     out = io.StringIO()
     problems = report_internal_topic_access(spec, AclAdmin([AclOperation.DESCRIBE]), out)
     assert [(p.topic, p.missing) for p in problems] == [
-        ("heartbeats", ("Describe", "Write")),
+        ("heartbeats", ("Create", "Describe", "Write")),  # unauthorized: Kafka hides whether it exists
         ("west.checkpoints.internal", ("Write",)),
         ("kmirror-offset-syncs-snapshot.west.internal", ("Create",)),
     ]
@@ -247,7 +253,7 @@ def test_missing_acls_on_internal_topics_are_reported_at_start_naming_topic_and_
         "(MM2 checkpoints); grant it: kafka-acls.sh --bootstrap-server e:9092 --add --allow-principal "
         "User:mirror --operation Write --topic west.checkpoints.internal"
     )
-    # the cluster allows creation: a missing topic is not a problem; a broker that does not say: nothing
+    # creation allowed: a missing topic is not a problem; a broker that does not answer: nothing
     assert [p.topic for p in report_internal_topic_access(spec, AclAdmin([AclOperation.CREATE]), io.StringIO())] == [
         "heartbeats", "west.checkpoints.internal"]  # fmt: skip
     assert len(report_internal_topic_access(spec, AclAdmin(None), io.StringIO())) == 2

@@ -46,18 +46,68 @@ class AccessProblem:
 def needed_access(spec: FlowSpec) -> dict[str, tuple[str, tuple[str, ...]]]:
     """Internal topic -> (what it is for, ACL operations the mirror needs on it)."""
     from kmirror_engine.failover.sync_snapshots import snapshot_topic
+    from kmirror_engine.planning.created_topics import created_topics_topic
 
     source = spec.source.alias
     out: dict[str, tuple[str, tuple[str, ...]]] = {
         offset_syncs_topic(source): ("offset syncs; without them batches fail", ("Read", "Write")),
         snapshot_topic(source): ("offset-sync snapshots; without them restarts read the whole history",
                                  ("Read", "Write")),
+        created_topics_topic(source): ("the registry of remote topics the mirror created (config sync)",
+                                       ("Read", "Write")),
     }  # fmt: skip
     if spec.option("emit_checkpoints"):
         out[checkpoints_topic(source)] = ("MM2 checkpoints", ("Read", "Write"))
     if spec.option("emit_heartbeats"):
         out[HEARTBEATS_TOPIC] = ("MM2 heartbeats", ("Write",))
     return out
+
+
+@dataclass(frozen=True)
+class AclGrant:
+    """One ACL the mirror principal needs: on the flow's `side` ("source" or "target"), the
+    `operations` (Kafka's names: Read, Write, ...) on a resource (`resource_type` TOPIC, GROUP,
+    TRANSACTIONAL_ID; `pattern` LITERAL or PREFIXED), for `purpose`."""
+
+    side: str
+    resource_type: str
+    name: str
+    pattern: str
+    operations: tuple[str, ...]
+    purpose: str
+
+
+def mirror_acls(spec: FlowSpec, source_topics: list[str]) -> list[AclGrant]:
+    """Every ACL the mirror principal of `spec` needs, from the names the engine itself uses
+    (its group, the remote-topic prefix of its replication policy, its internal topics, its
+    transactional ids): on the source, read and describe `source_topics` (literal: a topic
+    selection is a regular expression, which ACLs cannot express) and commit its group; on the
+    target, create and write the remote topics (Alter: growing them; AlterConfigs: config sync)
+    and create/read/write each internal topic. Creating topics needs no cluster-wide Create
+    (CreateTopics accepts Create on the topic). Not listed: the application groups whose
+    offsets checkpoints read (Describe on those groups on the source) and that group sync
+    writes (Read on them on the target), and ACL sync's cluster Describe/Alter: both follow
+    the flow's `groups` and `sync_topic_acls`, and are documented in docs/security.md."""
+    remote_prefix = spec.policy.format_remote_topic(spec.source.alias, "")
+    grants = [AclGrant("source", "TOPIC", topic, "LITERAL", ("Read", "Describe", "DescribeConfigs"),
+                       "the mirrored topic") for topic in sorted(source_topics)]  # fmt: skip
+    grants.append(AclGrant("source", "GROUP", spec.consumer_group, "LITERAL", ("Read", "Describe"),
+                           "the mirror's committed source positions"))  # fmt: skip
+    grants.append(AclGrant("target", "TOPIC", remote_prefix, "PREFIXED",
+                           ("Create", "Write", "Describe", "DescribeConfigs", "Alter", "AlterConfigs"),
+                           "the remote topics"))  # fmt: skip
+    for topic, (purpose, operations) in sorted(needed_access(spec).items()):
+        wanted = tuple(dict.fromkeys(("Create", "Describe", *operations)))
+        grants.append(AclGrant("target", "TOPIC", topic, "LITERAL", wanted, purpose))
+    if spec.exactly_once:
+        from kmirror_engine.copying.exactly_once import offsets_group, transactional_id
+
+        prefix = transactional_id(spec, 0).rsplit("-", 1)[0]
+        grants.append(AclGrant("target", "TRANSACTIONAL_ID", prefix, "PREFIXED", ("Write", "Describe"),
+                               "exactly-once transactions"))  # fmt: skip
+        grants.append(AclGrant("target", "GROUP", offsets_group(spec), "LITERAL", ("Read", "Describe"),
+                               "exactly-once source positions"))  # fmt: skip
+    return grants
 
 
 def principal_hint(config: Mapping[str, Any]) -> str:
@@ -100,7 +150,9 @@ def check_internal_topic_access(spec: FlowSpec, admin: Any) -> list[AccessProble
         except Exception as exc:  # the answer's error tells which ACL is missing, if any
             code = exc.args[0].code() if exc.args and hasattr(exc.args[0], "code") else None
             if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-                wanted = ("Describe", *operations)
+                # without Describe Kafka does not say whether the topic exists: grant what
+                # creating and using it needs (mirror_acls lists the same)
+                wanted = ("Create", "Describe", *operations)
                 problems.append(AccessProblem(topic, purpose, wanted, _grant(spec, topic, wanted)))
             elif code == KafkaError.UNKNOWN_TOPIC_OR_PART:
                 missing_topics.append(topic)
@@ -118,21 +170,28 @@ def check_internal_topic_access(spec: FlowSpec, admin: Any) -> list[AccessProble
 def _creation_problems(
     spec: FlowSpec, admin: Any, topics: list[str], needs: Mapping[str, tuple[str, tuple[str, ...]]]
 ) -> list[AccessProblem]:
-    """Topics that do not exist yet: the mirror creates them, which needs Create on the cluster."""
+    """Topics that do not exist yet: the mirror creates them, which needs Create on the topic or
+    the cluster. Asked exactly with a validate-only CreateTopics (authorized, never applied)."""
+    from confluent_kafka import KafkaError
+    from confluent_kafka.admin import NewTopic
+
     try:
-        allowed = _names(
-            admin.describe_cluster(include_authorized_operations=True, request_timeout=ADMIN_TIMEOUT_S)
-            .result(timeout=ADMIN_TIMEOUT_S)
-            .authorized_operations
-        )
+        futures = admin.create_topics([NewTopic(topic, 1) for topic in topics], validate_only=True,
+                                      request_timeout=ADMIN_TIMEOUT_S)  # fmt: skip
     except Exception:  # not knowing is not a problem to report; creating the topic will say
         return []
-    if allowed is None or "CREATE" in allowed:
-        return []
+    refused = []
+    for topic in topics:
+        try:
+            futures[topic].result(timeout=ADMIN_TIMEOUT_S)
+        except Exception as exc:
+            code = exc.args[0].code() if exc.args and hasattr(exc.args[0], "code") else None
+            if code in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED):
+                refused.append(topic)
     return [
-        AccessProblem(topic, needs[topic][0] + "; it does not exist yet and Create on the cluster is not granted",
+        AccessProblem(topic, needs[topic][0] + "; it does not exist yet and the mirror may not create it",
                       ("Create",), _grant(spec, topic, ("Create",)))
-        for topic in topics
+        for topic in refused
     ]  # fmt: skip
 
 

@@ -1,0 +1,227 @@
+"""Security against Apache Kafka itself (issue 22): the broker's own TLS, mutual-TLS and
+SASL_SSL/SCRAM-SHA-512 listeners with the StandardAuthorizer on, and the mirror principal
+holding only the ACLs `kmirror_engine.planning.internal_topics.mirror_acls` lists for its flow.
+
+- sufficient: with exactly those ACLs the engine copies, creates the remote topic and writes its
+  offset syncs through each mechanism;
+- minimal: without the ACL of an internal topic, the start-up access check names the topic, the
+  missing operations and the `kafka-acls.sh` command that grants them, before anything is copied.
+
+The harness's own PLAINTEXT listener is the only super user; the mirror never uses it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
+
+from kmirror.flowspec import FlowSpec, parse_flow_spec
+from kmirror.security import client_config, security_problems
+from kmirror_cli.local_kafka import KafkaBroker, Listener
+from kmirror_engine.clients.factory import admin_client
+from kmirror_engine.clients.security_check import check_connection
+from kmirror_engine.copying.range_copy import CopyRange
+from kmirror_engine.planning.discovery import MirroredTopic
+from kmirror_engine.planning.internal_topics import check_internal_topic_access, mirror_acls
+from kmirror_engine.planning.target_topics import TargetTopics
+from spark_app.sink import copy_task_ranges
+from tests.brokers import IS_TANSU, KAFKA_LINE
+from tests.kafka_helpers import create_topic, produce
+from tests.security.tls_support import Issued, TestCa
+
+pytestmark = [pytest.mark.security, pytest.mark.real_kafka, pytest.mark.e2e]
+SCRAM_PASSWORD = "scram-pass-4Rt8-never-printed"
+TLS_SUBJECT = "CN=mirror-tls"
+
+
+@dataclass
+class SecureCluster:
+    broker: KafkaBroker
+    ca: TestCa
+
+    @property
+    def admin(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.broker.bootstrap_servers})
+
+
+def _listeners(ca: TestCa, server: Issued, directory: Path) -> tuple[Listener, Listener]:
+    keystore = directory / f"{server.cert.stem}-keystore.pem"  # PEM keystore: the key, then the chain
+    keystore.write_text(server.key.read_text() + server.cert.read_text())
+    tls = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore),
+           "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca.cert_path)}  # fmt: skip
+    mtls = Listener("MTLS", "SSL", settings={**tls, "ssl.client.auth": "required"})
+    scram = Listener("SCRAM", "SASL_SSL", settings={
+        **tls, "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+    })  # fmt: skip
+    return mtls, scram
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SecureCluster, SecureCluster, Path]]:
+    """Two single-node clusters with MTLS (SSL, client certificate required) and SCRAM (SASL_SSL,
+    SCRAM-SHA-512, user `mirror`) listeners; the authorizer is on."""
+    if IS_TANSU:
+        pytest.skip("tansu has no TLS, SASL or authorizer")  # deselected there anyway (real_kafka)
+    directory = tmp_path_factory.mktemp("real-broker-security")
+    ca = TestCa(directory)
+    server = ca.issue("broker", server=True)
+    client = ca.issue("mirror-tls", server=False)
+    clusters = []
+    for name in ("sec-west", "sec-east"):
+        broker = KafkaBroker(name, line=KAFKA_LINE, extra_listeners=_listeners(ca, server, directory),
+                             scram_users={"mirror": SCRAM_PASSWORD})  # fmt: skip
+        clusters.append(SecureCluster(broker.start(), ca))
+    (directory / "scram-password").write_text(SCRAM_PASSWORD)
+    (directory / "client.crt").write_bytes(client.cert.read_bytes())
+    (directory / "client.key").write_bytes(client.key.read_bytes())
+    try:
+        yield clusters[0], clusters[1], directory
+    finally:
+        for cluster in clusters:
+            cluster.broker.remove()
+
+
+def mechanism_security(mechanism: str, directory: Path, ca: TestCa) -> dict[str, Any]:
+    tls: dict[str, Any] = {"ca": {"file": str(ca.cert_path)}}
+    if mechanism == "mtls":
+        tls.update({"cert": {"file": str(directory / "client.crt")}, "key": {"file": str(directory / "client.key")}})
+        security: dict[str, Any] = {"protocol": "SSL", "tls": tls}
+    else:
+        password = {"file": str(directory / "scram-password")}
+        security = {"protocol": "SASL_SSL", "tls": tls,
+                    "scram": {"mechanism": "SCRAM-SHA-512", "username": "mirror", "password": password}}
+    assert security_problems(security, "clusters.test.security") == []
+    return security
+
+
+def flow(west: SecureCluster, east: SecureCluster, directory: Path, mechanism: str, topic: str) -> FlowSpec:
+    listener = "MTLS" if mechanism == "mtls" else "SCRAM"
+    security = mechanism_security(mechanism, directory, west.ca)
+    return parse_flow_spec({
+        "id": f"west-{mechanism}->east", "checkpoint_location": str(directory / f"cp-{mechanism}"),
+        "source": {"alias": "west", "bootstrap_servers": west.broker.listener_address(listener),
+                   "config": client_config(security)},
+        "target": {"alias": "east", "bootstrap_servers": east.broker.listener_address(listener),
+                   "config": client_config(security)},
+        "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default"},
+        "emit_checkpoints": False, "emit_heartbeats": False,
+    })  # fmt: skip
+
+
+def principal(mechanism: str) -> str:
+    return f"User:{TLS_SUBJECT}" if mechanism == "mtls" else "User:mirror"
+
+
+def grant(spec: FlowSpec, west: SecureCluster, east: SecureCluster, who: str, source_topics: list[str],
+          leave_out: str | None = None) -> list[Any]:  # fmt: skip
+    """Create exactly the ACLs `mirror_acls` lists (but the grants on `leave_out`); returns them."""
+    granted = []
+    for acl in mirror_acls(spec, source_topics):
+        if acl.name == leave_out:
+            continue
+        admin = west.admin if acl.side == "source" else east.admin  # kept alive until the answers came
+        bindings = [AclBinding(ResourceType[acl.resource_type], acl.name, ResourcePatternType[acl.pattern], who, "*",
+                               AclOperation[_enum_name(op)], AclPermissionType.ALLOW)
+                    for op in acl.operations]  # fmt: skip
+        for future in admin.create_acls(bindings).values():
+            future.result(timeout=30)
+        granted.append(acl)
+    return granted
+
+
+def _enum_name(operation: str) -> str:
+    """Kafka's ACL operation name as confluent-kafka's enum spells it: DescribeConfigs -> DESCRIBE_CONFIGS."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", operation).upper()
+
+
+def revoke_all(cluster: SecureCluster, who: str) -> None:
+    any_acl = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, who, None,  # type: ignore[arg-type]
+                               AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
+    admin = cluster.admin  # kept alive until the answer came
+    admin.delete_acls([any_acl])[any_acl].result(timeout=30)
+
+
+@pytest.mark.parametrize("mechanism", ["mtls", "scram"])
+def test_the_listed_acls_are_enough_to_mirror_through_the_brokers_own_listeners(
+    secure: tuple[SecureCluster, SecureCluster, Path], mechanism: str, unique: str
+) -> None:
+    west, east, directory = secure
+    topic = f"sec-{mechanism}-{unique}"
+    create_topic(west.broker.bootstrap_servers, topic, 2)
+    produce(west.broker.bootstrap_servers, topic, [{"key": f"k{i}".encode(), "value": f"v{i}".encode(),
+                                                   "partition": i % 2} for i in range(200)])  # fmt: skip
+    spec = flow(west, east, directory, mechanism, topic)
+    who = principal(mechanism)
+    try:
+        # before any grant the brokers authenticate the mirror but authorize nothing
+        check_connection(spec.source, timeout_s=20)
+        with pytest.raises(Exception, match=r"(?i)authoriz"):
+            copy_task_ranges(spec, [CopyRange(topic, 0, 0, 100, f"west.{topic}")], 0)
+        grant(spec, west, east, who, [topic])
+        assert check_internal_topic_access(spec, AdminClient(_admin_config(spec))) == []
+        # as the driver does: the remote topic created with the source's partitions and configs
+        TargetTopics(admin_client(spec.source), admin_client(spec.target), spec.target).ensure(
+            {topic: MirroredTopic(topic, 2, f"west.{topic}")})
+        progress = copy_task_ranges(spec, [CopyRange(topic, p, 0, 100, f"west.{topic}") for p in (0, 1)], 0)
+        assert sorted(p.records for p in progress) == [100, 100]
+        assert _count(east.broker.bootstrap_servers, f"west.{topic}", 2) == 200
+    finally:
+        revoke_all(west, who)
+        revoke_all(east, who)
+
+
+def _admin_config(spec: FlowSpec) -> dict[str, Any]:
+    from kmirror.security import resolve_references
+
+    return {"bootstrap.servers": spec.target.bootstrap_servers, **resolve_references(dict(spec.target.config))}
+
+
+def _count(bootstrap: str, topic: str, partitions: int) -> int:
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "sec-reader"})
+    try:
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
+    finally:
+        consumer.close()
+
+
+def test_without_any_one_internal_topic_acl_the_start_up_check_names_it_and_the_grant(
+    secure: tuple[SecureCluster, SecureCluster, Path], unique: str
+) -> None:
+    """Minimal: leave out the grant of one internal topic at a time (offset syncs, their
+    snapshots, the created-topics registry): the check names it with every operation it needs
+    (Kafka hides whether it exists) and the command that grants them."""
+    west, east, directory = secure
+    topic = f"sec-min-{unique}"
+    create_topic(west.broker.bootstrap_servers, topic, 1)
+    spec = flow(west, east, directory, "scram", topic)
+    internal = [acl.name for acl in mirror_acls(spec, [topic]) if acl.side == "target" and acl.pattern == "LITERAL"]
+    assert len(internal) == 3, internal
+    for left_out in internal:
+        try:
+            grant(spec, west, east, "User:mirror", [topic], leave_out=left_out)
+            problems = check_internal_topic_access(spec, AdminClient(_admin_config(spec)))
+            # without Describe the broker does not tell whether the topic exists
+            missing = ("Create", "Describe", "Read", "Write")
+            assert [(p.topic, p.missing) for p in problems] == [(left_out, missing)], problems
+            operations = " ".join(f"--operation {op}" for op in missing)
+            assert problems[0].grant == (f"kafka-acls.sh --bootstrap-server {spec.target.bootstrap_servers} --add "
+                                         f"--allow-principal User:mirror {operations} --topic {left_out}")
+        finally:
+            revoke_all(west, "User:mirror")
+            revoke_all(east, "User:mirror")
