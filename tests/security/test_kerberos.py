@@ -316,3 +316,66 @@ def test_the_app_refuses_to_start_without_gssapi_and_says_how_to_get_it(
     assert time.monotonic() - started < 20  # before any Spark session or connection attempt
     assert done.stderr.startswith("kmirror run: cluster 'dc-old' needs sasl.mechanisms=GSSAPI, which this ")
     assert "scripts/build-gssapi-client.sh" in done.stderr and "Traceback" not in done.stderr
+
+
+GSSAPI_ROUND_TRIP = """
+import json, sys
+import confluent_kafka
+from kmirror.security import client_config, resolve_references
+security, bootstrap, topic = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
+resolved = resolve_references(client_config(security))
+producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", **resolved})
+for i in range(50):
+    producer.produce(topic, f"v{i}".encode(), f"k{i}".encode())
+left = producer.flush(60)
+consumer = confluent_kafka.Consumer({"bootstrap.servers": bootstrap, "group.id": "kerberized", **resolved})
+consumer.assign([confluent_kafka.TopicPartition(topic, 0, 0)])
+values = []
+while len(values) < 50:
+    msg = consumer.poll(30)
+    if msg is None or msg.error():
+        break
+    values.append(msg.value().decode())
+consumer.close()
+print(json.dumps({"unflushed": left, "values": values}))
+"""
+
+
+@pytest.mark.real_kafka
+@pytest.mark.e2e
+def test_a_kerberized_produce_and_consume_through_an_apache_kafka_gssapi_listener(
+    kdc: LocalKdc, keytab: Path, gssapi_python: Path, tmp_path: Path
+) -> None:
+    """Apache Kafka's own SASL/GSSAPI listener (the JDK acceptor with the broker's keytab, our
+    KDC): the rendered client config produces and consumes through it, as `mirrormaker`."""
+    from kmirror_cli.local_kafka import KafkaBroker, Listener
+    from tests.brokers import IS_TANSU, KAFKA_LINE
+    from tests.kafka_helpers import create_topic
+
+    if IS_TANSU:
+        pytest.skip("tansu has no GSSAPI")  # deselected there anyway (real_kafka)
+    broker_principal = f"kafka/127.0.0.1@{REALM}"  # librdkafka asks for <service>/<advertised host>
+    broker_keytab = tmp_path / "broker.keytab"
+    assert _keytab_cli(kdc, broker_principal, broker_keytab).returncode == 0
+    jaas = ("com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true "
+            f'keyTab="{broker_keytab}" principal="{broker_principal}";')  # fmt: skip
+    listener = Listener("GSS", "SASL_PLAINTEXT", settings={"sasl.enabled.mechanisms": "GSSAPI",
+                                                           "gssapi.sasl.jaas.config": jaas})  # fmt: skip
+    broker = KafkaBroker("kerberized", line=KAFKA_LINE, extra_listeners=(listener,),
+                         super_users=("User:ANONYMOUS", "User:mirrormaker"),
+                         settings={"sasl.kerberos.service.name": "kafka"},
+                         jvm_options=tuple(jvm_options(str(kdc.krb5_conf))))  # fmt: skip
+    with broker:
+        topic = "kerberized-orders"
+        create_topic(broker.bootstrap_servers, topic, 1)
+        env = {k: v for k, v in os.environ.items() if k != "KRB5_CONFIG"}
+        env.update({"PYTHONPATH": str(ROOT), "KRB5CCNAME": f"FILE:{tmp_path / 'cc'}"})
+        done = subprocess.run([str(gssapi_python), "-c", GSSAPI_ROUND_TRIP, json.dumps(_security(kdc, keytab)),
+                               broker.listener_address("GSS"), topic], env=env, capture_output=True, text=True,
+                              timeout=180, cwd=str(tmp_path))  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        assert result == {"unflushed": 0, "values": [f"v{i}" for i in range(50)]}, done.stderr[-3000:]
+        assert f"{PRINCIPAL} for {broker_principal}" in kdc.log()  # the service ticket came from our KDC
+        assert "Successfully authenticated client: authenticationID=mirrormaker/localhost" in \
+            broker.log_path.read_text()  # fmt: skip
