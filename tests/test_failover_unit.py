@@ -23,6 +23,14 @@ from kmirror_engine.observability.metrics import FlowMetrics
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 
 
+@pytest.fixture(autouse=True)
+def source_answers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake flows' source (w:9092) is taken as reachable unless a test says otherwise."""
+    import kmirror_engine.failover.target_only
+
+    monkeypatch.setattr(kmirror_engine.failover.target_only, "source_reachable", lambda endpoint: None)
+
+
 def spec(**options: Any) -> FlowSpec:
     return parse_flow_spec({
         "id": "west->east", "checkpoint_location": "/tmp/x", "topics": ["orders.*"], "topics_exclude": [],

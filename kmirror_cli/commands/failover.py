@@ -9,6 +9,10 @@ consumer's `auto.offset.reset`, which with `latest` skips records. `--allow-part
 the group anyway and starts such partitions at the target's earliest offset, so consumers
 re-read rather than skip. Offsets only move forward: a target partition already committed at
 or past the planned offset is kept and reported. `--dry-run` prints the plan, writes nothing.
+
+When the source does not answer within a few seconds (or with `--from-checkpoints`) the group's
+newest checkpoints on the target give the offsets, each partition reported with the
+checkpoint's age and the records at risk; only active members on the target block the move then.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--flow", required=True, help="flow spec JSON file")
     parser.add_argument("--group", required=True, help="consumer group id (same id on both clusters)")
     parser.add_argument("--dry-run", action="store_true", help="print what would be written, write nothing")
+    parser.add_argument("--from-checkpoints", action="store_true",
+                        help="the source is gone: use the target's checkpoints without trying the source")  # fmt: skip
     parser.add_argument(
         "--allow-partial",
         action="store_true",
@@ -70,19 +76,24 @@ def _partition_list(translations: Sequence[Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    from kmirror_cli.commands.translate import group_position
     from kmirror_engine.clients.factory import admin_client
-    from kmirror_engine.failover.checkpoints import translate_group
     from kmirror_engine.failover.group_sync import describe_group, is_active, sync_group
+    from kmirror_engine.failover.target_only import describe_position, source_reachable
 
     spec = load_flow_spec(args.flow)
     group = args.group
-    source_state = describe_group(admin_client(spec.source), group, spec.source.alias)
-    if is_active(source_state):
-        raise KmirrorError(
-            f"group {group!r} is {source_state.state} on {spec.source.alias} with active members "
-            f"({', '.join(source_state.members) or 'none listed'}); stop its consumers before failing over"
-        )
-    translations = translate_group(spec, group)
+    why = None if args.from_checkpoints else source_reachable(spec.source)
+    if not args.from_checkpoints and why is None:
+        source_state = describe_group(admin_client(spec.source), group, spec.source.alias)
+        if is_active(source_state):
+            raise KmirrorError(
+                f"group {group!r} is {source_state.state} on {spec.source.alias} with active members "
+                f"({', '.join(source_state.members) or 'none listed'}); stop its consumers before failing over"
+            )
+    translations, positions = group_position(spec, group, args.from_checkpoints, probed=why)
+    for p in positions or []:
+        print(f"checkpoint: {describe_position(p)}")
     if not translations:
         raise KmirrorError(f"nothing to fail over: no offset of group {group!r} translates onto {spec.target.alias}")
     planned = {

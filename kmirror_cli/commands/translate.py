@@ -1,5 +1,9 @@
-"""`kmirror translate --flow FLOW.json --group G [--format json|text]`: where a source consumer
-group would resume on the target, per partition, from the flow's persisted offset syncs.
+"""`kmirror translate --flow FLOW.json --group G [--format json|text] [--from-checkpoints]`: where a
+source consumer group would resume on the target, per partition, from the flow's persisted offset syncs.
+
+When the source does not answer within a few seconds (or with `--from-checkpoints`, which skips
+the wait) the group's newest checkpoints on the target are used instead (one line on stderr says
+so) and each row also carries `checkpoint_age_ms` and `records_at_risk` (null: unknown).
 
 JSON (stdout): `[{"topic": remote_topic, "partition": p, "upstream_offset": u, "downstream_offset": d}]`,
 sorted by topic and partition. Partitions that cannot be translated (the group is before every
@@ -23,19 +27,44 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--flow", required=True, help="flow spec JSON file")
     parser.add_argument("--group", required=True, help="consumer group id on the source cluster")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument("--from-checkpoints", action="store_true",
+                        help="read only the target's checkpoints (do not try the source first)")  # fmt: skip
     parser.set_defaults(func=run)
 
 
-def run(args: argparse.Namespace) -> int:
+def group_position(
+    spec: Any, group: str, from_checkpoints: bool, probed: str | bool | None = False
+) -> tuple[list[Any], list[Any] | None]:
+    """(translations, checkpointed positions or None): live from the source when it answers and
+    `from_checkpoints` is off, else from the target's checkpoints (saying why on stderr).
+    `probed`: a probe's verdict the caller already has (None: reachable; False: not probed)."""
     from kmirror_engine.failover.checkpoints import translate_group
+    from kmirror_engine.failover.target_only import SOURCE_PROBE_S, group_from_checkpoints, source_reachable
 
+    if not from_checkpoints:
+        why = source_reachable(spec.source) if probed is False else probed
+        if why is None:
+            return translate_group(spec, group), None
+        print(f"source {spec.source.alias} unreachable after {SOURCE_PROBE_S:g} s ({why}); "
+              f"using the checkpoints on {spec.target.alias}", file=sys.stderr)  # fmt: skip
+    positions = group_from_checkpoints(spec, group)
+    return [p.translation for p in positions], positions
+
+
+def run(args: argparse.Namespace) -> int:
     spec = load_flow_spec(args.flow)
-    translations = translate_group(spec, args.group)
+    translations, positions = group_position(spec, args.group, args.from_checkpoints)
     if not translations:
+        if positions is None:
+            raise KmirrorError(
+                f"group {args.group!r} has no committed offsets on topics flow {spec.id} mirrors; "
+                f"check the group id on cluster {spec.source.alias!r} and the flow's topics"
+            )
         raise KmirrorError(
-            f"group {args.group!r} has no committed offsets on topics flow {spec.id} mirrors; "
-            f"check the group id on cluster {spec.source.alias!r} and the flow's topics"
+            f"group {args.group!r} has no checkpoint on {spec.target.alias} for topics flow {spec.id} mirrors; "
+            "check the group id, the flow's topics and its `groups` selection"
         )
+    extra = {(p.translation.target_topic, p.translation.partition): p for p in positions or []}
     done = [t for t in translations if t.downstream_offset is not None]
     for t in translations:
         if t.downstream_offset is None:
@@ -44,15 +73,25 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         rows = [{"topic": t.target_topic, "partition": t.partition, "upstream_offset": t.upstream_offset,
                  "downstream_offset": t.downstream_offset} for t in done]  # fmt: skip
+        for row in rows if positions is not None else []:
+            p = extra[(row["topic"], row["partition"])]
+            row.update(checkpoint_age_ms=p.age_ms, records_at_risk=p.records_at_risk)
         print(json.dumps(rows))
         return 0
     from rich.console import Console
     from rich.table import Table
 
     table = Table(title=f"{args.group}: {spec.source.alias} -> {spec.target.alias}")
-    for column in ("Topic", "Partition", "Upstream offset", "Downstream offset"):
+    columns = ["Topic", "Partition", "Upstream offset", "Downstream offset"]
+    columns += ["Checkpoint age", "Records at risk"] if positions is not None else []
+    for column in columns:
         table.add_column(column, justify="left" if column == "Topic" else "right")
     for t in done:
-        table.add_row(t.target_topic, str(t.partition), str(t.upstream_offset), str(t.downstream_offset))
+        cells = [t.target_topic, str(t.partition), str(t.upstream_offset), str(t.downstream_offset)]
+        if positions is not None:
+            p = extra[(t.target_topic, t.partition)]
+            cells += ["unknown" if p.age_ms is None else f"{p.age_ms / 1000:.1f} s",
+                      "unknown" if p.records_at_risk is None else str(p.records_at_risk)]  # fmt: skip
+        table.add_row(*cells)
     Console().print(table)
     return 0
