@@ -193,3 +193,43 @@ def test_failover_with_the_source_gone_refuses_active_target_members(source_gone
     assert main(["failover", "--flow", source_gone["flow"], "--group", "app-1", "--from-checkpoints"]) == 1
     assert source_gone["target"].altered == []
     assert "group 'app-1' on east is STABLE with active members (c0@/10.0.0.2)" in capsys.readouterr().err
+
+
+class RecordingSyncLog:
+    """The SyncLog surface OffsetSyncWriter uses; records what each write carried."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[str, int, int, int | None]] = []
+        self.last_load: dict[str, int] = {}
+
+    def ensure_exists(self) -> None: ...
+
+    def load(self, store: SyncStore) -> int:
+        return 0
+
+    def write(
+        self, topic: str, partition: int, syncs: list[Any], next_offset: int, source_end: int | None = None
+    ) -> None:
+        self.writes.append((topic, partition, next_offset, source_end))
+
+    def flush(self) -> None: ...
+
+    def snapshot_due(self) -> bool:
+        return False
+
+
+def test_the_last_known_lag_is_persisted_with_the_offset_syncs() -> None:
+    """The source end offset a batch saw goes out with its syncs; a failover with the source gone
+    reads it back as records at risk (end - mirrored_until)."""
+    from kmirror_engine.failover.sync_writer import OffsetSyncWriter
+    from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
+
+    sync_log = RecordingSyncLog()
+    writer = OffsetSyncWriter(spec(), sync_log, metrics=None)  # type: ignore[arg-type]
+    p0 = PartitionProgress("orders", 0, "west.orders", 0, 10, 10, 100, None, ((0, 0), (9, 9)))
+    p1 = PartitionProgress("orders", 1, "west.orders", 0, 5, 5, 50, None, ((0, 0), (4, 4)))
+    writer.record(BatchProgress(0, (p0, p1), 10, {("orders", 0): 25}))
+    assert sync_log.writes == [("orders", 0, 10, 25), ("orders", 1, 5, None)]
+    latest = {("west.orders", 0): (Checkpoint("app-1", "west.orders", 0, 7, 7), 1_000)}
+    (position,) = positions_from_checkpoints(spec(), latest, writer.store, 2_000, {("orders", 0): 25})
+    assert position.records_at_risk == 15

@@ -139,8 +139,9 @@ class FailoverListener:
         """Store and persist the batch's syncs (ranges in offset order; raises if they cannot be
         persisted), snapshot the history when due, then update metrics.
         Periodic work (checkpoints, heartbeats) happens in on_idle, which the sink calls next."""
+        batch = self.failover_metrics.with_source_ends(batch, self.source_admin)  # bounded (5 s), never raises
         self.syncs.record(batch)
-        self.failover_metrics.observe_batch(batch, self.source_admin)
+        self.failover_metrics.observe_batch(batch)
 
     def on_batch_failed(self, batch_id: int) -> None:
         """A batch Spark aborted (the sink's `abort`): counted in kmirror_failed_batches_total."""

@@ -54,9 +54,17 @@ class FailoverMetrics:
         log.warning("flow %s: %s failed (%d so far, retried next round): %s", self.spec.id, work, count, error)
         print(PREFIX + json.dumps(record, sort_keys=True), file=sys.stderr, flush=True)
 
-    def observe_batch(self, batch: BatchProgress, source_admin: Any) -> None:
-        if not batch.source_end_offsets:  # the sink does not know them: needed for the offset lag metric
-            batch = replace(batch, source_end_offsets=self._end_offsets(batch, source_admin))
+    def with_source_ends(self, batch: BatchProgress, source_admin: Any) -> BatchProgress:
+        """`batch` with its source end offsets (asked of the source when the sink did not know them):
+        the offset lag metric and the last known lag persisted with the syncs need them."""
+        if batch.source_end_offsets:
+            return batch
+        return replace(batch, source_end_offsets=self._end_offsets(batch, source_admin))
+
+    def observe_batch(self, batch: BatchProgress, source_admin: Any = None) -> None:
+        """Batch metrics; `source_admin`: ask the source for missing end offsets (None: already done)."""
+        if source_admin is not None:
+            batch = self.with_source_ends(batch, source_admin)
         self.flow.observe_batch(batch, now_ms())
 
     def _end_offsets(self, batch: BatchProgress, source_admin: Any) -> dict[tuple[str, int], int]:

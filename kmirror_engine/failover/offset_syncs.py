@@ -32,6 +32,9 @@ from kmirror.mm2_formats import OffsetSync, decode_offset_sync, encode_offset_sy
 
 CONTINUOUS_HEADER = "kmirror.continuous"
 NEXT_OFFSET_HEADER = "kmirror.next_offset"
+# the source partition's end offset when the batch was mirrored: with next_offset, the mirror's
+# last known lag, which a failover with the source gone reports as records at risk
+SOURCE_END_HEADER = "kmirror.source_end"
 MAX_SYNCS_PER_PARTITION = 1024
 DENSE_TAIL = 512  # newest syncs always kept as they are
 PER_BUCKET = 4  # older syncs kept per power-of-two distance from the newest
@@ -239,13 +242,17 @@ class OffsetSyncTopic:
         self._producer: Any = None  # DeliveryConfirmingProducer
         self.read_until = 0  # next offset `load` reads from (loads are incremental)
         self.written_until = 0  # offset after the newest sync this process wrote (acknowledged)
+        self.source_ends: dict[tuple[str, int], int] = {}  # newest SOURCE_END_HEADER loaded per partition
 
     def ensure_exists(self) -> None:
         """Create the topic (1 partition, time-based retention so history is not compacted away)."""
         ensure_topic(self.target, self.topic, SYNCS_TOPIC_CONFIG)
 
-    def write(self, source_topic: str, partition: int, syncs: list[Sync], next_offset: int) -> None:
-        """Queue syncs (MM2 OffsetSync records plus kmirror headers); `flush` confirms them."""
+    def write(
+        self, source_topic: str, partition: int, syncs: list[Sync], next_offset: int, source_end: int | None = None
+    ) -> None:
+        """Queue syncs (MM2 OffsetSync records plus kmirror headers; `source_end`: the source end
+        offset the batch saw, None when unknown); `flush` confirms them."""
         if self._producer is None:
             from kmirror_engine.clients.factory import new_delivery_producer
 
@@ -257,6 +264,8 @@ class OffsetSyncTopic:
                 (CONTINUOUS_HEADER, b"1" if sync.continuous else b"0"),
                 (NEXT_OFFSET_HEADER, str(next_offset).encode()),
             ]
+            if source_end is not None:
+                headers.append((SOURCE_END_HEADER, str(source_end).encode()))
             self._producer.produce(self.topic, value, key, partition=0, headers=headers)
 
     def _delivered(self, msg: Any) -> None:
@@ -291,6 +300,8 @@ class OffsetSyncTopic:
                 continue
             headers = dict(msg.headers() or [])
             raw_next = headers.get(NEXT_OFFSET_HEADER)
+            if headers.get(SOURCE_END_HEADER):
+                self.source_ends[key] = int(headers[SOURCE_END_HEADER])
             continuous = headers.get(CONTINUOUS_HEADER) == b"1" and (not gap or key in seen)
             seen.add(key)
             sync = Sync(decoded.upstream_offset, decoded.downstream_offset, continuous)

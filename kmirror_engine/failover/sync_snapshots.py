@@ -203,8 +203,10 @@ class SyncLog:
         """Read the syncs appended since the last load (for readers next to the writer)."""
         return self.syncs.load(store, timeout_s)
 
-    def write(self, source_topic: str, partition: int, syncs: list[Sync], next_offset: int) -> None:
-        self.syncs.write(source_topic, partition, syncs, next_offset)
+    def write(
+        self, source_topic: str, partition: int, syncs: list[Sync], next_offset: int, source_end: int | None = None
+    ) -> None:
+        self.syncs.write(source_topic, partition, syncs, next_offset, source_end)
         self.since_snapshot += len(syncs)
 
     def flush(self) -> None:

@@ -38,7 +38,8 @@ class OffsetSyncWriter:
             added = self.store.add_segment(p.source_topic, p.partition, p.start_offset, p.next_offset, p.offset_syncs)
             if added:
                 self.wrote_syncs = True
-                self.sync_log.write(p.source_topic, p.partition, added, p.next_offset)
+                end = batch.source_end_offsets.get((p.source_topic, p.partition))
+                self.sync_log.write(p.source_topic, p.partition, added, p.next_offset, end)
         self.sync_log.flush()
         if self.wrote_syncs and self.sync_log.snapshot_due():
             self.metrics.side_work("offset_sync_snapshot", lambda: self.sync_log.write_snapshot(self.store))

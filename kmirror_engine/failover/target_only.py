@@ -9,9 +9,10 @@ target (`latest_checkpoints`), which the mirror wrote while the source was alive
 Per partition the report carries the checkpoint's age (now - the checkpoint record's
 timestamp: how stale the group's position may be) and the records at risk: records the source
 held that the target had not, i.e. the partition's newest known source end offset minus the
-newest upstream offset known mirrored (`SyncStore.mirrored_until`). The source end offset is
-unknown once the source is gone, so it is None (reported as "unknown") unless a caller passes
-the last known ends.
+newest upstream offset known mirrored (`SyncStore.mirrored_until`), with the end offset the
+mirror saw last (persisted with the offset syncs, `SOURCE_END_HEADER`): the last known lag. It
+is a lower bound (the source may have taken writes after that batch) and None ("unknown") when
+no sync carried an end offset.
 """
 
 from __future__ import annotations
@@ -114,9 +115,11 @@ def group_from_checkpoints(spec: FlowSpec, group: str) -> list[CheckpointedPosit
     from kmirror_engine.failover.sync_snapshots import SyncLog
 
     store = SyncStore()
-    SyncLog(spec.target, spec.source.alias).load(store)
+    sync_log = SyncLog(spec.target, spec.source.alias)
+    sync_log.load(store)
     checkpoints = read_checkpoints_with_time(spec.target, checkpoints_topic(spec.source.alias))
-    return positions_from_checkpoints(spec, latest_checkpoints(checkpoints, group), store, int(time.time() * 1000))
+    latest = latest_checkpoints(checkpoints, group)
+    return positions_from_checkpoints(spec, latest, store, int(time.time() * 1000), sync_log.syncs.source_ends)
 
 
 def describe_position(p: CheckpointedPosition) -> str:

@@ -1,0 +1,142 @@
+"""Failover with the source cluster really gone: mirror a partition (checkpoints and offset syncs
+land on the target), stop the source broker, then `kmirror translate` and `kmirror failover`
+without any flag notice it within the probe bound, say so in one line, and move the group from
+the target's checkpoints; a consumer of that group resumes on the target at exactly the
+translated offset."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+from kmirror.flowspec import parse_flow_spec
+from kmirror.mm2_formats import Checkpoint, OffsetSync, encode_checkpoint, encode_offset_sync
+from kmirror.replication_policy import checkpoints_topic, offset_syncs_topic
+from kmirror_cli.cli import main
+from kmirror_engine.clients.factory import admin_client, consumer_config, producer_config
+from kmirror_engine.copying.range_copy import CopyRange, RangeCopier
+from kmirror_engine.failover.failover_listener import FailoverListener
+from kmirror_engine.failover.group_sync import committed_offsets
+from kmirror_engine.failover.target_only import SOURCE_PROBE_S
+from kmirror_engine.observability.progress import BatchProgress
+from tests.brokers import new_broker
+from tests.e2e.test_failover_e2e import END, FOREIGN, GROUP_AT, commit, fence, target_records_from
+from tests.kafka_helpers import add_fences, create_topic, produce
+
+TRANSLATED = GROUP_AT + FOREIGN
+UNMIRRORED = 5  # records the source holds that the mirror has not copied when the source dies
+
+
+def mirror_until(spec: Any, topic: str, remote: str, end: int, listener: Any) -> None:
+    """One micro-batch copying [0, end) of topic[0]; the listener asks the source for its end
+    offset itself (as it does when the sink does not know it)."""
+    consumer = Consumer({**consumer_config(spec), "enable.partition.eof": True})
+    producer = Producer(producer_config(spec))
+    try:
+        progress = RangeCopier(consumer, producer, stall_timeout_s=30).copy([CopyRange(topic, 0, 0, end, remote)])
+    finally:
+        consumer.close()
+    commit(spec.source.bootstrap_servers, spec.consumer_group, topic, end)
+    listener.on_batch(BatchProgress(0, tuple(progress), 100))
+    listener.on_idle(int(time.time() * 1000))
+
+
+def first_record_of_group(bootstrap: str, group: str, topic: str) -> bytes:
+    """The first value a consumer of `group` reads on topic[0], starting at its committed offset."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
+                         "auto.offset.reset": "latest"})  # fmt: skip
+    try:
+        consumer.assign([TopicPartition(topic, 0)])  # no offset: the group's committed one
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                return msg.value() or b""
+        raise AssertionError(f"group {group} read nothing on {topic}")
+    finally:
+        consumer.close()
+
+
+@pytest.mark.e2e
+def test_translate_and_failover_work_with_the_source_stopped(
+    clusters: Any, unique: str, tmp_path: Path, capfd: Any
+) -> None:
+    src_alias, dst_alias = f"s{unique}", f"t{unique}"
+    topic, group = f"orders-{unique}", f"app-{unique}"
+    remote = f"{src_alias}.{topic}"
+    with new_broker(f"gone-src-{unique}") as source:
+        raw = {
+            "id": f"{src_alias}->{dst_alias}", "checkpoint_location": str(tmp_path / "ckpt"),
+            "source": {"alias": src_alias, "bootstrap_servers": source.bootstrap_servers},
+            "target": {"alias": dst_alias, "bootstrap_servers": clusters.target},
+            "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default"},
+            "groups": [f"app.*-{unique}"], "sync_group_offsets": False, "metrics_port": 0,
+            "checkpoint_interval_ms": 3_600_000,
+        }  # fmt: skip
+        flow = tmp_path / "flow.json"
+        flow.write_text(json.dumps(raw))
+        spec = parse_flow_spec(raw)
+        create_topic(source.bootstrap_servers, topic)
+        create_topic(clusters.target, remote)
+        produce(clusters.target, remote, [{"value": f"unrelated-{i}".encode(), "partition": 0} for i in range(FOREIGN)])
+        produce(source.bootstrap_servers, topic,
+                [{"value": f"v{i}".encode(), "key": b"k", "partition": 0} for i in range(10)])  # fmt: skip
+        add_fences(source.bootstrap_servers, topic, 1)
+        late = [{"value": f"late{i}".encode(), "partition": 0} for i in range(UNMIRRORED)]
+        produce(source.bootstrap_servers, topic, late)
+        add_fences(source.bootstrap_servers, topic, 1)  # tansu: makes the late records visible to ListOffsets
+        commit(source.bootstrap_servers, group, topic, GROUP_AT)
+        listener = FailoverListener(spec)
+        mirror_until(spec, topic, remote, END, listener)  # the late records are never mirrored
+        listener.close(final=True)
+        fence(clusters.target, checkpoints_topic(src_alias), encode_checkpoint(Checkpoint("fence", "f", 0, 0, 0)))
+        fence(clusters.target, offset_syncs_topic(src_alias), encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
+    # the source broker is stopped now: nothing listens on its port.
+    # A separate process, as a user runs it: its stderr is exactly what reaches the terminal
+    started = time.monotonic()
+    command = [sys.executable, "-m", "kmirror_cli.cli", "translate", "--flow", str(flow), "--group", group,
+               "--format", "json"]  # fmt: skip
+    run = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
+    translate_s = time.monotonic() - started
+    assert run.returncode == 0, run.stderr
+    assert translate_s < SOURCE_PROBE_S + 10, f"translate took {translate_s:.1f} s with the source gone"
+    assert len(run.stderr.splitlines()) == 1, f"more than one line on the terminal:\n{run.stderr}"
+    line = run.stderr.strip()
+    assert line.startswith(f"source {src_alias} unreachable after {SOURCE_PROBE_S:g} s (")
+    assert line.endswith(f"); using the checkpoints on {dst_alias}")
+    (row,) = json.loads(run.stdout)
+    assert {k: row[k] for k in ("topic", "partition", "upstream_offset", "downstream_offset")} == {
+        "topic": remote,
+        "partition": 0,
+        "upstream_offset": GROUP_AT,
+        "downstream_offset": TRANSLATED,
+    }
+    assert row["checkpoint_age_ms"] >= 0
+    assert row["records_at_risk"] == UNMIRRORED, "the last known lag: source end - mirrored, from the syncs"
+
+    capfd.readouterr()
+    assert main(["failover", "--flow", str(flow), "--group", group, "--dry-run"]) == 0
+    assert committed_offsets(admin_client(spec.target), group, dst_alias) == {}
+    assert main(["failover", "--flow", str(flow), "--group", group]) == 0
+    out = capfd.readouterr()
+    assert out.out.endswith(
+        f"moved group {group!r} to {dst_alias}: 1 partition(s) written, 0 kept\n  wrote {remote}[0] = {TRANSLATED}\n"
+    )
+    assert f"checkpoint: {remote}[0]: upstream {GROUP_AT} -> {TRANSLATED}, checkpoint " in out.out
+    assert f"records at risk: {UNMIRRORED}\n" in out.out
+    assert committed_offsets(admin_client(spec.target), group, dst_alias) == {(remote, 0): (TRANSLATED, "")}
+    assert first_record_of_group(clusters.target, group, remote) == b"v4"
+    assert target_records_from(clusters.target, remote, TRANSLATED) == [f"v{i}".encode() for i in range(4, 10)]
+
+    # --from-checkpoints: no wait at all
+    started = time.monotonic()
+    assert main(["translate", "--flow", str(flow), "--group", group, "--from-checkpoints", "--format", "json"]) == 0
+    assert time.monotonic() - started < SOURCE_PROBE_S
+    assert "unreachable" not in capfd.readouterr().err  # (the test's own leftover clients may still log)
