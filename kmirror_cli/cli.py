@@ -23,6 +23,7 @@ COMMAND_MODULES = {
     "translate": "kmirror_cli.commands.translate",
     "lag": "kmirror_cli.commands.lag",
     "failover": "kmirror_cli.commands.failover",
+    "failback": "kmirror_cli.commands.failback",
     "stack-info": "kmirror_cli.commands.stack_info",
 }
 

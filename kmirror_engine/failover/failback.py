@@ -1,0 +1,79 @@
+"""Failback: after a failover A->B, consumers on B read the remote topics (`A.orders`); when A is
+back they move home to `orders` on A. Their position on B is translated back through the
+inverse of the A->B offset syncs (as MM2 does for upstream topics in its checkpoints).
+
+`translate_back` is the inverse of `SyncStore.translate`, with the same guarantee the other
+way: a group moved home skips no record it had not read on B. For a group at downstream offset
+`d` on B, with `s` the greatest sync whose downstream offset is <= d:
+- d == s.downstream: exactly s.upstream (the record there is the next one to read);
+- the history is continuous from s to the next sync n: min(s.upstream + (d - s.downstream),
+  n.upstream), the exact upstream offset;
+- otherwise (a gap, or past the newest sync): s.upstream + 1 (the record at s was read; what
+  follows on A may be re-read, never skipped);
+- before the oldest sync: untranslatable (None): the group has read no mirrored record.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from kmirror.flowspec import FlowSpec
+from kmirror_engine.failover.offset_syncs import SyncStore
+
+
+@dataclass(frozen=True)
+class Homecoming:
+    """One partition of a group on the target, and where it resumes on the source."""
+
+    remote_topic: str  # on the target (B), e.g. A.orders
+    partition: int
+    source_topic: str  # on the source (A), e.g. orders
+    downstream_offset: int  # the group's committed offset on B
+    upstream_offset: int | None  # where it resumes on A; None: untranslatable
+
+
+def translate_back(store: SyncStore, topic: str, partition: int, downstream_offset: int) -> int | None:
+    """The source offset a group at `downstream_offset` of topic's remote copy resumes from on
+    the source; None when the group stands before every mirrored record."""
+    syncs = store.syncs(topic, partition)
+    if not syncs:
+        return None
+    index = bisect.bisect_right([s.downstream for s in syncs], downstream_offset) - 1
+    if index < 0:
+        return None
+    sync = syncs[index]
+    if downstream_offset == sync.downstream:
+        return sync.upstream
+    if index + 1 < len(syncs) and syncs[index + 1].continuous:
+        following = syncs[index + 1]
+        return min(sync.upstream + (downstream_offset - sync.downstream), following.upstream)
+    return sync.upstream + 1
+
+
+def homecomings(
+    spec: FlowSpec, store: SyncStore, target_offsets: dict[tuple[str, int], tuple[int, str]]
+) -> list[Homecoming]:
+    """A group's committed offsets on the target, on this flow's remote topics, translated back;
+    sorted. Offsets on other topics (the target's own, other flows') are left out."""
+    out = []
+    for (remote, partition), (offset, _metadata) in sorted(target_offsets.items()):
+        source_topic = spec.policy.upstream_topic(remote) or remote  # identity policy: same name
+        if spec.policy.format_remote_topic(spec.source.alias, source_topic) != remote:
+            continue
+        if store.mirrored_until(source_topic, partition) is None and not store.syncs(source_topic, partition):
+            continue  # a topic this flow never mirrored (an identity-policy target's own topic)
+        upstream = translate_back(store, source_topic, partition, offset)
+        out.append(Homecoming(remote, partition, source_topic, offset, upstream))
+    return out
+
+
+def plan_failback(spec: FlowSpec, group: str) -> list[Homecoming]:
+    """Where `group` (committed on the target) resumes on the source; reads the target only."""
+    from kmirror_engine.clients.factory import admin_client
+    from kmirror_engine.failover.group_sync import committed_offsets
+    from kmirror_engine.failover.sync_snapshots import SyncLog
+
+    store = SyncStore()
+    SyncLog(spec.target, spec.source.alias).load(store)
+    return homecomings(spec, store, committed_offsets(admin_client(spec.target), group, spec.target.alias))
