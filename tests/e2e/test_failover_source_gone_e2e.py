@@ -10,6 +10,7 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from kmirror_engine.failover.failover_listener import FailoverListener
 from kmirror_engine.failover.group_sync import committed_offsets
 from kmirror_engine.failover.target_only import SOURCE_PROBE_S
 from kmirror_engine.observability.progress import BatchProgress
-from tests.brokers import new_broker
+from tests.brokers import new_broker, real_kafka
 from tests.e2e.test_failover_e2e import END, FOREIGN, GROUP_AT, commit, fence, target_records_from
 from tests.kafka_helpers import add_fences, create_topic, produce
 
@@ -64,14 +65,27 @@ def first_record_of_group(bootstrap: str, group: str, topic: str) -> bytes:
         consumer.close()
 
 
-@pytest.mark.e2e
-def test_translate_and_failover_work_with_the_source_stopped(
-    clusters: Any, unique: str, tmp_path: Path, capfd: Any
-) -> None:
+@dataclass
+class Outage:
+    source: Any  # the source broker, stopped
+    flow: Path
+    spec: Any
+    src_alias: str
+    dst_alias: str
+    topic: str
+    remote: str
+    group: str
+
+
+def mirror_then_lose_the_source(clusters: Any, unique: str, tmp_path: Path) -> Outage:
+    """Source: v0..v9 then UNMIRRORED late records; the group at GROUP_AT; the mirror copies
+    v0..v9 (with checkpoints and syncs) onto a target topic holding FOREIGN records; then the
+    source broker is stopped (its data kept on disk on Apache Kafka, so it can come back)."""
     src_alias, dst_alias = f"s{unique}", f"t{unique}"
     topic, group = f"orders-{unique}", f"app-{unique}"
     remote = f"{src_alias}.{topic}"
-    with new_broker(f"gone-src-{unique}") as source:
+    source = new_broker(f"gone-src-{unique}").start()
+    try:
         raw = {
             "id": f"{src_alias}->{dst_alias}", "checkpoint_location": str(tmp_path / "ckpt"),
             "source": {"alias": src_alias, "bootstrap_servers": source.bootstrap_servers},
@@ -98,6 +112,17 @@ def test_translate_and_failover_work_with_the_source_stopped(
         listener.close(final=True)
         fence(clusters.target, checkpoints_topic(src_alias), encode_checkpoint(Checkpoint("fence", "f", 0, 0, 0)))
         fence(clusters.target, offset_syncs_topic(src_alias), encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
+    finally:
+        source.stop()
+    return Outage(source, flow, spec, src_alias, dst_alias, topic, remote, group)
+
+
+@pytest.mark.e2e
+def test_translate_and_failover_work_with_the_source_stopped(
+    clusters: Any, unique: str, tmp_path: Path, capfd: Any
+) -> None:
+    o = mirror_then_lose_the_source(clusters, unique, tmp_path)
+    flow, spec, src_alias, dst_alias, remote, group = o.flow, o.spec, o.src_alias, o.dst_alias, o.remote, o.group
     # the source broker is stopped now: nothing listens on its port.
     # A separate process, as a user runs it: its stderr is exactly what reaches the terminal
     started = time.monotonic()
@@ -140,3 +165,35 @@ def test_translate_and_failover_work_with_the_source_stopped(
     assert main(["translate", "--flow", str(flow), "--group", group, "--from-checkpoints", "--format", "json"]) == 0
     assert time.monotonic() - started < SOURCE_PROBE_S
     assert "unreachable" not in capfd.readouterr().err  # (the test's own leftover clients may still log)
+
+
+@real_kafka  # the source comes back with its data: tansu keeps nothing across a restart
+@pytest.mark.e2e
+def test_failback_moves_the_group_home_without_skipping(clusters: Any, unique: str, tmp_path: Path) -> None:
+    o = mirror_then_lose_the_source(clusters, unique, tmp_path)
+    assert main(["failover", "--flow", str(o.flow), "--group", o.group, "--from-checkpoints"]) == 0
+    # consumers on the target read v4, v5, v6 during the outage and commit
+    consumer = Consumer({"bootstrap.servers": clusters.target, "group.id": o.group, "enable.auto.commit": False})
+    try:
+        consumer.assign([TopicPartition(o.remote, 0)])
+        read: list[bytes] = []
+        deadline = time.monotonic() + 30
+        while len(read) < 3 and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is not None and msg.error() is None:
+                read.append(msg.value() or b"")
+        assert read == [b"v4", b"v5", b"v6"]
+        consumer.commit(offsets=[TopicPartition(o.remote, 0, TRANSLATED + 3)], asynchronous=False)
+    finally:
+        consumer.close()
+
+    o.source.start()  # the source datacenter is back, with its data and the same address
+    try:
+        assert main(["failback", "--flow", str(o.flow), "--group", o.group, "--dry-run"]) == 0
+        assert committed_offsets(admin_client(o.spec.source), o.group, o.src_alias) == {(o.topic, 0): (GROUP_AT, "")}
+        assert main(["failback", "--flow", str(o.flow), "--group", o.group]) == 0
+        home = GROUP_AT + 3  # v7: the first record the group had not read on the target
+        assert committed_offsets(admin_client(o.spec.source), o.group, o.src_alias) == {(o.topic, 0): (home, "")}
+        assert first_record_of_group(o.spec.source.bootstrap_servers, o.group, o.topic) == b"v7"
+    finally:
+        o.source.stop()
