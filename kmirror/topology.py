@@ -347,6 +347,12 @@ def _graph_problems(flows: Mapping[str, ResolvedFlow]) -> list[Problem]:
     return problems
 
 
+# Settings a pattern implies, below the topology file's `defaults` (so those, the topology and a
+# flow override can switch them off): an active/passive standby keeps the groups' offsets synced,
+# so consumers started there without `kmirror failover` resume where they were (docs/failover.md).
+PATTERN_DEFAULTS: dict[str, dict[str, Any]] = {"active-passive": {"sync_group_offsets": True}}
+
+
 def parse_topology(raw: Any, source: str = "topology") -> Topology:
     """Validate a topology mapping and resolve its flows.
 
@@ -368,6 +374,7 @@ def parse_topology(raw: Any, source: str = "topology") -> Topology:
         problems.add("topologies", f"must be a non-empty list of topologies (name, pattern, ...), got {decls!r}")
         decls = []
     edges = []
+    implied: list[tuple[str, dict[str, Any]]] = []
     seen_names: dict[str, int] = {}
     for index, decl in enumerate(decls):
         pattern, settings, found = _parse_declaration(decl, index, clusters)
@@ -382,11 +389,30 @@ def parse_topology(raw: Any, source: str = "topology") -> Topology:
         if pattern is None or found or not isinstance(name, str):
             continue
         edges += [(name, edge, settings, f"topologies[{index}]") for edge in pattern.expand(decl)]
+        implied += [(flow_id(*edge), PATTERN_DEFAULTS.get(pattern.name, {})) for edge in pattern.expand(decl)]
     flows = _resolve(edges, clusters, defaults, overrides, problems) if not problems else {}
+    _imply(flows, implied, edges, defaults, overrides)
     if not problems:
         problems.extend(_graph_problems(flows))
     problems.raise_if_any()
     return Topology(clusters, flows, source)
+
+
+def _imply(
+    flows: Mapping[str, ResolvedFlow],
+    implied: list[tuple[str, dict[str, Any]]],
+    edges: list[tuple[str, tuple[str, str], dict[str, Any], str]],
+    defaults: Mapping[str, Any],
+    overrides: Mapping[str, dict[str, Any]],
+) -> None:
+    """Add PATTERN_DEFAULTS to the flows their patterns produce, unless the file sets the key for
+    that flow (defaults, a topology producing it, its override): an explicit value always wins,
+    and a flow two topologies produce is not a conflict over a setting neither of them wrote."""
+    for fid, settings in implied:
+        explicit = [defaults, overrides.get(fid, {}), *(s for _, edge, s, _ in edges if flow_id(*edge) == fid)]
+        for key, value in settings.items():
+            if fid in flows and not any(key in e for e in explicit):
+                flows[fid].settings.setdefault(key, value)
 
 
 def _parse_defaults(raw: Any, problems: Problems) -> dict[str, Any]:

@@ -73,7 +73,7 @@ def test_settings_resolve_defaults_then_topology_then_flow_override() -> None:
     assert flow.producer == {"compression.type": "zstd", "linger.ms": 5}
     assert flow.spark == {"executors": 2}
     assert flow.run_in == "west"
-    assert flow.options == {"exactly_once": True}
+    assert flow.options == {"exactly_once": True, "sync_group_offsets": True}  # active-passive's default
 
 
 def test_placement_is_the_target_datacenter_and_every_datacenter_is_listed() -> None:
