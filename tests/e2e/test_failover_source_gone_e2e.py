@@ -122,6 +122,7 @@ def test_translate_and_failover_work_with_the_source_stopped(
     clusters: Any, unique: str, tmp_path: Path, capfd: Any
 ) -> None:
     o = mirror_then_lose_the_source(clusters, unique, tmp_path)
+    decided = time.monotonic()  # the drill's clock: the operator decides the source is gone
     flow, spec, src_alias, dst_alias, remote, group = o.flow, o.spec, o.src_alias, o.dst_alias, o.remote, o.group
     # the source broker is stopped now: nothing listens on its port.
     # A separate process, as a user runs it: its stderr is exactly what reaches the terminal
@@ -158,6 +159,9 @@ def test_translate_and_failover_work_with_the_source_stopped(
     assert f"records at risk: {UNMIRRORED}\n" in out.out
     assert committed_offsets(admin_client(spec.target), group, dst_alias) == {(remote, 0): (TRANSLATED, "")}
     assert first_record_of_group(clusters.target, group, remote) == b"v4"
+    rto_s = time.monotonic() - decided  # decision -> a consumer of the group read its next record
+    with capfd.disabled():  # the drill's report, shown with `pytest -s`
+        print(f"drill: RPO {row['records_at_risk']} record(s) at risk, RTO {rto_s:.1f} s (translate, failover)")
     assert target_records_from(clusters.target, remote, TRANSLATED) == [f"v{i}".encode() for i in range(4, 10)]
 
     # --from-checkpoints: no wait at all
