@@ -31,13 +31,14 @@ from confluent_kafka.admin import (
 )
 
 from kmirror.flowspec import FlowSpec, parse_flow_spec
+from kmirror.replication_policy import HEARTBEATS_TOPIC, checkpoints_topic
 from kmirror.security import client_config, security_problems
 from kmirror_cli.local_kafka import KafkaBroker, Listener
 from kmirror_engine.clients.factory import admin_client
 from kmirror_engine.clients.security_check import check_connection
 from kmirror_engine.copying.range_copy import CopyRange
 from kmirror_engine.planning.discovery import MirroredTopic
-from kmirror_engine.planning.internal_topics import check_internal_topic_access, mirror_acls
+from kmirror_engine.planning.internal_topics import check_internal_topic_access, mirror_acls, needed_access
 from kmirror_engine.planning.target_topics import TargetTopics
 from spark_app.sink import copy_task_ranges
 from tests.brokers import IS_TANSU, KAFKA_LINE
@@ -110,7 +111,8 @@ def mechanism_security(mechanism: str, directory: Path, ca: TestCa) -> dict[str,
     return security
 
 
-def flow(west: SecureCluster, east: SecureCluster, directory: Path, mechanism: str, topic: str) -> FlowSpec:
+def flow(west: SecureCluster, east: SecureCluster, directory: Path, mechanism: str, topic: str,
+         side_topics: bool = False) -> FlowSpec:  # fmt: skip
     listener = "MTLS" if mechanism == "mtls" else "SCRAM"
     security = mechanism_security(mechanism, directory, west.ca)
     return parse_flow_spec({
@@ -120,7 +122,7 @@ def flow(west: SecureCluster, east: SecureCluster, directory: Path, mechanism: s
         "target": {"alias": "east", "bootstrap_servers": east.broker.listener_address(listener),
                    "config": client_config(security)},
         "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default"},
-        "emit_checkpoints": False, "emit_heartbeats": False,
+        "emit_checkpoints": side_topics, "emit_heartbeats": side_topics,
     })  # fmt: skip
 
 
@@ -213,15 +215,47 @@ def test_without_any_one_internal_topic_acl_the_start_up_check_names_it_and_the_
     internal = [acl.name for acl in mirror_acls(spec, [topic]) if acl.side == "target" and acl.pattern == "LITERAL"]
     assert len(internal) == 3, internal
     for left_out in internal:
-        try:
-            grant(spec, west, east, "User:mirror", [topic], leave_out=left_out)
-            problems = check_internal_topic_access(spec, AdminClient(_admin_config(spec)))
-            # without Describe the broker does not tell whether the topic exists
-            missing = ("Create", "Describe", "Read", "Write")
-            assert [(p.topic, p.missing) for p in problems] == [(left_out, missing)], problems
-            operations = " ".join(f"--operation {op}" for op in missing)
-            assert problems[0].grant == (f"kafka-acls.sh --bootstrap-server {spec.target.bootstrap_servers} --add "
-                                         f"--allow-principal User:mirror {operations} --topic {left_out}")
-        finally:
-            revoke_all(west, "User:mirror")
-            revoke_all(east, "User:mirror")
+        assert_check_names_the_missing_grant(spec, west, east, topic, left_out)
+
+
+@pytest.mark.parametrize(
+    "side_topic",
+    [
+        "heartbeats",
+        pytest.param("checkpoints", marks=pytest.mark.xfail(strict=True, reason=(
+            "issue 26: west.checkpoints.internal also matches the remote-topic PREFIXED grant 'west.' "
+            "(Create/Write/Describe), so without its own grant the topic can be created but not read; "
+            "the check sees a topic that does not exist yet, asks only whether it may be created, and "
+            "reports nothing"))),
+    ],
+)  # fmt: skip
+def test_without_a_side_topic_acl_the_start_up_check_names_it_and_the_grant(
+    secure: tuple[SecureCluster, SecureCluster, Path], unique: str, side_topic: str
+) -> None:
+    """Minimal, with checkpoints and heartbeats on: leave out the grant of one of them."""
+    west, east, directory = secure
+    topic = f"sec-side-{side_topic}-{unique}"
+    create_topic(west.broker.bootstrap_servers, topic, 1)
+    spec = flow(west, east, directory, "scram", topic, side_topics=True)
+    internal = [acl.name for acl in mirror_acls(spec, [topic]) if acl.side == "target" and acl.pattern == "LITERAL"]
+    assert len(internal) == 5, internal  # offset syncs, snapshots, registry, checkpoints, heartbeats
+    left_out = HEARTBEATS_TOPIC if side_topic == "heartbeats" else checkpoints_topic("west")
+    assert left_out in internal
+    assert_check_names_the_missing_grant(spec, west, east, topic, left_out)
+
+
+def assert_check_names_the_missing_grant(
+    spec: FlowSpec, west: SecureCluster, east: SecureCluster, topic: str, left_out: str
+) -> None:
+    try:
+        grant(spec, west, east, "User:mirror", [topic], leave_out=left_out)
+        problems = check_internal_topic_access(spec, AdminClient(_admin_config(spec)))
+        # without Describe the broker does not tell whether the topic exists
+        missing = ("Create", "Describe", *needed_access(spec)[left_out][1])
+        assert [(p.topic, p.missing) for p in problems] == [(left_out, missing)], problems
+        operations = " ".join(f"--operation {op}" for op in missing)
+        assert problems[0].grant == (f"kafka-acls.sh --bootstrap-server {spec.target.bootstrap_servers} --add "
+                                     f"--allow-principal User:mirror {operations} --topic {left_out}")  # fmt: skip
+    finally:
+        revoke_all(west, "User:mirror")
+        revoke_all(east, "User:mirror")
