@@ -270,15 +270,15 @@ def write_plan(path: Path, plan_dict: dict[str, Any]) -> str:
     return str(path)
 
 
-def test_exit_code_is_0_without_change_2_with_change_1_on_error(tmp_path: Path, capsys: Any) -> None:
+def test_exit_code_is_0_without_change_1_with_change_2_on_error(tmp_path: Path, capsys: Any) -> None:
     base = write_plan(tmp_path / "base.json", BASE)
     same = write_plan(tmp_path / "same.json", copy.deepcopy(BASE))
     head = write_plan(tmp_path / "head.json", plan(flow("west-1", "east-1", "east")))
     assert main(["diff", base, same, "--exit-code"]) == 0
-    assert main(["diff", base, head, "--exit-code"]) == 2
+    assert main(["diff", base, head, "--exit-code"]) == 1
     assert main(["diff", base, head]) == 0
     capsys.readouterr()
-    assert main(["diff", base, str(tmp_path / "missing.json"), "--exit-code"]) == 1
+    assert main(["diff", base, str(tmp_path / "missing.json"), "--exit-code"]) == 2
     assert capsys.readouterr().err.startswith(f"kmirror diff: cannot read {tmp_path / 'missing.json'}: ")
 
 
@@ -319,7 +319,7 @@ def test_git_ref_reads_the_file_as_committed(tmp_path: Path, capsys: Any, monkey
     git(tmp_path, "commit", "-q", "-m", "base")
     write_plan(tmp_path / "plan.json", plan(flow("west-1", "east-1", "west"), flow("east-1", "west-1", "west")))
     monkeypatch.chdir(tmp_path)
-    assert main(["diff", "git:HEAD:plan.json", "plan.json", "--format", "json", "--exit-code"]) == 2
+    assert main(["diff", "git:HEAD:plan.json", "plan.json", "--format", "json", "--exit-code"]) == 1
     assert json.loads(capsys.readouterr().out)["datacenters"] == {
         "west": {
             "added": [],
@@ -328,10 +328,10 @@ def test_git_ref_reads_the_file_as_committed(tmp_path: Path, capsys: Any, monkey
             "changed": [],
         }
     }
-    assert main(["diff", "--git-base", "HEAD", "--topology", "plan.json", "--exit-code"]) == 2
+    assert main(["diff", "--git-base", "HEAD", "--topology", "plan.json", "--exit-code"]) == 1
     assert main(["diff", "git:main:plan.json", "git:HEAD:plan.json", "--exit-code"]) == 0
     capsys.readouterr()
-    assert main(["diff", "git:nope:plan.json", "plan.json"]) == 1
+    assert main(["diff", "git:nope:plan.json", "plan.json"]) == 2
     assert capsys.readouterr().err.startswith("kmirror diff: git show nope:plan.json failed: ")
 
 
@@ -371,7 +371,7 @@ EXAMPLES = ROOT / "docs/examples"
 
 def test_topology_files_are_planned_and_compared(capsys: Any) -> None:
     base, head = str(EXAMPLES / "ci-preview-base.yaml"), str(EXAMPLES / "ci-preview-head.yaml")
-    assert main(["diff", base, head, "--format", "json", "--exit-code"]) == 2
+    assert main(["diff", base, head, "--format", "json", "--exit-code"]) == 1
     result = json.loads(capsys.readouterr().out)
     assert {dc: (d["added"], d["removed"], d["moved"]) for dc, d in result["datacenters"].items()} == {
         "central": ([], ["east-1->central"], []),

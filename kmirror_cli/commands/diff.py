@@ -7,9 +7,10 @@ output, recognised by content: a mapping with "flows" and "datacenters"), or `gi
 repository of the current directory. `--git-base REF` compares the working tree's topology
 file (default `stacks/topology.yaml`, or `--topology FILE`) with the same file at REF.
 
-Exit codes: 0 (with `--exit-code`: nothing changed), 2 with `--exit-code` when something
-changed, 1 on errors (missing file, git failure), 2 for invalid topology input (as
-`kmirror validate`).
+Exit codes (git's convention): 0 success (with `--exit-code`: nothing changed), 1 with
+`--exit-code` when something changed, 2 when the inputs cannot be compared: invalid topology
+(same message as `kmirror validate`), missing file, git failure. A CI job can tell "changed"
+(1) from "broken" (2).
 """
 
 from __future__ import annotations
@@ -28,11 +29,11 @@ import yaml
 
 from kmirror.diff import diff_plans
 from kmirror.diff_render import render_json, render_markdown, render_text
-from kmirror.errors import KmirrorError, Problem, ValidationError
+from kmirror.errors import EXIT_INVALID_INPUT, KmirrorError, Problem, ValidationError
 from kmirror.stack_config import DEFAULT_TOPOLOGY, available_stacks, read_stack_config
 from kmirror.stack_order import stack_order
 
-EXIT_CHANGED = 2
+EXIT_CHANGED = 1
 
 
 @dataclass(frozen=True)
@@ -58,7 +59,7 @@ def register(subparsers: Any) -> None:
                         help="stack-order: a JSON list of every stack (stacks/Pulumi.*.yaml), each stack "
                         "losing a moved flow before the one gaining it; the order CI runs `pulumi up` in")  # fmt: skip
     parser.add_argument("--stacks-dir", default="stacks", help="where the stack configs are (stack-order)")
-    parser.add_argument("--exit-code", action="store_true", help="exit 2 when something changed, 0 when not")
+    parser.add_argument("--exit-code", action="store_true", help="exit 1 when something changed, 0 when not (2 always means invalid input)")
     parser.add_argument("--topics-file", metavar="FILE", help="YAML/JSON {cluster: [topic names]}")
     parser.set_defaults(func=run)
 
@@ -179,8 +180,13 @@ def _inputs(args: argparse.Namespace) -> tuple[LoadedPlan, LoadedPlan]:
 
 
 def run(args: argparse.Namespace) -> int:
-    base, head = _inputs(args)
-    topics = load_topics_file(args.topics_file) if args.topics_file else None
+    try:
+        base, head = _inputs(args)
+        topics = load_topics_file(args.topics_file) if args.topics_file else None
+    except KmirrorError as exc:
+        # Any input that cannot be compared is 2, never 1: 1 means "changed" under --exit-code.
+        exc.exit_code = EXIT_INVALID_INPUT
+        raise
     diff = diff_plans(base.plan, head.plan, topics)
     clusters = {**base.cluster_datacenters, **head.cluster_datacenters}
     if args.format == "stack-order":
