@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -379,3 +380,92 @@ def test_a_kerberized_produce_and_consume_through_an_apache_kafka_gssapi_listene
         assert f"{PRINCIPAL} for {broker_principal}" in kdc.log()  # the service ticket came from our KDC
         assert "Successfully authenticated client: authenticationID=mirrormaker/localhost" in \
             broker.log_path.read_text()  # fmt: skip
+
+
+GSSAPI_MIRROR = """
+import json, sys
+from kmirror.flowspec import parse_flow_spec
+from kmirror_engine.clients.factory import admin_client, consumer_config, new_consumer, new_producer, producer_config
+from kmirror_engine.copying.range_copy import CONSUMER_REQUIRED, CopyRange, RangeCopier
+from kmirror_engine.planning.discovery import MirroredTopic
+from kmirror_engine.planning.target_topics import TargetTopics
+spec, topic = parse_flow_spec(json.loads(sys.argv[1])), sys.argv[2]
+remote = "west." + topic
+TargetTopics(admin_client(spec.source), admin_client(spec.target), spec.target).ensure(
+    {topic: MirroredTopic(topic, 1, remote)})
+consumer = new_consumer({**consumer_config(spec), **CONSUMER_REQUIRED}, role="copy-consumer")
+producer = new_producer(producer_config(spec), role="copy-producer")
+progress = RangeCopier(consumer, producer).copy([CopyRange(topic, 0, 0, 100, remote)])
+consumer.close()
+print(json.dumps({"records": [p.records for p in progress]}))
+"""
+
+
+@pytest.mark.real_kafka
+@pytest.mark.e2e
+def test_a_mirror_through_a_gssapi_listener_with_only_the_rendered_acls(
+    kdc: LocalKdc, keytab: Path, gssapi_python: Path, tmp_path: Path
+) -> None:
+    """The StandardAuthorizer on and `mirrormaker` no super user: with only the ACLs
+    `mirror_acls` lists for its flow (one cluster as both source and target), the GSSAPI client
+    build creates the remote topic and copies every record through the Kerberized listener;
+    before the grants the same copy is refused by the authorizer."""
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    from kmirror.flowspec import parse_flow_spec
+    from kmirror.security import client_config
+    from kmirror_cli.local_kafka import KafkaBroker, Listener
+    from kmirror_engine.planning.internal_topics import mirror_acls
+    from tests.brokers import IS_TANSU, KAFKA_LINE
+    from tests.kafka_helpers import consume_all, create_topic, produce
+
+    if IS_TANSU:
+        pytest.skip("tansu has no GSSAPI")  # deselected there anyway (real_kafka)
+    broker_principal = f"kafka/127.0.0.1@{REALM}"
+    broker_keytab = tmp_path / "broker.keytab"
+    assert _keytab_cli(kdc, broker_principal, broker_keytab).returncode == 0
+    jaas = ("com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true "
+            f'keyTab="{broker_keytab}" principal="{broker_principal}";')  # fmt: skip
+    listener = Listener("GSS", "SASL_PLAINTEXT", settings={"sasl.enabled.mechanisms": "GSSAPI",
+                                                           "gssapi.sasl.jaas.config": jaas})  # fmt: skip
+    broker = KafkaBroker("kerberized-acl", line=KAFKA_LINE, extra_listeners=(listener,),
+                         settings={"sasl.kerberos.service.name": "kafka"},
+                         jvm_options=tuple(jvm_options(str(kdc.krb5_conf))))  # fmt: skip
+    with broker:
+        topic = "kerberized-mirrored"
+        create_topic(broker.bootstrap_servers, topic, 1)
+        produce(broker.bootstrap_servers, topic, [{"key": f"k{i}".encode(), "value": f"v{i}".encode()}
+                                                  for i in range(100)])  # fmt: skip
+        cluster = {"bootstrap_servers": broker.listener_address("GSS"), "config": client_config(_security(kdc, keytab))}
+        raw = {"id": "west->east", "checkpoint_location": str(tmp_path / "cp"),
+               "source": {"alias": "west", **cluster}, "target": {"alias": "east", **cluster},
+               "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default"},
+               "emit_checkpoints": False, "emit_heartbeats": False}  # fmt: skip
+        env = {k: v for k, v in os.environ.items() if k != "KRB5_CONFIG"}
+        env.update({"PYTHONPATH": str(ROOT), "KRB5CCNAME": f"FILE:{tmp_path / 'cc'}"})
+
+        def mirror() -> subprocess.CompletedProcess[str]:
+            return subprocess.run([str(gssapi_python), "-c", GSSAPI_MIRROR, json.dumps(raw), topic], env=env,
+                                  capture_output=True, text=True, timeout=180, cwd=str(tmp_path))  # fmt: skip
+
+        refused = mirror()
+        assert refused.returncode != 0 and "authoriz" in refused.stderr.lower(), refused.stderr[-3000:]
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+        bindings = [AclBinding(ResourceType[acl.resource_type], acl.name, ResourcePatternType[acl.pattern],
+                               "User:mirrormaker", "*", AclOperation[re.sub(r"(?<!^)(?=[A-Z])", "_", op).upper()],
+                               AclPermissionType.ALLOW)
+                    for acl in mirror_acls(parse_flow_spec(raw), [topic]) for op in acl.operations]  # fmt: skip
+        for future in admin.create_acls(bindings).values():
+            future.result(timeout=30)
+        done = mirror()
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert json.loads(done.stdout.strip().splitlines()[-1]) == {"records": [100]}
+        copied = consume_all(broker.bootstrap_servers, f"west.{topic}", 1)[0]
+        assert sorted(m.value() for m in copied) == sorted(f"v{i}".encode() for i in range(100))
