@@ -42,12 +42,21 @@ def normalise(raw: Mapping[str, Any], path: str) -> tuple[dict[str, Any], list[P
     Returns the normalised settings and the problems found (both a name and its alias given).
     """
     out: dict[str, Any] = {}
+    given_as: dict[str, str] = {}  # MM2 name -> the key the file used for it
     problems: list[Problem] = []
     for key, value in raw.items():
         name = ALIASES.get(key, key)
         if name in out:
-            problems.append(Problem(f"{path}.{key}", f"'{key}' and '{name}' mean the same; keep only '{name}'"))
+            alias = key if key != name else given_as[name]
+            problems.append(
+                Problem(
+                    f"{path}.{alias}",
+                    f"'{alias}' is MirrorMaker 1's name for '{name}', which is also given; "
+                    f"keep only '{name}' (merge the two lists into it)",
+                )
+            )
             continue
+        given_as[name] = key
         if name in SELECTION_KEYS and isinstance(value, str):
             value = [value]
         out[name] = value

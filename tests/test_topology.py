@@ -253,7 +253,8 @@ def test_not_a_mapping_and_bad_settings_types() -> None:
         "topologies[0].max_records_per_trigger: must be an integer >= 1, got -1",
         "topologies[0].spark.executor_memory: must be a size such as '2g' or '512m', got 'lots'",
         "topologies[0].spark.executors: must be an integer >= 1, got 0",
-        "topologies[0].topics: 'topics' and 'topics' mean the same; keep only 'topics'",
+        "topologies[0].whitelist: 'whitelist' is MirrorMaker 1's name for 'topics', which is also given; "
+        "keep only 'topics' (merge the two lists into it)",
     ]
 
 
@@ -281,3 +282,16 @@ def test_flow_spec_carries_secret_references_never_values() -> None:
     assert spec["target"]["config"]["security.protocol"] == "SASL_SSL"
     assert "source_security" not in spec and "target_security" not in spec
     assert spec["checkpoint_location"] == "/ckpt/west-1-to-east-1"
+
+
+def test_mm1_alias_beside_its_mm2_name_names_the_alias_in_either_order() -> None:
+    from kmirror.settings import normalise
+
+    for raw in ({"whitelist": ["a"], "topics": ["b"]}, {"topics": ["b"], "whitelist": ["a"]}):
+        _, problems = normalise(raw, "flows[0]")
+        assert [(p.path, p.message) for p in problems] == [
+            ("flows[0].whitelist", "'whitelist' is MirrorMaker 1's name for 'topics', which is also given; "
+             "keep only 'topics' (merge the two lists into it)")
+        ]  # fmt: skip
+    _, problems = normalise({"topics_exclude": ["x"], "blacklist": ["y"]}, "t")
+    assert [p.path for p in problems] == ["t.blacklist"] and "'blacklist' is MirrorMaker 1's name" in problems[0].message
