@@ -294,4 +294,5 @@ def test_mm1_alias_beside_its_mm2_name_names_the_alias_in_either_order() -> None
              "keep only 'topics' (merge the two lists into it)")
         ]  # fmt: skip
     _, problems = normalise({"topics_exclude": ["x"], "blacklist": ["y"]}, "t")
-    assert [p.path for p in problems] == ["t.blacklist"] and "'blacklist' is MirrorMaker 1's name" in problems[0].message
+    assert [p.path for p in problems] == ["t.blacklist"]
+    assert "'blacklist' is MirrorMaker 1's name" in problems[0].message

@@ -59,7 +59,7 @@ def register(subparsers: Any) -> None:
                         help="stack-order: a JSON list of every stack (stacks/Pulumi.*.yaml), each stack "
                         "losing a moved flow before the one gaining it; the order CI runs `pulumi up` in")  # fmt: skip
     parser.add_argument("--stacks-dir", default="stacks", help="where the stack configs are (stack-order)")
-    parser.add_argument("--exit-code", action="store_true", help="exit 1 when something changed, 0 when not (2 always means invalid input)")
+    parser.add_argument("--exit-code", action="store_true", help="exit 1 when changed, 0 when not (2: invalid input)")
     parser.add_argument("--topics-file", metavar="FILE", help="YAML/JSON {cluster: [topic names]}")
     parser.set_defaults(func=run)
 
