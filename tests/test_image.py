@@ -99,3 +99,71 @@ def test_the_app_requirements_resolve_for_the_image_python_and_platforms(arch: s
 def test_the_app_requirements_resolve_on_every_supported_python(python: str, tmp_path: Path) -> None:
     resolved = resolve(python, "x86_64", tmp_path)
     assert (resolved["pyarrow"], resolved["pandas"]) == ("26.0.1", "3.1.1")
+
+
+# The main-branch image job builds this Dockerfile: its build step must pass every build arg the
+# Dockerfile refuses to build without (an ARG with an empty default that a RUN checks with -z),
+# and only args the Dockerfile declares (a misspelt one is silently ignored by docker build).
+WORKFLOW = ROOT / ".github" / "workflows" / "preview.yml"
+
+
+def _dockerfile_args() -> dict[str, str]:
+    return dict(re.findall(r"^ARG ([A-Z0-9_]+)=(.*)$", DOCKERFILE, re.MULTILINE))
+
+
+def _required_args() -> set[str]:
+    return {
+        name
+        for name, default in _dockerfile_args().items()
+        if default in ('""', "") and re.search(r'\[ -z "\$\{' + name + r'\}" \]', DOCKERFILE)
+    }
+
+
+def _image_build_step() -> dict:
+    import yaml
+
+    job = yaml.safe_load(WORKFLOW.read_text())["jobs"]["image"]
+    builds = [step for step in job["steps"] if str(step.get("uses", "")).startswith("docker/build-push-action@")]
+    assert len(builds) == 1, "the image job has exactly one docker/build-push-action step"
+    return {"job": job, "build": builds[0]}
+
+
+def _build_args(step: dict) -> dict[str, str]:
+    lines = str(step.get("with", {}).get("build-args", "")).splitlines()
+    return dict(line.strip().split("=", 1) for line in lines if line.strip())
+
+
+def test_the_dockerfile_requires_the_librdkafka_sha256() -> None:
+    assert _required_args() == {"LIBRDKAFKA_SHA256"}  # the parser below sees what the Dockerfile checks
+
+
+def test_the_ci_image_build_passes_every_arg_the_dockerfile_requires_and_no_unknown_one() -> None:
+    build = _image_build_step()["build"]
+    args = _build_args(build)
+    assert build["with"]["context"] == "." and (ROOT / "Dockerfile").exists()
+    assert _required_args() <= set(args), f"missing build args: {sorted(_required_args() - set(args))}"
+    unknown = sorted(set(args) - set(_dockerfile_args()))
+    assert not unknown, f"not ARGs of the Dockerfile: {unknown}"
+    for name in _required_args():
+        assert args[name].strip() not in ("", '""'), f"{name} is passed empty"
+
+
+def test_the_image_job_refuses_early_without_a_well_formed_sha256() -> None:
+    """The value comes from a repository variable: a step before the build checks it is 64 hex
+    digits and names the variable and the fix, instead of failing deep inside docker build."""
+    parts = _image_build_step()
+    steps = parts["job"]["steps"]
+    build_at = steps.index(parts["build"])
+    source = _build_args(parts["build"])["LIBRDKAFKA_SHA256"]
+    guards = [
+        step
+        for step in steps[:build_at]
+        if "run" in step and "^[0-9a-f]{64}$" in step["run"] and step.get("env", {}).get("LIBRDKAFKA_SHA256") == source
+    ]
+    assert len(guards) == 1
+    script = guards[0]["run"]
+    for value, ok in (("", False), ("abc", False), ("a" * 64, True), ("A" * 64, False)):
+        done = subprocess.run(["bash", "-c", script], env={"LIBRDKAFKA_SHA256": value}, capture_output=True, text=True)
+        assert (done.returncode == 0) is ok, (value, done.stderr)
+        if not ok:
+            assert "LIBRDKAFKA_SHA256" in done.stderr and "docs/deploy.md" in done.stderr
