@@ -306,6 +306,15 @@ def flow_spec_problems(raw: Any) -> list[Problem]:
         not isinstance(raw["checkpoint_location"], str) or not raw["checkpoint_location"]
     ):
         problems.append(Problem("checkpoint_location", f"required non-empty path, got {raw['checkpoint_location']!r}"))
+    problems += option_conflict_problems(raw)
+    return problems + OPTIONS.value_problems(raw, "")
+
+
+def option_conflict_problems(raw: dict[str, Any]) -> list[Problem]:
+    """Options the app refuses in combination at start (exactly_once or a rate limit with a
+    transform, a rate limit with the native copy loop). Also run on every resolved flow of a
+    topology, so `kmirror validate`/`plan`/`diff` and a preview refuse what the app would."""
+    problems = []
     if raw.get("transform") is not None and raw.get("exactly_once") is True:
         problems.append(
             Problem(
@@ -314,8 +323,7 @@ def flow_spec_problems(raw: Any) -> list[Problem]:
                 "at-least-once, like the copy path without it)",
             )
         )
-    problems += _rate_limit_problems(raw)
-    return problems + OPTIONS.value_problems(raw, "")
+    return problems + _rate_limit_problems(raw)
 
 
 def _rate_limit_problems(raw: dict[str, Any]) -> list[Problem]:

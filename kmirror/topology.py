@@ -19,6 +19,7 @@ import yaml
 
 from kmirror.errors import Problem, Problems, ValidationError, did_you_mean
 from kmirror.filters import NameSelection
+from kmirror.flowspec import option_conflict_problems
 from kmirror.graph_checks import (
     FlowFacts,
     identity_collisions,
@@ -394,8 +395,21 @@ def parse_topology(raw: Any, source: str = "topology") -> Topology:
     _imply(flows, implied, edges, defaults, overrides)
     if not problems:
         problems.extend(_graph_problems(flows))
+        problems.extend(_flow_option_problems(flows, edges))
     problems.raise_if_any()
     return Topology(clusters, flows, source)
+
+
+def _flow_option_problems(flows: Mapping[str, ResolvedFlow], edges: list[Any]) -> list[Problem]:
+    """The option combinations the app refuses at start, on each flow's resolved settings
+    (defaults < topology < override), named by the declaration that produced the flow."""
+    path_of = {flow_id(*edge): path for _, edge, _, path in edges}
+    problems = []
+    for fid, flow in flows.items():
+        where = path_of.get(fid, f"flows.{fid}")
+        for problem in option_conflict_problems(flow.settings):
+            problems.append(Problem(f"{where}.{problem.path}", f"(flow {fid}) {problem.message}"))
+    return problems
 
 
 def _imply(

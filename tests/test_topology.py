@@ -296,3 +296,22 @@ def test_mm1_alias_beside_its_mm2_name_names_the_alias_in_either_order() -> None
     _, problems = normalise({"topics_exclude": ["x"], "blacklist": ["y"]}, "t")
     assert [p.path for p in problems] == ["t.blacklist"]
     assert "'blacklist' is MirrorMaker 1's name" in problems[0].message
+
+
+def test_option_combinations_the_app_refuses_at_start_are_refused_by_validation() -> None:
+    sql = {"sql": "SELECT * FROM records"}
+    dr = {"name": "dr", "pattern": "active-passive", "primary": "west-1", "standby": "east-1", "topics": ["o.*"]}
+    assert problems_of(topo({**dr, "exactly_once": True, "transform": sql})) == [
+        "topologies[0].transform: (flow west-1->east-1) cannot be combined with exactly_once "
+        "(the transform path is at-least-once, like the copy path without it)"
+    ]
+    assert problems_of(topo({**dr, "max_records_per_second": 10, "transform": sql})) == [
+        "topologies[0].transform: (flow west-1->east-1) cannot be combined with max_records_per_second yet "
+        "(only the copy path is paced); remove the transform or the limit"
+    ]
+    # From the defaults too: the check runs on each flow's resolved settings.
+    found = problems_of(topo({**dr, "transform": sql}, defaults={"exactly_once": True}))
+    assert len(found) == 1 and "cannot be combined with exactly_once" in found[0]
+    # Each alone is still valid.
+    assert flow_ids(topo({**dr, "transform": sql})) == ["west-1->east-1"]
+    assert flow_ids(topo({**dr, "exactly_once": True})) == ["west-1->east-1"]
