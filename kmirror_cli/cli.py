@@ -25,6 +25,7 @@ COMMAND_MODULES = {
     "failover": "kmirror_cli.commands.failover",
     "failback": "kmirror_cli.commands.failback",
     "stack-info": "kmirror_cli.commands.stack_info",
+    "import": "kmirror_cli.commands.import_mm",
 }
 
 

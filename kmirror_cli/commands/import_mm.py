@@ -1,0 +1,65 @@
+"""`kmirror import mm2 FILE` / `kmirror import mm1 --consumer.config F --producer.config F --whitelist RE`:
+write a topology file planning the same flows, policies, filters and client settings as a
+MirrorMaker configuration; every property that cannot be carried over is listed on stderr and
+as a comment at the top of the file (issue 23). Exit 0 written, 2 invalid input."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from kmirror.errors import Problem, ValidationError
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("import", help="Write a topology file from a MirrorMaker 2/1 configuration.")
+    kinds = parser.add_subparsers(dest="kind", metavar="KIND", required=True)
+    mm2 = kinds.add_parser("mm2", help="from an mm2.properties (dedicated mode)")
+    mm2.add_argument("properties", help="the mm2.properties file")
+    mm1 = kinds.add_parser("mm1", help="from MirrorMaker 1's command line")
+    mm1.add_argument("--consumer.config", dest="consumer_config", required=True)
+    mm1.add_argument("--producer.config", dest="producer_config", required=True)
+    mm1.add_argument("--whitelist", "--include", dest="whitelist")
+    mm1.add_argument("--blacklist", dest="blacklist")
+    for sub in (mm2, mm1):
+        sub.add_argument("-o", "--output", default="topology.yaml", help="topology file to write ('-' for stdout)")
+    parser.set_defaults(func=run)
+
+
+def _read(path: str, flag: str) -> str:
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise ValidationError(
+            [Problem(flag, f"cannot read '{path}' ({exc.strerror}); give an existing properties file")]
+        ) from exc
+
+
+def run(args: argparse.Namespace) -> int:
+    import yaml
+
+    from kmirror.mm2_import import import_mm1, import_mm2, parse_properties
+    from kmirror.topology import parse_topology
+
+    if args.kind == "mm2":
+        topology, dropped = import_mm2(parse_properties(_read(args.properties, "properties")))
+    else:
+        topology, dropped = import_mm1(
+            parse_properties(_read(args.consumer_config, "--consumer.config")),
+            parse_properties(_read(args.producer_config, "--producer.config")),
+            args.whitelist,
+            args.blacklist,
+        )
+    parse_topology(topology, source=f"imported {args.kind}")  # what we write must plan
+    header = "".join(f"# not carried over: {d.line()}\n" for d in dropped)
+    text = f"# imported by `kmirror import {args.kind}`\n{header}" + yaml.safe_dump(topology, sort_keys=False)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        Path(args.output).write_text(text)
+        print(f"{args.output}: {len(topology['topologies'][0]['flows'])} flow(s) written")
+    for d in dropped:
+        print(f"not carried over: {d.line()}", file=sys.stderr)
+    return 0
