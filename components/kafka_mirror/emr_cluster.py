@@ -137,7 +137,10 @@ def _roles(
         opts=child,
     )
     inline = aws.iam.RolePolicy(f"{name}-node-app-policy", role=node_role.id, policy=node_policy, opts=child)
-    profile = aws.iam.InstanceProfile(f"{name}-node-profile", role=node_role.name, tags=TAGS, opts=child)
+    # EMR finds the nodes' role through the instance profile and requires both to share one name.
+    profile = aws.iam.InstanceProfile(
+        f"{name}-node-profile", name=node_role.name, role=node_role.name, tags=TAGS, opts=child
+    )
     return service_role, profile, [service_attach, pass_role, inline]
 
 
@@ -188,6 +191,17 @@ def create_cluster(
             opts=child,
         )
         policies.append(security)
+    # AmazonEMRServicePolicy_v2 only lets EMR launch nodes into subnets carrying this tag.
+    if s.subnet_id is not None:
+        policies.append(
+            aws.ec2.Tag(
+                f"{name}-subnet-emr-tag",
+                resource_id=s.subnet_id,
+                key=next(iter(EMR_MANAGED_TAG)),
+                value=EMR_MANAGED_TAG[next(iter(EMR_MANAGED_TAG))],
+                opts=child,
+            )
+        )
     group = _metrics_group(parent, name, s)
     extra_groups = group.id.apply(lambda i: i) if group is not None else None
     return aws.emr.Cluster(
@@ -218,6 +232,8 @@ def create_cluster(
         ],
         configurations_json=json.dumps(spark_configurations(s.max_app_attempts)),
         keep_job_flow_alive_when_no_steps=True,
+        # A degraded core node is replaced instead of taking its executors (and drivers) down for good.
+        unhealthy_node_replacement=True,
         # Mirror steps never finish: each flow needs its own concurrent step slot.
         step_concurrency_level=s.step_concurrency_level,
         tags=TAGS,

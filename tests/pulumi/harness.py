@@ -81,7 +81,8 @@ class Mocks(pulumi.runtime.Mocks):
         if args.typ == "pulumi-python:dynamic:Resource":
             out["step_id"] = f"s-{args.name.upper()[:10]}"
         if args.typ == "aws:iam/role:Role":
-            out["arn"] = f"arn:aws:iam::123456789012:role/{args.name}"
+            out.setdefault("name", f"{args.name}-7f3a9c1")  # auto-naming: the logical name + a random suffix
+            out["arn"] = f"arn:aws:iam::123456789012:role/{out['name']}"
         return f"{args.name}-id", out
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:

@@ -486,3 +486,22 @@ def test_the_spark_operator_default_is_the_spark_4_release_and_stacks_do_not_ove
     for stack in ("east", "west", "local"):
         [release] = stack_run(stack).of_type("kubernetes:helm.sh/v3:Release")
         assert unwrap(release.inputs)["version"] == SPARK_OPERATOR_CHART_VERSION, stack
+
+
+def test_emr_nodes_can_launch_profile_named_as_its_role_subnet_tagged_unhealthy_nodes_replaced() -> None:
+    """AWS requires the instance profile EMR is given to share its role's name; the managed
+    service policy (AmazonEMRServicePolicy_v2) launches nodes only into subnets tagged
+    `for-use-with-amazon-emr-managed-policies=true`; a degraded core node is replaced."""
+    run = stack_run("central")
+    [profile] = run.of_type("aws:iam/instanceProfile:InstanceProfile")
+    assert unwrap(profile.inputs)["name"] == unwrap(profile.inputs)["role"] == "central-emr-node-role-7f3a9c1"
+    [cluster] = run.of_type("aws:emr/cluster:Cluster")
+    body = unwrap(cluster.inputs)
+    assert body["unhealthyNodeReplacement"] is True
+    [tag] = run.of_type("aws:ec2/tag:Tag")
+    assert unwrap(tag.inputs) == {
+        "resourceId": body["ec2Attributes"]["subnetId"],
+        "key": "for-use-with-amazon-emr-managed-policies",
+        "value": "true",
+    }
+    assert tag.urn in cluster.dependencies  # the cluster launches after the subnet is tagged
