@@ -24,9 +24,11 @@ from kmirror.errors import Problem
 from kmirror.kerberos import kinit_property_problems
 from kmirror.secret_refs import is_reference
 
+# Secret-bearing names by pattern, not by hand list, so new librdkafka properties are covered:
 # sasl.password, ssl.key.password, ssl.keystore.password, ssl.truststore.password,
-# sasl.oauthbearer.client.secret, spark.*.password, fs.s3a.secret.key, ...
-_SECRET_NAME_RE = re.compile(r"password|secret", re.IGNORECASE)
+# sasl.oauthbearer.client.secret, spark.*.password, fs.s3a.secret.key, ssl.key.pem,
+# sasl.oauthbearer.assertion.private.key.pem/.passphrase (JWT bearer assertion keys), ...
+_SECRET_NAME_RE = re.compile(r"password|secret|passphrase|\.key\.pem$", re.IGNORECASE)
 # Secret material without a telling name (PEM text, JAAS lines with password="...").
 SECRET_PROPERTIES = frozenset({"ssl.key.pem", "sasl.jaas.config", "sasl.oauthbearer.config"})
 # Where the planner writes `${env:VAR}` for an env REF of tls.ca / tls.cert (not secret, but referenced).
