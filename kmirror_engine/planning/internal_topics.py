@@ -99,6 +99,12 @@ def mirror_acls(spec: FlowSpec, source_topics: list[str]) -> list[AclGrant]:
     for topic, (purpose, operations) in sorted(needed_access(spec).items()):
         wanted = tuple(dict.fromkeys(("Create", "Describe", *operations)))
         grants.append(AclGrant("target", "TOPIC", topic, "LITERAL", wanted, purpose))
+        if "Read" not in operations:
+            continue
+        # its readers (offset syncs, snapshots, the registry) consume with this group id, and a
+        # consumer with a group id asks its coordinator: Describe on the group, or the read fails
+        grants.append(AclGrant("target", "GROUP", f"kmirror-reader-{topic}", "LITERAL", ("Read", "Describe"),
+                               f"reading {topic}"))  # fmt: skip
     if spec.exactly_once:
         from kmirror_engine.copying.exactly_once import offsets_group, transactional_id
 

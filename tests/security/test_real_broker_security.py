@@ -212,7 +212,7 @@ def test_without_any_one_internal_topic_acl_the_start_up_check_names_it_and_the_
     topic = f"sec-min-{unique}"
     create_topic(west.broker.bootstrap_servers, topic, 1)
     spec = flow(west, east, directory, "scram", topic)
-    internal = [acl.name for acl in mirror_acls(spec, [topic]) if acl.side == "target" and acl.pattern == "LITERAL"]
+    internal = internal_topics(spec, topic)
     assert len(internal) == 3, internal
     for left_out in internal:
         assert_check_names_the_missing_grant(spec, west, east, topic, left_out)
@@ -237,11 +237,17 @@ def test_without_a_side_topic_acl_the_start_up_check_names_it_and_the_grant(
     topic = f"sec-side-{side_topic}-{unique}"
     create_topic(west.broker.bootstrap_servers, topic, 1)
     spec = flow(west, east, directory, "scram", topic, side_topics=True)
-    internal = [acl.name for acl in mirror_acls(spec, [topic]) if acl.side == "target" and acl.pattern == "LITERAL"]
+    internal = internal_topics(spec, topic)
     assert len(internal) == 5, internal  # offset syncs, snapshots, registry, checkpoints, heartbeats
     left_out = HEARTBEATS_TOPIC if side_topic == "heartbeats" else checkpoints_topic("west")
     assert left_out in internal
     assert_check_names_the_missing_grant(spec, west, east, topic, left_out)
+
+
+def internal_topics(spec: FlowSpec, topic: str) -> list[str]:
+    """The internal topics `mirror_acls` grants one by one (literally, on the target)."""
+    return [acl.name for acl in mirror_acls(spec, [topic])
+            if acl.side == "target" and acl.resource_type == "TOPIC" and acl.pattern == "LITERAL"]  # fmt: skip
 
 
 def assert_check_names_the_missing_grant(
@@ -259,3 +265,60 @@ def assert_check_names_the_missing_grant(
     finally:
         revoke_all(west, "User:mirror")
         revoke_all(east, "User:mirror")
+
+
+@pytest.mark.parametrize("mechanism", ["mtls", "scram"])
+def test_the_listed_acls_are_enough_for_heartbeats_the_created_topics_registry_and_config_sync(
+    secure: tuple[SecureCluster, SecureCluster, Path], mechanism: str, unique: str
+) -> None:
+    """Sufficient for the side work too: with checkpoints and heartbeats on and exactly the
+    listed ACLs, the mirror writes a heartbeat, records the remote topic it created in the
+    registry and reads it back, and config sync copies a dynamic topic config it then changes."""
+    from kmirror_engine.clients.factory import new_producer, producer_config
+    from kmirror_engine.observability.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
+    from kmirror_engine.planning.config_sync import ConfigSync
+    from kmirror_engine.planning.created_topics import CreatedTopics
+
+    west, east, directory = secure
+    topic = f"sec-side-work-{mechanism}-{unique}"
+    remote = f"west.{topic}"
+    create_topic(west.broker.bootstrap_servers, topic, 1, config={"retention.ms": "3600000"})
+    spec = flow(west, east, directory, mechanism, topic, side_topics=True)
+    who = principal(mechanism)
+    try:
+        grant(spec, west, east, who, [topic])
+        assert check_internal_topic_access(spec, AdminClient(_admin_config(spec))) == []
+        TargetTopics(admin_client(spec.source), admin_client(spec.target), spec.target).ensure(
+            {topic: MirroredTopic(topic, 1, remote)})  # fmt: skip
+        registry = CreatedTopics(spec.target, "west", spec.id)
+        registry.record([(remote, topic)])
+        assert remote in registry.load()
+        emitter = HeartbeatEmitter(spec, new_producer(producer_config(spec), role="heartbeats-producer"))
+        ensure_heartbeats_topic(emitter)
+        assert emitter.maybe_emit(1_700_000_000_000)
+        emitter.flush(30)
+        assert _count(east.broker.bootstrap_servers, "heartbeats", 1) >= 1
+        _alter_topic_config(west, topic, "retention.ms", "7200000")
+        ConfigSync(spec).run()
+        assert _topic_config(east, remote)["retention.ms"] == "7200000"
+    finally:
+        revoke_all(west, who)
+        revoke_all(east, who)
+
+
+def _alter_topic_config(cluster: SecureCluster, topic: str, name: str, value: str) -> None:
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+    entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
+    admin = cluster.admin  # kept alive until the answer came
+    resource = ConfigResource("TOPIC", topic, incremental_configs=[entry])
+    for future in admin.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
+
+
+def _topic_config(cluster: SecureCluster, topic: str) -> dict[str, str]:
+    from confluent_kafka.admin import ConfigResource
+
+    admin = cluster.admin  # kept alive until the answer came
+    [future] = admin.describe_configs([ConfigResource("TOPIC", topic)]).values()
+    return {name: entry.value for name, entry in future.result(timeout=30).items()}
