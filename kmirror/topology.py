@@ -241,8 +241,11 @@ def _resolve(
     defaults: Mapping[str, Any],
     overrides: Mapping[str, dict[str, Any]],
     problems: Problems,
+    complete: bool = True,
 ) -> dict[str, ResolvedFlow]:
-    """Resolve every (topology name, edge, topology settings, path) into one flow per id."""
+    """Resolve every (topology name, edge, topology settings, path) into one flow per id.
+    `complete` is False when a declaration with problems contributed no edges: an override
+    of a flow no topology produces is then not reported (that declaration may produce it)."""
     flows: dict[str, ResolvedFlow] = {}
     first_path: dict[str, str] = {}
     datacenters = sorted({c.datacenter for c in clusters.values()})
@@ -266,7 +269,7 @@ def _resolve(
             continue
         problems.extend(_separator_problems(flow, path))
         flows[fid], first_path[fid] = flow, path
-    for fid in sorted(set(overrides) - set(flows)):
+    for fid in sorted(set(overrides) - set(flows)) if complete else []:
         problems.add(
             f"flows.{fid}",
             f"no topology produces flow {fid!r}{_flow_hint(fid, flows)}; "
@@ -368,13 +371,18 @@ def parse_topology(raw: Any, source: str = "topology") -> Topology:
         problems.raise_if_any()
     problems.extend(unknown_keys(raw, TOP_KEYS, "", list_allowed=True))
     clusters = _parse_clusters(raw.get("clusters"), problems)
+    before_settings = len(problems.items)
     defaults = _parse_defaults(raw.get("defaults"), problems)
     overrides = _parse_overrides(raw.get("flows"), problems)
+    # The graph checks read the defaults' and overrides' settings (patterns, policies), so they
+    # need those valid; unknown top-level keys, bad clusters or bad declarations (skipped) do not.
+    settings_ok = len(problems.items) == before_settings
     decls = raw.get("topologies")
     if not isinstance(decls, list) or not decls:
         problems.add("topologies", f"must be a non-empty list of topologies (name, pattern, ...), got {decls!r}")
         decls = []
     edges = []
+    skipped = False
     implied: list[tuple[str, dict[str, Any]]] = []
     seen_names: dict[str, int] = {}
     for index, decl in enumerate(decls):
@@ -388,12 +396,16 @@ def parse_topology(raw: Any, source: str = "topology") -> Topology:
         elif isinstance(name, str):
             seen_names[name] = index
         if pattern is None or found or not isinstance(name, str):
+            skipped = True
             continue
         edges += [(name, edge, settings, f"topologies[{index}]") for edge in pattern.expand(decl)]
         implied += [(flow_id(*edge), PATTERN_DEFAULTS.get(pattern.name, {})) for edge in pattern.expand(decl)]
-    flows = _resolve(edges, clusters, defaults, overrides, problems) if not problems else {}
+    # Every problem at once: a declaration with problems contributes no edges, but the graph of
+    # the others is still built and checked (an unknown key elsewhere does not hide a loop).
+    # Fewer edges can only hide graph problems, never invent them.
+    flows = _resolve(edges, clusters, defaults, overrides, problems, complete=not skipped) if settings_ok else {}
     _imply(flows, implied, edges, defaults, overrides)
-    if not problems:
+    if settings_ok:
         problems.extend(_graph_problems(flows))
         problems.extend(_flow_option_problems(flows, edges))
     problems.raise_if_any()

@@ -315,3 +315,14 @@ def test_option_combinations_the_app_refuses_at_start_are_refused_by_validation(
     # Each alone is still valid.
     assert flow_ids(topo({**dr, "transform": sql})) == ["west-1->east-1"]
     assert flow_ids(topo({**dr, "exactly_once": True})) == ["west-1->east-1"]
+
+
+def test_an_unknown_key_does_not_hide_an_identity_cycle() -> None:
+    raw = topo({"name": "ring", "pattern": "chain", "clusters": ["west-1", "east-1", "central"]},
+               {"name": "back", "pattern": "custom", "flows": ["central->west-1"],
+                "replication_policy": {"type": "identity"}}, flowz={})  # fmt: skip
+    found = problems_of(raw)
+    assert len(found) == 2, found
+    assert found[0].startswith("flowz: unknown key") or found[1].startswith("flowz: unknown key")
+    assert any(p.startswith("topologies: identity replication cycle central -> west-1 -> east-1 -> central:")
+               for p in found)  # fmt: skip
