@@ -6,9 +6,14 @@ installed package. The host prints its gRPC port and serves the schema Pulumi's 
 from the components' type annotations.
 """
 
+import json
+import sys
 from importlib.metadata import PackageNotFoundError, version
+from typing import Any
 
-from pulumi.provider.experimental import component_provider_host
+from pulumi.provider import main as serve
+from pulumi.provider.experimental import host
+from pulumi.provider.experimental.component import ComponentProvider
 
 from kafka_mirror import COMPONENTS, PACKAGE
 
@@ -21,6 +26,31 @@ def package_version() -> str:
         return "0.0.0"
 
 
+# Inputs holding secret material: marked `secret` in the schema, so every generated SDK wraps
+# them as secrets and the engine keeps them encrypted in state (the analyzer infers no secrets).
+SECRET_INPUTS: dict[str, tuple[str, ...]] = {
+    "ScramSecret": ("password",),
+    "TlsSecret": ("keyPem", "keyPassword", "pkcs12B64", "pkcs12Password"),
+    "KerberosSecret": ("keytabB64",),
+    "EksSparkPlatform": ("kubeconfig",),
+    "MirrorDeployment": ("kubeconfig",),
+}
+
+
+def mark_secrets(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with SECRET_INPUTS marked `secret: true`; a name missing from it is an error."""
+    for component, names in SECRET_INPUTS.items():
+        properties = schema["resources"][f"{PACKAGE}:index:{component}"]["inputProperties"]
+        for name in names:
+            if name not in properties:
+                raise KeyError(f"SECRET_INPUTS names {component}.{name}, which the schema does not have")
+            properties[name]["secret"] = True
+    return schema
+
+
 def main() -> None:
     """Serve the provider until the engine stops it (reads the engine address from sys.argv)."""
-    component_provider_host(name=PACKAGE, components=list(COMPONENTS), version=package_version())
+    host.is_hosting = True  # as component_provider_host: the analyzer must not start a second host
+    provider = ComponentProvider(list(COMPONENTS), PACKAGE, None, package_version())
+    provider.schema = json.dumps(mark_secrets(json.loads(provider.schema or "{}")))
+    serve(provider, sys.argv[1:])

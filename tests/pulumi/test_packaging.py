@@ -72,7 +72,7 @@ def test_the_plugin_venv_gets_the_package_dependencies() -> None:
     entry = (ROOT / "components" / "__main__.py").read_text()
     assert "from kafka_mirror.provider import main" in entry
     assert (
-        "component_provider_host(name=PACKAGE, components=list(COMPONENTS)"
+        "ComponentProvider(list(COMPONENTS), PACKAGE, None, package_version())"
         in (ROOT / "components" / "kafka_mirror" / "provider.py").read_text()
     )
 

@@ -138,3 +138,26 @@ def test_a_missing_required_input_is_reported_with_its_path(provider_run: Run) -
 
 if __name__ == "__main__":  # regenerate components/schema.json from the running provider
     print(json.dumps(served_schema(), indent=2, sort_keys=True))
+
+
+def test_secret_inputs_are_marked_secret_in_the_served_schema() -> None:
+    """Passwords, private keys, keytabs and kubeconfigs are `secret` in the schema the plugin
+    serves, so every generated SDK (TypeScript, YAML, Go...) sends them as secrets and the engine
+    keeps them encrypted in state; nothing else is marked."""
+    schema = served_schema()
+    marked = {
+        (token.rsplit(":", 1)[1], name)
+        for token, resource in schema["resources"].items()
+        for name, prop in resource["inputProperties"].items()
+        if prop.get("secret")
+    }
+    assert marked == {
+        ("ScramSecret", "password"),
+        ("TlsSecret", "keyPem"),
+        ("TlsSecret", "keyPassword"),
+        ("TlsSecret", "pkcs12B64"),
+        ("TlsSecret", "pkcs12Password"),
+        ("KerberosSecret", "keytabB64"),
+        ("EksSparkPlatform", "kubeconfig"),
+        ("MirrorDeployment", "kubeconfig"),
+    }
