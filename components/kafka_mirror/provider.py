@@ -7,8 +7,10 @@ from the components' type annotations.
 """
 
 import json
+import re
 import sys
 from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
 from typing import Any
 
 from pulumi.provider import main as serve
@@ -17,13 +19,20 @@ from pulumi.provider.experimental.component import ComponentProvider
 
 from kafka_mirror import COMPONENTS, PACKAGE
 
+PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
+
 
 def package_version() -> str:
-    """The installed distribution's version (`0.0.0` when running from a bare checkout)."""
+    """The installed distribution's version; in the plugin's own venv (components/requirements.txt
+    installs the dependencies, not the project), the checkout's pyproject.toml version."""
     try:
         return version("kafka-mirror")
     except PackageNotFoundError:
-        return "0.0.0"
+        pass
+    found = re.search(r'^version = "([^"]+)"$', PYPROJECT.read_text(), re.MULTILINE) if PYPROJECT.exists() else None
+    if found is None:
+        raise RuntimeError(f"kafka-mirror is not installed and {PYPROJECT} has no version: install the project")
+    return found.group(1)
 
 
 # Inputs holding secret material: marked `secret` in the schema, so every generated SDK wraps

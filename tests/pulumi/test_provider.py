@@ -5,6 +5,7 @@ components/schema.json) and every component constructed through `ComponentProvid
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -161,3 +162,18 @@ def test_secret_inputs_are_marked_secret_in_the_served_schema() -> None:
         ("EksSparkPlatform", "kubeconfig"),
         ("MirrorDeployment", "kubeconfig"),
     }
+
+
+def test_the_plugin_venv_reports_the_project_version_not_0_0_0(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The plugin's venv installs components/requirements.txt, not the project: the version the
+    provider (and the generated SDKs) report comes from the checkout's pyproject.toml."""
+    from importlib.metadata import PackageNotFoundError
+
+    from kafka_mirror import provider
+
+    def not_installed(name: str) -> str:
+        raise PackageNotFoundError(name)
+
+    monkeypatch.setattr(provider, "version", not_installed)
+    expected = re.search(r'^version = "([^"]+)"$', (ROOT / "pyproject.toml").read_text(), re.MULTILINE)
+    assert expected is not None and provider.package_version() == expected.group(1) != "0.0.0"
