@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import atexit
 import json
+import sys
 import threading
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TextIO
 
 from kmirror.flowspec import FlowSpec
 from kmirror_engine.failover.failover_listener import FailoverListener
@@ -51,6 +53,35 @@ def listeners_for(spec: FlowSpec) -> list[BatchListener]:
         listeners = build_listeners(spec)
         _cache[spec.id] = (fingerprint, listeners)
         return listeners
+
+
+def run_side_work(spec: FlowSpec, call: Callable[[Any], None], out: TextIO | None = None) -> int:
+    """Call `call(listener)` for every listener of `spec`, after the batch was delivered.
+
+    A failure (building the listeners, or one listener) never fails the delivered batch: failing
+    it would make Spark copy the batch again at every retry and restart (one batch of duplicates
+    each time) while the cause, e.g. a missing ACL, persists. Each failure is logged as one
+    `kmirror side_work_failed {json}` line and the next listener still runs; returns the number
+    of failures (0: all ran).
+    """
+    try:
+        listeners = listeners_for(spec)
+    except Exception as exc:
+        _report_side_work_failure(spec, "build_listeners", exc, out)
+        return 1
+    failures = 0
+    for listener in listeners:
+        try:
+            call(listener)
+        except Exception as exc:
+            _report_side_work_failure(spec, type(listener).__name__, exc, out)
+            failures += 1
+    return failures
+
+
+def _report_side_work_failure(spec: FlowSpec, work: str, exc: BaseException, out: TextIO | None) -> None:
+    record = {"flow": spec.id, "work": work, "error": f"{type(exc).__name__}: {exc}"}
+    print("kmirror side_work_failed " + json.dumps(record, sort_keys=True), file=out or sys.stderr, flush=True)
 
 
 def batch_failed(spec: FlowSpec, batch_id: int) -> None:

@@ -131,3 +131,41 @@ def test_exactly_once_ids_are_fenced_once_per_query_start_not_at_every_stream_wr
     at_least_once = json.dumps(spec().to_dict())
     MirrorSink(options={"flow_spec": at_least_once, "query_token": "query-3"}).streamWriter(None, False)
     assert len(fenced) == 3
+
+
+class FailingListener(RecordingListener):
+    def on_batch(self, batch: BatchProgress) -> None:
+        raise RuntimeError("TopicAuthorizationFailed: mm2-offset-syncs.east.internal")
+
+
+def test_a_side_work_failure_after_delivery_never_fails_the_delivered_batch(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Before: the listener's exception failed commit(), so Spark retried the delivered batch (one batch
+    of duplicates per retry and restart) for as long as the cause (e.g. no Write ACL) lasted."""
+    after = RecordingListener()
+    monkeypatch.setattr(listeners_module, "build_listeners", lambda spec: [FailingListener(), after])
+    listeners_module.close_listeners(False)
+    MirrorStreamWriter(json.dumps(SPEC)).commit(_messages(), 7)  # does not raise
+    assert [b.batch_id for b in after.batches] == [7]  # the next listener still ran
+    assert len(after.idle) == 1
+    [line] = [x for x in capsys.readouterr().err.splitlines() if x.startswith("kmirror side_work_failed ")]
+    assert json.loads(line.removeprefix("kmirror side_work_failed ")) == {
+        "flow": "west->east", "work": "FailingListener",
+        "error": "RuntimeError: TopicAuthorizationFailed: mm2-offset-syncs.east.internal",
+    }  # fmt: skip
+    listeners_module.close_listeners(False)
+
+
+def test_listeners_that_cannot_be_built_never_fail_the_delivered_batch(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def build(spec: Any) -> list[Any]:
+        raise RuntimeError("cannot reach the target cluster")
+
+    monkeypatch.setattr(listeners_module, "build_listeners", build)
+    listeners_module.close_listeners(False)
+    MirrorStreamWriter(json.dumps(SPEC)).commit(_messages(), 8)  # does not raise
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("kmirror side_work_failed ")]
+    assert [json.loads(x.split(" ", 2)[2])["work"] for x in lines] == ["build_listeners", "build_listeners"]
+    listeners_module.close_listeners(False)
