@@ -108,6 +108,27 @@ def producer_safety_problems(overrides: dict[str, Any]) -> list[Problem]:
                 "remove the override",
             )
         )
+    problems.extend(_infinite_timeout_problems(overrides))
+    return problems
+
+
+# librdkafka reads 0 as "no limit": a send to an unreachable target would then wait forever
+# instead of failing the batch (the task hangs, nothing is retried or reported).
+_DELIVERY_TIMEOUTS = ("message.timeout.ms", "delivery.timeout.ms")
+
+
+def _infinite_timeout_problems(overrides: Mapping[str, Any], path: str = "producer") -> list[Problem]:
+    problems = []
+    for key in _DELIVERY_TIMEOUTS:
+        value = overrides.get(key)
+        if value is not None and str(value).strip() in {"0", "0.0"}:
+            problems.append(
+                Problem(
+                    f"{path}.{key}",
+                    f"must be a finite time in ms (0 means wait forever: a target outage would hang the "
+                    f"copy tasks), got {value!r}; remove the override or set e.g. 300000",
+                )
+            )
     return problems
 
 
@@ -354,6 +375,7 @@ def client_config_problems(spec: FlowSpec) -> list[Problem]:
     """Every librdkafka property of the flow that no client would accept, and every unsafe
     producer override, named by its path in the flow spec (`source.config.x`, `producer.acks`)."""
     problems = producer_safety_problems(dict(spec.option("producer")))
+    problems.extend(_infinite_timeout_problems(spec.target.config, path="target.config"))
     maps = {
         "source.config": spec.source.config,
         "target.config": spec.target.config,
