@@ -37,9 +37,10 @@ still updates every metric; `batch_failed` lines are always written.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TextIO
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest, start_http_server
@@ -51,6 +52,17 @@ SNAPSHOT_INTERVAL_S = 60.0  # the mirror_metrics line (module doc)
 LABELS = ("flow", "topic", "partition")
 # Batch copy time buckets (s): a trigger interval is seconds; a batch catching up on a backlog, minutes.
 BATCH_DURATION_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
+
+
+METRICS_ADDR_ENV = "KMIRROR_METRICS_ADDR"
+
+
+def metrics_bind_address(environ: Mapping[str, str] | None = None) -> str:
+    """Where /metrics listens: `KMIRROR_METRICS_ADDR` if set, else the pod IP (`POD_IP`, from the
+    Kubernetes downward API), else 127.0.0.1. Never every interface by default: the endpoint has
+    no authentication, so exposing it is a decision (set KMIRROR_METRICS_ADDR=0.0.0.0)."""
+    env = os.environ if environ is None else environ
+    return env.get(METRICS_ADDR_ENV) or env.get("POD_IP") or "127.0.0.1"
 
 
 class FlowMetrics:
@@ -195,11 +207,13 @@ class FlowMetrics:
         """The Prometheus exposition text of this flow's metrics."""
         return generate_latest(self.registry).decode()
 
-    def serve(self, port: int, addr: str = "0.0.0.0") -> int:
-        """Serve /metrics on `port` (0: ephemeral) and return the bound port (logged)."""
+    def serve(self, port: int, addr: str | None = None) -> int:
+        """Serve /metrics on `port` (0: ephemeral) at `addr` (default: `metrics_bind_address()`)
+        and return the bound port (logged with the address)."""
+        addr = addr or metrics_bind_address()
         self._server, _thread = start_http_server(port, addr=addr, registry=self.registry)
         self.port = int(self._server.server_port)
-        self._write({"event": "metrics_listening", "flow": self.flow_id, "port": self.port})
+        self._write({"event": "metrics_listening", "flow": self.flow_id, "addr": addr, "port": self.port})
         return self.port
 
     def close(self) -> None:
