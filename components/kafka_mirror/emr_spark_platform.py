@@ -42,6 +42,7 @@ from kafka_mirror.emr_specs import (
 )
 from kafka_mirror.stack_secrets import MadeSecret, StackSecrets, create_stack_secrets
 from kafka_mirror.wheelhouse import Wheelhouse, deploy_wheelhouses, normalize
+from kmirror.errors import Problem, ValidationError
 
 T = TypeVar("T")
 TOKEN = "kafka-mirror:index:EmrSparkPlatform"
@@ -94,7 +95,7 @@ class EmrSparkPlatformArgs(TypedDict):
     bucket: pulumi.Input[str]
     """The S3 bucket of the app, its dependencies, flow specs, logs (and EMR checkpoints); may be an output."""
     region: NotRequired[str]
-    """The AWS region of the cluster (default `us-east-1`)."""
+    """The AWS region of the cluster (default: the program's `aws:region`, then AWS_REGION; required)."""
     create_bucket: NotRequired[bool]
     """Create the bucket (default true); false: it exists."""
     cluster_id: NotRequired[pulumi.Input[str]]
@@ -323,13 +324,29 @@ class EmrSparkPlatform(pulumi.ComponentResource):
         return create_cluster(self, name, settings, self.bootstrap, log_uri, policy, opts)
 
 
+def _region(args: EmrSparkPlatformArgs, aws_settings: dict[str, Any]) -> str:
+    """The cluster's region: `region`, `aws.region`, the program's `aws:region`, then AWS_REGION /
+    AWS_DEFAULT_REGION; never a silent us-east-1 (every step call would go to another region)."""
+    found = (
+        args.get("region")
+        or aws_settings.get("region")
+        or pulumi.Config("aws").get("region")
+        or os.environ.get("AWS_REGION")
+        or os.environ.get("AWS_DEFAULT_REGION")
+    )
+    if not found:
+        raise ValidationError([Problem("region", "required: the AWS region of the EMR cluster (set the "
+                                       "component's region, or aws:region in the stack)")])  # fmt: skip
+    return str(found)
+
+
 def emr_settings(args: EmrSparkPlatformArgs) -> EmrSettings:
     """The steps' settings from the platform's arguments (an output bucket is filled in by `_on_bucket`)."""
     bucket = args["bucket"]
     aws_settings = dict(args.get("aws") or {})
     return EmrSettings(
         bucket=bucket if isinstance(bucket, str) else "",
-        region=args.get("region") or aws_settings.get("region") or EmrSettings.region,
+        region=_region(args, aws_settings),
         spark_defaults=dict(args.get("spark_defaults") or {}),
         spark_conf={str(k): str(v) for k, v in (args.get("spark_conf") or {}).items()},
         aws=aws_settings,

@@ -177,3 +177,18 @@ def test_the_plugin_venv_reports_the_project_version_not_0_0_0(monkeypatch: pyte
     monkeypatch.setattr(provider, "version", not_installed)
     expected = re.search(r'^version = "([^"]+)"$', (ROOT / "pyproject.toml").read_text(), re.MULTILINE)
     assert expected is not None and provider.package_version() == expected.group(1) != "0.0.0"
+
+
+def test_an_emr_platform_without_a_region_is_refused_not_sent_to_us_east_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kafka_mirror.emr_spark_platform import emr_settings
+    from kmirror.errors import ValidationError
+
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(pulumi.Config, "get", lambda self, key, *a, **k: None)
+    with pytest.raises(ValidationError, match="region") as raised:
+        emr_settings({"bucket": "b"})  # type: ignore[typeddict-item]
+    assert "us-east-1" not in str(raised.value)
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    assert emr_settings({"bucket": "b"}).region == "eu-west-1"  # type: ignore[typeddict-item]
+    assert emr_settings({"bucket": "b", "region": "ap-south-1"}).region == "ap-south-1"
