@@ -29,3 +29,13 @@ def test_serve_binds_localhost_by_default_and_logs_the_address(monkeypatch: pyte
         assert json.loads(line.removeprefix("kmirror metrics "))["addr"] == "127.0.0.1"
     finally:
         metrics.close()
+
+
+def test_the_eks_driver_gets_its_pod_ip_so_the_service_can_still_scrape_metrics() -> None:
+    from kafka_mirror.eks_specs import EksSettings, spark_application_manifest
+    from tests.test_source_planner import spec
+
+    manifest = spark_application_manifest(spec().to_dict(), {}, EksSettings())
+    driver_env = manifest["spec"]["driver"]["env"]
+    assert {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}} in driver_env
+    assert all(e["name"] != "POD_IP" for e in manifest["spec"]["executor"]["env"])

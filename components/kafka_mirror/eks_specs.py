@@ -176,6 +176,8 @@ def _pod(
         pod["tolerations"] = [{k: v for k, v in t.items() if v is not None} for t in settings.tolerations]
     if role == "driver":
         pod["ports"] = [{"name": "metrics", "containerPort": metrics_port, "protocol": "TCP"}]
+        # /metrics binds the pod IP (scraped through the Service), not every interface (issue 26).
+        pod["env"].append({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     else:
         pod["instances"] = int(spark.get("executors", 1))
     return pod
