@@ -55,7 +55,12 @@ def listeners_for(spec: FlowSpec) -> list[BatchListener]:
         return listeners
 
 
-def run_side_work(spec: FlowSpec, call: Callable[[Any], None], out: TextIO | None = None) -> int:
+def run_side_work(
+    spec: FlowSpec,
+    call: Callable[[Any], None],
+    listeners_of: Callable[[FlowSpec], list[BatchListener]] | None = None,
+    out: TextIO | None = None,
+) -> int:
     """Call `call(listener)` for every listener of `spec`, after the batch was delivered.
 
     A failure (building the listeners, or one listener) never fails the delivered batch: failing
@@ -65,7 +70,7 @@ def run_side_work(spec: FlowSpec, call: Callable[[Any], None], out: TextIO | Non
     of failures (0: all ran).
     """
     try:
-        listeners = listeners_for(spec)
+        listeners = (listeners_of or listeners_for)(spec)
     except Exception as exc:
         _report_side_work_failure(spec, "build_listeners", exc, out)
         return 1

@@ -66,6 +66,13 @@ def check_clusters(spec: FlowSpec, once: bool, stop: threading.Event) -> None:
             backoff = min(30.0, backoff * 2)
 
 
+def _require_internal_topic_access(spec: FlowSpec) -> None:
+    from kmirror_engine.clients.factory import admin_client
+    from kmirror_engine.planning.internal_topics import require_internal_topic_access
+
+    require_internal_topic_access(spec, admin_client(spec.target))
+
+
 def start_query(
     spark: Any, spec: FlowSpec, once: bool, checkpoint: str, reader_api: str = "auto", until: str | None = None
 ) -> Any:
@@ -163,6 +170,7 @@ def run_flow(
     validate_client_configs(spec)  # a bad librdkafka property is invalid input (exit 2), not a task failure
     # before any Spark session: an unsupported or unreachable cluster fails fast, with one clean line
     check_clusters(spec, once, stop)
+    _require_internal_topic_access(spec)  # a missing ACL is refused before anything is copied
     own_session = spark is None
     if spark is None:
         from spark_app.session import build_session

@@ -50,7 +50,7 @@ from kmirror_engine.copying.rate_limit import (
 from kmirror_engine.copying.record_limits import capped_producer_config, topic_limits
 from kmirror_engine.copying.task_threads import copy_in_threads
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
-from spark_app.listeners import batch_failed, run_side_work
+from spark_app.listeners import batch_failed, listeners_for, run_side_work
 
 SINK_NAME = "kmirror-sink"
 BATCH_LOG_ENV = "KMIRROR_BATCH_LOG"
@@ -236,9 +236,9 @@ class MirrorStreamWriter(DataSourceStreamWriter):
         started_ms = _now_ms()
         # The batch is delivered: side work (group commit, checkpoints, offset syncs, progress)
         # is logged and retried at the next batch when it fails, never failing this batch.
-        run_side_work(spec, lambda listener: listener.on_batch(batch))
+        run_side_work(spec, lambda listener: listener.on_batch(batch), listeners_for)
         now = _now_ms()
-        run_side_work(spec, lambda listener: listener.on_idle(now))
+        run_side_work(spec, lambda listener: listener.on_idle(now), listeners_for)
         log_path = os.environ.get(BATCH_LOG_ENV)
         if log_path:  # the benchmark's record of the batch; listeners_ms: this commit's own work
             _append_batch_log(log_path, batch, first_read_ms, last_delivery_ms, _now_ms() - started_ms)

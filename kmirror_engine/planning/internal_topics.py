@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, TextIO
 
+from kmirror.errors import KmirrorError
 from kmirror.flowspec import FlowSpec
 from kmirror.replication_policy import HEARTBEATS_TOPIC, checkpoints_topic, offset_syncs_topic
 
@@ -219,3 +220,17 @@ def report_internal_topic_access(spec: FlowSpec, admin: Any, out: TextIO | None 
 
 def _write(out: TextIO | None, record: dict[str, Any]) -> None:
     print(PREFIX + json.dumps(record, sort_keys=True), file=out or sys.stderr, flush=True)
+
+
+def require_internal_topic_access(spec: FlowSpec, admin: Any, out: TextIO | None = None) -> None:
+    """Refuse to start copying without the internal-topic ACLs the mirror needs (issue 26).
+
+    A missing ACL there makes side work fail after every delivered batch, forever; found at
+    start, it is one clear error instead. Raises KmirrorError naming each topic, the missing
+    operations and the `kafka-acls.sh` command that grants them; a broker that does not report
+    authorized operations, or a check that itself fails, is not refused (warned about).
+    """
+    problems = report_internal_topic_access(spec, admin, out)
+    if problems:
+        lines = "\n".join(f"  - {p.message(spec)}" for p in problems)
+        raise KmirrorError(f"flow {spec.id}: refusing to start without the ACLs the mirror needs:\n{lines}")
