@@ -7,8 +7,10 @@ with the topic and the ACL to grant, not from a failed batch or a growing metric
 
 Kafka tells a client what it may do with a topic (`describe_topics(...,
 include_authorized_operations=True)`, KIP-430); a broker that does not say (tansu answers
-with nothing) is not checked. A problem is a warning, never an error: ACLs can be granted
-while the mirror runs, and the operations themselves report their failures.
+with nothing) is not checked. At start (`spark_app.main.run_flow`) a problem refuses the flow
+before anything is copied (`require_internal_topic_access`): since side work never fails a
+delivered batch, a missing ACL would otherwise only fail quietly after every batch. The
+failover listener's own check later only warns; a check that itself fails only warns.
 """
 
 from __future__ import annotations
