@@ -118,8 +118,13 @@ def java_binary() -> str:
 
 
 def random_cluster_id() -> str:
-    """A KRaft cluster id: a UUID in unpadded URL-safe base64, as `kafka-storage random-uuid` prints."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    """A KRaft cluster id: a UUID in unpadded URL-safe base64, as `kafka-storage random-uuid` prints.
+    Never one that starts with "-" (as Kafka's Uuid.randomUuid): the storage tool's argument parser
+    would take it for an option ("--cluster-id: expected one argument", 1 id in 64)."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 @dataclass(frozen=True)
