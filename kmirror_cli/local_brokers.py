@@ -14,6 +14,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from kmirror.errors import KmirrorError
 
@@ -55,8 +56,34 @@ def stop_process(process: subprocess.Popen[bytes], timeout_s: float = 10.0) -> N
         process.wait()
 
 
+class BrokerProcess:
+    """Freezing and stopping of a broker held in `self.process` (tansu here, Apache Kafka in
+    `local_kafka`): one place for the signals the fault tests rely on."""
+
+    process: subprocess.Popen[bytes] | None
+    stop_timeout_s: ClassVar[float] = 10.0
+
+    def pause(self) -> None:
+        """Freeze the broker (SIGSTOP), as a network partition or long GC would."""
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGCONT)
+
+    def stop(self) -> None:
+        """SIGCONT (a frozen broker cannot shut down), then SIGTERM, SIGKILL after `stop_timeout_s`."""
+        if self.process is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.process.pid, signal.SIGCONT)
+        stop_process(self.process, timeout_s=self.stop_timeout_s)
+        self.process = None
+
+
 @dataclass
-class LocalBroker:
+class LocalBroker(BrokerProcess):
     """One tansu broker process on 127.0.0.1; use as a context manager or call start/stop."""
 
     name: str
@@ -83,23 +110,6 @@ class LocalBroker:
             self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         wait_for_port(self.port)
         return self
-
-    def pause(self) -> None:
-        """Freeze the broker (SIGSTOP), as a network partition or long GC would."""
-        assert self.process is not None
-        os.kill(self.process.pid, signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.process is not None
-        os.kill(self.process.pid, signal.SIGCONT)
-
-    def stop(self) -> None:
-        if self.process is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.process.pid, signal.SIGCONT)
-        stop_process(self.process)
-        self.process = None
 
     def __enter__(self) -> LocalBroker:
         return self.start()

@@ -25,9 +25,10 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from kmirror.errors import KmirrorError
-from kmirror_cli.local_brokers import free_port, stop_process
+from kmirror_cli.local_brokers import BrokerProcess, free_port
 
 # The pinned Apache Kafka lines: the current one, and the 3.x line many production clusters run.
 KAFKA_LINES = {"4.1": "4.1.2", "3.9": "3.9.1"}
@@ -139,7 +140,7 @@ class Listener:
 
 
 @dataclass
-class KafkaBroker:
+class KafkaBroker(BrokerProcess):
     """One single-node KRaft Apache Kafka cluster on 127.0.0.1; a context manager.
 
     `bootstrap_servers` is the PLAINTEXT listener (the test harness's own super user when the
@@ -159,6 +160,8 @@ class KafkaBroker:
     heap_mb: int = 512
     process: subprocess.Popen[bytes] | None = None
     work_dir: Path | None = None
+    # a controlled shutdown (stop) leaves the storage until remove(); it may take a while
+    stop_timeout_s: ClassVar[float] = 30.0
 
     @property
     def version(self) -> str:
@@ -282,24 +285,6 @@ class KafkaBroker:
                 os.kill(self.process.pid, signal.SIGKILL)
             self.process.wait()
             self.process = None
-
-    def pause(self) -> None:
-        """Freeze the broker (SIGSTOP), as a network partition or a long GC would."""
-        assert self.process is not None
-        os.kill(self.process.pid, signal.SIGSTOP)
-
-    def resume(self) -> None:
-        assert self.process is not None
-        os.kill(self.process.pid, signal.SIGCONT)
-
-    def stop(self) -> None:
-        """Controlled shutdown (SIGTERM, SIGKILL after 30 s); the storage stays until `remove()`."""
-        if self.process is None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(self.process.pid, signal.SIGCONT)
-        stop_process(self.process, timeout_s=30.0)
-        self.process = None
 
     def remove(self) -> None:
         """Stop and delete the storage; the log is kept (`KMIRROR_KEEP_BROKER_LOGS=0` drops it too)."""
