@@ -10,11 +10,13 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from kmirror.errors import Problem, Problems, ValidationError
 from kmirror.filters import NameSelection, pattern_problems
+from kmirror.flow_views import CheckpointSettings, CopySettings, HeartbeatSettings, PlanningSettings, TopicSyncSettings
 from kmirror.option_table import (
     Check,
     Option,
@@ -225,11 +227,32 @@ class FlowSpec:
     options: dict[str, Any] = field(default_factory=dict)
 
     def option(self, name: str) -> Any:
-        """An optional setting, or its declared default."""
+        """An optional setting, or its declared default. Parts of the engine read their settings
+        through the typed views below (`kmirror.flow_views`), not by name."""
         if name == "max_records_per_trigger" and name not in self.options and self.exactly_once:
             # One transaction per task covers the whole batch: keep it far from the 60 s timeout.
             return EXACTLY_ONCE_MAX_RECORDS_PER_TRIGGER
         return self.options.get(name, OPTION_BY_NAME[name].default)
+
+    @cached_property
+    def planning(self) -> PlanningSettings:
+        return PlanningSettings.read(self.option)
+
+    @cached_property
+    def copy(self) -> CopySettings:
+        return CopySettings.read(self.option)
+
+    @cached_property
+    def checkpoints(self) -> CheckpointSettings:
+        return CheckpointSettings.read(self.option)
+
+    @cached_property
+    def heartbeats(self) -> HeartbeatSettings:
+        return HeartbeatSettings.read(self.option)
+
+    @cached_property
+    def topic_sync(self) -> TopicSyncSettings:
+        return TopicSyncSettings.read(self.option)
 
     @property
     def exactly_once(self) -> bool:

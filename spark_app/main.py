@@ -98,7 +98,7 @@ def start_query(
     if until is not None:
         reader = reader.option("until_offsets", until)
     ranges = reader.load()
-    if spec.option("transform") is not None:  # records through Spark (spark_app.transform); validated first
+    if spec.copy.transform_sql is not None:  # records through Spark (spark_app.transform); validated first
         from spark_app.transform import transform_writer
 
         writer = transform_writer(spark, ranges, spec, task_count)
@@ -111,7 +111,7 @@ def start_query(
     if once:
         writer = writer.trigger(availableNow=True)
     else:
-        writer = writer.trigger(processingTime=f"{spec.option('trigger_interval_ms')} milliseconds")
+        writer = writer.trigger(processingTime=f"{spec.copy.trigger_interval_ms} milliseconds")
     return writer.start()
 
 
@@ -177,10 +177,10 @@ def run_flow(
 
         # records stay out of the JVM unless a SQL transform runs over them
         spark = build_session(master, app_name=f"kmirror {spec.id}", quick_start=True,
-                              quick_jit=spec.option("transform") is None)  # fmt: skip
+                              quick_jit=spec.copy.transform_sql is None)  # fmt: skip
     tickers: list[Any] = []
     try:
-        if spec.option("transform") is not None:  # a bad query is refused before anything is written
+        if spec.copy.transform_sql is not None:  # a bad query is refused before anything is written
             from spark_app.transform import validate_transform
 
             validate_transform(spark, spec)
@@ -254,15 +254,15 @@ def _driver_tickers(spec: FlowSpec, once: bool) -> list[Any]:
     """Threads of the driver's own periodic work, started: heartbeats (`emit_heartbeats`), and in
     streaming mode the idle checkpoint rounds (`emit_checkpoints`). Each has `stop()`."""
     tickers: list[Any] = []
-    if spec.option("emit_heartbeats"):
+    if spec.heartbeats.emit:
         from kmirror_engine.observability.heartbeats import HeartbeatTicker
 
         tickers.append(HeartbeatTicker(spec).start())
-    if spec.option("emit_checkpoints") and not once:
+    if spec.checkpoints.emit and not once:
         from kmirror_engine.failover.failover_listener import IdleCheckpoints
 
         tickers.append(IdleCheckpoints(spec).start())
-    if spec.option("sync_topic_configs") or spec.option("sync_topic_acls"):  # a round now, then on intervals
+    if spec.topic_sync.any:  # a round now, then on intervals
         from kmirror_engine.planning.sync_ticker import SyncTicker
 
         tickers.append(SyncTicker(spec, once).start())
@@ -271,7 +271,7 @@ def _driver_tickers(spec: FlowSpec, once: bool) -> list[Any]:
 
 def _final_checkpoint(spec: FlowSpec) -> None:
     """After a clean --once run: one last MM2 checkpoint round (its listeners live elsewhere)."""
-    if not spec.option("emit_checkpoints"):
+    if not spec.checkpoints.emit:
         return
     from kmirror_engine.failover.failover_listener import final_checkpoint
 

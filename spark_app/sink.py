@@ -121,7 +121,7 @@ def copy_task_ranges(
     consumer_conf = paced_consumer_config(spec, consumer_conf)
     ranges = with_rate_shares(ranges) if has_limits(spec) else ranges
     throttled = throttled if throttled is not None else Throttled()
-    dead_letter_topic = spec.option("dead_letter_topic")
+    dead_letter_topic = spec.copy.dead_letter_topic
     limits = target_limits(spec, {r.target_topic for r in ranges})
     if not spec.exactly_once:
         producer_conf = capped_producer_config({**PRODUCER_TUNING, **producer_config(spec)}, limits.values())

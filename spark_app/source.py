@@ -77,21 +77,21 @@ class RangePlanner:
             from kmirror_engine.clients.factory import admin_client as admin_factory
         self.spec, self.once, self.task_count = spec, once, task_count
         self.source_admin = admin_factory(spec.source)
-        self.read_committed = spec.option("consumer").get("isolation.level", "read_committed") == "read_committed"
+        self.read_committed = spec.planning.read_committed
         self.discovery = TopicDiscovery(
             self.source_admin,
             spec.source,
             spec.topic_selection,
             spec.policy,
             spec.target.alias,
-            spec.option("topic_refresh_interval_ms"),
+            spec.planning.topic_refresh_interval_ms,
         )
         self.target_topics = TargetTopics(
             self.source_admin,
             admin_factory(spec.target),
             spec.target,
-            spec.option("replication_factor"),
-            spec.option("sync_topic_configs"),
+            spec.topic_sync.replication_factor,
+            spec.topic_sync.configs,
             created=CreatedTopics(spec.target, spec.source.alias, spec.id) if real_clients else None,
         )
         self.frozen_end: Offsets | None = None
@@ -139,7 +139,7 @@ class RangePlanner:
 
     def initial_offsets(self) -> Offsets:
         self.mirrored()
-        starting = self.spec.option("starting_offsets")
+        starting = self.spec.planning.starting_offsets
         which = starting["timestamp_ms"] if isinstance(starting, dict) else starting
         return self._offsets(which, "initial offsets")
 
@@ -203,7 +203,7 @@ class RangePlanner:
         return plan_tasks(
             ranges,
             self.task_count,
-            self.spec.option("max_records_per_task"),
+            self.spec.planning.max_records_per_task,
             keep_partitions_whole=self.spec.exactly_once,
         )
 
@@ -239,7 +239,7 @@ class RangePlanner:
                     "listing (a partial metadata view); their planned offsets are kept"
                 )
             deleted = [tp for tp in missing if tp[0] in gone]
-            if deleted and self.spec.option("fail_on_data_loss"):
+            if deleted and self.spec.planning.fail_on_data_loss:
                 t, p = deleted[0]
                 first = start.get((t, p), 0)
                 raise DataLossError(
@@ -289,7 +289,7 @@ class RangePlanner:
             f"{latest} on {self.spec.source.alias!r} (topic deleted and recreated, or truncated); records of the "
             f"old log from offset {start} on that were not mirrored are lost"
         )
-        if self.spec.option("fail_on_data_loss"):
+        if self.spec.planning.fail_on_data_loss:
             raise DataLossError(message + "; set fail_on_data_loss: false to mirror the new log from its start")
         report_data_loss(self.spec.id, tp, start, None, "rewind")
         log.warning("%s; mirroring the new log from its start (fail_on_data_loss=false)", message)
@@ -302,7 +302,7 @@ class RangePlanner:
             f"{self.spec.id}: data loss on {tp[0]}[{tp[1]}]: offsets {first}..{log_start - 1} were deleted "
             f"from {self.spec.source.alias!r} (log start {log_start}) before they were mirrored"
         )
-        if self.spec.option("fail_on_data_loss"):
+        if self.spec.planning.fail_on_data_loss:
             raise DataLossError(message + "; set fail_on_data_loss: false to skip them (they stay lost)")
         self.skipped_records += lost_to - first
         report_data_loss(self.spec.id, tp, first, lost_to - first, "retention")

@@ -72,7 +72,9 @@ def validate_transform(spark: Any, spec: FlowSpec) -> Transform:
     """The flow's transform, checked over an empty `records` view (module doc); raises ValidationError."""
     from pyspark.errors import PySparkException
 
-    sql = spec.option("transform")["sql"]
+    sql = spec.copy.transform_sql
+    if sql is None:
+        raise ValueError(f"flow {spec.id} has no transform")  # callers check spec.copy.transform_sql first
     session = spark.newSession()  # its own temporary views: a user's `records` view stays untouched
     empty = session.createDataFrame([], RECORDS_SCHEMA)
     empty.createOrReplaceTempView(VIEW)
@@ -128,7 +130,7 @@ class TransformBatch:
         summaries: list[dict[str, Any]] = []
         if ranges:
             session = batch_df.sparkSession
-            tasks = plan_tasks(ranges, self.task_count, self.spec.option("max_records_per_task"))
+            tasks = plan_tasks(ranges, self.task_count, self.spec.planning.max_records_per_task)
             session.dataSource.register(RecordsSource)
             task_json = json.dumps([[list(r.as_row()[:4]) for r in task] for task in tasks])
             records = (session.read.format(RecordsSource.name()).option("flow_spec", self.spec_json)

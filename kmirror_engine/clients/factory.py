@@ -65,7 +65,7 @@ def consumer_config(spec: FlowSpec) -> dict[str, Any]:
     config = {
         "isolation.level": "read_committed",
         **spec.source.client_config(),
-        **spec.option("consumer"),
+        **spec.copy.consumer,
         "group.id": spec.consumer_group,
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
@@ -146,7 +146,7 @@ def safe_producer_config(base: Mapping[str, Any], overrides: Mapping[str, Any], 
 def producer_config(spec: FlowSpec, transactional_id: str | None = None) -> dict[str, Any]:
     """Target producer that cannot lose data; raises ValidationError for an unsafe override."""
     config = resolve_references(
-        safe_producer_config(spec.target.client_config(), spec.option("producer"), source=f"flow {spec.id}")
+        safe_producer_config(spec.target.client_config(), spec.copy.producer, source=f"flow {spec.id}")
     )
     if transactional_id is not None:
         from kmirror_engine.copying.exactly_once import TRANSACTION_TIMEOUT_MS
@@ -374,13 +374,13 @@ def _property_problem(path: str, name: Any, value: Any) -> Problem | None:
 def client_config_problems(spec: FlowSpec) -> list[Problem]:
     """Every librdkafka property of the flow that no client would accept, and every unsafe
     producer override, named by its path in the flow spec (`source.config.x`, `producer.acks`)."""
-    problems = producer_safety_problems(dict(spec.option("producer")))
+    problems = producer_safety_problems(dict(spec.copy.producer))
     problems.extend(_infinite_timeout_problems(spec.target.config, path="target.config"))
     maps = {
         "source.config": spec.source.config,
         "target.config": spec.target.config,
-        "producer": spec.option("producer"),
-        "consumer": spec.option("consumer"),
+        "producer": dict(spec.copy.producer),
+        "consumer": dict(spec.copy.consumer),
     }
     for path, properties in maps.items():
         for name, value in properties.items():

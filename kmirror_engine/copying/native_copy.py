@@ -76,7 +76,7 @@ def use_native_loop(spec: FlowSpec, *configs: Mapping[str, Any]) -> bool:
 
     Raises KmirrorError for `copy_loop: native` when the module is missing or the flow needs
     the Python loop; "auto" falls back silently (logged once per worker)."""
-    choice = spec.option("copy_loop")
+    choice = spec.copy.copy_loop
     if choice == "python":
         return False
     reasons = python_only_reasons(spec, *configs)

@@ -43,7 +43,6 @@ SERVE_S = 0.05
 # limit then also holds on the wire (a fetch never runs far ahead of the paced loop).
 PREFETCH_S = 0.25
 PREFETCH_MIN_BYTES = 1024 * 1024
-LIMIT_OPTIONS = ("max_bytes_per_second", "max_records_per_second")
 
 
 class TokenBucket:
@@ -125,7 +124,7 @@ class Pacer:
 
 def has_limits(spec: FlowSpec) -> bool:
     """True when the flow sets a rate limit."""
-    return any(spec.option(name) for name in LIMIT_OPTIONS)
+    return spec.copy.rate_limited
 
 
 def pacer_for(spec: FlowSpec, share: float, **kwargs: Any) -> Pacer | None:
@@ -133,7 +132,7 @@ def pacer_for(spec: FlowSpec, share: float, **kwargs: Any) -> Pacer | None:
     if not has_limits(spec):
         return None
     share = min(1.0, max(share, 1e-9))
-    bytes_per_s, records_per_s = (spec.option(name) for name in LIMIT_OPTIONS)
+    bytes_per_s, records_per_s = spec.copy.max_bytes_per_second, spec.copy.max_records_per_second
     return Pacer(bytes_per_s * share if bytes_per_s else None, records_per_s * share if records_per_s else None,
                  **kwargs)  # fmt: skip
 
@@ -148,10 +147,10 @@ def range_shares(sizes: Sequence[Sequence[int]]) -> list[list[float]]:
 def paced_consumer_config(spec: FlowSpec, config: dict[str, Any]) -> dict[str, Any]:
     """`config` with the prefetch of a byte-limited flow bounded (module doc); unchanged for
     other flows. Properties the user set in the flow's `consumer` settings are kept."""
-    limit = spec.option("max_bytes_per_second")
+    limit = spec.copy.max_bytes_per_second
     if not limit:
         return config
-    user = spec.option("consumer")
+    user = spec.copy.consumer
     size = int(min(64 * 1024 * 1024, max(PREFETCH_MIN_BYTES, limit * PREFETCH_S)))
     size = max(size, int(config.get("message.max.bytes", 0)))  # librdkafka: fetch.max.bytes >= message.max.bytes
     bounds = {"fetch.max.bytes": size, "max.partition.fetch.bytes": size, "queued.max.messages.kbytes": size // 1024}

@@ -58,7 +58,7 @@ class CheckpointRound:
                 self.metrics.report_failure("checkpoints", f"group {group!r} skipped this round: {error}")
         for group in sorted({c.group for c in emitted}):
             self.metrics.flow.observe_checkpoints(group, latency_ms)
-        if self.spec.option("sync_group_offsets"):
+        if self.spec.checkpoints.sync_group_offsets:
             self._sync_groups()
         return len(emitted)
 

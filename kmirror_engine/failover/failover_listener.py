@@ -106,17 +106,17 @@ class FailoverListener:
 
             report_internal_topic_access(spec, self.target_admin)
         self.checkpoint_round: CheckpointRound | None = None
-        if spec.option("emit_checkpoints"):
+        if spec.checkpoints.emit:
             self.checkpoint_round = CheckpointRound(spec, self.syncs, clients, self.failover_metrics, second_writer)
             self.failover_metrics.side_work("checkpoints_setup", self.checkpoint_round.prepare)
         self.heartbeats: HeartbeatEmitter | None = None
         self._heartbeats_ready = False
-        if heartbeats and spec.option("emit_heartbeats"):
+        if heartbeats and spec.heartbeats.emit:
             self.heartbeats = HeartbeatEmitter(spec, self.producer)
             self.failover_metrics.side_work("heartbeats_setup", self._prepare_heartbeats)
-        if serve_metrics and spec.option("metrics_port") is not None:
-            self.metrics.serve(int(spec.option("metrics_port")))
-        self.checkpoint_interval_ms = int(spec.option("checkpoint_interval_ms"))
+        if serve_metrics and spec.checkpoints.metrics_port is not None:
+            self.metrics.serve(spec.checkpoints.metrics_port)
+        self.checkpoint_interval_ms = spec.checkpoints.interval_ms
         self.last_checkpoint_ms: int | None = None
 
     @property
@@ -211,7 +211,7 @@ class IdleCheckpoints:
         )
         self.listener: Any = None
         self.task = PeriodicTask(f"kmirror-checkpoints {spec.id}",
-                                 max(int(spec.option("checkpoint_interval_ms")), 100) / 1000, self._round,
+                                 max(spec.checkpoints.interval_ms, 100) / 1000, self._round,
                                  errors=(KmirrorError, KafkaException), on_failure=self._report)  # fmt: skip
 
     @property

@@ -34,7 +34,7 @@ class FailoverMetrics:
     def __init__(self, spec: FlowSpec) -> None:
         self.spec = spec
         self.flow = FlowMetrics(spec.id)
-        self.flow.set_rate_limits(spec.option("max_bytes_per_second"), spec.option("max_records_per_second"))
+        self.flow.set_rate_limits(spec.copy.max_bytes_per_second, spec.copy.max_records_per_second)
 
     def side_work(self, work: str, action: Callable[[], Any]) -> Any:
         """Run `action`; a failure is reported and counted, never raised (see module docstring)."""
@@ -69,7 +69,7 @@ class FailoverMetrics:
 
     def _end_offsets(self, batch: BatchProgress, source_admin: Any) -> dict[tuple[str, int], int]:
         """Source end offsets of the batch's partitions; {} (logged, lag left unset) when unreachable."""
-        read_committed = self.spec.option("consumer").get("isolation.level", "read_committed") == "read_committed"
+        read_committed = self.spec.copy.read_committed
         partitions = {(p.source_topic, p.partition) for p in batch.partitions}
         try:
             return query_offsets(source_admin, self.spec.source, partitions, "latest", read_committed, 5.0)

@@ -26,7 +26,7 @@ log = logging.getLogger("kmirror.failover")
 class OffsetSyncWriter:
     def __init__(self, spec: FlowSpec, sync_log: Any, metrics: FailoverMetrics) -> None:
         self.metrics = metrics
-        self.store = SyncStore(offset_lag_max=int(spec.option("offset_lag_max")))
+        self.store = SyncStore(offset_lag_max=spec.checkpoints.offset_lag_max)
         self.sync_log = sync_log
         self.sync_log.ensure_exists()
         self.sync_log.load(self.store)

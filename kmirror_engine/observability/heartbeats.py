@@ -46,7 +46,7 @@ class HeartbeatEmitter:
         self.source_alias = spec.source.alias
         self.target = spec.target
         self.target_alias = spec.target.alias
-        self.interval_ms = int(spec.option("heartbeat_interval_ms"))
+        self.interval_ms = spec.heartbeats.interval_ms
         self.producer = producer
         self.delivery = DeliveryConfirmingProducer(producer, what="heartbeat", error=HeartbeatError,
                                                    describe=_message)  # fmt: skip

@@ -54,7 +54,8 @@ def progress_record(
 def _throttling(spec: FlowSpec, batch: BatchProgress) -> dict[str, Any]:
     """A rate-limited flow's line also shows its limits, its rate over the batch and the time its
     copy loops waited for the limits (summed over the loops)."""
-    limits = {name: spec.option(name) for name in ("max_bytes_per_second", "max_records_per_second")}
+    copy = spec.copy
+    limits = {"max_bytes_per_second": copy.max_bytes_per_second, "max_records_per_second": copy.max_records_per_second}
     if not any(limits.values()):
         return {}
     seconds = batch.duration_ms / 1000
@@ -92,7 +93,7 @@ class ProgressLogListener:
             from kmirror_engine.clients.factory import admin_client
 
             self._admin = admin_client(self.spec.source)
-        read_committed = self.spec.option("consumer").get("isolation.level", "read_committed") == "read_committed"
+        read_committed = self.spec.copy.read_committed
         try:
             return query_offsets(self._admin, self.spec.source, next_offsets(batch), "latest", read_committed, 5.0)
         except KmirrorError:

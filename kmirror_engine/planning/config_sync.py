@@ -78,7 +78,7 @@ class ConfigSync:
 
     def owned(self) -> set[str] | None:
         """Remote topics config sync may alter (None: any remote topic of the flow)."""
-        if self.spec.option("sync_configs_of_existing_topics"):
+        if self.spec.topic_sync.configs_of_existing_topics:
             return None
         from kmirror_engine.planning.created_topics import CreatedTopics
 

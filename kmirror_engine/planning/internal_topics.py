@@ -59,9 +59,9 @@ def needed_access(spec: FlowSpec) -> dict[str, tuple[str, tuple[str, ...]]]:
         created_topics_topic(source): ("the registry of remote topics the mirror created (config sync)",
                                        ("Read", "Write")),
     }  # fmt: skip
-    if spec.option("emit_checkpoints"):
+    if spec.checkpoints.emit:
         out[checkpoints_topic(source)] = ("MM2 checkpoints", ("Read", "Write"))
-    if spec.option("emit_heartbeats"):
+    if spec.heartbeats.emit:
         out[HEARTBEATS_TOPIC] = ("MM2 heartbeats", ("Write",))
     return out
 

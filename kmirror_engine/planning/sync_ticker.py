@@ -33,10 +33,10 @@ class SyncTicker:
 
         self.spec, self.once, self.clock = spec, once, clock
         self.jobs: list[PeriodicTask] = []  # one per sync, driven by the ticker's due times
-        if spec.option("sync_topic_configs"):
-            self._add("config sync", ConfigSync(spec, admin_factory), spec.option("sync_topic_configs_interval_ms"))
-        if spec.option("sync_topic_acls"):
-            self._add("ACL sync", AclSync(spec, admin_factory), spec.option("sync_topic_acls_interval_ms"))
+        if spec.topic_sync.configs:
+            self._add("config sync", ConfigSync(spec, admin_factory), spec.topic_sync.configs_interval_ms)
+        if spec.topic_sync.acls:
+            self._add("ACL sync", AclSync(spec, admin_factory), spec.topic_sync.acls_interval_ms)
         self.due = [0.0 for _ in self.jobs]
         self.failures = 0  # over all jobs
         self.task = PeriodicTask(f"kmirror-sync {spec.id}", 1.0, self.tick, join_timeout_s=5.0)
