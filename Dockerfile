@@ -10,7 +10,7 @@
 #
 #   docker build --build-arg LIBRDKAFKA_SHA256=<sha256> -t $REGISTRY/kafka-mirror:0.1.0 .
 #
-# The SparkApplication runs local:///opt/kmirror/kmirror_main.py (components/kafka_mirror/eks_specs.py). The
+# The SparkApplication runs local:///opt/kmirror/kmirror_main.py (components/kafka_mirror/eks/specs.py). The
 # build ends with the app's own self-check (`python3 -m spark_app --self-check`): it loads the
 # data sources into the image's Spark and fails the build if the app could not start there.
 ARG SPARK_VERSION=4.0.2

@@ -5,11 +5,11 @@ path)` reports every key the table does not know (`unknown_keys`: "unknown key (
 and every bad value (`check` gives the message; `nested` adds the problems deeper inside a value
 the check accepted), each a `Problem` naming the key path, the value found and the fix.
 
-The flow spec (`kmirror.flowspec.OPTIONS`), the topology settings and their `spark` block
-(`kmirror.settings`) are tables; the topology file, the security model, the replication policy,
+The flow spec (`kmirror.flow.spec.OPTIONS`), the topology settings and their `spark` block
+(`kmirror.flow.settings`) are tables; the topology file, the security model, the replication policy,
 secret references and stack secrets report unknown keys with `unknown_keys`; the pydantic stack
-models (`kmirror.stack_models`) word their unknown-key and bound errors with `unknown_key_message`
-and `bound_message` (`kmirror.stack_config`). No other module writes an unknown-key message
+models (`kmirror.stack.models`) word their unknown-key and bound errors with `unknown_key_message`
+and `bound_message` (`kmirror.stack.config`). No other module writes an unknown-key message
 (tests/test_option_table.py checks). Pure: no I/O.
 """
 

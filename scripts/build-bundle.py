@@ -6,7 +6,7 @@ with `--wheelhouse ARCH`, also the EMR nodes' wheelhouse for ARCH (aarch64, x86_
     .venv/bin/python scripts/build-bundle.py build --wheelhouse aarch64 [--gssapi-wheels DIR]
 
 The Pulumi program builds the same zip and wheelhouse on EMR stacks (kafka_mirror.bundle,
-kafka_mirror.wheelhouse); use this to inspect them or to build them once in CI and deploy those
+kafka_mirror.emr.wheelhouse); use this to inspect them or to build them once in CI and deploy those
 (`KMIRROR_BUNDLE=build/kmirror-bundle.zip KMIRROR_WHEELHOUSE=build/wheelhouse pulumi up`).
 """
 
@@ -18,8 +18,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "components")]  # kmirror, spark_app; kafka_mirror
 
 from kafka_mirror.bundle import build_bundle  # noqa: E402  (needs the checkout on sys.path)
-from kafka_mirror.emr_specs import ARCHITECTURES  # noqa: E402
-from kafka_mirror.wheelhouse import WheelhouseError, build_wheelhouse  # noqa: E402
+from kafka_mirror.emr.specs import ARCHITECTURES  # noqa: E402
+from kafka_mirror.emr.wheelhouse import WheelhouseError, build_wheelhouse  # noqa: E402
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -4,7 +4,7 @@
     kmirror-sync-secrets.py --manifest s3://BUCKET/bootstrap/secrets.tsv [--root /etc/kmirror/secrets]
                             [--region R] [--endpoint-url URL] [--group hadoop]
 
-The manifest (written by the Pulumi program, `kafka_mirror.emr_specs.secrets_manifest`) has one
+The manifest (written by the Pulumi program, `kafka_mirror.emr.specs.secrets_manifest`) has one
 `<secret ARN>\\t<directory>` line per secret. Each secret is a JSON object; every key becomes the
 file `<root>/<directory>/<key>` (mode 0640, group `--group`), keys ending in `.b64` are base64-
 decoded into the file without the suffix (keytabs, PKCS#12). Files are replaced atomically, so

@@ -21,7 +21,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from kmirror.flowspec import FlowSpec
+from kmirror.flow.spec import FlowSpec
 from kmirror_engine.failover.failover_listener import FailoverListener
 from kmirror_engine.failover.group_commit import GroupCommitListener
 from kmirror_engine.observability.progress import BatchListener

@@ -31,7 +31,7 @@ from typing import Any
 
 from kmirror import errors
 from kmirror.errors import ConnectionFailure, KmirrorError
-from kmirror.flowspec import FlowSpec, load_flow_spec
+from kmirror.flow.spec import FlowSpec, load_flow_spec
 
 log = logging.getLogger("kmirror.main")
 START_CHECK_TIMEOUT_S = 15.0  # per cluster; two clusters stay within the ~30 s bound
@@ -222,8 +222,8 @@ def run_once(spark: Any, spec: FlowSpec, checkpoint: str, stop: threading.Event,
 
 def frozen_end_offsets(spec: FlowSpec, task_count: int) -> str:
     """End offsets of every mirrored partition now, as the reader's offset JSON (--once's bound)."""
+    from kmirror_engine.planning.range_planner import RangePlanner
     from kmirror_engine.planning.ranges import offsets_to_json
-    from spark_app.source import RangePlanner
 
     return json.dumps(offsets_to_json(RangePlanner(spec, once=True, task_count=task_count).available()))
 
@@ -263,7 +263,7 @@ def _driver_tickers(spec: FlowSpec, once: bool) -> list[Any]:
 
         tickers.append(IdleCheckpoints(spec).start())
     if spec.topic_sync.any:  # a round now, then on intervals
-        from kmirror_engine.planning.sync_ticker import SyncTicker
+        from kmirror_engine.topic_sync.ticker import SyncTicker
 
         tickers.append(SyncTicker(spec, once).start())
     return tickers

@@ -166,7 +166,7 @@ class RecordsReader(DataSourceReader):
         return [RecordsTask(i, tuple(tuple(r) for r in task)) for i, task in enumerate(self.tasks)]  # type: ignore[misc]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        from kmirror.flowspec import parse_flow_spec
+        from kmirror.flow.spec import parse_flow_spec
         from kmirror_engine.clients.factory import consumer_config, new_consumer
         from kmirror_engine.copying.range_copy import CONSUMER_REQUIRED, CONSUMER_TUNING
 

@@ -214,7 +214,7 @@ class RecordsWriter:
     def __call__(self, batches: Iterator[Any]) -> Iterator[Any]:
         import pyarrow as pa
 
-        from kmirror.flowspec import parse_flow_spec
+        from kmirror.flow.spec import parse_flow_spec
 
         spec = parse_flow_spec(json.loads(self.spec_json))
         key, producer = _producer(spec)

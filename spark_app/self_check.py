@@ -72,13 +72,14 @@ def _clients() -> dict[str, str]:
 def _spark(master: str | None) -> dict[str, str]:
     from spark_app.session import build_session
     from spark_app.sink import SINK_NAME, MirrorSink
-    from spark_app.source import READER_SCHEMA, SOURCE_NAME, MirrorSource
+    from spark_app.source import SOURCE_NAME, MirrorSource
+    from spark_app.stream_readers import READER_SCHEMA
 
     spark = build_session(master or "local[1]", app_name="kmirror self-check")
     try:
         spark.dataSource.register(MirrorSource)
         spark.dataSource.register(MirrorSink)
-        from kmirror.flowspec import parse_flow_spec
+        from kmirror.flow.spec import parse_flow_spec
 
         spec_json = json.dumps(parse_flow_spec(PROBE_FLOW).to_dict())
         frame = spark.readStream.format(SOURCE_NAME).option("flow_spec", spec_json).load()  # resolved by the JVM

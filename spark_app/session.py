@@ -82,9 +82,9 @@ def session_confs(master: str | None, confs: dict[str, str] | None = None) -> di
 
 def _log4j_file() -> str:
     """The log4j2 config handed to the driver JVM, in this process's private mkdtemp directory
-    (`kmirror.kerberos.private_dir`): a fixed name under /tmp could be planted or linked by
+    (`kmirror.security.kerberos.private_dir`): a fixed name under /tmp could be planted or linked by
     another user to change the JVM's logging (log4j2 configs can point appenders anywhere)."""
-    from kmirror.kerberos import private_dir
+    from kmirror.security.kerberos import private_dir
 
     path = private_dir() / "log4j2.properties"
     if not path.exists() or path.read_text() != LOG4J2:

@@ -19,7 +19,6 @@ Environment variable KMIRROR_BATCH_LOG=<path>: the commit appends one JSON line 
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import time
@@ -30,36 +29,15 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
 
 from kmirror.errors import KmirrorError
-from kmirror.flowspec import FlowSpec, parse_flow_spec
-from kmirror_engine.clients.cache import CLIENTS, CopyClients, config_key
-from kmirror_engine.copying.native_copy import NativeRangeCopier, new_loop, use_native_loop
-from kmirror_engine.copying.range_copy import (
-    CONSUMER_REQUIRED,
-    CONSUMER_TUNING,
-    PRODUCER_TUNING,
-    CopyRange,
-    RangeCopier,
-)
-from kmirror_engine.copying.rate_limit import (
-    Throttled,
-    has_limits,
-    paced_consumer_config,
-    pacer_for,
-    range_shares,
-)
-from kmirror_engine.copying.record_limits import capped_producer_config, topic_limits
-from kmirror_engine.copying.task_threads import copy_in_threads
+from kmirror.flow.spec import FlowSpec, parse_flow_spec
+from kmirror_engine.copying.range_copy import CopyRange
+from kmirror_engine.copying.rate_limit import Throttled
+from kmirror_engine.copying.task_copy import copy_task_ranges, fence_for_query
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 from spark_app.listeners import batch_failed, listeners_for, run_side_work
 
 SINK_NAME = "kmirror-sink"
 BATCH_LOG_ENV = "KMIRROR_BATCH_LOG"
-# Copy loops per writer task (at-least-once mode): one loop mostly waits on the brokers, two in
-# one worker moved ~1.7x the records on this 2-core machine (docs/performance.md).
-COPY_THREADS_PER_TASK = 2
-# Exactly-once with a rate limit: a paced transaction commits after at most this long (its
-# timeout, transaction.timeout.ms, is 60 s), whatever its size.
-PACED_TRANSACTION_S = 20.0
 
 
 @dataclass(frozen=True)
@@ -78,137 +56,6 @@ def _task_id() -> int:
 
     context = TaskContext.get()
     return context.partitionId() if context is not None else 0
-
-
-def copy_natively(
-    consumer_conf: dict[str, Any], producer_conf: dict[str, Any], ranges: Sequence[CopyRange],
-    limits: dict[str, int | None],
-) -> list[PartitionProgress]:  # fmt: skip
-    """The native loop (`kmirror_engine.copying.native_copy`): `COPY_THREADS_PER_TASK` loops on disjoint source
-    partitions, each on a native consumer/producer pair kept across tasks like the Python ones."""
-    key = config_key(consumer_conf, producer_conf, {"copy_loop": "native"})
-
-    def make() -> CopyClients:
-        loop = new_loop(consumer_conf, producer_conf)
-        return CopyClients(loop, loop)  # one object: close() ends both, len() is the producer queue
-
-    def copy_group(group: list[CopyRange]) -> list[PartitionProgress]:
-        with CLIENTS.lease(key, make) as clients:
-            return NativeRangeCopier(clients.consumer, limits=limits).copy(group)
-
-    return copy_in_threads(ranges, copy_group, COPY_THREADS_PER_TASK)
-
-
-def copy_task_ranges(
-    spec: FlowSpec, ranges: Sequence[CopyRange], task_id: int, throttled: Throttled | None = None
-) -> list[PartitionProgress]:
-    """Copy one task's ranges. At-least-once: `COPY_THREADS_PER_TASK` copy loops on disjoint
-    source partitions (`kmirror_engine.copying.task_threads`), each with clients this worker process kept
-    from its previous task of the same flow, if any (`kmirror_engine.clients.cache`; dropped after a
-    failure); the native loop when the flow's `copy_loop` picks it (`kmirror_engine.copying.native_copy`).
-    Exactly-once: one Python loop with fresh clients (the transactional id is per task).
-    A rate-limited flow paces each loop at its ranges' share of the limits
-    (`kmirror_engine.copying.rate_limit`); the time they waited is added to `throttled`."""
-    from kmirror_engine.clients.factory import (
-        admin_client,
-        consumer_config,
-        new_consumer,
-        new_producer,
-        producer_config,
-    )
-
-    consumer_conf = {**CONSUMER_TUNING, **consumer_config(spec), **CONSUMER_REQUIRED}
-    consumer_conf = paced_consumer_config(spec, consumer_conf)
-    ranges = with_rate_shares(ranges) if has_limits(spec) else ranges
-    throttled = throttled if throttled is not None else Throttled()
-    dead_letter_topic = spec.copy.dead_letter_topic
-    limits = target_limits(spec, {r.target_topic for r in ranges})
-    if not spec.exactly_once:
-        producer_conf = capped_producer_config({**PRODUCER_TUNING, **producer_config(spec)}, limits.values())
-        if use_native_loop(spec, consumer_conf, producer_conf):
-            return copy_natively(consumer_conf, producer_conf, ranges, limits)
-        key = config_key(consumer_conf, producer_conf)
-
-        def make() -> CopyClients:
-            # the producer first: its id request then overlaps the consumer's first fetch
-            producer = new_producer(producer_conf, role="copy-producer")
-            return CopyClients(new_consumer(consumer_conf, role="copy-consumer"), producer)
-
-        def copy_group(group: list[CopyRange]) -> list[PartitionProgress]:
-            pacer = pacer_for(spec, sum(r.rate_share or 0.0 for r in group))
-            try:
-                with CLIENTS.lease(key, make) as clients:
-                    copier = RangeCopier(clients.consumer, clients.producer, dead_letter_topic=dead_letter_topic,
-                                         limits=limits, pacer=pacer)  # fmt: skip
-                    return copier.copy(group)
-            finally:
-                throttled.add(pacer.throttled_s if pacer is not None else 0.0)
-
-        return copy_in_threads(ranges, copy_group, COPY_THREADS_PER_TASK)
-    consumer = new_consumer(consumer_conf, role="copy-consumer")
-    try:
-        from kmirror_engine.copying.exactly_once import TransactionalCopier, offsets_group, transactional_id
-
-        txn_id = transactional_id(spec, task_id)
-        producer_conf = {**PRODUCER_TUNING, **producer_config(spec, transactional_id=txn_id)}
-        producer = new_producer(capped_producer_config(producer_conf, limits.values()), role="transactional-producer")
-        offsets = new_consumer(spec.target, role="exactly-once-offsets-consumer", group_id=offsets_group(spec),
-                               **{"enable.auto.commit": False})  # fmt: skip
-        pacer = pacer_for(spec, sum(r.rate_share or 0.0 for r in ranges))
-        # a paced transaction is cut by time too, well inside transaction.timeout.ms
-        paced: dict[str, Any] = {} if pacer is None else {"pacer": pacer, "max_seconds": PACED_TRANSACTION_S}
-        try:
-            copier = TransactionalCopier(consumer, producer, offsets, source_admin=admin_client(spec.source),
-                                         group=offsets_group(spec), dead_letter_topic=dead_letter_topic,
-                                         limits=limits, **paced)  # fmt: skip
-            return copier.copy(ranges)
-        finally:
-            throttled.add(pacer.throttled_s if pacer is not None else 0.0)
-            offsets.close()
-    finally:
-        consumer.close()
-
-
-def with_rate_shares(ranges: Sequence[CopyRange]) -> Sequence[CopyRange]:
-    """`ranges` as planned (every range has its share), or, for rows without the reader's
-    `rate_share` column, shares over this task alone (as if it were the batch's only task)."""
-    if all(r.rate_share is not None for r in ranges):
-        return ranges
-    [shares] = range_shares([[r.end_offset - r.start_offset for r in ranges]])
-    return [dataclasses.replace(r, rate_share=share) for r, share in zip(ranges, shares, strict=True)]
-
-
-# Target topic limits (`max.message.bytes`) per (target cluster, topic), re-read after this long.
-LIMITS_TTL_S = 60.0
-_LIMITS: dict[tuple[str, str], tuple[float, int | None]] = {}
-
-
-def target_limits(spec: FlowSpec, topics: set[str]) -> dict[str, int | None]:
-    """`max.message.bytes` of each target topic (None: not reported), cached per worker process."""
-    now = time.monotonic()
-    cluster = spec.target.bootstrap_servers
-    stale = sorted(t for t in topics if now - _LIMITS.get((cluster, t), (-LIMITS_TTL_S, None))[0] >= LIMITS_TTL_S)
-    if stale:
-        from kmirror_engine.clients.factory import admin_client
-
-        for topic, limit in topic_limits(admin_client(spec.target), stale).items():
-            _LIMITS[(cluster, topic)] = (now, limit)
-    return {t: _LIMITS[(cluster, t)][1] for t in topics}
-
-
-def fence_for_query(spec: FlowSpec) -> list[str]:
-    """Exactly-once: before the query's first batch, fence every transactional id a previous run
-    could have used (a batch has at most one task per partition: ids 0..partitions-1)."""
-    from kmirror_engine.clients.factory import admin_client, new_producer, producer_config
-    from kmirror_engine.copying.exactly_once import fence_previous_generation
-    from kmirror_engine.planning.discovery import TopicDiscovery
-
-    discovery = TopicDiscovery(admin_client(spec.source), spec.source, spec.topic_selection, spec.policy,
-                               spec.target.alias, 0)  # fmt: skip
-    partitions = sum(t.partitions for t in discovery.topics().values())
-    return fence_previous_generation(
-        spec, partitions, lambda txn_id: new_producer(producer_config(spec, transactional_id=txn_id), role="fencer")
-    )
 
 
 class MirrorStreamWriter(DataSourceStreamWriter):

@@ -18,7 +18,7 @@ and their Python streaming APIs differ. What decides is a feature, never a versi
   AvailableNow queries, one bounded batch each, up to the end offsets it froze at start
   (option "until_offsets"), until a query has nothing left to do.
 
-Both readers plan the same ranges with `spark_app.source.RangePlanner`; rows and tasks are the
+Both readers plan the same ranges with `kmirror_engine.planning.range_planner.RangePlanner`; rows and tasks are the
 same (`RangeTask`), so the sink never knows which one ran.
 """
 
@@ -26,15 +26,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from kmirror.errors import KmirrorError
-from kmirror.flowspec import parse_flow_spec
+from kmirror.flow.spec import parse_flow_spec
 from kmirror_engine.copying.rate_limit import range_shares
-from kmirror_engine.planning.ranges import Offsets, offsets_from_json, offsets_to_json
-from spark_app.source import RangePlanner, RangeTask
+from kmirror_engine.planning.range_planner import RangePlanner
+from kmirror_engine.planning.ranges import RANGE_SCHEMA, Offsets, offsets_from_json, offsets_to_json
 
 try:  # Spark >= 4.3 (see module doc); a missing module means the older API
     from pyspark.sql.streaming.datasource import (
@@ -49,6 +50,21 @@ except ImportError:  # pragma: no cover - exercised by the Spark 4.0 leg of `mak
     HAS_ADMISSION_CONTROL = False
 
 READER_APIS = ("auto", "admission-control", "position-tracking")
+
+
+# The reader's rows: the range contract plus the offsets retention deleted right before each
+# range (fail_on_data_loss=false), so the copy tasks' progress carries the count to the batch
+# listeners (progress line "skipped", metric kmirror_skipped_records_total), and each range's
+# share of the flow's rate limits (`kmirror_engine.copying.rate_limit.range_shares`).
+READER_SCHEMA = RANGE_SCHEMA + ", skipped_before BIGINT, rate_share DOUBLE"
+
+
+@dataclass(frozen=True)
+class RangeTask(InputPartition):
+    """One writer task: its ranges as plain rows (`READER_SCHEMA`)."""
+
+    index: int
+    ranges: tuple[tuple[str, int, int, int, str, int, float], ...]
 
 
 class RangeReader(DataSourceStreamReader):

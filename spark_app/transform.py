@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kmirror.errors import Problem, ValidationError
-from kmirror.flowspec import FlowSpec
+from kmirror.flow.spec import FlowSpec
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 from kmirror_engine.planning.ranges import OffsetRange, plan_tasks
 from spark_app.records_source import RECORDS_SCHEMA, RecordsSource

@@ -53,7 +53,11 @@ def add_fences(bootstrap: str, topic: str, partitions: int) -> None:
 
 
 def consume_all(
-    bootstrap: str, topic: str, partitions: int, timeout_s: float = 60.0, fenced: bool = True,
+    bootstrap: str,
+    topic: str,
+    partitions: int,
+    timeout_s: float = 60.0,
+    fenced: bool = True,
     expect: int | None = None,
 ) -> dict[int, list[Any]]:
     """Every committed record per partition: on Apache Kafka up to the end offsets (at least

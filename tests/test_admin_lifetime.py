@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
-from kmirror.flowspec import ClusterEndpoint
+from kmirror.flow.spec import ClusterEndpoint
 from kmirror_engine.clients.factory import RefreshingAdmin
 
 pytestmark = pytest.mark.spark40  # also in leg 2 (pyspark 4.0.2 / Python 3.10)
@@ -36,7 +36,7 @@ FROZEN_TARGET_SCRIPT = textwrap.dedent(
     """
     import time
     from confluent_kafka.admin import AdminClient, NewTopic
-    from kmirror.flowspec import ClusterEndpoint
+    from kmirror.flow.spec import ClusterEndpoint
     from kmirror_cli.local_brokers import LocalBroker
     from kmirror_engine.clients.factory import admin_client
     from kmirror_engine.copying.record_limits import topic_limits

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import pytest
 
 from kmirror.errors import KmirrorError, ValidationError
-from kmirror.flowspec import ClusterEndpoint
+from kmirror.flow.spec import ClusterEndpoint
 from kmirror_engine.clients import factory
 from kmirror_engine.clients.delivery import DeliveryConfirmingProducer, DeliveryError
 
@@ -300,7 +300,7 @@ def test_engine_writers_keep_their_messages_through_the_factory(
     [(_, config)] = seam
     assert config["sasl.password"] == "s3cret" and config["acks"] == "all" and config["enable.idempotence"] is True
 
-    monkeypatch.setattr("kmirror_engine.failover.offset_syncs.ensure_topic", lambda *args: None)
+    monkeypatch.setattr("kmirror_engine.clients.topic_admin.ensure_topic", lambda *args: None)
     registry = created_topics.CreatedTopics(endpoint(), "west", "west->east")
     scripted.outcomes = ["Broker: Topic authorization failed"]
     with pytest.raises(KmirrorError, match=r"^recording created topics in kmirror-created-topics.west.internal on "

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from kmirror.errors import ValidationError
-from kmirror.flowspec import FlowSpec, parse_flow_spec
+from kmirror.flow.spec import FlowSpec, parse_flow_spec
 from kmirror_engine.clients.factory import consumer_config, producer_config
 
 

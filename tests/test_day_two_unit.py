@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from kmirror.errors import ConnectionFailure, DataLossError, KmirrorError
-from kmirror.flowspec import ClusterEndpoint
+from kmirror.flow.spec import ClusterEndpoint
 from kmirror_engine.copying.exactly_once import Committed, committed_offsets, stale_offsets
 from kmirror_engine.copying.range_copy import CopyError, CopyRange, RangeCopier
 from tests.test_fault_logic import FakeConsumer, FakeMessage, LimitedBroker
@@ -243,7 +243,7 @@ def test_each_kerberos_principal_gets_its_own_private_ticket_cache(
     kinit records the cache it writes to (no GSSAPI-capable broker or client here). Before: both
     principals' kinit wrote the one default cache of the user (KRB5CCNAME unset)."""
     import kmirror_engine.clients.factory
-    from kmirror.security import KINIT_CMD
+    from kmirror.security.config import KINIT_CMD
     from kmirror_engine.clients.factory import consumer_config, producer_config
 
     monkeypatch.setattr(kmirror_engine.clients.factory, "_ticket_dir", None)

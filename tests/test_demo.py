@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from kmirror.errors import KmirrorError
-from kmirror.flowspec import parse_flow_spec
+from kmirror.flow.spec import parse_flow_spec
 from kmirror_cli.commands.demo import demo_flow_spec
 
 

@@ -11,8 +11,8 @@ from typing import Any
 
 import yaml
 
-from kmirror.diff import diff_plans
-from kmirror.diff_render import MARKER, render_markdown, render_text
+from kmirror.estate.diff import diff_plans
+from kmirror.estate.diff_render import MARKER, render_markdown, render_text
 from kmirror_cli.cli import COMMAND_MODULES, build_parser, main
 
 DEFAULT_POLICY = {"type": "default", "separator": "."}

@@ -9,9 +9,9 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from kmirror.errors import ConnectionFailure
-from kmirror.filters import NameSelection
-from kmirror.flowspec import ClusterEndpoint
-from kmirror.replication_policy import policy_from_config
+from kmirror.flow.filters import NameSelection
+from kmirror.flow.replication_policy import policy_from_config
+from kmirror.flow.spec import ClusterEndpoint
 from kmirror_engine.planning.discovery import TopicDiscovery
 
 WEST = ClusterEndpoint("west", "127.0.0.1:1")

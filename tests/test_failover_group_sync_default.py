@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from kmirror.flowspec import parse_flow_spec
-from kmirror.planner import flow_spec_for, parse_topology, plan_topology
+from kmirror.estate.planner import flow_spec_for, parse_topology, plan_topology
+from kmirror.flow.spec import parse_flow_spec
 
 CLUSTERS = {
     "west": {"bootstrap_servers": "w:9092", "datacenter": "west"},

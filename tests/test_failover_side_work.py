@@ -21,8 +21,8 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AclOperation
 
-from kmirror.flowspec import FlowSpec, parse_flow_spec
-from kmirror.mm2_formats import decode_checkpoint
+from kmirror.flow.spec import FlowSpec, parse_flow_spec
+from kmirror.mm2.formats import decode_checkpoint
 from kmirror_engine.failover.failover_listener import FailoverClients, FailoverListener
 from kmirror_engine.failover.offset_syncs import OffsetSyncError, SyncStore
 from kmirror_engine.observability.progress import PartitionProgress

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from kmirror.flowspec import FlowSpec, parse_flow_spec
-from kmirror.mm2_formats import Checkpoint
+from kmirror.flow.spec import FlowSpec, parse_flow_spec
+from kmirror.mm2.formats import Checkpoint
 from kmirror_cli.cli import main
 from kmirror_engine.failover import target_only
 from kmirror_engine.failover.checkpoints import Translation
@@ -221,7 +221,7 @@ class RecordingSyncLog:
 def test_the_last_known_lag_is_persisted_with_the_offset_syncs() -> None:
     """The source end offset a batch saw goes out with its syncs; a failover with the source gone
     reads it back as records at risk (end - mirrored_until)."""
-    from kmirror_engine.failover.sync_writer import OffsetSyncWriter
+    from kmirror_engine.failover.offset_sync_writer import OffsetSyncWriter
     from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 
     sync_log = RecordingSyncLog()

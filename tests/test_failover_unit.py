@@ -12,8 +12,8 @@ import pytest
 from confluent_kafka import TopicPartition
 
 from kmirror.errors import KmirrorError
-from kmirror.flowspec import FlowSpec, parse_flow_spec
-from kmirror.mm2_formats import Checkpoint, decode_heartbeat
+from kmirror.flow.spec import FlowSpec, parse_flow_spec
+from kmirror.mm2.formats import Checkpoint, decode_heartbeat
 from kmirror_cli.cli import main
 from kmirror_engine.failover.checkpoints import CheckpointEmitter, is_more_recent, translate_offsets
 from kmirror_engine.failover.group_sync import ActiveGroupError, sync_group
@@ -326,8 +326,8 @@ def test_lag_watch_refreshes_the_table_until_interrupted(monkeypatch: pytest.Mon
 
 
 def test_heartbeats_travel_one_hop_per_flow_and_never_loop() -> None:
-    from kmirror.filters import NameSelection, should_replicate_topic
-    from kmirror.replication_policy import DefaultReplicationPolicy
+    from kmirror.flow.filters import NameSelection, should_replicate_topic
+    from kmirror.flow.replication_policy import DefaultReplicationPolicy
 
     policy, only_orders = DefaultReplicationPolicy(), NameSelection(("orders",))
     # west->east: west's own heartbeats go downstream even though `topics` selects only orders

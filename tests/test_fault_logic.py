@@ -13,7 +13,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 from kmirror.errors import ConnectionFailure, DataLossError
-from kmirror.flowspec import ClusterEndpoint
+from kmirror.flow.spec import ClusterEndpoint
 from kmirror_engine.copying.range_copy import CopyError, CopyRange, RangeCopier
 from kmirror_engine.planning.offset_queries import query_offsets, with_retries
 from kmirror_engine.planning.target_topics import TargetTopics
@@ -352,8 +352,7 @@ def test_skipped_offsets_travel_from_the_planner_to_the_progress_line_and_the_me
     from kmirror_engine.observability.metrics import FlowMetrics
     from kmirror_engine.observability.progress import BatchProgress
     from kmirror_engine.observability.progress_log import progress_record
-    from spark_app.source import READER_SCHEMA
-    from spark_app.stream_readers import PositionTrackingReader
+    from spark_app.stream_readers import READER_SCHEMA, PositionTrackingReader
     from tests.test_source_planner import spec
 
     reader = PositionTrackingReader("{}", once=True, task_count=1)

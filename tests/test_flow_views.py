@@ -1,4 +1,4 @@
-"""The typed views of a flow spec (kmirror/flow_views.py): each part reads its own settings."""
+"""The typed views of a flow spec (kmirror/flow/views.py): each part reads its own settings."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from kmirror.flow_views import CopySettings, PlanningSettings
-from kmirror.flowspec import EXACTLY_ONCE_MAX_RECORDS_PER_TRIGGER, OPTIONS, parse_flow_spec
+from kmirror.flow.spec import EXACTLY_ONCE_MAX_RECORDS_PER_TRIGGER, OPTIONS, parse_flow_spec
+from kmirror.flow.views import CopySettings, PlanningSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,7 +88,7 @@ def _option_reads(path: Path) -> list[str]:
 
 def test_the_engine_and_the_app_read_settings_through_views_only() -> None:
     """Issue 29: no part of the engine or the Spark glue reads a flow option by name; a new
-    setting goes into its part's view (kmirror/flow_views.py)."""
+    setting goes into its part's view (kmirror/flow/views.py)."""
     reads = [r for pkg in ("kmirror_engine", "spark_app") for p in sorted((ROOT / pkg).rglob("*.py"))
              for r in _option_reads(p)]  # fmt: skip
     assert reads == []

@@ -2,7 +2,7 @@
 
 Every invalid spec must fail validation with a `ValidationError` (exit code 2) whose problems
 name the offending field; no other exception may escape (it would be a traceback). The
-in-process properties go through `kmirror.flowspec` for speed; a few subprocess cases check
+in-process properties go through `kmirror.flow.spec` for speed; a few subprocess cases check
 the real command lines (`python -m spark_app`, `kmirror run`) end to end.
 """
 
@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from kmirror.errors import EXIT_INVALID_INPUT, ValidationError
-from kmirror.flowspec import ALLOWED, OPTION_BY_NAME, REQUIRED, load_flow_spec, parse_flow_spec
+from kmirror.flow.spec import ALLOWED, OPTION_BY_NAME, REQUIRED, load_flow_spec, parse_flow_spec
 
 BASE: dict[str, Any] = {
     "id": "west->east",

@@ -1,7 +1,7 @@
 """Bad input: fuzzing the topology file (hypothesis).
 
 Every invalid topology must fail with a `ValidationError` (exit code 2) naming the offending
-field; nothing else may escape (a traceback). In process through `kmirror.planner` for speed,
+field; nothing else may escape (a traceback). In process through `kmirror.estate.planner` for speed,
 plus the real commands: `kmirror validate`, `kmirror plan --format json`, and `kmirror plan
 --output FILE`, which must never leave a partial (or any) plan file behind on invalid input.
 """
@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kmirror.errors import EXIT_INVALID_INPUT, ValidationError
-from kmirror.planner import load_topology, parse_topology, plan_topology
+from kmirror.estate.planner import load_topology, parse_topology, plan_topology
 
 BASE: dict[str, Any] = {
     "clusters": {

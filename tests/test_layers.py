@@ -34,7 +34,7 @@ def _copy_tree(tmp: Path) -> Path:
 def test_every_contract_holds_over_every_module(tmp_path: Path) -> None:
     result = _lint_imports(_copy_tree(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "7 kept, 0 broken" in result.stdout, result.stdout
+    assert "8 kept, 0 broken" in result.stdout, result.stdout
 
 
 def test_an_arrow_up_a_floor_breaks_the_contract(tmp_path: Path) -> None:
@@ -49,4 +49,18 @@ def test_an_arrow_up_a_floor_breaks_the_contract(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert "kmirror_engine.planning.ranges -> spark_app.main" in result.stdout, result.stdout
     assert "kmirror_cli.commands.lag -> pyspark" in result.stdout, result.stdout
-    assert "4 kept, 3 broken" in result.stdout, result.stdout  # floors, engine-no-Spark, operator commands
+    assert "5 kept, 3 broken" in result.stdout, result.stdout  # floors, engine-no-Spark, operator commands
+
+
+def test_an_import_circle_breaks_the_contract(tmp_path: Path) -> None:
+    """Issue 29: no module (or subpackage) of a package imports one that imports it back, even
+    through a function-level import: the clients importing the copy loops closes a circle."""
+    root = _copy_tree(tmp_path)
+    factory = root / "kmirror_engine" / "clients" / "factory.py"
+    factory.write_text(
+        factory.read_text() + "\n\ndef _circle() -> None:\n    import kmirror_engine.copying.exactly_once  # noqa\n"
+    )
+    result = _lint_imports(root)
+    assert result.returncode != 0
+    assert "No cycles are allowed in kmirror_engine." in result.stdout, result.stdout
+    assert "7 kept, 1 broken" in result.stdout, result.stdout

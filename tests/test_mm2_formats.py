@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kmirror.mm2_formats import (
+from kmirror.mm2.formats import (
     Checkpoint,
     FormatError,
     Heartbeat,

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from kmirror.errors import KmirrorError
-from kmirror.flowspec import FlowSpec, parse_flow_spec
+from kmirror.flow.spec import FlowSpec, parse_flow_spec
 from kmirror_engine.copying import native_copy
 from kmirror_engine.copying.native_copy import _progress, native_config, python_only_reasons, use_native_loop
 from kmirror_engine.copying.range_copy import CopyRange

@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from kmirror.errors import Problem
-from kmirror.flowspec import OPTIONS, flow_spec_problems
+from kmirror.flow.settings import SETTINGS, SPARK_OPTIONS, setting_problems
+from kmirror.flow.spec import OPTIONS, flow_spec_problems
 from kmirror.option_table import (
     Option,
     OptionTable,
@@ -22,7 +23,6 @@ from kmirror.option_table import (
     unknown_key_message,
     unknown_keys,
 )
-from kmirror.settings import SETTINGS, SPARK_OPTIONS, setting_problems
 
 KMIRROR = Path(__file__).resolve().parents[1] / "kmirror"
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from packaging.requirements import Requirement
 
-from kafka_mirror.eks_specs import EksSettings, flow_config_map, spark_application_manifest
+from kafka_mirror.eks.specs import EksSettings, flow_config_map, spark_application_manifest
 from policy.kafka_mirror_policy import estate, hygiene, rules
 from policy.kafka_mirror_policy.pack import build_policies
 

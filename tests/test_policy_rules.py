@@ -6,7 +6,7 @@ import copy
 import json
 from typing import Any
 
-from kafka_mirror.eks_specs import EksSettings, flow_config_map, spark_application_manifest
+from kafka_mirror.eks.specs import EksSettings, flow_config_map, spark_application_manifest
 from policy.kafka_mirror_policy import rules
 from policy.kafka_mirror_policy.pack import build_policies
 

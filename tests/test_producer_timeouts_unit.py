@@ -27,7 +27,7 @@ def test_a_finite_delivery_timeout_is_kept() -> None:
 
 
 def test_an_infinite_timeout_in_the_target_cluster_config_is_refused_too() -> None:
-    from kmirror.flowspec import parse_flow_spec
+    from kmirror.flow.spec import parse_flow_spec
     from kmirror_engine.clients.factory import client_config_problems
 
     spec = parse_flow_spec({

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from kmirror.errors import ValidationError
-from kmirror.flowspec import parse_flow_spec
-from kmirror.settings import setting_problems
+from kmirror.flow.settings import setting_problems
+from kmirror.flow.spec import parse_flow_spec
 from kmirror_engine.copying.range_copy import CONSUMER_TUNING, CopyRange, RangeCopier
 from kmirror_engine.copying.rate_limit import (
     PROBE_RECORDS,
@@ -172,7 +172,7 @@ def test_the_reader_gives_every_planned_range_its_share() -> None:
 
 
 def test_rows_without_shares_split_the_limit_over_their_task() -> None:
-    from spark_app.sink import with_rate_shares
+    from kmirror_engine.copying.task_copy import with_rate_shares
 
     ranges = [CopyRange("a", 0, 0, 300, "w.a"), CopyRange("a", 1, 0, 100, "w.a")]
     assert [r.rate_share for r in with_rate_shares(ranges)] == [0.75, 0.25]
@@ -240,8 +240,8 @@ def test_limits_are_topology_settings_checked_with_their_path() -> None:
 
 
 def test_limits_set_in_the_topology_reach_the_flow_spec(tmp_path: Any) -> None:
-    from kmirror.planner import flow_spec_for, plan_topology
-    from kmirror.topology import load_topology
+    from kmirror.estate.planner import flow_spec_for, plan_topology
+    from kmirror.estate.topology import load_topology
 
     path = tmp_path / "topology.yaml"
     path.write_text(
@@ -303,7 +303,7 @@ def test_the_commit_sums_the_tasks_throttled_time() -> None:
 
 def test_a_task_adds_each_loops_waits_to_its_tally(monkeypatch: pytest.MonkeyPatch) -> None:
     """copy_task_ranges builds one pacer per copy loop and reports what they waited."""
-    import spark_app.sink as sink
+    import kmirror_engine.copying.task_copy as sink
     from kmirror_engine.copying.rate_limit import Throttled
 
     seen: list[Any] = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kmirror.override_rules import client_override_problems, is_secret_property
+from kmirror.security.override_rules import client_override_problems, is_secret_property
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from kmirror.errors import DataLossError
-from kmirror.flowspec import FlowSpec, parse_flow_spec
-from spark_app.source import RangePlanner
+from kmirror.flow.spec import FlowSpec, parse_flow_spec
+from kmirror_engine.planning.range_planner import RangePlanner
 
 
 class FakeAdmin:

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kmirror.diff import DatacenterDiff, Move, PlanDiff
-from kmirror.stack_order import StackOrderError, stack_order
+from kmirror.estate.diff import DatacenterDiff, Move, PlanDiff
+from kmirror.stack.order import StackOrderError, stack_order
 
 ROOT = Path(__file__).resolve().parents[1]
 DCS = {"west": "west", "east": "east", "central": "central"}

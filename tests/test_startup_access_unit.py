@@ -9,7 +9,7 @@ from confluent_kafka.admin import AclOperation
 
 import spark_app.main
 from kmirror.errors import KmirrorError
-from kmirror.flowspec import parse_flow_spec
+from kmirror.flow.spec import parse_flow_spec
 from kmirror_engine.planning.internal_topics import require_internal_topic_access
 from tests.test_failover_side_work import AclAdmin, flow
 

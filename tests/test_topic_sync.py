@@ -19,12 +19,12 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from kmirror.acls import TopicAcl, remote_read_acls
 from kmirror.errors import KmirrorError
-from kmirror.flowspec import parse_flow_spec
-from kmirror_engine.planning.acl_sync import AclSync
-from kmirror_engine.planning.config_sync import ConfigChange, config_changes
-from kmirror_engine.planning.sync_ticker import SyncTicker
+from kmirror.flow.spec import parse_flow_spec
+from kmirror.security.acls import TopicAcl, remote_read_acls
+from kmirror_engine.topic_sync.acls import AclSync
+from kmirror_engine.topic_sync.configs import ConfigChange, config_changes
+from kmirror_engine.topic_sync.ticker import SyncTicker
 
 
 def entry(value: str | None, default: bool = False, read_only: bool = False) -> Any:

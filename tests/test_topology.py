@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from kmirror.errors import ValidationError
-from kmirror.flowspec import parse_flow_spec
-from kmirror.planner import flow_spec_for, load_topology, parse_topology, plan_topology
-from kmirror.replication_policy import policy_from_config
+from kmirror.estate.planner import flow_spec_for, load_topology, parse_topology, plan_topology
+from kmirror.flow.replication_policy import policy_from_config
+from kmirror.flow.spec import parse_flow_spec
 
 CLUSTERS = {
     "west-1": {"bootstrap_servers": "b1-west:9092,b2-west:9092", "datacenter": "west"},
@@ -285,7 +285,7 @@ def test_flow_spec_carries_secret_references_never_values() -> None:
 
 
 def test_mm1_alias_beside_its_mm2_name_names_the_alias_in_either_order() -> None:
-    from kmirror.settings import normalise
+    from kmirror.flow.settings import normalise
 
     for raw in ({"whitelist": ["a"], "topics": ["b"]}, {"topics": ["b"], "whitelist": ["a"]}):
         _, problems = normalise(raw, "flows[0]")

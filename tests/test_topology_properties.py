@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kmirror.errors import ValidationError
-from kmirror.planner import parse_topology, plan_topology
+from kmirror.estate.planner import parse_topology, plan_topology
 
 ALIASES = ["a", "b", "c", "d", "e"]
 DATACENTERS = ["dc1", "dc2", "dc3"]
@@ -49,7 +49,7 @@ def topologies(draw: Any) -> dict[str, Any]:
 
 
 def _edges_with_policy(raw: dict[str, Any]) -> list[tuple[str, str, str]]:
-    """Independent expansion used as the oracle (no code shared with kmirror.patterns)."""
+    """Independent expansion used as the oracle (no code shared with kmirror.estate.patterns)."""
     out = []
     for d in raw["topologies"]:
         p, pol = d["pattern"], d["replication_policy"]["type"]

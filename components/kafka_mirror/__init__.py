@@ -6,21 +6,21 @@ Pulumi language with `pulumi package add`. Every component registers as
 `kafka-mirror:index:<Name>`. Importing this package creates no resources.
 """
 
-from kafka_mirror.eks_spark_platform import (
+from kafka_mirror.eks.spark_platform import (
     CheckpointPvcArgs,
     EksClusterArgs,
     EksSparkPlatform,
     EksSparkPlatformArgs,
     OperatorArgs,
 )
-from kafka_mirror.emr_spark_platform import EmrSparkPlatform, EmrSparkPlatformArgs
+from kafka_mirror.emr.spark_platform import EmrSparkPlatform, EmrSparkPlatformArgs
 from kafka_mirror.kafka_cluster import KafkaCluster, KafkaClusterArgs
-from kafka_mirror.kerberos_secret import KerberosSecret, KerberosSecretArgs
 from kafka_mirror.mirror_deployment import MirrorDeployment, MirrorDeploymentArgs
 from kafka_mirror.replication_topology import ReplicationTopology, ReplicationTopologyArgs
-from kafka_mirror.scram_secret import ScramSecret, ScramSecretArgs
-from kafka_mirror.secret_store import SecretStoreArgs
-from kafka_mirror.tls_secret import TlsSecret, TlsSecretArgs
+from kafka_mirror.secrets.kerberos import KerberosSecret, KerberosSecretArgs
+from kafka_mirror.secrets.scram import ScramSecret, ScramSecretArgs
+from kafka_mirror.secrets.store import SecretStoreArgs
+from kafka_mirror.secrets.tls import TlsSecret, TlsSecretArgs
 
 PACKAGE = "kafka-mirror"
 # The components the provider hosts (and the schema lists), in schema order.

@@ -1,6 +1,6 @@
 """The app bundle: a deterministic zip of the `spark_app`, `kmirror_engine` and `kmirror` packages (no pulumi).
 
-The app imports `kmirror.flowspec`, `kmirror.security`, ..., so both packages travel together.
+The app imports `kmirror.flow.spec`, `kmirror.security.config`, ..., so both packages travel together.
 Entries have fixed timestamps and order, so an unchanged source tree gives a byte-identical zip
 and the same content hash: the bundle's S3 key (and the EMR steps) change only with the code.
 """

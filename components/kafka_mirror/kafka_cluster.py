@@ -13,8 +13,8 @@ import pulumi
 from typing_extensions import NotRequired
 
 from kmirror.errors import ValidationError
-from kmirror.secret_refs import Materialisation
-from kmirror.security import client_config, security_materialisations, security_problems
+from kmirror.security.config import client_config, security_materialisations, security_problems
+from kmirror.security.secret_refs import Materialisation
 
 TOKEN = "kafka-mirror:index:KafkaCluster"
 

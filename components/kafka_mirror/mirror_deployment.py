@@ -19,7 +19,8 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 from typing_extensions import NotRequired
 
-from kafka_mirror.eks_specs import (
+from kafka_mirror.eks.monitoring import pod_monitor
+from kafka_mirror.eks.specs import (
     EksSettings,
     SecretMount,
     app_name,
@@ -31,9 +32,8 @@ from kafka_mirror.eks_specs import (
     spark_application_manifest,
     with_metrics_port,
 )
-from kafka_mirror.emr_specs import EmrSettings, emr_metrics_port, emr_step_args, flow_object_key
-from kafka_mirror.emr_step_provider import EmrStep
-from kafka_mirror.monitoring import pod_monitor
+from kafka_mirror.emr.specs import EmrSettings, emr_metrics_port, emr_step_args, flow_object_key
+from kafka_mirror.emr.step_provider import EmrStep
 from kmirror.errors import Problem, ValidationError
 
 TOKEN = "kafka-mirror:index:MirrorDeployment"

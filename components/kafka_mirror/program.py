@@ -1,6 +1,6 @@
 """The Pulumi program: one stack = one datacenter.
 
-`main()` reads `kafka-mirror:*` config (kmirror.stack_config), plans the topology file with
+`main()` reads `kafka-mirror:*` config (kmirror.stack.config), plans the topology file with
 the same planner as `kmirror plan`, builds the platform (EKS or EMR) and one MirrorDeployment
 per flow whose `run_in` is this datacenter; flows planned elsewhere get nothing here.
 Stack outputs: `flows` (ids deployed here), `apps` (flow id -> app name), `metrics`
@@ -19,18 +19,18 @@ import pulumi
 
 from kafka_mirror.aws_session import aws_settings
 from kafka_mirror.deploy_files import app_bundle as _packaged_bundle
-from kafka_mirror.eks_spark_platform import EksSparkPlatform, EksSparkPlatformArgs
-from kafka_mirror.eks_specs import CHECKPOINT_MOUNT, app_name
-from kafka_mirror.emr_spark_platform import EmrSparkPlatform, EmrSparkPlatformArgs
-from kafka_mirror.emr_specs import EmrSettings, metrics_port_problems
+from kafka_mirror.eks.spark_platform import EksSparkPlatform, EksSparkPlatformArgs
+from kafka_mirror.eks.specs import CHECKPOINT_MOUNT, app_name
+from kafka_mirror.emr.spark_platform import EmrSparkPlatform, EmrSparkPlatformArgs
+from kafka_mirror.emr.specs import EmrSettings, metrics_port_problems
 from kafka_mirror.mirror_deployment import MirrorDeployment, MirrorDeploymentArgs
 from kafka_mirror.replication_topology import ReplicationTopology
-from kafka_mirror.secret_wiring import FlowSecrets, flow_secrets
-from kafka_mirror.stack_secrets import StackSecrets, resolve_fields, stack_secret_name
+from kafka_mirror.secrets.stack import StackSecrets, resolve_fields, stack_secret_name
+from kafka_mirror.secrets.wiring import FlowSecrets, flow_secrets
 from kmirror.errors import Problem, Problems, ValidationError
-from kmirror.planner import load_topology
-from kmirror.stack_config import NS, StackConfig, parse_stack_config
-from kmirror.stack_models import EksSparkConfig, EmrSparkConfig
+from kmirror.estate.planner import load_topology
+from kmirror.stack.config import NS, StackConfig, parse_stack_config
+from kmirror.stack.models import EksSparkConfig, EmrSparkConfig
 
 FLOW_SPARK_KEYS = ("executors", "driver_memory", "executor_memory", "driver_cores", "executor_cores")
 EKS_KEYS = (

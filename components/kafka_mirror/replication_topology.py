@@ -21,9 +21,9 @@ from typing_extensions import NotRequired
 
 from kafka_mirror.kafka_cluster import KafkaCluster
 from kmirror.errors import Problem, ValidationError
-from kmirror.planner import flow_spec_for, plan_topology
-from kmirror.secret_refs import aws_secret_local_name, pulumi_config_secret_name
-from kmirror.topology import Topology, parse_topology
+from kmirror.estate.planner import flow_spec_for, plan_topology
+from kmirror.estate.topology import Topology, parse_topology
+from kmirror.security.secret_refs import aws_secret_local_name, pulumi_config_secret_name
 
 TOKEN = "kafka-mirror:index:ReplicationTopology"
 PLACEHOLDER_PORT = 9092

@@ -107,7 +107,7 @@ def demo_flow_spec(checkpoint_root: str, topology_path: Path = TOPOLOGY_PATH) ->
     Raises KmirrorError when the topology file or its `local-a->local-b` flow is missing (the
     demo runs from a clone of the repository, which ships stacks/topology.yaml).
     """
-    from kmirror.planner import flow_spec_for, load_topology, plan_topology
+    from kmirror.estate.planner import flow_spec_for, load_topology, plan_topology
 
     if not topology_path.is_file():
         raise KmirrorError(f"demo: the example topology {str(topology_path)!r} is missing; run the demo from a clone")

@@ -27,11 +27,11 @@ from typing import Any
 
 import yaml
 
-from kmirror.diff import diff_plans
-from kmirror.diff_render import render_json, render_markdown, render_text
 from kmirror.errors import EXIT_INVALID_INPUT, KmirrorError, Problem, ValidationError
-from kmirror.stack_config import DEFAULT_TOPOLOGY, available_stacks, read_stack_config
-from kmirror.stack_order import stack_order
+from kmirror.estate.diff import diff_plans
+from kmirror.estate.diff_render import render_json, render_markdown, render_text
+from kmirror.stack.config import DEFAULT_TOPOLOGY, available_stacks, read_stack_config
+from kmirror.stack.order import stack_order
 
 EXIT_CHANGED = 1
 
@@ -119,8 +119,8 @@ def plan_from_text(text: str, source: str) -> LoadedPlan:
         if problems:
             raise ValidationError(problems, source)
         return LoadedPlan(raw, {})
-    from kmirror.planner import plan_topology
-    from kmirror.topology import parse_topology
+    from kmirror.estate.planner import plan_topology
+    from kmirror.estate.topology import parse_topology
 
     topology = parse_topology(raw, source)
     return LoadedPlan(plan_topology(topology).to_dict(), cluster_datacenters(topology))

@@ -16,7 +16,7 @@ import argparse
 from typing import Any
 
 from kmirror.errors import KmirrorError
-from kmirror.flowspec import load_flow_spec
+from kmirror.flow.spec import load_flow_spec
 
 
 def register(subparsers: Any) -> None:

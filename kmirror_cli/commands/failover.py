@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kmirror.errors import KmirrorError
-from kmirror.flowspec import load_flow_spec
+from kmirror.flow.spec import load_flow_spec
 
 ADMIN_TIMEOUT_S = 30.0
 

@@ -40,8 +40,8 @@ def _read(path: str, flag: str) -> str:
 def run(args: argparse.Namespace) -> int:
     import yaml
 
-    from kmirror.mm2_import import import_mm1, import_mm2, parse_properties
-    from kmirror.topology import parse_topology
+    from kmirror.estate.topology import parse_topology
+    from kmirror.mm2.config_import import import_mm1, import_mm2, parse_properties
 
     if args.kind == "mm2":
         topology, dropped = import_mm2(parse_properties(_read(args.properties, "properties")))

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from kmirror.errors import KmirrorError
-from kmirror.flowspec import FlowSpec, load_flow_spec
+from kmirror.flow.spec import FlowSpec, load_flow_spec
 
 WATCH_INTERVAL_S = 2.0
 TIMEOUT_S = 30.0

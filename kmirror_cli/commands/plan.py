@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from kmirror.stack_config import DEFAULT_TOPOLOGY, read_stack_config
+from kmirror.stack.config import DEFAULT_TOPOLOGY, read_stack_config
 
 FORMATS = ("text", "json", "mermaid", "dot")
 
@@ -50,8 +50,8 @@ def write_atomically(path: str, text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kmirror.plan_render import render_dot, render_json, render_mermaid, render_text
-    from kmirror.planner import load_topology, plan_topology
+    from kmirror.estate.plan_render import render_dot, render_json, render_mermaid, render_text
+    from kmirror.estate.planner import load_topology, plan_topology
 
     topology_path, datacenter = args.topology, args.datacenter
     if args.stack:

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from kmirror.errors import Problem, ValidationError
-from kmirror.stack_config import NAMESPACE, read_stack_config
+from kmirror.stack.config import NAMESPACE, read_stack_config
 
 FIELDS = ("region", "platform", "datacenter")
 

@@ -19,7 +19,7 @@ import sys
 from typing import Any
 
 from kmirror.errors import KmirrorError
-from kmirror.flowspec import load_flow_spec
+from kmirror.flow.spec import load_flow_spec
 
 
 def register(subparsers: Any) -> None:

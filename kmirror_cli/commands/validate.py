@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kmirror.stack_config import DEFAULT_TOPOLOGY
+from kmirror.stack.config import DEFAULT_TOPOLOGY
 from kmirror_cli.commands.plan import add_topology_argument
 
 
@@ -17,7 +17,7 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kmirror.planner import load_topology, plan_topology
+    from kmirror.estate.planner import load_topology, plan_topology
 
     path = args.topology or DEFAULT_TOPOLOGY
     plan = plan_topology(load_topology(path))

@@ -35,7 +35,7 @@ log = logging.getLogger("kmirror.client_cache")
 # Longer than any trigger interval worth streaming with, short enough that a finished query's
 # clients go away soon.
 IDLE_CLOSE_S = 60.0
-# Idle pairs kept: one per copying thread of a task (spark_app.sink.COPY_THREADS_PER_TASK), with room.
+# Idle pairs kept: one per copying thread of a task (kmirror_engine.copying.task_copy.COPY_THREADS_PER_TASK), with room.
 MAX_IDLE = 4
 
 

@@ -42,8 +42,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from kmirror.errors import Problem, ValidationError
-from kmirror.flowspec import ClusterEndpoint, FlowSpec
-from kmirror.security import REDACTED, is_kmirror_property, is_sensitive, resolve_references
+from kmirror.flow.spec import ClusterEndpoint, FlowSpec
+from kmirror.security.config import REDACTED, is_kmirror_property, is_sensitive, resolve_references
 from kmirror_engine.clients.delivery import DeliveryConfirmingProducer
 
 log = logging.getLogger("kmirror.clients")
@@ -143,14 +143,17 @@ def safe_producer_config(base: Mapping[str, Any], overrides: Mapping[str, Any], 
     return {**base, **safety, **overrides}
 
 
+# Transactional producers' `transaction.timeout.ms`, set explicitly (not librdkafka's default by
+# accident): kmirror_engine/copying/exactly_once.py sizes transactions by it.
+TRANSACTION_TIMEOUT_MS = 60_000
+
+
 def producer_config(spec: FlowSpec, transactional_id: str | None = None) -> dict[str, Any]:
     """Target producer that cannot lose data; raises ValidationError for an unsafe override."""
     config = resolve_references(
         safe_producer_config(spec.target.client_config(), spec.copy.producer, source=f"flow {spec.id}")
     )
     if transactional_id is not None:
-        from kmirror_engine.copying.exactly_once import TRANSACTION_TIMEOUT_MS
-
         config["transactional.id"] = transactional_id
         # explicit, not librdkafka's default by accident: exactly_once.py sizes transactions by it
         config.setdefault("transaction.timeout.ms", TRANSACTION_TIMEOUT_MS)

@@ -21,7 +21,7 @@ import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
 
 from kmirror.errors import ConnectionFailure, KmirrorError
-from kmirror.flowspec import ClusterEndpoint, FlowSpec
+from kmirror.flow.spec import ClusterEndpoint, FlowSpec
 from kmirror_engine.clients.factory import endpoint_config, new_admin, probe_client
 
 GSSAPI_HOWTO = (

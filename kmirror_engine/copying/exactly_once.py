@@ -35,12 +35,13 @@ from typing import Any
 from confluent_kafka import KafkaException, TopicCollection, TopicPartition
 
 from kmirror.errors import KmirrorError
-from kmirror.flowspec import FlowSpec
+from kmirror.flow.spec import FlowSpec
+from kmirror_engine.clients.factory import TRANSACTION_TIMEOUT_MS
 from kmirror_engine.copying.range_copy import CopyRange, RangeCopier
 from kmirror_engine.observability.progress import PartitionProgress
+from kmirror_engine.planning.internal_names import transactional_id
 
 log = logging.getLogger("kmirror.exactly_once")
-TRANSACTION_TIMEOUT_MS = 60_000
 TRANSACTION_TIMEOUT_S = TRANSACTION_TIMEOUT_MS / 1000
 # Bytes per transaction: at 10 MB/s (a slow target) 128 MiB take ~13 s, far inside the timeout.
 MAX_TRANSACTION_BYTES = 128 * 1024 * 1024
@@ -49,20 +50,6 @@ FENCING_THREADS = 8
 
 class StaleOffsetsError(KmirrorError):
     """Committed exactly-once offsets belong to an earlier incarnation of a source topic."""
-
-
-def _slug(spec: FlowSpec) -> str:
-    return spec.id.replace("->", "-to-")
-
-
-def transactional_id(spec: FlowSpec, task_id: int) -> str:
-    """The fenced, deterministic transactional.id of a writer task."""
-    return f"kmirror-{_slug(spec)}-{task_id}"
-
-
-def offsets_group(spec: FlowSpec) -> str:
-    """The target consumer group holding the mirrored source next-offsets."""
-    return f"kmirror-eos-{_slug(spec)}"
 
 
 def fence_previous_generation(spec: FlowSpec, id_count: int, make_producer: Callable[[str], Any]) -> list[str]:

@@ -28,7 +28,7 @@ from types import ModuleType
 from typing import Any, cast
 
 from kmirror.errors import KmirrorError
-from kmirror.flowspec import FlowSpec
+from kmirror.flow.spec import FlowSpec
 from kmirror_engine.copying.range_copy import CONSUME_BATCH, DEFAULT_STALL_TIMEOUT_S, CopyError, CopyRange, _rounds
 from kmirror_engine.copying.record_limits import BATCH_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES
 from kmirror_engine.observability.progress import PartitionProgress

@@ -28,7 +28,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kmirror.flowspec import FlowSpec
+from kmirror.flow.spec import FlowSpec
 
 # A bucket holds at most this many seconds of its rate: the burst a loop may make after it idled.
 BURST_S = 0.2

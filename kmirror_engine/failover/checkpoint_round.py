@@ -16,12 +16,12 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from kmirror.errors import KmirrorError
-from kmirror.flowspec import FlowSpec
-from kmirror.replication_policy import checkpoints_topic
+from kmirror.flow.replication_policy import checkpoints_topic
+from kmirror.flow.spec import FlowSpec
 from kmirror_engine.failover.checkpoints import CHECKPOINTS_TOPIC_CONFIG, CheckpointEmitter
 from kmirror_engine.failover.failover_metrics import FailoverMetrics
 from kmirror_engine.failover.group_sync import ActiveGroupError, sync_group
-from kmirror_engine.failover.sync_writer import OffsetSyncWriter
+from kmirror_engine.failover.offset_sync_writer import OffsetSyncWriter
 
 log = logging.getLogger("kmirror.failover")
 

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from kmirror.errors import KmirrorError
-from kmirror.filters import should_replicate_topic
-from kmirror.flowspec import ClusterEndpoint, FlowSpec
-from kmirror.mm2_formats import Checkpoint, decode_checkpoint, encode_checkpoint
-from kmirror.replication_policy import checkpoints_topic
+from kmirror.flow.filters import should_replicate_topic
+from kmirror.flow.replication_policy import checkpoints_topic
+from kmirror.flow.spec import ClusterEndpoint, FlowSpec
+from kmirror.mm2.formats import Checkpoint, decode_checkpoint, encode_checkpoint
 from kmirror_engine.clients.delivery import DeliveryConfirmingProducer
 from kmirror_engine.failover.group_sync import GroupAdminError, committed_offsets, list_groups
 from kmirror_engine.failover.offset_syncs import SyncStore, read_partition0
@@ -144,7 +144,7 @@ def translate_group(spec: FlowSpec, group: str) -> list[Translation]:
     """Live translation of `group`'s committed source offsets with the flow's persisted syncs
     (what `kmirror translate` and `kmirror failover` use)."""
     from kmirror_engine.clients.factory import admin_client
-    from kmirror_engine.failover.sync_snapshots import SyncLog
+    from kmirror_engine.failover.offset_sync_snapshots import SyncLog
 
     store = SyncStore()
     SyncLog(spec.target, spec.source.alias).load(store)  # newest snapshots + the short tail after them

@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-from kmirror.flowspec import FlowSpec
+from kmirror.flow.spec import FlowSpec
 from kmirror_engine.failover.offset_syncs import SyncStore
 
 
@@ -72,7 +72,7 @@ def plan_failback(spec: FlowSpec, group: str) -> list[Homecoming]:
     """Where `group` (committed on the target) resumes on the source; reads the target only."""
     from kmirror_engine.clients.factory import admin_client
     from kmirror_engine.failover.group_sync import committed_offsets
-    from kmirror_engine.failover.sync_snapshots import SyncLog
+    from kmirror_engine.failover.offset_sync_snapshots import SyncLog
 
     store = SyncStore()
     SyncLog(spec.target, spec.source.alias).load(store)

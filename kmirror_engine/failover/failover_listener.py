@@ -33,14 +33,15 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from kmirror.errors import KmirrorError
-from kmirror.flowspec import FlowSpec
-from kmirror.replication_policy import HEARTBEATS_TOPIC, checkpoints_topic
+from kmirror.flow.replication_policy import HEARTBEATS_TOPIC, checkpoints_topic
+from kmirror.flow.spec import FlowSpec
+from kmirror_engine.clients.topic_admin import ensure_topic
 from kmirror_engine.failover.checkpoint_round import CheckpointRound
 from kmirror_engine.failover.checkpoints import CheckpointEmitter, read_checkpoints
 from kmirror_engine.failover.failover_metrics import PREFIX, FailoverMetrics, now_ms
-from kmirror_engine.failover.offset_syncs import SyncStore, ensure_topic
-from kmirror_engine.failover.sync_snapshots import SyncLog
-from kmirror_engine.failover.sync_writer import OffsetSyncWriter
+from kmirror_engine.failover.offset_sync_snapshots import SyncLog
+from kmirror_engine.failover.offset_sync_writer import OffsetSyncWriter
+from kmirror_engine.failover.offset_syncs import SyncStore
 from kmirror_engine.observability.heartbeats import HEARTBEATS_TOPIC_CONFIG, HeartbeatEmitter
 from kmirror_engine.observability.metrics import FlowMetrics
 from kmirror_engine.observability.progress import BatchProgress

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from kmirror.flowspec import FlowSpec
+from kmirror.flow.spec import FlowSpec
 from kmirror_engine.observability.metrics import FlowMetrics
 from kmirror_engine.observability.progress import BatchProgress
 from kmirror_engine.planning.offset_queries import query_offsets

@@ -14,19 +14,10 @@ from typing import Any
 
 from confluent_kafka import KafkaException, TopicPartition
 
-from kmirror.flowspec import FlowSpec
-from kmirror_engine.observability.progress import BatchProgress
+from kmirror.flow.spec import FlowSpec
+from kmirror_engine.observability.progress import BatchProgress, next_offsets
 
 log = logging.getLogger("kmirror.group_commit")
-
-
-def next_offsets(batch: BatchProgress) -> dict[tuple[str, int], int]:
-    """The resume point per source partition after `batch` (max over its ranges)."""
-    out: dict[tuple[str, int], int] = {}
-    for p in batch.partitions:
-        key = (p.source_topic, p.partition)
-        out[key] = max(out.get(key, 0), p.next_offset)
-    return out
 
 
 class GroupCommitListener:

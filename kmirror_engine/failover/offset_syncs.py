@@ -27,8 +27,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from kmirror.errors import KmirrorError
-from kmirror.flowspec import ClusterEndpoint
-from kmirror.mm2_formats import OffsetSync, decode_offset_sync, encode_offset_sync
+from kmirror.flow.spec import ClusterEndpoint
+from kmirror.mm2.formats import OffsetSync, decode_offset_sync, encode_offset_sync
+from kmirror_engine.clients.topic_admin import ensure_topic
 
 CONTINUOUS_HEADER = "kmirror.continuous"
 NEXT_OFFSET_HEADER = "kmirror.next_offset"
@@ -121,7 +122,7 @@ class SyncStore:
             self._bound(entry)
 
     def restore(self, topic: str, partition: int, state: PartitionSyncs) -> None:
-        """Replace one partition's history with a snapshot of it (`kmirror_engine.failover.sync_snapshots`)."""
+        """Replace one partition's history with a snapshot of it (`kmirror_engine.failover.offset_sync_snapshots`)."""
         self.partitions[(topic, partition)] = PartitionSyncs(list(state.syncs), state.mirrored_until)
         self._bound(self.partitions[(topic, partition)])
 
@@ -312,23 +313,6 @@ class OffsetSyncTopic:
         if self._producer is not None:
             self.flush()
             self._producer = None
-
-
-def ensure_topic(endpoint: ClusterEndpoint, topic: str, config: dict[str, str]) -> None:
-    """Create a one-partition internal topic on `endpoint` unless it exists."""
-    from confluent_kafka import KafkaError, KafkaException
-    from confluent_kafka.admin import NewTopic
-
-    from kmirror_engine.clients.factory import new_admin
-
-    admin = new_admin(endpoint, role="internal-topics-admin")
-    if topic in admin.list_topics(timeout=30).topics:
-        return
-    try:
-        admin.create_topics([NewTopic(topic, 1, -1, config=config)])[topic].result(timeout=30)
-    except KafkaException as exc:
-        if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
-            raise OffsetSyncError(f"cannot create {topic} on {endpoint.alias}: {exc}") from exc
 
 
 def read_partition0(

@@ -22,9 +22,9 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from kmirror.flowspec import ClusterEndpoint, FlowSpec
-from kmirror.mm2_formats import Checkpoint, decode_checkpoint
-from kmirror.replication_policy import checkpoints_topic
+from kmirror.flow.replication_policy import checkpoints_topic
+from kmirror.flow.spec import ClusterEndpoint, FlowSpec
+from kmirror.mm2.formats import Checkpoint, decode_checkpoint
 from kmirror_engine.failover.checkpoints import Translation
 from kmirror_engine.failover.offset_syncs import SyncStore
 
@@ -112,7 +112,7 @@ def read_checkpoints_with_time(target: ClusterEndpoint, topic: str, timeout_s: f
 
 def group_from_checkpoints(spec: FlowSpec, group: str) -> list[CheckpointedPosition]:
     """`group`'s positions on the target from its newest checkpoints (reads the target only)."""
-    from kmirror_engine.failover.sync_snapshots import SyncLog
+    from kmirror_engine.failover.offset_sync_snapshots import SyncLog
 
     store = SyncStore()
     sync_log = SyncLog(spec.target, spec.source.alias)

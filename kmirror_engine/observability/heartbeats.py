@@ -19,9 +19,9 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from kmirror.errors import KmirrorError
-from kmirror.flowspec import FlowSpec
-from kmirror.mm2_formats import Heartbeat, encode_heartbeat
-from kmirror.replication_policy import HEARTBEATS_TOPIC
+from kmirror.flow.replication_policy import HEARTBEATS_TOPIC
+from kmirror.flow.spec import FlowSpec
+from kmirror.mm2.formats import Heartbeat, encode_heartbeat
 from kmirror_engine.clients.delivery import DeliveryConfirmingProducer, DeliveryFailure
 from kmirror_engine.scheduler import PeriodicTask
 
@@ -134,6 +134,6 @@ class HeartbeatTicker:
 
 def ensure_heartbeats_topic(emitter: HeartbeatEmitter) -> None:
     """Create the target's `heartbeats` topic (one partition, compacted) unless it exists."""
-    from kmirror_engine.failover.offset_syncs import ensure_topic
+    from kmirror_engine.clients.topic_admin import ensure_topic
 
     ensure_topic(emitter.target, HEARTBEATS_TOPIC, HEARTBEATS_TOPIC_CONFIG)

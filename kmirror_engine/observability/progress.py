@@ -64,3 +64,12 @@ class BatchListener(Protocol):
     def close(self, final: bool) -> None:
         """Called once when the query stops; `final` is true after a clean `--once` run."""
         ...
+
+
+def next_offsets(batch: BatchProgress) -> dict[tuple[str, int], int]:
+    """The resume point per source partition after `batch` (max over its ranges)."""
+    out: dict[tuple[str, int], int] = {}
+    for p in batch.partitions:
+        key = (p.source_topic, p.partition)
+        out[key] = max(out.get(key, 0), p.next_offset)
+    return out

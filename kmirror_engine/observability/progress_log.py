@@ -21,9 +21,8 @@ from dataclasses import replace
 from typing import Any, TextIO
 
 from kmirror.errors import KmirrorError
-from kmirror.flowspec import FlowSpec
-from kmirror_engine.failover.group_commit import next_offsets
-from kmirror_engine.observability.progress import BatchProgress
+from kmirror.flow.spec import FlowSpec
+from kmirror_engine.observability.progress import BatchProgress, next_offsets
 
 PREFIX = "kmirror progress "
 LINE_INTERVAL_S = 1.0

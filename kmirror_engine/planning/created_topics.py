@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kmirror.errors import ConnectionFailure
-from kmirror.flowspec import ClusterEndpoint
+from kmirror.flow.spec import ClusterEndpoint
 from kmirror_engine.clients.delivery import DeliveryFailure
 
 TOPIC_CONFIG = {"cleanup.policy": "compact"}
@@ -37,7 +37,7 @@ class CreatedTopics:
         """Record `(remote topic, source topic)` pairs; raises ConnectionFailure when a record is
         not acknowledged (the caller keeps them and tries again)."""
         from kmirror_engine.clients.factory import new_delivery_producer
-        from kmirror_engine.failover.offset_syncs import ensure_topic
+        from kmirror_engine.clients.topic_admin import ensure_topic
 
         pairs = list(created)
         if not pairs:

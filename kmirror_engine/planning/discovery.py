@@ -1,6 +1,6 @@
 """Topic discovery on the driver: which source topics (and partitions) a flow mirrors now.
 
-MM2's rule (`kmirror.filters.should_replicate_topic`): a topic is mirrored when the flow
+MM2's rule (`kmirror.flow.filters.should_replicate_topic`): a topic is mirrored when the flow
 selects it (or it is a heartbeats topic), it is not internal, and it would not loop back to
 the target through the replication policy. The list is refreshed at most every
 `topic_refresh_interval_ms`, so new topics and new partitions are picked up while a stream runs.
@@ -17,9 +17,9 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from kmirror.errors import ConnectionFailure
-from kmirror.filters import NameSelection, should_replicate_topic
-from kmirror.flowspec import ClusterEndpoint
-from kmirror.replication_policy import ReplicationPolicy
+from kmirror.flow.filters import NameSelection, should_replicate_topic
+from kmirror.flow.replication_policy import ReplicationPolicy
+from kmirror.flow.spec import ClusterEndpoint
 
 log = logging.getLogger("kmirror.discovery")
 

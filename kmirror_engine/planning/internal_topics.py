@@ -24,8 +24,9 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from kmirror.errors import KmirrorError
-from kmirror.flowspec import FlowSpec
-from kmirror.replication_policy import HEARTBEATS_TOPIC, checkpoints_topic, offset_syncs_topic
+from kmirror.flow.replication_policy import HEARTBEATS_TOPIC, checkpoints_topic, offset_syncs_topic
+from kmirror.flow.spec import FlowSpec
+from kmirror_engine.planning.internal_names import offsets_group, snapshot_topic, transactional_id
 
 log = logging.getLogger("kmirror.internal_topics")
 PREFIX = "kmirror warning "
@@ -48,7 +49,6 @@ class AccessProblem:
 
 def needed_access(spec: FlowSpec) -> dict[str, tuple[str, tuple[str, ...]]]:
     """Internal topic -> (what it is for, ACL operations the mirror needs on it)."""
-    from kmirror_engine.failover.sync_snapshots import snapshot_topic
     from kmirror_engine.planning.created_topics import created_topics_topic
 
     source = spec.source.alias
@@ -109,8 +109,6 @@ def mirror_acls(spec: FlowSpec, source_topics: list[str]) -> list[AclGrant]:
         grants.append(AclGrant("target", "GROUP", f"kmirror-reader-{topic}", "LITERAL", ("Read", "Describe"),
                                f"reading {topic}"))  # fmt: skip
     if spec.exactly_once:
-        from kmirror_engine.copying.exactly_once import offsets_group, transactional_id
-
         prefix = transactional_id(spec, 0).rsplit("-", 1)[0]
         grants.append(AclGrant("target", "TRANSACTIONAL_ID", prefix, "PREFIXED", ("Write", "Describe"),
                                "exactly-once transactions"))  # fmt: skip

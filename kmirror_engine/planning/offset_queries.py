@@ -18,7 +18,7 @@ from confluent_kafka import IsolationLevel, KafkaException, TopicPartition
 from confluent_kafka.admin import OffsetSpec
 
 from kmirror.errors import ConnectionFailure
-from kmirror.flowspec import ClusterEndpoint
+from kmirror.flow.spec import ClusterEndpoint
 
 log = logging.getLogger("kmirror.offsets")
 T = TypeVar("T")

@@ -22,7 +22,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic, ResourceType
 
 from kmirror.errors import ConnectionFailure, KmirrorError
-from kmirror.flowspec import ClusterEndpoint
+from kmirror.flow.spec import ClusterEndpoint
 from kmirror_engine.planning.discovery import MirroredTopic, list_topic_partitions
 
 log = logging.getLogger("kmirror.target_topics")

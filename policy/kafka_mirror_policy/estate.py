@@ -2,8 +2,8 @@
 
 The engine runs the pack once per stack and shows it only that stack's resources, so the rule
 rebuilds the estate the way the program does: every stack config (`stacks/Pulumi.<stack>.yaml`,
-read by `kmirror.stack_config`) names its datacenter and topology file, and the planner
-(`kmirror.planner.plan_topology`, the one `kmirror plan` and the program use) says which flows
+read by `kmirror.stack.config`) names its datacenter and topology file, and the planner
+(`kmirror.estate.planner.plan_topology`, the one `kmirror plan` and the program use) says which flows
 each datacenter runs. Each app of this stack (SparkApplication or EMR step, `rules.app_flow_ids`)
 must run a flow the plan gives this stack's datacenter, and no other stack may be planned to run
 it (two stacks naming one datacenter, or two topology files placing a flow twice).
@@ -91,9 +91,9 @@ def project_dir(config: Mapping[str, Any], environ: Mapping[str, str]) -> Path:
 def load_estate(project: Path) -> Estate:
     """Plan every stack of `project/stacks` with the program's planner; raises kmirror errors
     (ValidationError naming the file and key) for a bad stack config or topology."""
-    from kafka_mirror.eks_specs import app_name
-    from kmirror.planner import load_topology, plan_topology
-    from kmirror.stack_config import NAMESPACE, available_stacks, read_stack_config
+    from kafka_mirror.eks.specs import app_name
+    from kmirror.estate.planner import load_topology, plan_topology
+    from kmirror.stack.config import NAMESPACE, available_stacks, read_stack_config
 
     stacks_dir = project.resolve() / "stacks"
     datacenters: dict[str, str] = {}

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from kmirror.deploy_layout import DIGEST_RE
+from kmirror.stack.deploy_layout import DIGEST_RE
 
 from .rules import SPARK_APPLICATION
 

@@ -5,7 +5,7 @@ Each function returns violation messages (empty when the resource or stack compl
 
 - `restart-policy-always`: every SparkApplication has `spec.restartPolicy.type: Always`
   (a mirror is a streaming job: a stopped one silently stops replicating).
-- `no-plaintext-secrets`: password-like keys (kmirror.security.is_sensitive) of a
+- `no-plaintext-secrets`: password-like keys (kmirror.security.config.is_sensitive) of a
   SparkApplication's `sparkConf` and of the flow spec (`flow.json`) in a ConfigMap (EKS) or an
   S3 object (EMR) hold a `${file:..}`/`${env:..}` reference, never the secret; messages never
   echo the value.
@@ -22,9 +22,9 @@ import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kmirror.deploy_layout import FLOW_ANNOTATION, FLOW_FILE, FLOW_VOLUME
-from kmirror.secret_refs import SECRETS_ROOT, is_reference
-from kmirror.security import is_sensitive
+from kmirror.security.config import is_sensitive
+from kmirror.security.secret_refs import SECRETS_ROOT, is_reference
+from kmirror.stack.deploy_layout import FLOW_ANNOTATION, FLOW_FILE, FLOW_VOLUME
 
 SPARK_APPLICATION = "kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
@@ -77,7 +77,7 @@ def _secret_violations(where: str, value: Any, path: str = "") -> list[str]:
 
 
 def is_emr_step(resource_type: str, props: Mapping[str, Any]) -> bool:
-    """An `EmrStep` (kafka_mirror.emr_step_provider): a dynamic resource with a cluster, name and args."""
+    """An `EmrStep` (kafka_mirror.emr.step_provider): a dynamic resource with a cluster, name and args."""
     return resource_type == DYNAMIC and all(key in props for key in EMR_STEP_KEYS)
 
 
@@ -194,9 +194,9 @@ def _stack_topology(flow_specs: list[dict[str, Any]]) -> dict[str, Any]:
 
 def identity_cycle_violations(resources: Iterable[Resource]) -> list[str]:
     """Identity-policy cycles among the flows of the stack's flow-spec ConfigMaps, as the
-    planner (`kmirror.topology.parse_topology`) reports them."""
+    planner (`kmirror.estate.topology.parse_topology`) reports them."""
     from kmirror.errors import ValidationError
-    from kmirror.topology import parse_topology
+    from kmirror.estate.topology import parse_topology
 
     specs = [s for rtype, props in resources if (s := flow_spec_of(rtype, props)) is not None and "id" in s]
     if not specs:

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from kmirror.flowspec import parse_flow_spec
-from kmirror.mm2_formats import OffsetSync, encode_offset_sync
-from kmirror.replication_policy import offset_syncs_topic
+from kmirror.flow.replication_policy import offset_syncs_topic
+from kmirror.flow.spec import parse_flow_spec
+from kmirror.mm2.formats import OffsetSync, encode_offset_sync
 from kmirror_engine.failover.failover_listener import FailoverListener
 from tests.e2e.test_failover_e2e import FOREIGN, GROUP_AT, commit, fence, mirror_pass
 from tests.kafka_helpers import TANSU_FENCES, add_fences, create_topic, produce

@@ -13,10 +13,11 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from kmirror.errors import DataLossError
-from kmirror.flowspec import FlowSpec, parse_flow_spec
-from kmirror_engine.copying.exactly_once import StaleOffsetsError, TransactionalCopier, offsets_group, transactional_id
+from kmirror.flow.spec import FlowSpec, parse_flow_spec
+from kmirror_engine.copying.exactly_once import StaleOffsetsError, TransactionalCopier
 from kmirror_engine.copying.range_copy import CONSUMER_REQUIRED, CONSUMER_TUNING, CopyRange
-from spark_app.sink import copy_task_ranges
+from kmirror_engine.copying.task_copy import copy_task_ranges
+from kmirror_engine.planning.internal_names import offsets_group, transactional_id
 from tests.brokers import IS_TANSU
 from tests.kafka_helpers import add_fences, consume_all, create_topic, produce
 
@@ -113,7 +114,7 @@ def test_exactly_once_offsets_of_a_recreated_topic_fail_instead_of_skipping_it(
 
 def test_a_deleted_topic_with_planned_offsets_fails_when_fail_on_data_loss_is_on(clusters: Any, unique: str) -> None:
     """Before: the planned range was dropped (reported on stderr) although the flag was on."""
-    from spark_app.source import RangePlanner
+    from kmirror_engine.planning.range_planner import RangePlanner
 
     doomed, kept = f"doomed-{unique}", f"kept-{unique}"
     for topic in (doomed, kept):

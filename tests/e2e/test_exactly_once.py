@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer
 
-from kmirror.flowspec import parse_flow_spec
-from kmirror_engine.copying.exactly_once import TransactionalCopier, offsets_group, resume_ranges, transactional_id
+from kmirror.flow.spec import parse_flow_spec
+from kmirror_engine.copying.exactly_once import TransactionalCopier, resume_ranges
 from kmirror_engine.copying.range_copy import CONSUMER_REQUIRED, CONSUMER_TUNING, CopyRange
-from spark_app.sink import copy_task_ranges
+from kmirror_engine.copying.task_copy import copy_task_ranges
+from kmirror_engine.planning.internal_names import offsets_group, transactional_id
 from tests.kafka_helpers import add_fences, consume_all, create_topic, produce
 
 pytestmark = pytest.mark.spark40  # also in leg 2 (pyspark 4.0.2 / Python 3.10)

@@ -18,8 +18,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from kmirror.flowspec import FlowSpec, parse_flow_spec
-from kmirror.mm2_formats import (
+from kmirror.flow.replication_policy import checkpoints_topic, offset_syncs_topic
+from kmirror.flow.spec import FlowSpec, parse_flow_spec
+from kmirror.mm2.formats import (
     Checkpoint,
     Heartbeat,
     OffsetSync,
@@ -28,7 +29,6 @@ from kmirror.mm2_formats import (
     encode_heartbeat,
     encode_offset_sync,
 )
-from kmirror.replication_policy import checkpoints_topic, offset_syncs_topic
 from kmirror_cli.cli import main
 from kmirror_cli.local_brokers import free_port
 from kmirror_engine.clients.factory import admin_client, consumer_config, producer_config

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from kmirror.flowspec import parse_flow_spec
-from kmirror.mm2_formats import Checkpoint, OffsetSync, encode_checkpoint, encode_offset_sync
-from kmirror.replication_policy import checkpoints_topic, offset_syncs_topic
+from kmirror.flow.replication_policy import checkpoints_topic, offset_syncs_topic
+from kmirror.flow.spec import parse_flow_spec
+from kmirror.mm2.formats import Checkpoint, OffsetSync, encode_checkpoint, encode_offset_sync
 from kmirror_cli.cli import main
 from kmirror_engine.clients.factory import admin_client, consumer_config, producer_config
 from kmirror_engine.copying.range_copy import CopyRange, RangeCopier

@@ -251,7 +251,7 @@ def test_topics_added_and_deleted_under_load_are_picked_up_or_reported(
 
 
 def in_process_flow(unique: str, clusters: Any, topics: list[str], tmp_path: Path, **options: Any) -> Any:
-    from kmirror.flowspec import parse_flow_spec
+    from kmirror.flow.spec import parse_flow_spec
 
     return parse_flow_spec(flow_spec(unique, clusters.source, clusters.target, topics, tmp_path, **options))
 

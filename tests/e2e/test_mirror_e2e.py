@@ -13,8 +13,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
-from kmirror.flowspec import FlowSpec, parse_flow_spec
-from kmirror.mm2_formats import (
+from kmirror.flow.replication_policy import checkpoints_topic, offset_syncs_topic
+from kmirror.flow.spec import FlowSpec, parse_flow_spec
+from kmirror.mm2.formats import (
     Checkpoint,
     Heartbeat,
     OffsetSync,
@@ -23,7 +24,6 @@ from kmirror.mm2_formats import (
     encode_heartbeat,
     encode_offset_sync,
 )
-from kmirror.replication_policy import checkpoints_topic, offset_syncs_topic
 from kmirror_engine.failover.checkpoints import read_checkpoints
 from kmirror_engine.failover.offset_syncs import read_partition0
 from kmirror_engine.planning.target_topics import configs_to_copy

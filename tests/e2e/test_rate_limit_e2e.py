@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from kmirror.flowspec import parse_flow_spec
+from kmirror.flow.spec import parse_flow_spec
 from kmirror_cli.local_brokers import free_port
 from spark_app.main import run_flow
 from tests.e2e.test_mirror_e2e import mirrored

@@ -20,13 +20,13 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from kmirror.flowspec import parse_flow_spec
-from kmirror.mm2_formats import OffsetSync, encode_offset_sync
-from kmirror.replication_policy import offset_syncs_topic
+from kmirror.flow.replication_policy import offset_syncs_topic
+from kmirror.flow.spec import parse_flow_spec
+from kmirror.mm2.formats import OffsetSync, encode_offset_sync
 from kmirror_cli.cli import main
 from kmirror_engine.failover.failover_listener import FailoverClients, FailoverListener
+from kmirror_engine.failover.offset_sync_snapshots import SyncLog
 from kmirror_engine.failover.offset_syncs import OffsetSyncTopic, SyncStore
-from kmirror_engine.failover.sync_snapshots import SyncLog
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 from tests.kafka_helpers import create_topic, produce
 

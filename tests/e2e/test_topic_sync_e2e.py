@@ -25,9 +25,9 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from kmirror.flowspec import FlowSpec, parse_flow_spec
-from kmirror_engine.planning.config_sync import ConfigSync
+from kmirror.flow.spec import FlowSpec, parse_flow_spec
 from kmirror_engine.planning.created_topics import created_topics_topic, load_created
+from kmirror_engine.topic_sync.configs import ConfigSync
 from spark_app.main import run_flow
 from tests.kafka_helpers import create_topic, produce
 
@@ -161,9 +161,7 @@ def test_read_acls_of_mirrored_topics_reach_the_remote_topics(
                                       acl(other, f"User:analytics-{unique}", AclOperation.READ)]).values():  # fmt: skip
         future.result(timeout=30)
     run_flow(sync_flow(clusters, unique, [topic], tmp_path / "cp", sync_topic_acls=True), spark=spark, once=True)
-    assert target_acls(clusters.target, unique) == {
-        (f"w{unique}.{topic}", f"User:analytics-{unique}", "READ", "ALLOW")
-    }
+    assert target_acls(clusters.target, unique) == {(f"w{unique}.{topic}", f"User:analytics-{unique}", "READ", "ALLOW")}
     # opted out per flow: nothing more copied
     for future in source.create_acls([acl(topic, f"User:late-{unique}", AclOperation.READ)]).values():
         future.result(timeout=30)

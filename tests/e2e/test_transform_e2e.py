@@ -13,9 +13,9 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from kmirror.errors import ValidationError
-from kmirror.flowspec import FlowSpec, parse_flow_spec
-from kmirror.mm2_formats import OffsetSync, encode_offset_sync
-from kmirror.replication_policy import offset_syncs_topic
+from kmirror.flow.replication_policy import offset_syncs_topic
+from kmirror.flow.spec import FlowSpec, parse_flow_spec
+from kmirror.mm2.formats import OffsetSync, encode_offset_sync
 from kmirror_engine.failover.offset_syncs import OffsetSyncTopic, SyncStore
 from spark_app.main import run_flow
 from tests.e2e.test_mirror_e2e import mirrored

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import yaml
 
-from kmirror.planner import plan_topology
-from kmirror.topology import parse_topology
+from kmirror.estate.planner import plan_topology
+from kmirror.estate.topology import parse_topology
 from kmirror_cli.cli import main
 
 # apache/kafka config/connect-mirror-maker.properties (trunk), its comments left out: every

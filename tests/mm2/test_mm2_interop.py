@@ -161,7 +161,7 @@ def test_remote_cluster_utils_reads_our_checkpoints(mm2_run):
     (kmirror_engine/failover/checkpoints.py uses encode_checkpoint) are read by MM2's Java client."""
     from confluent_kafka import Producer
 
-    from kmirror.mm2_formats import Checkpoint, encode_checkpoint
+    from kmirror.mm2.formats import Checkpoint, encode_checkpoint
 
     producer = Producer({"bootstrap.servers": mm2_run["target"]})
     for partition, (up, down) in {0: (310, 111), 1: (430, 222)}.items():

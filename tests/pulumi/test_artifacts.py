@@ -89,7 +89,7 @@ def test_sync_rejects_a_manifest_line_that_escapes_the_root(tmp_path: Path) -> N
 
 
 def test_bootstrap_script_is_valid_bash_and_checks_its_arguments() -> None:
-    from kafka_mirror.emr_specs import EmrSettings, bootstrap_args
+    from kafka_mirror.emr.specs import EmrSettings, bootstrap_args
 
     script = ROOT / "scripts" / "emr-bootstrap.sh"
     assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
@@ -106,7 +106,7 @@ def test_bootstrap_script_is_valid_bash_and_checks_its_arguments() -> None:
     flags = [a for a in bootstrap_args(EmrSettings(bucket="b"), gssapi=True) if a.startswith("--")]
     assert flags == ["--wheelhouse", "--secrets", "--sync", "--region", "--gssapi"]
     for flag in flags:
-        assert f"{flag})" in text  # every argument kafka_mirror.emr_specs.bootstrap_args passes is handled
+        assert f"{flag})" in text  # every argument kafka_mirror.emr.specs.bootstrap_args passes is handled
     # Nodes install without an index and download nothing from PyPI or GitHub.
     assert "--no-index" in text and "--require-hashes" in text
     assert not re.search(r"https?://|curl |pip\S* install (?!.*--no-index)", text)

@@ -8,7 +8,7 @@ import json
 import jsonschema
 import pytest
 
-from kafka_mirror.eks_specs import (
+from kafka_mirror.eks.specs import (
     EksSettings,
     SecretMount,
     app_name,
@@ -24,7 +24,7 @@ from kafka_mirror.eks_specs import (
     spark_application_manifest,
     with_metrics_port,
 )
-from kafka_mirror.emr_specs import (
+from kafka_mirror.emr.specs import (
     EMR_PYTHON_VERSION,
     HADOOP_PORTS,
     EmrSettings,

@@ -17,7 +17,7 @@ from moto.core.responses import ActionResult
 from moto.emr.responses import ElasticMapReduceResponse
 
 from kafka_mirror.aws_session import aws_settings
-from kafka_mirror.emr_step_provider import REPLACE_KEYS, UPDATE_KEYS, EmrStepProvider, StepStillRunning, step_state
+from kafka_mirror.emr.step_provider import REPLACE_KEYS, UPDATE_KEYS, EmrStepProvider, StepStillRunning, step_state
 from kmirror.errors import ValidationError
 from tests.pulumi.moto_support import moto_server, set_step_state
 
@@ -127,7 +127,7 @@ def test_the_provider_survives_pulumis_serialisation_in_a_fresh_interpreter(tmp_
     )
     out = subprocess.run([sys.executable, "-c", code, blob], cwd=tmp_path, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["kafka_mirror.emr_step_provider", "EmrStepProvider", "True", "True"]
+    assert out.stdout.split() == ["kafka_mirror.emr.step_provider", "EmrStepProvider", "True", "True"]
 
 
 def test_delete_waits_until_the_cancelled_step_stopped_before_the_replacement_starts(

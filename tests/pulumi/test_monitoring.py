@@ -6,8 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from kafka_mirror.eks_specs import EksSettings
-from kafka_mirror.monitoring import (
+from kafka_mirror.eks.monitoring import (
     PANELS,
     STRIMZI_MM2_COVERAGE,
     alert_rules,
@@ -16,6 +15,7 @@ from kafka_mirror.monitoring import (
     pod_monitor,
     prometheus_rule,
 )
+from kafka_mirror.eks.specs import EksSettings
 from kmirror_engine.observability.metrics import FlowMetrics
 from tests.pulumi.sparkapp_schema import validate_k8s
 

@@ -137,7 +137,12 @@ def test_the_wheel_carries_what_a_deploy_needs(wheel: Path) -> None:
     for f in ("kmirror_main.py", "emr-bootstrap.sh", "app-requirements.txt", "kmirror-sync-secrets.py"):
         assert f"kafka_mirror/deploy/{f}" in names
         assert zipfile.ZipFile(wheel).read(f"kafka_mirror/deploy/{f}") == (ROOT / "scripts" / f).read_bytes()
-    assert {"kafka_mirror/__init__.py", "kafka_mirror/provider.py", "kmirror/planner.py", "spark_app/main.py"} <= names
+    assert {
+        "kafka_mirror/__init__.py",
+        "kafka_mirror/provider.py",
+        "kmirror/estate/planner.py",
+        "spark_app/main.py",
+    } <= names
     assert not any(n.startswith("components/") for n in names)
 
 

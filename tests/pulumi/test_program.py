@@ -17,9 +17,9 @@ import pytest
 import yaml
 
 from kafka_mirror.bundle import build_bundle
-from kafka_mirror.eks_specs import app_name
-from kmirror.flowspec import parse_flow_spec
-from kmirror.planner import load_topology, plan_topology
+from kafka_mirror.eks.specs import app_name
+from kmirror.estate.planner import load_topology, plan_topology
+from kmirror.flow.spec import parse_flow_spec
 from tests.pulumi.harness import ROOT, SECRET_VALUES, Run, is_secret, run_program, stack_config, unwrap
 from tests.pulumi.sparkapp_schema import validate_k8s, validate_spark_application
 
@@ -480,7 +480,7 @@ def test_a_gssapi_stack_refuses_pypis_confluent_kafka_wheel(tmp_path: Path) -> N
 
 
 def test_the_spark_operator_default_is_the_spark_4_release_and_stacks_do_not_override_it() -> None:
-    from kafka_mirror.eks_spark_platform import SPARK_OPERATOR_CHART_VERSION
+    from kafka_mirror.eks.spark_platform import SPARK_OPERATOR_CHART_VERSION
 
     assert SPARK_OPERATOR_CHART_VERSION == "2.5.2"
     for stack in ("east", "west", "local"):

@@ -11,11 +11,11 @@ import pytest
 import yaml
 
 from kafka_mirror.bundle import build_bundle
-from kafka_mirror.secret_wiring import flow_secrets
+from kafka_mirror.secrets.wiring import flow_secrets
 from kmirror.errors import ValidationError
-from kmirror.secret_refs import Materialisation
-from kmirror.stack_config import parse_stack_config, read_stack_config
-from kmirror.stack_models import EksSparkConfig, EmrSparkConfig
+from kmirror.security.secret_refs import Materialisation
+from kmirror.stack.config import parse_stack_config, read_stack_config
+from kmirror.stack.models import EksSparkConfig, EmrSparkConfig
 
 ROOT = Path(__file__).resolve().parents[2]
 EKS = {"platform": "eks", "image": f"img:1@sha256:{'0' * 64}", "checkpoint_root": "s3a://b/c",
@@ -204,12 +204,12 @@ def test_bundle_is_deterministic_and_self_contained(tmp_path: Path) -> None:
     second, sha2 = build_bundle(ROOT, tmp_path / "b")
     assert sha == sha2 and first.read_bytes() == second.read_bytes()
     names = zipfile.ZipFile(first).namelist()
-    assert "spark_app/main.py" in names and "kmirror/flowspec.py" in names
+    assert "spark_app/main.py" in names and "kmirror/flow/spec.py" in names
     assert not any("__pycache__" in n or n.startswith(("components/", "kafka_mirror/")) for n in names)
     # spark-submit --py-files puts the zip on sys.path: the entry script must import from it alone
     # (-I: no site-packages, no cwd; the imports below need only the standard library).
     code = (
-        f"import sys; sys.path.insert(0, {str(first)!r}); import spark_app.main, kmirror.flowspec; "
+        f"import sys; sys.path.insert(0, {str(first)!r}); import spark_app.main, kmirror.flow.spec; "
         "print(spark_app.main.__file__)"
     )
     out = subprocess.run([sys.executable, "-I", "-c", code], capture_output=True, text=True, check=False)

@@ -1,4 +1,4 @@
-"""The EMR nodes' wheelhouse (kafka_mirror.wheelhouse): what pip is asked for, the hash lock, the
+"""The EMR nodes' wheelhouse (kafka_mirror.emr.wheelhouse): what pip is asked for, the hash lock, the
 GSSAPI wheel, reuse of an unchanged build; and, against PyPI, that the app's requirements resolve
 to wheels for the nodes' Python and Amazon Linux 2023 on both architectures."""
 
@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from kafka_mirror.emr_specs import AL2023_GLIBC_MINOR, EMR_PYTHON_VERSION, NODE_EXTRA_REQUIREMENTS
-from kafka_mirror.wheelhouse import (
+from kafka_mirror.emr.specs import AL2023_GLIBC_MINOR, EMR_PYTHON_VERSION, NODE_EXTRA_REQUIREMENTS
+from kafka_mirror.emr.wheelhouse import (
     LOCK_FILE,
     WheelhouseError,
     build_wheelhouse,

@@ -1,6 +1,6 @@
 """Test-only: a real MIT KDC (Debian krb5-kdc) on 127.0.0.1 with its database in a temp dir.
 
-krb5.conf comes from kmirror.kerberos.render_krb5_conf, the file the app would render from the
+krb5.conf comes from kmirror.security.kerberos.render_krb5_conf, the file the app would render from the
 topology's realm + kdcs; the KDC's own kdc.conf lives next to it (KRB5_KDC_PROFILE).
 """
 
@@ -12,7 +12,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from kmirror.kerberos import write_krb5_conf
+from kmirror.security.kerberos import write_krb5_conf
 from kmirror_cli.local_brokers import free_port, stop_process, wait_for_port
 
 REALM = "KMIRROR.TEST"

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from kmirror.errors import KmirrorError
-from kmirror.kerberos import jaas_kafka_client, jvm_options, render_krb5_conf
-from kmirror.security import client_config, security_problems
+from kmirror.security.config import client_config, security_problems
+from kmirror.security.kerberos import jaas_kafka_client, jvm_options, render_krb5_conf
 from kmirror_cli.local_brokers import free_port
 from kmirror_engine.clients.security_check import check_client_support
 from tests.security.kdc_support import REALM, LocalKdc
@@ -37,8 +37,8 @@ PRINCIPAL = f"mirrormaker/localhost@{REALM}"
 
 
 def _keytab_cli(kdc: LocalKdc, principal: str, path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    """The project's tooling: `python -m kmirror.kerberos keytab PRINCIPAL PATH` on the KDC host."""
-    return subprocess.run([sys.executable, "-m", "kmirror.kerberos", "keytab", principal, str(path), *extra],
+    """The project's tooling: `python -m kmirror.security.kerberos keytab PRINCIPAL PATH` on the KDC host."""
+    return subprocess.run([sys.executable, "-m", "kmirror.security.kerberos", "keytab", principal, str(path), *extra],
                           env=kdc.env, capture_output=True, text=True, timeout=60)  # fmt: skip
 
 
@@ -123,14 +123,16 @@ def test_keytab_cli_reports_kadmin_failures_in_one_line(kdc: LocalKdc, tmp_path:
     done = _keytab_cli(kdc, principal, tmp_path / "missing-dir" / "x.keytab")
     assert (done.returncode, done.stdout) == (1, "")
     assert done.stderr == (
-        f"kmirror.kerberos keytab: kadmin.local -q 'ktadd -k {tmp_path}/missing-dir/x.keytab {principal}' failed "
+        "kmirror.security.kerberos keytab: "
+        f"kadmin.local -q 'ktadd -k {tmp_path}/missing-dir/x.keytab {principal}' failed "
         f"(exit 0): kadmin.local: Key table file '{tmp_path}/missing-dir/x.keytab' not found while adding key to "
         "keytab\n"
     )
     spaced = _keytab_cli(kdc, "mirror maker@KMIRROR.TEST", tmp_path / "y.keytab")
     assert spaced.returncode == 1
     assert spaced.stderr == (
-        "kmirror.kerberos keytab: principal 'mirror maker@KMIRROR.TEST' is not allowed: use a principal such as "
+        "kmirror.security.kerberos keytab: principal 'mirror maker@KMIRROR.TEST' is not allowed: "
+        "use a principal such as "
         "mirrormaker/host.example.com@EXAMPLE.COM (letters, digits, . _ -, one / and one @)\n"
     )
     assert not (tmp_path / "y.keytab").exists()
@@ -138,7 +140,7 @@ def test_keytab_cli_reports_kadmin_failures_in_one_line(kdc: LocalKdc, tmp_path:
 
 def test_krb5_conf_cli_renders_the_file_the_app_renders(tmp_path: Path) -> None:
     out = tmp_path / "krb5.conf"
-    done = subprocess.run([sys.executable, "-m", "kmirror.kerberos", "krb5-conf", "--realm", "DC.EXAMPLE.COM",
+    done = subprocess.run([sys.executable, "-m", "kmirror.security.kerberos", "krb5-conf", "--realm", "DC.EXAMPLE.COM",
                            "--kdc", "kdc1.dc.example.com", "--kdc", "kdc2.dc.example.com:750", "--output", str(out)],
                           capture_output=True, text=True, timeout=60)  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -165,7 +167,7 @@ def test_a_jvm_client_logs_in_with_the_rendered_jaas_section_and_krb5_conf(
     kdc: LocalKdc, keytab: Path, tmp_path: Path
 ) -> None:
     """What a JVM MirrorMaker / Kafka CLI tool does with the rendered JAAS section + `jvm_options`."""
-    rendered = subprocess.run([sys.executable, "-m", "kmirror.kerberos", "jaas", PRINCIPAL, str(keytab)],
+    rendered = subprocess.run([sys.executable, "-m", "kmirror.security.kerberos", "jaas", PRINCIPAL, str(keytab)],
                               capture_output=True, text=True, timeout=60, check=True).stdout  # fmt: skip
     assert rendered == jaas_kafka_client(PRINCIPAL, str(keytab))
     jaas = tmp_path / "kafka_client_jaas.conf"
@@ -180,7 +182,7 @@ def test_a_jvm_client_logs_in_with_the_rendered_jaas_section_and_krb5_conf(
 GSSAPI_CLIENT = """
 import json, sys
 import confluent_kafka
-from kmirror.security import client_config, resolve_references
+from kmirror.security.config import client_config, resolve_references
 from kmirror_engine.clients.security_check import check_client_support
 security, bootstrap = json.loads(sys.argv[1]), sys.argv[2]
 config = client_config(security)
@@ -322,7 +324,7 @@ def test_the_app_refuses_to_start_without_gssapi_and_says_how_to_get_it(
 GSSAPI_ROUND_TRIP = """
 import json, sys
 import confluent_kafka
-from kmirror.security import client_config, resolve_references
+from kmirror.security.config import client_config, resolve_references
 security, bootstrap, topic = json.loads(sys.argv[1]), sys.argv[2], sys.argv[3]
 resolved = resolve_references(client_config(security))
 producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "acks": "all", **resolved})
@@ -384,7 +386,7 @@ def test_a_kerberized_produce_and_consume_through_an_apache_kafka_gssapi_listene
 
 GSSAPI_MIRROR = """
 import json, sys
-from kmirror.flowspec import parse_flow_spec
+from kmirror.flow.spec import parse_flow_spec
 from kmirror_engine.clients.factory import admin_client, consumer_config, new_consumer, new_producer, producer_config
 from kmirror_engine.copying.range_copy import CONSUMER_REQUIRED, CopyRange, RangeCopier
 from kmirror_engine.planning.discovery import MirroredTopic
@@ -419,8 +421,8 @@ def test_a_mirror_through_a_gssapi_listener_with_only_the_rendered_acls(
         ResourceType,
     )
 
-    from kmirror.flowspec import parse_flow_spec
-    from kmirror.security import client_config
+    from kmirror.flow.spec import parse_flow_spec
+    from kmirror.security.config import client_config
     from kmirror_cli.local_kafka import KafkaBroker, Listener
     from kmirror_engine.planning.internal_topics import mirror_acls
     from tests.brokers import IS_TANSU, KAFKA_LINE

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from kmirror.errors import KmirrorError, ValidationError
-from kmirror.flowspec import parse_flow_spec
-from kmirror.kerberos import create_keytab, jaas_kafka_client, render_krb5_conf
-from kmirror.planner import parse_topology
-from kmirror.security import KINIT_CMD, resolve_references
+from kmirror.estate.planner import parse_topology
+from kmirror.flow.spec import parse_flow_spec
+from kmirror.security.config import KINIT_CMD, resolve_references
+from kmirror.security.kerberos import create_keytab, jaas_kafka_client, render_krb5_conf
 
 PRINCIPAL = (
     "must be a principal such as mirrormaker/host.example.com@EXAMPLE.COM (letters, digits, . _ -, one / and one @)"

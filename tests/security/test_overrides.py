@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from kmirror.errors import KmirrorError, ValidationError
-from kmirror.flowspec import parse_flow_spec
-from kmirror.planner import flow_spec_for, parse_topology, plan_topology
-from kmirror.security import KINIT_CMD, resolve_references
+from kmirror.estate.planner import flow_spec_for, parse_topology, plan_topology
+from kmirror.flow.spec import parse_flow_spec
+from kmirror.security.config import KINIT_CMD, resolve_references
 from kmirror_cli.cli import main
 
 SECRET = "hunter2-do-not-print"

@@ -30,17 +30,17 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from kmirror.flowspec import FlowSpec, parse_flow_spec
-from kmirror.replication_policy import HEARTBEATS_TOPIC, checkpoints_topic
-from kmirror.security import client_config, security_problems
+from kmirror.flow.replication_policy import HEARTBEATS_TOPIC, checkpoints_topic
+from kmirror.flow.spec import FlowSpec, parse_flow_spec
+from kmirror.security.config import client_config, security_problems
 from kmirror_cli.local_kafka import KafkaBroker, Listener
 from kmirror_engine.clients.factory import admin_client
 from kmirror_engine.clients.security_check import check_connection
 from kmirror_engine.copying.range_copy import CopyRange
+from kmirror_engine.copying.task_copy import copy_task_ranges
 from kmirror_engine.planning.discovery import MirroredTopic
 from kmirror_engine.planning.internal_topics import check_internal_topic_access, mirror_acls, needed_access
 from kmirror_engine.planning.target_topics import TargetTopics
-from spark_app.sink import copy_task_ranges
 from tests.brokers import IS_TANSU, KAFKA_LINE
 from tests.kafka_helpers import create_topic, produce
 from tests.security.tls_support import Issued, TestCa
@@ -105,8 +105,11 @@ def mechanism_security(mechanism: str, directory: Path, ca: TestCa) -> dict[str,
         security: dict[str, Any] = {"protocol": "SSL", "tls": tls}
     else:
         password = {"file": str(directory / "scram-password")}
-        security = {"protocol": "SASL_SSL", "tls": tls,
-                    "scram": {"mechanism": "SCRAM-SHA-512", "username": "mirror", "password": password}}
+        security = {
+            "protocol": "SASL_SSL",
+            "tls": tls,
+            "scram": {"mechanism": "SCRAM-SHA-512", "username": "mirror", "password": password},
+        }
     assert security_problems(security, "clusters.test.security") == []
     return security
 
@@ -179,7 +182,8 @@ def test_the_listed_acls_are_enough_to_mirror_through_the_brokers_own_listeners(
         assert check_internal_topic_access(spec, AdminClient(_admin_config(spec))) == []
         # as the driver does: the remote topic created with the source's partitions and configs
         TargetTopics(admin_client(spec.source), admin_client(spec.target), spec.target).ensure(
-            {topic: MirroredTopic(topic, 2, f"west.{topic}")})
+            {topic: MirroredTopic(topic, 2, f"west.{topic}")}
+        )
         progress = copy_task_ranges(spec, [CopyRange(topic, p, 0, 100, f"west.{topic}") for p in (0, 1)], 0)
         assert sorted(p.records for p in progress) == [100, 100]
         assert _count(east.broker.bootstrap_servers, f"west.{topic}", 2) == 200
@@ -189,7 +193,7 @@ def test_the_listed_acls_are_enough_to_mirror_through_the_brokers_own_listeners(
 
 
 def _admin_config(spec: FlowSpec) -> dict[str, Any]:
-    from kmirror.security import resolve_references
+    from kmirror.security.config import resolve_references
 
     return {"bootstrap.servers": spec.target.bootstrap_servers, **resolve_references(dict(spec.target.config))}
 
@@ -276,8 +280,8 @@ def test_the_listed_acls_are_enough_for_heartbeats_the_created_topics_registry_a
     registry and reads it back, and config sync copies a dynamic topic config it then changes."""
     from kmirror_engine.clients.factory import new_producer, producer_config
     from kmirror_engine.observability.heartbeats import HeartbeatEmitter, ensure_heartbeats_topic
-    from kmirror_engine.planning.config_sync import ConfigSync
     from kmirror_engine.planning.created_topics import CreatedTopics
+    from kmirror_engine.topic_sync.configs import ConfigSync
 
     west, east, directory = secure
     topic = f"sec-side-work-{mechanism}-{unique}"

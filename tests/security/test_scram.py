@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from kmirror.errors import ConnectionFailure
-from kmirror.flowspec import ClusterEndpoint
-from kmirror.security import client_config, security_problems
+from kmirror.flow.spec import ClusterEndpoint
+from kmirror.security.config import client_config, security_problems
 from kmirror_cli.local_brokers import LocalBroker, free_port, tansu_binary, wait_for_port
 from kmirror_engine.clients.security_check import check_connection
 from tests.security.tls_support import Stunnel, TestCa

@@ -68,7 +68,7 @@ def _resolve(output: pulumi.Output[Any]) -> tuple[Any, bool]:
 
 @pulumi.runtime.test
 def test_scram_secret_on_kubernetes_keeps_the_password_secret(mocks: RecordingMocks) -> Any:
-    from kafka_mirror.scram_secret import ScramSecret, ScramSecretArgs
+    from kafka_mirror.secrets.scram import ScramSecret, ScramSecretArgs
 
     scram = ScramSecret("east-scram", ScramSecretArgs(username="mirrormaker", password=pulumi.Output.secret(PASSWORD)))
 
@@ -93,8 +93,8 @@ def test_scram_secret_on_kubernetes_keeps_the_password_secret(mocks: RecordingMo
 
 @pulumi.runtime.test
 def test_component_outputs_are_names_never_values(mocks: RecordingMocks) -> Any:
-    from kafka_mirror.kerberos_secret import KerberosSecret, KerberosSecretArgs
-    from kafka_mirror.tls_secret import TlsSecret, TlsSecretArgs
+    from kafka_mirror.secrets.kerberos import KerberosSecret, KerberosSecretArgs
+    from kafka_mirror.secrets.tls import TlsSecret, TlsSecretArgs
 
     krb = KerberosSecret("dc-old-kerberos", KerberosSecretArgs(
         principal="mirrormaker/mm.example.com@EXAMPLE.COM", keytab_b64=pulumi.Output.secret(KEYTAB_B64),
@@ -120,8 +120,8 @@ def test_component_outputs_are_names_never_values(mocks: RecordingMocks) -> Any:
 
 @pulumi.runtime.test
 def test_scram_secret_on_aws_goes_to_secrets_manager_as_a_secret(mocks: RecordingMocks) -> Any:
-    from kafka_mirror.scram_secret import ScramSecret, ScramSecretArgs
-    from kafka_mirror.secret_store import SecretStoreArgs
+    from kafka_mirror.secrets.scram import ScramSecret, ScramSecretArgs
+    from kafka_mirror.secrets.store import SecretStoreArgs
 
     scram = ScramSecret("west-scram", ScramSecretArgs(username="mm", password=pulumi.Output.secret(PASSWORD),
                                                       store=SecretStoreArgs(target="aws")))  # fmt: skip
@@ -143,7 +143,7 @@ def test_scram_secret_on_aws_goes_to_secrets_manager_as_a_secret(mocks: Recordin
 
 
 def test_secret_values_stay_marked_secret(mocks: RecordingMocks) -> None:
-    from kafka_mirror.test_ca import TestCertificateAuthority, TestCertificateAuthorityArgs
+    from kafka_mirror.secrets.certificate_authority import TestCertificateAuthority, TestCertificateAuthorityArgs
 
     ca = TestCertificateAuthority("demo-ca", TestCertificateAuthorityArgs())
     key, key_secret = _resolve(ca.client_key_pem)

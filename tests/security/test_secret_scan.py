@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from kmirror.flowspec import parse_flow_spec
-from kmirror.planner import flow_spec_for, load_topology, plan_topology
-from kmirror.security import redact
+from kmirror.estate.planner import flow_spec_for, load_topology, plan_topology
+from kmirror.flow.spec import parse_flow_spec
+from kmirror.security.config import redact
 
 pytestmark = pytest.mark.security
 SCRAM_SECRET = "scram-scan-secret-Q1w2E3r4"

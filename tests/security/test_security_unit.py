@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kmirror.acls import AclSide, kafka_principal, mirror_acl_commands
 from kmirror.errors import KmirrorError
-from kmirror.kerberos import jaas_kafka_client, jvm_options, render_krb5_conf
-from kmirror.secret_refs import materialisation
-from kmirror.security import client_config, redact, resolve_references, security_problems
+from kmirror.security.acls import AclSide, kafka_principal, mirror_acl_commands
+from kmirror.security.config import client_config, redact, resolve_references, security_problems
+from kmirror.security.kerberos import jaas_kafka_client, jvm_options, render_krb5_conf
+from kmirror.security.secret_refs import materialisation
 
 PATH = "clusters.east-1.security"
 

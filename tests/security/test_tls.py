@@ -24,13 +24,13 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
 
 from kmirror.errors import ConnectionFailure, KmirrorError
-from kmirror.flowspec import ClusterEndpoint, FlowSpec, parse_flow_spec
-from kmirror.security import client_config, redact, resolve_references, security_problems
+from kmirror.flow.spec import ClusterEndpoint, FlowSpec, parse_flow_spec
+from kmirror.security.config import client_config, redact, resolve_references, security_problems
 from kmirror_cli.local_brokers import LocalBroker, free_port
 from kmirror_engine.clients.factory import producer_config
 from kmirror_engine.clients.security_check import check_connection, check_flow_security
 from kmirror_engine.copying.range_copy import CopyRange
-from spark_app.sink import copy_task_ranges
+from kmirror_engine.copying.task_copy import copy_task_ranges
 from tests.security.tls_support import Issued, Stunnel, TestCa
 
 pytestmark = pytest.mark.security

@@ -1,0 +1,338 @@
+"""EksSparkPlatform: where a datacenter's SparkApplications run on Kubernetes (EKS).
+
+Children: optionally the EKS cluster itself (`kafka_mirror.eks.cluster`), the apps' namespace,
+their service account (with an optional IRSA role annotation), the driver's Role/RoleBinding,
+the Kubeflow Spark Operator from its Helm chart (optional: an existing operator), an optional
+checkpoint PersistentVolumeClaim, and the stack's secrets as Kubernetes Secrets.
+
+`deployment_target` is what a MirrorDeployment needs from the platform (its `eks` argument): plain
+data, so it crosses language boundaries, and an output that depends on everything apps need first.
+(No `from __future__ import annotations`: Pulumi's component analyzer reads these annotations.)
+"""
+
+from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any, TypedDict, cast
+
+import pulumi
+import pulumi_kubernetes as k8s
+from typing_extensions import NotRequired
+
+from kafka_mirror.eks.cluster import EksClusterSettings, create_eks_cluster
+from kafka_mirror.eks.monitoring import dashboard_config_map, prometheus_rule
+from kafka_mirror.eks.specs import (
+    PART_OF,
+    EksSettings,
+    driver_role_binding_manifest,
+    driver_role_manifest,
+    namespace_manifest,
+    operator_values,
+    service_account_manifest,
+)
+from kafka_mirror.secrets.stack import MadeSecret, StackSecrets, create_stack_secrets
+from kmirror.stack.models import OPERATOR_NAMESPACE, OPERATOR_REPLICAS, OPERATOR_REPOSITORY, PVC_NAME, PVC_SIZE
+
+TOKEN = "kafka-mirror:index:EksSparkPlatform"
+# The one place the operator's version is pinned (stack config cannot override it; the CRD schema
+# the tests validate against, tests/pulumi/data/, is this release's).
+# The Kubeflow Spark Operator release whose controller image submits with Spark 4: chart 2.5.2
+# (appVersion 2.5.2) builds its image FROM apache/spark:4.0.4 (its Dockerfile's SPARK_IMAGE);
+# charts up to 2.2.x carried Spark 3.5's spark-submit. The app image must run Spark 4.0.x.
+SPARK_OPERATOR_CHART_VERSION = "2.5.2"
+DEFAULT_PVC_NAME = PVC_NAME
+DEFAULT_PVC_SIZE = PVC_SIZE
+
+
+class OperatorArgs(TypedDict):
+    """The Kubeflow Spark Operator (Helm chart) the SparkApplications need."""
+
+    install: NotRequired[bool]
+    """Install the chart (default true); false: an operator watching the namespace already runs."""
+    namespace: NotRequired[str]
+    """The operator's namespace (default `spark-operator`)."""
+    repository: NotRequired[str]
+    """The chart repository (default `https://kubeflow.github.io/spark-operator`)."""
+    replicas: NotRequired[int]
+    """Controller and webhook replicas (default 2: highly available, with PodDisruptionBudgets)."""
+
+
+class CheckpointPvcArgs(TypedDict):
+    """A PersistentVolumeClaim mounted at /var/lib/kmirror/checkpoints (when checkpoints are not on S3)."""
+
+    name: NotRequired[str]
+    """The claim's name (default `kmirror-checkpoints`)."""
+    size: NotRequired[str]
+    """The requested storage (default `10Gi`)."""
+    storage_class: NotRequired[str]
+    """A ReadWriteMany storage class (e.g. EFS's `efs-sc`): the driver and executors of every flow mount it."""
+    access_mode: NotRequired[str]
+    """Must be `ReadWriteMany` (the default); ReadWriteOnce volumes fail with Multi-Attach errors."""
+
+
+class EksClusterArgs(TypedDict):
+    """An EKS cluster (with a managed node group) created for the mirror."""
+
+    subnet_ids: pulumi.Input[list[str]]
+    """The (private) subnets of the cluster and its nodes."""
+    vpc_id: pulumi.Input[str]
+    """The VPC of the subnets."""
+    endpoint_public_access: NotRequired[bool]
+    """A public API endpoint (default false: private only)."""
+    public_access_cidrs: NotRequired[list[str]]
+    """Who may reach a public endpoint."""
+    kms_key_arn: NotRequired[str]
+    """KMS key of the secrets envelope encryption (default: a key created with rotation)."""
+    log_types: NotRequired[list[str]]
+    """Control-plane log types (default: all five)."""
+    name: NotRequired[str]
+    """The cluster's name (default: generated)."""
+    version: NotRequired[str]
+    """The Kubernetes version (default `1.33`)."""
+    instance_type: NotRequired[str]
+    """The nodes' instance type (default `m7i.xlarge`)."""
+    nodes: NotRequired[int]
+    """The node group's desired size (default 3)."""
+    tags: NotRequired[dict[str, str]]
+    """Tags of the AWS resources (default `part-of: kafka-mirror`)."""
+
+
+class MonitoringArgs(TypedDict):
+    """Monitoring objects of the kube-prometheus-stack (its CRDs must be installed)."""
+
+    pod_monitor: NotRequired[bool]
+    """A PodMonitor per app's driver."""
+    prometheus_rule: NotRequired[bool]
+    """The mirror's PrometheusRule alerts."""
+    dashboard: NotRequired[bool]
+    """The Grafana dashboard as a ConfigMap (label `grafana_dashboard: "1"`)."""
+    labels: NotRequired[dict[str, str]]
+    """Labels the Prometheus operator selects PodMonitors and rules by (e.g. `release: kube-prometheus-stack`)."""
+
+
+class EksSparkPlatformArgs(TypedDict):
+    """Arguments of EksSparkPlatform (every one optional)."""
+
+    namespace: NotRequired[str]
+    """The apps' namespace (default `kafka-mirror`), created here."""
+    image: NotRequired[pulumi.Input[str]]
+    """The app image (the repository's Dockerfile: Spark 4.0 with the app); may be an output (e.g. an ECR URL)."""
+    image_pull_policy: NotRequired[str]
+    """The image pull policy (default `IfNotPresent`)."""
+    service_account: NotRequired[str]
+    """The drivers' service account (default `kafka-mirror`), created here."""
+    irsa_role_arn: NotRequired[pulumi.Input[str]]
+    """An IAM role the service account assumes (IRSA), e.g. for S3 checkpoints."""
+    spark_version: NotRequired[str]
+    """The image's Spark version (default `4.0.2`)."""
+    metrics_port: NotRequired[int]
+    """The drivers' Prometheus port (default 9404)."""
+    spark_conf: NotRequired[dict[str, str]]
+    """Spark properties every app gets."""
+    spark_defaults: NotRequired[dict[str, Any]]
+    """Flow-level Spark resources (executors, executor_memory, ...) a flow does not set itself."""
+    operator: NotRequired[OperatorArgs]
+    """The Spark operator to install (default: install chart 2.5.2 in `spark-operator`)."""
+    cluster: NotRequired[EksClusterArgs]
+    """Create an EKS cluster for the mirror with pulumi-eks (default: `kubeconfig`, else the program's provider)."""
+    kubeconfig: NotRequired[pulumi.Input[str]]
+    """An existing cluster's kubeconfig (keep it a secret); a provider is made from it."""
+    kubeconfig_context: NotRequired[str]
+    """The context of `kubeconfig` to use."""
+    checkpoint_pvc: NotRequired[CheckpointPvcArgs]
+    """A ReadWriteMany PersistentVolumeClaim for checkpoints (default: none; checkpoints on S3)."""
+    monitoring: NotRequired[MonitoringArgs]
+    """PodMonitors, PrometheusRule alerts and the Grafana dashboard (kube-prometheus-stack)."""
+    priority_class_name: NotRequired[str]
+    """The drivers' and executors' PriorityClass."""
+    node_selector: NotRequired[dict[str, str]]
+    """Node labels the apps' pods require."""
+    tolerations: NotRequired[list[dict[str, str]]]
+    """Taints the apps' pods tolerate (`{key, operator, value, effect}`)."""
+    read_only_root_filesystem: NotRequired[bool]
+    """Run the Spark containers with a read-only root file system (default true; /tmp and Spark's work dir are
+    emptyDirs)."""
+
+
+class EksSparkPlatform(pulumi.ComponentResource):
+    """Where a datacenter's mirror apps run on Kubernetes: namespace, service account and driver RBAC, the Spark
+    operator, optionally an EKS cluster and a checkpoint volume.
+
+    Python attributes (in-process users): `settings`, `k8s_provider` (None = default provider), `ready`
+    (resources every app depends on), `secrets` (stack secret name -> MadeSecret), `child_opts()`.
+    """
+
+    platform = "eks"
+
+    namespace: pulumi.Output[str]
+    """The apps' namespace."""
+    service_account: pulumi.Output[str]
+    """The drivers' service account."""
+    image: pulumi.Output[str]
+    """The app image."""
+    operator: pulumi.Output[str]
+    """The operator's Helm release name, or `existing`."""
+    secrets: pulumi.Output[list[str]]
+    """Names of the Secrets created from the stack's `kafka-mirror:secrets` (stack program only)."""
+    kubeconfig: pulumi.Output[str | None]
+    """A kubeconfig of the created cluster (`aws eks get-token`; no credentials inside); absent otherwise."""
+    deployment_target: pulumi.Output[dict[str, Any]]
+    """What MirrorDeployment's `eks` argument takes: the platform's settings, once its resources are ready."""
+
+    def __init__(
+        self,
+        name: str,
+        args: EksSparkPlatformArgs,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        stack_secrets: StackSecrets | None = None,
+    ) -> None:
+        """`stack_secrets`: the stack program's `kafka-mirror:secrets`, created in the namespace."""
+        super().__init__(TOKEN, name, {}, opts)
+        self.settings = eks_settings(args)
+        pvc = args.get("checkpoint_pvc")
+        operator = args.get("operator") or {}
+        self.k8s_provider: k8s.Provider | None = None
+        if (cluster := args.get("cluster")) is not None:
+            settings = EksClusterSettings(**cast(Any, cluster))
+            self.cluster, self.k8s_provider, kubeconfig = create_eks_cluster(self, name, settings)
+            self.kubeconfig = cast(Any, kubeconfig)
+        elif (given := args.get("kubeconfig")) is not None:
+            # An existing cluster, reached only through the kubeconfig the stack names.
+            self.k8s_provider = k8s.Provider(
+                f"{name}-k8s",
+                kubeconfig=pulumi.Output.secret(given),
+                context=args.get("kubeconfig_context"),
+                opts=pulumi.ResourceOptions(parent=self),
+            )
+        child = self.child_opts()
+        ns = self.settings.namespace
+        namespace = k8s.core.v1.Namespace(f"{name}-namespace", **_body(namespace_manifest(ns)), opts=child)
+        self.namespace = namespace.metadata.apply(lambda m: str(m["name"] if isinstance(m, dict) else m.name))
+        dep = self.child_opts(depends_on=[namespace])
+        irsa = args.get("irsa_role_arn")
+        account_meta = pulumi.Output.from_input(irsa).apply(
+            lambda arn: service_account_manifest(self.settings, arn)["metadata"]
+        )
+        account = k8s.core.v1.ServiceAccount(f"{name}-service-account", metadata=account_meta, opts=dep)
+        role = k8s.rbac.v1.Role(f"{name}-driver-role", **_body(driver_role_manifest(self.settings)), opts=dep)
+        binding = k8s.rbac.v1.RoleBinding(
+            f"{name}-driver-binding",
+            **_body(driver_role_binding_manifest(self.settings)),
+            opts=self.child_opts(depends_on=[role, account]),
+        )
+        self.ready: list[pulumi.Resource] = [namespace, account, binding]
+        self.operator_release: k8s.helm.v3.Release | None = None
+        install = operator.get("install", True)
+        if install:
+            self.operator_release = k8s.helm.v3.Release(
+                f"{name}-spark-operator",
+                name="spark-operator",
+                chart="spark-operator",
+                version=SPARK_OPERATOR_CHART_VERSION,
+                namespace=operator.get("namespace", OPERATOR_NAMESPACE),
+                create_namespace=True,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=operator.get("repository", OPERATOR_REPOSITORY)),
+                values=operator_values(ns, int(operator.get("replicas", OPERATOR_REPLICAS))),
+                opts=dep,
+            )
+            self.ready.append(self.operator_release)
+        if pvc is not None:
+            self.ready.append(self._pvc(name, pvc, dep))
+        self._monitoring(name, args.get("monitoring") or {}, dep)
+        store: Any = {"target": "kubernetes", "namespace": self.namespace}  # an Output: waits for the namespace
+        providers = {"kubernetes": self.k8s_provider} if self.k8s_provider else None
+        made: dict[str, MadeSecret] = create_stack_secrets(self, name, stack_secrets, store, providers)
+        self.stack_secrets = made
+        self.service_account = pulumi.Output.from_input(self.settings.service_account)
+        self.image = pulumi.Output.from_input(args.get("image", self.settings.image))
+        self.operator = pulumi.Output.from_input("spark-operator" if install else "existing")
+        self.secrets = pulumi.Output.from_input(sorted(made))
+        self.deployment_target = _ready_output(
+            self.image.apply(lambda image: {"platform": "eks", "settings": {**asdict(self.settings), "image": image}}),
+            self.ready,
+        )
+        outputs: dict[str, Any] = {
+            "namespace": self.namespace,
+            "service_account": self.service_account,
+            "image": self.image,
+            "operator": self.operator,
+            "secrets": self.secrets,
+            "deployment_target": self.deployment_target,
+        }
+        if cluster is not None:
+            outputs["kubeconfig"] = self.kubeconfig
+        self.register_outputs(outputs)
+
+    def child_opts(
+        self, parent: pulumi.Resource | None = None, depends_on: Sequence[pulumi.Resource] = ()
+    ) -> pulumi.ResourceOptions:
+        """Options for a Kubernetes child of `parent` (default: this platform) on this platform's cluster."""
+        return pulumi.ResourceOptions(parent=parent or self, provider=self.k8s_provider, depends_on=list(depends_on))
+
+    def _pvc(
+        self, name: str, pvc: CheckpointPvcArgs, opts: pulumi.ResourceOptions
+    ) -> k8s.core.v1.PersistentVolumeClaim:
+        size = pvc.get("size", DEFAULT_PVC_SIZE)
+        mode = pvc.get("access_mode", "ReadWriteMany")
+        if mode != "ReadWriteMany":  # the stack config refuses it too; this guards library users
+            raise ValueError(
+                f"{name}: checkpoint_pvc access_mode {mode!r}: the driver and executors of every flow "
+                "mount the claim from different nodes; use ReadWriteMany (EFS) or S3 checkpoints"
+            )
+        spec: dict[str, Any] = {"accessModes": [mode], "resources": {"requests": {"storage": size}}}
+        if storage_class := pvc.get("storage_class"):
+            spec["storageClassName"] = storage_class
+        claim = pvc.get("name", DEFAULT_PVC_NAME)
+        metadata = {"name": claim, "namespace": self.settings.namespace, "labels": dict(PART_OF)}
+        body: dict[str, Any] = {"metadata": metadata}
+        return k8s.core.v1.PersistentVolumeClaim(f"{name}-checkpoints", **body, spec=cast(Any, spec), opts=opts)
+
+    def _monitoring(self, name: str, monitoring: MonitoringArgs, opts: pulumi.ResourceOptions) -> None:
+        """The PrometheusRule and the dashboard ConfigMap (PodMonitors come with each app)."""
+        if monitoring.get("prometheus_rule"):
+            rule = prometheus_rule(self.settings)
+            k8s.apiextensions.CustomResource(
+                f"{name}-alerts", api_version=rule["apiVersion"], kind=rule["kind"], metadata=rule["metadata"],
+                spec=rule["spec"], opts=opts,
+            )  # fmt: skip
+        if monitoring.get("dashboard"):
+            board = dashboard_config_map(self.settings)
+            k8s.core.v1.ConfigMap(f"{name}-dashboard", metadata=board["metadata"], data=board["data"], opts=opts)
+
+
+def _body(manifest: dict[str, Any]) -> dict[str, Any]:
+    """Keyword arguments of a typed pulumi-kubernetes resource from a rendered manifest."""
+    body = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
+    if "roleRef" in body:
+        body["role_ref"] = body.pop("roleRef")
+    return body
+
+
+def eks_settings(args: EksSparkPlatformArgs) -> EksSettings:
+    """The apps' settings from the platform's arguments (an output `image` is filled in by `deployment_target`)."""
+    defaults = EksSettings()
+    pvc = args.get("checkpoint_pvc")
+    monitoring = args.get("monitoring") or {}
+    image = args.get("image", defaults.image)
+    return EksSettings(
+        namespace=args.get("namespace", defaults.namespace),
+        image=image if isinstance(image, str) else defaults.image,
+        image_pull_policy=args.get("image_pull_policy", defaults.image_pull_policy),
+        service_account=args.get("service_account", defaults.service_account),
+        spark_version=args.get("spark_version", defaults.spark_version),
+        metrics_port=int(args.get("metrics_port", defaults.metrics_port)),
+        spark_conf={str(k): str(v) for k, v in (args.get("spark_conf") or {}).items()},
+        spark_defaults=dict(args.get("spark_defaults") or {}),
+        checkpoint_claim=pvc.get("name", DEFAULT_PVC_NAME) if pvc is not None else None,
+        priority_class_name=args.get("priority_class_name"),
+        node_selector=dict(args.get("node_selector") or {}),
+        tolerations=[dict(t) for t in args.get("tolerations") or []],
+        read_only_root_filesystem=bool(args.get("read_only_root_filesystem", defaults.read_only_root_filesystem)),
+        pod_monitor=bool(monitoring.get("pod_monitor", False)),
+        monitoring_labels=dict(monitoring.get("labels") or {}),
+    )
+
+
+def _ready_output(value: pulumi.Output[Any], ready: Sequence[pulumi.Resource]) -> pulumi.Output[Any]:
+    """`value`, depending on every resource of `ready` (a consumer's resources wait for them)."""
+    return pulumi.Output.all(value, *[r.urn for r in ready]).apply(lambda v: v[0])

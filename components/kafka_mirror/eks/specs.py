@@ -1,0 +1,381 @@
+"""Pure specs for EKS deployments: names, ConfigMaps, SparkApplications, metrics Services, RBAC.
+
+No pulumi import: every layout decision is a plain function of the flow spec dict and
+platform settings, so it is tested without the engine and shared by all components.
+Logical names derive from the flow id only, so a topology edit that does not touch a
+flow never renames (and so never replaces) its resources.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from kmirror.security.secret_refs import SECRETS_ROOT
+from kmirror.stack.deploy_layout import (
+    CHECKPOINT_MOUNT,
+    DEFAULT_METRICS_PORT,
+    DEFAULT_NAMESPACE,
+    FLOW_ANNOTATION,
+    FLOW_FILE,
+    FLOW_MOUNT_DIR,
+    FLOW_VOLUME,
+)
+from kmirror.stack.models import IMAGE_PULL_POLICY, OPERATOR_REPLICAS, SERVICE_ACCOUNT, SPARK_VERSION
+
+APP_HOME = "/opt/kmirror"
+# The entry script sits beside (not inside) the packages: running a file from inside `spark_app/`
+# would put that directory first on sys.path, and `kmirror_engine/copying/range_copy.py` would shadow stdlib `copy`.
+APP_ENTRY = f"local://{APP_HOME}/kmirror_main.py"
+FLOW_SHA_ANNOTATION = "kafka-mirror/flow-sha256"
+SPARK_UID = 185  # the `spark` user of the official Spark images (the Dockerfile's USER 185)
+SPARK_GID = 185  # its group
+IMAGE_ANNOTATION = "kafka-mirror/image"
+# Secret files: kubelet makes them root-owned with group fsGroup (185); 0440 lets the `spark`
+# group read them and nobody else (0400 would leave them readable by root only, not by the app).
+SECRET_FILE_MODE = 0o440
+# Writable directories under a read-only root file system: Python's and the app's temporary
+# files (krb5.conf, ticket caches) and Spark's working directory in the official images.
+WRITABLE_DIRS = {"tmp": "/tmp", "spark-work-dir": "/opt/spark/work-dir"}  # an emptyDir, not a host path
+# Drivers must not be moved by consolidation: a restart costs a checkpoint replay.
+DRIVER_DISRUPTION_ANNOTATIONS = {
+    "karpenter.sh/do-not-disrupt": "true",
+    "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
+}
+PART_OF = {"app.kubernetes.io/part-of": "kafka-mirror"}
+
+
+def app_name(flow_id: str) -> str:
+    """`west-1->east-1` -> `mirror-west-1-to-east-1` (a DNS-1123 label, <= 63 chars).
+
+    Raises ValueError when the id cannot become a valid label.
+    """
+    name = "mirror-" + re.sub(r"[^a-z0-9-]+", "-", flow_id.lower().replace("->", "-to-")).strip("-")
+    if len(name) > 63 or not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name):
+        raise ValueError(f"flow id {flow_id!r} gives app name {name!r}, not a DNS-1123 label of <= 63 chars")
+    return name
+
+
+def flow_json(flow_spec: dict[str, Any]) -> str:
+    """The flow spec as the app reads it; keys sorted so an unchanged spec renders identically."""
+    return json.dumps(flow_spec, sort_keys=True, indent=2)
+
+
+def flow_sha256(flow_spec: dict[str, Any]) -> str:
+    return hashlib.sha256(flow_json(flow_spec).encode()).hexdigest()
+
+
+def with_metrics_port(flow_spec: dict[str, Any], default_port: int) -> dict[str, Any]:
+    """The spec with `metrics_port` set (the flow's own setting wins), so every app is scraped."""
+    if flow_spec.get("metrics_port") is not None:
+        return dict(flow_spec)
+    return {**flow_spec, "metrics_port": default_port}
+
+
+@dataclass(frozen=True)
+class SecretMount:
+    """A Kubernetes Secret mounted on driver and executors at `SECRETS_ROOT/<secret_name>`
+    (where `kmirror.security.secret_refs.ref_location` says the app reads it)."""
+
+    secret_name: str
+
+    @property
+    def path(self) -> str:
+        return f"{SECRETS_ROOT}/{self.secret_name}"
+
+    @property
+    def volume(self) -> str:
+        return f"secret-{self.secret_name}"[:63].rstrip("-")
+
+
+@dataclass(frozen=True)
+class EksSettings:
+    """Per-platform settings of the SparkApplications (from the stack's `kafka-mirror:spark`)."""
+
+    namespace: str = DEFAULT_NAMESPACE
+    image: str = "ghcr.io/example/kafka-mirror:0.1.0"
+    image_pull_policy: str = IMAGE_PULL_POLICY
+    service_account: str = SERVICE_ACCOUNT
+    spark_version: str = SPARK_VERSION
+    retry_interval_s: int = 10
+    metrics_port: int = DEFAULT_METRICS_PORT
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    # Flow-level `spark` keys (executors, memory, ...) a flow does not set itself.
+    spark_defaults: dict[str, Any] = field(default_factory=dict)
+    checkpoint_claim: str | None = None  # a ReadWriteMany PVC mounted at CHECKPOINT_MOUNT; else s3a://
+    priority_class_name: str | None = None
+    node_selector: dict[str, str] = field(default_factory=dict)
+    tolerations: list[dict[str, Any]] = field(default_factory=list)
+    read_only_root_filesystem: bool = True
+    pod_monitor: bool = False
+    monitoring_labels: dict[str, str] = field(default_factory=dict)
+
+
+def _labels(name: str, component: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": "kafka-mirror",
+        "app.kubernetes.io/instance": name,
+        "app.kubernetes.io/component": component,
+        **PART_OF,
+    }
+
+
+def flow_config_map(flow_spec: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """The ConfigMap `<app>-flow` holding `flow.json`, mounted at FLOW_MOUNT_DIR."""
+    name = app_name(flow_spec["id"])
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": f"{name}-flow",
+            "namespace": namespace,
+            "labels": _labels(name, "flow-spec"),
+            "annotations": {FLOW_ANNOTATION: flow_spec["id"]},
+        },
+        "data": {FLOW_FILE: flow_json(flow_spec)},
+    }
+
+
+def _pod(
+    spark: dict[str, Any],
+    role: str,
+    name: str,
+    settings: EksSettings,
+    mounts: tuple[SecretMount, ...],
+    metrics_port: int,
+    sha: str,
+) -> dict[str, Any]:
+    annotations = {FLOW_SHA_ANNOTATION: sha, IMAGE_ANNOTATION: settings.image}
+    if role == "driver":
+        annotations.update(DRIVER_DISRUPTION_ANNOTATIONS)
+    pod: dict[str, Any] = {
+        "cores": int(spark.get(f"{role}_cores", 1)),
+        "memory": str(spark.get(f"{role}_memory", "1g")),
+        "labels": _labels(name, role),
+        # A new flow spec or image changes the pod template, so the operator resubmits the app with it.
+        "annotations": annotations,
+        "serviceAccount": settings.service_account,
+        "env": [{"name": "PYTHONPATH", "value": APP_HOME}, {"name": "PYTHONUNBUFFERED", "value": "1"}],
+        "volumeMounts": [{"name": FLOW_VOLUME, "mountPath": FLOW_MOUNT_DIR, "readOnly": True}]
+        + [{"name": m.volume, "mountPath": m.path, "readOnly": True} for m in mounts],
+        "podSecurityContext": pod_security_context(),
+        "securityContext": container_security_context(settings.read_only_root_filesystem),
+    }
+    if settings.read_only_root_filesystem:
+        pod["volumeMounts"] += [{"name": volume, "mountPath": path} for volume, path in WRITABLE_DIRS.items()]
+    if settings.checkpoint_claim:
+        pod["volumeMounts"].append({"name": "checkpoints", "mountPath": CHECKPOINT_MOUNT})
+    if settings.priority_class_name:
+        pod["priorityClassName"] = settings.priority_class_name
+    if settings.node_selector:
+        pod["nodeSelector"] = dict(settings.node_selector)
+    if settings.tolerations:
+        pod["tolerations"] = [{k: v for k, v in t.items() if v is not None} for t in settings.tolerations]
+    if role == "driver":
+        pod["ports"] = [{"name": "metrics", "containerPort": metrics_port, "protocol": "TCP"}]
+        # /metrics binds the pod IP (scraped through the Service), not every interface (issue 26).
+        pod["env"].append({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
+    else:
+        pod["instances"] = int(spark.get("executors", 1))
+    return pod
+
+
+def pod_security_context() -> dict[str, Any]:
+    """Every driver and executor pod: the image's `spark` user, never root, the runtime's
+    default seccomp profile; fsGroup makes mounted secrets and a checkpoint claim the group's."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": SPARK_UID,
+        "runAsGroup": SPARK_GID,
+        "fsGroup": SPARK_GID,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def container_security_context(read_only_root: bool) -> dict[str, Any]:
+    """The Spark container: no privilege escalation, no capabilities, read-only root unless turned off."""
+    return {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "readOnlyRootFilesystem": read_only_root,
+        "runAsNonRoot": True,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+
+
+def spark_application_manifest(
+    flow_spec: dict[str, Any], spark: dict[str, Any], settings: EksSettings, mounts: tuple[SecretMount, ...] = ()
+) -> dict[str, Any]:
+    """A `sparkoperator.k8s.io/v1beta2` SparkApplication running one flow in cluster mode, forever.
+
+    The flow spec (with its `checkpoint_location`) is read from the ConfigMap of
+    `flow_config_map`; `mounts` are mounted on driver and executors (both create Kafka
+    clients); the driver exposes the Prometheus port of the flow spec (`metrics_port`).
+    `spark` is the flow's planned Spark resources over `settings.spark_defaults`.
+    """
+    name = app_name(flow_spec["id"])
+    spark = {**settings.spark_defaults, **spark}
+    metrics_port = int(flow_spec.get("metrics_port") or settings.metrics_port)
+    sha = flow_sha256(flow_spec)
+    conf = {**settings.spark_conf, **dict(spark.get("options") or {})}
+    volumes = [{"name": FLOW_VOLUME, "configMap": {"name": f"{name}-flow", "defaultMode": 0o444}}] + [
+        {"name": m.volume, "secret": {"secretName": m.secret_name, "defaultMode": SECRET_FILE_MODE}} for m in mounts
+    ]
+    if settings.read_only_root_filesystem:
+        volumes += [{"name": volume, "emptyDir": {}} for volume in WRITABLE_DIRS]
+    if settings.checkpoint_claim:
+        volumes.append({"name": "checkpoints", "persistentVolumeClaim": {"claimName": settings.checkpoint_claim}})
+    return {
+        "apiVersion": "sparkoperator.k8s.io/v1beta2",
+        "kind": "SparkApplication",
+        "metadata": {
+            "name": name,
+            "namespace": settings.namespace,
+            "labels": _labels(name, "mirror"),
+            "annotations": {FLOW_ANNOTATION: flow_spec["id"]},
+        },
+        "spec": {
+            "type": "Python",
+            "pythonVersion": "3",
+            "mode": "cluster",
+            "image": settings.image,
+            "imagePullPolicy": settings.image_pull_policy,
+            "sparkVersion": settings.spark_version,
+            "mainApplicationFile": APP_ENTRY,
+            "arguments": ["--flow", f"{FLOW_MOUNT_DIR}/{FLOW_FILE}"],
+            "sparkConf": {str(k): str(v) for k, v in sorted(conf.items())},
+            # A mirror is a streaming job: a stopped one silently stops replicating.
+            "restartPolicy": {
+                "type": "Always",
+                "onFailureRetryInterval": settings.retry_interval_s,
+                "onSubmissionFailureRetryInterval": settings.retry_interval_s,
+            },
+            "volumes": volumes,
+            "driver": _pod(spark, "driver", name, settings, mounts, metrics_port, sha),
+            "executor": _pod(spark, "executor", name, settings, mounts, metrics_port, sha),
+        },
+    }
+
+
+def metrics_service(flow_spec: dict[str, Any], settings: EksSettings) -> dict[str, Any]:
+    """A ClusterIP Service `<app>-metrics` in front of the driver's Prometheus port."""
+    name = app_name(flow_spec["id"])
+    port = int(flow_spec.get("metrics_port") or settings.metrics_port)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": f"{name}-metrics",
+            "namespace": settings.namespace,
+            "labels": _labels(name, "metrics"),
+            "annotations": {
+                "prometheus.io/scrape": "true",
+                "prometheus.io/port": str(port),
+                "prometheus.io/path": "/metrics",
+                FLOW_ANNOTATION: flow_spec["id"],
+            },
+        },
+        "spec": {
+            "type": "ClusterIP",
+            # Labels the operator puts on the driver pod it creates for this SparkApplication.
+            "selector": {"sparkoperator.k8s.io/app-name": name, "spark-role": "driver"},
+            "ports": [{"name": "metrics", "port": port, "targetPort": port, "protocol": "TCP"}],
+        },
+    }
+
+
+def driver_disruption_budget(flow_spec: dict[str, Any], settings: EksSettings) -> dict[str, Any]:
+    """A PodDisruptionBudget refusing voluntary evictions (drains, consolidation) of the flow's
+    driver: the one driver pod is the app; evicting it restarts the stream from its checkpoint.
+    A node drain then waits until an operator deletes the driver on purpose (docs/deploy.md)."""
+    name = app_name(flow_spec["id"])
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": f"{name}-driver", "namespace": settings.namespace, "labels": _labels(name, "driver")},
+        "spec": {
+            "maxUnavailable": 0,
+            "selector": {"matchLabels": {"sparkoperator.k8s.io/app-name": name, "spark-role": "driver"}},
+        },
+    }
+
+
+def metrics_endpoint(flow_spec: dict[str, Any], settings: EksSettings) -> str:
+    """Where Prometheus scrapes the flow's driver (through `metrics_service`)."""
+    port = int(flow_spec.get("metrics_port") or settings.metrics_port)
+    return f"http://{app_name(flow_spec['id'])}-metrics.{settings.namespace}.svc.cluster.local:{port}/metrics"
+
+
+def namespace_manifest(namespace: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": dict(PART_OF)}}
+
+
+def service_account_manifest(settings: EksSettings, irsa_role_arn: str | None) -> dict[str, Any]:
+    """The drivers' service account; with IRSA its pods get the role's AWS credentials (S3 checkpoints)."""
+    metadata: dict[str, Any] = {
+        "name": settings.service_account,
+        "namespace": settings.namespace,
+        "labels": dict(PART_OF),
+    }
+    if irsa_role_arn:
+        metadata["annotations"] = {"eks.amazonaws.com/role-arn": irsa_role_arn}
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata}
+
+
+def driver_role_manifest(settings: EksSettings) -> dict[str, Any]:
+    """What a Spark driver does in its namespace: create and watch executor pods and their services."""
+    rules = [
+        {
+            "apiGroups": [""],
+            "resources": ["pods", "services", "configmaps", "persistentvolumeclaims"],
+            "verbs": ["create", "get", "list", "watch", "update", "patch", "delete", "deletecollection"],
+        },
+    ]
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {
+            "name": f"{settings.service_account}-driver",
+            "namespace": settings.namespace,
+            "labels": dict(PART_OF),
+        },
+        "rules": rules,
+    }
+
+
+def driver_role_binding_manifest(settings: EksSettings) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "RoleBinding",
+        "metadata": {
+            "name": f"{settings.service_account}-driver",
+            "namespace": settings.namespace,
+            "labels": dict(PART_OF),
+        },
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": f"{settings.service_account}-driver",
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": settings.service_account, "namespace": settings.namespace}],
+    }
+
+
+def operator_values(namespace: str, replicas: int = OPERATOR_REPLICAS) -> dict[str, Any]:
+    """Helm values of the Kubeflow Spark Operator chart: watch only the mirror's namespace, leave
+    its service account to us (`service_account_manifest`), and run controller and webhook
+    highly available. The webhook stays fail-closed (`failurePolicy: Fail`): it is what puts the
+    secret volumes, security contexts and tolerations on driver and executor pods, so a pod
+    admitted without it would run without its secrets or hardening. Two replicas with a
+    PodDisruptionBudget (and leader election for the controller) keep it answering."""
+    ha = replicas > 1
+    budget = {"enable": ha, "minAvailable": 1}
+    return {
+        "spark": {"jobNamespaces": [namespace], "serviceAccount": {"create": False}, "rbac": {"create": False}},
+        "controller": {"replicas": replicas, "leaderElection": {"enable": True}, "podDisruptionBudget": budget},
+        "webhook": {"enable": True, "replicas": replicas, "failurePolicy": "Fail", "podDisruptionBudget": budget},
+        "prometheus": {"metrics": {"enable": True}},
+    }

@@ -1,0 +1,354 @@
+"""EmrSparkPlatform: where a datacenter's mirror steps run on Amazon EMR.
+
+Children: the S3 bucket (optional: an existing one) holding the app bundle (content-addressed),
+the entry script, the bootstrap script, the nodes' wheelhouse (every wheel the app needs, for the
+nodes' Python and architecture, hash-locked), the secrets sync tool and list; the stack's secrets
+in Secrets Manager; and, unless an existing `cluster_id` is given, the EMR cluster (Spark, the
+configured release label, a bootstrap action installing the wheelhouse without an index on every
+node) with its service role and instance profile.
+
+The steps name the bundle (`--py-files`); the bootstrap action names only fixed S3 locations,
+so a new app release replaces steps, never the cluster. The bucket may be another resource's
+output: every S3 location is derived from it inside an apply. The uploaded files come from the
+installed package (`kafka_mirror.deploy_files`), so no checkout is needed.
+(No `from __future__ import annotations`: Pulumi's component analyzer reads these annotations.)
+"""
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, TypedDict, TypeVar
+
+import pulumi
+import pulumi_aws as aws
+from typing_extensions import NotRequired
+
+from kafka_mirror.deploy_files import BOOTSTRAP, ENTRY, REQUIREMENTS, SYNC, app_bundle, deploy_file
+from kafka_mirror.emr.cluster import BucketSettings, ClusterSettings, create_bucket, create_cluster
+from kafka_mirror.emr.specs import (
+    BOOTSTRAP_KEY,
+    ENTRY_KEY,
+    SECRETS_MANIFEST_KEY,
+    SYNC_SCRIPT_KEY,
+    EmrSettings,
+    bootstrap_args,
+    bundle_key,
+    instance_architecture,
+    instance_policy,
+    secrets_manifest,
+    wheelhouse_key,
+)
+from kafka_mirror.emr.wheelhouse import Wheelhouse, deploy_wheelhouses, normalize
+from kafka_mirror.secrets.stack import MadeSecret, StackSecrets, create_stack_secrets
+from kmirror.errors import Problem, ValidationError
+
+T = TypeVar("T")
+TOKEN = "kafka-mirror:index:EmrSparkPlatform"
+RELEASE_LABEL = "emr-spark-8.0.0"
+MASTER_TYPE = "m7g.xlarge"
+CORE_TYPE = "m7g.2xlarge"
+
+
+@dataclass(frozen=True)
+class AppFiles:
+    """Local files uploaded next to the bundle. `requirements_path` is resolved into the nodes'
+    wheelhouse (kafka_mirror.emr.wheelhouse)."""
+
+    bundle_path: str
+    bundle_sha256: str
+    entry_path: str
+    bootstrap_path: str
+    requirements_path: str
+    sync_path: str
+
+
+def packaged_app_files() -> AppFiles:
+    """The bundle (`kafka_mirror.deploy_files.app_bundle`) and the packaged scripts."""
+    bundle, sha = app_bundle(os.environ)
+    scripts = (str(deploy_file(f)) for f in (ENTRY, BOOTSTRAP, REQUIREMENTS, SYNC))
+    return AppFiles(str(bundle), sha, *scripts)
+
+
+class EmrEncryptionArgs(TypedDict):
+    """Encryption in transit and at rest of a created EMR cluster."""
+
+    certificates_zip: str
+    """An s3:// zip of the PEM certificates EMR uses for TLS between nodes."""
+    kms_key_arn: str
+    """The KMS key of local disk and EBS encryption."""
+
+
+class EmrPrometheusArgs(TypedDict):
+    """The Prometheus scrapers allowed to reach the drivers' metrics ports."""
+
+    security_group_id: NotRequired[str]
+    """The scrapers' security group."""
+    cidr_blocks: NotRequired[list[str]]
+    """The scrapers' address ranges."""
+
+
+class EmrSparkPlatformArgs(TypedDict):
+    """Arguments of EmrSparkPlatform."""
+
+    bucket: pulumi.Input[str]
+    """The S3 bucket of the app, its dependencies, flow specs, logs (and EMR checkpoints); may be an output."""
+    region: NotRequired[str]
+    """The AWS region of the cluster (default: the program's `aws:region`, then AWS_REGION; required)."""
+    create_bucket: NotRequired[bool]
+    """Create the bucket (default true); false: it exists."""
+    cluster_id: NotRequired[pulumi.Input[str]]
+    """An existing EMR cluster to run the steps on (its nodes must run `bootstrap`); default: create one."""
+    release_label: NotRequired[str]
+    """The EMR release of a created cluster (default `emr-spark-8.0.0`: Spark 4.0.2)."""
+    subnet_id: NotRequired[pulumi.Input[str]]
+    """The subnet of a created cluster."""
+    master_instance_type: NotRequired[str]
+    """The primary node's instance type (default `m7g.xlarge`)."""
+    core_instance_type: NotRequired[str]
+    """The core nodes' instance type (default `m7g.2xlarge`)."""
+    core_instance_count: NotRequired[int]
+    """The number of core nodes (default 2)."""
+    step_concurrency_level: NotRequired[int]
+    """Concurrent steps (at least one per flow: mirror steps never finish; default 1)."""
+    gssapi: NotRequired[bool]
+    """Install a GSSAPI (Kerberos) confluent-kafka build on the nodes (default false)."""
+    spark_conf: NotRequired[dict[str, str]]
+    """Spark properties every step gets."""
+    spark_defaults: NotRequired[dict[str, Any]]
+    """Flow-level Spark resources (executors, executor_memory, ...) a flow does not set itself."""
+    aws_secrets: NotRequired[dict[str, str]]
+    """Secrets Manager secrets the topology references as `{aws_secret: ARN}`: directory -> ARN."""
+    aws: NotRequired[dict[str, Any]]
+    """The AWS settings the step provider uses: `{region, profile, assume_roles: [{role_arn, external_id,
+    session_name}]}` (the stack program copies the stack's `aws:*` config)."""
+    protect: NotRequired[bool]
+    """Pulumi `protect` and EMR termination protection on the bucket and cluster (default true)."""
+    encryption: NotRequired[EmrEncryptionArgs]
+    """Encryption in transit and at rest of a created cluster (a SecurityConfiguration; also IMDSv2)."""
+    prometheus: NotRequired[EmrPrometheusArgs]
+    """Who may scrape the drivers' metrics ports (a security group rule on every node)."""
+    vpc_id: NotRequired[str]
+    """The VPC of `subnet_id` (for the metrics security group)."""
+    secret_recovery_window_days: NotRequired[int]
+    """Secrets Manager recovery window of deleted secrets: 0 (at once) or 7-30 (default 7)."""
+    secret_name_prefix: NotRequired[str]
+    """Prefix of the Secrets Manager names, unique per stack (default `kafka-mirror/<project>/<stack>/`)."""
+    log_retention_days: NotRequired[int]
+    """Days before EMR logs in the bucket expire (default 30)."""
+    noncurrent_version_days: NotRequired[int]
+    """Days overwritten or deleted object versions are kept (default 30)."""
+    step_stop_timeout_s: NotRequired[int]
+    """How long replacing or deleting a step waits for the old one to stop (default 600)."""
+
+
+class EmrSparkPlatform(pulumi.ComponentResource):
+    """Where a datacenter's mirror steps run on Amazon EMR: the bucket with the app, its hash-locked wheelhouse and
+    bootstrap, and optionally the cluster.
+
+    Python attributes (in-process users): `settings`, `cluster_id`, `bundle_uri`, `entry_uri`, `ready`,
+    `stack_secrets` (stack secret name -> MadeSecret).
+    """
+
+    platform = "emr"
+
+    bucket: pulumi.Output[str]
+    """The bucket."""
+    cluster_id: pulumi.Output[str]
+    """The EMR cluster's id (created or given)."""
+    bundle_uri: pulumi.Output[str]
+    """S3 URI of the app bundle (content-addressed)."""
+    entry_uri: pulumi.Output[str]
+    """S3 URI of the steps' entry script."""
+    secrets: pulumi.Output[list[str]]
+    """Names of the secrets created from the stack's `kafka-mirror:secrets` (stack program only)."""
+    node_policy: pulumi.Output[str]
+    """The IAM policy (JSON) the nodes' role needs; give it to an existing cluster's instance role."""
+    bootstrap: pulumi.Output[dict[str, Any]]
+    """The bootstrap action (`path`, `args`) every node must run; for an existing cluster."""
+    wheelhouse: pulumi.Output[dict[str, list[str]]]
+    """The nodes' wheelhouse: tag -> files."""
+    deployment_target: pulumi.Output[dict[str, Any]]
+    """What MirrorDeployment's `emr` argument takes: settings, cluster and app locations, once ready."""
+
+    def __init__(
+        self,
+        name: str,
+        args: EmrSparkPlatformArgs,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        stack_secrets: StackSecrets | None = None,
+        files: AppFiles | None = None,
+    ) -> None:
+        """`stack_secrets`: the stack program's secrets; `files`: what to upload (default: the packaged ones)."""
+        super().__init__(TOKEN, name, {}, opts)
+        s = emr_settings(args)
+        self.settings = s
+        self.bucket = pulumi.Output.from_input(args["bucket"])
+        self._resolved = self.bucket.apply(lambda bucket: replace(s, bucket=bucket))
+        self.ready: list[pulumi.Resource] = self._bucket(name, args)
+        self._files = files or packaged_app_files()
+        self.bundle_uri, self.entry_uri = self._upload(name, self._files)
+        self.wheelhouses = self._wheelhouses(name, args)
+        gssapi = bool(args.get("gssapi", False))
+        bootstrap = self._on_bucket(lambda r: {"path": r.uri(BOOTSTRAP_KEY), "args": bootstrap_args(r, gssapi)})
+        self.bootstrap = bootstrap
+        store: Any = {"target": "aws", "recovery_window_days": int(args.get("secret_recovery_window_days", 7))}
+        if prefix := args.get("secret_name_prefix"):
+            store["aws_name_prefix"] = prefix
+        self.stack_secrets: dict[str, MadeSecret] = create_stack_secrets(self, name, stack_secrets, store)
+        entries = [(arn, directory) for directory, arn in sorted((args.get("aws_secrets") or {}).items())]
+        arns = self._secrets_list(name, entries)
+        self.ready += [m.resource for m in self.stack_secrets.values()]
+        # Also an output: an existing cluster's instance role needs exactly this policy.
+        encryption: dict[str, Any] = dict(args.get("encryption") or {})
+        self.node_policy = pulumi.Output.all(self.bucket, arns).apply(
+            lambda v: json.dumps(
+                instance_policy(v[0], v[1], encryption.get("kms_key_arn"), encryption.get("certificates_zip")),
+                sort_keys=True,
+            )
+        )
+        if cluster_id := args.get("cluster_id"):
+            self.cluster_id = pulumi.Output.from_input(cluster_id)
+        else:
+            child = pulumi.ResourceOptions(parent=self, depends_on=self.ready)
+            self.cluster_id = self._cluster(name, args, self.node_policy, child).id
+        self.secrets = pulumi.Output.from_input(sorted(self.stack_secrets))
+        self.wheelhouse = pulumi.Output.from_input({w.tag: list(w.files) for w in self.wheelhouses})
+        target = pulumi.Output.all(self._resolved, self.cluster_id, self.bundle_uri, self.entry_uri).apply(
+            lambda v: dict(platform="emr", settings=asdict(v[0]), cluster_id=v[1], bundle_uri=v[2], entry_uri=v[3])
+        )
+        self.deployment_target = pulumi.Output.all(target, *[r.urn for r in self.ready]).apply(lambda v: v[0])
+        self.register_outputs(
+            {
+                "bucket": self.bucket,
+                "cluster_id": self.cluster_id,
+                "bundle_uri": self.bundle_uri,
+                "entry_uri": self.entry_uri,
+                "secrets": self.secrets,
+                "node_policy": self.node_policy,
+                # For an existing cluster: run this bootstrap on every node (docs/deploy.md).
+                "bootstrap": self.bootstrap,
+                "wheelhouse": self.wheelhouse,
+                "deployment_target": self.deployment_target,
+            }
+        )
+
+    def _on_bucket(self, render: Callable[[EmrSettings], T]) -> pulumi.Output[T]:
+        """`render(settings)` once the bucket's name is known."""
+        return self._resolved.apply(render)
+
+    def _bucket(self, name: str, args: EmrSparkPlatformArgs) -> list[pulumi.Resource]:
+        if not args.get("create_bucket", True):
+            return []
+        settings = BucketSettings(
+            protect=bool(args.get("protect", True)),
+            log_retention_days=int(args.get("log_retention_days", 30)),
+            noncurrent_version_days=int(args.get("noncurrent_version_days", 30)),
+        )
+        return create_bucket(self, name, self.bucket, settings)
+
+    def _upload(self, name: str, files: AppFiles) -> tuple[pulumi.Output[str], pulumi.Output[str]]:
+        """The bundle, entry, bootstrap and sync tool; returns the bundle and entry URIs."""
+        uploads = {
+            "bundle": (bundle_key(files.bundle_sha256), files.bundle_path),
+            "entry": (ENTRY_KEY, files.entry_path),
+            "bootstrap": (BOOTSTRAP_KEY, files.bootstrap_path),
+            "sync-script": (SYNC_SCRIPT_KEY, files.sync_path),
+        }
+        on_bucket = pulumi.ResourceOptions(parent=self, depends_on=list(self.ready))
+        for part, (key, path) in uploads.items():
+            source = pulumi.FileAsset(path)
+            obj = aws.s3.BucketObjectv2(f"{name}-{part}", bucket=self.bucket, key=key, source=source,
+                                        opts=on_bucket)  # fmt: skip
+            self.ready.append(obj)
+        bundle, entry = uploads["bundle"][0], uploads["entry"][0]
+        return self._on_bucket(lambda r: r.uri(bundle)), self._on_bucket(lambda r: r.uri(entry))
+
+    def _wheelhouses(self, name: str, args: EmrSparkPlatformArgs) -> list[Wheelhouse]:
+        """One wheelhouse per node architecture, each file an object under WHEELHOUSE_PREFIX.
+
+        Logical names carry the distribution, not its version: a dependency update replaces the
+        object in place (new key), and the bootstrap arguments stay the same."""
+        types = (args.get("master_instance_type", MASTER_TYPE), args.get("core_instance_type", CORE_TYPE))
+        arches = {instance_architecture(t) for t in types}
+        requirements = Path(self._files.requirements_path)
+        built = deploy_wheelhouses(requirements, sorted(arches), bool(args.get("gssapi", False)), os.environ)
+        on_bucket = pulumi.ResourceOptions(parent=self, depends_on=list(self.ready))
+        for house in built:
+            for file_name in house.files:
+                part = "lock" if not file_name.endswith(".whl") else normalize(file_name.split("-", 1)[0])
+                obj = aws.s3.BucketObjectv2(
+                    f"{name}-wheel-{house.arch}-{part}",
+                    bucket=self.bucket,
+                    key=wheelhouse_key(house.arch, file_name),
+                    source=pulumi.FileAsset(str(house.path / file_name)),
+                    opts=on_bucket,
+                )
+                self.ready.append(obj)
+        return built
+
+    def _secrets_list(self, name: str, aws_entries: Sequence[tuple[str, str]]) -> pulumi.Output[list[str]]:
+        """The sync list (`<ARN>\\t<directory>` lines) of every secret the flows read; returns the ARNs."""
+        entries: list[tuple[pulumi.Input[str], str]] = list(aws_entries)
+        entries += [(m.arn, m.secret_name) for m in self.stack_secrets.values() if m.arn is not None]
+        arns = pulumi.Output.all(*[arn for arn, _ in entries])
+        directories = [d for _, d in entries]
+        content = arns.apply(lambda values: secrets_manifest(zip(values, directories, strict=True)))
+        on_bucket = pulumi.ResourceOptions(parent=self, depends_on=list(self.ready))
+        self.ready.append(aws.s3.BucketObjectv2(f"{name}-secrets-list", bucket=self.bucket,
+                                                key=SECRETS_MANIFEST_KEY, content=content, opts=on_bucket))  # fmt: skip
+        return arns
+
+    def _cluster(self, name: str, args: EmrSparkPlatformArgs, policy: pulumi.Output[str],
+                 opts: pulumi.ResourceOptions) -> aws.emr.Cluster:  # fmt: skip
+        encryption: dict[str, Any] = dict(args.get("encryption") or {})
+        prometheus: dict[str, Any] = dict(args.get("prometheus") or {})
+        settings = ClusterSettings(
+            release_label=args.get("release_label", RELEASE_LABEL),
+            master_instance_type=args.get("master_instance_type", MASTER_TYPE),
+            core_instance_type=args.get("core_instance_type", CORE_TYPE),
+            core_instance_count=int(args.get("core_instance_count", 2)),
+            step_concurrency_level=int(args.get("step_concurrency_level", 1)),
+            max_app_attempts=self.settings.max_app_attempts,
+            subnet_id=args.get("subnet_id"),
+            protect=bool(args.get("protect", True)),
+            certificates_zip=encryption.get("certificates_zip"),
+            kms_key_arn=encryption.get("kms_key_arn"),
+            vpc_id=args.get("vpc_id"),
+            prometheus_security_group_id=prometheus.get("security_group_id"),
+            prometheus_cidr_blocks=tuple(prometheus.get("cidr_blocks") or ()),
+        )
+        log_uri = self._on_bucket(lambda r: r.uri("logs/"))
+        return create_cluster(self, name, settings, self.bootstrap, log_uri, policy, opts)
+
+
+def _region(args: EmrSparkPlatformArgs, aws_settings: dict[str, Any]) -> str:
+    """The cluster's region: `region`, `aws.region`, the program's `aws:region`, then AWS_REGION /
+    AWS_DEFAULT_REGION; never a silent us-east-1 (every step call would go to another region)."""
+    found = (
+        args.get("region")
+        or aws_settings.get("region")
+        or pulumi.Config("aws").get("region")
+        or os.environ.get("AWS_REGION")
+        or os.environ.get("AWS_DEFAULT_REGION")
+    )
+    if not found:
+        raise ValidationError([Problem("region", "required: the AWS region of the EMR cluster (set the "
+                                       "component's region, or aws:region in the stack)")])  # fmt: skip
+    return str(found)
+
+
+def emr_settings(args: EmrSparkPlatformArgs) -> EmrSettings:
+    """The steps' settings from the platform's arguments (an output bucket is filled in by `_on_bucket`)."""
+    bucket = args["bucket"]
+    aws_settings = dict(args.get("aws") or {})
+    return EmrSettings(
+        bucket=bucket if isinstance(bucket, str) else "",
+        region=_region(args, aws_settings),
+        spark_defaults=dict(args.get("spark_defaults") or {}),
+        spark_conf={str(k): str(v) for k, v in (args.get("spark_conf") or {}).items()},
+        aws=aws_settings,
+        step_stop_timeout_s=int(args.get("step_stop_timeout_s", EmrSettings.step_stop_timeout_s)),
+    )

@@ -1,0 +1,302 @@
+"""Pure specs for EMR deployments: S3 keys, spark-submit step args, cluster configurations, IAM,
+the nodes' Python and wheel platforms.
+
+No pulumi import (see `kafka_mirror.eks.specs`). S3 keys of the flow spec and the app bundle are
+content-addressed and only the step names them (`--files`, `--py-files`), so a changed spec or app
+changes the step's args, and the step provider replaces the step (cancel old, add new) without
+touching the cluster. The bootstrap action's arguments are fixed S3 locations (`bootstrap_args`):
+in the AWS provider any change to `bootstrap_action` replaces the EMR cluster.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka_mirror.eks.specs import app_name, flow_sha256
+from kmirror.errors import Problem
+from kmirror.stack.deploy_layout import FLOW_FILE
+from kmirror.stack.models import STEP_STOP_TIMEOUT_S
+
+APP_PREFIX = "app"
+VENV_PYTHON = "/opt/kmirror/venv/bin/python"  # made by scripts/emr-bootstrap.sh on every node
+SECRETS_MANIFEST_KEY = "bootstrap/secrets.tsv"
+BOOTSTRAP_KEY = "bootstrap/emr-bootstrap.sh"
+SYNC_SCRIPT_KEY = "bootstrap/kmirror-sync-secrets.py"
+WHEELHOUSE_PREFIX = "bootstrap/wheelhouse"  # + /<wheelhouse_tag>/<wheel> and /<tag>/requirements.lock
+ENTRY_KEY = f"{APP_PREFIX}/kmirror_main.py"
+# The Python of emr-spark-8.0.0 nodes (Amazon Linux 2023): the release guide's application table
+# lists "Python 3.11, 3.12, 3.13"; the bootstrap builds the app's venv with python3.11, the oldest
+# of them (https://docs.aws.amazon.com/emr/latest/ReleaseGuide/emr-spark800-release.html).
+EMR_PYTHON_VERSION = "3.11"
+AL2023_GLIBC_MINOR = 34  # glibc 2.34 on Amazon Linux 2023: manylinux_2_17 ... manylinux_2_34 wheels run
+OLDEST_MANYLINUX_MINOR = 17  # manylinux2014
+# The secrets sync (scripts/kmirror-sync-secrets.py) runs in the same venv and needs boto3; pip
+# itself is in the wheelhouse so the node runs it from its wheel (no ensurepip, no index).
+NODE_EXTRA_REQUIREMENTS = ("boto3", "pip")
+ARCHITECTURES = ("aarch64", "x86_64")  # `uname -m` on Graviton / Intel and AMD nodes
+# Drivers' Prometheus ports: 19500-19799, clear of Hadoop 3's daemons (9864-9871: DataNode and
+# NameNode HTTP/IPC), of the other EMR applications' ports (8000-10000: Hue, Livy, Zeppelin,
+# JupyterHub, HBase, ...) and of Linux's ephemeral range (32768+).
+METRICS_PORT_BASE = 19500
+METRICS_PORT_SPAN = 300
+HADOOP_PORTS = range(9864, 9872)
+
+
+@dataclass(frozen=True)
+class EmrSettings:
+    """Per-platform settings of the steps (from the stack's `kafka-mirror:spark`)."""
+
+    bucket: str
+    region: str = "us-east-1"
+    metrics_port_base: int = METRICS_PORT_BASE
+    metrics_port_span: int = METRICS_PORT_SPAN
+    max_app_attempts: int = 1000  # with the validity interval below: restart forever, like restartPolicy Always
+    attempt_failures_validity_s: int = 3600
+    spark_conf: dict[str, str] = field(default_factory=dict)
+    spark_defaults: dict[str, Any] = field(default_factory=dict)
+    # The stack's AWS settings for the step provider (kafka_mirror.aws_session.aws_settings).
+    aws: dict[str, Any] = field(default_factory=dict)
+    step_stop_timeout_s: int = STEP_STOP_TIMEOUT_S
+
+    def uri(self, key: str) -> str:
+        return f"s3://{self.bucket}/{key}"
+
+
+def emr_metrics_port(flow_id: str, settings: EmrSettings) -> int:
+    """A port derived from the flow id alone: drivers of several flows may share a YARN node, so
+    they cannot all use one port, and an index-based port would move when other flows change."""
+    return settings.metrics_port_base + zlib.crc32(flow_id.encode()) % settings.metrics_port_span
+
+
+def metrics_port_problems(flow_specs: Iterable[Mapping[str, Any]], settings: EmrSettings) -> list[Problem]:
+    """Two flows of one cluster whose drivers would listen on the same port."""
+    seen: dict[int, str] = {}
+    problems = []
+    for spec in sorted(flow_specs, key=lambda s: str(s["id"])):
+        port = int(spec.get("metrics_port") or emr_metrics_port(spec["id"], settings))
+        if port in seen:
+            problems.append(
+                Problem(
+                    f"flows.{spec['id']}.metrics_port",
+                    f"port {port} is also used by {seen[port]}; "
+                    "set a distinct metrics_port for one of them in the topology's flows section",
+                )
+            )
+        seen.setdefault(port, str(spec["id"]))
+    return problems
+
+
+def flow_object_key(flow_spec: dict[str, Any]) -> str:
+    """`flows/<app>/<sha256[:16]>/flow.json`: a new spec is a new object and new step args."""
+    return f"flows/{app_name(flow_spec['id'])}/{flow_sha256(flow_spec)[:16]}/{FLOW_FILE}"
+
+
+def bundle_key(bundle_sha256: str) -> str:
+    return f"{APP_PREFIX}/kmirror-bundle-{bundle_sha256[:16]}.zip"
+
+
+def _conf_args(conf: Mapping[str, Any]) -> list[str]:
+    return [arg for key, value in sorted(conf.items()) for arg in ("--conf", f"{key}={value}")]
+
+
+def emr_step_args(
+    flow_id: str, flow_uri: str, bundle_uri: str, entry_uri: str, spark: dict[str, Any], settings: EmrSettings
+) -> list[str]:
+    """`command-runner.jar` args of a streaming spark-submit step running one flow in cluster mode.
+
+    `--files URI#flow.json` puts the spec in the driver's working directory as `flow.json`.
+    YARN restarts a failed driver (max attempts within a validity interval).
+    """
+    spark = {**settings.spark_defaults, **spark}
+    conf: dict[str, Any] = {
+        "spark.executor.instances": int(spark.get("executors", 1)),
+        "spark.executor.cores": int(spark.get("executor_cores", 1)),
+        "spark.executor.memory": str(spark.get("executor_memory", "1g")),
+        "spark.driver.cores": int(spark.get("driver_cores", 1)),
+        "spark.driver.memory": str(spark.get("driver_memory", "1g")),
+        "spark.dynamicAllocation.enabled": "false",
+        "spark.pyspark.python": VENV_PYTHON,
+        "spark.pyspark.driver.python": VENV_PYTHON,
+        "spark.yarn.maxAppAttempts": settings.max_app_attempts,
+        "spark.yarn.am.attemptFailuresValidityInterval": f"{settings.attempt_failures_validity_s}s",
+        "spark.yarn.submit.waitAppCompletion": "true",
+        **settings.spark_conf,
+        **dict(spark.get("options") or {}),
+    }
+    return [
+        "spark-submit",
+        "--deploy-mode",
+        "cluster",
+        "--master",
+        "yarn",
+        "--name",
+        app_name(flow_id),
+        *_conf_args(conf),
+        "--py-files",
+        bundle_uri,
+        "--files",
+        f"{flow_uri}#{FLOW_FILE}",
+        entry_uri,
+        "--flow",
+        FLOW_FILE,
+    ]
+
+
+def secrets_manifest(entries: Iterable[tuple[str, str]]) -> str:
+    """`<secret ARN>\\t<directory under /etc/kmirror/secrets>` lines, sorted, for the bootstrap's sync."""
+    return "".join(f"{arn}\t{directory}\n" for arn, directory in sorted(set(entries)))
+
+
+def spark_configurations(max_app_attempts: int, python: str = VENV_PYTHON) -> list[dict[str, Any]]:
+    """EMR `Configurations`: every Spark process uses the bootstrap's venv python, and YARN lets a
+    mirror's driver restart as often as its step asks (the ResourceManager caps
+    `spark.yarn.maxAppAttempts` at its own maximum, 2 by default)."""
+    return [
+        {"Classification": "yarn-site", "Properties": {"yarn.resourcemanager.am.max-attempts": str(max_app_attempts)}},
+        {
+            "Classification": "spark-env",
+            "Configurations": [
+                {"Classification": "export", "Properties": {"PYSPARK_PYTHON": python, "PYSPARK_DRIVER_PYTHON": python}}
+            ],
+        },
+        {
+            "Classification": "spark-defaults",
+            "Properties": {
+                "spark.pyspark.python": python,
+                "spark.yarn.appMasterEnv.PYSPARK_PYTHON": python,
+                "spark.executorEnv.PYSPARK_PYTHON": python,
+            },
+        },
+    ]
+
+
+def bootstrap_args(settings: EmrSettings, gssapi: bool) -> list[str]:
+    """Arguments of `scripts/emr-bootstrap.sh` (run on every node when it joins the cluster).
+
+    Only fixed S3 locations and settings, never anything content-addressed: an app release or a
+    dependency update changes what lies there (or the step), not these arguments, so it never
+    replaces the cluster."""
+    args = [
+        "--wheelhouse", settings.uri(WHEELHOUSE_PREFIX),
+        "--secrets", settings.uri(SECRETS_MANIFEST_KEY),
+        "--sync", settings.uri(SYNC_SCRIPT_KEY),
+        "--region", settings.region,
+    ]  # fmt: skip
+    return [*args, "--gssapi"] if gssapi else args
+
+
+def instance_architecture(instance_type: str) -> str:
+    """`aarch64` for Graviton types (a `g` among the family's attributes: m7g, c7gn, r6gd, x2gd,
+    im4gn, is4gen), else `x86_64` (m5, m7i, c6a, ...). Raises ValueError for a malformed type."""
+    match = re.fullmatch(r"([a-z]+)(\d+)([a-z-]*)\.[a-z0-9]+", instance_type)
+    if match is None:
+        raise ValueError(f"instance type {instance_type!r} is not of the form <family><generation>[attributes].<size>")
+    return "aarch64" if "g" in match.group(3) else "x86_64"
+
+
+def wheelhouse_tag(arch: str) -> str:
+    """`cp311-aarch64`: the wheelhouse directory of one node Python and architecture."""
+    if arch not in ARCHITECTURES:
+        raise ValueError(f"architecture {arch!r} is not one of {', '.join(ARCHITECTURES)}")
+    return f"cp{EMR_PYTHON_VERSION.replace('.', '')}-{arch}"
+
+
+def wheel_platforms(arch: str) -> list[str]:
+    """pip `--platform` tags of wheels that run on Amazon Linux 2023 on `arch`, newest first
+    (pip does not expand `manylinux_2_34` to older glibc tags by itself; pyarrow and
+    confluent-kafka publish only manylinux_2_28 wheels)."""
+    wheelhouse_tag(arch)  # validates arch
+    glibc = [f"manylinux_2_{minor}_{arch}" for minor in range(AL2023_GLIBC_MINOR, OLDEST_MANYLINUX_MINOR - 1, -1)]
+    return [*glibc, f"manylinux2014_{arch}"]
+
+
+def wheelhouse_key(arch: str, file_name: str) -> str:
+    return f"{WHEELHOUSE_PREFIX}/{wheelhouse_tag(arch)}/{file_name}"
+
+
+def instance_policy(
+    bucket: str, secret_arns: Iterable[str], kms_key_arn: str | None = None, certificates_zip: str | None = None
+) -> dict[str, Any]:
+    """The whole policy of the EMR nodes' role (no AWS-managed policy: AmazonElasticMapReduceforEC2Role
+    grants s3:* on every bucket): read the bundle and specs, write checkpoints and logs in the
+    stack's bucket, read exactly the secrets the flows reference, the in-transit certificates
+    zip, and use the at-rest KMS key."""
+    statements: list[dict[str, Any]] = [
+        {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": f"arn:aws:s3:::{bucket}"},
+        {
+            "Effect": "Allow",
+            "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+            "Resource": f"arn:aws:s3:::{bucket}/*",
+        },
+    ]
+    arns = sorted(set(secret_arns))
+    if arns:
+        statements.append({"Effect": "Allow", "Action": ["secretsmanager:GetSecretValue"], "Resource": arns})
+    if certificates_zip:
+        zip_arn = "arn:aws:s3:::" + certificates_zip.removeprefix("s3://")
+        statements.append({"Effect": "Allow", "Action": ["s3:GetObject"], "Resource": zip_arn})
+    if kms_key_arn:
+        actions = ["kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey", "kms:CreateGrant"]
+        statements.append({"Effect": "Allow", "Action": actions, "Resource": kms_key_arn})
+    return {"Version": "2012-10-17", "Statement": statements}
+
+
+def service_pass_role_policy(node_role_arn: str) -> dict[str, Any]:
+    """What AmazonEMRServicePolicy_v2 leaves out: passing the nodes' role (it only allows the
+    default EMR_EC2_DefaultRole)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Action": "iam:PassRole",
+                "Resource": node_role_arn,
+                "Condition": {"StringLike": {"iam:PassedToService": "ec2.amazonaws.com*"}},
+            }
+        ],
+    }
+
+
+def security_configuration(certificates_zip: str, kms_key_arn: str) -> dict[str, Any]:
+    """The EMR SecurityConfiguration of a created cluster: TLS between nodes (PEM certificates from
+    S3), S3 writes encrypted (SSE-S3), local disks and EBS volumes encrypted with the KMS key, and
+    IMDSv2 only (a token for every metadata request, one hop: containers cannot reach it)."""
+    return {
+        "EncryptionConfiguration": {
+            "EnableInTransitEncryption": True,
+            "EnableAtRestEncryption": True,
+            "InTransitEncryptionConfiguration": {
+                "TLSCertificateConfiguration": {"CertificateProviderType": "PEM", "S3Object": certificates_zip}
+            },
+            "AtRestEncryptionConfiguration": {
+                "S3EncryptionConfiguration": {"EncryptionMode": "SSE-S3"},
+                "LocalDiskEncryptionConfiguration": {
+                    "EncryptionKeyProviderType": "AwsKms",
+                    "AwsKmsKey": kms_key_arn,
+                    "EnableEbsEncryption": True,
+                },
+            },
+        },
+        "InstanceMetadataServiceConfiguration": {
+            "MinimumInstanceMetadataServiceVersion": 2,
+            "HttpPutResponseHopLimit": 1,
+        },
+    }
+
+
+def bucket_lifecycle_rules(log_retention_days: int, noncurrent_version_days: int) -> list[dict[str, Any]]:
+    """Lifecycle of the stack's (versioned) bucket: logs expire, overwritten or deleted versions
+    (old checkpoint files, replaced bundles) expire after a grace period, and incomplete uploads
+    are aborted. Checkpoints themselves never expire: a mirror may be stopped for a long time."""
+    return [
+        {"id": "expire-logs", "status": "Enabled", "filter": {"prefix": "logs/"},
+         "expiration": {"days": log_retention_days}},
+        {"id": "expire-noncurrent-versions", "status": "Enabled", "filter": {},
+         "noncurrent_version_expiration": {"noncurrent_days": noncurrent_version_days}},
+        {"id": "abort-incomplete-uploads", "status": "Enabled", "filter": {},
+         "abort_incomplete_multipart_upload": {"days_after_initiation": 7}},
+    ]  # fmt: skip

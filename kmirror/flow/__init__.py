@@ -1,0 +1,1 @@
+"""One flow: its spec and typed views, settings resolution, selection filters, replication policies."""

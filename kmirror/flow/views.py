@@ -1,0 +1,151 @@
+"""Typed views of a flow spec: each part of the engine reads its own settings, once.
+
+MirrorMaker hands each task a typed config read at start (`MirrorSourceTaskConfig`,
+`emitCheckpointsInterval()`); a flow spec does the same through five views, built from the
+options table (`kmirror.flow.spec.OPTIONS`, names, docs and defaults declared once) the first time
+a part asks for them:
+
+| view | who reads it |
+|---|---|
+| `FlowSpec.planning` (`PlanningSettings`) | the range planner: where to start, batch and task sizes, discovery |
+| `FlowSpec.copy` (`CopySettings`) | the copy loops: client overrides, loop choice, dead letters, limits, transform |
+| `FlowSpec.checkpoints` (`CheckpointSettings`) | offset syncs, checkpoints, group offset sync, the metrics endpoint |
+| `FlowSpec.heartbeats` (`HeartbeatSettings`) | the heartbeat emitter |
+| `FlowSpec.topic_sync` (`TopicSyncSettings`) | topic creation and the config/ACL sync rounds |
+
+A view holds plain values (picklable, frozen), so a part that takes one cannot read another
+part's settings by accident and a test builds one without a whole flow spec.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+Read = Callable[[str], Any]  # FlowSpec.option: an option's value or its declared default
+
+
+def _read_committed(consumer: Mapping[str, Any]) -> bool:
+    # librdkafka's default isolation.level is read_committed; only an explicit override changes it.
+    return consumer.get("isolation.level", "read_committed") == "read_committed"
+
+
+@dataclass(frozen=True)
+class PlanningSettings:
+    """What the range planner (driver) reads: offsets to start from, batch and task sizes."""
+
+    starting_offsets: Any
+    max_records_per_trigger: int
+    max_records_per_task: int
+    topic_refresh_interval_ms: int
+    fail_on_data_loss: bool
+    read_committed: bool
+
+    @classmethod
+    def read(cls, option: Read) -> PlanningSettings:
+        return cls(
+            starting_offsets=option("starting_offsets"),
+            max_records_per_trigger=int(option("max_records_per_trigger")),
+            max_records_per_task=int(option("max_records_per_task")),
+            topic_refresh_interval_ms=int(option("topic_refresh_interval_ms")),
+            fail_on_data_loss=bool(option("fail_on_data_loss")),
+            read_committed=_read_committed(option("consumer")),
+        )
+
+
+@dataclass(frozen=True)
+class CopySettings:
+    """What the copy loops (executors) read: client overrides, the loop, what it may drop or pace."""
+
+    producer: Mapping[str, Any]
+    consumer: Mapping[str, Any]
+    copy_loop: str
+    exactly_once: bool
+    dead_letter_topic: str | None
+    max_bytes_per_second: int | None
+    max_records_per_second: int | None
+    transform_sql: str | None
+    trigger_interval_ms: int
+    read_committed: bool
+
+    @property
+    def rate_limited(self) -> bool:
+        return bool(self.max_bytes_per_second or self.max_records_per_second)
+
+    @classmethod
+    def read(cls, option: Read) -> CopySettings:
+        transform = option("transform")
+        return cls(
+            producer=dict(option("producer")),
+            consumer=dict(option("consumer")),
+            copy_loop=str(option("copy_loop")),
+            exactly_once=bool(option("exactly_once")),
+            dead_letter_topic=option("dead_letter_topic"),
+            max_bytes_per_second=option("max_bytes_per_second"),
+            max_records_per_second=option("max_records_per_second"),
+            transform_sql=None if transform is None else str(transform["sql"]),
+            trigger_interval_ms=int(option("trigger_interval_ms")),
+            read_committed=_read_committed(option("consumer")),
+        )
+
+
+@dataclass(frozen=True)
+class CheckpointSettings:
+    """What failover side work reads: checkpoints, offset syncs, group offset sync, metrics."""
+
+    emit: bool
+    interval_ms: int
+    sync_group_offsets: bool
+    offset_lag_max: int
+    metrics_port: int | None
+
+    @classmethod
+    def read(cls, option: Read) -> CheckpointSettings:
+        port = option("metrics_port")
+        return cls(
+            emit=bool(option("emit_checkpoints")),
+            interval_ms=int(option("checkpoint_interval_ms")),
+            sync_group_offsets=bool(option("sync_group_offsets")),
+            offset_lag_max=int(option("offset_lag_max")),
+            metrics_port=None if port is None else int(port),
+        )
+
+
+@dataclass(frozen=True)
+class HeartbeatSettings:
+    """What the heartbeat emitter reads."""
+
+    emit: bool
+    interval_ms: int
+
+    @classmethod
+    def read(cls, option: Read) -> HeartbeatSettings:
+        return cls(emit=bool(option("emit_heartbeats")), interval_ms=int(option("heartbeat_interval_ms")))
+
+
+@dataclass(frozen=True)
+class TopicSyncSettings:
+    """What topic creation and the config/ACL sync rounds read."""
+
+    configs: bool
+    configs_interval_ms: int
+    configs_of_existing_topics: bool
+    acls: bool
+    acls_interval_ms: int
+    replication_factor: int | None
+
+    @property
+    def any(self) -> bool:
+        return self.configs or self.acls
+
+    @classmethod
+    def read(cls, option: Read) -> TopicSyncSettings:
+        return cls(
+            configs=bool(option("sync_topic_configs")),
+            configs_interval_ms=int(option("sync_topic_configs_interval_ms")),
+            configs_of_existing_topics=bool(option("sync_configs_of_existing_topics")),
+            acls=bool(option("sync_topic_acls")),
+            acls_interval_ms=int(option("sync_topic_acls_interval_ms")),
+            replication_factor=option("replication_factor"),
+        )

@@ -1,0 +1,1 @@
+"""Pulumi stack configuration read without Pulumi: models, config, deploy order and layout."""

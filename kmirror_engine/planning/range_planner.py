@@ -1,0 +1,293 @@
+"""Driver-side planning of a flow's micro-batches with Kafka clients (no Spark): which source
+partitions are mirrored, where each starts, how far a batch goes, and what retention lost.
+
+- `initial_offsets()`: every mirrored partition at `starting_offsets` (earliest, latest, or the
+  first offset at/after `{timestamp_ms}`).
+- each batch's end (`RangePlanner.next_end`): refreshes topic discovery, creates/grows target
+  topics, and admits at most `max_records_per_trigger` offsets, shared by backlog. New
+  topics/partitions start at their earliest offset. With `--once` the end offsets frozen at
+  start are never passed.
+- `plan(start, end)`: writer tasks of offset ranges; detects data loss (source log start >
+  planned start): raises DataLossError naming topic, partition and the lost range, or with
+  `fail_on_data_loss=false` skips to the log start and reports the skipped count.
+
+The Spark glue (`spark_app.source`, `spark_app.stream_readers`) turns its plans into rows; the
+planner itself reads only the flow's `planning` and `topic_sync` views.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from typing import Any
+
+from confluent_kafka import KafkaException
+
+from kmirror.errors import ConnectionFailure, DataLossError
+from kmirror.flow.spec import FlowSpec
+from kmirror_engine.planning.created_topics import CreatedTopics
+from kmirror_engine.planning.discovery import MirroredTopic, TopicDiscovery
+from kmirror_engine.planning.offset_queries import query_offsets, with_retries
+from kmirror_engine.planning.ranges import OffsetRange, Offsets, admit, plan_tasks
+from kmirror_engine.planning.target_topics import TargetTopics
+
+log = logging.getLogger("kmirror.source")
+
+DATA_LOSS_PREFIX = "kmirror data_loss "
+
+
+def report_data_loss(flow_id: str, tp: tuple[str, int], first: int, skipped: int | None, cause: str) -> None:
+    """One structured stderr line per tolerated loss (fail_on_data_loss=false). The planner runs
+    in a Python worker whose logging is not configured; stderr reaches the driver's log, like
+    the progress lines. `skipped` is None when the count is unknown (a rewound partition)."""
+    record = {"flow": flow_id, "topic": tp[0], "partition": tp[1], "first_lost_offset": first,
+              "skipped": skipped, "cause": cause}  # fmt: skip
+    print(DATA_LOSS_PREFIX + json.dumps(record), file=sys.stderr, flush=True)
+
+
+class RangePlanner:
+    """Driver-side planning with Kafka clients: discovery, target topics, offsets, data loss."""
+
+    def __init__(self, spec: FlowSpec, once: bool, task_count: int, admin_factory: Any = None) -> None:
+        real_clients = admin_factory is None  # fakes (tests) get no created-topics registry
+        if admin_factory is None:
+            from kmirror_engine.clients.factory import admin_client as admin_factory
+        self.spec, self.once, self.task_count = spec, once, task_count
+        self.source_admin = admin_factory(spec.source)
+        self.read_committed = spec.planning.read_committed
+        self.discovery = TopicDiscovery(
+            self.source_admin,
+            spec.source,
+            spec.topic_selection,
+            spec.policy,
+            spec.target.alias,
+            spec.planning.topic_refresh_interval_ms,
+        )
+        self.target_topics = TargetTopics(
+            self.source_admin,
+            admin_factory(spec.target),
+            spec.target,
+            spec.topic_sync.replication_factor,
+            spec.topic_sync.configs,
+            created=CreatedTopics(spec.target, spec.source.alias, spec.id) if real_clients else None,
+        )
+        self.frozen_end: Offsets | None = None
+        self.skipped_records = 0
+        self.replays_checked = False  # the first batch after a start may replay delivered offsets
+        self.skipped_before: dict[tuple[str, int], int] = {}  # of the last plan(): offsets lost before each range
+
+    def _retry(self, call: Any, what: str) -> Any:
+        return with_retries(call, f"{self.spec.id}: {what}", bounded=self.once)
+
+    def _query(self, tps: Any, which: str | int) -> Offsets:
+        return query_offsets(self.source_admin, self.spec.source, tps, which, self.read_committed)
+
+    def _offsets(self, which: str | int, what: str, among: Any = None) -> Offsets:
+        """`which` offsets of the mirrored partitions (only those `among`, when given), retried.
+
+        Each retry re-reads the topic listing (forced after a failure): Kafka refuses ListOffsets
+        for a topic deleted since the last listing, and a retry of the same request would then
+        fail forever. Partitions that are gone are left out of the result.
+        """
+        attempts = 0
+
+        def run() -> Offsets:
+            nonlocal attempts
+            topics = self.discovery.topics(force=attempts > 0)
+            attempts += 1
+            present = [(t.source_topic, p) for t in topics.values() for p in range(t.partitions)]
+            wanted = present if among is None else [tp for tp in among if tp in set(present)]
+            return self._query(wanted, which)
+
+        return self._retry(run, what)
+
+    def mirrored(self) -> dict[str, MirroredTopic]:
+        """Topics to mirror now; their remote topics exist afterwards."""
+
+        def run() -> dict[str, MirroredTopic]:
+            topics = self.discovery.topics()
+            self.target_topics.ensure(topics)
+            return topics
+
+        return self._retry(run, "topic discovery")
+
+    def remote(self, topic: str) -> str:
+        return self.spec.policy.format_remote_topic(self.spec.source.alias, topic)
+
+    def initial_offsets(self) -> Offsets:
+        self.mirrored()
+        starting = self.spec.planning.starting_offsets
+        which = starting["timestamp_ms"] if isinstance(starting, dict) else starting
+        return self._offsets(which, "initial offsets")
+
+    def available(self) -> Offsets:
+        """End offsets of every mirrored partition now."""
+        self.mirrored()
+        return self._offsets("latest", "end offsets")
+
+    def freeze(self) -> None:
+        """Trigger.AvailableNow: remember today's end; later calls never go past it."""
+        self.frozen_end = self.available()
+        log.info("%s: mirroring up to %d partitions' current end offsets", self.spec.id, len(self.frozen_end))
+
+    def next_end(self, start: Offsets, max_records: int | None) -> Offsets:
+        """End offsets of the next batch (== `start` when there is nothing to do)."""
+        latest = self.available()
+        if self.frozen_end is not None:
+            latest = {tp: min(off, self.frozen_end[tp]) for tp, off in latest.items() if tp in self.frozen_end}
+        rewound = [tp for tp, off in latest.items() if tp in start and off < start[tp]]
+        for tp in rewound:
+            self._on_rewind(tp, start[tp], latest[tp])
+        new = [tp for tp in latest if tp not in start]
+        fresh = new + rewound  # both are mirrored from their log start
+        earliest = self._offsets("earliest", "earliest offsets", among=fresh) if fresh else {}
+        full_start = {**start, **earliest}
+        end = admit(full_start, latest, max_records)
+        # a new partition without records yet is not worth an (empty) batch
+        return {tp: off for tp, off in end.items() if tp in start or off > full_start[tp]}
+
+    def plan(self, start: Offsets, end: Offsets) -> list[tuple[OffsetRange, ...]]:
+        """Writer tasks for [start, end); raises DataLossError (see module doc)."""
+        wanted = [tp for tp, off in end.items() if off != start.get(tp, -1)]
+        if not wanted:
+            return []
+        log_start = self._offsets("earliest", "log start offsets", among=wanted)
+        self.skipped_before = {}
+        for tp in self._deleted([tp for tp in wanted if tp not in log_start], start, end):
+            first = start.get(tp, 0)
+            report_data_loss(self.spec.id, tp, first, max(0, end[tp] - first), "topic deleted or deselected")
+            log.warning("%s: %s[%d] is gone from %r (deleted or no longer selected) with offsets %d..%d planned; "
+                        "they are not mirrored", self.spec.id, tp[0], tp[1], self.spec.source.alias, first,
+                        end[tp] - 1)  # fmt: skip
+        ranges = []
+        for tp in wanted:
+            if tp not in log_start:
+                continue
+            first = start.get(tp, log_start[tp])  # a new partition starts at its log start
+            if end[tp] < first:  # went back (see _on_rewind): mirrored again from its log start
+                first = log_start[tp]
+            planned = first
+            first = self._check_loss(tp, first, log_start[tp], end[tp])
+            self.skipped_before[tp] = first - planned
+            if end[tp] > first:
+                ranges.append(OffsetRange(tp[0], tp[1], first, end[tp], self.remote(tp[0])))
+        if not self.replays_checked and ranges:
+            from kmirror_engine.planning.replays import check_replays
+
+            self.replays_checked = True
+            check_replays(self.source_admin, self.spec.id, self.spec.consumer_group, ranges,
+                          self.spec.exactly_once)  # fmt: skip
+        return plan_tasks(
+            ranges,
+            self.task_count,
+            self.spec.planning.max_records_per_task,
+            keep_partitions_whole=self.spec.exactly_once,
+        )
+
+    def _deleted(self, missing: list[tuple[str, int]], start: Offsets, end: Offsets) -> list[tuple[str, int]]:
+        """Planned partitions the listing no longer has, once a describe confirms their topic is
+        deleted (unknown topic) or it is no longer selected. Raises DataLossError for a deleted
+        topic's planned offsets when fail_on_data_loss is on. Retried as a ConnectionFailure,
+        never dropped: a topic listed with a metadata error, one the describe is not authorized
+        to see (an ACL change hides a topic, it does not delete it), any other describe error,
+        and a selected topic that exists but was missing from a (partial) listing."""
+        if not missing:
+            return []
+        where = f"cluster {self.spec.source.alias!r} ({self.spec.source.bootstrap_servers})"
+
+        def check() -> list[tuple[str, int]]:
+            try:
+                metadata = self.source_admin.list_topics(timeout=10.0)  # all topics: never auto-creates one
+            except KafkaException as exc:
+                raise ConnectionFailure(
+                    f"cluster {self.spec.source.alias!r}: listing topics failed: {exc.args[0]}"
+                ) from None
+            errored = sorted({t for t, _ in missing if t in metadata.topics and metadata.topics[t].error is not None})
+            if errored:
+                raise ConnectionFailure(
+                    f"{where}: planned partitions of {', '.join(errored)} are not readable now "
+                    f"({metadata.topics[errored[0]].error})"
+                )
+            gone = self._unknown_topics(sorted({t for t, _ in missing}), where)
+            hidden = sorted({t for t, _ in missing if t not in gone and self.discovery.select({t: 1})})
+            if hidden:
+                raise ConnectionFailure(
+                    f"{where}: {', '.join(hidden)} exist(s) and are selected but were missing from the topic "
+                    "listing (a partial metadata view); their planned offsets are kept"
+                )
+            deleted = [tp for tp in missing if tp[0] in gone]
+            if deleted and self.spec.planning.fail_on_data_loss:
+                t, p = deleted[0]
+                first = start.get((t, p), 0)
+                raise DataLossError(
+                    f"{self.spec.id}: data loss on {t}[{p}]: topic {t} was deleted from {self.spec.source.alias!r} "
+                    f"(describe: unknown topic) with offsets {first}..{end[(t, p)] - 1} planned and not mirrored"
+                    f"{f' ({len(deleted)} partitions in all)' if len(deleted) > 1 else ''}; set "
+                    "fail_on_data_loss: false to drop them (each reported as a kmirror data_loss line)"
+                )
+            return missing
+
+        return self._retry(check, "deleted topics")
+
+    def _unknown_topics(self, topics: list[str], where: str) -> set[str]:
+        """The `topics` a describe answers with UNKNOWN_TOPIC_OR_PART (deleted); ConnectionFailure
+        for any other error, TOPIC_AUTHORIZATION_FAILED included."""
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        from confluent_kafka import KafkaError, TopicCollection
+
+        gone: set[str] = set()
+        futures = self.source_admin.describe_topics(TopicCollection(topics), request_timeout=10.0)
+        for topic, future in futures.items():
+            try:
+                future.result(timeout=10.0)
+            except KafkaException as exc:
+                error = exc.args[0]
+                if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    gone.add(topic)
+                    continue
+                denied = error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+                hint = " (grant Describe and Read on it, or deselect it)" if denied else ""
+                raise ConnectionFailure(
+                    f"{where}: cannot tell whether planned topic {topic} was deleted: {error.str()}{hint}; "
+                    "its planned offsets are kept"
+                ) from None
+            except FutureTimeout:
+                raise ConnectionFailure(f"{where}: describing planned topic {topic} got no answer") from None
+        return gone
+
+    def _on_rewind(self, tp: tuple[str, int], start: int, latest: int) -> None:
+        """The partition's end went below the mirror's position: the topic was deleted and
+        recreated, or truncated (unclean leader election). Records of the old log past `start`
+        that were not mirrored are gone; raises DataLossError unless fail_on_data_loss is off,
+        in which case the new log is mirrored from its start (reported, never silent)."""
+        message = (
+            f"{self.spec.id}: data loss on {tp[0]}[{tp[1]}]: its end offset went back from at least {start} to "
+            f"{latest} on {self.spec.source.alias!r} (topic deleted and recreated, or truncated); records of the "
+            f"old log from offset {start} on that were not mirrored are lost"
+        )
+        if self.spec.planning.fail_on_data_loss:
+            raise DataLossError(message + "; set fail_on_data_loss: false to mirror the new log from its start")
+        report_data_loss(self.spec.id, tp, start, None, "rewind")
+        log.warning("%s; mirroring the new log from its start (fail_on_data_loss=false)", message)
+
+    def _check_loss(self, tp: tuple[str, int], first: int, log_start: int, end: int) -> int:
+        if log_start <= first:
+            return first
+        lost_to = min(log_start, end)
+        message = (
+            f"{self.spec.id}: data loss on {tp[0]}[{tp[1]}]: offsets {first}..{log_start - 1} were deleted "
+            f"from {self.spec.source.alias!r} (log start {log_start}) before they were mirrored"
+        )
+        if self.spec.planning.fail_on_data_loss:
+            raise DataLossError(message + "; set fail_on_data_loss: false to skip them (they stay lost)")
+        self.skipped_records += lost_to - first
+        report_data_loss(self.spec.id, tp, first, lost_to - first, "retention")
+        log.warning(
+            "%s; skipped %d records (fail_on_data_loss=false; %d skipped in total)",
+            message,
+            lost_to - first,
+            self.skipped_records,
+        )
+        return lost_to
