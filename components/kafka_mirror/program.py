@@ -33,24 +33,24 @@ from kmirror.stack.config import NS, StackConfig, parse_stack_config
 from kmirror.stack.models import EksSparkConfig, EmrSparkConfig
 
 FLOW_SPARK_KEYS = ("executors", "driver_memory", "executor_memory", "driver_cores", "executor_cores")
-EKS_KEYS = (
-    "namespace",
-    "image",
-    "image_pull_policy",
-    "service_account",
-    "irsa_role_arn",
-    "operator",
-    "checkpoint_pvc",
-    "monitoring",
-    "priority_class_name",
-    "node_selector",
-    "tolerations",
-    "read_only_root_filesystem",
-)
-EMR_KEYS = ("cluster_id", "release_label", "subnet_id", "master_instance_type", "core_instance_type",
-            "core_instance_count", "gssapi", "protect", "encryption", "prometheus", "vpc_id",
-            "secret_recovery_window_days", "log_retention_days", "noncurrent_version_days",
-            "step_stop_timeout_s")  # fmt: skip
+# The stack model (`kmirror.stack.models`) is the one declaration of a stack input. A platform
+# component takes the fields it shares with the model as they are, except those the program
+# computes (`*_COMPUTED`); `tests/pulumi/test_program.py` checks every model field is one or the other.
+EKS_COMPUTED = frozenset({"spark_version", "metrics_port", "spark_conf", "cluster", "kubeconfig"})
+EMR_COMPUTED = frozenset({"bucket", "region", "create_bucket", "step_concurrency_level", "spark_conf"})
+# Read by the program for every platform (flow defaults, checkpoints), never a component arg.
+PROGRAM_KEYS = frozenset({"platform", "checkpoint_root", *FLOW_SPARK_KEYS})
+
+
+def passed_as_is(model: Any, args: Any, computed: frozenset[str]) -> tuple[str, ...]:
+    """The stack settings `args` (a component's TypedDict) takes unchanged: `model`'s fields it
+    shares with them, in the model's order, but those the program computes."""
+    keys = args.__required_keys__ | args.__optional_keys__
+    return tuple(k for k in model.model_fields if k in keys and k not in computed)
+
+
+EKS_KEYS = passed_as_is(EksSparkConfig, EksSparkPlatformArgs, EKS_COMPUTED)
+EMR_KEYS = passed_as_is(EmrSparkConfig, EmrSparkPlatformArgs, EMR_COMPUTED)
 
 
 def project_dir() -> Path:

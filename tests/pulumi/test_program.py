@@ -505,3 +505,24 @@ def test_emr_nodes_can_launch_profile_named_as_its_role_subnet_tagged_unhealthy_
         "value": "true",
     }
     assert tag.urn in cluster.dependencies  # the cluster launches after the subnet is tagged
+
+
+@pytest.mark.parametrize("platform", ["eks", "emr"])
+def test_every_stack_setting_reaches_its_component_or_the_program(platform: str) -> None:
+    """Issue 29: the stack model is the one declaration of a stack input. Each of its fields is
+    passed to the platform component as it is, computed by the program, or read by the program;
+    a field added to the model and wired nowhere (or a computed key the model or the component
+    no longer has) fails here instead of being dropped silently."""
+    from kafka_mirror import program
+    from kafka_mirror.eks.spark_platform import EksSparkPlatformArgs
+    from kafka_mirror.emr.spark_platform import EmrSparkPlatformArgs
+    from kmirror.stack.models import EksSparkConfig, EmrSparkConfig
+
+    model, args, keys, computed = {
+        "eks": (EksSparkConfig, EksSparkPlatformArgs, program.EKS_KEYS, program.EKS_COMPUTED),
+        "emr": (EmrSparkConfig, EmrSparkPlatformArgs, program.EMR_KEYS, program.EMR_COMPUTED),
+    }[platform]
+    fields = set(model.model_fields)
+    assert computed <= fields & (args.__required_keys__ | args.__optional_keys__)
+    assert fields - set(keys) - computed - program.PROGRAM_KEYS == set()
+    assert set(keys) <= args.__required_keys__ | args.__optional_keys__
