@@ -326,3 +326,25 @@ def test_wheel_platforms_cover_al2023_glibc_for_the_nodes_python() -> None:
     assert wheelhouse_tag("x86_64") == "cp311-x86_64" and EMR_PYTHON_VERSION == "3.11"
     with pytest.raises(ValueError, match=r"architecture 'arm64' is not one of aarch64, x86_64"):
         wheel_platforms("arm64")
+
+
+def test_the_renderers_settings_default_as_the_stack_model_does() -> None:
+    """Issue 29: `EksSettings` (what the manifest renderer takes) and the stack model
+    (`EksSparkConfig`, the one declaration of a stack input) share field names; where the model
+    has a default, the renderer's is the same, so a stack that leaves a setting out and a
+    component used directly render alike."""
+    import dataclasses
+
+    from pydantic_core import PydanticUndefined
+
+    from kafka_mirror.eks.specs import EksSettings
+    from kmirror.stack.models import EksSparkConfig
+
+    renderer = {f.name: f for f in dataclasses.fields(EksSettings)}
+    shared = [name for name, f in EksSparkConfig.model_fields.items()
+              if name in renderer and f.default is not PydanticUndefined]  # fmt: skip
+    assert len(shared) >= 7, shared
+    for name in shared:
+        field = renderer[name]
+        default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+        assert default == EksSparkConfig.model_fields[name].get_default(call_default_factory=True), name
