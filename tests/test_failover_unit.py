@@ -401,3 +401,30 @@ def test_failover_allow_partial_starts_untranslated_partitions_at_the_earliest_o
         "moved group 'app-1' to east: 2 partition(s) written, 0 kept\n"
         "  wrote west.orders[0] = 7\n  wrote west.orders[1] = 3\n"
     )
+
+
+def test_the_mirror_metrics_line_stays_bounded_at_4000_partitions() -> None:
+    """Issue 26: a row per partition made the line ~0.8 MB at 4,000 partitions (~1.1 GB a day at
+    one line a minute). Past SNAPSHOT_MAX_ROWS it carries totals and the most lagging partitions;
+    Prometheus keeps every partition."""
+    import io
+    import json
+
+    import kmirror_engine.observability.metrics as metrics_module
+
+    out = io.StringIO()
+    metrics = FlowMetrics("west->east", out=out, clock=lambda: 1000.0)
+    parts = tuple(PartitionProgress(f"topic-{i // 2}", i % 2, f"west.topic-{i // 2}", 0, 100, 100, 10_000, 1_000,
+                                    latency_min_ms=3, latency_max_ms=9, latency_sum_ms=600, latency_count=100)
+                  for i in range(4000))  # fmt: skip
+    ends = {(p.source_topic, p.partition): 100 + (i % 997) for i, p in enumerate(parts)}
+    metrics.observe_batch(BatchProgress(1, parts, 1000, ends), now_ms=2_000)
+    line = out.getvalue()
+    record = json.loads(line.removeprefix(metrics_module.PREFIX))
+    assert (record["partitions_total"], record["partitions_omitted"]) == (4000, 4000 - metrics_module.SNAPSHOT_MAX_ROWS)
+    assert record["record_count"] == 400_000 and record["offset_lag"] == sum(i % 997 for i in range(4000))
+    most_lagging = [lag for lag in (996, 995, 994, 993, 992) for _ in range(4)]  # i % 997, 4 partitions each
+    assert [row["offset_lag"] for row in record["partitions"]] == most_lagging
+    per_day = len(line.encode()) * 24 * 3600 / metrics_module.SNAPSHOT_INTERVAL_S
+    assert per_day < 10e6, per_day  # bytes a day, at one line per SNAPSHOT_INTERVAL_S
+    assert 'kmirror_offset_lag{flow="west->east",partition="1",topic="west.topic-1999"}' in metrics.text()
