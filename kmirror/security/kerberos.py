@@ -55,13 +55,48 @@ def _check(what: str, value: str, pattern: re.Pattern[str], hint: str) -> None:
 _private_dir: Path | None = None
 
 
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process: alive
+        return True
+    return True
+
+
+def sweep_stale_dirs(kind: str, root: Path | None = None) -> list[Path]:
+    """Remove this user's `kmirror-<kind>-<pid>-*` directories (under `root`, default the temp
+    dir) whose process is gone; returns them. Spark's Python workers leave through `os._exit`, so
+    their atexit clean-up never runs: the next process of the same kind removes what they left."""
+    removed = []
+    for path in (root or Path(tempfile.gettempdir())).glob(f"kmirror-{kind}-*-*"):
+        pid = path.name.removeprefix(f"kmirror-{kind}-").split("-", 1)[0]
+        if not pid.isdigit() or path.is_symlink() or not path.is_dir() or path.stat().st_uid != os.getuid():
+            continue
+        if not _alive(int(pid)):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def process_dir(kind: str) -> Path:
+    """A new directory of this process, `kmirror-<kind>-<pid>-<random>` in the temp dir: made with
+    mkdtemp (mode 0700, unpredictable name), so no other user can plant or link a file there;
+    removed at exit, or by the next process of the same kind when this one leaves without exit
+    handlers (`sweep_stale_dirs`)."""
+    sweep_stale_dirs(kind)
+    path = Path(tempfile.mkdtemp(prefix=f"kmirror-{kind}-{os.getpid()}-"))
+    atexit.register(shutil.rmtree, path, True)
+    return path
+
+
 def private_dir() -> Path:
-    """This process's own directory for files it writes (krb5.conf): made with mkdtemp (mode
-    0700, unpredictable name), so no other user can plant or link a file there; removed at exit."""
+    """This process's own directory for files it writes (krb5.conf, the log4j config): a
+    `process_dir("files")`."""
     global _private_dir
     if _private_dir is None or not _private_dir.is_dir():
-        _private_dir = Path(tempfile.mkdtemp(prefix="kmirror-"))
-        atexit.register(shutil.rmtree, _private_dir, True)
+        _private_dir = process_dir("files")
     return _private_dir
 
 

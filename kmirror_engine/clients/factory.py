@@ -32,7 +32,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -44,6 +43,7 @@ from confluent_kafka.admin import AdminClient
 from kmirror.errors import Problem, ValidationError
 from kmirror.flow.spec import ClusterEndpoint, FlowSpec
 from kmirror.security.config import REDACTED, is_kmirror_property, is_sensitive, resolve_references
+from kmirror.security.kerberos import process_dir
 from kmirror_engine.clients.delivery import DeliveryConfirmingProducer
 
 log = logging.getLogger("kmirror.clients")
@@ -172,7 +172,7 @@ def ticket_cache(principal: str) -> str:
     global _ticket_dir
     with _ticket_lock:
         if _ticket_dir is None:
-            _ticket_dir = tempfile.mkdtemp(prefix="kmirror-krb5cc-")  # 0700, unpredictable
+            _ticket_dir = str(process_dir("krb5cc"))  # 0700, unpredictable, swept after os._exit
             os.environ["KRB5CCNAME"] = f"DIR:{_ticket_dir}"
     return f"DIR::{_ticket_dir}/tkt-{hashlib.sha256(principal.encode()).hexdigest()[:16]}"
 

@@ -135,3 +135,29 @@ def test_log4j_config_goes_to_a_private_directory_removed_at_exit() -> None:
     assert Path(path).parent.parent == Path(tempfile.gettempdir()) and Path(path).parent.name.startswith("kmirror-")
     assert Path(path).name == "log4j2.properties"
     assert not Path(path).parent.exists()  # removed when the process exited
+
+
+def test_what_a_worker_leaving_through_os_exit_left_is_removed_by_the_next_one(tmp_path: Path) -> None:
+    """Issue 26: Spark's Python workers exit through os._exit, so atexit never removes their ticket
+    caches and rendered files; weeks of worker restarts filled /tmp. The next process of the same
+    kind removes directories whose process is gone, never a live process's or another kind's."""
+    code = (
+        "import os; from kmirror_engine.clients.factory import ticket_cache; from kmirror.security.kerberos "
+        "import private_dir; print(ticket_cache('mm@R').split('::')[1].rsplit('/', 1)[0], private_dir(), flush=True); "
+        "os._exit(0)"
+    )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
+                          cwd=Path(__file__).resolve().parents[2])  # fmt: skip
+    tickets, files = (Path(p) for p in done.stdout.split())
+    assert tickets.parent == tmp_path and tickets.name.startswith("kmirror-krb5cc-") and tickets.is_dir()
+    assert files.parent == tmp_path and files.name.startswith("kmirror-files-") and files.is_dir()  # left behind
+    mine = tmp_path / f"kmirror-krb5cc-{os.getpid()}-live"
+    mine.mkdir()
+    other = tmp_path / "kmirror-other-1-x"
+    other.mkdir()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
+                          cwd=Path(__file__).resolve().parents[2])  # fmt: skip
+    assert not tickets.exists() and not files.exists()  # swept by the second worker
+    assert mine.is_dir() and other.is_dir()  # a live process's, and not ours to judge
+    assert len(list(tmp_path.glob("kmirror-krb5cc-*"))) == 2  # the second worker's (it too left via os._exit) + mine
