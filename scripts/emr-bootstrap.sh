@@ -83,7 +83,7 @@ fi
 
 aws s3 cp --quiet "$SYNC" /tmp/kmirror-sync-secrets.py
 sudo install -m 0755 /tmp/kmirror-sync-secrets.py "$HOME_DIR/bin/kmirror-sync-secrets.py"
-sync_cmd="$VENV/bin/python $HOME_DIR/bin/kmirror-sync-secrets.py --manifest $SECRETS --region $REGION --group hadoop"
+sync_cmd="$VENV/bin/python $HOME_DIR/bin/kmirror-sync-secrets.py --manifest $SECRETS --region $REGION --owner yarn"
 sudo tee /etc/systemd/system/kmirror-secrets.service >/dev/null <<UNIT
 [Unit]
 Description=kafka-mirror: sync Secrets Manager secrets to /etc/kmirror/secrets
@@ -100,7 +100,8 @@ OnUnitActiveSec=60s
 [Install]
 WantedBy=timers.target
 UNIT
-# The hadoop group exists only once EMR installed its applications: sync as root now, chgrp later.
+# The yarn user (YARN runs the mirror's containers as it) exists only once EMR installed its
+# applications: sync as root-only files now; the timer hands them to yarn (0600) once it exists.
 sudo "$VENV/bin/python" "$HOME_DIR/bin/kmirror-sync-secrets.py" --manifest "$SECRETS" --region "$REGION"
 sudo systemctl daemon-reload
 sudo systemctl enable --now kmirror-secrets.timer

@@ -2,12 +2,15 @@
 """Write the Secrets Manager secrets a node's mirror apps read into /etc/kmirror/secrets (EMR).
 
     kmirror-sync-secrets.py --manifest s3://BUCKET/bootstrap/secrets.tsv [--root /etc/kmirror/secrets]
-                            [--region R] [--endpoint-url URL] [--group hadoop]
+                            [--region R] [--endpoint-url URL] [--owner yarn]
 
 The manifest (written by the Pulumi program, `kafka_mirror.emr.specs.secrets_manifest`) has one
 `<secret ARN>\\t<directory>` line per secret. Each secret is a JSON object; every key becomes the
-file `<root>/<directory>/<key>` (mode 0640, group `--group`), keys ending in `.b64` are base64-
-decoded into the file without the suffix (keytabs, PKCS#12). Files are replaced atomically, so
+file `<root>/<directory>/<key>` (mode 0600 in a 0700 directory, owned by `--owner`: on EMR `yarn`,
+the user YARN runs the mirror's driver and executors as; nobody else, not the whole `hadoop` group,
+can read them), keys ending in `.b64` are base64-decoded into the file without the suffix (keytabs,
+PKCS#12). An owner that does not exist yet (before EMR installed its applications) fails each
+secret before anything is written. Files are replaced atomically, so
 an app never reads half a keytab. Run by scripts/emr-bootstrap.sh at boot and every minute
 (new flows' secrets and rotations arrive without re-bootstrapping). Exits 1 naming the secret
 (never its value) when one cannot be fetched; the others are still written.
@@ -19,7 +22,7 @@ import argparse
 import base64
 import json
 import os
-import shutil
+import pwd
 import sys
 import tempfile
 from pathlib import Path
@@ -55,19 +58,30 @@ def files_of(secret_string: str) -> dict[str, bytes]:
     return out
 
 
-def write_atomically(directory: Path, files: dict[str, bytes], group: str | None) -> None:
+def owner_ids(owner: str | None) -> tuple[int, int] | None:
+    """(uid, gid) of `owner`; None keeps the writer's. Raises ValueError for an unknown user."""
+    if owner is None:
+        return None
+    try:
+        entry = pwd.getpwnam(owner)
+    except KeyError:
+        raise ValueError(f"user {owner!r} does not exist (yet); nothing written") from None
+    return entry.pw_uid, entry.pw_gid
+
+
+def write_atomically(directory: Path, files: dict[str, bytes], owner: str | None) -> None:
+    ids = owner_ids(owner)  # before anything is written
     directory.mkdir(parents=True, exist_ok=True)
-    os.chmod(directory, 0o750)
+    os.chmod(directory, 0o700)
+    if ids is not None:
+        os.chown(directory, *ids)
     for name, content in files.items():
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.")
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.")  # 0600
         with os.fdopen(fd, "wb") as handle:
             handle.write(content)
-        os.chmod(tmp, 0o640)
-        if group:
-            shutil.chown(tmp, group=group)
+        if ids is not None:
+            os.chown(tmp, *ids)
         os.replace(tmp, directory / name)
-    if group:
-        shutil.chown(directory, group=group)
 
 
 def read_manifest(uri: str, session: boto3.session.Session, endpoint_url: str | None) -> str:
@@ -84,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", default="/etc/kmirror/secrets")
     parser.add_argument("--region", default=None)
     parser.add_argument("--endpoint-url", default=None, help="tests: a moto server")
-    parser.add_argument("--group", default=None, help="group that may read the files (hadoop on EMR)")
+    parser.add_argument("--owner", default=None, help="the only user that may read the files (yarn on EMR)")
     args = parser.parse_args(argv)
     session = boto3.session.Session(region_name=args.region)
     entries = parse_manifest(read_manifest(args.manifest, session, args.endpoint_url))
@@ -93,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     for arn, directory in entries:
         try:
             secret = client.get_secret_value(SecretId=arn)["SecretString"]
-            write_atomically(Path(args.root) / directory, files_of(secret), args.group)
+            write_atomically(Path(args.root) / directory, files_of(secret), args.owner)
         except Exception as exc:  # reported per secret; the others are still written
             failed += 1
             print(f"kmirror-sync-secrets: {arn} -> {directory}: {type(exc).__name__}: {exc}", file=sys.stderr)

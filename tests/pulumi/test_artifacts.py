@@ -71,7 +71,9 @@ def test_sync_writes_each_key_as_a_file_and_decodes_b64(aws: tuple[str, dict[str
     assert (tmp_path / "central-kerberos" / "mirrormaker.keytab").read_bytes() == KEYTAB
     assert (tmp_path / "central-kerberos" / "krb5.conf").read_text() == "[libdefaults]\n"
     assert (tmp_path / "kmirror-cfg-pw" / "value").read_text() == "s3cr3t-0xBEEF"
-    assert stat.S_IMODE((tmp_path / "kmirror-cfg-pw" / "value").stat().st_mode) == 0o640
+    # issue 26: only the app's user reads them (was 0640 for the whole hadoop group)
+    assert stat.S_IMODE((tmp_path / "kmirror-cfg-pw" / "value").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "kmirror-cfg-pw").stat().st_mode) == 0o700
     assert sorted(p.name for p in (tmp_path / "central-kerberos").iterdir()) == ["krb5.conf", "mirrormaker.keytab"]
     assert "s3cr3t" not in out.stdout + out.stderr
 
@@ -181,3 +183,21 @@ def test_dockerfile_builds_on_official_spark_4_with_gssapi_and_the_app() -> None
     versions = dict(re.findall(r"^ARG (LIBRDKAFKA_VERSION|CONFLUENT_KAFKA_VERSION)=(\S+)$", text, re.MULTILINE))
     pins = _pins((ROOT / "scripts" / "app-requirements.txt").read_text().splitlines())
     assert versions["CONFLUENT_KAFKA_VERSION"] == pins["confluent-kafka"]
+
+
+def test_sync_hands_the_files_to_the_owner_and_writes_nothing_for_an_unknown_one(tmp_path: Path) -> None:
+    """Issue 26: `--owner` (yarn on EMR) gets the files; a user that does not exist yet (before EMR
+    installed its applications) fails the secret before anything is written."""
+    import importlib.util
+    import pwd
+
+    spec = importlib.util.spec_from_file_location("kmirror_sync_secrets", SYNC)
+    assert spec is not None and spec.loader is not None
+    sync = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sync)
+    me = pwd.getpwuid(os.getuid()).pw_name
+    sync.write_atomically(tmp_path / "a", {"value": b"x"}, me)
+    assert (tmp_path / "a" / "value").stat().st_uid == os.getuid()
+    with pytest.raises(ValueError, match="user 'no-such-user-kmirror' does not exist"):
+        sync.write_atomically(tmp_path / "b", {"value": b"x"}, "no-such-user-kmirror")
+    assert not (tmp_path / "b").exists()
