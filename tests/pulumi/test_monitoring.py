@@ -93,3 +93,14 @@ def test_the_pod_monitor_scrapes_the_drivers_metrics_port() -> None:
         },
         "podMetricsEndpoints": [{"port": "metrics", "path": "/metrics", "interval": "30s"}],
     }
+
+
+def test_a_driver_that_is_gone_still_alerts() -> None:
+    """Issue 27: `up == 0` needs an `up` series; a deleted driver pod has none, so it went silent.
+    Absence is alerted on: per flow (seen in the last day, not now) and for the whole namespace."""
+    rules = {r["alert"]: r for r in alert_rules("mirror")}
+    gone = rules["KafkaMirrorFlowGone"]["expr"]
+    assert "max_over_time(kmirror_batch_duration_seconds_count{namespace=\"mirror\"}[1d])" in gone
+    assert " unless group by (flow) (kmirror_batch_duration_seconds_count{namespace=\"mirror\"})" in gone
+    assert rules["KafkaMirrorNoDriver"]["expr"].startswith('absent(up{namespace="mirror", ')
+    assert {rules[n]["labels"]["severity"] for n in ("KafkaMirrorFlowGone", "KafkaMirrorNoDriver")} == {"critical"}

@@ -68,6 +68,14 @@ def alert_rules(namespace: str) -> list[dict[str, Any]]:
                "{{ $labels.flow }}: records wait at the source and nothing is mirrored"),
         _alert("KafkaMirrorDriverDown", f'sum by (pod) (up{{{ns}, {DRIVER_POD}}}) == 0', "5m", "critical",
                "{{ $labels.pod }}: the driver's metrics endpoint does not answer (no heartbeat)"),
+        # A driver pod that is gone has no `up` series at all, so the rule above goes silent: these
+        # two fire on absence (a flow seen in the last day and not now; no driver scraped at all).
+        _alert("KafkaMirrorFlowGone",
+               f"group by (flow) (max_over_time(kmirror_batch_duration_seconds_count{{{ns}}}[1d])) "
+               f"unless group by (flow) (kmirror_batch_duration_seconds_count{{{ns}}})", "5m", "critical",
+               "{{ $labels.flow }}: no driver has reported this flow for 5 minutes (its driver is gone)"),
+        _alert("KafkaMirrorNoDriver", f"absent(up{{{ns}, {DRIVER_POD}}})", "10m", "critical",
+               "no mirror driver is scraped in the namespace (gone, or the PodMonitor selects nothing)"),
         _alert("KafkaMirrorHeartbeatsFailing",
                'sum by (flow) (increase(kmirror_failover_work_failures_total{work=~"heartbeats.*"}[15m])) > 0',
                "15m", "warning", "{{ $labels.flow }}: heartbeats are not written (failover tooling is blind)"),
