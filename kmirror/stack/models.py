@@ -19,6 +19,9 @@ LogType = Literal["api", "audit", "authenticator", "controllerManager", "schedul
 RWX = "ReadWriteMany"
 # Defaults the stack models and the components' own arguments share (written once, here).
 SPARK_VERSION = "4.0.2"  # the app image's Spark
+# A created EKS cluster's Kubernetes: one in EKS standard support (1.33 left it in July 2026); the
+# manifests are validated against this version's published schemas (tests/pulumi/sparkapp_schema.py).
+EKS_VERSION = "1.35"
 SERVICE_ACCOUNT = "kafka-mirror"  # the drivers' service account
 IMAGE_PULL_POLICY: Literal["IfNotPresent"] = "IfNotPresent"
 OPERATOR_NAMESPACE = "spark-operator"
@@ -59,7 +62,7 @@ class OperatorConfig(_Strict):
 class EksClusterConfig(_Strict):
     create: bool = Field(False, description="create the EKS cluster (pulumi-eks)")
     name: str | None = None
-    version: str = "1.33"
+    version: str = EKS_VERSION
     subnet_ids: list[str] = Field(default_factory=list, description="private subnets of the cluster and nodes")
     vpc_id: str | None = Field(None, description="the VPC of subnet_ids")
     instance_type: str = "m7i.xlarge"

@@ -14,7 +14,7 @@ import jsonschema
 import kubernetes_validate
 from referencing import Registry, Resource
 
-K8S_VERSION = "1.33.0"
+K8S_VERSION = "1.35.0"  # kmirror.stack.models.EKS_VERSION (test_eks_specs checks they agree)
 DEFS_ID = "https://kubernetes.io/api/_definitions.json"
 
 

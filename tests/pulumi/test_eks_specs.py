@@ -348,3 +348,13 @@ def test_the_renderers_settings_default_as_the_stack_model_does() -> None:
         field = renderer[name]
         default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
         assert default == EksSparkConfig.model_fields[name].get_default(call_default_factory=True), name
+
+
+def test_manifests_are_validated_against_the_kubernetes_a_created_cluster_runs() -> None:
+    """Issue 27: the default EKS version was out of standard support (1.33); the rendered objects
+    are checked against the schemas of the version a created cluster gets."""
+    from kmirror.stack.models import EKS_VERSION, EksClusterConfig
+    from tests.pulumi.sparkapp_schema import K8S_VERSION
+
+    assert K8S_VERSION.rsplit(".", 1)[0] == EKS_VERSION == EksClusterConfig().version
+    assert tuple(int(p) for p in EKS_VERSION.split(".")) >= (1, 35)

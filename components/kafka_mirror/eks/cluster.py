@@ -16,6 +16,8 @@ import pulumi_aws as aws
 import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
+from kmirror.stack.models import EKS_VERSION
+
 CONTROL_PLANE_LOGS = ("api", "audit", "authenticator", "controllerManager", "scheduler")
 # The worker nodes' AWS-managed policies (none grants S3 or secrets; the apps use IRSA).
 NODE_POLICIES = ("AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly")
@@ -26,7 +28,7 @@ class EksClusterSettings:
     subnet_ids: Any  # pulumi.Input[list[str]]
     vpc_id: Any = None  # pulumi.Input[str]
     name: str | None = None
-    version: str = "1.33"
+    version: str = EKS_VERSION
     instance_type: str = "m7i.xlarge"
     nodes: int = 3
     endpoint_public_access: bool = False

@@ -87,7 +87,7 @@ class EksClusterArgs(TypedDict):
     name: NotRequired[str]
     """The cluster's name (default: generated)."""
     version: NotRequired[str]
-    """The Kubernetes version (default `1.33`)."""
+    """The Kubernetes version (default `kmirror.stack.models.EKS_VERSION`, 1.35)."""
     instance_type: NotRequired[str]
     """The nodes' instance type (default `m7i.xlarge`)."""
     nodes: NotRequired[int]
