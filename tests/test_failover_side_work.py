@@ -67,7 +67,8 @@ class FakeSyncLog:
     def catch_up(self, store: SyncStore, timeout_s: float = 60.0) -> int:
         return 0
 
-    def write(self, topic: str, partition: int, syncs: list[Any], next_offset: int, source_end: Any = None) -> None:
+    def write(self, topic: str, partition: int, syncs: list[Any], next_offset: int, source_end: Any = None,
+              clean_until: int | None = None) -> None:
         self.written += [(topic, partition, s.upstream) for s in syncs]
 
     def flush(self) -> None:

@@ -208,7 +208,8 @@ class RecordingSyncLog:
         return 0
 
     def write(
-        self, topic: str, partition: int, syncs: list[Any], next_offset: int, source_end: int | None = None
+        self, topic: str, partition: int, syncs: list[Any], next_offset: int, source_end: int | None = None,
+        clean_until: int | None = None,
     ) -> None:
         self.writes.append((topic, partition, next_offset, source_end))
 

@@ -173,13 +173,32 @@ def test_offset_lag_max_keeps_a_continuous_history_exact_and_tiny() -> None:
     store = SyncStore(offset_lag_max=100)
     added = [store.add_segment("t", 0, b * 10, b * 10 + 10, [(b * 10, b * 10 + 3), (b * 10 + 9, b * 10 + 12)])
              for b in range(50)]  # fmt: skip
-    assert added[1] == [Sync(19, 22, continuous=True)]  # the range's first sync adds nothing: not persisted
+    assert added[0] == [Sync(0, 3)] and not any(added[1:])  # the drift never changed: one sync in all
+    assert store.clean_until("t", 0) == 500
     assert [store.translate("t", 0, u) for u in (0, 5, 250, 499, 500)] == [3, 8, 253, 502, 503]
+
+
+def test_a_head_sync_is_kept_only_when_asked() -> None:
+    store = SyncStore(offset_lag_max=100)
+    store.add_segment("t", 0, 0, 10, [(0, 3), (9, 12)])
+    assert store.add_segment("t", 0, 10, 20, [(10, 13), (19, 22)], keep_last=True) == [Sync(19, 22, continuous=True)]
+    assert store.add_segment("t", 0, 20, 30, [(20, 23), (29, 32)]) == []
+
+
+def test_a_filtered_tail_is_outside_the_clean_tail() -> None:
+    """Records 10..14 were filtered out (not mirrored): a group there resumes at the next
+    mirrored record's downstream offset (10), never past it."""
+    store = SyncStore(offset_lag_max=0)  # every drift change kept
+    store.add_segment("t", 0, 0, 15, [(0, 0), (9, 9)])
+    assert store.clean_until("t", 0) == 10
+    assert [store.translate("t", 0, u) for u in (9, 10, 12, 14)] == [9, 10, 10, 10]
+    store.add_segment("t", 0, 15, 20, [(15, 10), (19, 14)])
+    assert [store.translate("t", 0, u) for u in (12, 15, 19, 20)] == [10, 10, 14, 15]
 
 
 @settings(max_examples=300, deadline=None)
 @given(histories(), st.sampled_from([0, 1, 3, 100]))
-def test_thinned_translation_is_safe_bounded_and_exact_at_range_ends(history: History, lag_max: int) -> None:
+def test_thinned_translation_is_safe_bounded_and_exact_at_the_head(history: History, lag_max: int) -> None:
     records, ranges = history
     store = SyncStore(offset_lag_max=lag_max)
     feed(store, records, [(b, e, True) for b, e, _ in ranges])
@@ -193,6 +212,41 @@ def test_thinned_translation_is_safe_bounded_and_exact_at_range_ends(history: Hi
             reread = [d for _, d in records if got <= d < limit]
             assert len(reread) < max(lag_max, 1), f"translate({u}) = {got} re-reads {reread}"
         previous = got
-    for _, end, _ in ranges:
-        up, down = records[end - 1]
-        assert store.translate("t", 0, up) == down, "a range's last record translates exactly"
+    up, down = records[-1]
+    assert store.translate("t", 0, up) == down, "the newest mirrored record (the head) translates exactly"
+    assert store.translate("t", 0, up + 1) == down + 1, "a caught-up group translates exactly"
+
+
+def persisted_copy(
+    records: list[tuple[int, int]], ranges: list[tuple[int, int, bool]], lag_max: int
+) -> tuple[SyncStore, SyncStore]:
+    """The writer's store, and a store loaded back from what it persisted (as OffsetSyncTopic
+    writes and loads: the next offset on every sync, the clean tail on a range's last one)."""
+    writer, loaded = SyncStore(offset_lag_max=lag_max), SyncStore(offset_lag_max=lag_max)
+    for i, (begin, end, _) in enumerate(ranges):
+        start = records[begin - 1][0] + 1 if begin else 0
+        next_offset = records[end - 1][0] + 1 if end < len(records) else records[-1][0] + 3
+        added = writer.add_segment("t", 0, start, next_offset, segment_syncs(records[begin:end]), keep_last=i % 3 == 0)
+        for j, sync in enumerate(added):
+            clean = writer.clean_until("t", 0) if j == len(added) - 1 else None
+            loaded.add_loaded("t", 0, sync, next_offset, clean)
+    return writer, loaded
+
+
+@settings(max_examples=300, deadline=None)
+@given(histories(), st.sampled_from([1, 3, 100]))
+def test_a_store_loaded_back_translates_like_the_writer_inside_what_it_read(history: History, lag_max: int) -> None:
+    """The driver's second writer and a restarted mirror load the persisted syncs: inside the
+    history they read (up to its mirrored_until) they must translate exactly as the writer's
+    own store, or the two checkpoint writers would disagree; beyond it they stay safe."""
+    records, ranges = history
+    writer, loaded = persisted_copy(records, [(b, e, True) for b, e, _ in ranges], lag_max)
+    known = loaded.mirrored_until("t", 0)
+    assert known is not None
+    for u in range(records[0][0], records[-1][0] + 3):
+        following = [d for up, d in records if up >= u]
+        limit = following[0] if following else records[-1][1] + 1
+        got = loaded.translate("t", 0, u)
+        assert got is not None and got <= limit
+        if u <= known:
+            assert got == writer.translate("t", 0, u), f"translate({u}): loaded {got}, writer's differs"

@@ -22,7 +22,10 @@ the syncs topic, and the next batch tries again (counted by the caller).
 
 from __future__ import annotations
 
+import json
+import logging
 import struct
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,13 +44,19 @@ from kmirror_engine.failover.offset_syncs import (
 )
 from kmirror_engine.planning.internal_names import snapshot_topic
 
+log = logging.getLogger("kmirror.failover")
+
 SNAPSHOT_AFTER_SYNCS = 10_000  # a tail this long loads in ~0.2 s (~57k syncs/s measured here)
 SNAPSHOT_INTERVAL_S = 3600.0  # and at least hourly, far inside the syncs topic's 7-day retention
+# a load never reads more of the tail than this (~5 s at the ~57k syncs/s measured here): when
+# snapshots keep failing, restart time stays flat and the oldest tail is not loaded (reported)
+MAX_TAIL_SYNCS = 300_000
 SNAPSHOT_TOPIC_CONFIG = {"cleanup.policy": "compact"}
-VERSION = 0
+VERSION = 1  # 1 added clean_until; 0 is still read (its clean tail is the newest sync itself)
 MARKER_KEY = b"\x00generation"
 PARTITION_KIND = b"\x01"
-_HEAD = struct.Struct(">hqqi")  # version, syncs_offset, mirrored_until (-1: none), count
+_HEAD_V0 = struct.Struct(">hqqi")  # version, syncs_offset, mirrored_until (-1: none), count
+_HEAD = struct.Struct(">hqqiq")  # ... then clean_until (-1: none)
 _ENTRY = struct.Struct(">qqb")  # upstream, downstream, continuous
 _MARKER = struct.Struct(">hqqi")  # version, first_offset, syncs_offset, partitions
 
@@ -72,7 +81,8 @@ def encode_partition(snapshot: PartitionSnapshot) -> tuple[bytes, bytes]:
     key = PARTITION_KIND + struct.pack(">h", len(name)) + name + struct.pack(">i", snapshot.partition)
     state = snapshot.state
     until = -1 if state.mirrored_until is None else state.mirrored_until
-    value = _HEAD.pack(VERSION, snapshot.syncs_offset, until, len(state.syncs)) + b"".join(
+    clean = -1 if state.clean_until is None else state.clean_until
+    value = _HEAD.pack(VERSION, snapshot.syncs_offset, until, len(state.syncs), clean) + b"".join(
         _ENTRY.pack(s.upstream, s.downstream, 1 if s.continuous else 0) for s in state.syncs
     )
     return key, value
@@ -94,20 +104,29 @@ def decode_snapshot_record(key: bytes, value: bytes) -> PartitionSnapshot | Mark
         (size,) = struct.unpack_from(">h", key, 1)
         topic = key[3 : 3 + size].decode()
         (partition,) = struct.unpack_from(">i", key, 3 + size)
-        version, syncs_offset, until, count = _HEAD.unpack_from(value)
+        (version,) = struct.unpack_from(">h", value)
         _check_version(version)
+        if version == 0:
+            _, syncs_offset, until, count = _HEAD_V0.unpack_from(value)
+            clean, head = -1, _HEAD_V0.size
+        else:
+            _, syncs_offset, until, count, clean = _HEAD.unpack_from(value)
+            head = _HEAD.size
         syncs = [
             Sync(up, down, bool(cont))
-            for up, down, cont in (_ENTRY.unpack_from(value, _HEAD.size + i * _ENTRY.size) for i in range(count))
+            for up, down, cont in (_ENTRY.unpack_from(value, head + i * _ENTRY.size) for i in range(count))
         ]
-        return PartitionSnapshot(topic, partition, syncs_offset, PartitionSyncs(syncs, None if until < 0 else until))
+        if clean < 0 and syncs:
+            clean = syncs[-1].upstream + 1
+        state = PartitionSyncs(syncs, None if until < 0 else until, None if clean < 0 else clean)
+        return PartitionSnapshot(topic, partition, syncs_offset, state)
     except (struct.error, UnicodeDecodeError, ValueError) as exc:
         raise OffsetSyncError(f"unreadable offset-sync snapshot record (key {key[:40]!r}): {exc}") from exc
 
 
 def _check_version(version: int) -> None:
-    if version != VERSION:
-        raise ValueError(f"snapshot version {version}, this kafka-mirror reads {VERSION}")
+    if version not in (0, VERSION):
+        raise ValueError(f"snapshot version {version}, this kafka-mirror reads versions 0 to {VERSION}")
 
 
 def read_newest_generation(
@@ -152,6 +171,21 @@ def read_newest_generation(
     return newest, read
 
 
+def freeze(store: SyncStore) -> dict[tuple[str, int], PartitionSyncs]:
+    """A copy of every partition's state that later batches do not change (syncs are immutable)."""
+    return {key: PartitionSyncs(list(state.syncs), state.mirrored_until, state.clean_until)
+            for key, state in store.partitions.items()}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class SnapshotJob:
+    """A store captured for one generation: what `SyncLog.write_captured` writes."""
+
+    syncs_offset: int  # the syncs topic below this offset is reflected in `states`
+    states: dict[tuple[str, int], PartitionSyncs]
+    tail_syncs: int  # the tail the generation covers (since_snapshot when captured)
+
+
 class SyncLog:
     """One flow's persisted sync history (see the module docstring): load, append, snapshot."""
 
@@ -162,12 +196,14 @@ class SyncLog:
         snapshot_after_syncs: int = SNAPSHOT_AFTER_SYNCS,
         snapshot_interval_s: float = SNAPSHOT_INTERVAL_S,
         clock: Callable[[], float] = time.monotonic,
+        max_tail_syncs: int = MAX_TAIL_SYNCS,
     ) -> None:
         self.target = target
         self.syncs = OffsetSyncTopic(target, offset_syncs_topic(source_alias))
         self.snapshot_topic = snapshot_topic(source_alias)
         self.snapshot_after_syncs = snapshot_after_syncs
         self.snapshot_interval_s = snapshot_interval_s
+        self.max_tail_syncs = max_tail_syncs
         self.clock = clock
         self.since_snapshot = 0  # syncs in the tail (loaded or written) not in a snapshot yet
         self.last_snapshot_s = clock()
@@ -181,18 +217,41 @@ class SyncLog:
 
     def load(self, store: SyncStore, timeout_s: float = 60.0) -> int:
         """Fill `store` from the newest snapshots and the tail after them; returns the syncs loaded
-        from the tail. Raises OffsetSyncError when either topic cannot be read within `timeout_s`."""
+        from the tail. Bounded whatever failed before: an unreadable snapshot topic is reported
+        (a `kmirror offset_sync_load` warning) and the load goes on from the tail alone, and a tail
+        longer than `max_tail_syncs` (snapshots failing for long) is read from its newest
+        `max_tail_syncs` records only, each partition's first sync there loaded as after a gap
+        (translation there falls back to MM2's rule; partitions with no sync in the window keep
+        their snapshot or become untranslatable: never wrong, reported). Raises OffsetSyncError
+        when the syncs topic cannot be read within `timeout_s`."""
         started = time.monotonic()
-        snapshots, snapshot_records = read_newest_generation(self.target, self.snapshot_topic, timeout_s)
+        problems: list[str] = []
+        try:
+            snapshots, snapshot_records = read_newest_generation(self.target, self.snapshot_topic, timeout_s)
+        except OffsetSyncError as exc:
+            snapshots, snapshot_records = {}, 0
+            problems.append(f"snapshots unreadable ({exc}); loading from the syncs topic alone")
         for (topic, partition), snapshot in sorted(snapshots.items()):
             store.restore(topic, partition, snapshot.state)
         if snapshots:
             self.syncs.read_until = max(self.syncs.read_until, min(s.syncs_offset for s in snapshots.values()))
+        low, high = self.syncs.bounds()
+        skipped = max(high - max(self.syncs.read_until, low) - self.max_tail_syncs, 0)
+        if skipped:
+            self.syncs.read_until = high - self.max_tail_syncs
+            problems.append(f"the tail after the newest snapshot holds {skipped + self.max_tail_syncs} syncs; "
+                            f"read the newest {self.max_tail_syncs} only ({skipped} older ones not loaded: "
+                            "groups behind them translate by MM2's rule or not at all)")  # fmt: skip
         remaining = max(timeout_s - (time.monotonic() - started), 1.0)
         skip = {key: s.syncs_offset for key, s in snapshots.items()}
-        tail = self.syncs.load(store, remaining, skip_below=skip)
+        tail = self.syncs.load(store, remaining, skip_below=skip, after_gap=bool(skipped))
         self.since_snapshot = tail
-        self.last_load = {"snapshot_records": snapshot_records, "partitions": len(snapshots), "tail_records": tail}
+        self.last_load = {"snapshot_records": snapshot_records, "partitions": len(snapshots), "tail_records": tail,
+                          "tail_skipped": skipped}  # fmt: skip
+        for problem in problems:
+            log.warning("offset sync history of %s: %s", self.syncs.topic, problem)
+            print("kmirror offset_sync_load " + json.dumps({"topic": self.syncs.topic, "problem": problem}),
+                  file=sys.stderr, flush=True)  # fmt: skip
         return tail
 
     def catch_up(self, store: SyncStore, timeout_s: float = 60.0) -> int:
@@ -200,9 +259,15 @@ class SyncLog:
         return self.syncs.load(store, timeout_s)
 
     def write(
-        self, source_topic: str, partition: int, syncs: list[Sync], next_offset: int, source_end: int | None = None
+        self,
+        source_topic: str,
+        partition: int,
+        syncs: list[Sync],
+        next_offset: int,
+        source_end: int | None = None,
+        clean_until: int | None = None,
     ) -> None:
-        self.syncs.write(source_topic, partition, syncs, next_offset, source_end)
+        self.syncs.write(source_topic, partition, syncs, next_offset, source_end, clean_until)
         self.since_snapshot += len(syncs)
 
     def flush(self) -> None:
@@ -214,22 +279,30 @@ class SyncLog:
         old = self.clock() - self.last_snapshot_s >= self.snapshot_interval_s
         return self.since_snapshot >= self.snapshot_after_syncs or old
 
+    def capture(self, store: SyncStore) -> SnapshotJob:
+        """A frozen copy of `store` for a generation (call after `flush`, so it covers every sync
+        written). Cheap (references to immutable syncs): the encoding and writing happen in
+        `write_captured`, off the commit path."""
+        return SnapshotJob(max(self.syncs.read_until, self.syncs.written_until), freeze(store), self.since_snapshot)
+
     def write_snapshot(self, store: SyncStore, timeout_s: float = 30.0) -> int:
-        """Write a generation of `store` (call after `flush`, so it covers every sync written);
-        returns the partition records written. Raises OffsetSyncError on a failed delivery."""
-        syncs_offset = max(self.syncs.read_until, self.syncs.written_until)
-        records = [
-            encode_partition(PartitionSnapshot(t, p, syncs_offset, state))
-            for (t, p), state in sorted(store.partitions.items())
-        ]
+        """Capture and write a generation of `store` now (see `capture`, `write_captured`)."""
+        return self.write_captured(self.capture(store), timeout_s)
+
+    def write_captured(self, job: SnapshotJob, timeout_s: float = 30.0) -> int:
+        """Write a generation of a captured store; returns the partition records written. Raises
+        OffsetSyncError on a failed delivery. One at a time (it owns the snapshot producer)."""
+        records = [encode_partition(PartitionSnapshot(t, p, job.syncs_offset, state))
+                   for (t, p), state in sorted(job.states.items())]  # fmt: skip
         if not records:
             return 0
         for key, value in records:
             self._produce(key, value)
         first = min(self._confirm(timeout_s))  # the marker goes out alone, after its generation
-        self._produce(*encode_marker(Marker(first, syncs_offset, len(records))))
+        self._produce(*encode_marker(Marker(first, job.syncs_offset, len(records))))
         self._confirm(timeout_s)
-        self.since_snapshot, self.last_snapshot_s = 0, self.clock()
+        self.since_snapshot = max(self.since_snapshot - job.tail_syncs, 0)
+        self.last_snapshot_s = self.clock()
         return len(records)
 
     def _produce(self, key: bytes, value: bytes) -> None:

@@ -3,28 +3,38 @@ persisted log (`SyncLog`).
 
 - construction: ensure the syncs topic and load the history (newest snapshots + short tail,
   restart-safe); raises if it cannot be read (nothing can be translated without it).
-- `record(batch)`: store and persist the batch's syncs, ranges in offset order; raises if they
-  cannot be persisted (translation state is never silently behind); then a snapshot of the
-  history when due (side work).
+- `record(batch)`: store and persist the syncs translation needs (drift changes, MM2's
+  `offset.lag.max` rule, and a head sync per partition at most once per checkpoint interval:
+  `SyncStore.add_segment`), ranges in offset order; raises if they cannot be persisted
+  (translation state is never silently behind). A snapshot of the history, when due, is
+  captured here and written by a background thread: never on the commit path.
 - `catch_up()`: before a checkpoint round in a process that wrote no syncs (another process,
   the sink's commit worker, may be the writer), so it never checkpoints from a stale history.
+- `close()`: head syncs for partitions whose clean tail is not persisted yet (a restart after
+  a clean stop translates exactly), then waits for a snapshot in flight.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from collections.abc import Callable
 from typing import Any
 
 from kmirror.flow.spec import FlowSpec
 from kmirror_engine.failover.failover_metrics import FailoverMetrics
-from kmirror_engine.failover.offset_syncs import SyncStore
+from kmirror_engine.failover.offset_syncs import Sync, SyncStore
 from kmirror_engine.observability.progress import BatchProgress
 
 log = logging.getLogger("kmirror.failover")
+SNAPSHOT_JOIN_S = 30.0  # close() waits this long for a snapshot in flight
 
 
 class OffsetSyncWriter:
-    def __init__(self, spec: FlowSpec, sync_log: Any, metrics: FailoverMetrics) -> None:
+    def __init__(
+        self, spec: FlowSpec, sync_log: Any, metrics: FailoverMetrics, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.metrics = metrics
         self.store = SyncStore(offset_lag_max=spec.checkpoints.offset_lag_max)
         self.sync_log = sync_log
@@ -32,17 +42,69 @@ class OffsetSyncWriter:
         self.sync_log.load(self.store)
         log.info("flow %s: loaded offset syncs: %s", spec.id, self.sync_log.last_load)
         self.wrote_syncs = False  # True once this process persisted syncs: its store is the newest
+        self.head_interval_s = spec.checkpoints.interval_ms / 1000
+        self.clock = clock
+        self.last_written: dict[tuple[str, int], float] = {}  # when each partition last got a sync
+        self.persisted_clean: dict[tuple[str, int], int] = {}  # the clean tail the log knows, per partition
+        self.next_offsets: dict[tuple[str, int], tuple[int, int | None]] = {}  # newest (next_offset, source end)
+        self._snapshot: threading.Thread | None = None
 
     def record(self, batch: BatchProgress) -> None:
+        now = self.clock()
         for p in sorted(batch.partitions, key=lambda p: (p.source_topic, p.partition, p.start_offset)):
-            added = self.store.add_segment(p.source_topic, p.partition, p.start_offset, p.next_offset, p.offset_syncs)
+            key = (p.source_topic, p.partition)
+            head_due = now - self.last_written.get(key, float("-inf")) >= self.head_interval_s
+            added = self.store.add_segment(p.source_topic, p.partition, p.start_offset, p.next_offset,
+                                           p.offset_syncs, keep_last=head_due)  # fmt: skip
+            end = batch.source_end_offsets.get(key)
+            self.next_offsets[key] = (p.next_offset, end)
             if added:
-                self.wrote_syncs = True
-                end = batch.source_end_offsets.get((p.source_topic, p.partition))
-                self.sync_log.write(p.source_topic, p.partition, added, p.next_offset, end)
+                self._write(key, added, p.next_offset, end, now)
         self.sync_log.flush()
-        if self.wrote_syncs and self.sync_log.snapshot_due():
-            self.metrics.side_work("offset_sync_snapshot", lambda: self.sync_log.write_snapshot(self.store))
+        self._snapshot_when_due()
+
+    def _write(self, key: tuple[str, int], syncs: list[Sync], next_offset: int, end: int | None, now: float) -> None:
+        clean = self.store.clean_until(*key)
+        self.sync_log.write(key[0], key[1], syncs, next_offset, end, clean)
+        self.wrote_syncs = True
+        self.last_written[key] = now
+        if clean is not None:
+            self.persisted_clean[key] = clean
+
+    def _snapshot_when_due(self) -> None:
+        if not self.wrote_syncs or not self.sync_log.snapshot_due():
+            return
+        if self._snapshot is not None and self._snapshot.is_alive():
+            return  # the previous generation is still being written
+        job = self.sync_log.capture(self.store)
+        self._snapshot = threading.Thread(
+            target=self.metrics.side_work, args=("offset_sync_snapshot", lambda: self.sync_log.write_captured(job)),
+            name="kmirror-offset-sync-snapshot", daemon=True,
+        )  # fmt: skip
+        self._snapshot.start()
+
+    def wait_for_snapshot(self, timeout_s: float = SNAPSHOT_JOIN_S) -> None:
+        """Wait for a snapshot generation in flight (tests, close)."""
+        if self._snapshot is not None:
+            self._snapshot.join(timeout_s)
+
+    def write_heads(self) -> int:
+        """Persist a head sync for every partition whose clean tail the log does not know yet;
+        returns how many were written."""
+        written = 0
+        for key, (next_offset, end) in sorted(self.next_offsets.items()):
+            clean = self.store.clean_until(*key)
+            syncs = self.store.syncs(*key)
+            known = self.persisted_clean.get(key, -1)
+            if clean is None or not syncs or clean <= known or clean - 1 <= syncs[-1].upstream:
+                continue
+            head = self.store.add_segment(key[0], key[1], clean - 1, next_offset,
+                                          [(clean - 1, syncs[-1].drift + clean - 1)], keep_last=True)  # fmt: skip
+            if head:
+                self._write(key, head, next_offset, end, self.clock())
+                written += len(head)
+        self.sync_log.flush()
+        return written
 
     def catch_up(self) -> None:
         """Read syncs another writer persisted, unless this process is the writer."""
@@ -50,4 +112,9 @@ class OffsetSyncWriter:
             self.sync_log.catch_up(self.store)
 
     def close(self) -> None:
-        self.sync_log.close()
+        try:
+            if self.wrote_syncs:
+                self.metrics.side_work("offset_sync_heads", self.write_heads)
+        finally:
+            self.wait_for_snapshot()
+            self.sync_log.close()

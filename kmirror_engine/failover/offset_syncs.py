@@ -12,10 +12,21 @@ sync whose upstream offset is <= u:
 - better when the history is *continuous* from s to the next sync n (every record between
   them kept s's drift, which the copy loop guarantees by syncing at every drift change):
   min(s.downstream + (u - s.upstream), n.downstream), i.e. the exact shifted offset;
-- past the newest sync: s.downstream + 1 (never beyond what was mirrored);
+- past the newest sync, inside its *clean tail* (every record from s up to `clean_until`,
+  exclusive, was mirrored with s's drift): exactly s.downstream + (u - s.upstream); beyond
+  it, the downstream offset after the last mirrored record (never beyond what was mirrored;
+  without a known tail s.downstream + 1);
 - before the oldest sync: untranslatable (None), the records were never mirrored.
 For a fixed store the result is monotonic in u, and it never exceeds the downstream offset
 of the first mirrored record at or after u, so a consumer failing over skips nothing.
+
+What is written (`thin_pairs`): only syncs translation needs, as MM2 writes one per
+`offset.lag.max` or on a gap. A range that keeps the newest sync's drift writes nothing (the
+clean tail grows); a drift change is written unless the next one follows within
+`offset_lag_max` records; a head sync (the range's last record) is written at most once per
+checkpoint interval per partition (`keep_last`), so a restarted mirror and the driver's second
+writer know the head to within an interval. A continuous source at 4,000 partitions writes
+4,000 syncs per interval instead of two per partition per batch (docs/failover.md).
 """
 
 from __future__ import annotations
@@ -36,6 +47,9 @@ NEXT_OFFSET_HEADER = "kmirror.next_offset"
 # the source partition's end offset when the batch was mirrored: with next_offset, the mirror's
 # last known lag, which a failover with the source gone reports as records at risk
 SOURCE_END_HEADER = "kmirror.source_end"
+# on a range's last written sync: the store's clean tail after it (see SyncStore.translate), so a
+# store loaded back translates exactly like the writer's own
+CLEAN_UNTIL_HEADER = "kmirror.clean_until"
 MAX_SYNCS_PER_PARTITION = 1024
 DENSE_TAIL = 512  # newest syncs always kept as they are
 PER_BUCKET = 4  # older syncs kept per power-of-two distance from the newest
@@ -63,6 +77,9 @@ class PartitionSyncs:
     syncs: list[Sync]
     # no unknown record lies between the newest sync and this upstream offset (exclusive)
     mirrored_until: int | None = None
+    # every record from the newest sync up to this upstream offset (exclusive) was mirrored with
+    # the newest sync's drift: translation there is exact (None: only the sync itself is known)
+    clean_until: int | None = None
 
 
 class SyncStore:
@@ -95,35 +112,58 @@ class SyncStore:
         entry = self.partitions.get((topic, partition))
         return entry.mirrored_until if entry else None
 
+    def clean_until(self, topic: str, partition: int) -> int | None:
+        entry = self.partitions.get((topic, partition))
+        return entry.clean_until if entry else None
+
     def add_segment(
-        self, topic: str, partition: int, start_offset: int, next_offset: int, pairs: Iterable[tuple[int, int]]
+        self,
+        topic: str,
+        partition: int,
+        start_offset: int,
+        next_offset: int,
+        pairs: Iterable[tuple[int, int]],
+        keep_last: bool = False,
     ) -> list[Sync]:
-        """Record a copied range [start_offset, next_offset) and its (upstream, downstream) syncs
-        (first record, every drift change, last record). Returns the syncs as stored, to persist."""
+        """Record a copied range [start_offset, next_offset) and its (upstream, downstream) pairs
+        (first record, every drift change, last record). Returns the syncs as stored, to persist:
+        only those translation needs (`thin_pairs`); `keep_last` also keeps the range's last
+        record (a head sync) when nothing else ends the range."""
         entry = self.partitions.setdefault((topic, partition), PartitionSyncs([]))
-        joined = entry.mirrored_until is not None and start_offset <= entry.mirrored_until
-        anchor = entry.syncs[-1] if joined and entry.syncs else None
+        pairs = list(pairs)
+        joined = entry.mirrored_until is not None and start_offset <= entry.mirrored_until and bool(entry.syncs)
+        anchor = entry.syncs[-1] if joined else None
+        if anchor is not None and pairs and pairs[0][0] <= anchor.upstream:
+            anchor = None  # a replay: the pairs start over (see _append)
         added: list[Sync] = []
-        for upstream, downstream, clean in thin_pairs(list(pairs), self.offset_lag_max, anchor):
+        for upstream, downstream, clean in thin_pairs(pairs, self.offset_lag_max, anchor, keep_last):
             stored = self._append(entry, Sync(upstream, downstream, continuous=joined and clean))
             if stored is not None:
                 added.append(stored)
             joined = True
         if added or joined:
             entry.mirrored_until = max(next_offset, entry.mirrored_until or next_offset)
+        if pairs and entry.syncs:
+            # the last pair is the range's last mirrored record: either stored, or skipped because
+            # every record since the newest sync kept its drift (thin_pairs keeps it otherwise)
+            entry.clean_until = pairs[-1][0] + 1
         self._bound(entry)
         return added
 
-    def add_loaded(self, topic: str, partition: int, sync: Sync, next_offset: int | None) -> None:
-        """Replay one sync read back from the offset-syncs topic."""
+    def add_loaded(
+        self, topic: str, partition: int, sync: Sync, next_offset: int | None, clean_until: int | None = None
+    ) -> None:
+        """Replay one sync read back from the offset-syncs topic (`clean_until`: its header)."""
         entry = self.partitions.setdefault((topic, partition), PartitionSyncs([]))
         if self._append(entry, sync) is not None:
             entry.mirrored_until = next_offset if next_offset is not None else sync.upstream + 1
+            entry.clean_until = clean_until if clean_until is not None else sync.upstream + 1
             self._bound(entry)
 
     def restore(self, topic: str, partition: int, state: PartitionSyncs) -> None:
         """Replace one partition's history with a snapshot of it (`kmirror_engine.failover.offset_sync_snapshots`)."""
-        self.partitions[(topic, partition)] = PartitionSyncs(list(state.syncs), state.mirrored_until)
+        self.partitions[(topic, partition)] = PartitionSyncs(list(state.syncs), state.mirrored_until,
+                                                             state.clean_until)  # fmt: skip
         self._bound(self.partitions[(topic, partition)])
 
     @staticmethod
@@ -136,7 +176,7 @@ class SyncStore:
                 # the source was mirrored again from an earlier offset: old syncs no longer
                 # describe the newest copies, so start over (as MM2's OffsetSyncStore does)
                 entry.syncs.clear()
-                entry.mirrored_until = None
+                entry.mirrored_until = entry.clean_until = None
                 sync = replace(sync, continuous=False)
         else:
             sync = replace(sync, continuous=False)
@@ -184,23 +224,28 @@ class SyncStore:
         if index + 1 < len(syncs) and syncs[index + 1].continuous:
             following = syncs[index + 1]
             return min(sync.downstream + (upstream_offset - sync.upstream), following.downstream)
+        if index + 1 == len(syncs) and entry.clean_until is not None and entry.clean_until > sync.upstream:
+            return sync.downstream + (min(upstream_offset, entry.clean_until) - sync.upstream)
         return sync.downstream + 1
 
 
 def thin_pairs(
-    pairs: list[tuple[int, int]], offset_lag_max: int | None, anchor: Sync | None
+    pairs: list[tuple[int, int]], offset_lag_max: int | None, anchor: Sync | None, keep_last: bool = False
 ) -> list[tuple[int, int, bool]]:
     """The pairs of one copied range worth persisting, as (upstream, downstream, clean).
 
     `pairs` is what the copy loop reports (first record, every drift change, last record);
-    `anchor` the stored sync the range continues from (None: a new stretch). MM2's
-    `offset.lag.max` rule, made exact where it can be: a pair with the same drift as a clean
-    predecessor says nothing and is dropped (losslessly); the range's first and last pairs (the
-    batch edges: where groups caught up with the mirror stand) are kept; any other pair is
-    dropped while the next pair stays within `offset_lag_max` downstream of the last kept one.
-    `clean` is False when a drift change was dropped since the previous kept pair: translation
-    there falls back to MM2's `+1` rule, which then re-reads fewer than `offset_lag_max`
-    records. None keeps every pair.
+    `anchor` the stored sync the range continues from, its clean tail reaching the range (None:
+    a new stretch). MM2's `offset.lag.max` rule, made exact where it can be:
+    - a pair with the drift of the last kept pair (or the anchor) says nothing and is dropped,
+      losslessly: the store's clean tail covers it;
+    - a drift change is kept, unless the next pair follows within `offset_lag_max` downstream
+      of the last kept one: then it is dropped and the stretch is *dirty* until the next kept
+      pair (`clean` False: translation there falls back to MM2's `+1` rule, re-reading fewer
+      than `offset_lag_max` records);
+    - the last pair is kept when the stretch is dirty or its drift changed, so the tail after a
+      range is always clean (exact up to the last mirrored record), and with `keep_last`.
+    None keeps every pair.
     """
     if offset_lag_max is None:
         return [(u, d, True) for u, d in pairs]
@@ -209,9 +254,10 @@ def thin_pairs(
     dirty = False
     for i, (upstream, downstream) in enumerate(pairs):
         final = i == len(pairs) - 1
-        if last is not None and not dirty and not final and downstream - upstream == last[1] - last[0]:
+        same = last is not None and not dirty and downstream - upstream == last[1] - last[0]
+        if same and not (final and keep_last):
             continue  # the stretch keeps the kept pair's drift: nothing to say
-        keep = last is None or i == 0 or final or pairs[i + 1][1] - last[1] > offset_lag_max
+        keep = same or last is None or final or pairs[i + 1][1] - last[1] > offset_lag_max
         if keep:
             out.append((upstream, downstream, not dirty))
             last, dirty = (upstream, downstream), False
@@ -250,16 +296,23 @@ class OffsetSyncTopic:
         ensure_topic(self.target, self.topic, SYNCS_TOPIC_CONFIG)
 
     def write(
-        self, source_topic: str, partition: int, syncs: list[Sync], next_offset: int, source_end: int | None = None
+        self,
+        source_topic: str,
+        partition: int,
+        syncs: list[Sync],
+        next_offset: int,
+        source_end: int | None = None,
+        clean_until: int | None = None,
     ) -> None:
         """Queue syncs (MM2 OffsetSync records plus kmirror headers; `source_end`: the source end
-        offset the batch saw, None when unknown); `flush` confirms them."""
+        offset the batch saw, None when unknown; `clean_until`: the store's clean tail after the
+        last of them); `flush` confirms them."""
         if self._producer is None:
             from kmirror_engine.clients.factory import new_delivery_producer
 
             self._producer = new_delivery_producer(self.target, role="offset-syncs-producer", what="offset sync",
                                                    error=OffsetSyncError, on_delivered=self._delivered)  # fmt: skip
-        for sync in syncs:
+        for i, sync in enumerate(syncs):
             key, value = encode_offset_sync(OffsetSync(source_topic, partition, sync.upstream, sync.downstream))
             headers = [
                 (CONTINUOUS_HEADER, b"1" if sync.continuous else b"0"),
@@ -267,7 +320,26 @@ class OffsetSyncTopic:
             ]
             if source_end is not None:
                 headers.append((SOURCE_END_HEADER, str(source_end).encode()))
+            if clean_until is not None and i == len(syncs) - 1:
+                headers.append((CLEAN_UNTIL_HEADER, str(clean_until).encode()))
             self._producer.produce(self.topic, value, key, partition=0, headers=headers)
+
+    def bounds(self, timeout_s: float = 30.0) -> tuple[int, int]:
+        """The topic's (low, high) watermarks; (0, 0) when it does not exist."""
+        from confluent_kafka import TopicPartition
+
+        from kmirror_engine.clients.factory import new_consumer
+
+        consumer = new_consumer(self.target, role="internal-topic-reader", group_id=f"kmirror-reader-{self.topic}",
+                                **{"enable.auto.commit": False})  # fmt: skip
+        try:
+            metadata = consumer.list_topics(self.topic, timeout=timeout_s).topics.get(self.topic)
+            if metadata is None or metadata.error is not None or 0 not in metadata.partitions:
+                return 0, 0
+            low, high = consumer.get_watermark_offsets(TopicPartition(self.topic, 0), timeout=timeout_s)
+            return int(low), int(high)
+        finally:
+            consumer.close()
 
     def _delivered(self, msg: Any) -> None:
         if msg.offset() is not None and msg.offset() >= 0:
@@ -280,16 +352,21 @@ class OffsetSyncTopic:
         self._producer.confirm(timeout_s)
 
     def load(
-        self, store: SyncStore, timeout_s: float = 60.0, skip_below: Mapping[tuple[str, int], int] | None = None
+        self,
+        store: SyncStore,
+        timeout_s: float = 60.0,
+        skip_below: Mapping[tuple[str, int], int] | None = None,
+        after_gap: bool = False,
     ) -> int:
         """Replay the topic into `store`, from `read_until` (where the previous load stopped, or
         where a snapshot ends) up to the high watermark seen at the start; returns the number of
         records read. `skip_below`: per partition, the offset its snapshot already covers. A
         missing topic is an empty history. Where retention deleted records before `read_until`,
         the first sync of each partition is loaded as not continuous (its predecessor is lost).
+        `after_gap`: records before `read_until` were skipped on purpose (same as deleted).
         Only for stores that do not also get this process's own writes."""
         count, skip, start = 0, skip_below or {}, self.read_until
-        gap = False
+        gap = after_gap
         seen: set[tuple[str, int]] = set()
         for msg in read_partition0(self.target, self.topic, timeout_s, start):
             gap = gap or (count == 0 and msg.offset() > start)
@@ -306,7 +383,9 @@ class OffsetSyncTopic:
             continuous = headers.get(CONTINUOUS_HEADER) == b"1" and (not gap or key in seen)
             seen.add(key)
             sync = Sync(decoded.upstream_offset, decoded.downstream_offset, continuous)
-            store.add_loaded(decoded.topic, decoded.partition, sync, int(raw_next) if raw_next else None)
+            raw_clean = headers.get(CLEAN_UNTIL_HEADER)
+            store.add_loaded(decoded.topic, decoded.partition, sync, int(raw_next) if raw_next else None,
+                             int(raw_clean) if raw_clean else None)  # fmt: skip
         return count
 
     def close(self) -> None:

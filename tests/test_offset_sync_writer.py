@@ -1,0 +1,146 @@
+"""The offset-sync writer writes what translation needs, off the commit path where it can
+(issue 26): a continuous flow writes a head sync per partition per checkpoint interval, not
+two syncs per partition per batch; snapshots are written by a background thread; a clean stop
+leaves the head persisted, so a restarted mirror translates the head exactly."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from kmirror.flow.spec import FlowSpec, parse_flow_spec
+from kmirror_engine.failover.offset_sync_snapshots import SnapshotJob, freeze
+from kmirror_engine.failover.offset_sync_writer import OffsetSyncWriter
+from kmirror_engine.failover.offset_syncs import Sync, SyncStore
+from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
+
+PARTITIONS = 4
+
+
+def spec(checkpoint_interval_ms: int = 60_000) -> FlowSpec:
+    return parse_flow_spec({
+        "id": "west->east", "checkpoint_location": "/tmp/x", "topics": ["orders"], "topics_exclude": [],
+        "source": {"alias": "west", "bootstrap_servers": "w:9092"},
+        "target": {"alias": "east", "bootstrap_servers": "e:9092"},
+        "replication_policy": {"type": "default"}, "checkpoint_interval_ms": checkpoint_interval_ms,
+    })  # fmt: skip
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.failures: list[tuple[str, BaseException]] = []
+
+    def side_work(self, work: str, action: Any) -> Any:
+        try:
+            return action()
+        except Exception as exc:  # noqa: BLE001 - recorded like FailoverMetrics does
+            self.failures.append((work, exc))
+            return None
+
+
+class RecordingLog:
+    """A SyncLog that keeps what is written, as OffsetSyncTopic would (headers included)."""
+
+    def __init__(self, snapshot_due: bool = False, snapshot_gate: threading.Event | None = None) -> None:
+        self.writes: list[tuple[str, int, Sync, int, int | None]] = []  # topic, partition, sync, next, clean
+        self.due = snapshot_due
+        self.gate = snapshot_gate
+        self.snapshots: list[SnapshotJob] = []
+        self.last_load: dict[str, int] = {}
+
+    def ensure_exists(self) -> None: ...
+
+    def load(self, store: SyncStore) -> int:
+        return 0
+
+    def write(self, topic: str, partition: int, syncs: list[Sync], next_offset: int, source_end: Any = None,
+              clean_until: int | None = None) -> None:  # fmt: skip
+        for i, sync in enumerate(syncs):
+            self.writes.append((topic, partition, sync, next_offset, clean_until if i == len(syncs) - 1 else None))
+
+    def flush(self) -> None: ...
+
+    def snapshot_due(self) -> bool:
+        return self.due
+
+    def capture(self, store: SyncStore) -> SnapshotJob:
+        return SnapshotJob(len(self.writes), freeze(store), 0)  # as SyncLog.capture
+
+    def write_captured(self, job: SnapshotJob) -> int:
+        if self.gate is not None:
+            assert self.gate.wait(10), "the test never opened the gate"
+        self.snapshots.append(job)
+        self.due = False
+        return len(job.states)
+
+    def close(self) -> None: ...
+
+    def loaded_store(self) -> SyncStore:
+        store = SyncStore(offset_lag_max=100)
+        for topic, partition, sync, next_offset, clean in self.writes:
+            store.add_loaded(topic, partition, sync, next_offset, clean)
+        return store
+
+
+def continuous_batch(batch: int, records: int = 100) -> BatchProgress:
+    parts = tuple(
+        PartitionProgress("orders", p, "west.orders", batch * records, (batch + 1) * records, records, records * 10,
+                          None, ((batch * records, batch * records + 5), ((batch + 1) * records - 1,
+                                                                          (batch + 1) * records + 4)))
+        for p in range(PARTITIONS)
+    )  # fmt: skip
+    return BatchProgress(batch, parts, 10, {("orders", p): (batch + 1) * records for p in range(PARTITIONS)})
+
+
+def test_a_continuous_flow_writes_a_head_sync_per_partition_per_interval_not_per_batch() -> None:
+    clock = [0.0]
+    log = RecordingLog()
+    writer = OffsetSyncWriter(spec(), log, Metrics(), clock=lambda: clock[0])  # type: ignore[arg-type]
+    for batch in range(600):  # ten minutes of a batch a second
+        writer.record(continuous_batch(batch))
+        clock[0] += 1.0
+    # the first batch (a new stretch: its first record, and a head) then one head per minute
+    assert len(log.writes) <= PARTITIONS * (2 + 10), len(log.writes)  # was 2 per partition per batch: 4,800
+    assert len(log.writes) >= PARTITIONS * 10
+    for p in range(PARTITIONS):  # the writer's own store is exact everywhere ...
+        assert writer.store.translate("orders", p, 12_345) == 12_350
+        assert writer.store.translate("orders", p, 60_000) == 60_005  # ... up to the head and just past it
+    loaded = log.loaded_store()
+    for p in range(PARTITIONS):  # and a store loaded back agrees inside what it read
+        known = loaded.mirrored_until("orders", p)
+        assert known is not None and known >= 60_000 - 60 * 100
+        for u in (0, 5_000, 33_333, known - 1, known):
+            assert loaded.translate("orders", p, u) == writer.store.translate("orders", p, u) == u + 5
+
+
+def test_a_clean_stop_persists_the_head_so_a_restart_translates_it_exactly() -> None:
+    clock = [0.0]
+    log = RecordingLog()
+    writer = OffsetSyncWriter(spec(), log, Metrics(), clock=lambda: clock[0])  # type: ignore[arg-type]
+    for batch in range(30):
+        writer.record(continuous_batch(batch))
+        clock[0] += 1.0
+    before = log.loaded_store()
+    assert before.translate("orders", 0, 2_999) != 3_004  # the head is not persisted yet (written at 0 s only)
+    writer.close()
+    after = log.loaded_store()
+    for p in range(PARTITIONS):
+        assert after.translate("orders", p, 2_999) == 3_004 and after.translate("orders", p, 3_000) == 3_005
+
+
+def test_a_snapshot_is_written_off_the_commit_path() -> None:
+    gate = threading.Event()
+    log = RecordingLog(snapshot_due=True, snapshot_gate=gate)
+    writer = OffsetSyncWriter(spec(checkpoint_interval_ms=0), log, Metrics())
+    started = time.monotonic()
+    writer.record(continuous_batch(0))  # a snapshot is due: captured, then written by a thread
+    writer.record(continuous_batch(1))  # the next batch does not wait for it either
+    assert time.monotonic() - started < 2.0, "record() waited for the snapshot"
+    assert log.snapshots == []
+    gate.set()
+    writer.wait_for_snapshot(10)
+    assert len(log.snapshots) == 1
+    # the captured copy is frozen: batch 1's syncs (added after the capture) are not in it
+    captured = log.snapshots[0].states[("orders", 0)]
+    assert captured.syncs[-1].upstream < 100 <= writer.store.syncs("orders", 0)[-1].upstream
