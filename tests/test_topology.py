@@ -68,7 +68,7 @@ def test_settings_resolve_defaults_then_topology_then_flow_override() -> None:
     )  # fmt: skip
     (flow,) = plan_topology(parse_topology(raw)).flows
     assert flow.topics == ("orders.*",)
-    assert flow.topics_exclude == ("tmp.*",)
+    assert flow.topics_exclude == (".*[-.]internal", ".*\\.replica", "__.*", "tmp.*")  # added to MM2's excludes
     assert flow.groups_exclude == ("console-consumer-.*", "connect-.*", "__.*")  # MM2's default
     assert flow.producer == {"compression.type": "zstd", "linger.ms": 5}
     assert flow.spark == {"executors": 2}
@@ -85,11 +85,29 @@ def test_placement_is_the_target_datacenter_and_every_datacenter_is_listed() -> 
     assert [f.id for f in plan.flows_in("west")] == ["central->west-1"]
 
 
+def test_a_flow_exclude_adds_to_the_defaults_unless_it_says_replace() -> None:
+    raw = topo({"name": "dr", "pattern": "active-passive", "primary": "west-1", "standby": "east-1",
+                "topics_exclude": ["audit.*"]},
+               defaults={"topics_exclude": ["tmp.*"], "groups_exclude": ["probe-.*"]},
+               flows={"west-1->east-1": {"topics_exclude": ["scratch.*"]}})  # fmt: skip
+    (flow,) = plan_topology(parse_topology(raw)).flows
+    assert flow.topics_exclude == (".*[-.]internal", ".*\\.replica", "__.*", "tmp.*", "audit.*", "scratch.*")
+    assert flow.groups_exclude == ("console-consumer-.*", "connect-.*", "__.*", "probe-.*")
+    raw["flows"]["west-1->east-1"] = {"topics_exclude": {"replace": "scratch.*"}}
+    (flow,) = plan_topology(parse_topology(raw)).flows
+    assert flow.topics_exclude == ("scratch.*",)
+    raw["flows"]["west-1->east-1"] = {"topics_exclude": {"instead": ["scratch.*"]}}
+    assert problems_of(raw) == [
+        "flows.west-1->east-1.topics_exclude: must be a list of regular expressions (added to the default excludes) "
+        "or {replace: [...]} (instead of them), got {'instead': ['scratch.*']}"
+    ]
+
+
 def test_mirrormaker_1_aliases_and_comma_lists() -> None:
     raw = topo({"name": "dr", "pattern": "active-passive", "primary": "west-1", "standby": "east-1",
                 "whitelist": "orders,payments.*", "blacklist": ["payments.tmp"]})  # fmt: skip
     (flow,) = plan_topology(parse_topology(raw)).flows
-    assert flow.topics == ("orders,payments.*",) and flow.topics_exclude == ("payments.tmp",)
+    assert flow.topics == ("orders,payments.*",) and flow.topics_exclude[-1] == "payments.tmp"
     spec = parse_flow_spec(flow_spec_for(parse_topology(raw), flow, "/ckpt"))
     selection = spec.topic_selection
     assert [t for t in ("orders", "payments.eu", "payments.tmp", "ordersx") if selection.matches(t)] == [

@@ -29,6 +29,10 @@ MM2_DEFAULTS: dict[str, Any] = {
     "spark": {},
 }
 SELECTION_KEYS = ("topics", "topics_exclude", "groups", "groups_exclude")
+# Excludes add up over the layers (MM2's defaults < defaults < topology < flow): a flow that
+# excludes `tmp.*` keeps MM2's `.*[-.]internal`, `__.*`, ... unless it says `{replace: [...]}`.
+EXCLUDE_KEYS = ("topics_exclude", "groups_exclude")
+REPLACE = "replace"
 # MirrorMaker 1's names, accepted as aliases.
 ALIASES = {"whitelist": "topics", "blacklist": "topics_exclude"}
 # Flow-spec options set through `producer`/`consumer`/`spark` above or by the planner itself.
@@ -59,6 +63,8 @@ def normalise(raw: Mapping[str, Any], path: str) -> tuple[dict[str, Any], list[P
         given_as[name] = key
         if name in SELECTION_KEYS and isinstance(value, str):
             value = [value]
+        if name in EXCLUDE_KEYS and isinstance(value, dict) and isinstance(value.get(REPLACE), str):
+            value = {**value, REPLACE: [value[REPLACE]]}
         out[name] = value
     return out, problems
 
@@ -100,12 +106,28 @@ def _client_problems(value: Any, path: str) -> list[Problem]:
     ] + client_override_problems(value, path)
 
 
+def _exclude_problems(value: Any, path: str) -> list[Problem]:
+    """An exclude list (added to the layers below) or `{replace: [...]}` (replacing them)."""
+    if isinstance(value, dict):
+        if set(value) != {REPLACE}:
+            return [Problem(path, f"must be a list of regular expressions (added to the default excludes) or "
+                                  f"{{replace: [...]}} (instead of them), got {value!r}")]  # fmt: skip
+        return pattern_problems(value[REPLACE], f"{path}.{REPLACE}")
+    return pattern_problems(value, path)
+
+
 # Every key of `defaults`, a topology or a flow override: MirrorMaker's selection, policy and
 # client settings, Spark resources, and the flow-spec options the app understands.
 SETTINGS = OptionTable(
     *(
         Option(key, MM2_DEFAULTS[key], "regexes of the names selected", nested=pattern_problems)
         for key in SELECTION_KEYS
+        if key not in EXCLUDE_KEYS
+    ),
+    *(
+        Option(key, MM2_DEFAULTS[key], "regexes of the names left out, added to the defaults' ({replace: [...]}: "
+               "instead of them)", nested=_exclude_problems)
+        for key in EXCLUDE_KEYS
     ),
     Option("replication_policy", MM2_DEFAULTS["replication_policy"], "remote topic naming", nested=policy_problems),
     Option("producer", {}, "librdkafka producer overrides of the target", nested=_client_problems),
@@ -126,11 +148,20 @@ def setting_problems(
 
 def merge(*layers: Mapping[str, Any]) -> dict[str, Any]:
     """Later layers win; `producer`, `consumer` and `spark` merge per key (a flow can set one
-    producer property without repeating the topology's others); everything else is replaced."""
+    producer property without repeating the topology's others); excludes add up (`{replace:
+    [...]}` replaces what the layers below excluded); everything else is replaced."""
     out: dict[str, Any] = {}
     for layer in layers:
         for key, value in layer.items():
-            if key in ("producer", "consumer", "spark") and isinstance(value, dict):
+            if key in EXCLUDE_KEYS:
+                if isinstance(value, dict) and isinstance(value.get(REPLACE), list):
+                    out[key] = list(value[REPLACE])
+                elif isinstance(value, list):
+                    below = out.get(key) if isinstance(out.get(key), list) else []
+                    out[key] = list(dict.fromkeys([*below, *value]))
+                else:
+                    out[key] = value  # invalid: reported by setting_problems
+            elif key in ("producer", "consumer", "spark") and isinstance(value, dict):
                 merged = dict(out.get(key, {}))
                 if key == "spark" and "options" in value and isinstance(merged.get("options"), dict):
                     value = {**value, "options": {**merged["options"], **value["options"]}}

@@ -121,7 +121,9 @@ def _csv(value: str) -> list[str]:
 def _setting(key: str, value: str) -> tuple[str, Any] | str:
     """(setting name, value), or the reason it cannot be carried over."""
     if key in _LIST_SETTINGS:
-        return _LIST_SETTINGS[key], _csv(value)
+        name = _LIST_SETTINGS[key]
+        # MM2's topics.exclude / groups.exclude replace its default excludes; ours add to them
+        return name, {"replace": _csv(value)} if name.endswith("_exclude") else _csv(value)
     if key in _BOOL_SETTINGS:
         if value.lower() not in ("true", "false"):
             return f"expected true or false, got '{value}'"
@@ -276,7 +278,7 @@ def import_mm1(
         # MM1's whitelist is one Java regex, '|' or ',' separated
         settings["topics"] = [p for p in re.split(r"[,|]", whitelist) if p.strip()]
     if blacklist:
-        settings["topics_exclude"] = [p for p in re.split(r"[,|]", blacklist) if p.strip()]
+        settings["topics_exclude"] = {"replace": [p for p in re.split(r"[,|]", blacklist) if p.strip()]}
     # MM1 kept topic names: the identity policy reproduces that.
     settings["replication_policy"] = {"type": "identity"}
     settings.update({k: v for k, v in clients.items() if v})
