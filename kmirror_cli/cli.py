@@ -26,6 +26,7 @@ COMMAND_MODULES = {
     "failback": "kmirror_cli.commands.failback",
     "stack-info": "kmirror_cli.commands.stack_info",
     "import": "kmirror_cli.commands.import_mm",
+    "acls": "kmirror_cli.commands.acls",
 }
 
 

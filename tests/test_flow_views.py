@@ -35,7 +35,7 @@ def test_views_carry_the_declared_defaults() -> None:
     assert flow.copy.copy_loop == "auto" and flow.copy.transform_sql is None and not flow.copy.rate_limited
     assert (flow.checkpoints.emit, flow.checkpoints.interval_ms, flow.checkpoints.offset_lag_max) == (True, 60_000, 100)
     assert (flow.heartbeats.emit, flow.heartbeats.interval_ms) == (True, 1_000)
-    assert flow.topic_sync.configs and flow.topic_sync.acls and flow.topic_sync.any
+    assert flow.topic_sync.configs and not flow.topic_sync.acls and flow.topic_sync.any  # ACL sync: opt-in
 
 
 def test_views_read_the_flows_options() -> None:

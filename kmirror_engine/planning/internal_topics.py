@@ -7,17 +7,18 @@ with the topic and the ACL to grant, not from a failed batch or a growing metric
 
 Kafka tells a client what it may do with a topic (`describe_topics(...,
 include_authorized_operations=True)`, KIP-430); a broker that does not say (tansu answers
-with nothing) is not checked. At start (`spark_app.main.run_flow`) a problem refuses the flow
-before anything is copied (`require_internal_topic_access`): since side work never fails a
-delivered batch, a missing ACL would otherwise only fail quietly after every batch. The
-failover listener's own check later only warns; a check that itself fails only warns.
+with nothing) is not checked. A topic that does not exist yet is asked whether it may be
+created and, when the mirror reads it, whether it may be read (`_read_refused`). At start
+(`spark_app.main.run_flow`) a problem refuses the flow before anything is copied
+(`require_internal_topic_access`): since side work never fails a delivered batch, a missing
+ACL would otherwise only fail quietly after every batch. The failover listener's own check
+later only warns; a check that itself fails only warns.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import shlex
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,6 +27,7 @@ from typing import Any, TextIO
 from kmirror.errors import KmirrorError
 from kmirror.flow.replication_policy import HEARTBEATS_TOPIC, checkpoints_topic, offset_syncs_topic
 from kmirror.flow.spec import FlowSpec
+from kmirror.security.acls import AclGrant, AclSide, acl_command, synced_acls_topic
 from kmirror_engine.planning.internal_names import offsets_group, snapshot_topic, transactional_id
 
 log = logging.getLogger("kmirror.internal_topics")
@@ -63,21 +65,15 @@ def needed_access(spec: FlowSpec) -> dict[str, tuple[str, tuple[str, ...]]]:
         out[checkpoints_topic(source)] = ("MM2 checkpoints", ("Read", "Write"))
     if spec.heartbeats.emit:
         out[HEARTBEATS_TOPIC] = ("MM2 heartbeats", ("Write",))
+    if spec.topic_sync.acls:
+        out[synced_acls_topic(source)] = ("the record of ACLs ACL sync created, for revoking them",
+                                          ("Read", "Write"))  # fmt: skip
     return out
 
 
-@dataclass(frozen=True)
-class AclGrant:
-    """One ACL the mirror principal needs: on the flow's `side` ("source" or "target"), the
-    `operations` (Kafka's names: Read, Write, ...) on a resource (`resource_type` TOPIC, GROUP,
-    TRANSACTIONAL_ID; `pattern` LITERAL or PREFIXED), for `purpose`."""
-
-    side: str
-    resource_type: str
-    name: str
-    pattern: str
-    operations: tuple[str, ...]
-    purpose: str
+def reader_group(topic: str) -> str:
+    """The group id the mirror's readers of internal `topic` consume with (never committed to)."""
+    return f"kmirror-reader-{topic}"
 
 
 def mirror_acls(spec: FlowSpec, source_topics: list[str]) -> list[AclGrant]:
@@ -89,8 +85,10 @@ def mirror_acls(spec: FlowSpec, source_topics: list[str]) -> list[AclGrant]:
     and create/read/write each internal topic. Creating topics needs no cluster-wide Create
     (CreateTopics accepts Create on the topic). Not listed: the application groups whose
     offsets checkpoints read (Describe on those groups on the source) and that group sync
-    writes (Read on them on the target), and ACL sync's cluster Describe/Alter: both follow
-    the flow's `groups` and `sync_topic_acls`, and are documented in docs/security.md."""
+    writes (Read on them on the target): they follow the flow's `groups` and are documented in
+    docs/security.md. With `sync_topic_acls`, ACL sync's own needs are listed too: Describe on
+    the source cluster (DescribeAcls), Alter on the target cluster (CreateAcls, DeleteAcls) and
+    its record topic. `kmirror.security.acls.mirror_acl_commands` renders exactly this list."""
     remote_prefix = spec.policy.format_remote_topic(spec.source.alias, "")
     grants = [AclGrant("source", "TOPIC", topic, "LITERAL", ("Read", "Describe", "DescribeConfigs"),
                        "the mirrored topic") for topic in sorted(source_topics)]  # fmt: skip
@@ -106,7 +104,7 @@ def mirror_acls(spec: FlowSpec, source_topics: list[str]) -> list[AclGrant]:
             continue
         # its readers (offset syncs, snapshots, the registry) consume with this group id, and a
         # consumer with a group id asks its coordinator: Describe on the group, or the read fails
-        grants.append(AclGrant("target", "GROUP", f"kmirror-reader-{topic}", "LITERAL", ("Read", "Describe"),
+        grants.append(AclGrant("target", "GROUP", reader_group(topic), "LITERAL", ("Read", "Describe"),
                                f"reading {topic}"))  # fmt: skip
     if spec.exactly_once:
         prefix = transactional_id(spec, 0).rsplit("-", 1)[0]
@@ -114,6 +112,11 @@ def mirror_acls(spec: FlowSpec, source_topics: list[str]) -> list[AclGrant]:
                                "exactly-once transactions"))  # fmt: skip
         grants.append(AclGrant("target", "GROUP", offsets_group(spec), "LITERAL", ("Read", "Describe"),
                                "exactly-once source positions"))  # fmt: skip
+    if spec.topic_sync.acls:
+        grants.append(AclGrant("source", "CLUSTER", "kafka-cluster", "LITERAL", ("Describe",),
+                               "ACL sync lists the source's topic ACLs"))  # fmt: skip
+        grants.append(AclGrant("target", "CLUSTER", "kafka-cluster", "LITERAL", ("Alter",),
+                               "ACL sync creates and revokes ACLs of remote topics"))  # fmt: skip
     return grants
 
 
@@ -127,11 +130,9 @@ def principal_hint(config: Mapping[str, Any]) -> str:
 
 
 def _grant(spec: FlowSpec, topic: str, operations: tuple[str, ...]) -> str:
-    words = ["kafka-acls.sh", "--bootstrap-server", spec.target.bootstrap_servers, "--add",
-             "--allow-principal", principal_hint(spec.target.config)]  # fmt: skip
-    for operation in operations:
-        words += ["--operation", operation]
-    return shlex.join([*words, "--topic", topic])
+    """The literal grant on the target, rendered as `kafka acls` renders mirror_acls."""
+    grant = AclGrant("target", "TOPIC", topic, "LITERAL", operations, "")
+    return acl_command(AclSide(spec.target.bootstrap_servers), principal_hint(spec.target.config), grant)
 
 
 def _names(operations: Any) -> set[str] | None:
@@ -155,7 +156,7 @@ def check_internal_topic_access(spec: FlowSpec, admin: Any) -> list[AccessProble
         try:
             allowed = _names(futures[topic].result(timeout=ADMIN_TIMEOUT_S).authorized_operations)
         except Exception as exc:  # the answer's error tells which ACL is missing, if any
-            code = exc.args[0].code() if exc.args and hasattr(exc.args[0], "code") else None
+            code = _error_code(exc)
             if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
                 # without Describe Kafka does not say whether the topic exists: grant what
                 # creating and using it needs (mirror_acls lists the same)
@@ -178,7 +179,10 @@ def _creation_problems(
     spec: FlowSpec, admin: Any, topics: list[str], needs: Mapping[str, tuple[str, tuple[str, ...]]]
 ) -> list[AccessProblem]:
     """Topics that do not exist yet: the mirror creates them, which needs Create on the topic or
-    the cluster. Asked exactly with a validate-only CreateTopics (authorized, never applied)."""
+    the cluster. Asked exactly with a validate-only CreateTopics (authorized, never applied). A
+    topic it may create but needs to read is then asked for Read too (`_read_refused`): a grant
+    that covers creating it (a remote-topic prefix such as `west.` covers
+    `west.checkpoints.internal`) need not cover reading it."""
     from confluent_kafka import KafkaError
     from confluent_kafka.admin import NewTopic
 
@@ -187,19 +191,49 @@ def _creation_problems(
                                       request_timeout=ADMIN_TIMEOUT_S)  # fmt: skip
     except Exception:  # not knowing is not a problem to report; creating the topic will say
         return []
-    refused = []
+    refused, creatable = [], []
     for topic in topics:
         try:
             futures[topic].result(timeout=ADMIN_TIMEOUT_S)
+            creatable.append(topic)
         except Exception as exc:
-            code = exc.args[0].code() if exc.args and hasattr(exc.args[0], "code") else None
+            code = _error_code(exc)
             if code in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED):
                 refused.append(topic)
-    return [
+    problems = [
         AccessProblem(topic, needs[topic][0] + "; it does not exist yet and the mirror may not create it",
                       ("Create",), _grant(spec, topic, ("Create",)))
         for topic in refused
     ]  # fmt: skip
+    for topic in creatable:
+        if "Read" in needs[topic][1] and _read_refused(admin, topic):
+            problems.append(AccessProblem(topic, needs[topic][0] + "; the mirror may create it but not read it",
+                                          ("Read",), _grant(spec, topic, ("Read",))))  # fmt: skip
+    return problems
+
+
+def _error_code(exc: BaseException) -> Any:
+    return exc.args[0].code() if exc.args and hasattr(exc.args[0], "code") else None
+
+
+def _read_refused(admin: Any, topic: str) -> bool:
+    """Whether the broker refuses Read on `topic`, which does not exist yet.
+
+    Kafka keeps no authorized operations for a topic that does not exist, and the mirror may not
+    list ACLs. An OffsetCommit answers instead, without changing anything: the broker checks Read
+    on the group, then Read on the topic (TOPIC_AUTHORIZATION_FAILED), and only then whether the
+    topic exists (UNKNOWN_TOPIC_OR_PART: nothing is committed). The group is the topic's reader
+    group, which the readers never commit to. Any other answer is not knowing: False."""
+    from confluent_kafka import ConsumerGroupTopicPartitions, KafkaError, TopicPartition
+
+    request = ConsumerGroupTopicPartitions(reader_group(topic), [TopicPartition(topic, 0, 0)])
+    try:
+        [future] = admin.alter_consumer_group_offsets([request], request_timeout=ADMIN_TIMEOUT_S).values()
+        answer = future.result(timeout=ADMIN_TIMEOUT_S)
+    except Exception as exc:
+        return bool(_error_code(exc) == KafkaError.TOPIC_AUTHORIZATION_FAILED)
+    errors = [p.error.code() for p in answer.topic_partitions if p.error is not None]
+    return KafkaError.TOPIC_AUTHORIZATION_FAILED in errors
 
 
 def report_internal_topic_access(spec: FlowSpec, admin: Any, out: TextIO | None = None) -> list[AccessProblem]:

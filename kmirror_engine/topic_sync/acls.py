@@ -1,13 +1,23 @@
-"""ACL sync, as MM2's `sync.topic.acls.enabled` (on by default there and here, `sync_topic_acls`):
-every `sync_topic_acls_interval_ms` (and once per `--once` run), the literal READ/ALL ACLs of the
-mirrored source topics become READ ACLs of their remote topics on the target
-(`kmirror.security.acls.remote_read_acls`: never WRITE, ALL downgraded to READ).
+"""ACL sync, as MM2's `sync.topic.acls.enabled` but opt-in (`sync_topic_acls`, default false: it
+needs Alter on the target's cluster resource, which an operator grants knowingly).
 
-Add-only, as MM2: an ACL removed at the source stays on the target (the mirror cannot tell an ACL
-it copied from one an operator set). Each ACL created is one `kmirror acl_sync {json}` line on
-stderr; `created` counts them. The mirror's principal needs Describe on the source's cluster
-(DescribeAcls) and Alter on the target's (CreateAcls). Brokers without an authorizer (tansu) list
-no ACLs, so there is nothing to copy from them.
+Every `sync_topic_acls_interval_ms` (and once per `--once` run) the READ ACLs of the mirrored
+source topics reach their remote topics (`kmirror.security.acls.remote_read_acls`: literal
+ALLOWs of READ/ALL, and DENYs of READ/ALL whether literal, prefixed or `*`, each as a literal
+READ ACL on the remote topic; never WRITE) and the ACLs the sync created whose source ACL is gone
+are deleted (`plan_acl_sync`).
+
+Revocation rule: the sync deletes only what it created itself. Kafka keeps no creator per ACL,
+so each ACL the sync creates is recorded first, keyed by flow and binding, in a compacted
+one-partition topic on the target, `kmirror-synced-acls.<source alias>.internal` (value JSON
+`{"flow", "synced_ms"}`; a tombstone once deleted). An ACL an operator set by hand is never
+recorded (the sync creates only ACLs the target lacks), so it is never deleted, unless it is
+the very binding the sync had created. Recorded before creating: a crash in between leaves a
+record of an ACL that may not exist, which costs one no-op delete; never an unrecorded ACL.
+
+Each ACL created or deleted is one `kmirror acl_sync {json}` line on stderr (`action` created or
+deleted); `created`/`deleted` count them. Brokers without an authorizer (tansu) list no ACLs,
+so there is nothing to copy from them.
 """
 
 from __future__ import annotations
@@ -15,15 +25,18 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from typing import Any, TextIO
+import time
+from collections.abc import Iterable
+from typing import Any, Protocol, TextIO
 
-from kmirror.errors import KmirrorError
-from kmirror.flow.spec import FlowSpec
-from kmirror.security.acls import TopicAcl, remote_read_acls
+from kmirror.errors import ConnectionFailure, KmirrorError
+from kmirror.flow.spec import ClusterEndpoint, FlowSpec
+from kmirror.security.acls import AclSyncPlan, TopicAcl, plan_acl_sync, remote_read_acls, synced_acls_topic
 
 log = logging.getLogger("kmirror.acl_sync")
 PREFIX = "kmirror acl_sync "
 TIMEOUT_S = 30.0
+TOPIC_CONFIG = {"cleanup.policy": "compact"}
 
 
 def _topic_acl_filter() -> Any:
@@ -35,13 +48,14 @@ def _topic_acl_filter() -> Any:
         ResourceType,
     )
 
-    # None: any name, principal and host (the stubs say str; the client takes None, as Kafka's null)
-    return AclBindingFilter(ResourceType.TOPIC, None, ResourcePatternType.LITERAL, None, None,  # type: ignore[arg-type]
+    # None: any name, principal and host (the stubs say str; the client takes None, as Kafka's null);
+    # ANY pattern: prefixed DENYs on the source must reach the remote topics they cover
+    return AclBindingFilter(ResourceType.TOPIC, None, ResourcePatternType.ANY, None, None,  # type: ignore[arg-type]
                             AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
 
 
 def list_topic_acls(admin: Any, alias: str) -> list[TopicAcl]:
-    """Every literal topic ACL of a cluster; KmirrorError naming the cluster on failure."""
+    """Every topic ACL of a cluster (literal and prefixed); KmirrorError naming the cluster on failure."""
     from concurrent.futures import TimeoutError as FutureTimeout
 
     from confluent_kafka import KafkaException
@@ -51,31 +65,134 @@ def list_topic_acls(admin: Any, alias: str) -> list[TopicAcl]:
     except (KafkaException, FutureTimeout) as exc:
         raise KmirrorError(f"listing topic ACLs of {alias!r} failed: {exc} (the mirror needs Describe on its "
                            "cluster resource)") from None  # fmt: skip
-    return [TopicAcl(b.name, b.principal, b.host, b.operation.name, b.permission_type.name) for b in bindings]
+    return [TopicAcl(b.name, b.principal, b.host, b.operation.name, b.permission_type.name,
+                     b.resource_pattern_type.name) for b in bindings]  # fmt: skip
 
 
 def _binding(acl: TopicAcl) -> Any:
     from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
-    return AclBinding(ResourceType.TOPIC, acl.topic, ResourcePatternType.LITERAL, acl.principal, acl.host,
+    return AclBinding(ResourceType.TOPIC, acl.topic, ResourcePatternType[acl.pattern], acl.principal, acl.host,
                       AclOperation[acl.operation], AclPermissionType[acl.permission])  # fmt: skip
+
+
+def _exact_filter(acl: TopicAcl) -> Any:
+    from confluent_kafka.admin import (
+        AclBindingFilter,
+        AclOperation,
+        AclPermissionType,
+        ResourcePatternType,
+        ResourceType,
+    )
+
+    return AclBindingFilter(ResourceType.TOPIC, acl.topic, ResourcePatternType[acl.pattern], acl.principal,
+                            acl.host, AclOperation[acl.operation], AclPermissionType[acl.permission])  # fmt: skip
+
+
+class SyncedAclLedger(Protocol):
+    """Where the sync records the ACLs it created (module doc)."""
+
+    def load(self) -> set[TopicAcl]: ...
+
+    def record(self, acls: Iterable[TopicAcl], synced: bool) -> None: ...
+
+
+def _key(flow_id: str, acl: TopicAcl) -> bytes:
+    fields = [flow_id, acl.topic, acl.principal, acl.host, acl.operation, acl.permission, acl.pattern]
+    return json.dumps(fields).encode()
+
+
+class SyncedAcls:
+    """The record of one flow's synced ACLs on its target (`kmirror-synced-acls.<source>.internal`)."""
+
+    def __init__(self, target: ClusterEndpoint, source_alias: str, flow_id: str) -> None:
+        self.target, self.flow_id = target, flow_id
+        self.topic = synced_acls_topic(source_alias)
+        self._producer: Any = None
+
+    def record(self, acls: Iterable[TopicAcl], synced: bool, timeout_s: float = TIMEOUT_S) -> None:
+        """Record `acls` as synced (`synced`) or as deleted (a tombstone); ConnectionFailure when
+        a record is not acknowledged (the round fails before the ACL is created or forgotten)."""
+        from kmirror_engine.clients.factory import new_delivery_producer
+        from kmirror_engine.clients.topic_admin import ensure_topic
+
+        acls = list(acls)
+        if not acls:
+            return
+        ensure_topic(self.target, self.topic, TOPIC_CONFIG)
+        if self._producer is None:
+            self._producer = new_delivery_producer(self.target, role="synced-acls-producer", what="synced ACL record",
+                                                   error=ConnectionFailure)  # fmt: skip
+        value = json.dumps({"flow": self.flow_id, "synced_ms": int(time.time() * 1000)}).encode() if synced else None
+        for acl in acls:
+            self._producer.produce(self.topic, value, _key(self.flow_id, acl))
+        self._producer.confirm(timeout_s)
+
+    def load(self, timeout_s: float = TIMEOUT_S) -> set[TopicAcl]:
+        """This flow's synced ACLs not deleted since (empty when the record does not exist yet)."""
+        latest: dict[bytes, bytes | None] = {}
+        for key, value in _read_to_end(self.target, self.topic, timeout_s):
+            latest[key] = value
+        out = set()
+        for key, value in latest.items():
+            flow_id, *fields = json.loads(key)
+            if value is not None and flow_id == self.flow_id:
+                out.add(TopicAcl(*fields))
+        return out
+
+
+def _read_to_end(target: ClusterEndpoint, topic: str, timeout_s: float) -> list[tuple[bytes, bytes | None]]:
+    """Every keyed record of one-partition `topic` up to its end as of the read ([] when it does
+    not exist yet); ConnectionFailure naming the topic when it cannot be read to its end."""
+    from confluent_kafka import KafkaError, TopicPartition
+
+    from kmirror_engine.clients.factory import new_consumer
+
+    consumer = new_consumer(target, role="synced-acls-reader", group_id=f"kmirror-reader-{topic}",
+                            **{"enable.auto.commit": False, "enable.partition.eof": True})  # fmt: skip
+    try:
+        metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
+        if metadata is None or metadata.error is not None or 0 not in metadata.partitions:
+            return []
+        consumer.assign([TopicPartition(topic, 0, 0)])
+        records: list[tuple[bytes, bytes | None]] = []
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(1000, timeout=0.5):
+                error = msg.error()
+                if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                    return records
+                if error is not None:
+                    raise ConnectionFailure(f"reading {topic} on {target.alias!r} failed: {error.str()} "
+                                            "(the revocation record of ACL sync; docs/security.md)")  # fmt: skip
+                if msg.key():
+                    records.append((msg.key(), msg.value()))
+        raise ConnectionFailure(f"reading {topic} on {target.alias!r} did not reach its end in {timeout_s:.0f} s")
+    finally:
+        consumer.close()
 
 
 class AclSync:
     """One flow's ACL sync; `run()` does one round and returns the ACLs it created."""
 
-    def __init__(self, spec: FlowSpec, admin_factory: Any = None, out: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        spec: FlowSpec,
+        admin_factory: Any = None,
+        out: TextIO | None = None,
+        ledger: SyncedAclLedger | None = None,
+    ) -> None:
         if admin_factory is None:
             from kmirror_engine.clients.factory import admin_client as admin_factory
         self.spec, self.out = spec, out
         self.source_admin, self.target_admin = admin_factory(spec.source), admin_factory(spec.target)
+        self.ledger = ledger or SyncedAcls(spec.target, spec.source.alias, spec.id)
         self.created = 0
+        self.deleted = 0
+        self.last_plan = AclSyncPlan((), ())
 
-    def run(self) -> list[TopicAcl]:
-        from concurrent.futures import TimeoutError as FutureTimeout
-
-        from confluent_kafka import KafkaException
-
+    def plan(self) -> AclSyncPlan:
+        """What this round would change (reads the source, the target and the record)."""
         from kmirror_engine.planning.discovery import TopicDiscovery
 
         spec = self.spec
@@ -83,22 +200,50 @@ class AclSync:
                                    spec.target.alias, 0)  # fmt: skip
         remote = {t.source_topic: t.target_topic for t in discovery.topics().values()}
         wanted = remote_read_acls(list_topic_acls(self.source_admin, spec.source.alias), remote)
-        present = set(list_topic_acls(self.target_admin, spec.target.alias))
-        missing = [acl for acl in wanted if acl not in present]
-        if not missing:
-            return []
-        futures = self.target_admin.create_acls([_binding(acl) for acl in missing], request_timeout=TIMEOUT_S)
+        present = list_topic_acls(self.target_admin, spec.target.alias)
+        return plan_acl_sync(wanted, present, self.ledger.load(), remote.values())
+
+    def run(self) -> list[TopicAcl]:
+        plan = self.last_plan = self.plan()
+        if plan.add:
+            self.ledger.record(plan.add, synced=True)  # recorded first: never an unrecorded synced ACL
+            self._create(plan.add)
+        if plan.delete:
+            self._delete(plan.delete)
+        if plan.delete or plan.forget:
+            self.ledger.record([*plan.delete, *plan.forget], synced=False)
+        return list(plan.add)
+
+    def _create(self, acls: Iterable[TopicAcl]) -> None:
+        futures = self.target_admin.create_acls([_binding(acl) for acl in acls], request_timeout=TIMEOUT_S)
         for binding, future in futures.items():
             acl = TopicAcl(binding.name, binding.principal, binding.host, binding.operation.name,
-                           binding.permission_type.name)  # fmt: skip
-            try:
-                future.result(timeout=TIMEOUT_S)
-            except (KafkaException, FutureTimeout) as exc:
-                raise KmirrorError(f"{spec.id}: creating ACL {acl} on {spec.target.alias!r} failed: {exc} "
-                                   "(the mirror needs Alter on the target's cluster resource)") from None  # fmt: skip
+                           binding.permission_type.name, binding.resource_pattern_type.name)  # fmt: skip
+            self._confirm(future, acl, "creating")
             self.created += 1
-            record = {"flow": spec.id, "topic": acl.topic, "principal": acl.principal, "host": acl.host,
-                      "operation": acl.operation, "permission": acl.permission}  # fmt: skip
-            log.info("%s: created %s", spec.id, record)
-            print(PREFIX + json.dumps(record), file=self.out or sys.stderr, flush=True)
-        return missing
+            self._print("created", acl)
+
+    def _delete(self, acls: Iterable[TopicAcl]) -> None:
+        filters = [(acl, _exact_filter(acl)) for acl in acls]
+        futures = self.target_admin.delete_acls([f for _, f in filters], request_timeout=TIMEOUT_S)
+        for acl, acl_filter in filters:
+            self._confirm(futures[acl_filter], acl, "deleting")
+            self.deleted += 1
+            self._print("deleted", acl)
+
+    def _confirm(self, future: Any, acl: TopicAcl, doing: str) -> None:
+        from concurrent.futures import TimeoutError as FutureTimeout
+
+        from confluent_kafka import KafkaException
+
+        try:
+            future.result(timeout=TIMEOUT_S)
+        except (KafkaException, FutureTimeout) as exc:
+            raise KmirrorError(f"{self.spec.id}: {doing} ACL {acl} on {self.spec.target.alias!r} failed: {exc} "
+                               "(the mirror needs Alter on the target's cluster resource)") from None  # fmt: skip
+
+    def _print(self, action: str, acl: TopicAcl) -> None:
+        record = {"flow": self.spec.id, "action": action, "topic": acl.topic, "principal": acl.principal,
+                  "host": acl.host, "operation": acl.operation, "permission": acl.permission}  # fmt: skip
+        log.info("%s: %s %s", self.spec.id, action, record)
+        print(PREFIX + json.dumps(record), file=self.out or sys.stderr, flush=True)

@@ -146,27 +146,54 @@ def test_read_acls_of_mirrored_topics_reach_the_remote_topics(
     clusters: Any, spark: Any, unique: str, tmp_path: Path
 ) -> None:
     """The StandardAuthorizer's own ACLs: READ and ALL on a mirrored source topic become READ on
-    its remote topic; WRITE, and ACLs of unmirrored topics, are not copied."""
+    its remote topic, a DENY (literal or prefixed) too; WRITE, and ACLs of unmirrored topics, are
+    not copied. Revoked at the source, what the sync copied is deleted on the target; an ACL an
+    operator set on the remote topic by hand stays."""
     topic, other = f"orders-{unique}", f"private-{unique}"
+    remote = f"w{unique}.{topic}"
     create_topic(clusters.source, topic, 1)
     create_topic(clusters.source, other, 1)
 
-    def acl(name: str, principal: str, op: AclOperation) -> AclBinding:
-        return AclBinding(ResourceType.TOPIC, name, ResourcePatternType.LITERAL, principal, "*", op,
-                          AclPermissionType.ALLOW)  # fmt: skip
+    def acl(name: str, principal: str, op: AclOperation, permission: AclPermissionType = AclPermissionType.ALLOW,
+            pattern: ResourcePatternType = ResourcePatternType.LITERAL) -> AclBinding:  # fmt: skip
+        return AclBinding(ResourceType.TOPIC, name, pattern, principal, "*", op, permission)
 
+    analytics = acl(topic, f"User:analytics-{unique}", AclOperation.ALL)
+    eve = acl(topic, f"User:eve-{unique}", AclOperation.READ, AclPermissionType.DENY)
+    mallory = acl(f"orders-{unique}"[:-2], f"User:mallory-{unique}", AclOperation.READ, AclPermissionType.DENY,
+                  ResourcePatternType.PREFIXED)  # fmt: skip
     source = AdminClient({"bootstrap.servers": clusters.source})
-    for future in source.create_acls([acl(topic, f"User:analytics-{unique}", AclOperation.ALL),
-                                      acl(topic, f"User:writer-{unique}", AclOperation.WRITE),
+    for future in source.create_acls([analytics, eve, mallory, acl(topic, f"User:writer-{unique}", AclOperation.WRITE),
                                       acl(other, f"User:analytics-{unique}", AclOperation.READ)]).values():  # fmt: skip
         future.result(timeout=30)
     run_flow(sync_flow(clusters, unique, [topic], tmp_path / "cp", sync_topic_acls=True), spark=spark, once=True)
-    assert target_acls(clusters.target, unique) == {(f"w{unique}.{topic}", f"User:analytics-{unique}", "READ", "ALLOW")}
-    # opted out per flow: nothing more copied
+    assert target_acls(clusters.target, unique) == {
+        (remote, f"User:analytics-{unique}", "READ", "ALLOW"),
+        (remote, f"User:eve-{unique}", "READ", "DENY"),
+        (remote, f"User:mallory-{unique}", "READ", "DENY"),  # the prefixed DENY, literal on the remote topic
+    }
+    # an operator's own grant on the remote topic, and revocations at the source
+    target = AdminClient({"bootstrap.servers": clusters.target})
+    for future in target.create_acls([acl(remote, f"User:ops-{unique}", AclOperation.READ)]).values():
+        future.result(timeout=30)
+    for future in source.delete_acls([AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal,
+                                                       b.host, b.operation, b.permission_type)
+                                      for b in (analytics, eve)]).values():  # fmt: skip
+        future.result(timeout=30)
+    run_flow(sync_flow(clusters, unique, [topic], tmp_path / "cp", sync_topic_acls=True), spark=spark, once=True)
+    assert target_acls(clusters.target, unique) == {
+        (remote, f"User:mallory-{unique}", "READ", "DENY"),
+        (remote, f"User:ops-{unique}", "READ", "ALLOW"),
+    }
+    # opted out (the default): nothing more copied, nothing revoked
     for future in source.create_acls([acl(topic, f"User:late-{unique}", AclOperation.READ)]).values():
         future.result(timeout=30)
-    run_flow(sync_flow(clusters, unique, [topic], tmp_path / "cp", sync_topic_acls=False), spark=spark, once=True)
-    assert len(target_acls(clusters.target, unique)) == 1
+    for future in source.delete_acls([AclBindingFilter(mallory.restype, mallory.name, mallory.resource_pattern_type,
+                                                       mallory.principal, mallory.host, mallory.operation,
+                                                       mallory.permission_type)]).values():  # fmt: skip
+        future.result(timeout=30)
+    run_flow(sync_flow(clusters, unique, [topic], tmp_path / "cp"), spark=spark, once=True)
+    assert len(target_acls(clusters.target, unique)) == 2
 
 
 def target_acls(bootstrap: str, unique: str) -> set[tuple[str, str, str, str]]:

@@ -222,21 +222,14 @@ def test_without_any_one_internal_topic_acl_the_start_up_check_names_it_and_the_
         assert_check_names_the_missing_grant(spec, west, east, topic, left_out)
 
 
-@pytest.mark.parametrize(
-    "side_topic",
-    [
-        "heartbeats",
-        pytest.param("checkpoints", marks=pytest.mark.xfail(strict=True, reason=(
-            "issue 26: west.checkpoints.internal also matches the remote-topic PREFIXED grant 'west.' "
-            "(Create/Write/Describe), so without its own grant the topic can be created but not read; "
-            "the check sees a topic that does not exist yet, asks only whether it may be created, and "
-            "reports nothing"))),
-    ],
-)  # fmt: skip
+@pytest.mark.parametrize("side_topic", ["heartbeats", "checkpoints"])
 def test_without_a_side_topic_acl_the_start_up_check_names_it_and_the_grant(
     secure: tuple[SecureCluster, SecureCluster, Path], unique: str, side_topic: str
 ) -> None:
-    """Minimal, with checkpoints and heartbeats on: leave out the grant of one of them."""
+    """Minimal, with checkpoints and heartbeats on: leave out the grant of one of them. The
+    checkpoints topic `west.checkpoints.internal` also matches the remote-topic prefix grant
+    `west.` (Create, Write, Describe): without its own grant it does not exist yet and may be
+    created, but not read, and the check asks the broker for Read and names just that."""
     west, east, directory = secure
     topic = f"sec-side-{side_topic}-{unique}"
     create_topic(west.broker.bootstrap_servers, topic, 1)
@@ -245,7 +238,8 @@ def test_without_a_side_topic_acl_the_start_up_check_names_it_and_the_grant(
     assert len(internal) == 5, internal  # offset syncs, snapshots, registry, checkpoints, heartbeats
     left_out = HEARTBEATS_TOPIC if side_topic == "heartbeats" else checkpoints_topic("west")
     assert left_out in internal
-    assert_check_names_the_missing_grant(spec, west, east, topic, left_out)
+    missing = ("Read",) if side_topic == "checkpoints" else None
+    assert_check_names_the_missing_grant(spec, west, east, topic, left_out, missing)
 
 
 def internal_topics(spec: FlowSpec, topic: str) -> list[str]:
@@ -255,13 +249,15 @@ def internal_topics(spec: FlowSpec, topic: str) -> list[str]:
 
 
 def assert_check_names_the_missing_grant(
-    spec: FlowSpec, west: SecureCluster, east: SecureCluster, topic: str, left_out: str
-) -> None:
+    spec: FlowSpec, west: SecureCluster, east: SecureCluster, topic: str, left_out: str,
+    missing: tuple[str, ...] | None = None,
+) -> None:  # fmt: skip
+    """`missing`: the operations the check must name (default: all the topic's grant has)."""
     try:
         grant(spec, west, east, "User:mirror", [topic], leave_out=left_out)
         problems = check_internal_topic_access(spec, AdminClient(_admin_config(spec)))
         # without Describe the broker does not tell whether the topic exists
-        missing = ("Create", "Describe", *needed_access(spec)[left_out][1])
+        missing = missing or ("Create", "Describe", *needed_access(spec)[left_out][1])
         assert [(p.topic, p.missing) for p in problems] == [(left_out, missing)], problems
         operations = " ".join(f"--operation {op}" for op in missing)
         assert problems[0].grant == (f"kafka-acls.sh --bootstrap-server {spec.target.bootstrap_servers} --add "
@@ -326,3 +322,66 @@ def _topic_config(cluster: SecureCluster, topic: str) -> dict[str, str]:
     admin = cluster.admin  # kept alive until the answer came
     [future] = admin.describe_configs([ConfigResource("TOPIC", topic)]).values()
     return {name: entry.value for name, entry in future.result(timeout=30).items()}
+
+
+def apply_rendered(commands: list[str], west: SecureCluster, east: SecureCluster) -> int:
+    """Apply `kafka-acls.sh --add` commands as the tool would (read back from their words, not
+    from the grants they were rendered from); returns how many bindings were created."""
+    import shlex
+
+    created = 0
+    for command in commands:
+        words = shlex.split(command)
+        bootstrap = words[words.index("--bootstrap-server") + 1]
+        cluster = west if bootstrap == west.broker.listener_address("SCRAM") else east
+        who = words[words.index("--allow-principal") + 1]
+        operations = [words[i + 1] for i, w in enumerate(words) if w == "--operation"]
+        pattern = ResourcePatternType.PREFIXED if "prefixed" in words else ResourcePatternType.LITERAL
+        if "--cluster" in words:
+            resource, name = ResourceType.BROKER, "kafka-cluster"
+        else:
+            option = next(w for w in words if w in ("--topic", "--group", "--transactional-id"))
+            resource = {"--topic": ResourceType.TOPIC, "--group": ResourceType.GROUP,
+                        "--transactional-id": ResourceType.TRANSACTIONAL_ID}[option]  # fmt: skip
+            name = words[words.index(option) + 1]
+        bindings = [AclBinding(resource, name, pattern, who, "*", AclOperation[_enum_name(op)], AclPermissionType.ALLOW)
+                    for op in operations]  # fmt: skip
+        admin = cluster.admin  # kept alive until the answers came
+        for future in admin.create_acls(bindings).values():
+            future.result(timeout=30)
+        created += len(bindings)
+    return created
+
+
+def test_the_rendered_kafka_acls_commands_alone_let_the_engine_run(
+    secure: tuple[SecureCluster, SecureCluster, Path], unique: str
+) -> None:
+    """Issue 26: the commands `mirror_acl_commands` renders from `mirror_acls` (one per grant),
+    applied as written, with checkpoints and heartbeats on: the start-up check finds nothing
+    missing (the checkpoints topic is readable: its literal grant, not only the `west.` prefix),
+    and the mirror creates the remote topic, copies, and reads back its created-topics registry."""
+    from kmirror.security.acls import AclSide, mirror_acl_commands
+    from kmirror_engine.planning.created_topics import CreatedTopics
+
+    west, east, directory = secure
+    topic = f"sec-rendered-{unique}"
+    create_topic(west.broker.bootstrap_servers, topic, 1)
+    produce(west.broker.bootstrap_servers, topic, [{"key": b"k", "value": f"v{i}".encode()} for i in range(50)])
+    spec = flow(west, east, directory, "scram", topic, side_topics=True)
+    grants = mirror_acls(spec, [topic])
+    commands = mirror_acl_commands("User:mirror", AclSide(spec.source.bootstrap_servers),
+                                   AclSide(spec.target.bootstrap_servers), grants)  # fmt: skip
+    assert len(commands) == len(grants)
+    try:
+        assert apply_rendered(commands, west, east) == sum(len(g.operations) for g in grants)
+        assert check_internal_topic_access(spec, AdminClient(_admin_config(spec))) == []
+        TargetTopics(admin_client(spec.source), admin_client(spec.target), spec.target).ensure(
+            {topic: MirroredTopic(topic, 1, f"west.{topic}")})  # fmt: skip
+        [progress] = copy_task_ranges(spec, [CopyRange(topic, 0, 0, 50, f"west.{topic}")], 0)
+        assert progress.records == 50 and _count(east.broker.bootstrap_servers, f"west.{topic}", 1) == 50
+        registry = CreatedTopics(spec.target, "west", spec.id)
+        registry.record([(f"west.{topic}", topic)])
+        assert f"west.{topic}" in registry.load()
+    finally:
+        revoke_all(west, "User:mirror")
+        revoke_all(east, "User:mirror")

@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kmirror.errors import KmirrorError
-from kmirror.security.acls import AclSide, kafka_principal, mirror_acl_commands
+from kmirror.security.acls import AclGrant, AclSide, kafka_principal, mirror_acl_commands
 from kmirror.security.config import client_config, redact, resolve_references, security_problems
 from kmirror.security.kerberos import jaas_kafka_client, jvm_options, render_krb5_conf
 from kmirror.security.secret_refs import materialisation
@@ -163,16 +163,24 @@ def test_acl_commands_for_the_mirror_principal() -> None:
     security = {"protocol": "SASL_PLAINTEXT", "kerberos": {"principal": "mirrormaker/mm1@EX.COM"}}
     principal = kafka_principal(security)
     assert principal == "User:mirrormaker"
-    commands = mirror_acl_commands(principal, AclSide("src:9092", ["orders"], "/etc/admin.properties"),
-                                   AclSide("dst:9092", ["west-1.orders"]), "kmirror-west-1-to-east-1")  # fmt: skip
-    assert commands[0] == (
+    grants = [AclGrant("source", "TOPIC", "orders", "LITERAL", ("Read", "Describe"), "the mirrored topic"),
+              AclGrant("target", "TOPIC", "west-1.", "PREFIXED", ("Create", "Write"), "the remote topics"),
+              AclGrant("target", "TRANSACTIONAL_ID", "kmirror-w-to-e", "PREFIXED", ("Write",), "transactions"),
+              AclGrant("source", "CLUSTER", "kafka-cluster", "LITERAL", ("Describe",), "ACL sync")]  # fmt: skip
+    commands = mirror_acl_commands(principal, AclSide("src:9092", "/etc/admin.properties"), AclSide("dst:9092"),
+                                   grants)  # fmt: skip
+    assert commands == [
         "kafka-acls.sh --bootstrap-server src:9092 --command-config /etc/admin.properties --add --allow-principal "
-        "User:mirrormaker --operation Read --operation Describe --operation DescribeConfigs --topic orders "
-        "--resource-pattern-type prefixed"
-    )
-    assert commands[1].endswith("--operation Read --operation Describe --group kmirror-west-1-to-east-1")
-    assert ("kafka-acls.sh --bootstrap-server dst:9092 --add --allow-principal User:mirrormaker --operation Create "
-            "--operation DescribeConfigs --cluster") in commands  # fmt: skip
-    assert any("--operation Write" in c and "--topic west-1.orders" in c for c in commands)
+        "User:mirrormaker --operation Read --operation Describe --topic orders",
+        "kafka-acls.sh --bootstrap-server dst:9092 --add --allow-principal User:mirrormaker --operation Create "
+        "--operation Write --topic west-1. --resource-pattern-type prefixed",
+        "kafka-acls.sh --bootstrap-server dst:9092 --add --allow-principal User:mirrormaker --operation Write "
+        "--transactional-id kmirror-w-to-e --resource-pattern-type prefixed",
+        "kafka-acls.sh --bootstrap-server src:9092 --command-config /etc/admin.properties --add --allow-principal "
+        "User:mirrormaker --operation Describe --cluster",
+    ]
+    stray = AclGrant("middle", "TOPIC", "x", "LITERAL", (), "")
+    with pytest.raises(KmirrorError, match="side 'middle' is neither 'source' nor 'target'"):
+        mirror_acl_commands(principal, AclSide("s"), AclSide("t"), [stray])
     with pytest.raises(KmirrorError):
         kafka_principal({"protocol": "SSL"})
