@@ -33,7 +33,6 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from kmirror.errors import KmirrorError
 from kmirror.flow.spec import parse_flow_spec
-from kmirror_engine.copying.rate_limit import range_shares
 from kmirror_engine.planning.range_planner import RangePlanner
 from kmirror_engine.planning.ranges import RANGE_SCHEMA, Offsets, offsets_from_json, offsets_to_json
 
@@ -55,7 +54,7 @@ READER_APIS = ("auto", "admission-control", "position-tracking")
 # The reader's rows: the range contract plus the offsets retention deleted right before each
 # range (fail_on_data_loss=false), so the copy tasks' progress carries the count to the batch
 # listeners (progress line "skipped", metric kmirror_skipped_records_total), and each range's
-# share of the flow's rate limits (`kmirror_engine.copying.rate_limit.range_shares`).
+# share of the flow's rate limits (`kmirror_engine.planning.range_planner.split_rate_limits`).
 READER_SCHEMA = RANGE_SCHEMA + ", skipped_before BIGINT, rate_share DOUBLE"
 
 
@@ -101,7 +100,7 @@ class RangeReader(DataSourceStreamReader):
         planner = self.planner
         tasks = planner.plan(offsets_from_json(start), offsets_from_json(end))
         skipped = planner.skipped_before
-        shares = range_shares([[r.size for r in task] for task in tasks])
+        shares = planner.rate_shares(tasks)  # bytes limit: by estimated bytes (issue 26)
         return [
             RangeTask(i, tuple((*r.as_row(), skipped.get((r.source_topic, r.partition), 0), share)
                                for r, share in zip(task, task_shares, strict=True)))

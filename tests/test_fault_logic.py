@@ -209,15 +209,15 @@ def test_a_record_the_target_broker_rejects_as_too_large_fails_the_copy_naming_i
         RangeCopier(_source(), LimitedBroker(1000), stall_timeout_s=5).copy([CopyRange("t", 0, 0, 5, "w.t")])
 
 
-def test_a_record_the_target_broker_rejects_goes_to_the_dead_letter_topic_counted() -> None:
+def test_a_too_large_rejection_with_an_unknown_limit_fails_even_with_a_dead_letter_topic() -> None:
+    """Issue 25 item 5: a record is never dead-lettered because a limit was unknown (it went to the
+    dead-letter topic as a pointer without its value before)."""
     broker = LimitedBroker(1000)
-    [progress] = RangeCopier(_source(), broker, dead_letter_topic="dlq", stall_timeout_s=5).copy(
-        [CopyRange("t", 0, 0, 5, "w.t")]
-    )
-    assert [t for t, _, _ in broker.log].count("w.t") == 4 and progress.dead_lettered == 1
-    assert progress.records == 4 and progress.next_offset == 5
-    [(_, value, headers)] = [entry for entry in broker.log if entry[0] == "dlq"]
-    assert value is None and ("kmirror.origin.offset", b"2") in headers and ("h", b"1") in headers
+    with pytest.raises(CopyError, match=r"t\[0\]@2 .* could not be read, so it is not dead-lettered"):
+        RangeCopier(_source(), broker, dead_letter_topic="dlq", stall_timeout_s=5).copy(
+            [CopyRange("t", 0, 0, 5, "w.t")]
+        )
+    assert [entry for entry in broker.log if entry[0] == "dlq"] == []
 
 
 def test_the_progress_line_counts_dead_lettered_records() -> None:
@@ -368,4 +368,5 @@ def test_skipped_offsets_travel_from_the_planner_to_the_progress_line_and_the_me
     assert progress_record(spec(), batch, None)["skipped"] == 20
     metrics = FlowMetrics("west->east")
     metrics.observe_batch(batch, now_ms=0)
-    assert 'kmirror_skipped_records_total{flow="west->east",partition="0",topic="west.orders"} 20.0' in metrics.text()
+    labels = 'flow="west->east",partition="0",reason="retention",topic="west.orders"'
+    assert f"kmirror_skipped_records_total{{{labels}}} 20.0" in metrics.text()

@@ -67,6 +67,8 @@ def bad_option_value(name: str) -> st.SearchStrategy[Any]:
         return not_a_bool
     if name == "copy_loop":
         return json_values.filter(lambda v: v not in ("auto", "native", "python"))
+    if name == "skip_offsets":  # not a list, or a list with an entry not of the topic:partition:offset form
+        return not_a_list | st.lists(not_a_string | st.text(max_size=8).filter(lambda t: t.count(":") != 2), min_size=1)
     if name in ("consumer_group", "dead_letter_topic"):
         return not_a_string.filter(lambda v: v is not None)
     minimum = 0 if name.endswith("_ms") or name == "metrics_port" else 1

@@ -1,7 +1,8 @@
 """Bandwidth limits (max_bytes_per_second, max_records_per_second): the token bucket and the
 pacer on an injected clock (no real sleeps), the copy loop paced on fakes, the shares the
-planner gives each range, option validation, metrics and the progress line.
-The end-to-end run on tansu is tests/e2e/test_rate_limit_e2e.py."""
+planner gives each range (by bytes for a bytes limit, issue 26), paced transactions kept inside
+their timeout, option validation, metrics and the progress line.
+The end-to-end run on a real broker is tests/e2e/test_rate_limit_e2e.py."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 from kmirror.errors import ValidationError
 from kmirror.flow.settings import setting_problems
 from kmirror.flow.spec import parse_flow_spec
+from kmirror_engine.copying.exactly_once import TRANSACTION_TIMEOUT_S, TransactionalCopier
 from kmirror_engine.copying.range_copy import CONSUMER_TUNING, CopyRange, RangeCopier
 from kmirror_engine.copying.rate_limit import (
     PROBE_RECORDS,
@@ -23,6 +25,8 @@ from kmirror_engine.copying.rate_limit import (
     range_shares,
 )
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
+from kmirror_engine.planning.range_planner import SIZE_SAMPLE_TTL_S, RecordSizes, split_rate_limits
+from kmirror_engine.planning.ranges import OffsetRange
 from tests.test_fault_logic import FakeConsumer, FakeMessage, LimitedBroker
 from tests.test_source_planner import FakeAdmin, planner, spec
 
@@ -83,6 +87,9 @@ def test_pacer_waits_for_the_slower_limit_and_counts_throttled_time() -> None:
     assert clock.now == pytest.approx(1000.5) and len(served) == 10  # in SERVE_S slices, serving each time
     # now bytes are the limit: 2000 B at 1000 B/s, less the 200 B (BURST_S) the bytes bucket saved meanwhile
     assert pacer.charge(1, 2000) == pytest.approx(1.8)
+    assert pacer.throttled_s == pytest.approx(0.5)  # time actually waited, not time owed
+    assert pacer.owed() == pytest.approx(1.8)
+    assert pacer.pay() == pytest.approx(1.8) and pacer.owed() == pytest.approx(0.0, abs=1e-9)
     assert pacer.throttled_s == pytest.approx(2.3)
 
 
@@ -347,3 +354,190 @@ def test_a_paced_transaction_is_cut_by_time_where_the_next_one_resumes() -> None
     copier = RangeCopier(source, LimitedBroker(10**9), pacer=pacer, max_seconds=0.1, stall_timeout_s=5)
     [progress] = copier.copy([CopyRange("orders", 0, 0, 500, "west.orders")])
     assert 10 <= progress.records < 500 and progress.next_offset == progress.records  # ~0.1 s of 0.5 s
+
+
+# --- issue 26: a bytes limit is split by bytes; paced transactions stay inside their timeout ----
+
+MB = 1_000_000
+
+
+def _copy_seconds(share: float, limit: int, records: int, blob: bytes) -> float:
+    """Fake seconds the real copy loop takes for `records` records of `blob` at `share` of `limit`."""
+    clock = FakeClock()
+    source = FakeConsumer([FakeMessage("media", 0, i, blob) for i in range(records)])  # one blob: 1 MB of memory
+    pacer = Pacer(bytes_per_s=limit * share, clock=clock, sleep=clock.sleep)
+    start = clock.now
+    [progress] = RangeCopier(source, LimitedBroker(10**9), pacer=pacer, stall_timeout_s=5).copy(
+        [CopyRange("media", 0, 0, records, "w.media")]
+    )
+    assert progress.records == records
+    return clock.now - start
+
+
+def test_a_partition_of_large_records_gets_its_byte_share_so_1_gb_takes_about_100_s() -> None:
+    """1 GB of 1 MB records next to 1M records of 10 B under 10 MB/s: split by offsets, the large
+    partition got 1000/1,001,000 of the limit (27.8 h, the issue's figure); by bytes, ~101 s."""
+    limit = 10 * MB
+    big, small = OffsetRange("media", 0, 0, 1000, "w.media"), OffsetRange("clicks", 0, 0, 1_000_000, "w.clicks")
+    tasks = [[big], [small]]
+    [[old_share], _] = range_shares([[r.size for r in task] for task in tasks])
+    [[new_share], [small_share]] = split_rate_limits(tasks, {("media", 0): 1e6 + 1, ("clicks", 0): 10.0})
+    assert new_share + small_share == pytest.approx(1.0)
+
+    seconds = _copy_seconds(new_share, limit, 1000, b"x" * (MB - 1))  # + the fake's 1-byte key
+    assert seconds == pytest.approx((1e9 + 1e7) / limit, rel=0.02)  # ~101 s: the batch's bytes over the limit
+    assert 1_000_000 * 10 / (limit * small_share) == pytest.approx(seconds, rel=0.02)  # both loops end together
+
+    old = Pacer(bytes_per_s=limit * old_share, clock=(clock := FakeClock()), sleep=clock.sleep)
+    for _ in range(1000):
+        clock.now += old.charge(1, MB)
+    assert clock.now - 1000.0 > 27.5 * 3600  # the old split: 27.8 h for the same gigabyte
+
+
+def test_shares_fall_back_to_offsets_and_a_records_limit_keeps_half_its_share() -> None:
+    a, b, c = OffsetRange("t", 0, 0, 100, "w.t"), OffsetRange("t", 1, 0, 300, "w.t"), OffsetRange("u", 0, 0, 600, "w.u")
+    assert split_rate_limits([[a, b], [c]], {}) == range_shares([[100, 300], [600]])  # no figures: offsets
+    # u[0] not sampled: counted at the mean of the others (10 B per offset)
+    assert split_rate_limits([[a, b], [c]], {("t", 0): 19.0, ("t", 1): 1.0}) == [
+        [pytest.approx(1900 / 8200), pytest.approx(300 / 8200)],
+        [pytest.approx(6000 / 8200)],
+    ]
+    both = split_rate_limits([[a], [c]], {("t", 0): 1000.0, ("u", 0): 1.0}, records_limited=True)
+    offsets, by_bytes = [[100 / 700], [600 / 700]], [[100_000 / 100_600], [600 / 100_600]]
+    assert sum(s for task in both for s in task) == pytest.approx(1.0)
+    for shares, o, b_ in zip(both, offsets, by_bytes, strict=True):
+        assert shares[0] >= max(o[0], b_[0]) / 2  # at least half of each limit's own share
+
+
+class SamplingConsumer:
+    """A source for RecordSizes: records per partition, an EOF event at each partition's end."""
+
+    def __init__(self, records: dict[tuple[str, int], list[tuple[int, bytes]]]) -> None:
+        self.records, self.assigned, self.paused, self.closed = records, [], [], False  # type: ignore[var-annotated]
+
+    def assign(self, partitions: list[Any]) -> None:
+        self.assigned = [(p.topic, p.partition, p.offset) for p in partitions]
+
+    def consume(self, n: int, timeout: float) -> list[Any]:
+        out: list[Any] = []
+        for t, p, start in self.assigned:
+            if (t, p) in self.paused:
+                continue
+            out += [FakeMessage(t, p, o, v, key=None) for o, v in self.records[(t, p)] if o >= start]
+            eof = SimpleNamespace(error=lambda: "EOF", topic=lambda t=t: t, partition=lambda p=p: p)
+            out.append(eof)
+        return out
+
+    def pause(self, partitions: list[Any]) -> None:
+        self.paused += [(tp.topic, tp.partition) for tp in partitions]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_record_sizes_are_sampled_from_each_ranges_start_and_kept_a_while() -> None:
+    data = {("media", 0): [(o, b"x" * 1000) for o in range(10, 30)],
+            ("clicks", 0): [(5, b"ab"), (7, b"abcd")],  # a hole (markers): 6 B over offsets 5..7
+            ("empty", 0): []}  # fmt: skip
+    made: list[SamplingConsumer] = []
+    clock = FakeClock()
+
+    def make() -> SamplingConsumer:
+        made.append(SamplingConsumer(data))
+        return made[-1]
+
+    sizes = RecordSizes(make, clock=clock)
+    ranges = [OffsetRange("media", 0, 10, 1000, "w.media"), OffsetRange("clicks", 0, 5, 8, "w.clicks"),
+              OffsetRange("empty", 0, 0, 4, "w.empty")]  # fmt: skip
+    assert sizes.bytes_per_offset(ranges) == {("media", 0): 1000.0, ("clicks", 0): 2.0}
+    assert made[0].closed and made[0].assigned[0] == ("media", 0, 10)
+    clock.now += SIZE_SAMPLE_TTL_S - 1
+    sizes.bytes_per_offset(ranges[:2])
+    assert len(made) == 1  # fresh figures: no new sample
+    clock.now += 2
+    sizes.bytes_per_offset(ranges[:1])
+    assert len(made) == 2 and [a[:2] for a in made[1].assigned] == [("media", 0)]
+    assert RecordSizes(None).bytes_per_offset(ranges) == {}  # fake clients: never sampled
+
+
+def test_a_byte_limited_planner_splits_by_sampled_bytes() -> None:
+    source = FakeAdmin({"orders": [(0, 1000), (0, 10)], "new": [(0, 0)]})
+    p = planner(source, max_bytes_per_second=1_000_000)
+    data = {("orders", 0): [(o, b"v") for o in range(5)], ("orders", 1): [(o, b"v" * 1000) for o in range(5)]}
+    p.record_sizes = RecordSizes(lambda: SamplingConsumer(data))
+    tasks = p.plan({("orders", 0): 0, ("orders", 1): 0}, {("orders", 0): 1000, ("orders", 1): 10})
+    shares = {r.partition: s for task, ts in zip(tasks, p.rate_shares(tasks), strict=True)
+              for r, s in zip(task, ts, strict=True)}  # fmt: skip
+    assert shares == {0: pytest.approx(0.0909, abs=1e-3), 1: pytest.approx(0.9091, abs=1e-3)}  # was 0.99 / 0.01
+    unlimited = planner(source)
+    assert unlimited.record_sizes.make_consumer is None
+    assert [s for ts in unlimited.rate_shares(tasks) for s in ts] == [pytest.approx(1000 / 1010),
+                                                                      pytest.approx(10 / 1010)]  # fmt: skip
+
+
+class TransactionalBroker(LimitedBroker):
+    """A transactional producer on a fake clock: when each transaction began and committed."""
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__(10**9)
+        self.clock, self.transactions = clock, []  # type: ignore[var-annotated]
+        self.open_at: float | None = None
+
+    def init_transactions(self, timeout: float) -> None: ...
+
+    def begin_transaction(self) -> None:
+        self.open_at = self.clock.now
+
+    def send_offsets_to_transaction(self, offsets: Any, metadata: Any, timeout: float) -> None:
+        self.offsets = offsets
+
+    def commit_transaction(self, timeout: float) -> None:
+        self.flush()
+        self.transactions.append((self.open_at, self.clock.now))
+        self.open_at = None
+
+    def abort_transaction(self, timeout: float) -> None:
+        self.open_at = None
+
+
+class OffsetsGroup:
+    def committed(self, tps: list[Any], timeout: float) -> list[Any]:
+        return [SimpleNamespace(topic=tp.topic, partition=tp.partition, offset=-1, error=None, metadata=None)
+                for tp in tps]  # fmt: skip
+
+    def consumer_group_metadata(self) -> str:
+        return "group-metadata"
+
+
+@pytest.mark.parametrize(("record_bytes", "bytes_per_s"), [(MB, 10_000), (1000, 2_000)])
+def test_no_pacing_wait_inside_an_open_transaction_outlasts_its_budget(record_bytes: int, bytes_per_s: int) -> None:
+    """Exactly-once under a small share: one record of 1 MB at 10 kB/s owes 100 s, the probe's
+    first 10 records 1000 s, once far past transaction.timeout.ms (every retry aborted). Now a wait
+    that would outlast the transaction's budget cuts it; the debt is paid between transactions."""
+    from kmirror_engine.copying.task_copy import PACED_TRANSACTION_S
+
+    assert PACED_TRANSACTION_S <= TRANSACTION_TIMEOUT_S / 2
+    clock = FakeClock()
+    target = TransactionalBroker(clock)
+    inside: list[float] = []  # every sleep taken while a transaction was open
+    clock_sleep = clock.sleep
+
+    def sleep(seconds: float) -> None:
+        if target.open_at is not None:
+            inside.append(clock.now + seconds - target.open_at)
+        clock_sleep(seconds)
+
+    blob, count = b"x" * (record_bytes - 1), 60
+    source = FakeConsumer([FakeMessage("media", 0, i, blob) for i in range(count)])
+    pacer = Pacer(bytes_per_s=bytes_per_s, clock=clock, sleep=sleep)
+    copier = TransactionalCopier(source, target, OffsetsGroup(), pacer=pacer, max_seconds=PACED_TRANSACTION_S,
+                                 stall_timeout_s=5)  # fmt: skip
+    start = clock.now
+    [progress] = copier.copy([CopyRange("media", 0, 0, count, "w.media")])
+
+    assert progress.records == count and [v for _, v, _ in target.log] == [blob] * count  # all, in order
+    assert max(end - begin for begin, end in target.transactions) <= PACED_TRANSACTION_S + 1e-6
+    assert not inside or max(inside) <= PACED_TRANSACTION_S + 1e-6
+    assert len(target.transactions) > 1 and target.offsets[0].offset == count
+    assert clock.now - start == pytest.approx(count * record_bytes / bytes_per_s, rel=0.05)  # still at the limit
+    assert pacer.throttled_s == pytest.approx(clock.now - start, rel=0.05)

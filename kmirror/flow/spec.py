@@ -17,7 +17,15 @@ from typing import Any
 from kmirror.errors import Problem, Problems, ValidationError
 from kmirror.flow.filters import NameSelection, pattern_problems
 from kmirror.flow.replication_policy import ReplicationPolicy, policy_from_config, policy_problems
-from kmirror.flow.views import CheckpointSettings, CopySettings, HeartbeatSettings, PlanningSettings, TopicSyncSettings
+from kmirror.flow.views import (
+    CheckpointSettings,
+    CopySettings,
+    HeartbeatSettings,
+    OffsetSkip,
+    PlanningSettings,
+    TopicSyncSettings,
+    parse_offset_skip,
+)
 from kmirror.option_table import (
     Check,
     Option,
@@ -67,6 +75,23 @@ def _transform(value: Any) -> str | None:
     return None
 
 
+def _skip_list(value: Any) -> str | None:
+    if isinstance(value, list):
+        return None
+    return f'must be a list of "topic:partition:offset" or "topic:partition:first-last" strings, got {value!r}'
+
+
+def _skip_entries(value: list[Any], path: str) -> list[Problem]:
+    """One problem per malformed `skip_offsets` entry, at `skip_offsets[i]`: a typo must never
+    skip another record, nor silently skip nothing."""
+    problems = []
+    for index, entry in enumerate(value):
+        parsed = parse_offset_skip(entry)
+        if not isinstance(parsed, OffsetSkip):
+            problems.append(Problem(f"{path}[{index}]", parsed))
+    return problems
+
+
 OPTIONS = OptionTable(
     Option(
         "producer",
@@ -103,7 +128,7 @@ OPTIONS = OptionTable(
         "auto",
         "Copy loop of the writer tasks: native (C, built by `make setup` where librdkafka-dev is "
         "installed), python, or auto: native when built and the flow uses nothing only the Python "
-        "loop has (exactly_once, dead_letter_topic, rate limits; docs/performance.md).",
+        "loop has (exactly_once, dead_letter_topic, skip_offsets, rate limits; docs/performance.md).",
         one_of("auto", "native", "python"),
     ),
     Option(
@@ -151,7 +176,21 @@ OPTIONS = OptionTable(
     ),
     Option("consumer_group", None, "Source consumer group the mirror commits to (default kmirror-<id>).", optional_str),
     Option(
-        "dead_letter_topic", None, "Target topic for records the target rejects (off when null: fail).", optional_str
+        "dead_letter_topic",
+        None,
+        "Target topic for records the target refuses (too large, timestamp outside the topic's window, no key for "
+        "a compacted topic): the record with provenance headers (off when null: the batch fails naming it; "
+        "docs/reliability.md#poison-records).",
+        optional_str,
+    ),
+    Option(
+        "skip_offsets",
+        [],
+        "Source records never copied, the way out of a poison record: 'topic:partition:offset' or "
+        "'topic:partition:first-last'; each skip is logged (`kmirror skipped`) and counted "
+        '(kmirror_skipped_records_total{reason="skip_offsets"}; docs/reliability.md#poison-records).',
+        _skip_list,
+        _skip_entries,
     ),
     # Issue 18: MirrorMaker parity (config and ACL sync) and SQL transforms.
     Option(
@@ -167,7 +206,13 @@ OPTIONS = OptionTable(
         "Config sync also alters remote topics the mirror did not create (by hand, by MirrorMaker before a move).",
         boolean,
     ),
-    Option("sync_topic_acls", True, "Copy READ ACLs of mirrored source topics to their remote topics.", boolean),
+    Option(
+        "sync_topic_acls",
+        False,
+        "Copy READ ACLs of mirrored source topics to their remote topics and revoke those it copied "
+        "(opt-in: needs Alter on the target cluster).",
+        boolean,
+    ),
     Option("sync_topic_acls_interval_ms", 600_000, "How often ACLs are synced (MM2's 600 s).", positive_int),
     Option(
         "transform",

@@ -8,7 +8,7 @@ a part asks for them:
 | view | who reads it |
 |---|---|
 | `FlowSpec.planning` (`PlanningSettings`) | the range planner: where to start, batch and task sizes, discovery |
-| `FlowSpec.copy` (`CopySettings`) | the copy loops: client overrides, loop choice, dead letters, limits, transform |
+| `FlowSpec.copy` (`CopySettings`) | the copy loops: overrides, loop choice, dead letters, skips, limits, transform |
 | `FlowSpec.checkpoints` (`CheckpointSettings`) | offset syncs, checkpoints, group offset sync, the metrics endpoint |
 | `FlowSpec.heartbeats` (`HeartbeatSettings`) | the heartbeat emitter |
 | `FlowSpec.topic_sync` (`TopicSyncSettings`) | topic creation and the config/ACL sync rounds |
@@ -19,11 +19,49 @@ part's settings by accident and a test builds one without a whole flow spec.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 Read = Callable[[str], Any]  # FlowSpec.option: an option's value or its declared default
+# `skip_offsets` entries: topic:partition:offset or topic:partition:first-last (Kafka topic names
+# hold no ':', so the last two colons split an entry unambiguously).
+_SKIP_RE = re.compile(
+    r"^(?P<topic>[A-Za-z0-9._-]{1,249}):(?P<partition>[0-9]+):(?P<first>[0-9]+)(?:-(?P<last>[0-9]+))?$"
+)
+SKIP_FORM = "'topic:partition:offset' or 'topic:partition:first-last' (source topic, e.g. 'orders:3:1234-1240')"
+
+
+@dataclass(frozen=True)
+class OffsetSkip:
+    """Source offsets a `skip_offsets` entry names: [first, last] of one source partition, both included."""
+
+    topic: str
+    partition: int
+    first: int
+    last: int
+
+    def covers(self, topic: str, partition: int, offset: int) -> bool:
+        return self.partition == partition and self.first <= offset <= self.last and self.topic == topic
+
+
+def parse_offset_skip(entry: Any) -> OffsetSkip | str:
+    """The skip an entry names, or the message (value found and the fix) when it is malformed;
+    `kmirror.flow.spec` reports that message at the entry's path, so the app never sees one."""
+    match = _SKIP_RE.fullmatch(entry) if isinstance(entry, str) else None
+    if match is None:
+        return f"must be {SKIP_FORM}, got {entry!r}"
+    first = int(match["first"])
+    last = int(match["last"]) if match["last"] is not None else first
+    if last < first:
+        return f"range {entry!r} ends before it starts: write first-last with first <= last"
+    return OffsetSkip(match["topic"], int(match["partition"]), first, last)
+
+
+def _offset_skips(entries: Any) -> tuple[OffsetSkip, ...]:
+    skips = [parse_offset_skip(entry) for entry in entries or ()]
+    return tuple(skip for skip in skips if isinstance(skip, OffsetSkip))  # validated at parse time
 
 
 def _read_committed(consumer: Mapping[str, Any]) -> bool:
@@ -63,6 +101,7 @@ class CopySettings:
     copy_loop: str
     exactly_once: bool
     dead_letter_topic: str | None
+    skip_offsets: tuple[OffsetSkip, ...]
     max_bytes_per_second: int | None
     max_records_per_second: int | None
     transform_sql: str | None
@@ -82,6 +121,7 @@ class CopySettings:
             copy_loop=str(option("copy_loop")),
             exactly_once=bool(option("exactly_once")),
             dead_letter_topic=option("dead_letter_topic"),
+            skip_offsets=_offset_skips(option("skip_offsets")),
             max_bytes_per_second=option("max_bytes_per_second"),
             max_records_per_second=option("max_records_per_second"),
             transform_sql=None if transform is None else str(transform["sql"]),

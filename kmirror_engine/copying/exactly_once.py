@@ -19,7 +19,10 @@ Contract:
   or (no id recorded) an offset past the source partition's end, raises `StaleOffsetsError`
   naming the group to reset. Committed offsets never move backwards;
 - a task's copy is cut into several transactions of at most `MAX_TRANSACTION_BYTES` each, so
-  no transaction nears `transaction.timeout.ms` (`TRANSACTION_TIMEOUT_MS`, set explicitly).
+  no transaction nears `transaction.timeout.ms` (`TRANSACTION_TIMEOUT_MS`, set explicitly);
+  with a rate limit also by time (`max_seconds`): a pacing wait that would outlast that budget
+  cuts the transaction instead, and the debt is paid between transactions (issue 26: one wait
+  for a few large records under a small share could outlast the timeout, so every retry aborted).
 Limit: a source partition's ranges of one batch must all be in the same task.
 """
 
@@ -175,6 +178,7 @@ class TransactionalCopier:
         total: list[PartitionProgress | None] = [None] * len(ranges)
         while True:
             progress = self._transaction(todo, done, ids)
+            self._pay_pacing_debt()
             total = [p if t is None else merge_progress(t, p) for t, p in zip(total, progress, strict=True)]
             todo = [dataclasses.replace(r, start_offset=p.next_offset) for r, p in zip(todo, progress, strict=True)]
             if all(r.start_offset >= r.end_offset for r in todo):
@@ -204,6 +208,14 @@ class TransactionalCopier:
                 exc.add_note(f"aborting the transaction failed too: {abort_exc}")
             raise
         return progress
+
+    def _pay_pacing_debt(self) -> None:
+        """Wait out what the committed transaction still owes the flow's rate limits, between
+        transactions: a paced copy cuts its transaction rather than wait past its time budget
+        (`RangeCopier.max_seconds`), so no wait runs inside an open transaction for long."""
+        pacer = self.copier.pacer
+        if pacer is not None:
+            pacer.pay(self.producer.poll)
 
     def _topic_ids(self, topics: list[str]) -> dict[str, str | None]:
         out: dict[str, str | None] = dict.fromkeys(topics)
@@ -259,4 +271,5 @@ def merge_progress(first: PartitionProgress, then: PartitionProgress) -> Partiti
         latency_sum_ms=first.latency_sum_ms + then.latency_sum_ms,
         latency_count=first.latency_count + then.latency_count,
         dead_lettered=first.dead_lettered + then.dead_lettered,
+        skipped_by_option=first.skipped_by_option + then.skipped_by_option,
     )

@@ -11,7 +11,7 @@ range), the same `PartitionProgress` (records, bytes, exact offset syncs, latenc
 failure messages naming the source record by its offset, the same stall timeout.
 
 What only the Python loop does (the flow then runs it: `copy_loop` "auto"): transactions
-(exactly_once), dead-letter topics, byte budgets and rate limits (max_bytes_per_second,
+(exactly_once), dead-letter topics, skip_offsets, byte budgets and rate limits (max_bytes_per_second,
 max_records_per_second), client configs holding Python callables. `copy_loop: native` makes
 any of these, or a missing extension, an error instead.
 """
@@ -39,7 +39,8 @@ BUILT_STAMP = ".kmirror-native"
 # pump() hands control back to Python at least this often (stall timeout, consumer warnings).
 PUMP_BUDGET_MS = 200
 # Flow options only the Python loop implements (read raw: some are newer than this module).
-PYTHON_ONLY_OPTIONS = ("exactly_once", "dead_letter_topic", "max_bytes_per_second", "max_records_per_second")
+PYTHON_ONLY_OPTIONS = ("exactly_once", "dead_letter_topic", "skip_offsets", "max_bytes_per_second",
+                       "max_records_per_second")  # fmt: skip
 _FAILED_DELIVERIES = 1
 _UNLOADED: Any = object()
 _module: Any = _UNLOADED

@@ -5,16 +5,24 @@ The limits hold for the whole batch, over every copy loop of every task, without
 between executors:
 
 - **Shares** (driver): the planner knows every range of a batch, so it gives each range its
-  share of the flow's limits, the range's offsets over the batch's (`range_shares`; the reader's
-  `rate_share` column). The shares of a batch sum to 1.
+  share of the flow's limits (the reader's `rate_share` column; the shares of a batch sum to 1).
+  A records limit is split by offsets (`range_shares`); a bytes limit by each range's estimated
+  bytes, its offsets times its partition's sampled bytes per offset
+  (`kmirror_engine.planning.range_planner.split_rate_limits`, issue 26): split by offsets, a
+  partition of 1 MB records next to one of small records got a record-count share, and 1 GB took
+  27.8 h under a 10 MB/s limit instead of ~100 s.
 - **Pacing** (executors): a copy loop paces itself at the flow's limits times the sum of its
-  ranges' shares (`Pacer`: one token bucket per limit). However the ranges are spread over
-  tasks, threads and executors, the loops of a batch together stay at or under the limits.
-  Shares follow the work, so the loops finish at about the same time; an equal split per loop
-  would hold the loop with the largest partition at 1/N of the limit while the others idle.
+  ranges' shares (`Pacer`: one token bucket per limit, charged with the records and the bytes
+  the loop actually copied). However the ranges are spread over tasks, threads and executors,
+  the loops of a batch together stay at or under the limits. Shares follow the work, so the
+  loops finish at about the same time; an equal split per loop would hold the loop with the
+  largest partition at 1/N of the limit while the others idle.
 - **Order**: pacing only delays. After a loop consumed and produced a batch of records it pays
   for them, waiting while its bucket is in debt, before it consumes more: nothing is dropped or
   reordered, the backlog drains in offset order per partition as without a limit.
+- **Transactions** (exactly-once): a wait never runs inside an open transaction past its time
+  budget (`RangeCopier.max_seconds`, well inside `transaction.timeout.ms`): the copy is cut
+  instead, the transaction commits, and the debt is paid (`Pacer.pay`) before the next begins.
 
 Units: bytes are key + value bytes, what `kmirror_byte_count_total` counts (headers and
 protocol overhead come on top on the wire); records are records produced. A paced loop also
@@ -70,10 +78,12 @@ class TokenBucket:
 class Pacer:
     """Paces one copy loop (thread-confined) at `bytes_per_s` and/or `records_per_s`.
 
-    `charge(records, size)` after each consumed batch returns the seconds the loop must wait
-    (counted in `throttled_s`); `wait(seconds, serve)` waits them, calling `serve` (the
-    producer's poll) in between so delivery reports keep flowing; `batch_size(n)` caps how many
-    records the loop asks for at once. `clock` and `sleep` are injected by tests.
+    `charge(records, size)` after each consumed batch returns the seconds the loop must wait;
+    `wait(seconds, serve)` waits them (counted in `throttled_s`: time actually waited), calling
+    `serve` (the producer's poll) in between so delivery reports keep flowing; `pay(serve)` waits
+    out whatever is still owed (a transaction cut short by its time budget pays its debt after
+    committing); `batch_size(n)` caps how many records the loop asks for at once. `clock` and
+    `sleep` are injected by tests.
     """
 
     def __init__(
@@ -110,16 +120,31 @@ class Pacer:
             owed = self.records.take(records)
         if self.bytes is not None and size:
             owed = max(owed, self.bytes.take(size))
-        self.throttled_s += owed
+        return owed
+
+    def owed(self) -> float:
+        """Seconds until every charge so far is paid for (0: none owed)."""
+        return max((bucket.take(0) for bucket in (self.bytes, self.records) if bucket is not None), default=0.0)
+
+    def pay(self, serve: Callable[[], Any] | None = None) -> float:
+        """Wait until nothing is owed (see `wait`); the seconds waited."""
+        owed = self.owed()
+        if owed > 0:
+            self.wait(owed, serve)
         return owed
 
     def wait(self, seconds: float, serve: Callable[[], Any] | None = None) -> None:
-        """Wait `seconds`, in slices of at most `SERVE_S` with `serve()` after each."""
-        deadline = self.clock() + seconds
-        while (left := deadline - self.clock()) > 1e-6:  # (float slices may leave a rounding crumb)
-            self.sleep(min(left, SERVE_S))
-            if serve is not None:
-                serve()
+        """Wait `seconds`, in slices of at most `SERVE_S` with `serve()` after each; the time
+        waited is added to `throttled_s`."""
+        start = self.clock()
+        deadline = start + seconds
+        try:
+            while (left := deadline - self.clock()) > 1e-6:  # (float slices may leave a rounding crumb)
+                self.sleep(min(left, SERVE_S))
+                if serve is not None:
+                    serve()
+        finally:
+            self.throttled_s += self.clock() - start
 
 
 def has_limits(spec: FlowSpec) -> bool:
@@ -137,9 +162,9 @@ def pacer_for(spec: FlowSpec, share: float, **kwargs: Any) -> Pacer | None:
                  **kwargs)  # fmt: skip
 
 
-def range_shares(sizes: Sequence[Sequence[int]]) -> list[list[float]]:
-    """Each range's share of the flow's limits: its offsets over the batch's (`sizes`: offsets
-    per range, per task). Shares sum to 1 over the batch (0 for an empty batch)."""
+def range_shares(sizes: Sequence[Sequence[float]]) -> list[list[float]]:
+    """Each range's share of the flow's limits: its weight over the batch's (`sizes`: offsets, or
+    estimated bytes, per range, per task). Shares sum to 1 over the batch (0 for an empty batch)."""
     total = sum(max(0, s) for task in sizes for s in task)
     return [[max(0, s) / total if total else 0.0 for s in task] for task in sizes]
 

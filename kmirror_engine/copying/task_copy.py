@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from kmirror.flow.spec import FlowSpec
@@ -32,7 +32,7 @@ from kmirror_engine.copying.rate_limit import (
     pacer_for,
     range_shares,
 )
-from kmirror_engine.copying.record_limits import capped_producer_config, topic_limits
+from kmirror_engine.copying.record_limits import TargetRules, capped_producer_config, topic_rules
 from kmirror_engine.copying.task_threads import copy_in_threads
 from kmirror_engine.observability.progress import PartitionProgress
 
@@ -87,6 +87,9 @@ def copy_task_ranges(
     throttled = throttled if throttled is not None else Throttled()
     dead_letter_topic = spec.copy.dead_letter_topic
     limits = target_limits(spec, {r.target_topic for r in ranges})
+    # what the target refuses record by record, the skips and the provenance of dead letters (poison records)
+    poison: dict[str, Any] = {"rules": cached_rules(spec, limits), "skip_offsets": spec.copy.skip_offsets,
+                              "source_cluster": spec.source.alias}  # fmt: skip
     if not spec.exactly_once:
         producer_conf = capped_producer_config({**PRODUCER_TUNING, **producer_config(spec)}, limits.values())
         if use_native_loop(spec, consumer_conf, producer_conf):
@@ -103,7 +106,7 @@ def copy_task_ranges(
             try:
                 with CLIENTS.lease(key, make) as clients:
                     copier = RangeCopier(clients.consumer, clients.producer, dead_letter_topic=dead_letter_topic,
-                                         limits=limits, pacer=pacer)  # fmt: skip
+                                         limits=limits, pacer=pacer, **poison)  # fmt: skip
                     return copier.copy(group)
             finally:
                 throttled.add(pacer.throttled_s if pacer is not None else 0.0)
@@ -125,7 +128,7 @@ def copy_task_ranges(
         try:
             copier = TransactionalCopier(consumer, producer, offsets, source_admin=admin_client(spec.source),
                                          group=offsets_group(spec), dead_letter_topic=dead_letter_topic,
-                                         limits=limits, **paced)  # fmt: skip
+                                         limits=limits, **paced, **poison)  # fmt: skip
             return copier.copy(ranges)
         finally:
             throttled.add(pacer.throttled_s if pacer is not None else 0.0)
@@ -145,20 +148,27 @@ def with_rate_shares(ranges: Sequence[CopyRange]) -> Sequence[CopyRange]:
 
 # Target topic limits (`max.message.bytes`) per (target cluster, topic), re-read after this long.
 LIMITS_TTL_S = 60.0
-_LIMITS: dict[tuple[str, str], tuple[float, int | None]] = {}
+_LIMITS: dict[tuple[str, str], tuple[float, TargetRules]] = {}
 
 
 def target_limits(spec: FlowSpec, topics: set[str]) -> dict[str, int | None]:
-    """`max.message.bytes` of each target topic (None: not reported), cached per worker process."""
+    """`max.message.bytes` of each target topic (None: not reported); reads and caches (per worker
+    process) all of each topic's `TargetRules`, which `cached_rules` then returns."""
     now = time.monotonic()
     cluster = spec.target.bootstrap_servers
-    stale = sorted(t for t in topics if now - _LIMITS.get((cluster, t), (-LIMITS_TTL_S, None))[0] >= LIMITS_TTL_S)
+    stale = sorted(t for t in topics if (cluster, t) not in _LIMITS or now - _LIMITS[(cluster, t)][0] >= LIMITS_TTL_S)
     if stale:
         from kmirror_engine.clients.factory import admin_client
 
-        for topic, limit in topic_limits(admin_client(spec.target), stale).items():
-            _LIMITS[(cluster, topic)] = (now, limit)
-    return {t: _LIMITS[(cluster, t)][1] for t in topics}
+        for topic, rules in topic_rules(admin_client(spec.target), stale).items():
+            _LIMITS[(cluster, topic)] = (now, rules)
+    return {t: _LIMITS[(cluster, t)][1].max_message_bytes for t in topics}
+
+
+def cached_rules(spec: FlowSpec, topics: Iterable[str]) -> dict[str, TargetRules]:
+    """The rules `target_limits` read for these topics (a topic not read: nothing known, nothing refused)."""
+    cluster = spec.target.bootstrap_servers
+    return {t: _LIMITS[(cluster, t)][1] if (cluster, t) in _LIMITS else TargetRules() for t in topics}
 
 
 def fence_for_query(spec: FlowSpec) -> list[str]:

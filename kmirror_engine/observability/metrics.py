@@ -8,8 +8,11 @@ MirrorCheckpointMetrics) with Prometheus spelling (`record-count` -> `kmirror_re
   (delivery time - record timestamp, over the last batch);
 - checkpoint-latency-ms -> kmirror_checkpoint_latency_ms{group} (offsets read -> checkpoints delivered);
 - offset lag (MM2 has none) -> kmirror_offset_lag (source end offset - next offset to mirror);
-- losses MM2 does not count -> kmirror_skipped_records_total (offsets deleted at the source before
-  they were mirrored, skipped with fail_on_data_loss=false), kmirror_dead_lettered_records_total;
+- losses MM2 does not count -> kmirror_skipped_records_total{reason="retention"} (offsets deleted at
+  the source before they were mirrored, skipped with fail_on_data_loss=false),
+  kmirror_skipped_records_total{reason="skip_offsets"} (records the flow's skip_offsets names, each
+  also logged as a `kmirror skipped` line), kmirror_dead_lettered_records_total (records the target
+  refuses, sent to the dead-letter topic; docs/reliability.md "Poison records");
 - batches (MM2 has none: Connect counts tasks) -> kmirror_batch_duration_seconds{flow} (histogram of a
   committed batch's copy time, first read to last delivery), kmirror_failed_batches_total{flow}
   (batches Spark aborted: the sink's `abort`; Spark retries them), kmirror_checkpoint_age_seconds{flow}
@@ -116,12 +119,13 @@ class FlowMetrics:
         self.record_count = Counter("kmirror_record_count", "Records mirrored (MM2 record-count).", LABELS, registry=r)
         self.byte_count = Counter("kmirror_byte_count", "Bytes mirrored (MM2 byte-count).", LABELS, registry=r)
         self.skipped = Counter(
-            "kmirror_skipped_records", "Offsets deleted at the source before they were mirrored, skipped "
-            "(fail_on_data_loss=false; MM2 has none).", LABELS, registry=r,
+            "kmirror_skipped_records", "Source records not mirrored: reason=retention, offsets deleted at the "
+            "source first (fail_on_data_loss=false); reason=skip_offsets, named by the flow's skip_offsets "
+            "(MM2 has none).", (*LABELS, "reason"), registry=r,
         )  # fmt: skip
         self.dead_lettered = Counter(
-            "kmirror_dead_lettered_records", "Records the target rejected as too large, sent to the dead-letter "
-            "topic.", LABELS, registry=r,
+            "kmirror_dead_lettered_records", "Records the target refuses (too large, timestamp outside its window, "
+            "no key for a compacted topic), sent to the dead-letter topic.", LABELS, registry=r,
         )  # fmt: skip
         self.byte_rate = Gauge(
             "kmirror_byte_rate", "Bytes per second over the last batch (MM2 byte-rate).", LABELS, registry=r
@@ -184,7 +188,9 @@ class FlowMetrics:
             self.record_count.labels(*labels).inc(p.records)
             self.byte_count.labels(*labels).inc(p.bytes)
             self.byte_rate.labels(*labels).set(p.bytes / seconds)
-            self.skipped.labels(*labels).inc(p.skipped_records)
+            self.skipped.labels(*labels, "retention").inc(p.skipped_records)
+            if p.skipped_by_option:
+                self.skipped.labels(*labels, "skip_offsets").inc(p.skipped_by_option)
             self.dead_lettered.labels(*labels).inc(p.dead_lettered)
             row: dict[str, Any] = {"topic": p.target_topic, "partition": p.partition, "record_count": p.records,
                                    "byte_rate": round(p.bytes / seconds, 1)}  # fmt: skip

@@ -30,7 +30,8 @@ class PartitionProgress:
     latency_sum_ms: int = 0
     latency_count: int = 0
     skipped_records: int = 0  # data loss tolerated with fail_on_data_loss=false (retention gap)
-    dead_lettered: int = 0  # records the target rejected as too large, sent to dead_letter_topic
+    dead_lettered: int = 0  # records the target refuses (too large, bad timestamp...), sent to dead_letter_topic
+    skipped_by_option: int = 0  # records the flow's skip_offsets named, not copied (each logged: `kmirror skipped`)
 
 
 @dataclass(frozen=True)
