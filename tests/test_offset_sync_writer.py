@@ -34,7 +34,7 @@ class Metrics:
     def side_work(self, work: str, action: Any) -> Any:
         try:
             return action()
-        except Exception as exc:  # noqa: BLE001 - recorded like FailoverMetrics does
+        except Exception as exc:  # recorded, as FailoverMetrics does
             self.failures.append((work, exc))
             return None
 

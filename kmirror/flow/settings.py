@@ -157,8 +157,8 @@ def merge(*layers: Mapping[str, Any]) -> dict[str, Any]:
                 if isinstance(value, dict) and isinstance(value.get(REPLACE), list):
                     out[key] = list(value[REPLACE])
                 elif isinstance(value, list):
-                    below = out.get(key) if isinstance(out.get(key), list) else []
-                    out[key] = list(dict.fromkeys([*below, *value]))
+                    below = out.get(key)
+                    out[key] = list(dict.fromkeys([*(below if isinstance(below, list) else []), *value]))
                 else:
                     out[key] = value  # invalid: reported by setting_problems
             elif key in ("producer", "consumer", "spark") and isinstance(value, dict):

@@ -257,7 +257,11 @@ def thin_pairs(
         same = last is not None and not dirty and downstream - upstream == last[1] - last[0]
         if same and not (final and keep_last):
             continue  # the stretch keeps the kept pair's drift: nothing to say
-        keep = same or last is None or final or pairs[i + 1][1] - last[1] > offset_lag_max
+        following = pairs[i + 1] if not final else None
+        # the next pair is the range's last record at this drift: dropping this one would only
+        # make that one needed, so keep this one (exact) and let that one go
+        closes = following is not None and following[1] - following[0] == downstream - upstream
+        keep = same or last is None or following is None or closes or following[1] - last[1] > offset_lag_max
         if keep:
             out.append((upstream, downstream, not dirty))
             last, dirty = (upstream, downstream), False
