@@ -15,6 +15,7 @@ from kmirror.flow.filters import pattern_problems
 from kmirror.flow.replication_policy import policy_problems
 from kmirror.flow.spec import OPTIONS
 from kmirror.option_table import Option, OptionTable, positive_int
+from kmirror.security.client_properties import same_property
 from kmirror.security.override_rules import client_override_problems, spark_option_problems
 
 # MirrorMaker 2's defaults (MirrorSourceConfig / DefaultTopicFilter / DefaultGroupFilter).
@@ -163,6 +164,8 @@ def merge(*layers: Mapping[str, Any]) -> dict[str, Any]:
                     out[key] = value  # invalid: reported by setting_problems
             elif key in ("producer", "consumer", "spark") and isinstance(value, dict):
                 merged = dict(out.get(key, {}))
+                if key != "spark":  # a layer's `linger.ms` replaces a lower layer's `queue.buffering.max.ms`
+                    merged = {k: v for k, v in merged.items() if not any(same_property(k, n) for n in value)}
                 if key == "spark" and "options" in value and isinstance(merged.get("options"), dict):
                     value = {**value, "options": {**merged["options"], **value["options"]}}
                 merged.update(value)

@@ -10,6 +10,8 @@
   would send the file's content to the brokers, so it is refused.
 - Nothing that runs or loads code on the hosts: `sasl.kerberos.kinit.cmd` (a shell command on
   every executor), `plugin.library.paths`, OpenSSL engines and providers, callbacks.
+- Only what librdkafka accepts, in the map of the client that reads it, and never a producer
+  setting that could lose records (`kmirror.security.client_properties`).
 
 Messages name the property and the fix, never the value of a secret.
 """
@@ -21,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kmirror.errors import Problem
+from kmirror.security.client_properties import ROLES, client_property_problems, producer_safety_problems
 from kmirror.security.kerberos import kinit_property_problems
 from kmirror.security.secret_refs import is_reference
 
@@ -88,11 +91,14 @@ def _reference_problem(name: str, value: str, path: str) -> Problem:
     )
 
 
-def client_override_problems(overrides: Mapping[str, Any], path: str) -> list[Problem]:
+def client_override_problems(overrides: Mapping[str, Any], path: str, role: str | None = None) -> list[Problem]:
     """Problems of a librdkafka override map (`producer`, `consumer`) at `path`: code-running
-    properties, literal secrets and references outside secret properties."""
+    properties, literal secrets, references outside secret properties, what librdkafka would
+    refuse, and (producer) unsafe settings. `role` defaults to the last part of `path`
+    (`topologies[0].producer` -> producer), as every caller names the map by its key."""
     literal = ("a literal secret is not allowed in overrides (kmirror plan, diffs and flow specs print "
                f"them); {SECURITY_FIX}, or write a reference such as ${{env:VAR}} or ${{file:/abs/path}}")  # fmt: skip
+    role = role or _role_of(path)
     problems = []
     for name, value in overrides.items():
         name = str(name)
@@ -100,7 +106,22 @@ def client_override_problems(overrides: Mapping[str, Any], path: str) -> list[Pr
             problems.append(_code_problem(name, path))
         else:
             problems.extend(_value_problems(name, value, path, literal))
+    problems += _librdkafka_problems(overrides, path, role)
+    if role == "producer":  # one problem per property: an invalid value is not also reported as unsafe
+        reported = {p.path for p in problems}
+        problems += [p for p in producer_safety_problems(overrides, path) if p.path not in reported]
     return problems + kinit_property_problems(overrides, path)
+
+
+def _role_of(path: str) -> str | None:
+    last = path.rsplit(".", 1)[-1]
+    return last if last in ROLES.values() else None
+
+
+def _librdkafka_problems(properties: Mapping[str, Any], path: str, role: str | None) -> list[Problem]:
+    """What librdkafka would refuse, for the properties not already refused as code-running."""
+    checked = {k: v for k, v in properties.items() if not runs_code(str(k))}
+    return client_property_problems(checked, path, role, is_secret_property)
 
 
 def _value_problems(name: str, value: Any, path: str, literal_secret_message: str) -> list[Problem]:
@@ -126,6 +147,8 @@ def cluster_config_problems(config: Mapping[str, Any], path: str, allowed_code: 
                 problems.append(_code_problem(name, path))
         else:
             problems.extend(_value_problems(name, value, path, literal))
+    # Read by every client of the cluster (consumer, producer, admin): no role to check.
+    problems += _librdkafka_problems(config, path, None)
     return problems + kinit_property_problems(config, path)
 
 

@@ -20,35 +20,24 @@ from kmirror.flow.spec import load_flow_spec
 
 
 def register(subparsers: Any) -> None:
+    from kmirror_cli.commands.failover import add_group_move_arguments
+
     parser = subparsers.add_parser(
         "failback", help="Move a stopped consumer group from the target back home to the source."
     )
-    parser.add_argument("--flow", required=True, help="the flow spec JSON file the group failed over along")
-    parser.add_argument("--group", required=True, help="consumer group id (same id on both clusters)")
-    parser.add_argument("--dry-run", action="store_true", help="print what would be written, write nothing")
-    parser.add_argument(
-        "--allow-partial",
-        action="store_true",
-        help="move the group even when some partitions have no translated offset; those start at the "
-        "source's earliest offset (consumers re-read, never skip)",
-    )
+    add_group_move_arguments(parser, flow_help="the flow spec JSON file the group failed over along",
+                             partial_start="source's")  # fmt: skip
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from kmirror_cli.commands.failover import earliest_offsets
+    from kmirror_cli.commands.failover import move_group, refuse_active_group, start_at_earliest
     from kmirror_engine.clients.factory import admin_client
     from kmirror_engine.failover.failback import plan_failback
-    from kmirror_engine.failover.group_sync import describe_group, is_active, sync_group
 
     spec = load_flow_spec(args.flow)
     group, home, away = args.group, spec.source.alias, spec.target.alias
-    state = describe_group(admin_client(spec.target), group, away)
-    if is_active(state):
-        raise KmirrorError(
-            f"group {group!r} is {state.state} on {away} with active members "
-            f"({', '.join(state.members) or 'none listed'}); stop its consumers before failing back"
-        )
+    refuse_active_group(admin_client(spec.target), group, away, "failing back")
     moves = plan_failback(spec, group)
     if not moves:
         raise KmirrorError(
@@ -65,25 +54,10 @@ def run(args: argparse.Namespace) -> int:
         )
     source_admin = admin_client(spec.source)
     planned = {(m.source_topic, m.partition): m.upstream_offset for m in moves if m.upstream_offset is not None}
-    earliest = earliest_offsets(source_admin, [(m.source_topic, m.partition) for m in missing], home)
-    for m in missing:
-        planned[(m.source_topic, m.partition)] = earliest[(m.source_topic, m.partition)]
-        print(f"partial: {m.remote_topic}[{m.partition}]@{m.downstream_offset} has no translated offset; "
-              f"{m.source_topic}[{m.partition}] starts at {home}'s earliest offset "
-              f"{planned[(m.source_topic, m.partition)]} (re-read)")  # fmt: skip
-    if args.dry_run:
-        active = " (group is ACTIVE there: a real run would refuse)" if is_active(
-            describe_group(source_admin, group, home)) else ""  # fmt: skip
-        print(f"dry run: would move group {group!r} home to {home}{active}:")
-        for m in moves:
-            print(f"  {m.remote_topic}[{m.partition}]@{m.downstream_offset} -> "
-                  f"{m.source_topic}[{m.partition}] {planned[(m.source_topic, m.partition)]}")  # fmt: skip
-        return 0
-    result = sync_group(source_admin, group, planned, home)
-    print(f"moved group {group!r} home to {home}: {len(result.written)} partition(s) written, "
-          f"{len(result.kept)} kept")  # fmt: skip
-    for (topic, partition), offset in sorted(result.written.items()):
-        print(f"  wrote {topic}[{partition}] = {offset}")
-    for (topic, partition), (current, translated) in sorted(result.kept.items()):
-        print(f"  kept  {topic}[{partition}] = {current} (translated {translated} would move it backwards)")
-    return 0
+    labelled = [(f"{m.remote_topic}[{m.partition}]@{m.downstream_offset}", (m.source_topic, m.partition))
+                for m in missing]  # fmt: skip
+    start_at_earliest(source_admin, home, labelled, f"{home}'s", planned)
+    lines = [f"{m.remote_topic}[{m.partition}]@{m.downstream_offset} -> {m.source_topic}[{m.partition}] "
+             f"{planned[(m.source_topic, m.partition)]}" for m in moves]  # fmt: skip
+    return move_group(source_admin, group, home, planned, to=f"home to {home}", dry_run=args.dry_run,
+                      active_note="group is ACTIVE there: a real run would refuse", plan_lines=lines)  # fmt: skip

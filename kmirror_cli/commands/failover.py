@@ -31,18 +31,78 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "failover", help="Move a stopped consumer group to the target at translated offsets."
     )
-    parser.add_argument("--flow", required=True, help="flow spec JSON file")
-    parser.add_argument("--group", required=True, help="consumer group id (same id on both clusters)")
-    parser.add_argument("--dry-run", action="store_true", help="print what would be written, write nothing")
+    add_group_move_arguments(parser, flow_help="flow spec JSON file", partial_start="target's")
     parser.add_argument("--from-checkpoints", action="store_true",
                         help="the source is gone: use the target's checkpoints without trying the source")  # fmt: skip
+    parser.set_defaults(func=run)
+
+
+# ---- shared with `kmirror failback` (the same move, the other way) ----
+
+
+def add_group_move_arguments(parser: Any, *, flow_help: str, partial_start: str) -> None:
+    """`--flow`, `--group`, `--dry-run` and `--allow-partial` (whose partitions start at the
+    `partial_start` earliest offset, e.g. "target's")."""
+    parser.add_argument("--flow", required=True, help=flow_help)
+    parser.add_argument("--group", required=True, help="consumer group id (same id on both clusters)")
+    parser.add_argument("--dry-run", action="store_true", help="print what would be written, write nothing")
     parser.add_argument(
         "--allow-partial",
         action="store_true",
         help="move the group even when some partitions have no translated offset; those start at the "
-        "target's earliest offset (consumers re-read, never skip)",
+        f"{partial_start} earliest offset (consumers re-read, never skip)",
     )
-    parser.set_defaults(func=run)
+
+
+def refuse_active_group(admin: Any, group: str, cluster: str, doing: str) -> None:
+    """Raise KmirrorError when `group` has active members on `cluster`: its consumers still read
+    there, and `doing` (e.g. "failing over") would move offsets under them."""
+    from kmirror_engine.failover.group_sync import describe_group, is_active
+
+    state = describe_group(admin, group, cluster)
+    if is_active(state):
+        raise KmirrorError(
+            f"group {group!r} is {state.state} on {cluster} with active members "
+            f"({', '.join(state.members) or 'none listed'}); stop its consumers before {doing}"
+        )
+
+
+def start_at_earliest(
+    admin: Any, cluster: str, missing: Sequence[tuple[str, tuple[str, int]]], where: str,
+    planned: dict[tuple[str, int], int],
+) -> None:  # fmt: skip
+    """`--allow-partial`: plan each untranslated partition (`label`, its (topic, partition) on
+    `cluster`) at `cluster`'s earliest offset, so its consumers re-read rather than skip; says so
+    per partition (`where`: whose offset, e.g. "the target's")."""
+    earliest = earliest_offsets(admin, [key for _, key in missing], cluster)
+    for label, (topic, partition) in missing:
+        planned[(topic, partition)] = earliest[(topic, partition)]
+        print(f"partial: {label} has no translated offset; {topic}[{partition}] starts at {where} earliest "
+              f"offset {planned[(topic, partition)]} (re-read)")  # fmt: skip
+
+
+def move_group(
+    admin: Any, group: str, cluster: str, planned: dict[tuple[str, int], int], *, to: str, dry_run: bool,
+    active_note: str, plan_lines: Sequence[str],
+) -> int:  # fmt: skip
+    """Write `planned` into `group` on `cluster` (forward only, refused while the group is active
+    there: `sync_group`) and report each partition; `--dry-run` prints `plan_lines` instead,
+    with `active_note` when a real run would be refused. `to`: "to east", "home to west"."""
+    from kmirror_engine.failover.group_sync import describe_group, is_active, sync_group
+
+    if dry_run:
+        active = f" ({active_note})" if is_active(describe_group(admin, group, cluster)) else ""
+        print(f"dry run: would move group {group!r} {to}{active}:")
+        for line in plan_lines:
+            print(f"  {line}")
+        return 0
+    result = sync_group(admin, group, planned, cluster)
+    print(f"moved group {group!r} {to}: {len(result.written)} partition(s) written, {len(result.kept)} kept")
+    for (topic, partition), offset in sorted(result.written.items()):
+        print(f"  wrote {topic}[{partition}] = {offset}")
+    for (topic, partition), (current, translated) in sorted(result.kept.items()):
+        print(f"  kept  {topic}[{partition}] = {current} (translated {translated} would move it backwards)")
+    return 0
 
 
 def earliest_offsets(admin: Any, partitions: Sequence[tuple[str, int]], cluster: str) -> dict[tuple[str, int], int]:
@@ -78,24 +138,18 @@ def _partition_list(translations: Sequence[Any]) -> str:
 def run(args: argparse.Namespace) -> int:
     from kmirror_cli.commands.translate import group_position
     from kmirror_engine.clients.factory import admin_client
-    from kmirror_engine.failover.group_sync import describe_group, is_active, sync_group
     from kmirror_engine.failover.target_only import describe_position, source_reachable
 
     spec = load_flow_spec(args.flow)
-    group = args.group
+    group, target = args.group, spec.target.alias
     why = None if args.from_checkpoints else source_reachable(spec.source)
     if not args.from_checkpoints and why is None:
-        source_state = describe_group(admin_client(spec.source), group, spec.source.alias)
-        if is_active(source_state):
-            raise KmirrorError(
-                f"group {group!r} is {source_state.state} on {spec.source.alias} with active members "
-                f"({', '.join(source_state.members) or 'none listed'}); stop its consumers before failing over"
-            )
+        refuse_active_group(admin_client(spec.source), group, spec.source.alias, "failing over")
     translations, positions = group_position(spec, group, args.from_checkpoints, probed=why)
     for p in positions or []:
         print(f"checkpoint: {describe_position(p)}")
     if not translations:
-        raise KmirrorError(f"nothing to fail over: no offset of group {group!r} translates onto {spec.target.alias}")
+        raise KmirrorError(f"nothing to fail over: no offset of group {group!r} translates onto {target}")
     planned = {
         (t.target_topic, t.partition): t.downstream_offset for t in translations if t.downstream_offset is not None
     }
@@ -103,29 +157,14 @@ def run(args: argparse.Namespace) -> int:
     if missing and not args.allow_partial:
         raise KmirrorError(
             f"group {group!r}: {len(missing)} of {len(translations)} partition(s) have no translated offset on "
-            f"{spec.target.alias} ({_partition_list(missing)}: the group is before every mirrored record of them), "
+            f"{target} ({_partition_list(missing)}: the group is before every mirrored record of them), "
             "so its consumers would start there at auto.offset.reset and could skip records; let the mirror copy "
             "them first, or pass --allow-partial to start them at the target's earliest offset (re-read, not skip)"
         )
     target_admin = admin_client(spec.target)
-    earliest = earliest_offsets(target_admin, [(t.target_topic, t.partition) for t in missing], spec.target.alias)
-    for t in missing:
-        offset = earliest[(t.target_topic, t.partition)]
-        planned[(t.target_topic, t.partition)] = offset
-        print(f"partial: {t.source_topic}[{t.partition}]@{t.upstream_offset} has no translated offset; "
-              f"{t.target_topic}[{t.partition}] starts at the target's earliest offset {offset} (re-read)")  # fmt: skip
-    if args.dry_run:
-        target_state = describe_group(target_admin, group, spec.target.alias)
-        active = " (target group is ACTIVE: a real run would refuse)" if is_active(target_state) else ""
-        print(f"dry run: would move group {group!r} to {spec.target.alias}{active}:")
-        for (topic, partition), offset in sorted(planned.items()):
-            print(f"  {topic}[{partition}] -> {offset}")
-        return 0
-    result = sync_group(target_admin, group, planned, spec.target.alias)
-    print(f"moved group {group!r} to {spec.target.alias}: {len(result.written)} partition(s) written, "
-          f"{len(result.kept)} kept")  # fmt: skip
-    for (topic, partition), offset in sorted(result.written.items()):
-        print(f"  wrote {topic}[{partition}] = {offset}")
-    for (topic, partition), (current, translated) in sorted(result.kept.items()):
-        print(f"  kept  {topic}[{partition}] = {current} (translated {translated} would move it backwards)")
-    return 0
+    labelled = [(f"{t.source_topic}[{t.partition}]@{t.upstream_offset}", (t.target_topic, t.partition))
+                for t in missing]  # fmt: skip
+    start_at_earliest(target_admin, target, labelled, "the target's", planned)
+    lines = [f"{topic}[{partition}] -> {offset}" for (topic, partition), offset in sorted(planned.items())]
+    return move_group(target_admin, group, target, planned, to=f"to {target}", dry_run=args.dry_run,
+                      active_note="target group is ACTIVE: a real run would refuse", plan_lines=lines)  # fmt: skip

@@ -14,7 +14,10 @@ created: never log the result.
   `RefreshingAdmin` that re-resolves the references at every call and rebuilds the client when
   the resolved material (including the content of files named by `*.location` properties and
   the keytab) changed, or after an authentication/TLS error; the copy tasks' cached clients are
-  keyed the same way (`kmirror_engine.clients.cache.config_key`).
+  keyed the same way (`kmirror_engine.clients.cache.config_key`), and so are the side work's
+  long-lived clients (`renewing_producer`, `renewing_delivery_producer`, `renewing_consumer`:
+  re-checked every `cache.RECHECK_S` seconds and after an authentication error; a producer
+  being replaced is flushed first, its records delivered or reported failed, never dropped).
 - Every Kafka client of the engine, the Spark glue and the CLI is made here, one constructor per
   role: `new_consumer`, `new_producer` (always safe: missing or unsafe safety settings replaced,
   unsafe overrides refused), `new_admin` (or the refreshing `admin_client`) and
@@ -37,16 +40,27 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import confluent_kafka
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 
 from kmirror.errors import Problem, ValidationError
 from kmirror.flow.spec import ClusterEndpoint, FlowSpec
+from kmirror.security import client_properties as safety_rules
+from kmirror.security.client_properties import same_property
 from kmirror.security.config import REDACTED, is_kmirror_property, is_sensitive, resolve_references
 from kmirror.security.kerberos import process_dir
+from kmirror_engine.clients.cache import (
+    RenewingClient,
+    RenewingProducer,
+    config_key,
+    retire_consumer,
+    retire_producer,
+)
 from kmirror_engine.clients.delivery import DeliveryConfirmingProducer
 
 log = logging.getLogger("kmirror.clients")
+safety_rules.register_librdkafka(confluent_kafka)  # validation in this process asks librdkafka too
 PRODUCER_SAFETY: dict[str, Any] = {
     "acks": "all",
     "enable.idempotence": True,
@@ -56,8 +70,6 @@ PRODUCER_SAFETY: dict[str, Any] = {
 # Checked together (a SASL protocol alone means GSSAPI to librdkafka) by
 # kmirror_engine.clients.security_check.check_client_support, which says how to get a build that supports them.
 SECURITY_PAIR = frozenset({"security.protocol", "sasl.mechanism", "sasl.mechanisms"})
-_ACKS_ALL = {"all", "-1", -1}
-_TRUE = {True, "true", "True", "1"}
 
 
 def consumer_config(spec: FlowSpec) -> dict[str, Any]:
@@ -73,63 +85,11 @@ def consumer_config(spec: FlowSpec) -> dict[str, Any]:
     return with_ticket_cache(resolve_references(config))
 
 
-def producer_safety_problems(overrides: dict[str, Any]) -> list[Problem]:
-    """Overrides that would let the producer lose or reorder data; empty when safe."""
-    problems = []
-    if "acks" in overrides and overrides["acks"] not in _ACKS_ALL:
-        problems.append(
-            Problem(
-                "producer.acks",
-                f"must stay 'all' (records could be lost), got {overrides['acks']!r}; remove the override",
-            )
-        )
-    if "enable.idempotence" in overrides and overrides["enable.idempotence"] not in _TRUE:
-        problems.append(
-            Problem(
-                "producer.enable.idempotence",
-                f"must stay true (retries could duplicate or reorder), got {overrides['enable.idempotence']!r}; "
-                "remove the override",
-            )
-        )
-    in_flight = overrides.get("max.in.flight.requests.per.connection")
-    if in_flight is not None and not (str(in_flight).isdigit() and 1 <= int(in_flight) <= 5):
-        problems.append(
-            Problem(
-                "producer.max.in.flight.requests.per.connection",
-                f"must be 1..5 (ordering with idempotence), got {in_flight!r}",
-            )
-        )
-    retries = overrides.get("retries", overrides.get("message.send.max.retries"))
-    if retries is not None and str(retries) != str(PRODUCER_SAFETY["retries"]):
-        problems.append(
-            Problem(
-                "producer.retries",
-                f"must stay unbounded (a failed send fails the batch instead of retrying), got {retries!r}; "
-                "remove the override",
-            )
-        )
-    problems.extend(_infinite_timeout_problems(overrides))
-    return problems
-
-
-# librdkafka reads 0 as "no limit": a send to an unreachable target would then wait forever
-# instead of failing the batch (the task hangs, nothing is retried or reported).
-_DELIVERY_TIMEOUTS = ("message.timeout.ms", "delivery.timeout.ms")
-
-
-def _infinite_timeout_problems(overrides: Mapping[str, Any], path: str = "producer") -> list[Problem]:
-    problems = []
-    for key in _DELIVERY_TIMEOUTS:
-        value = overrides.get(key)
-        if value is not None and str(value).strip() in {"0", "0.0"}:
-            problems.append(
-                Problem(
-                    f"{path}.{key}",
-                    f"must be a finite time in ms (0 means wait forever: a target outage would hang the "
-                    f"copy tasks), got {value!r}; remove the override or set e.g. 300000",
-                )
-            )
-    return problems
+def producer_safety_problems(overrides: Mapping[str, Any]) -> list[Problem]:
+    """Overrides that would let the producer lose or reorder data, under any of their librdkafka
+    names (`request.required.acks: 1` like `acks: 1`); empty when safe. The rules live in the pure
+    core (`kmirror.security.client_properties`), so `kmirror validate` refuses what this refuses."""
+    return safety_rules.producer_safety_problems(overrides, "producer")
 
 
 def safe_producer_config(base: Mapping[str, Any], overrides: Mapping[str, Any], source: str) -> dict[str, Any]:
@@ -139,8 +99,17 @@ def safe_producer_config(base: Mapping[str, Any], overrides: Mapping[str, Any], 
     problems = producer_safety_problems(dict(overrides))
     if problems:
         raise ValidationError(problems, source=source)
-    safety = {k: v for k, v in PRODUCER_SAFETY.items() if k not in base or producer_safety_problems({k: base[k]})}
-    return {**base, **safety, **overrides}
+    kept = dict(base)
+    safety = {}
+    for key, safe in PRODUCER_SAFETY.items():
+        # `base` may set it under an alias (`request.required.acks`): an unsafe alias is dropped, or
+        # librdkafka would apply whichever of the two names comes last.
+        aliases = [k for k in base if same_property(str(k), key)]
+        if not aliases or producer_safety_problems({k: base[k] for k in aliases}):
+            safety[key] = safe
+            for alias in aliases:
+                del kept[alias]
+    return {**kept, **safety, **overrides}
 
 
 # Transactional producers' `transaction.timeout.ms`, set explicitly (not librdkafka's default by
@@ -253,6 +222,58 @@ def new_delivery_producer(
     )
 
 
+def renewing_producer(source: ClusterEndpoint | Callable[[], Mapping[str, Any]], *, role: str) -> RenewingProducer:
+    """A long-lived `new_producer` rebuilt when its credentials rotate (`RenewingProducer`):
+    `source` is an endpoint, or a function returning the complete config (`producer_config`)."""
+    if isinstance(source, ClusterEndpoint):
+        endpoint = source
+
+        def resolve() -> Mapping[str, Any]:
+            return with_ticket_cache(resolve_references(safe_producer_config(endpoint.client_config(), {}, role)))
+    else:
+        resolve = source
+
+    def make(config: Mapping[str, Any], renewal: Any) -> Any:
+        return new_producer(config, role=role, error_cb=_renewal_on_auth_error(renewal))
+
+    return RenewingProducer(resolve, make, retire_producer, role=role)
+
+
+def renewing_delivery_producer(
+    target: ClusterEndpoint,
+    *,
+    role: str,
+    what: str,
+    error: Callable[[str], Exception],
+    counted: str | None = None,
+    on_delivered: Callable[[Any], None] | None = None,
+) -> DeliveryConfirmingProducer:
+    """A `renewing_producer` whose records are confirmed or reported (`DeliveryConfirmingProducer`)."""
+    producer = renewing_producer(target, role=role)
+    return DeliveryConfirmingProducer(producer, what=what, error=error, counted=counted, on_delivered=on_delivered)
+
+
+def renewing_consumer(resolve: Callable[[], Mapping[str, Any]], *, role: str) -> RenewingClient:
+    """A long-lived `new_consumer` of the complete config `resolve()` returns (`consumer_config`),
+    rebuilt when its credentials rotate; `current()` gives the consumer to use."""
+
+    def make(config: Mapping[str, Any], renewal: Any) -> Any:
+        return new_consumer(config, role=role, error_cb=_renewal_on_auth_error(renewal))
+
+    return RenewingClient(resolve, make, retire_consumer, role=role)
+
+
+def _renewal_on_auth_error(renewal: Any) -> Callable[[KafkaError], None]:
+    """librdkafka's `error_cb`: an authentication/TLS error makes the client re-check its
+    credentials at its next use. Holds the renewal flag only, never the client."""
+
+    def on_error(error: KafkaError) -> None:
+        if error.code() in AUTH_ERRORS:
+            renewal.due = True
+
+    return on_error
+
+
 def probe_client(config: Mapping[str, Any]) -> Any:
     """A producer that never connects (nothing is produced): creating it is librdkafka's verdict
     on `config` (KafkaException when refused). Configs as given: no safety, nothing resolved."""
@@ -299,8 +320,6 @@ class RefreshingAdmin:
         self.rebuilds = 0  # clients built after the first one
 
     def current(self) -> Any:
-        from kmirror_engine.clients.cache import config_key
-
         config = with_ticket_cache(resolve_references(self.endpoint.client_config()))
         key = config_key(config)
         if self._client is None or key != self._key.value:
@@ -378,7 +397,7 @@ def client_config_problems(spec: FlowSpec) -> list[Problem]:
     """Every librdkafka property of the flow that no client would accept, and every unsafe
     producer override, named by its path in the flow spec (`source.config.x`, `producer.acks`)."""
     problems = producer_safety_problems(dict(spec.copy.producer))
-    problems.extend(_infinite_timeout_problems(spec.target.config, path="target.config"))
+    problems.extend(safety_rules.infinite_timeout_problems(spec.target.config, path="target.config"))
     maps = {
         "source.config": spec.source.config,
         "target.config": spec.target.config,

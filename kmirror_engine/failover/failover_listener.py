@@ -65,9 +65,10 @@ class FailoverClients:
 
     @classmethod
     def connect(cls, spec: FlowSpec) -> FailoverClients:
-        from kmirror_engine.clients.factory import admin_client, new_producer, producer_config
+        from kmirror_engine.clients.factory import admin_client, producer_config, renewing_producer
 
-        producer = new_producer(producer_config(spec), role="checkpoints-producer")
+        # long-lived: rebuilt when the target's credentials rotate (the admin clients re-check at every call)
+        producer = renewing_producer(lambda: producer_config(spec), role="checkpoints-producer")
         return cls(
             SyncLog(spec.target, spec.source.alias), producer, admin_client(spec.source),
             admin_client(spec.target), lambda: read_checkpoints(spec.target, checkpoints_topic(spec.source.alias)),

@@ -15,16 +15,22 @@ from typing import Any
 from confluent_kafka import KafkaException, TopicPartition
 
 from kmirror.flow.spec import FlowSpec
+from kmirror_engine.clients.factory import is_auth_error
 from kmirror_engine.observability.progress import BatchProgress, next_offsets
 
 log = logging.getLogger("kmirror.group_commit")
 
 
 class GroupCommitListener:
+    """Commits each batch's next-offsets to the flow's source group (see the module docstring)."""
+
     def __init__(self, spec: FlowSpec, consumer_factory: Any = None) -> None:
+        """`consumer_factory()`: makes the long-lived consumer holder (`current()`, `invalidate()`,
+        `close()`); default a `renewing_consumer` of the flow's consumer config, rebuilt when the
+        source's credentials rotate (tests inject one of fakes)."""
         self.spec = spec
         self.consumer_factory = consumer_factory
-        self._consumer: Any = None
+        self._consumer: Any = None  # RenewingClient
         self.failures = 0
 
     def _client(self) -> Any:
@@ -32,10 +38,10 @@ class GroupCommitListener:
             if self.consumer_factory is not None:
                 self._consumer = self.consumer_factory()
             else:
-                from kmirror_engine.clients.factory import consumer_config, new_consumer
+                from kmirror_engine.clients.factory import consumer_config, renewing_consumer
 
-                self._consumer = new_consumer(consumer_config(self.spec), role="source-group-committer")
-        return self._consumer
+                self._consumer = renewing_consumer(lambda: consumer_config(self.spec), role="source-group-committer")
+        return self._consumer.current()
 
     def on_batch(self, batch: BatchProgress) -> None:
         offsets = next_offsets(batch)
@@ -46,6 +52,8 @@ class GroupCommitListener:
             self._client().commit(offsets=partitions, asynchronous=False)
         except KafkaException as exc:
             self.failures += 1
+            if is_auth_error(exc):
+                self._consumer.invalidate()  # re-read the credentials before the next commit
             log.warning(
                 "%s: committing batch %d offsets to source group %r failed (retried with the next batch): %s",
                 self.spec.id,

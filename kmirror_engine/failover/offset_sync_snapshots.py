@@ -306,12 +306,12 @@ class SyncLog:
         return len(records)
 
     def _produce(self, key: bytes, value: bytes) -> None:
-        if self._producer is None:
-            from kmirror_engine.clients.factory import new_delivery_producer
+        if self._producer is None:  # rebuilt inside when the target's credentials rotate
+            from kmirror_engine.clients.factory import renewing_delivery_producer
 
-            self._producer = new_delivery_producer(self.target, role="offset-sync-snapshots-producer",
-                                                   what="offset-sync snapshot", counted="snapshot record",
-                                                   error=OffsetSyncError, on_delivered=self._delivered)  # fmt: skip
+            self._producer = renewing_delivery_producer(
+                self.target, role="offset-sync-snapshots-producer", what="offset-sync snapshot",
+                counted="snapshot record", error=OffsetSyncError, on_delivered=self._delivered)  # fmt: skip
         self._producer.produce(self.snapshot_topic, value, key, partition=0)
 
     def _delivered(self, msg: Any) -> None:

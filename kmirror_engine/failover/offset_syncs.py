@@ -311,11 +311,12 @@ class OffsetSyncTopic:
         """Queue syncs (MM2 OffsetSync records plus kmirror headers; `source_end`: the source end
         offset the batch saw, None when unknown; `clean_until`: the store's clean tail after the
         last of them); `flush` confirms them."""
-        if self._producer is None:
-            from kmirror_engine.clients.factory import new_delivery_producer
+        if self._producer is None:  # rebuilt inside when the target's credentials rotate
+            from kmirror_engine.clients.factory import renewing_delivery_producer
 
-            self._producer = new_delivery_producer(self.target, role="offset-syncs-producer", what="offset sync",
-                                                   error=OffsetSyncError, on_delivered=self._delivered)  # fmt: skip
+            self._producer = renewing_delivery_producer(
+                self.target, role="offset-syncs-producer", what="offset sync", error=OffsetSyncError,
+                on_delivered=self._delivered)  # fmt: skip
         for i, sync in enumerate(syncs):
             key, value = encode_offset_sync(OffsetSync(source_topic, partition, sync.upstream, sync.downstream))
             headers = [

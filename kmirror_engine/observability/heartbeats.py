@@ -87,9 +87,10 @@ class HeartbeatTicker:
 
     def __init__(self, spec: FlowSpec, producer: Any = None, clock_ms: Any = None, ensure_topic: Any = None) -> None:
         if producer is None:
-            from kmirror_engine.clients.factory import new_producer, producer_config
+            from kmirror_engine.clients.factory import producer_config, renewing_producer
 
-            producer = new_producer(producer_config(spec), role="heartbeats-producer")
+            # rebuilt when its credentials rotate, like the other side-work clients
+            producer = renewing_producer(lambda: producer_config(spec), role="heartbeats-producer")
         self.emitter = HeartbeatEmitter(spec, producer)
         self.flow_id = spec.id
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))

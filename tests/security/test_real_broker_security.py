@@ -13,6 +13,7 @@ The harness's own PLAINTEXT listener is the only super user; the mirror never us
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -383,5 +384,58 @@ def test_the_rendered_kafka_acls_commands_alone_let_the_engine_run(
         registry.record([(f"west.{topic}", topic)])
         assert f"west.{topic}" in registry.load()
     finally:
+        revoke_all(west, "User:mirror")
+        revoke_all(east, "User:mirror")
+
+
+def _set_scram_password(cluster: SecureCluster, password: str) -> None:
+    """Rotate user `mirror`'s SCRAM-SHA-512 credential (as an operator would, kafka-configs.sh)."""
+    from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
+
+    upsert = UserScramCredentialUpsertion("mirror", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
+                                          password.encode())  # fmt: skip
+    admin = cluster.admin  # kept alive until the answer came
+    for future in admin.alter_user_scram_credentials([upsert]).values():
+        future.result(timeout=30)
+
+
+def test_offset_syncs_are_still_written_after_the_scram_password_is_rotated(
+    secure: tuple[SecureCluster, SecureCluster, Path], unique: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 24 item 5: the password is rotated on the target and in the `${file:...}` the flow
+    references; once the offset-sync producer's connections close (idle here, a broker restart
+    in real life) a producer still holding the old password is refused and the syncs go
+    unconfirmed (before: OffsetSyncError, '1 unconfirmed'). The renewing producer re-reads the
+    file (here at every use: RECHECK_S 0), is rebuilt with the new password and the sync lands."""
+    from kmirror.flow.replication_policy import offset_syncs_topic
+    from kmirror_engine.clients import cache
+    from kmirror_engine.failover.offset_syncs import OffsetSyncTopic, Sync, SyncStore
+
+    west, east, directory = secure
+    topic = f"sec-rotate-{unique}"
+    create_topic(west.broker.bootstrap_servers, topic, 1)
+    data = flow(west, east, directory, "scram", topic).to_dict()
+    # idle connections closed after 1 s: the next write connects, and authenticates, again
+    data["target"]["config"]["connections.max.idle.ms"] = 1000
+    spec = parse_flow_spec(data)
+    monkeypatch.setattr(cache, "RECHECK_S", 0.0)
+    rotated = "scram-rotated-7Qw2-never-printed"
+    try:
+        grant(spec, west, east, "User:mirror", [topic])
+        syncs = OffsetSyncTopic(spec.target, offset_syncs_topic("west"))
+        syncs.ensure_exists()
+        syncs.write(topic, 0, [Sync(0, 0)], 1)
+        syncs.flush(20)
+        _set_scram_password(east, rotated)
+        (directory / "scram-password").write_text(rotated)
+        time.sleep(3)  # the old producer's connections go idle and close
+        syncs.write(topic, 0, [Sync(10, 10)], 11)
+        syncs.flush(20)
+        store = SyncStore()
+        OffsetSyncTopic(spec.target, offset_syncs_topic("west")).load(store, 30)
+        assert [(s.upstream, s.downstream) for s in store.syncs(topic, 0)] == [(0, 0), (10, 10)]
+    finally:
+        _set_scram_password(east, SCRAM_PASSWORD)
+        (directory / "scram-password").write_text(SCRAM_PASSWORD)
         revoke_all(west, "User:mirror")
         revoke_all(east, "User:mirror")
