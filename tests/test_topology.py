@@ -344,3 +344,61 @@ def test_an_unknown_key_does_not_hide_an_identity_cycle() -> None:
     assert found[0].startswith("flowz: unknown key") or found[1].startswith("flowz: unknown key")
     assert any(p.startswith("topologies: identity replication cycle central -> west-1 -> east-1 -> central:")
                for p in found)  # fmt: skip
+
+
+DR_WITH_REVERSE = {"name": "dr", "pattern": "active-passive", "primary": "west-1", "standby": "east-1",
+                   "reverse_flow": True, "topics": ["orders.*"]}  # fmt: skip
+
+
+def test_reverse_flow_adds_standby_to_primary_run_at_home_never_mirroring_the_remote_topics_back() -> None:
+    raw = topo({**DR_WITH_REVERSE, "run_in": "central", "topics": [".*"]})
+    topology = parse_topology(raw)
+    forward, reverse = (plan_topology(topology).flow(i) for i in ("west-1->east-1", "east-1->west-1"))
+    assert (forward.run_in, reverse.run_in) == ("central", "west")  # the declaration's run_in is the forward's
+    assert reverse.topics_exclude == (".*[-.]internal", ".*\\.replica", "__.*", "west-1\\..*")
+    assert forward.topics_exclude == (".*[-.]internal", ".*\\.replica", "__.*")
+    assert reverse.options == {"reverse_of": "west-1", "sync_group_offsets": True}
+    assert forward.options == {"sync_group_offsets": True}
+    spec = parse_flow_spec(flow_spec_for(topology, reverse, "/ckpt"))
+    assert spec.checkpoints.reverse_of == "west-1"
+    assert [t for t in ("orders.eu", "west-1.orders.eu", "central.orders") if spec.topic_selection.matches(t)] == [
+        "orders.eu", "central.orders"]  # fmt: skip
+    assert parse_flow_spec(flow_spec_for(topology, forward, "/ckpt")).checkpoints.reverse_of is None
+    # the loop exclude follows the separator and survives an override replacing the excludes
+    raw["defaults"] = {"replication_policy": {"type": "default", "separator": "_"}}
+    raw["flows"] = {"east-1->west-1": {"topics_exclude": {"replace": ["tmp.*"]}, "run_in": "east"}}
+    reverse = plan_topology(parse_topology(raw)).flow("east-1->west-1")
+    assert (reverse.topics_exclude, reverse.run_in) == (("tmp.*", "west-1_.*"), "east")  # an override's run_in wins
+
+
+def test_reverse_flow_is_shown_by_plan_and_needs_the_default_policy() -> None:
+    from kmirror.estate.plan_render import render_mermaid, render_text
+
+    plan = plan_topology(parse_topology(topo(DR_WITH_REVERSE)))
+    assert "│ east-1->west-1 (reverse of west-1->east-1) │ dr " in render_text(plan)
+    assert 'c_east_1 -->|"dr: orders.* (reverse)"| c_west_1' in render_mermaid(plan, {})
+    assert problems_of(topo({**DR_WITH_REVERSE, "replication_policy": {"type": "identity"}}))[1] == (
+        "topologies[0].reverse_flow: (flow east-1->west-1) the reverse flow needs the default replication policy: "
+        "with identity, west-1's topics keep their names on east-1, so it would mirror them back into west-1 (a loop) "
+        "and could not tell them from east-1's own; use the default policy (remote topics named west-1.<topic>) or "
+        "remove reverse_flow"
+    )
+    assert problems_of(topo({**DR_WITH_REVERSE, "reverse_flow": "yes"})) == [
+        "topologies[0].reverse_flow: must be true or false, got 'yes'"
+    ]
+
+
+def test_reverse_of_set_by_hand_must_name_the_target_and_agree_with_the_reverse_flow() -> None:
+    assert problems_of(topo({"name": "c", "pattern": "custom", "flows": ["east-1->west-1"],
+                             "reverse_of": "central"})) == [
+        "topologies[0].reverse_of: (flow east-1->west-1) reverse_of must name the flow's target 'west-1' (the "
+        "forward flow's source), got 'central'"
+    ]  # fmt: skip
+    assert problems_of(topo(DR_WITH_REVERSE, {"name": "c", "pattern": "custom", "flows": ["east-1->west-1"],
+                                              "topics": ["orders.*"]})) == [
+        "topologies[1]: flow 'east-1->west-1' is also produced by topologies[0].reverse_flow (topology 'dr') with "
+        "different reverse_of; make them agree or set them once under flows.east-1->west-1"
+    ]  # fmt: skip
+    by_hand = topo({"name": "c", "pattern": "custom", "flows": ["west-1->east-1", "east-1->west-1"]},
+                   flows={"east-1->west-1": {"reverse_of": "west-1"}})  # fmt: skip
+    assert plan_topology(parse_topology(by_hand)).flow("east-1->west-1").topics_exclude[-1] == "west-1\\..*"

@@ -29,7 +29,10 @@ def parse_flow_id(text: str) -> Edge | None:
 
 
 def _active_passive(decl: Mapping[str, Any]) -> list[Edge]:
-    return [(decl["primary"], decl["standby"])]
+    edges = [(decl["primary"], decl["standby"])]
+    if decl.get("reverse_flow", False):  # failback: kmirror.estate.reverse_flow plans it
+        edges.append((decl["standby"], decl["primary"]))
+    return edges
 
 
 def _active_active(decl: Mapping[str, Any]) -> list[Edge]:
@@ -74,7 +77,14 @@ class Pattern:
 PATTERNS: dict[str, Pattern] = {
     p.name: p
     for p in (
-        Pattern("active-passive", ("primary", "standby"), (), _active_passive, doc="primary->standby"),
+        Pattern(
+            "active-passive",
+            ("primary", "standby"),
+            (),
+            _active_passive,
+            optional=("reverse_flow",),
+            doc="primary->standby (and standby->primary for failback when reverse_flow)",
+        ),
         Pattern("active-active", (), ("clusters",), _active_active, 2, doc="every ordered pair of clusters"),
         Pattern(
             "hub-and-spoke",

@@ -28,6 +28,12 @@ def _topics(flow: PlannedFlow) -> str:
     return text + (f" minus {', '.join(flow.topics_exclude)}" if flow.topics_exclude else "")
 
 
+def _flow_name(flow: PlannedFlow) -> str:
+    """The flow id, and for a reverse flow (`reverse_flow: true`) the flow it fails back."""
+    forward = flow.options.get("reverse_of")
+    return f"{flow.id} (reverse of {forward}->{flow.source})" if forward else flow.id
+
+
 def render_text(plan: Plan) -> str:
     """A table per datacenter (rich), as wide as it needs to be, no colours."""
     from rich.console import Console
@@ -47,7 +53,7 @@ def render_text(plan: Plan) -> str:
                 side for side, sec in (("source", flow.source_security), ("target", flow.target_security)) if sec
             ]
             security = ", ".join(f"{s}: {getattr(flow, s + '_security')['protocol']}" for s in secured) or "-"
-            table.add_row(flow.id, flow.topology, _topics(flow), _policy(flow), security)
+            table.add_row(_flow_name(flow), flow.topology, _topics(flow), _policy(flow), security)
         console.print(table)
     console.print(f"{len(plan.flows)} flow(s) in {len(plan.datacenters)} datacenter(s)")
     return out.getvalue()
@@ -69,6 +75,7 @@ def _grouped(plan: Plan, cluster_datacenters: Mapping[str, str]) -> dict[str, li
 def _label(flow: PlannedFlow) -> str:
     topics = ", ".join(flow.topics)
     text = f"{flow.topology}: {topics}" + (" (identity)" if flow.replication_policy["type"] == "identity" else "")
+    text += " (reverse)" if flow.options.get("reverse_of") else ""
     return text.replace('"', "'")
 
 

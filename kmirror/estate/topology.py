@@ -26,6 +26,13 @@ from kmirror.estate.graph_checks import (
     separator_loops,
 )
 from kmirror.estate.patterns import PATTERNS, Pattern, flow_id, parse_flow_id
+from kmirror.estate.reverse_flow import (
+    REVERSE_FLOW,
+    add_loop_excludes,
+    edge_settings,
+    reverse_edge,
+    reverse_of_problems,
+)
 from kmirror.flow.filters import NameSelection
 from kmirror.flow.settings import MM2_DEFAULTS, merge, normalise, setting_problems
 from kmirror.flow.spec import option_conflict_problems
@@ -138,8 +145,9 @@ def _pattern_field_problems(
                 Problem(f"{path}.{key}", f"cluster {a!r} is listed twice")
                 for a in sorted({a for a in value if isinstance(a, str) and value.count(a) > 1})
             ]
-    if "bidirectional" in decl and not isinstance(decl["bidirectional"], bool):
-        problems.append(Problem(f"{path}.bidirectional", f"must be true or false, got {decl['bidirectional']!r}"))
+    for flag in pattern.optional:  # bidirectional, reverse_flow
+        if flag in decl and not isinstance(decl[flag], bool):
+            problems.append(Problem(f"{path}.{flag}", f"must be true or false, got {decl[flag]!r}"))
     if pattern.name == "custom":
         problems += _custom_flow_problems(decl.get("flows"), f"{path}.flows", clusters)
     return problems
@@ -398,7 +406,9 @@ def parse_topology(raw: Any, source: str = "topology") -> Topology:
         if pattern is None or found or not isinstance(name, str):
             skipped = True
             continue
-        edges += [(name, edge, settings, f"topologies[{index}]") for edge in pattern.expand(decl)]
+        edges += [(name, edge, edge_settings(decl, edge, settings),
+                   f"topologies[{index}]" + (f".{REVERSE_FLOW}" if edge == reverse_edge(decl) else ""))
+                  for edge in pattern.expand(decl)]  # fmt: skip
         implied += [(flow_id(*edge), PATTERN_DEFAULTS.get(pattern.name, {})) for edge in pattern.expand(decl)]
     # Every problem at once: a declaration with problems contributes no edges, but the graph of
     # the others is still built and checked (an unknown key elsewhere does not hide a loop).
@@ -406,6 +416,8 @@ def parse_topology(raw: Any, source: str = "topology") -> Topology:
     flows = _resolve(edges, clusters, defaults, overrides, problems, complete=not skipped) if settings_ok else {}
     _imply(flows, implied, edges, defaults, overrides)
     if settings_ok:
+        add_loop_excludes(flows)  # before the graph checks, which read the excludes
+        problems.extend(reverse_of_problems(flows, edges, overrides))
         problems.extend(_graph_problems(flows))
         problems.extend(_flow_option_problems(flows, edges))
     problems.raise_if_any()

@@ -17,6 +17,7 @@ from typing import Any
 from kmirror.errors import Problem, Problems, ValidationError
 from kmirror.flow.filters import NameSelection, pattern_problems
 from kmirror.flow.replication_policy import ReplicationPolicy, policy_from_config, policy_problems
+from kmirror.flow.transform_sql import transform_sql_problems
 from kmirror.flow.views import (
     CheckpointSettings,
     CopySettings,
@@ -73,6 +74,14 @@ def _transform(value: Any) -> str | None:
     if not isinstance(value["sql"], str) or not value["sql"].strip():
         return f"sql must be a non-empty Spark SQL query over the view records, got {value['sql']!r}"
     return None
+
+
+def _transform_sql(value: Any, path: str) -> list[Problem]:
+    """A well-formed transform's query, parsed: nothing that reorders records or runs code
+    (kmirror.flow.transform_sql), at `transform.sql` like the app's own check at start."""
+    if value is None:
+        return []
+    return [Problem(f"{path}.sql", message) for message in transform_sql_problems(value["sql"])]
 
 
 def _skip_list(value: Any) -> str | None:
@@ -160,6 +169,14 @@ OPTIONS = OptionTable(
     Option("sync_group_offsets", False, "Write translated offsets into idle target groups.", boolean),
     Option("emit_heartbeats", True, "Emit MM2-format heartbeats to the target's heartbeats topic.", boolean),
     Option("checkpoint_interval_ms", 60_000, "Interval between checkpoint emissions.", non_negative_int),
+    Option(
+        "reverse_of",
+        None,
+        "Set by the planner on a reverse flow (an active-passive topology's `reverse_flow: true`): the alias of "
+        "the forward flow's source, which is this flow's target. Its checkpoint rounds also translate groups "
+        "committed on that cluster's remote topics back home (docs/failover.md#failback-the-reverse-flow).",
+        optional_str,
+    ),
     Option("heartbeat_interval_ms", 1_000, "Interval between heartbeats.", non_negative_int),
     Option(
         "offset_lag_max",
@@ -220,6 +237,7 @@ OPTIONS = OptionTable(
         'Spark SQL over the view `records`: {"sql": "SELECT ... FROM records ..."}; its rows are what is '
         "written (docs/spark-app.md). Off when null: records never enter Spark.",
         _transform,
+        _transform_sql,
     ),
     Option(
         "max_bytes_per_second",
@@ -374,8 +392,26 @@ def flow_spec_problems(raw: Any) -> list[Problem]:
         not isinstance(raw["checkpoint_location"], str) or not raw["checkpoint_location"]
     ):
         problems.append(Problem("checkpoint_location", f"required non-empty path, got {raw['checkpoint_location']!r}"))
-    problems += option_conflict_problems(raw)
+    problems += option_conflict_problems(raw) + _reverse_of_problems(raw)
     return problems + OPTIONS.value_problems(raw, "")
+
+
+def _reverse_of_problems(raw: dict[str, Any]) -> list[Problem]:
+    """`reverse_of` names the forward flow's source: this flow's target, under the default policy
+    (with identity, remote topics keep their names and cannot be told from the source's own)."""
+    forward, target = raw.get("reverse_of"), raw.get("target")
+    alias = target.get("alias") if isinstance(target, dict) else None
+    if not isinstance(forward, str) or not isinstance(alias, str):
+        return []
+    problems = []
+    if forward != alias:
+        problems.append(Problem("reverse_of", f"must name this flow's target {alias!r} (the forward flow's source), "
+                                f"got {forward!r}"))  # fmt: skip
+    if isinstance(raw.get("replication_policy"), dict) and raw["replication_policy"].get("type") == "identity":
+        problems.append(Problem("reverse_of", "needs the default replication policy: with identity the "
+                                "forward flow's remote topics keep their names, so they cannot be translated "
+                                "back"))  # fmt: skip
+    return problems
 
 
 def option_conflict_problems(raw: dict[str, Any]) -> list[Problem]:

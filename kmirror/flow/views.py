@@ -139,6 +139,9 @@ class CheckpointSettings:
     sync_group_offsets: bool
     offset_lag_max: int
     metrics_port: int | None
+    # a reverse flow: the forward flow's source alias, whose remote topics on this flow's source
+    # are translated back home (checkpoints for upstream topics, as MM2); None: not a reverse flow
+    reverse_of: str | None = None
 
     @classmethod
     def read(cls, option: Read) -> CheckpointSettings:
@@ -149,6 +152,7 @@ class CheckpointSettings:
             sync_group_offsets=bool(option("sync_group_offsets")),
             offset_lag_max=int(option("offset_lag_max")),
             metrics_port=None if port is None else int(port),
+            reverse_of=option("reverse_of"),
         )
 
 

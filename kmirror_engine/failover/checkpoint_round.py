@@ -6,6 +6,11 @@ on the target), then the group offset sync (when `sync_group_offsets`) of the gr
 checkpointed. Creating the checkpoints topic and reading the last checkpoints (so a restarted
 mirror never emits a checkpoint moving a group back) is done before the first round, retried
 before each round until it succeeds (`prepare`); no checkpoint goes out before.
+
+On a reverse flow (`reverse_of`), each round first catches up with the forward flow's syncs
+(`HomeSyncs`, read from this flow's source) and the emitter also checkpoints groups committed on
+the forward flow's remote topics, translated back home (see `checkpoints`). Reading them is side
+work of its own: a failure is reported and counted, and the round goes on with what was read.
 """
 
 from __future__ import annotations
@@ -21,19 +26,45 @@ from kmirror.flow.spec import FlowSpec
 from kmirror_engine.failover.checkpoints import CHECKPOINTS_TOPIC_CONFIG, CheckpointEmitter
 from kmirror_engine.failover.failover_metrics import FailoverMetrics
 from kmirror_engine.failover.group_sync import ActiveGroupError, sync_group
+from kmirror_engine.failover.offset_sync_snapshots import SyncLog
 from kmirror_engine.failover.offset_sync_writer import OffsetSyncWriter
+from kmirror_engine.failover.offset_syncs import SyncStore
 
 log = logging.getLogger("kmirror.failover")
 
 
+class HomeSyncs:
+    """The forward flow's sync history a reverse flow translates back through. It is only read:
+    the forward flow writes it to `mm2-offset-syncs.<home>.internal` on its target, which is this
+    flow's source. Loaded in full (snapshots + tail) the first time, caught up after."""
+
+    def __init__(self, log: Any) -> None:
+        """`log`: a SyncLog (or a fake with `load` and `catch_up`)."""
+        self.log = log
+        self.store = SyncStore()
+        self.loaded = False
+
+    def refresh(self) -> int:
+        """Read the syncs written since the last refresh; returns how many. Raises OffsetSyncError."""
+        if not self.loaded:
+            count = self.log.load(self.store)
+            self.loaded = True
+            return count
+        return int(self.log.catch_up(self.store))
+
+
 class CheckpointRound:
     def __init__(self, spec: FlowSpec, syncs: OffsetSyncWriter, clients: Any, metrics: FailoverMetrics,
-                 second_writer: bool = False) -> None:  # fmt: skip
+                 second_writer: bool = False, home_log: Any = None) -> None:  # fmt: skip
         """`clients`: a FailoverClients. `second_writer`: checkpoints only inside the syncs read
-        so far (see CheckpointEmitter)."""
+        so far (see CheckpointEmitter). `home_log`: on a reverse flow, the forward flow's sync log
+        (default: `SyncLog(spec.source, spec.checkpoints.reverse_of)`); ignored on other flows."""
         self.spec, self.syncs, self.clients, self.metrics = spec, syncs, clients, metrics
+        home = spec.checkpoints.reverse_of
+        self.home = HomeSyncs(home_log or SyncLog(spec.source, home)) if home is not None else None
         self.emitter = CheckpointEmitter(spec, syncs.store, clients.source_admin, clients.producer,
-                                         within_known_history=second_writer)  # fmt: skip
+                                         within_known_history=second_writer,
+                                         home_syncs=self.home.store if self.home is not None else None)  # fmt: skip
         self.ready = False
 
     def prepare(self) -> None:
@@ -51,6 +82,8 @@ class CheckpointRound:
         as a whole failed: checkpoints topic not ready, groups not listed, delivery failed."""
         self.prepare()
         self.syncs.catch_up()
+        if self.home is not None:  # stale forward syncs translate conservatively (re-read, never skip)
+            self.metrics.side_work("reverse_checkpoints", self.home.refresh)
         try:
             emitted, latency_ms = self.emitter.emit()
         finally:

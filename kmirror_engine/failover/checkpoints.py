@@ -8,6 +8,13 @@ mirror's own group, with committed offsets on topics the flow mirrors. Which off
 Emission follows MM2's `checkpointIsMoreRecent`: a partition's checkpoint is emitted the
 first time, when its downstream offset advanced, or when the group itself was rewound
 upstream; a translation that would move the downstream offset back is never emitted.
+
+A reverse flow (`reverse_of`, the planner's `reverse_flow: true`: B->A beside A->B) also emits
+MM2's checkpoints for *upstream* topics: a group on B committed on `A.orders` (the forward flow's
+remote topic, which the reverse flow never mirrors) is checkpointed as `orders` on A, translated
+through the inverse of the forward flow's syncs (`failback.translate_back`), which the caller
+reads from B, where the forward flow writes them. `RemoteClusterUtils`-style readers on A then see
+where the group resumes at home.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from kmirror.flow.replication_policy import checkpoints_topic
 from kmirror.flow.spec import ClusterEndpoint, FlowSpec
 from kmirror.mm2.formats import Checkpoint, decode_checkpoint, encode_checkpoint
 from kmirror_engine.clients.delivery import DeliveryConfirmingProducer
+from kmirror_engine.failover.failback import remote_homecomings
 from kmirror_engine.failover.group_sync import GroupAdminError, committed_offsets, list_groups
 from kmirror_engine.failover.offset_syncs import SyncStore, read_partition0
 
@@ -68,15 +76,23 @@ class CheckpointEmitter:
     """Reads source group offsets, translates them and writes checkpoints to the target."""
 
     def __init__(
-        self, spec: FlowSpec, store: SyncStore, source_admin: Any, producer: Any, within_known_history: bool = False
+        self,
+        spec: FlowSpec,
+        store: SyncStore,
+        source_admin: Any,
+        producer: Any,
+        within_known_history: bool = False,
+        home_syncs: SyncStore | None = None,
     ) -> None:
         """`within_known_history`: for a second writer (the driver's idle rounds) whose syncs may be
         older than the sink listener's: it only checkpoints offsets inside the history it has read
         (`SyncStore.mirrored_until`), where both writers translate alike, so it never emits a lower
-        downstream offset after the listener's."""
+        downstream offset after the listener's. `home_syncs`: on a reverse flow, the forward flow's
+        sync history (see the module docstring); None emits no checkpoints for upstream topics."""
         self.spec = spec
         self.within_known_history = within_known_history
         self.store = store
+        self.home_syncs = home_syncs
         self.source_admin = source_admin
         self.producer = producer
         self.topic = checkpoints_topic(spec.source.alias)
@@ -105,6 +121,30 @@ class CheckpointEmitter:
                 group, t.target_topic, t.partition, t.upstream_offset, t.downstream_offset, t.metadata
             )
             if is_more_recent(checkpoint, self.last.get((group, t.target_topic, t.partition))):
+                out.append(checkpoint)
+        return out + self.homecoming_checkpoints(group, offsets)
+
+    def homecoming_checkpoints(self, group: str, offsets: dict[tuple[str, int], tuple[int, str]]) -> list[Checkpoint]:
+        """A reverse flow's checkpoints for upstream topics: `group`'s offsets on this flow's source
+        on the forward flow's remote topics (`A.orders`), translated back to the target's own topic
+        (`orders`) through the inverse of the forward flow's syncs; [] on any other flow. Untranslatable
+        partitions (the group read no mirrored record) are left out, as in `checkpoints_for`; a second
+        writer only checkpoints offsets up to the newest forward sync it has read (where every reader
+        of the forward syncs translates alike)."""
+        home = self.spec.checkpoints.reverse_of
+        if home is None or self.home_syncs is None:
+            return []
+        out = []
+        for h in remote_homecomings(self.spec.policy, home, self.home_syncs, offsets):
+            if h.upstream_offset is None:
+                continue
+            syncs = self.home_syncs.syncs(h.source_topic, h.partition)
+            if self.within_known_history and (not syncs or h.downstream_offset > syncs[-1].downstream):
+                continue
+            metadata = offsets[(h.remote_topic, h.partition)][1]
+            checkpoint = Checkpoint(group, h.source_topic, h.partition, h.downstream_offset, h.upstream_offset,
+                                    metadata)  # fmt: skip
+            if is_more_recent(checkpoint, self.last.get((group, h.source_topic, h.partition))):
                 out.append(checkpoint)
         return out
 

@@ -11,6 +11,10 @@ way: a group moved home skips no record it had not read on B. For a group at dow
 - otherwise (a gap, or past the newest sync): s.upstream + 1 (the record at s was read; what
   follows on A may be re-read, never skipped);
 - before the oldest sync: untranslatable (None): the group has read no mirrored record.
+
+The same translation feeds `kmirror failback` (`plan_failback`, from the flow's own spec) and a
+reverse flow's checkpoints for upstream topics (`remote_homecomings`, from the reverse flow's
+policy and the forward syncs it reads; `checkpoints.CheckpointEmitter.homecoming_checkpoints`).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
+from kmirror.flow.replication_policy import ReplicationPolicy
 from kmirror.flow.spec import FlowSpec
 from kmirror_engine.failover.offset_syncs import SyncStore
 
@@ -56,10 +61,18 @@ def homecomings(
 ) -> list[Homecoming]:
     """A group's committed offsets on the target, on this flow's remote topics, translated back;
     sorted. Offsets on other topics (the target's own, other flows') are left out."""
+    return remote_homecomings(spec.policy, spec.source.alias, store, target_offsets)
+
+
+def remote_homecomings(
+    policy: ReplicationPolicy, home_alias: str, store: SyncStore, offsets: dict[tuple[str, int], tuple[int, str]]
+) -> list[Homecoming]:
+    """`homecomings` for a flow from `home_alias` named by its policy and sync history alone: what a
+    reverse flow's checkpoint rounds use (they run on the forward flow's target, without its spec)."""
     out = []
-    for (remote, partition), (offset, _metadata) in sorted(target_offsets.items()):
-        source_topic = spec.policy.upstream_topic(remote) or remote  # identity policy: same name
-        if spec.policy.format_remote_topic(spec.source.alias, source_topic) != remote:
+    for (remote, partition), (offset, _metadata) in sorted(offsets.items()):
+        source_topic = policy.upstream_topic(remote) or remote  # identity policy: same name
+        if policy.format_remote_topic(home_alias, source_topic) != remote:
             continue
         if store.mirrored_until(source_topic, partition) is None and not store.syncs(source_topic, partition):
             continue  # a topic this flow never mirrored (an identity-policy target's own topic)

@@ -526,3 +526,20 @@ def test_every_stack_setting_reaches_its_component_or_the_program(platform: str)
     assert computed <= fields & (args.__required_keys__ | args.__optional_keys__)
     assert fields - set(keys) - computed - program.PROGRAM_KEYS == set()
     assert set(keys) <= args.__required_keys__ | args.__optional_keys__
+
+
+def test_a_reverse_flow_is_deployed_in_the_primarys_datacenter_as_a_reverse_flow(tmp_path: Path) -> None:
+    """`reverse_flow: true` on the dr topology: east-1->west-1 runs in west (where west-1 lives) with
+    `reverse_of` and the loop exclude in the flow spec its app reads; east's flows are unchanged."""
+    topology = yaml.safe_load((ROOT / "stacks" / "topology.yaml").read_text())
+    next(t for t in topology["topologies"] if t["name"] == "dr")["reverse_flow"] = True
+    path = tmp_path / "topology.yaml"
+    path.write_text(yaml.safe_dump(topology))
+    run = run_program("west", stack_config("west", topology=str(path)))
+    assert run.exports["flows"] == sorted([*EXPECTED["west"], "east-1->west-1"])
+    (flow_map,) = [c for c in run.of_type(CONFIG_MAP) if c.name == f"{app_name('east-1->west-1')}-flow"]
+    spec = parse_flow_spec(json.loads(unwrap(flow_map.inputs)["data"]["flow.json"]))
+    assert (spec.checkpoints.reverse_of, spec.topics_exclude[-1]) == ("west-1", "west-1\\..*")
+    assert not spec.topic_selection.matches("west-1.orders.eu") and spec.topic_selection.matches("orders.eu")
+    east = run_program("east", stack_config("east", topology=str(path)))
+    assert east.exports["flows"] == EXPECTED["east"]
