@@ -27,6 +27,7 @@ COMMAND_MODULES = {
     "stack-info": "kmirror_cli.commands.stack_info",
     "import": "kmirror_cli.commands.import_mm",
     "acls": "kmirror_cli.commands.acls",
+    "drill": "kmirror_cli.commands.drill",
 }
 
 
@@ -41,8 +42,20 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+def _ask_librdkafka() -> None:
+    """Client properties are checked by librdkafka itself where confluent-kafka is installed."""
+    try:
+        import confluent_kafka
+    except ImportError:
+        return
+    from kmirror.security.client_properties import register_librdkafka
+
+    register_librdkafka(confluent_kafka)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    _ask_librdkafka()
     chosen = argv[0] if argv and argv[0] in COMMAND_MODULES else None
     parser = build_parser(chosen)
     args = parser.parse_args(argv)

@@ -1,0 +1,562 @@
+"""`kmirror drill`: rehearse losing the source cluster, and measure RPO and RTO.
+
+Local drill (the default): starts a pair of local brokers (`--broker`; Apache Kafka 4.1 when
+`make kafka-dists` cached its jars, else tansu), fills a topic on A, mirrors it to B with the
+engine (one `RangeCopier` pass feeding the real `FailoverListener`: offset syncs and
+checkpoints, no Spark), commits an application group on A mid-way, writes more on A that the
+mirror never copies (the records at risk), then kills A. From that decision on the clock runs:
+`kmirror failover` (the command's own code), then a consumer of the group on B reads its first
+record: RTO. Every record it reads must be exactly the one after the group's position on A.
+The consumer reads a few records on B and commits there; A comes back; `kmirror failback`
+moves the group home; on A it must resume at the first record it had not read on B and then
+read everything else, the records at risk included: nothing skipped.
+
+RPO is counted, not estimated: A's end offsets at the decision minus what the mirror copied.
+tansu keeps nothing across a restart, so on tansu A is frozen (SIGSTOP) instead of killed.
+
+Dry drill (`--flow F.json --group G`, real clusters): nothing is stopped. It runs translate,
+failover --dry-run and failback --dry-run from the target's checkpoints (as if the source were
+gone) and reports the RPO the target knows (records at risk per partition) and how long the plan
+took. Exit 0 when every check passed, 1 otherwise; `--format json` prints
+`{"rpo_records", "rto_s", "steps", "passed", ...}`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gc
+import io
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kmirror.errors import KmirrorError, Problem, ValidationError
+from kmirror_cli.commands import failback, failover, translate  # light: their clients load lazily
+
+SOURCE_ALIAS, TARGET_ALIAS = "drill-a", "drill-b"
+TOPIC, GROUP = "orders", "drill-app"
+REMOTE = f"{SOURCE_ALIAS}.{TOPIC}"  # the default replication policy's name on B
+FOREIGN = 2  # records B's topic held before the mirror started: offsets shift, as in production
+FENCE_KEY = b"__kmirror_drill_fence__"  # tansu only: makes the newest batch visible (see demo.py)
+BROKERS = ("kafka-4.1", "kafka-3.9", "tansu")
+READ_TIMEOUT_S = 30.0
+
+
+@dataclass
+class Step:
+    """One step of the drill: `passed` None means not applicable (never fails the drill)."""
+
+    step: str
+    seconds: float
+    passed: bool | None
+    detail: str
+
+
+@dataclass
+class DrillReport:
+    dry: bool
+    broker: str | None
+    rpo_records: int | None
+    rto_s: float | None
+    steps: list[Step] = field(default_factory=list)
+    plan_s: float | None = None  # dry drill: the three plans, end to end
+
+    @property
+    def passed(self) -> bool:
+        return all(s.passed is not False for s in self.steps)
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("drill", help="Fail over and back on a pair of clusters; report RPO and RTO.")
+    parser.add_argument("--broker", choices=BROKERS, default=None,
+                        help="local pair: kafka-4.1 if its jars are cached (make kafka-dists), else tansu")  # fmt: skip
+    parser.add_argument("--partitions", type=int, default=3, help="local: partitions of the drill topic")
+    parser.add_argument("--records", type=int, default=20, help="local: records per partition the mirror copies")
+    parser.add_argument("--at-risk", type=int, default=5,
+                        help="local: records per partition written after the last mirror pass")  # fmt: skip
+    parser.add_argument("--read-on-target", type=int, default=3,
+                        help="local: records per partition the group reads on B before failing back")  # fmt: skip
+    parser.add_argument(
+        "--from-checkpoints",
+        action="store_true",
+        help="local: fail over without the 5 s source probe (`kmirror failover --from-checkpoints`)",
+    )
+    parser.add_argument("--flow", help="dry drill against real clusters: the flow spec JSON (nothing is stopped)")
+    parser.add_argument("--group", help="dry drill: the consumer group to plan for")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    if (args.flow is None) != (args.group is None):
+        given, missing = ("--flow", "--group") if args.flow else ("--group", "--flow")
+        raise ValidationError([Problem(missing, f"required with {given} (a dry drill needs both)")], "kmirror drill")
+    report = dry_drill(args.flow, args.group) if args.flow else local_drill(args)
+    if args.format == "json":
+        out = {**asdict(report), "passed": report.passed}
+        print(json.dumps(out))
+    else:
+        print_report(report)
+    return 0 if report.passed else 1
+
+
+# -- running commands and steps -------------------------------------------------------------
+
+
+def call_command(func: Callable[[argparse.Namespace], int], **options: Any) -> tuple[int, str]:
+    """Run a command function as `kmirror` would; returns (exit code, what it printed on both
+    streams), its KmirrorError folded into the output so the drill can report it."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        try:
+            code = int(func(argparse.Namespace(**options)) or 0)
+        except KmirrorError as exc:
+            print(f"error: {exc}")
+            code = exc.exit_code
+    return code, out.getvalue().strip()
+
+
+@contextlib.contextmanager
+def timed(report: DrillReport, name: str) -> Iterator[Step]:
+    """A step whose time is measured; a KmirrorError inside fails the step (and the drill) with
+    its message instead of aborting the report. Stray prints of engine code go into the detail."""
+    from confluent_kafka import KafkaException
+
+    step = Step(name, 0.0, True, "")
+    report.steps.append(step)
+    started, out = time.monotonic(), io.StringIO()
+    try:
+        with contextlib.redirect_stdout(out):
+            yield step
+    except (KmirrorError, KafkaException) as exc:
+        step.passed, step.detail = False, f"{step.detail}\nerror: {exc}".strip()
+        raise _Abort from None
+    finally:
+        step.seconds = round(time.monotonic() - started, 2)
+        if out.getvalue().strip():
+            step.detail = f"{step.detail}\n{out.getvalue().strip()}".strip()
+
+
+class _Abort(Exception):
+    """A step failed so that the next ones cannot run (their report stops there)."""
+
+
+def check(step: Step, ok: bool, detail: str) -> None:
+    step.passed = bool(step.passed) and ok
+    step.detail = f"{step.detail}\n{detail}".strip() if step.detail else detail
+
+
+# -- the local drill ------------------------------------------------------------------------
+
+
+def default_broker() -> str:
+    """Apache Kafka 4.1 when its jars are already cached (never a Maven download here), else tansu."""
+    from kmirror_cli.local_kafka import KAFKA_LINES, cache_dir
+
+    return "kafka-4.1" if (cache_dir() / f"kafka-{KAFKA_LINES['4.1']}" / ".complete").exists() else "tansu"
+
+
+def new_local_broker(kind: str, name: str) -> Any:
+    if kind == "tansu":
+        from kmirror_cli.local_brokers import LocalBroker
+
+        return LocalBroker(name)
+    from kmirror_cli.local_kafka import KafkaBroker
+
+    return KafkaBroker(name, line=kind.removeprefix("kafka-"))
+
+
+def check_sizes(args: argparse.Namespace) -> None:
+    """Raises ValidationError naming every size that makes the drill meaningless."""
+    problems = []
+    if not 1 <= args.partitions <= 50:
+        problems.append(Problem("--partitions", f"between 1 and 50, got {args.partitions}"))
+    if args.records < 2 * args.partitions + 2:
+        problems.append(Problem("--records", f"at least 2 x partitions + 2 ({2 * args.partitions + 2}), got "
+                                f"{args.records}: the group stands mid-way, one apart per partition"))  # fmt: skip
+    if args.at_risk < 0:
+        problems.append(Problem("--at-risk", f"0 or more, got {args.at_risk}"))
+    if not 1 <= args.read_on_target <= args.records // 2:
+        problems.append(Problem("--read-on-target", f"between 1 and records/2 ({args.records // 2}), "
+                                f"got {args.read_on_target}"))  # fmt: skip
+    if problems:
+        raise ValidationError(problems, "kmirror drill")
+
+
+def value(partition: int, offset: int) -> bytes:
+    """The drill's record at `offset` of `partition` on A: every check compares against it."""
+    return f"p{partition}-{offset}".encode()
+
+
+def group_at(records: int, partition: int) -> int:
+    """Where the application group stands on A: mid-way, one record apart per partition."""
+    return records // 2 - partition
+
+
+def flow_raw(source: str, target: str, workdir: Path) -> dict[str, Any]:
+    return {
+        "id": f"{SOURCE_ALIAS}->{TARGET_ALIAS}", "checkpoint_location": str(workdir / "checkpoints"),
+        "source": {"alias": SOURCE_ALIAS, "bootstrap_servers": source},
+        "target": {"alias": TARGET_ALIAS, "bootstrap_servers": target},
+        "topics": [TOPIC], "topics_exclude": [], "replication_policy": {"type": "default"},
+        "groups": [GROUP], "sync_group_offsets": False, "checkpoint_interval_ms": 3_600_000,
+    }  # fmt: skip
+
+
+def produce(bootstrap: str, topic: str, records: list[tuple[int, bytes | None, bytes]]) -> None:
+    """(partition, key, value) records, each delivery confirmed; raises KmirrorError otherwise."""
+    from kmirror_engine.clients.factory import new_producer
+
+    errors: list[Any] = []
+
+    def delivered(error: Any, _message: Any) -> None:
+        if error is not None:
+            errors.append(error)
+
+    producer = new_producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True},
+                            role="drill-producer")  # fmt: skip
+    for partition, key, data in records:
+        producer.produce(topic, data, key=key, partition=partition, on_delivery=delivered)
+    if producer.flush(60) or errors:
+        raise KmirrorError(f"drill: producing to {topic} on {bootstrap} failed: {errors[:3]}; see the broker's log")
+
+
+def fence(kind: str, bootstrap: str, topic: str, partitions: int, key: bytes = FENCE_KEY, data: bytes = b"") -> int:
+    """tansu hides each partition's newest batch from offset queries: append one record per
+    partition in its own batch. Returns the fences written per partition (0 on Apache Kafka)."""
+    if kind != "tansu":
+        return 0
+    produce(bootstrap, topic, [(p, key, data) for p in range(partitions)])
+    return 1
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    from kmirror_engine.clients.factory import new_admin
+
+    admin = new_admin({"bootstrap.servers": bootstrap}, role="drill-admin")
+    for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
+        future.result(timeout=30)
+
+
+def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
+    from confluent_kafka import TopicPartition
+
+    from kmirror_engine.clients.factory import new_consumer
+
+    consumer = new_consumer({"bootstrap.servers": bootstrap}, role="drill-ends", group_id="kmirror-drill-ends")
+    try:
+        return {p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1])
+                for p in range(partitions)}  # fmt: skip
+    finally:
+        consumer.close()
+
+
+def commit_group(bootstrap: str, topic: str, offsets: dict[int, int]) -> None:
+    from confluent_kafka import TopicPartition
+
+    from kmirror_engine.clients.factory import new_consumer
+
+    consumer = new_consumer({"bootstrap.servers": bootstrap}, role="drill-app", group_id=GROUP,
+                            **{"enable.auto.commit": False})  # fmt: skip
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
+    finally:
+        consumer.close()
+
+
+def mirror_pass(spec: Any, ends: dict[int, int]) -> dict[int, int]:
+    """One micro-batch as the app's tasks and driver do it: copy [0, end) of every partition, then
+    the listener persists the offset syncs and writes a checkpoint round. Returns the mirrored end
+    per partition; raises when the copy or the checkpoint round fails."""
+    from kmirror_engine.clients.factory import consumer_config, new_consumer, new_producer, producer_config
+    from kmirror_engine.copying.range_copy import CopyRange, RangeCopier
+    from kmirror_engine.failover.failover_listener import FailoverListener
+    from kmirror_engine.observability.progress import BatchProgress
+
+    started = time.monotonic()
+    consumer = new_consumer({**consumer_config(spec), "enable.partition.eof": True}, role="drill-mirror")
+    producer = new_producer(producer_config(spec), role="drill-mirror")
+    try:
+        ranges = [CopyRange(TOPIC, p, 0, end, REMOTE) for p, end in ends.items()]
+        progress = RangeCopier(consumer, producer, stall_timeout_s=30).copy(ranges)
+    finally:
+        consumer.close()
+    listener = FailoverListener(spec, serve_metrics=False, heartbeats=False)
+    try:
+        duration_ms = int((time.monotonic() - started) * 1000)
+        listener.on_batch(BatchProgress(0, tuple(progress), duration_ms, {(TOPIC, p): e for p, e in ends.items()}))
+        listener.checkpoint_now()  # raises when the round failed: a drill without checkpoints proves nothing
+    finally:
+        listener.close(final=False)
+    return {p.partition: p.next_offset for p in progress}
+
+
+def read_group(
+    bootstrap: str, partitions: int, topic: str, want: Callable[[int], int]
+) -> tuple[dict[int, list[Any]], float]:
+    """A consumer of GROUP resumes at its committed offsets on `topic` and reads `want(p)` records
+    of each partition (fences skipped). Returns ((offset, value) per partition, monotonic time of
+    the first record); raises KmirrorError naming what it got when they do not come in time."""
+    from confluent_kafka import TopicPartition
+
+    from kmirror_engine.clients.factory import new_consumer
+
+    consumer = new_consumer({"bootstrap.servers": bootstrap}, role="drill-app", group_id=GROUP,
+                            **{"enable.auto.commit": False, "auto.offset.reset": "latest"})  # fmt: skip
+    got: dict[int, list[Any]] = {p: [] for p in range(partitions)}
+    first_at: float | None = None
+    try:
+        consumer.assign([TopicPartition(topic, p) for p in range(partitions)])  # no offset: the committed one
+        deadline = time.monotonic() + READ_TIMEOUT_S
+        while any(len(got[p]) < want(p) for p in got) and time.monotonic() < deadline:
+            for msg in consumer.consume(100, timeout=0.5):
+                if msg.error() is None and msg.key() != FENCE_KEY and len(got[msg.partition()]) < want(msg.partition()):
+                    first_at = first_at or time.monotonic()
+                    got[msg.partition()].append((msg.offset(), msg.value()))
+        short = {p: len(v) for p, v in got.items() if len(v) < want(p)}
+        if short or first_at is None:
+            raise KmirrorError(f"group {GROUP} read too few records on {topic} within {READ_TIMEOUT_S:g} s: "
+                               f"{short} (partition: records); is the cluster serving?")  # fmt: skip
+        reads = [TopicPartition(topic, p, v[-1][0] + 1) for p, v in got.items() if v]
+        if reads:
+            consumer.commit(offsets=reads, asynchronous=False)
+    finally:
+        consumer.close()
+    return got, first_at
+
+
+def wait_serving(bootstrap: str, topic: str, timeout_s: float = 90.0) -> None:
+    """Until every partition of `topic` (and of the group coordinator's topic, where it exists)
+    has a leader: a broker restarted after kill -9 registers again only after its old session."""
+    from kmirror_engine.clients.factory import new_admin
+
+    admin = new_admin({"bootstrap.servers": bootstrap}, role="drill-admin")
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(Exception):
+            topics = admin.list_topics(timeout=5).topics
+            wanted = [topics[t] for t in (topic, "__consumer_offsets") if t in topics]
+            if topic in topics and all(p.leader >= 0 for t in wanted for p in t.partitions.values()):
+                return
+        time.sleep(0.5)
+    raise KmirrorError(f"drill: {bootstrap} did not serve {topic} within {timeout_s:g} s after its restart")
+
+
+def local_drill(args: argparse.Namespace) -> DrillReport:
+    check_sizes(args)
+    kind = args.broker or default_broker()
+    report = DrillReport(dry=False, broker=kind, rpo_records=None, rto_s=None)
+    workdir = Path(tempfile.mkdtemp(prefix="kmirror-drill-"))
+    with contextlib.ExitStack() as stack:
+        source, target = new_local_broker(kind, "drill-a"), new_local_broker(kind, "drill-b")
+        try:
+            with timed(report, "start brokers") as step:
+                for broker in (source, target):
+                    broker.start()
+                    stack.callback(broker.remove if hasattr(broker, "remove") else broker.stop)
+                step.detail = (
+                    f"{kind}: {SOURCE_ALIAS}={source.bootstrap_servers} {TARGET_ALIAS}={target.bootstrap_servers}"
+                )
+            # clients the commands left to the garbage collector go before the brokers do (no
+            # reconnect noise from librdkafka at exit)
+            stack.callback(gc.collect)
+            raw = flow_raw(source.bootstrap_servers, target.bootstrap_servers, workdir)
+            (flow := workdir / "flow.json").write_text(json.dumps(raw, indent=2))
+            home = {p: group_at(args.records, p) for p in range(args.partitions)}
+            run_outage(Pair(kind, source, target, flow, home), args, report)
+        except _Abort:
+            pass  # the failed step is in the report
+    return report
+
+
+@dataclass
+class Pair:
+    """The local pair and what the drill did to it (offsets per partition of the drill topic)."""
+
+    kind: str
+    source: Any
+    target: Any
+    flow: Path
+    home: dict[int, int]  # the application group's committed offsets on A
+    mirrored: dict[int, int] = field(default_factory=dict)  # A's offsets the mirror copied up to
+    ends: dict[int, int] = field(default_factory=dict)  # A's end offsets at the decision
+    fences: int = 0  # tansu fences appended after the records at risk, per partition
+
+
+def run_outage(pair: Pair, args: argparse.Namespace, report: DrillReport) -> None:
+    """The drill's story, step by step; raises _Abort when a step leaves nothing to check after it."""
+    source, target = pair.source, pair.target
+    mirror_and_write_on(pair, args, report)
+    decided = fail_over(pair, args, report)
+    with timed(report, "consumer resumes on B") as step:
+        got, first_at = read_group(target.bootstrap_servers, args.partitions, REMOTE, lambda p: args.read_on_target)
+        report.rto_s = round(first_at - decided, 2)
+        expected = {p: [(FOREIGN + at + i, value(p, at + i)) for i in range(args.read_on_target)]
+                    for p, at in pair.home.items()}  # fmt: skip
+        detail = resume_detail("B", got, expected)
+        check(step, got == expected, f"{detail}; committed {args.read_on_target} read(s) on B")
+    fail_back(pair, report)
+    with timed(report, "consumer resumes on A") as step:
+        # the first record not read on B, then the rest: the mirrored ones, then the records at risk
+        unread = {p: [*range(at + args.read_on_target, args.records),
+                      *range(pair.mirrored[p], pair.ends[p] - pair.fences)] for p, at in pair.home.items()}  # fmt: skip
+        got, _ = read_group(source.bootstrap_servers, args.partitions, TOPIC, lambda p: len(unread[p]))
+        expected = {p: [(o, value(p, o)) for o in offsets] for p, offsets in unread.items()}
+        check(step, got == expected, resume_detail("A", got, expected) + " (the records at risk included)")
+
+
+def mirror_and_write_on(pair: Pair, args: argparse.Namespace, report: DrillReport) -> None:
+    """Fill A, commit the group mid-way, one mirror pass to B, then the writes it never copies."""
+    from kmirror.flow.spec import load_flow_spec
+
+    a, b, n, kind = pair.source.bootstrap_servers, pair.target.bootstrap_servers, args.partitions, pair.kind
+    with timed(report, "mirror A->B") as step:
+        create_topic(a, TOPIC, n)
+        create_topic(b, REMOTE, n)
+        produce(b, REMOTE, [(p, None, b"b-own-%d" % i) for p in range(n) for i in range(FOREIGN)])
+        produce(a, TOPIC, [(p, b"k", value(p, i)) for p in range(n) for i in range(args.records)])
+        fence(kind, a, TOPIC, n)
+        commit_group(a, TOPIC, pair.home)
+        pair.mirrored = mirror_pass(load_flow_spec(str(pair.flow)), end_offsets(a, TOPIC, n))
+        fence(kind, b, REMOTE, n)
+        mirror_fences(kind, b)
+        step.detail = (f"{n} partition(s) x {args.records} records copied ({FOREIGN} of B's own first: offsets "
+                       f"shift); group {GROUP} committed on A at {pair.home}")  # fmt: skip
+    with timed(report, "write on A, unmirrored") as step:
+        produce(a, TOPIC, [(p, b"k", value(p, pair.mirrored[p] + i)) for p in range(n) for i in range(args.at_risk)])
+        pair.fences = fence(kind, a, TOPIC, n)
+        pair.ends = end_offsets(a, TOPIC, n)
+        report.rpo_records = sum(pair.ends[p] - pair.mirrored[p] - pair.fences for p in range(n))
+        step.detail = (f"A ends at {pair.ends}; mirrored until {pair.mirrored}: {report.rpo_records} record(s) at "
+                       "risk, written after the mirror's last batch (so the target's records at risk, its last "
+                       "known lag, is a lower bound)")  # fmt: skip
+
+
+def fail_over(pair: Pair, args: argparse.Namespace, report: DrillReport) -> float:
+    """Lose A, then `kmirror failover`; returns the monotonic time of the decision."""
+    with timed(report, "source down") as step:
+        if pair.kind == "tansu":
+            pair.source.pause()
+            step.detail = "A frozen (SIGSTOP: tansu loses its log on restart), the clock starts: the decision"
+        else:
+            pair.source.kill()
+            step.detail = "A killed (SIGKILL), the clock starts: the decision"
+    decided = time.monotonic()
+    with timed(report, "failover") as step:
+        code, out = call_command(failover.run, flow=str(pair.flow), group=GROUP, dry_run=False,
+                                 from_checkpoints=args.from_checkpoints, allow_partial=False)  # fmt: skip
+        check(step, code == 0, f"kmirror failover --flow F --group {GROUP} -> exit {code}\n{out}")
+        if code != 0:
+            raise _Abort
+    return decided
+
+
+def fail_back(pair: Pair, report: DrillReport) -> None:
+    """Bring A back with its log, then `kmirror failback`."""
+    with timed(report, "source back") as step:
+        if pair.kind == "tansu":
+            pair.source.resume()
+        else:
+            pair.source.start()  # the same storage: A comes back with its log
+        wait_serving(pair.source.bootstrap_servers, TOPIC)
+        step.detail = f"A serves {TOPIC} again"
+    with timed(report, "failback") as step:
+        code, out = call_command(failback.run, flow=str(pair.flow), group=GROUP, dry_run=False, allow_partial=False)
+        check(step, code == 0, f"kmirror failback --flow F --group {GROUP} -> exit {code}\n{out}")
+        if code != 0:
+            raise _Abort
+
+
+def mirror_fences(kind: str, bootstrap: str) -> None:
+    """tansu only: valid MM2 records after the checkpoints and offset syncs the pass wrote."""
+    if kind != "tansu":
+        return
+    from kmirror.flow.replication_policy import checkpoints_topic, offset_syncs_topic
+    from kmirror.mm2.formats import Checkpoint, OffsetSync, encode_checkpoint, encode_offset_sync
+
+    checkpoint = encode_checkpoint(Checkpoint("fence", "f", 0, 0, 0))
+    sync = encode_offset_sync(OffsetSync("__fence", 0, 0, 0))
+    for topic, (key, data) in ((checkpoints_topic(SOURCE_ALIAS), checkpoint), (offset_syncs_topic(SOURCE_ALIAS), sync)):
+        produce(bootstrap, topic, [(0, key, data)])
+
+
+def resume_detail(cluster: str, got: dict[int, list[Any]], expected: dict[int, list[Any]]) -> str:
+    """`p0: 10 v p0-10 ... as expected` per partition, or what was read instead."""
+    lines = []
+    for p, want in expected.items():
+        seen = got.get(p, [])
+        head = f"offset {seen[0][0]} {seen[0][1].decode(errors='replace')}" if seen else "nothing"
+        verdict = "as expected"
+        if seen != want:
+            verdict = f"WRONG: expected offset {want[0][0]} {want[0][1].decode()} and {len(want)} in a row"
+        lines.append(f"{cluster}[{p}]: first {head}, {len(seen)} record(s), {verdict}")
+    return "\n".join(lines)
+
+
+# -- the dry drill --------------------------------------------------------------------------
+
+
+def dry_drill(flow: str, group: str) -> DrillReport:
+    """translate, failover --dry-run, failback --dry-run from the target's checkpoints: as if the
+    source were gone, on clusters that keep running. Nothing is written, nothing stopped."""
+    report = DrillReport(dry=True, broker=None, rpo_records=None, rto_s=None)
+    common = {"flow": flow, "group": group, "from_checkpoints": True}
+    with contextlib.suppress(_Abort), timed(report, "translate (target's checkpoints)") as step:
+        code, out = call_command(translate.run, format="json", **common)
+        rows = json.loads(out.splitlines()[-1]) if code == 0 else []
+        risks = [r.get("records_at_risk") for r in rows]
+        report.rpo_records = sum(risks) if rows and None not in risks else None
+        check(step, code == 0, "\n".join(map(describe_row, rows)) if code == 0 else out)
+    with contextlib.suppress(_Abort), timed(report, "failover --dry-run") as step:
+        code, out = call_command(failover.run, dry_run=True, allow_partial=False, **common)
+        check(step, code == 0, out)
+    with contextlib.suppress(_Abort), timed(report, "failback --dry-run") as step:
+        code, out = call_command(failback.run, flow=flow, group=group, dry_run=True, allow_partial=False)
+        never_moved = code != 0 and "nothing to fail back" in out  # no offsets on the target yet
+        check(step, code == 0 or never_moved, out)
+        if never_moved:
+            step.passed = None
+    report.plan_s = round(sum(s.seconds for s in report.steps), 2)
+    return report
+
+
+def describe_row(row: dict[str, Any]) -> str:
+    """`orders[0]: 4 -> 7, checkpoint 6.2 s old, records at risk: 5` (a `translate` JSON row)."""
+    age = "unknown age" if row["checkpoint_age_ms"] is None else f"{row['checkpoint_age_ms'] / 1000:.1f} s old"
+    risk = "unknown" if row["records_at_risk"] is None else row["records_at_risk"]
+    return (f"{row['topic']}[{row['partition']}]: {row['upstream_offset']} -> {row['downstream_offset']}, "
+            f"checkpoint {age}, records at risk: {risk}")  # fmt: skip
+
+
+def print_report(report: DrillReport) -> None:
+    from rich.console import Console
+    from rich.table import Table
+    from rich.text import Text
+
+    console = Console(width=None if sys.stdout.isatty() else 140)
+    title = "kmirror dry drill: nothing was stopped" if report.dry else f"kmirror drill on local {report.broker}"
+    table = Table(title=title, show_lines=True)
+    for column in ("Step", "Time", "Result", "Detail"):
+        table.add_column(column, justify="right" if column == "Time" else "left", no_wrap=column != "Detail")
+    for s in report.steps:
+        result = {True: "[green]ok[/]", False: "[red]FAILED[/]", None: "n/a"}[s.passed]
+        table.add_row(Text(s.step), f"{s.seconds:.2f} s", result, Text(s.detail))
+    console.print(table)
+    rpo = "unknown" if report.rpo_records is None else str(report.rpo_records)
+    if report.dry:
+        line = (f"dry drill: RPO {rpo} record(s) at risk as the target knows it, plan {report.plan_s:.1f} s "
+                "(translate, failover --dry-run, failback --dry-run); nothing was stopped")  # fmt: skip
+        console.print(line, markup=False)
+    else:
+        rto = "unknown" if report.rto_s is None else f"{report.rto_s:.1f}"
+        console.print(f"drill: RPO {rpo} record(s) at risk, RTO {rto} s", markup=False)
+    if not report.passed:
+        console.print("[red]drill FAILED[/]: " + ", ".join(s.step for s in report.steps if s.passed is False))
