@@ -66,7 +66,8 @@ class MirrorStreamWriter(DataSourceStreamWriter):
         # skipped_before: the reader's extra column (kmirror-source); plain range rows have none
         # rate_share: the flow's rate limits this range gets (kmirror-source; None: not planned)
         ranges = [CopyRange(r.source_topic, r.partition, r.start_offset, r.end_offset, r.target_topic,
-                            getattr(r, "skipped_before", 0) or 0, getattr(r, "rate_share", None))
+                            getattr(r, "skipped_before", 0) or 0, getattr(r, "rate_share", None),
+                            getattr(r, "source_end", None))
                   for r in iterator]  # fmt: skip
         task_id = _task_id()
         if not ranges:
@@ -123,7 +124,12 @@ def aggregate(
     first_read_ms = min(starts) if starts else None
     last_delivery_ms = max((m.last_delivery_ms for m in valid), default=_now_ms())
     duration_ms = last_delivery_ms - first_read_ms if first_read_ms is not None else 0
-    batch = BatchProgress(batch_id, tuple(partitions), duration_ms, throttled_ms=sum(m.throttled_ms for m in valid))
+    ends: dict[tuple[str, int], int] = {}
+    for p in partitions:  # the end offsets the planner saw: lag without asking the source again
+        if p.source_end is not None:
+            ends[(p.source_topic, p.partition)] = max(p.source_end, ends.get((p.source_topic, p.partition), 0))
+    throttled_ms = sum(m.throttled_ms for m in valid)
+    batch = BatchProgress(batch_id, tuple(partitions), duration_ms, ends, throttled_ms=throttled_ms)
     return batch, first_read_ms, last_delivery_ms
 
 

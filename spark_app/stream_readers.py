@@ -55,7 +55,9 @@ READER_APIS = ("auto", "admission-control", "position-tracking")
 # range (fail_on_data_loss=false), so the copy tasks' progress carries the count to the batch
 # listeners (progress line "skipped", metric kmirror_skipped_records_total), and each range's
 # share of the flow's rate limits (`kmirror_engine.planning.range_planner.split_rate_limits`).
-READER_SCHEMA = RANGE_SCHEMA + ", skipped_before BIGINT, rate_share DOUBLE"
+# `source_end`: the source partition's end offset when the batch was planned (None after a restart
+# replanned it): the batch listeners' lag and records at risk, without a ListOffsets per batch.
+READER_SCHEMA = RANGE_SCHEMA + ", skipped_before BIGINT, rate_share DOUBLE, source_end BIGINT"
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,7 @@ class RangeTask(InputPartition):
     """One writer task: its ranges as plain rows (`READER_SCHEMA`)."""
 
     index: int
-    ranges: tuple[tuple[str, int, int, int, str, int, float], ...]
+    ranges: tuple[tuple[str, int, int, int, str, int, float, int | None], ...]
 
 
 class RangeReader(DataSourceStreamReader):
@@ -102,7 +104,8 @@ class RangeReader(DataSourceStreamReader):
         skipped = planner.skipped_before
         shares = planner.rate_shares(tasks)  # bytes limit: by estimated bytes (issue 26)
         return [
-            RangeTask(i, tuple((*r.as_row(), skipped.get((r.source_topic, r.partition), 0), share)
+            RangeTask(i, tuple((*r.as_row(), skipped.get((r.source_topic, r.partition), 0), share,
+                                _source_end(planner.log_end, r.source_topic, r.partition, r.end_offset))
                                for r, share in zip(task, task_shares, strict=True)))
             for i, (task, task_shares) in enumerate(zip(tasks, shares, strict=True))
         ]  # fmt: skip
@@ -167,3 +170,10 @@ def reader_class(api: str = "auto") -> type[RangeReader]:
             '(Spark 4.0 and 4.1 lack it); use "auto"'
         )
     return AdmissionControlReader
+
+
+def _source_end(log_end: dict[tuple[str, int], int], topic: str, partition: int, end_offset: int) -> int | None:
+    """The end offset the planner saw for this partition, when it belongs to this batch (a batch
+    replanned after a restart has none newer than its own end: unknown, asked later)."""
+    seen = log_end.get((topic, partition))
+    return seen if seen is not None and seen >= end_offset else None

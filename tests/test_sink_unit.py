@@ -169,3 +169,21 @@ def test_listeners_that_cannot_be_built_never_fail_the_delivered_batch(
     lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("kmirror side_work_failed ")]
     assert [json.loads(x.split(" ", 2)[2])["work"] for x in lines] == ["build_listeners", "build_listeners"]
     listeners_module.close_listeners(False)
+
+
+def test_the_planners_source_end_offsets_travel_with_the_batch_so_listeners_need_no_list_offsets() -> None:
+    """Issue 24 cleanup: the end offsets the planner saw ride on each range's row to the batch,
+    so the failover listener's lag and records at risk need no ListOffsets per batch."""
+    from dataclasses import replace
+
+    from spark_app.stream_readers import _source_end
+
+    assert _source_end({("orders", 0): 120}, "orders", 0, 100) == 120
+    assert _source_end({("orders", 0): 90}, "orders", 0, 100) is None  # a replanned batch: unknown
+    assert _source_end({}, "orders", 1, 100) is None
+    messages = [
+        MirrorCommitMessage(0, (replace(_progress("orders", 0, 5), source_end=120),
+                                replace(_progress("orders", 1, 7), source_end=None)), 1_000, 1_400),
+    ]  # fmt: skip
+    batch, _, _ = aggregate(messages, batch_id=3)
+    assert batch.source_end_offsets == {("orders", 0): 120}

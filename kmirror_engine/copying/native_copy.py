@@ -189,4 +189,5 @@ def _progress(rng: CopyRange, row: tuple[Any, ...]) -> PartitionProgress:
         last_timestamp_ms=last_ts, offset_syncs=tuple(syncs),
         latency_min_ms=lat_min if counted else None, latency_max_ms=lat_max if counted else None,
         latency_sum_ms=lat_sum, latency_count=lat_count, dead_lettered=0, skipped_records=rng.skipped_before,
+        source_end=rng.source_end,
     )  # fmt: skip

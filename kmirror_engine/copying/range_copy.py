@@ -110,6 +110,7 @@ class CopyRange:
     target_topic: str
     skipped_before: int = 0  # offsets retention deleted before start_offset (fail_on_data_loss=false)
     rate_share: float | None = None  # of the flow's rate limits (`rate_limit.range_shares`); None: not planned
+    source_end: int | None = None  # the source partition's end offset when planned (None: unknown)
 
 
 class _RangeState:
@@ -244,7 +245,7 @@ class _RangeState:
             latency_min_ms=self.lat_min if counted else None, latency_max_ms=self.lat_max if counted else None,
             latency_sum_ms=self.lat_sum,
             latency_count=self.lat_count, dead_lettered=self.dead_lettered, skipped_records=r.skipped_before,
-            skipped_by_option=self.skipped,
+            skipped_by_option=self.skipped, source_end=r.source_end,
         )  # fmt: skip
 
 

@@ -32,6 +32,7 @@ class PartitionProgress:
     skipped_records: int = 0  # data loss tolerated with fail_on_data_loss=false (retention gap)
     dead_lettered: int = 0  # records the target refuses (too large, bad timestamp...), sent to dead_letter_topic
     skipped_by_option: int = 0  # records the flow's skip_offsets named, not copied (each logged: `kmirror skipped`)
+    source_end: int | None = None  # the source partition's end offset when the batch was planned (None: unknown)
 
 
 @dataclass(frozen=True)

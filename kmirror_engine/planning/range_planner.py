@@ -87,6 +87,7 @@ class RangePlanner:
         self.skipped_records = 0
         self.replays_checked = False  # the first batch after a start may replay delivered offsets
         self.skipped_before: dict[tuple[str, int], int] = {}  # of the last plan(): offsets lost before each range
+        self.log_end: dict[tuple[str, int], int] = {}  # of the last next_end(): the source's end offsets
         sampler = self._size_sampler if real_clients and spec.copy.max_bytes_per_second else None
         self.record_sizes = RecordSizes(sampler)
 
@@ -147,6 +148,7 @@ class RangePlanner:
     def next_end(self, start: Offsets, max_records: int | None) -> Offsets:
         """End offsets of the next batch (== `start` when there is nothing to do)."""
         latest = self.available()
+        self.log_end = dict(latest)  # the source's end offsets, travelling with the batch (lag, records at risk)
         if self.frozen_end is not None:
             latest = {tp: min(off, self.frozen_end[tp]) for tp, off in latest.items() if tp in self.frozen_end}
         rewound = [tp for tp, off in latest.items() if tp in start and off < start[tp]]
