@@ -402,3 +402,21 @@ def test_reverse_of_set_by_hand_must_name_the_target_and_agree_with_the_reverse_
     by_hand = topo({"name": "c", "pattern": "custom", "flows": ["west-1->east-1", "east-1->west-1"]},
                    flows={"east-1->west-1": {"reverse_of": "west-1"}})  # fmt: skip
     assert plan_topology(parse_topology(by_hand)).flow("east-1->west-1").topics_exclude[-1] == "west-1\\..*"
+
+
+def test_an_unknown_key_in_the_same_declaration_does_not_hide_its_identity_cycle() -> None:
+    """Issue 25 item 2: every problem at once, also inside one declaration: a typo and an MM1
+    alias beside its MM2 name are reported together with the loop they used to hide."""
+    raw = {
+        "clusters": {"a": {"bootstrap_servers": "a:9092", "datacenter": "x"},
+                     "b": {"bootstrap_servers": "b:9092", "datacenter": "y"}},
+        "topologies": [{"name": "m", "pattern": "active-active", "clusters": ["a", "b"],
+                        "replication_policy": {"type": "identity"}, "topicz": ["y.*"],
+                        "whitelist": ["x.*"], "topics": ["y.*"]}],
+    }  # fmt: skip
+    found = problems_of(raw)
+    assert any(p.startswith("topologies: identity replication cycle a -> b -> a") for p in found), found
+    assert any(p.startswith("topologies[0].topicz: unknown key") for p in found), found
+    assert any(p.startswith("topologies[0].whitelist: 'whitelist' is MirrorMaker 1's name") for p in found), found
+    raw["topologies"][0]["replication_policy"] = {"type": "nonsense"}  # a key the graph reads: no graph
+    assert not any("cycle" in p for p in problems_of(raw))

@@ -34,7 +34,7 @@ from kmirror.estate.reverse_flow import (
     reverse_of_problems,
 )
 from kmirror.flow.filters import NameSelection
-from kmirror.flow.settings import MM2_DEFAULTS, merge, normalise, setting_problems
+from kmirror.flow.settings import MM2_DEFAULTS, SETTING_KEYS, merge, normalise, setting_problems
 from kmirror.flow.spec import option_conflict_problems
 from kmirror.option_table import unknown_keys
 from kmirror.security.config import security_problems
@@ -201,6 +201,21 @@ def _parse_declaration(
     problems += setting_problems(settings, path, extra_keys=FLOW_ONLY_KEYS)
     problems += _pattern_field_problems(decl, pattern, path, clusters)
     return pattern, settings, problems
+
+
+def _graph_buildable(found: list[Problem], index: int, pattern: Pattern) -> bool:
+    """True when a declaration's only problems are keys the graph never reads (unknown keys, a
+    MirrorMaker 1 alias given beside its MM2 name): its edges still join the loop and collision
+    checks, so a typo elsewhere in it does not hide a cycle (every problem at once)."""
+    known = SETTING_KEYS | FLOW_ONLY_KEYS | _pattern_fields(pattern) | {"name", "pattern"}
+    prefix = f"topologies[{index}]."
+    for problem in found:
+        if not problem.path.startswith(prefix):
+            return False
+        key = problem.path[len(prefix):].split(".", 1)[0].split("[", 1)[0]
+        if key in known:
+            return False
+    return True
 
 
 def _parse_overrides(raw: Any, problems: Problems) -> dict[str, dict[str, Any]]:
@@ -403,9 +418,10 @@ def parse_topology(raw: Any, source: str = "topology") -> Topology:
             )
         elif isinstance(name, str):
             seen_names[name] = index
-        if pattern is None or found or not isinstance(name, str):
+        if pattern is None or not isinstance(name, str) or not _graph_buildable(found, index, pattern):
             skipped = True
             continue
+        settings = {k: v for k, v in settings.items() if k in SETTING_KEYS or k in FLOW_ONLY_KEYS}
         edges += [(name, edge, edge_settings(decl, edge, settings),
                    f"topologies[{index}]" + (f".{REVERSE_FLOW}" if edge == reverse_edge(decl) else ""))
                   for edge in pattern.expand(decl)]  # fmt: skip
