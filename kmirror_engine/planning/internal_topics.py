@@ -112,6 +112,15 @@ def mirror_acls(spec: FlowSpec, source_topics: list[str]) -> list[AclGrant]:
                                "exactly-once transactions"))  # fmt: skip
         grants.append(AclGrant("target", "GROUP", offsets_group(spec), "LITERAL", ("Read", "Describe"),
                                "exactly-once source positions"))  # fmt: skip
+    forward = spec.checkpoints.reverse_of
+    if forward is not None and spec.checkpoints.emit:
+        # a reverse flow reads the forward flow's offset syncs and their snapshots on its source
+        # (the forward flow's target) and the groups committed there on the forward remote topics
+        for topic in (offset_syncs_topic(forward), snapshot_topic(forward)):
+            grants.append(AclGrant("source", "TOPIC", topic, "LITERAL", ("Read", "Describe"),
+                                   "the forward flow's offset syncs (reverse checkpoints)"))  # fmt: skip
+            grants.append(AclGrant("source", "GROUP", reader_group(topic), "LITERAL", ("Read", "Describe"),
+                                   f"reading {topic}"))  # fmt: skip
     if spec.topic_sync.acls:
         grants.append(AclGrant("source", "CLUSTER", "kafka-cluster", "LITERAL", ("Describe",),
                                "ACL sync lists the source's topic ACLs"))  # fmt: skip

@@ -106,3 +106,18 @@ def test_kmirror_acls_prints_those_commands(tmp_path: Path, capsys: Any) -> None
         (g.side, g.resource_type, g.name, g.operations) for g in mirror_acls(spec, ["orders"])]  # fmt: skip
     assert all(("--command-config /etc/admin.properties" in r["command"]) == (r["side"] == "target")
                and "--allow-principal User:mm " in r["command"] for r in rows)  # fmt: skip
+
+
+def test_a_reverse_flow_is_granted_the_forward_flows_syncs_on_its_source() -> None:
+    """A reverse flow (east->west, reverse_of west) reads the forward flow's offset syncs and
+    snapshots on its source (east), with their reader groups: without these grants its reverse
+    checkpoints fail on an authorizing broker."""
+    raw = {**RAW, "id": "east->west", "exactly_once": False, "sync_topic_acls": False, "reverse_of": "west",
+           "source": RAW["target"], "target": RAW["source"]}  # fmt: skip
+    grants = mirror_acls(parse_flow_spec(raw), ["orders"])
+    on_source = {(g.resource_type, g.name): g.operations for g in grants if g.side == "source"}
+    for topic in ("mm2-offset-syncs.west.internal", "kmirror-offset-syncs-snapshot.west.internal"):
+        assert on_source[("TOPIC", topic)] == ("Read", "Describe")
+        assert on_source[("GROUP", f"kmirror-reader-{topic}")] == ("Read", "Describe")
+    forward = mirror_acls(parse_flow_spec(RAW), ["orders"])
+    assert not any("offset-syncs" in g.name for g in forward if g.side == "source")
