@@ -17,7 +17,6 @@ from typing import Any
 from kmirror.errors import Problem, Problems, ValidationError
 from kmirror.flow.filters import NameSelection, pattern_problems
 from kmirror.flow.replication_policy import ReplicationPolicy, policy_from_config, policy_problems
-from kmirror.flow.transform_sql import transform_sql_problems
 from kmirror.flow.views import (
     CheckpointSettings,
     CopySettings,
@@ -81,6 +80,8 @@ def _transform_sql(value: Any, path: str) -> list[Problem]:
     (kmirror.flow.transform_sql), at `transform.sql` like the app's own check at start."""
     if value is None:
         return []
+    from kmirror.flow.transform_sql import transform_sql_problems  # sqlglot: only for flows with a transform
+
     return [Problem(f"{path}.sql", message) for message in transform_sql_problems(value["sql"])]
 
 

@@ -24,7 +24,8 @@ from tests.e2e.test_failover_e2e import FOREIGN, GROUP_AT, commit, fence, mirror
 from tests.kafka_helpers import TANSU_FENCES, add_fences, create_topic, produce
 
 ROOT = Path(__file__).resolve().parents[2]
-OPERATOR_DEPS = ["confluent-kafka", "pyyaml", "rich", "pydantic", "typing-extensions"]
+# the project's main dependencies an operator's venv gets (pyproject.toml), pyspark and its stack left out
+OPERATOR_DEPS = ["confluent-kafka", "pyyaml", "rich", "pydantic", "typing-extensions", "sqlglot"]
 
 
 @pytest.fixture(scope="module")
