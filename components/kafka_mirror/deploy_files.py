@@ -1,6 +1,6 @@
 """What a deploy uploads besides Pulumi resources, found where this package is installed.
 
-The EMR entry script, bootstrap, secrets sync and the app's requirements ship inside the package
+The EMR entry script, step wrapper, bootstrap, secrets sync and the app's requirements ship inside the package
 (`kafka_mirror/deploy/`; in a checkout these are links to `scripts/`), and the app bundle is zipped
 from wherever `spark_app` and `kmirror` are imported from: a checkout or site-packages. So a
 program that `pip install`ed kafka-mirror deploys the same files as this repository's stacks.
@@ -19,6 +19,7 @@ ENTRY = "kmirror_main.py"
 BOOTSTRAP = "emr-bootstrap.sh"
 REQUIREMENTS = "app-requirements.txt"
 SYNC = "kmirror-sync-secrets.py"
+STEP_WRAPPER = "kmirror-step.py"  # run inline by each EMR step (kafka_mirror.emr.specs.emr_step_args)
 
 
 def deploy_file(name: str) -> Path:

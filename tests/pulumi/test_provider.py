@@ -98,7 +98,9 @@ def test_every_component_constructs_through_the_provider(provider_run: Run) -> N
                                              "bootstrapServers": pulumi.Output.from_input("b-1.msk:9098")})  # fmt: skip
         construct("east", "ReplicationTopology",
                   {"datacenter": "east", "checkpointRoot": "s3a://b/ck", "topologyYaml": TOPOLOGY})  # fmt: skip
-        construct("east-eks", "EksSparkPlatform", {"namespace": "mirror", "operator": {"install": False}})
+        image = f"repo/kafka-mirror@sha256:{'a' * 64}"  # required: no default app image
+        eks_args = {"namespace": "mirror", "image": image, "operator": {"install": False}}
+        construct("east-eks", "EksSparkPlatform", eks_args)
         construct("east-emr", "EmrSparkPlatform", {"bucket": pulumi.Output.from_input("acme-mirror"),
                                                    "clusterId": "j-EXISTING"})  # fmt: skip
         spec = states["ReplicationTopology"]["flowSpecs"].apply(lambda s: s["west-1->east-1"])

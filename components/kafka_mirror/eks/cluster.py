@@ -54,6 +54,8 @@ def cluster_args(settings: EksClusterSettings, key_arn: pulumi.Input[str]) -> di
         # Nodes come from a managed node group (`_nodes`), not pulumi-eks' default self-managed one.
         "skip_default_node_group": True,
         "node_associate_public_ip_address": False,
+        # The VPC CNI enforces NetworkPolicies only with its network policy agent on (the apps' ingress policy).
+        "vpc_cni_options": {"enable_network_policy": True},
         "tags": dict(settings.tags),
     }
     if settings.endpoint_public_access:

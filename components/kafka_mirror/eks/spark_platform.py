@@ -21,15 +21,20 @@ from typing_extensions import NotRequired
 from kafka_mirror.eks.cluster import EksClusterSettings, create_eks_cluster
 from kafka_mirror.eks.monitoring import dashboard_config_map, prometheus_rule
 from kafka_mirror.eks.specs import (
+    DEFAULT_MONITORING_NAMESPACE,
+    OPERATOR_IMAGE,
     PART_OF,
     EksSettings,
     driver_role_binding_manifest,
     driver_role_manifest,
     namespace_manifest,
+    network_policy_manifest,
+    operator_image_values,
     operator_values,
     service_account_manifest,
 )
 from kafka_mirror.secrets.stack import MadeSecret, StackSecrets, create_stack_secrets
+from kmirror.errors import Problem, ValidationError
 from kmirror.stack.models import OPERATOR_NAMESPACE, OPERATOR_REPLICAS, OPERATOR_REPOSITORY, PVC_NAME, PVC_SIZE
 
 TOKEN = "kafka-mirror:index:EksSparkPlatform"
@@ -54,6 +59,10 @@ class OperatorArgs(TypedDict):
     """The chart repository (default `https://kubeflow.github.io/spark-operator`)."""
     replicas: NotRequired[int]
     """Controller and webhook replicas (default 2: highly available, with PodDisruptionBudgets)."""
+    image_digest: NotRequired[str]
+    """The operator image's digest (`sha256:` + 64 hex) for the chart's version, e.g. `crane digest
+    ghcr.io/kubeflow/spark-operator/controller:2.5.2`; pins the controller and webhook image. Without it the
+    chart's tag is used (a warning says so)."""
 
 
 class CheckpointPvcArgs(TypedDict):
@@ -107,15 +116,18 @@ class MonitoringArgs(TypedDict):
     """The Grafana dashboard as a ConfigMap (label `grafana_dashboard: "1"`)."""
     labels: NotRequired[dict[str, str]]
     """Labels the Prometheus operator selects PodMonitors and rules by (e.g. `release: kube-prometheus-stack`)."""
+    namespace: NotRequired[str]
+    """Prometheus' namespace: the NetworkPolicy lets it scrape the drivers' metrics port (default `monitoring`)."""
 
 
 class EksSparkPlatformArgs(TypedDict):
-    """Arguments of EksSparkPlatform (every one optional)."""
+    """Arguments of EksSparkPlatform (every one optional but `image`)."""
 
+    image: pulumi.Input[str]
+    """The app image (the repository's Dockerfile: Spark 4.0 with the app), by digest (`REPO@sha256:...`);
+    may be an output (e.g. an ECR URL). Required: there is no usable default image."""
     namespace: NotRequired[str]
     """The apps' namespace (default `kafka-mirror`), created here."""
-    image: NotRequired[pulumi.Input[str]]
-    """The app image (the repository's Dockerfile: Spark 4.0 with the app); may be an output (e.g. an ECR URL)."""
     image_pull_policy: NotRequired[str]
     """The image pull policy (default `IfNotPresent`)."""
     service_account: NotRequired[str]
@@ -151,6 +163,8 @@ class EksSparkPlatformArgs(TypedDict):
     read_only_root_filesystem: NotRequired[bool]
     """Run the Spark containers with a read-only root file system (default true; /tmp and Spark's work dir are
     emptyDirs)."""
+    network_policy: NotRequired[bool]
+    """Deny ingress to the mirror pods but Spark RPC between them and Prometheus scrapes (default true)."""
 
 
 class EksSparkPlatform(pulumi.ComponentResource):
@@ -188,6 +202,7 @@ class EksSparkPlatform(pulumi.ComponentResource):
     ) -> None:
         """`stack_secrets`: the stack program's `kafka-mirror:secrets`, created in the namespace."""
         super().__init__(TOKEN, name, {}, opts)
+        image = required_image(name, args)
         self.settings = eks_settings(args)
         pvc = args.get("checkpoint_pvc")
         operator = args.get("operator") or {}
@@ -221,6 +236,14 @@ class EksSparkPlatform(pulumi.ComponentResource):
             opts=self.child_opts(depends_on=[role, account]),
         )
         self.ready: list[pulumi.Resource] = [namespace, account, binding]
+        if args.get("network_policy", True):
+            monitoring_ns = (args.get("monitoring") or {}).get("namespace", DEFAULT_MONITORING_NAMESPACE)
+            policy = network_policy_manifest(self.settings, monitoring_ns)
+            self.ready.append(
+                k8s.networking.v1.NetworkPolicy(
+                    f"{name}-network-policy", metadata=policy["metadata"], spec=policy["spec"], opts=dep
+                )
+            )
         self.operator_release: k8s.helm.v3.Release | None = None
         install = operator.get("install", True)
         if install:
@@ -232,7 +255,7 @@ class EksSparkPlatform(pulumi.ComponentResource):
                 namespace=operator.get("namespace", OPERATOR_NAMESPACE),
                 create_namespace=True,
                 repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=operator.get("repository", OPERATOR_REPOSITORY)),
-                values=operator_values(ns, int(operator.get("replicas", OPERATOR_REPLICAS))),
+                values=_operator_release_values(name, ns, operator),
                 opts=dep,
             )
             self.ready.append(self.operator_release)
@@ -244,7 +267,7 @@ class EksSparkPlatform(pulumi.ComponentResource):
         made: dict[str, MadeSecret] = create_stack_secrets(self, name, stack_secrets, store, providers)
         self.stack_secrets = made
         self.service_account = pulumi.Output.from_input(self.settings.service_account)
-        self.image = pulumi.Output.from_input(args.get("image", self.settings.image))
+        self.image = pulumi.Output.from_input(image)
         self.operator = pulumi.Output.from_input("spark-operator" if install else "existing")
         self.secrets = pulumi.Output.from_input(sorted(made))
         self.deployment_target = _ready_output(
@@ -300,6 +323,30 @@ class EksSparkPlatform(pulumi.ComponentResource):
             k8s.core.v1.ConfigMap(f"{name}-dashboard", metadata=board["metadata"], data=board["data"], opts=opts)
 
 
+def required_image(name: str, args: EksSparkPlatformArgs) -> pulumi.Input[str]:
+    """The app image the platform's apps run; raises ValidationError naming the input when it is
+    missing or empty (a default image would deploy apps that can never start)."""
+    image = args.get("image")
+    if image is None or (isinstance(image, str) and not image.strip()):
+        raise ValidationError(
+            [Problem(f"EksSparkPlatform {name}: image", f"required, got {image!r}: pass the app image built from "
+                     "the Dockerfile by digest (REPO@sha256:...), e.g. the ECR image CI pushed")]
+        )  # fmt: skip
+    return image
+
+
+def _operator_release_values(name: str, namespace: str, operator: OperatorArgs) -> dict[str, Any]:
+    """The chart's values: `operator_values` plus the image pinned by `image_digest` (a warning without one)."""
+    values = operator_values(namespace, int(operator.get("replicas", OPERATOR_REPLICAS)))
+    digest = operator.get("image_digest")
+    if digest is None:
+        pulumi.log.warn(
+            f"{name}: the Spark operator image {OPERATOR_IMAGE}:{SPARK_OPERATOR_CHART_VERSION} is pulled by tag; "
+            "set operator.image_digest (`crane digest` of that image) to pin it"
+        )
+    return {**values, **operator_image_values(SPARK_OPERATOR_CHART_VERSION, digest)}
+
+
 def _body(manifest: dict[str, Any]) -> dict[str, Any]:
     """Keyword arguments of a typed pulumi-kubernetes resource from a rendered manifest."""
     body = {k: v for k, v in manifest.items() if k not in ("apiVersion", "kind")}
@@ -313,7 +360,7 @@ def eks_settings(args: EksSparkPlatformArgs) -> EksSettings:
     defaults = EksSettings()
     pvc = args.get("checkpoint_pvc")
     monitoring = args.get("monitoring") or {}
-    image = args.get("image", defaults.image)
+    image = args.get("image")
     return EksSettings(
         namespace=args.get("namespace", defaults.namespace),
         image=image if isinstance(image, str) else defaults.image,

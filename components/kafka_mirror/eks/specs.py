@@ -46,6 +46,28 @@ DRIVER_DISRUPTION_ANNOTATIONS = {
     "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
 }
 PART_OF = {"app.kubernetes.io/part-of": "kafka-mirror"}
+# Pod Security Admission on the apps' namespace: driver and executor pods meet `restricted`
+# (`pod_security_context`, `container_security_context`; the operator's webhook applies them before
+# admission checks the pod), so anything weaker (a pod without them) is refused, not just logged.
+POD_SECURITY_LEVEL = "restricted"
+POD_SECURITY_LABELS = {
+    f"pod-security.kubernetes.io/{mode}{suffix}": value
+    for mode in ("enforce", "audit", "warn")
+    for suffix, value in (("", POD_SECURITY_LEVEL), ("-version", "latest"))
+}
+# Spark's RPC and block-manager ports, fixed (executors' block manager is random by default) so
+# the NetworkPolicy can open exactly them; 7078/7079 are Spark's own Kubernetes defaults for the driver.
+SPARK_PORT_CONF = {
+    "spark.driver.port": "7078",
+    "spark.driver.blockManager.port": "7079",
+    "spark.blockManager.port": "7079",
+}
+# Driver<->executor RPC authenticated and encrypted. On Kubernetes Spark generates a secret per
+# application when `spark.authenticate` is on (SPARK-26194: the driver creates it, executors get
+# it in an environment variable), so no secret is configured here; apps cannot talk to each other.
+SPARK_RPC_SECURITY_CONF = {"spark.authenticate": "true", "spark.network.crypto.enabled": "true"}
+HARDENED_SPARK_CONF = {**SPARK_PORT_CONF, **SPARK_RPC_SECURITY_CONF}
+DEFAULT_MONITORING_NAMESPACE = "monitoring"
 
 
 def app_name(flow_id: str) -> str:
@@ -96,7 +118,8 @@ class EksSettings:
     """Per-platform settings of the SparkApplications (from the stack's `kafka-mirror:spark`)."""
 
     namespace: str = DEFAULT_NAMESPACE
-    image: str = "ghcr.io/example/kafka-mirror:0.1.0"
+    # Pure-spec default only: EksSparkPlatform requires `image` (`required_image`), so no deploy runs it.
+    image: str = "kafka-mirror:unset"
     image_pull_policy: str = IMAGE_PULL_POLICY
     service_account: str = SERVICE_ACCOUNT
     spark_version: str = SPARK_VERSION
@@ -220,7 +243,9 @@ def spark_application_manifest(
     spark = {**settings.spark_defaults, **spark}
     metrics_port = int(flow_spec.get("metrics_port") or settings.metrics_port)
     sha = flow_sha256(flow_spec)
-    conf = {**settings.spark_conf, **dict(spark.get("options") or {})}
+    options = {str(k): str(v) for k, v in dict(spark.get("options") or {}).items()}
+    _refuse_port_overrides(flow_spec["id"], options, settings)
+    conf = {**HARDENED_SPARK_CONF, **settings.spark_conf, **options}
     volumes = [{"name": FLOW_VOLUME, "configMap": {"name": f"{name}-flow", "defaultMode": 0o444}}] + [
         {"name": m.volume, "secret": {"secretName": m.secret_name, "defaultMode": SECRET_FILE_MODE}} for m in mounts
     ]
@@ -260,6 +285,27 @@ def spark_application_manifest(
     }
 
 
+def spark_ports(settings: EksSettings) -> list[int]:
+    """The driver's RPC and the block managers' ports every app of the platform uses (the
+    hardened defaults unless the platform's `spark_conf` sets its own): what the NetworkPolicy opens."""
+    conf = {**SPARK_PORT_CONF, **settings.spark_conf}
+    return sorted({int(conf[key]) for key in SPARK_PORT_CONF})
+
+
+def _refuse_port_overrides(flow_id: str, options: dict[str, str], settings: EksSettings) -> None:
+    """A flow's own Spark options may not move the RPC ports: the namespace's NetworkPolicy opens
+    the platform's ports only, so executors would never reach a driver on another one.
+
+    Raises ValueError naming the flow, the key, its value and the fix."""
+    platform = {**SPARK_PORT_CONF, **settings.spark_conf}
+    for key in sorted(SPARK_PORT_CONF):
+        if key in options and options[key] != platform[key]:
+            raise ValueError(
+                f"flow {flow_id}: spark option {key}={options[key]!r} differs from the platform's {platform[key]!r}, "
+                "which the NetworkPolicy opens; drop it from the flow or set it in the platform's spark_conf"
+            )
+
+
 def metrics_service(flow_spec: dict[str, Any], settings: EksSettings) -> dict[str, Any]:
     """A ClusterIP Service `<app>-metrics` in front of the driver's Prometheus port."""
     name = app_name(flow_spec["id"])
@@ -288,16 +334,22 @@ def metrics_service(flow_spec: dict[str, Any], settings: EksSettings) -> dict[st
 
 
 def driver_disruption_budget(flow_spec: dict[str, Any], settings: EksSettings) -> dict[str, Any]:
-    """A PodDisruptionBudget refusing voluntary evictions (drains, consolidation) of the flow's
-    driver: the one driver pod is the app; evicting it restarts the stream from its checkpoint.
-    A node drain then waits until an operator deletes the driver on purpose (docs/deploy.md)."""
+    """The flow's driver PodDisruptionBudget: `maxUnavailable: 1`, so a node drain (managed
+    node-group upgrade, Karpenter, `kubectl drain`) always may evict the driver.
+
+    Why not `maxUnavailable: 0`: a budget that can never be satisfied blocks every drain of the
+    driver's node forever (EKS gives up a node-group upgrade after 15 minutes). The driver comes
+    back through the operator instead: the SparkApplication's `restartPolicy` is `Always` with
+    `onFailureRetryInterval` (the operator waits interval x attempts: a linear backoff), and the
+    stream resumes from its checkpoint. The budget stays (one per app, evicting at most its one
+    driver at a time) so the resource keeps its name across this change."""
     name = app_name(flow_spec["id"])
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
         "metadata": {"name": f"{name}-driver", "namespace": settings.namespace, "labels": _labels(name, "driver")},
         "spec": {
-            "maxUnavailable": 0,
+            "maxUnavailable": 1,
             "selector": {"matchLabels": {"sparkoperator.k8s.io/app-name": name, "spark-role": "driver"}},
         },
     }
@@ -310,7 +362,39 @@ def metrics_endpoint(flow_spec: dict[str, Any], settings: EksSettings) -> str:
 
 
 def namespace_manifest(namespace: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": dict(PART_OF)}}
+    """The apps' namespace, with Pod Security Admission enforcing `restricted` (POD_SECURITY_LABELS)."""
+    labels = {**PART_OF, **POD_SECURITY_LABELS}
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}}
+
+
+def network_policy_manifest(
+    settings: EksSettings, monitoring_namespace: str = DEFAULT_MONITORING_NAMESPACE
+) -> dict[str, Any]:
+    """Ingress of the mirror pods (drivers and executors), deny by default: only other mirror pods
+    of the namespace on Spark's RPC/block-manager ports (`spark_ports`), and Prometheus from
+    `monitoring_namespace` on the drivers' metrics port. Apps share the namespace's rule; each
+    app's own `spark.authenticate` secret keeps one app's pods out of another's RPC.
+
+    Nothing else reaches them: the operator's webhook runs in the operator's pods (the API server
+    calls it, not the mirror pods), and the operator watches pods through the API server. Egress
+    stays open: brokers are outside the cluster at addresses a NetworkPolicy cannot name (DNS
+    names behind changing IPs), and the driver needs the API server and S3."""
+    rpc_ports = [{"protocol": "TCP", "port": port} for port in spark_ports(settings)]
+    metrics_ports = [{"protocol": "TCP", "port": "metrics"}, {"protocol": "TCP", "port": settings.metrics_port}]
+    monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": monitoring_namespace}}}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": "kafka-mirror-ingress", "namespace": settings.namespace, "labels": dict(PART_OF)},
+        "spec": {
+            "podSelector": {"matchLabels": dict(PART_OF)},
+            "policyTypes": ["Ingress"],
+            "ingress": [
+                {"from": [{"podSelector": {"matchLabels": dict(PART_OF)}}], "ports": rpc_ports},
+                {"from": [monitoring], "ports": metrics_ports},
+            ],
+        },
+    }
 
 
 def service_account_manifest(settings: EksSettings, irsa_role_arn: str | None) -> dict[str, Any]:
@@ -362,6 +446,26 @@ def driver_role_binding_manifest(settings: EksSettings) -> dict[str, Any]:
         },
         "subjects": [{"kind": "ServiceAccount", "name": settings.service_account, "namespace": settings.namespace}],
     }
+
+
+OPERATOR_IMAGE = "ghcr.io/kubeflow/spark-operator/controller"  # the chart's default (registry/repository)
+DIGEST_PATTERN = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def operator_image_values(chart_version: str, digest: str | None) -> dict[str, Any]:
+    """The chart's `image` values pinning the operator by digest: its template renders
+    `registry/repository:tag`, so the tag carries `<appVersion>@sha256:...` (the digest wins at pull).
+
+    Without a digest the chart's tag (its appVersion) is used; raises ValueError when `digest` is
+    not `sha256:` and 64 lower-case hex digits."""
+    if digest is None:
+        return {}
+    if not DIGEST_PATTERN.fullmatch(digest):
+        raise ValueError(
+            f"operator.image_digest {digest!r} is not a digest; use sha256:<64 hex digits>, e.g. from "
+            f"`crane digest {OPERATOR_IMAGE}:{chart_version}`"
+        )
+    return {"image": {"tag": f"{chart_version}@{digest}"}}
 
 
 def operator_values(namespace: str, replicas: int = OPERATOR_REPLICAS) -> dict[str, Any]:

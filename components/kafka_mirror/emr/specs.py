@@ -10,12 +10,15 @@ in the AWS provider any change to `bootstrap_action` replaces the EMR cluster.
 
 from __future__ import annotations
 
+import ast
 import re
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
+from kafka_mirror.deploy_files import STEP_WRAPPER, deploy_file
 from kafka_mirror.eks.specs import app_name, flow_sha256
 from kmirror.errors import Problem
 from kmirror.stack.deploy_layout import FLOW_FILE
@@ -44,6 +47,9 @@ ARCHITECTURES = ("aarch64", "x86_64")  # `uname -m` on Graviton / Intel and AMD 
 METRICS_PORT_BASE = 19500
 METRICS_PORT_SPAN = 300
 HADOOP_PORTS = range(9864, 9872)
+# AddJobFlowSteps: "The string values passed into HadoopJarStep object cannot exceed a total of
+# 10240 characters" (the inline step wrapper is most of them).
+STEP_STRINGS_MAX_CHARS = 10240
 
 
 @dataclass(frozen=True)
@@ -103,15 +109,47 @@ def _conf_args(conf: Mapping[str, Any]) -> list[str]:
     return [arg for key, value in sorted(conf.items()) for arg in ("--conf", f"{key}={value}")]
 
 
+def yarn_tag(flow_id: str) -> str:
+    """`kmirror-west-1-to-east-1`: the YARN application tag of a flow's driver, how its step's
+    wrapper finds (and kills) the application. Lowercase, as YARN stores tags; no comma."""
+    return "k" + app_name(flow_id)
+
+
+def step_kill_timeout_s(settings: EmrSettings) -> int:
+    """How long the wrapper waits for killed applications to go: half the provider's wait for
+    the cancelled step, so the wrapper's report (naming the survivors) reaches the step's log
+    before the provider gives up."""
+    return max(1, settings.step_stop_timeout_s // 2)
+
+
+@cache
+def step_wrapper_source() -> str:
+    """The step wrapper (`deploy/kmirror-step.py`) as `python -c` runs it: without its module
+    docstring, comment lines and blank lines (EMR's 10240-character cap on a step's strings).
+    Plain line filtering, so the same file gives the same step args on every Python version."""
+    text = deploy_file(STEP_WRAPPER).read_text()
+    tree = ast.parse(text)
+    body_start = tree.body[1].lineno if ast.get_docstring(tree) is not None else 1
+    lines = text.splitlines()[body_start - 1 :]
+    return "\n".join(line for line in lines if line.strip() and not line.lstrip().startswith("#")) + "\n"
+
+
 def emr_step_args(
     flow_id: str, flow_uri: str, bundle_uri: str, entry_uri: str, spark: dict[str, Any], settings: EmrSettings
 ) -> list[str]:
-    """`command-runner.jar` args of a streaming spark-submit step running one flow in cluster mode.
+    """`command-runner.jar` args of a streaming step running one flow in cluster mode.
 
+    The step's process is the wrapper (`deploy/kmirror-step.py`, inline with the nodes' venv
+    python): it runs spark-submit, and on SIGTERM (the provider's cancel) or at its start kills
+    every YARN application tagged `yarn_tag(flow_id)` and waits until they are gone, so a
+    stopped step means a stopped driver. The tag and `waitAppCompletion` are set after the
+    user's options: without them the wrapper could not find the application, or would see
+    spark-submit return at once and kill the mirror it just started.
     `--files URI#flow.json` puts the spec in the driver's working directory as `flow.json`.
     YARN restarts a failed driver (max attempts within a validity interval).
     """
     spark = {**settings.spark_defaults, **spark}
+    tag = yarn_tag(flow_id)
     conf: dict[str, Any] = {
         "spark.executor.instances": int(spark.get("executors", 1)),
         "spark.executor.cores": int(spark.get("executor_cores", 1)),
@@ -123,11 +161,16 @@ def emr_step_args(
         "spark.pyspark.driver.python": VENV_PYTHON,
         "spark.yarn.maxAppAttempts": settings.max_app_attempts,
         "spark.yarn.am.attemptFailuresValidityInterval": f"{settings.attempt_failures_validity_s}s",
-        "spark.yarn.submit.waitAppCompletion": "true",
         **settings.spark_conf,
         **dict(spark.get("options") or {}),
     }
-    return [
+    user_tags = [t for t in str(conf.get("spark.yarn.tags") or "").split(",") if t and t != tag]
+    conf["spark.yarn.tags"] = ",".join([*user_tags, tag])
+    conf["spark.yarn.submit.waitAppCompletion"] = "true"
+    wrapper = [VENV_PYTHON, "-c", step_wrapper_source(), "--tag", tag]
+    wrapper += ["--kill-timeout-s", str(step_kill_timeout_s(settings)), "--"]
+    args = [
+        *wrapper,
         "spark-submit",
         "--deploy-mode",
         "cluster",
@@ -144,6 +187,13 @@ def emr_step_args(
         "--flow",
         FLOW_FILE,
     ]
+    size = sum(len(arg) for arg in args)
+    if size > STEP_STRINGS_MAX_CHARS:
+        raise ValueError(
+            f"the EMR step args of flow {flow_id!r} are {size} characters; EMR accepts at most "
+            f"{STEP_STRINGS_MAX_CHARS} in total: shorten the flow's spark options"
+        )
+    return args
 
 
 def secrets_manifest(entries: Iterable[tuple[str, str]]) -> str:

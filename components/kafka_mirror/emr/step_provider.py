@@ -6,8 +6,12 @@
   unchanged step that is no longer PENDING/RUNNING (the mirror stopped) is re-added in place.
 - delete: `cancel_steps` when the step is live, then **wait** until EMR reports it stopped
   (CANCELLED/FAILED/COMPLETED/INTERRUPTED), bounded by `stop_timeout_s`, raising
-  `StepStillRunning` past it. The engine creates the replacement only after delete returns, so
-  a flow never has two steps (two writers on one checkpoint) at once.
+  `StepStillRunning` past it. The engine creates the replacement only after delete returns.
+  Cancelling signals the step's process only, and a cluster-mode YARN application outlives it:
+  the step's process is therefore the wrapper (`deploy/kmirror-step.py`, see
+  `kafka_mirror.emr.specs.emr_step_args`), which on SIGTERM kills the flow's tagged YARN
+  applications and exits only once YARN lists none, and at its start kills any a previous step
+  left. So "stopped" means the driver is gone, and a flow never has two writers on one checkpoint.
 - read (`pulumi refresh`): the step's live state; a step EMR no longer knows is gone.
 Every call uses the stack's AWS settings (`kafka_mirror.aws_session`), with botocore retries.
 """
@@ -54,6 +58,12 @@ def step_state(props: dict[str, Any], step_id: str) -> str:
     return str(_emr(props).describe_step(ClusterId=props["cluster_id"], StepId=step_id)["Step"]["Status"]["State"])
 
 
+def _yarn_tag(props: dict[str, Any]) -> str:
+    """The flow's YARN tag from the step's `--tag` (kafka_mirror.emr.specs.yarn_tag), for messages."""
+    args = [str(a) for a in props.get("args") or []]
+    return args[args.index("--tag") + 1] if "--tag" in args[:-1] else "<the flow's tag>"
+
+
 def wait_until_stopped(props: dict[str, Any], step_id: str) -> str:
     """Block until the step is in a STOPPED_STATES state; return it. Polls every second for
     timeouts under a minute (tests), else every 10 s, for at most `stop_timeout_s`.
@@ -70,8 +80,8 @@ def wait_until_stopped(props: dict[str, Any], step_id: str) -> str:
         raise StepStillRunning(
             f"EMR step {step_id} ({props.get('name')}) on cluster {props['cluster_id']} is still {last} "
             f"{timeout} s after it was cancelled; its replacement was not started, so the flow has no "
-            f"second writer. Find its YARN application (yarn application -list on the primary node), "
-            f"kill it (yarn application -kill APP_ID), then run `pulumi up` again"
+            f"second writer. Find its YARN application (yarn application -list -appTags {_yarn_tag(props)} "
+            f"on the primary node), kill it (yarn application -kill APP_ID), then run `pulumi up` again"
         ) from None
     return step_state(props, step_id)
 
@@ -134,7 +144,9 @@ class EmrStepProvider(ResourceProvider):
         if state in STOPPED_STATES:
             return
         if state in LIVE_STATES:
-            # SIGTERM to the step's spark-submit (EMR 5.32+); the wait below is what makes it safe.
+            # SIGTERM to the step's wrapper (EMR 5.32+), which kills the YARN application and exits
+            # once it is gone (never TERMINATE_PROCESS: a SIGKILLed wrapper cannot kill it); the wait
+            # below is what makes the replacement safe.
             _emr(props).cancel_steps(
                 ClusterId=props["cluster_id"], StepIds=[step_id], StepCancellationOption="SEND_INTERRUPT"
             )

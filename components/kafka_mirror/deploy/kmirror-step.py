@@ -1,0 +1,1 @@
+../../../scripts/kmirror-step.py
