@@ -20,7 +20,9 @@ FENCE_KEY = b"__kmirror_test_fence__"
 # Records `add_fences` adds per partition: one on tansu, none on Apache Kafka.
 TANSU_FENCES = 1 if IS_TANSU else 0
 # Record timestamps for test data: an hour ago. A real broker applies time-based retention to
-# CreateTime: records stamped years ago roll their segment and are deleted within minutes.
+# CreateTime: records stamped years ago roll their segment and are deleted within minutes. A topic
+# holding them needs retention.ms well over an hour plus the session (tests use a day): with an
+# hour they expire at the first retention check of a slow run (seen: a 2-core CI machine).
 BASE_TIMESTAMP_MS = (int(time.time()) - 3600) * 1000
 
 

@@ -159,7 +159,7 @@ def test_real_broker_creates_topic_with_source_partitions(clusters: Any, unique:
     configs set on a topic with is_default=True / source DEFAULT_CONFIG (measured), which Kafka's
     semantics (and MM2's) read as "not set", so nothing is copied from a tansu source."""
     name = f"tt-{unique}"
-    create_topic(clusters.source, name, 3, {"retention.ms": "3600000"})
+    create_topic(clusters.source, name, 3, {"retention.ms": "86400000"})
     source = AdminClient({"bootstrap.servers": clusters.source})
     target = AdminClient({"bootstrap.servers": clusters.target})
     topics = TargetTopics(source, target, ClusterEndpoint("east", clusters.target))

@@ -114,7 +114,7 @@ def test_mirror_preserves_records_resumes_and_picks_up_new_topics(
     spark: Any, clusters: Any, unique: str, tmp_path: Path, copy_loop: str
 ) -> None:
     orders, new = f"e2e-{unique}.orders", f"e2e-{unique}.new"
-    orders_config = {"retention.ms": "3600000", "max.message.bytes": "2000000", "min.insync.replicas": "1"}
+    orders_config = {"retention.ms": "86400000", "max.message.bytes": "2000000", "min.insync.replicas": "1"}
     for name, partitions in ((orders, 3), (f"e2e-{unique}.audit-internal", 1), (f"e2e-{unique}.skip", 1)):
         create_topic(clusters.source, name, partitions, orders_config if name == orders else None)
         data = [r for p in range(partitions) for r in records("a", p, 400)]

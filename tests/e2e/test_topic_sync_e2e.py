@@ -77,7 +77,7 @@ def test_broker_defaults_are_never_pinned_on_remote_topics_and_a_settled_sync_ch
     not become settings of the remote topic, and a second round right after changes nothing."""
     set_broker_default(clusters.source, "log.retention.bytes", "10737418240")
     topic = f"cfg-{unique}"
-    create_topic(clusters.source, topic, 2, {"retention.ms": "3600000", "cleanup.policy": "compact,delete"})
+    create_topic(clusters.source, topic, 2, {"retention.ms": "86400000", "cleanup.policy": "compact,delete"})
     source = AdminClient({"bootstrap.servers": clusters.source})
     (future,) = source.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()
     sources = {name: e.source for name, e in future.result(timeout=30).items()}
@@ -86,7 +86,7 @@ def test_broker_defaults_are_never_pinned_on_remote_topics_and_a_settled_sync_ch
     spec = sync_flow(clusters, unique, [topic], tmp_path / "cp")
     run_flow(spec, spark=spark, once=True)
     assert set_on_topic(clusters.target, f"w{unique}.{topic}") == {
-        "retention.ms": "3600000", "cleanup.policy": "compact,delete"}  # fmt: skip
+        "retention.ms": "86400000", "cleanup.policy": "compact,delete"}  # fmt: skip
     assert ConfigSync(spec).run() == []  # settled: no SET, no DELETE every interval
 
 
@@ -103,8 +103,8 @@ def test_configs_follow_the_source_on_topics_the_mirror_created_and_only_there(
     clusters: Any, spark: Any, unique: str, tmp_path: Path, capfd: Any
 ) -> None:
     ours, theirs = f"orders-{unique}", f"legacy-{unique}"
-    create_topic(clusters.source, ours, 1, {"retention.ms": "3600000", "max.message.bytes": "2000000"})
-    create_topic(clusters.source, theirs, 1, {"retention.ms": "3600000"})
+    create_topic(clusters.source, ours, 1, {"retention.ms": "86400000", "max.message.bytes": "2000000"})
+    create_topic(clusters.source, theirs, 1, {"retention.ms": "86400000"})
     create_topic(clusters.target, f"w{unique}.{theirs}", 1, {"retention.ms": "1000"})  # made by hand: not ours
     produce(clusters.source, ours, [{"value": b"v"}] * 3)
     spec = sync_flow(clusters, unique, [ours, theirs], tmp_path / "cp")
