@@ -144,6 +144,9 @@ class EmrSparkConfig(_Common):
     master_instance_type: str | None = None
     core_instance_type: str | None = None
     core_instance_count: PositiveInt | None = None
+    primary_node_count: Literal[1, 3] | None = Field(
+        None, description="primary nodes of a created cluster: 3 (default, survives losing one) or 1"
+    )
     gssapi: bool = False
     step_concurrency_level: PositiveInt | None = None
     protect: bool = Field(True, description="Pulumi protect + EMR termination protection on cluster and bucket")

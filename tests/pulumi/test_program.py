@@ -543,3 +543,15 @@ def test_a_reverse_flow_is_deployed_in_the_primarys_datacenter_as_a_reverse_flow
     assert not spec.topic_selection.matches("west-1.orders.eu") and spec.topic_selection.matches("orders.eu")
     east = run_program("east", stack_config("east", topology=str(path)))
     assert east.exports["flows"] == EXPECTED["east"]
+
+
+def test_a_created_emr_cluster_has_three_primary_nodes_unless_told_one() -> None:
+    """Issue 27: a single primary node is a single point of failure for every mirror on the
+    cluster; EMR's three-primary group survives losing one (and replaces it)."""
+    [cluster] = stack_run("central").of_type("aws:emr/cluster:Cluster")
+    assert unwrap(cluster.inputs)["masterInstanceGroup"]["instanceCount"] == 3
+    from kafka_mirror.emr.spark_platform import primary_nodes
+
+    assert primary_nodes(1) == 1
+    with pytest.raises(Exception, match="primary_node_count: EMR runs 1 or 3 primary nodes, got 2"):
+        primary_nodes(2)

@@ -50,6 +50,7 @@ class ClusterSettings:
     protect: bool = True
     certificates_zip: str | None = None
     kms_key_arn: str | None = None
+    primary_node_count: int = 3
     vpc_id: str | None = None
     prometheus_security_group_id: str | None = None
     prometheus_cidr_blocks: Sequence[str] = field(default_factory=tuple)
@@ -219,7 +220,10 @@ def create_cluster(
             additional_master_security_groups=extra_groups,
             additional_slave_security_groups=extra_groups,
         ),
-        master_instance_group=aws.emr.ClusterMasterInstanceGroupArgs(instance_type=s.master_instance_type),
+        # three primaries: EMR keeps the cluster (and the streaming steps) when one fails and replaces it
+        master_instance_group=aws.emr.ClusterMasterInstanceGroupArgs(
+            instance_type=s.master_instance_type, instance_count=s.primary_node_count
+        ),
         core_instance_group=aws.emr.ClusterCoreInstanceGroupArgs(
             instance_type=s.core_instance_type, instance_count=s.core_instance_count
         ),

@@ -42,13 +42,22 @@ from kafka_mirror.emr.specs import (
 )
 from kafka_mirror.emr.wheelhouse import Wheelhouse, deploy_wheelhouses, normalize
 from kafka_mirror.secrets.stack import MadeSecret, StackSecrets, create_stack_secrets
-from kmirror.errors import Problem, ValidationError
+from kmirror.errors import KmirrorError, Problem, ValidationError
 
 T = TypeVar("T")
 TOKEN = "kafka-mirror:index:EmrSparkPlatform"
 RELEASE_LABEL = "emr-spark-8.0.0"
 MASTER_TYPE = "m7g.xlarge"
 CORE_TYPE = "m7g.2xlarge"
+PRIMARY_NODES = 3  # EMR's high-availability primary group: one primary can fail without the cluster
+
+
+def primary_nodes(value: Any) -> int:
+    """1 or 3 (what EMR allows for a primary instance group); anything else is refused naming it."""
+    if value in (1, 3) and not isinstance(value, bool):
+        return int(value)
+    raise KmirrorError(f"primary_node_count: EMR runs 1 or 3 primary nodes, got {value!r}; use 3 (default, "
+                       "survives losing one) or 1")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -110,6 +119,8 @@ class EmrSparkPlatformArgs(TypedDict):
     """The core nodes' instance type (default `m7g.2xlarge`)."""
     core_instance_count: NotRequired[int]
     """The number of core nodes (default 2)."""
+    primary_node_count: NotRequired[int]
+    """Primary nodes of a created cluster: 3 (default, survives losing one) or 1; a change replaces the cluster."""
     step_concurrency_level: NotRequired[int]
     """Concurrent steps (at least one per flow: mirror steps never finish; default 1)."""
     gssapi: NotRequired[bool]
@@ -310,6 +321,7 @@ class EmrSparkPlatform(pulumi.ComponentResource):
             master_instance_type=args.get("master_instance_type", MASTER_TYPE),
             core_instance_type=args.get("core_instance_type", CORE_TYPE),
             core_instance_count=int(args.get("core_instance_count", 2)),
+            primary_node_count=primary_nodes(args.get("primary_node_count", PRIMARY_NODES)),
             step_concurrency_level=int(args.get("step_concurrency_level", 1)),
             max_app_attempts=self.settings.max_app_attempts,
             subnet_id=args.get("subnet_id"),
