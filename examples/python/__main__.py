@@ -2,6 +2,8 @@
 
 Uses only the installed `kafka_mirror` package; the topology is inline data in the shape of
 stacks/topology.yaml, and east-1's bootstrap servers could be any output (e.g. an MSK cluster's).
+East-1's SCRAM password is a required stack secret: `pulumi config set --secret eastScramPassword ...`
+(no fallback: a default password would end up on a production cluster).
 """
 
 import pulumi
@@ -38,7 +40,7 @@ topology = ReplicationTopology(
 )
 scram = ScramSecret(
     "east-1-scram",
-    {"username": "mirrormaker", "password": config.get_secret("eastScramPassword") or pulumi.Output.secret("changeme"),
+    {"username": "mirrormaker", "password": config.require_secret("eastScramPassword"),
      "store": {"secret_name": "east-1-scram", "namespace": "kafka-mirror"}},
 )
 platform = EksSparkPlatform("east-eks", {"namespace": "kafka-mirror", "image": "ghcr.io/acme/kafka-mirror:0.1.0"})

@@ -1,6 +1,7 @@
 """Run a Pulumi program directory under the SDK's mocks and print what it registered, as JSON.
 
-`python example_runner.py DIR`: used by tests/pulumi/test_packaging.py with a fresh venv's python,
+`python example_runner.py DIR [KEY=SECRET ...]` (stack secrets, as `pulumi config set --secret`):
+used by tests/pulumi/test_packaging.py with a fresh venv's python,
 so it imports nothing from this repository (only pulumi and what the venv installed).
 """
 
@@ -21,7 +22,7 @@ class Mocks(pulumi.runtime.Mocks):
         return {}, None
 
 
-def main(program: Path) -> None:
+def main(program: Path, secrets: dict[str, str]) -> None:
     registered: list[str] = []
     exports: dict[str, Any] = {}
     mocks = Mocks()
@@ -32,6 +33,8 @@ def main(program: Path) -> None:
             return super().RegisterResource(request)
 
     pulumi.runtime.set_mocks(mocks, project="example", stack="dev", preview=False, monitor=Monitor(mocks))
+    keys = {f"example:{key}": value for key, value in secrets.items()}
+    pulumi.runtime.set_all_config(keys, list(keys))
     pulumi.export = lambda key, value: exports.__setitem__(key, value)  # type: ignore[assignment]
 
     @pulumi.runtime.test
@@ -48,4 +51,4 @@ def main(program: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]).resolve())
+    main(Path(sys.argv[1]).resolve(), dict(arg.split("=", 1) for arg in sys.argv[2:]))

@@ -159,7 +159,8 @@ def test_the_python_example_runs_under_mocks_from_a_fresh_venv(wheel: Path, tmp_
     installed = {canonicalize_name(p["name"]) for p in json.loads(listed)}
     assert "kafka-mirror" in installed and not installed & SPARK_STACK
     done = subprocess.run(
-        [str(python), str(ROOT / "tests" / "pulumi" / "example_runner.py"), str(ROOT / "examples" / "python")],
+        [str(python), str(ROOT / "tests" / "pulumi" / "example_runner.py"), str(ROOT / "examples" / "python"),
+         "eastScramPassword=from-the-stack"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -176,6 +177,11 @@ def test_the_python_example_runs_under_mocks_from_a_fresh_venv(wheel: Path, tmp_
     }
     assert "kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication west-1-to-east-1-app" in result["resources"]
     print(done.stdout)
+    # no password fallback: without the stack secret the example refuses to run, naming it
+    unset = subprocess.run([str(python), str(ROOT / "tests" / "pulumi" / "example_runner.py"),
+                            str(ROOT / "examples" / "python")], capture_output=True, text=True, timeout=300,
+                           cwd=tmp_path, check=False)  # fmt: skip
+    assert unset.returncode != 0 and "eastScramPassword" in unset.stderr, unset.stderr[-2000:]
 
 
 @pytest.mark.registry
