@@ -20,7 +20,7 @@ from kmirror_engine.observability.metrics import FlowMetrics
 from tests.pulumi.sparkapp_schema import validate_k8s
 
 SETTINGS = EksSettings(namespace="mirror", image="img:1", pod_monitor=True, monitoring_labels={"release": "kps"})
-EXTERNAL = {"up", "kube_pod_container_status_restarts_total"}
+EXTERNAL = {"up", "kube_pod_container_status_restarts_total", "kube_deployment_status_replicas_available"}
 
 
 def _app_metric_names() -> set[str]:
@@ -42,7 +42,7 @@ def _metrics_in(expr: str) -> set[str]:
 def test_every_expression_uses_metrics_the_app_exports() -> None:
     known = _app_metric_names() | EXTERNAL
     exprs = [t["expr"] for p in grafana_dashboard()["panels"] for t in p["targets"]]
-    exprs += [r["expr"] for r in alert_rules("mirror")]
+    exprs += [r["expr"] for r in alert_rules("mirror", "spark-operator")]
     used = set().union(*(_metrics_in(e) for e in exprs))
     assert used and used <= known, used - known
     assert {"kmirror_record_count_total", "kmirror_offset_lag", "kmirror_checkpoint_latency_ms",
@@ -104,3 +104,17 @@ def test_a_driver_that_is_gone_still_alerts() -> None:
     assert " unless group by (flow) (kmirror_batch_duration_seconds_count{namespace=\"mirror\"})" in gone
     assert rules["KafkaMirrorNoDriver"]["expr"].startswith('absent(up{namespace="mirror", ')
     assert {rules[n]["labels"]["severity"] for n in ("KafkaMirrorFlowGone", "KafkaMirrorNoDriver")} == {"critical"}
+
+
+def test_the_operator_and_its_fail_closed_webhook_alert_when_they_have_no_replica() -> None:
+    """Issue 27: with the operator's controller gone, dead drivers are not restarted; with its
+    fail-closed webhook gone, no driver pod can be created at all. Both alert (kube-state-metrics)."""
+    by_name = {r["alert"]: r for r in alert_rules("mirror", "ops")}
+    for alert, deployment in (("KafkaMirrorOperatorDown", "controller"), ("KafkaMirrorOperatorWebhookDown", "webhook")):
+        rule = by_name[alert]
+        assert rule["labels"]["severity"] == "critical"
+        assert rule["expr"] == ('sum(kube_deployment_status_replicas_available{namespace="ops", '
+                                f'deployment="spark-operator-{deployment}"}}) < 1')  # fmt: skip
+    assert not {"KafkaMirrorOperatorDown", "KafkaMirrorOperatorWebhookDown"} & {r["alert"] for r in alert_rules("m")}
+    rule = prometheus_rule(SETTINGS, "spark-operator")
+    assert "KafkaMirrorOperatorWebhookDown" in {r["alert"] for r in rule["spec"]["groups"][0]["rules"]}

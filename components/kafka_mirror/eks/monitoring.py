@@ -54,10 +54,30 @@ def _alert(name: str, expr: str, for_: str, severity: str, summary: str) -> dict
     return {"alert": name, "expr": expr, "for": for_, "labels": {"severity": severity}, "annotations": annotations}
 
 
-def alert_rules(namespace: str) -> list[dict[str, Any]]:
+def operator_alerts(operator_namespace: str) -> list[dict[str, Any]]:
+    """The Spark operator's own health (kube-state-metrics): its controller restarts dead drivers,
+    and its webhook is fail-closed (failurePolicy Fail), so without a webhook replica no pod of a
+    SparkApplication can be created: a driver that dies stays dead. The chart names its
+    deployments `<release>-controller` and `<release>-webhook` (release `spark-operator`)."""
+    def available(deployment: str) -> str:
+        return (f'sum(kube_deployment_status_replicas_available{{namespace="{operator_namespace}", '
+                f'deployment="spark-operator-{deployment}"}}) < 1')  # fmt: skip
+
+    return [
+        _alert("KafkaMirrorOperatorDown", available("controller"), "5m", "critical",
+               "the Spark operator's controller has no available replica: mirrors that stop are not restarted"),
+        _alert("KafkaMirrorOperatorWebhookDown", available("webhook"), "5m", "critical",
+               "the Spark operator's webhook (fail-closed) has no available replica: no driver or executor "
+               "pod can be created, so a mirror whose driver dies stays down"),
+    ]  # fmt: skip
+
+
+def alert_rules(namespace: str, operator_namespace: str | None = None) -> list[dict[str, Any]]:
     """The mirror's alerts: lag growing, no progress, driver down (no heartbeat), failed
     batches (aborted batches, restarts, dead letters, data loss, side work), Spark checkpoint
-    not advancing, MM2 checkpoints late, latency high, batches slow."""
+    not advancing, MM2 checkpoints late, latency high, batches slow; with `operator_namespace`
+    (the stack installs the operator), the operator's controller and webhook too."""
+    extra = operator_alerts(operator_namespace) if operator_namespace else []
     ns = f'namespace="{namespace}"'
     return [
         _alert("KafkaMirrorLagGrowing", "sum by (flow) (deriv(kmirror_offset_lag[15m])) > 0 "
@@ -102,16 +122,17 @@ def alert_rules(namespace: str) -> list[dict[str, Any]]:
         _alert("KafkaMirrorReplicationLatencyHigh",
                'max by (flow) (kmirror_replication_latency_ms{stat="max"}) > 60000', "10m", "warning",
                "{{ $labels.flow }}: records arrive more than a minute after they were written"),
+        *extra,
     ]  # fmt: skip
 
 
-def prometheus_rule(settings: EksSettings) -> dict[str, Any]:
+def prometheus_rule(settings: EksSettings, operator_namespace: str | None = None) -> dict[str, Any]:
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
         "metadata": {"name": "kafka-mirror", "namespace": settings.namespace,
                      "labels": {**PART_OF, **settings.monitoring_labels}},
-        "spec": {"groups": [{"name": "kafka-mirror", "rules": alert_rules(settings.namespace)}]},
+        "spec": {"groups": [{"name": "kafka-mirror", "rules": alert_rules(settings.namespace, operator_namespace)}]},
     }  # fmt: skip
 
 

@@ -261,7 +261,8 @@ class EksSparkPlatform(pulumi.ComponentResource):
             self.ready.append(self.operator_release)
         if pvc is not None:
             self.ready.append(self._pvc(name, pvc, dep))
-        self._monitoring(name, args.get("monitoring") or {}, dep)
+        operator_ns = operator.get("namespace", OPERATOR_NAMESPACE) if install else None
+        self._monitoring(name, args.get("monitoring") or {}, dep, operator_ns)
         store: Any = {"target": "kubernetes", "namespace": self.namespace}  # an Output: waits for the namespace
         providers = {"kubernetes": self.k8s_provider} if self.k8s_provider else None
         made: dict[str, MadeSecret] = create_stack_secrets(self, name, stack_secrets, store, providers)
@@ -310,10 +311,13 @@ class EksSparkPlatform(pulumi.ComponentResource):
         body: dict[str, Any] = {"metadata": metadata}
         return k8s.core.v1.PersistentVolumeClaim(f"{name}-checkpoints", **body, spec=cast(Any, spec), opts=opts)
 
-    def _monitoring(self, name: str, monitoring: MonitoringArgs, opts: pulumi.ResourceOptions) -> None:
-        """The PrometheusRule and the dashboard ConfigMap (PodMonitors come with each app)."""
+    def _monitoring(
+        self, name: str, monitoring: MonitoringArgs, opts: pulumi.ResourceOptions, operator_namespace: str | None
+    ) -> None:
+        """The PrometheusRule (with the operator's alerts when the stack installs it) and the
+        dashboard ConfigMap (PodMonitors come with each app)."""
         if monitoring.get("prometheus_rule"):
-            rule = prometheus_rule(self.settings)
+            rule = prometheus_rule(self.settings, operator_namespace)
             k8s.apiextensions.CustomResource(
                 f"{name}-alerts", api_version=rule["apiVersion"], kind=rule["kind"], metadata=rule["metadata"],
                 spec=rule["spec"], opts=opts,
