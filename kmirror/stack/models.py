@@ -152,6 +152,8 @@ class EmrSparkConfig(_Common):
     protect: bool = Field(True, description="Pulumi protect + EMR termination protection on cluster and bucket")
     encryption: EmrEncryptionConfig | None = None
     prometheus: EmrPrometheusConfig | None = None
+    alarms: bool = Field(True, description="CloudWatch alarms on the cluster (docs/deploy.md)")
+    alarm_actions: list[str] = Field(default_factory=list, description="SNS topics the alarms notify")
     secret_recovery_window_days: int = Field(7, ge=0, le=30)
     log_retention_days: PositiveInt = 30
     noncurrent_version_days: PositiveInt = 30

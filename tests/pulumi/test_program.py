@@ -555,3 +555,23 @@ def test_a_created_emr_cluster_has_three_primary_nodes_unless_told_one() -> None
     assert primary_nodes(1) == 1
     with pytest.raises(Exception, match="primary_node_count: EMR runs 1 or 3 primary nodes, got 2"):
         primary_nodes(2)
+
+
+def test_an_emr_platform_alarms_in_cloudwatch_when_mirrors_or_nodes_are_gone() -> None:
+    """Issue 27: EKS has PrometheusRule alerts; an EMR stack had none. The cluster's own
+    CloudWatch metrics (JobFlowId) alarm when no mirror runs (a missing metric breaches: the
+    cluster is gone), an application failed, nodes are unhealthy or core nodes are missing."""
+    run = stack_run("central")
+    [cluster] = run.of_type("aws:emr/cluster:Cluster")
+    found = run.of_type("aws:cloudwatch/metricAlarm:MetricAlarm")
+    alarms = {unwrap(a.inputs)["metricName"]: unwrap(a.inputs) for a in found}
+    assert set(alarms) == {"AppsRunning", "AppsFailed", "MRUnhealthyNodes", "CoreNodesRunning"}
+    core = unwrap(cluster.inputs)["coreInstanceGroup"]["instanceCount"]
+    for alarm in alarms.values():
+        assert alarm["namespace"] == "AWS/ElasticMapReduce" and set(alarm["dimensions"]) == {"JobFlowId"}
+    assert (alarms["AppsRunning"]["comparisonOperator"], alarms["AppsRunning"]["threshold"],
+            alarms["AppsRunning"]["treatMissingData"]) == ("LessThanThreshold", 1, "breaching")  # fmt: skip
+    assert alarms["CoreNodesRunning"]["threshold"] == core
+    from kafka_mirror.emr.alarms import alarm_specs
+
+    assert "CoreNodesRunning" not in {s["metric"] for s in alarm_specs(None)}  # an existing cluster: its own size

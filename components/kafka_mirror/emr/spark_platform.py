@@ -26,6 +26,7 @@ import pulumi_aws as aws
 from typing_extensions import NotRequired
 
 from kafka_mirror.deploy_files import BOOTSTRAP, ENTRY, REQUIREMENTS, SYNC, app_bundle, deploy_file
+from kafka_mirror.emr.alarms import create_alarms
 from kafka_mirror.emr.cluster import BucketSettings, ClusterSettings, create_bucket, create_cluster
 from kafka_mirror.emr.specs import (
     BOOTSTRAP_KEY,
@@ -140,6 +141,10 @@ class EmrSparkPlatformArgs(TypedDict):
     """Encryption in transit and at rest of a created cluster (a SecurityConfiguration; also IMDSv2)."""
     prometheus: NotRequired[EmrPrometheusArgs]
     """Who may scrape the drivers' metrics ports (a security group rule on every node)."""
+    alarms: NotRequired[bool]
+    """CloudWatch alarms on the cluster: no mirror running, an application failed, nodes down (default true)."""
+    alarm_actions: NotRequired[list[str]]
+    """Alarm actions (e.g. SNS topic ARNs) notified when an alarm fires and when it recovers."""
     vpc_id: NotRequired[str]
     """The VPC of `subnet_id` (for the metrics security group)."""
     secret_recovery_window_days: NotRequired[int]
@@ -225,6 +230,10 @@ class EmrSparkPlatform(pulumi.ComponentResource):
         else:
             child = pulumi.ResourceOptions(parent=self, depends_on=self.ready)
             self.cluster_id = self._cluster(name, args, self.node_policy, child).id
+        if args.get("alarms", True):
+            created = None if args.get("cluster_id") else int(args.get("core_instance_count", 2))
+            create_alarms(self, name, self.cluster_id, created, args.get("alarm_actions") or [],
+                          pulumi.ResourceOptions(parent=self))  # fmt: skip
         self.secrets = pulumi.Output.from_input(sorted(self.stack_secrets))
         self.wheelhouse = pulumi.Output.from_input({w.tag: list(w.files) for w in self.wheelhouses})
         target = pulumi.Output.all(self._resolved, self.cluster_id, self.bundle_uri, self.entry_uri).apply(
