@@ -49,6 +49,8 @@ JAVA_EQUIVALENTS: dict[str, str | None] = {
     "compression.lz4.level": "compression.level",
     "compression.zstd.level": "compression.level",
     "ssl.truststore.location": "ssl.ca.location",
+    "ssl.truststore.password": None,
+    "ssl.truststore.type": None,
     "max.block.ms": None,
     "default.api.timeout.ms": None,
     "key.serializer": None,
@@ -62,6 +64,8 @@ _NO_EQUIVALENT = {
     "max.block.ms": "librdkafka never blocks a send: see queue.buffering.max.messages/kbytes",
     "default.api.timeout.ms": "kmirror sets its own call timeouts",
     "sasl.jaas.config": "librdkafka takes sasl.username/sasl.password; give the cluster a `security` section",
+    "ssl.truststore.password": "librdkafka reads CA certificates in PEM (ssl.ca.location), which need no password",
+    "ssl.truststore.type": "librdkafka reads CA certificates in PEM (ssl.ca.location)",
 }
 # librdkafka integers that also take a word.
 _NAMED_INTEGERS = {"request.required.acks": {"all": -1}}

@@ -51,10 +51,15 @@ log = logging.getLogger("kmirror.copy")
 TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
 # What the target answers for a batch holding a record it will never accept, whatever the retries
 # (INVALID_MSG is Kafka's CORRUPT_MESSAGE; _INVALID_DIFFERENT_RECORD: another record of the batch).
-REFUSED = frozenset({KafkaError.INVALID_TIMESTAMP, KafkaError.INVALID_RECORD, KafkaError.INVALID_MSG,
-                     KafkaError._INVALID_DIFFERENT_RECORD})  # fmt: skip
+REFUSED = frozenset(
+    getattr(KafkaError, name)  # _INVALID_DIFFERENT_RECORD is newer than some system librdkafkas (GSSAPI builds)
+    for name in ("INVALID_TIMESTAMP", "INVALID_RECORD", "INVALID_MSG", "_INVALID_DIFFERENT_RECORD")
+    if hasattr(KafkaError, name)
+)
 # Consumer errors for a source batch that cannot be read (corrupt at the source).
-UNREADABLE = frozenset({KafkaError._BAD_MSG, KafkaError._BAD_COMPRESSION, KafkaError.INVALID_MSG})
+UNREADABLE = frozenset(
+    getattr(KafkaError, name) for name in ("_BAD_MSG", "_BAD_COMPRESSION", "INVALID_MSG") if hasattr(KafkaError, name)
+)
 SKIPPED_PREFIX = "kmirror skipped "
 # How long a copy round may run for the timestamp gate of the hot loop to stay exact: records
 # within this much of the topic's `message.timestamp.before.max.ms` edge get the full check.

@@ -62,6 +62,10 @@ def test_literal_secrets_in_overrides_are_refused_without_echoing_them() -> None
         f"topologies[0].consumer.ssl.key.pem: {LITERAL}",
         f"topologies[0].consumer.ssl.keystore.password: {LITERAL}",
         f"topologies[0].consumer.ssl.truststore.password: {LITERAL}",
+        # a Java-client name librdkafka would refuse at start (issue 25), named with what to use instead
+        "topologies[0].consumer.ssl.truststore.password: unknown librdkafka consumer property "
+        "'ssl.truststore.password'; it is a Java-client (MirrorMaker 2) property with no librdkafka equivalent "
+        "(librdkafka reads CA certificates in PEM (ssl.ca.location), which need no password)",
         f"topologies[0].producer.sasl.password: {LITERAL}",
         f"topologies[0].producer.ssl.key.password: {LITERAL}",
         f"topologies[0].spark.options.spark.hadoop.fs.s3a.secret.key: {SPARK}",
