@@ -141,6 +141,11 @@ class EksStack:
         cluster = dict(stack.get("cluster") or {})
         if cluster.pop("create", False):
             args["cluster"] = cluster
+            # a new cluster has no Prometheus operator CRDs: install them before the PodMonitors and rules
+            monitoring = dict(args.get("monitoring") or {})
+            if monitoring.get("install_crds") is None:
+                monitoring["install_crds"] = True
+            args["monitoring"] = monitoring
         name = f"{stack.datacenter}-eks"
         platform = EksSparkPlatform(name, cast(EksSparkPlatformArgs, args), stack_secrets=secrets)
         flow_args = {"eks": platform.deployment_target, "pod_monitor": self.settings.monitoring.pod_monitor}

@@ -168,7 +168,12 @@ def _eks_rules(spark: Mapping[str, Any], path: str) -> list[Problem]:
             problems.append(Problem(f"{path}.kubeconfig", "a created cluster brings its own kubeconfig; remove this"))
         if cluster.get("public_access_cidrs") and not cluster.get("endpoint_public_access"):
             problems.append(Problem(f"{path}.cluster.public_access_cidrs", "needs endpoint_public_access: true"))
+        problems += _first_up_problems(spark, cluster, path)
     else:
+        if spark.get("irsa_policy_arns"):
+            problems.append(Problem(f"{path}.irsa_policy_arns", "only used for the IRSA role a created "
+                                    "cluster's stack makes (cluster.create: true); attach them to irsa_role_arn "
+                                    "instead"))  # fmt: skip
         kube = spark.get("kubeconfig")
         if not isinstance(kube, dict) or not (kube.get("config") or kube.get("file")):
             problems.append(Problem(f"{path}.kubeconfig", "required for an existing cluster: {config: SECRET_KEY} "
@@ -176,6 +181,24 @@ def _eks_rules(spark: Mapping[str, Any], path: str) -> list[Problem]:
                                     "context: NAME}; the ambient kubeconfig is never used"))  # fmt: skip
         elif kube.get("config") and kube.get("file"):
             problems.append(Problem(f"{path}.kubeconfig", "give either config or file, not both"))
+    return problems
+
+
+def _first_up_problems(spark: Mapping[str, Any], cluster: Mapping[str, Any], path: str) -> list[Problem]:
+    """What keeps a stack that creates its EKS cluster from converging in one `pulumi up`."""
+    problems = []
+    if not cluster.get("endpoint_public_access") and not cluster.get("deploy_from_vpc"):
+        # Pulumi's Kubernetes provider talks to the new API endpoint in the same run: from a hosted
+        # runner a private-only endpoint times out after the cluster exists, half-applied.
+        problems.append(Problem(f"{path}.cluster.endpoint_public_access", "false (private API endpoint) but nothing "
+                                "says the deploying runner can reach it: set cluster.deploy_from_vpc: true when "
+                                "`pulumi up` runs inside the VPC (self-hosted runner, VPN), or endpoint_public_access: "
+                                "true with public_access_cidrs: [the runners' egress CIDRs]"))  # fmt: skip
+    if spark.get("irsa_role_arn"):
+        # A role made before this run cannot trust the OIDC provider this run creates: pods get no AWS credentials.
+        problems.append(Problem(f"{path}.irsa_role_arn", f"{spark['irsa_role_arn']!r} cannot trust the OIDC provider "
+                                "of a cluster this stack creates; remove it: the stack then creates the IRSA role "
+                                "(S3 access to checkpoint_root, plus irsa_policy_arns)"))  # fmt: skip
     return problems
 
 

@@ -57,6 +57,9 @@ class OperatorConfig(_Strict):
     replicas: PositiveInt = Field(
         OPERATOR_REPLICAS, description="controller and webhook replicas (2+: highly available)"
     )
+    image_digest: str | None = Field(
+        None, pattern=r"^sha256:[0-9a-f]{64}$", description="the operator image's digest (pulled by tag without one)"
+    )
 
 
 class EksClusterConfig(_Strict):
@@ -68,6 +71,9 @@ class EksClusterConfig(_Strict):
     instance_type: str = "m7i.xlarge"
     nodes: PositiveInt = 3
     endpoint_public_access: bool = Field(False, description="expose the API endpoint publicly (default private)")
+    deploy_from_vpc: bool = Field(
+        False, description="the runner of `pulumi up` reaches the private API endpoint (inside the VPC or peered)"
+    )
     public_access_cidrs: list[str] = Field(default_factory=list)
     kms_key_arn: str | None = Field(None, description="KMS key for secrets envelope encryption (default: created)")
     log_types: list[LogType] = Field(default_factory=lambda: list(get_args(LogType)))
@@ -93,6 +99,9 @@ class MonitoringConfig(_Strict):
     prometheus_rule: bool = Field(False, description="the mirror's PrometheusRule alerts")
     dashboard: bool = Field(False, description="the Grafana dashboard as a ConfigMap (sidecar-loaded)")
     labels: dict[str, str] = Field(default_factory=dict, description="labels the Prometheus operator selects")
+    install_crds: bool | None = Field(
+        None, description="install the Prometheus operator's CRDs first (default: when the stack creates the cluster)"
+    )
 
 
 class Toleration(_Strict):
@@ -110,6 +119,9 @@ class EksSparkConfig(_Common):
     spark_version: str = SPARK_VERSION
     service_account: str = SERVICE_ACCOUNT
     irsa_role_arn: str | None = None
+    irsa_policy_arns: list[str] = Field(
+        default_factory=list, description="policies of the IRSA role a created cluster's stack creates"
+    )
     metrics_port: int = Field(DEFAULT_METRICS_PORT, ge=1, le=65535)
     operator: OperatorConfig = Field(default_factory=lambda: OperatorConfig())
     cluster: EksClusterConfig = Field(default_factory=lambda: EksClusterConfig())

@@ -68,7 +68,8 @@ class Mocks(pulumi.runtime.Mocks):
             kubeconfig = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": args.name}]}
             out = {}  # its inputs hold resource references (instance roles) the mocks cannot echo
             out.update(kubeconfigJson=json.dumps(kubeconfig), kubeconfig=kubeconfig,
-                       oidcProviderArn="arn:aws:iam::123456789012:oidc-provider/oidc.eks")  # fmt: skip
+                       oidcProviderArn="arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-east-1.amazonaws.com/id/EX",
+                       oidcProviderUrl="oidc.eks.us-east-1.amazonaws.com/id/EX")  # fmt: skip
         if args.typ == "eks:index:ManagedNodeGroup":
             return f"{args.name}-id", {}
         if args.typ == "aws:kms/key:Key":

@@ -70,6 +70,10 @@ def test_every_problem_is_reported_once_with_its_key() -> None:
         "kafka-mirror:secrets.east-tls.key_pem: must be {config: KEY} naming a secret config value "
         "(pulumi config set --secret KEY ...), never inline",
         "kafka-mirror:spark.checkpoint_root: required (e.g. s3a://BUCKET/checkpoints) unless checkpoint_pvc is set",
+        "kafka-mirror:spark.cluster.endpoint_public_access: false (private API endpoint) but nothing says the "
+        "deploying runner can reach it: set cluster.deploy_from_vpc: true when `pulumi up` runs inside the VPC "
+        "(self-hosted runner, VPN), or endpoint_public_access: true with public_access_cidrs: [the runners' egress "
+        "CIDRs]",
         "kafka-mirror:spark.cluster.nodes: must be an integer, got '3'",  # never coerced into a node count
         "kafka-mirror:spark.cluster.subnet_ids: required when cluster.create is true",
         "kafka-mirror:spark.cluster.vpc_id: required when cluster.create is true",
@@ -91,8 +95,8 @@ def test_nested_keys_are_checked_by_the_platform_model_with_their_path() -> None
              "tolerations": [{"efect": "x"}]}  # fmt: skip
     assert _problems(spark) == [
         "kafka-mirror:spark.monitoring.pod_monitor: must be true or false, got 'yes'",
-        "kafka-mirror:spark.operator.instal: unknown key (did you mean 'install'?); allowed: install, namespace, "
-        "replicas, repository",
+        "kafka-mirror:spark.operator.instal: unknown key (did you mean 'install'?); allowed: image_digest, "
+        "install, namespace, replicas, repository",
         "kafka-mirror:spark.tolerations.0.efect: unknown key (did you mean 'effect'?); allowed: effect, key, "
         "operator, value",
     ]

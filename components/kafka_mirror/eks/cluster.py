@@ -3,6 +3,7 @@ built with pulumi-eks: an OIDC provider for IRSA, a private API endpoint unless 
 public one (then only from `public_access_cidrs`), every control-plane log type, secrets
 envelope-encrypted with a KMS key (created, with rotation, unless one is given), nodes without
 public addresses. Returns a Kubernetes provider built from the cluster's own kubeconfig.
+`create_irsa_role`: the apps' IAM role, trusting that cluster's OIDC provider (made in the same run).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class EksClusterSettings:
     instance_type: str = "m7i.xlarge"
     nodes: int = 3
     endpoint_public_access: bool = False
+    deploy_from_vpc: bool = False  # an acknowledgement checked by the stack config; nothing to create
     public_access_cidrs: list[str] = field(default_factory=list)
     kms_key_arn: str | None = None
     log_types: list[str] = field(default_factory=lambda: list(CONTROL_PLANE_LOGS))
@@ -121,3 +123,52 @@ def create_eks_cluster(
     config: pulumi.Output[str] = pulumi.Output.secret(cluster.kubeconfig_json)
     provider = k8s.Provider(f"{name}-k8s", kubeconfig=config, opts=child)
     return cluster, provider, config
+
+
+def irsa_trust_policy(provider_arn: str, provider_url: str, namespace: str, service_account: str) -> dict[str, Any]:
+    """The IRSA trust policy: only `namespace/service_account` of the cluster behind the OIDC provider."""
+    issuer = provider_url.removeprefix("https://")
+    return {"Version": "2012-10-17", "Statement": [{
+        "Effect": "Allow",
+        "Principal": {"Federated": provider_arn},
+        "Action": "sts:AssumeRoleWithWebIdentity",
+        "Condition": {"StringEquals": {f"{issuer}:sub": f"system:serviceaccount:{namespace}:{service_account}",
+                                       f"{issuer}:aud": "sts.amazonaws.com"}},
+    }]}  # fmt: skip
+
+
+def checkpoint_access_policy(checkpoint_root: str) -> dict[str, Any] | None:
+    """Read/write under an `s3a://BUCKET/PREFIX` (or s3://) checkpoint root; None for other roots."""
+    scheme, _, rest = checkpoint_root.partition("://")
+    if scheme not in ("s3", "s3a") or not rest:
+        return None
+    bucket, _, prefix = rest.partition("/")
+    prefix = prefix.strip("/")
+    objects = f"arn:aws:s3:::{bucket}/{prefix}/*" if prefix else f"arn:aws:s3:::{bucket}/*"
+    listing: dict[str, Any] = {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"],
+                               "Resource": f"arn:aws:s3:::{bucket}"}  # fmt: skip
+    if prefix:
+        listing["Condition"] = {"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}}
+    return {"Version": "2012-10-17", "Statement": [
+        listing,
+        {"Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], "Resource": objects},
+    ]}  # fmt: skip
+
+
+def create_irsa_role(
+    parent: pulumi.Resource, name: str, cluster: eks.Cluster, namespace: str, service_account: str,
+    checkpoint_root: str | None, policy_arns: list[Any], tags: dict[str, str],
+) -> aws.iam.Role:  # fmt: skip
+    """The apps' IAM role (IRSA) for a cluster created in this run: its trust names the cluster's
+    OIDC provider by output, so it is made after the provider; S3 access to the checkpoint root."""
+    child = pulumi.ResourceOptions(parent=parent)
+    trust = pulumi.Output.all(cluster.oidc_provider_arn, cluster.oidc_provider_url).apply(
+        lambda v: json.dumps(irsa_trust_policy(v[0], v[1], namespace, service_account))
+    )
+    role = aws.iam.Role(f"{name}-irsa", assume_role_policy=trust, tags=tags, opts=child)
+    access = checkpoint_access_policy(checkpoint_root) if checkpoint_root else None
+    if access is not None:
+        aws.iam.RolePolicy(f"{name}-irsa-checkpoints", role=role.name, policy=json.dumps(access), opts=child)
+    for index, arn in enumerate(policy_arns):
+        aws.iam.RolePolicyAttachment(f"{name}-irsa-policy-{index}", role=role.name, policy_arn=arn, opts=child)
+    return role

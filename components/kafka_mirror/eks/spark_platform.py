@@ -18,7 +18,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 from typing_extensions import NotRequired
 
-from kafka_mirror.eks.cluster import EksClusterSettings, create_eks_cluster
+from kafka_mirror.eks.cluster import EksClusterSettings, create_eks_cluster, create_irsa_role
 from kafka_mirror.eks.monitoring import dashboard_config_map, prometheus_rule
 from kafka_mirror.eks.specs import (
     DEFAULT_MONITORING_NAMESPACE,
@@ -44,6 +44,11 @@ TOKEN = "kafka-mirror:index:EksSparkPlatform"
 # (appVersion 2.5.2) builds its image FROM apache/spark:4.0.4 (its Dockerfile's SPARK_IMAGE);
 # charts up to 2.2.x carried Spark 3.5's spark-submit. The app image must run Spark 4.0.x.
 SPARK_OPERATOR_CHART_VERSION = "2.5.2"
+# The Prometheus operator's CRDs (PodMonitor, PrometheusRule, ...) for a cluster that has none yet:
+# prometheus-community's CRD-only chart (prometheus-operator v0.95), pinned like the operator's.
+PROMETHEUS_CRDS_CHART = "prometheus-operator-crds"
+PROMETHEUS_CRDS_CHART_VERSION = "33.0.2"
+PROMETHEUS_CRDS_REPOSITORY = "https://prometheus-community.github.io/helm-charts"
 DEFAULT_PVC_NAME = PVC_NAME
 DEFAULT_PVC_SIZE = PVC_SIZE
 
@@ -97,6 +102,9 @@ class EksClusterArgs(TypedDict):
     """The cluster's name (default: generated)."""
     version: NotRequired[str]
     """The Kubernetes version (default `kmirror.stack.models.EKS_VERSION`, 1.35)."""
+    deploy_from_vpc: NotRequired[bool]
+    """The runner of `pulumi up` reaches a private API endpoint (self-hosted in the VPC, VPN, peering).
+    The stack config refuses a private-only endpoint without it: the same run installs into the cluster."""
     instance_type: NotRequired[str]
     """The nodes' instance type (default `m7i.xlarge`)."""
     nodes: NotRequired[int]
@@ -118,6 +126,10 @@ class MonitoringArgs(TypedDict):
     """Labels the Prometheus operator selects PodMonitors and rules by (e.g. `release: kube-prometheus-stack`)."""
     namespace: NotRequired[str]
     """Prometheus' namespace: the NetworkPolicy lets it scrape the drivers' metrics port (default `monitoring`)."""
+    install_crds: NotRequired[bool]
+    """Install the Prometheus operator's CRDs (chart `prometheus-operator-crds`) before the PodMonitors and rules:
+    a new cluster has none, and a custom resource of an unknown kind fails the `up` (default false; the stack
+    program sets it for a cluster it creates)."""
 
 
 class EksSparkPlatformArgs(TypedDict):
@@ -133,7 +145,13 @@ class EksSparkPlatformArgs(TypedDict):
     service_account: NotRequired[str]
     """The drivers' service account (default `kafka-mirror`), created here."""
     irsa_role_arn: NotRequired[pulumi.Input[str]]
-    """An IAM role the service account assumes (IRSA), e.g. for S3 checkpoints."""
+    """An IAM role the service account assumes (IRSA), e.g. for S3 checkpoints. With `cluster` and no role,
+    the platform creates one trusting the new cluster's OIDC provider (a role made before the run cannot)."""
+    irsa_policy_arns: NotRequired[list[pulumi.Input[str]]]
+    """Policies attached to the IRSA role the platform creates with `cluster`."""
+    checkpoint_root: NotRequired[str]
+    """Where the flows' checkpoints go (`s3a://BUCKET/PREFIX`): the IRSA role created with `cluster` may read and
+    write there."""
     spark_version: NotRequired[str]
     """The image's Spark version (default `4.0.2`)."""
     metrics_port: NotRequired[int]
@@ -207,10 +225,16 @@ class EksSparkPlatform(pulumi.ComponentResource):
         pvc = args.get("checkpoint_pvc")
         operator = args.get("operator") or {}
         self.k8s_provider: k8s.Provider | None = None
+        irsa = args.get("irsa_role_arn")
         if (cluster := args.get("cluster")) is not None:
             settings = EksClusterSettings(**cast(Any, cluster))
             self.cluster, self.k8s_provider, kubeconfig = create_eks_cluster(self, name, settings)
             self.kubeconfig = cast(Any, kubeconfig)
+            if irsa is None:  # a role trusting the OIDC provider made in this same run
+                irsa = create_irsa_role(
+                    self, name, self.cluster, self.settings.namespace, self.settings.service_account,
+                    args.get("checkpoint_root"), args.get("irsa_policy_arns") or [], settings.tags,
+                ).arn  # fmt: skip
         elif (given := args.get("kubeconfig")) is not None:
             # An existing cluster, reached only through the kubeconfig the stack names.
             self.k8s_provider = k8s.Provider(
@@ -224,7 +248,6 @@ class EksSparkPlatform(pulumi.ComponentResource):
         namespace = k8s.core.v1.Namespace(f"{name}-namespace", **_body(namespace_manifest(ns)), opts=child)
         self.namespace = namespace.metadata.apply(lambda m: str(m["name"] if isinstance(m, dict) else m.name))
         dep = self.child_opts(depends_on=[namespace])
-        irsa = args.get("irsa_role_arn")
         account_meta = pulumi.Output.from_input(irsa).apply(
             lambda arn: service_account_manifest(self.settings, arn)["metadata"]
         )
@@ -315,7 +338,20 @@ class EksSparkPlatform(pulumi.ComponentResource):
         self, name: str, monitoring: MonitoringArgs, opts: pulumi.ResourceOptions, operator_namespace: str | None
     ) -> None:
         """The PrometheusRule (with the operator's alerts when the stack installs it) and the
-        dashboard ConfigMap (PodMonitors come with each app)."""
+        dashboard ConfigMap (PodMonitors come with each app, which wait for `ready`: so for the CRDs too)."""
+        if monitoring.get("install_crds") and (monitoring.get("pod_monitor") or monitoring.get("prometheus_rule")):
+            crds = k8s.helm.v3.Release(
+                f"{name}-prometheus-crds",
+                name=PROMETHEUS_CRDS_CHART,
+                chart=PROMETHEUS_CRDS_CHART,
+                version=PROMETHEUS_CRDS_CHART_VERSION,
+                namespace=monitoring.get("namespace", DEFAULT_MONITORING_NAMESPACE),
+                create_namespace=True,
+                repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=PROMETHEUS_CRDS_REPOSITORY),
+                opts=opts,
+            )
+            self.ready.append(crds)
+            opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[crds]))
         if monitoring.get("prometheus_rule"):
             rule = prometheus_rule(self.settings, operator_namespace)
             k8s.apiextensions.CustomResource(
