@@ -105,3 +105,27 @@ def test_a_role_made_before_the_run_is_refused_for_a_created_cluster() -> None:
     kube = {"kubeconfig": {"file": "/k"}, "irsa_policy_arns": ["arn:aws:iam::1:policy/p"]}
     [unused] = problems({**EKS, **kube})
     assert unused.startswith("kafka-mirror:spark.irsa_policy_arns: only used for the IRSA role")
+
+
+def test_the_operator_crds_are_applied_by_pulumi_and_upgraded_with_the_chart() -> None:
+    """Helm installs a chart's crds/ once and never upgrades them: the platform applies the chart
+    version's CRDs itself, the release skips them, and apps wait for them."""
+    from kafka_mirror.eks.spark_platform import SPARK_OPERATOR_CHART_VERSION, SPARK_OPERATOR_CRDS, operator_crds
+
+    assert SPARK_OPERATOR_CHART_VERSION in SPARK_OPERATOR_CRDS.name
+    run = east()
+    crds = {unwrap(r.inputs)["metadata"]["name"]: r for r in run.of_type(
+        "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")}  # fmt: skip
+    assert set(crds) == {"sparkapplications.sparkoperator.k8s.io", "scheduledsparkapplications.sparkoperator.k8s.io",
+                         "sparkconnects.sparkoperator.k8s.io"}  # fmt: skip
+    for crd in crds.values():
+        annotations = unwrap(crd.inputs)["metadata"]["annotations"]
+        assert annotations["kafka-mirror/chart-version"] == SPARK_OPERATOR_CHART_VERSION
+        assert annotations["pulumi.com/patchForce"] == "true"  # takes over from an earlier Helm install
+    [release] = [r for r in run.of_type(RELEASE) if unwrap(r.inputs)["chart"] == "spark-operator"]
+    assert unwrap(release.inputs)["skipCrds"] is True
+    assert {c.urn for c in crds.values()} <= set(release.dependencies)
+    apps = run.of_type("kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication")
+    assert apps and all(crds["sparkapplications.sparkoperator.k8s.io"].urn in a.dependencies for a in apps)
+    [app_crd] = [c for c in operator_crds() if c["spec"]["names"]["kind"] == "SparkApplication"]
+    assert [v["name"] for v in app_crd["spec"]["versions"]] == ["v1beta2"]

@@ -10,12 +10,16 @@ data, so it crosses language boundaries, and an output that depends on everythin
 (No `from __future__ import annotations`: Pulumi's component analyzer reads these annotations.)
 """
 
+import gzip
 from collections.abc import Sequence
 from dataclasses import asdict
+from functools import cache
+from pathlib import Path
 from typing import Any, TypedDict, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
+import yaml
 from typing_extensions import NotRequired
 
 from kafka_mirror.eks.cluster import EksClusterSettings, create_eks_cluster, create_irsa_role
@@ -49,6 +53,10 @@ SPARK_OPERATOR_CHART_VERSION = "2.5.2"
 PROMETHEUS_CRDS_CHART = "prometheus-operator-crds"
 PROMETHEUS_CRDS_CHART_VERSION = "33.0.2"
 PROMETHEUS_CRDS_REPOSITORY = "https://prometheus-community.github.io/helm-charts"
+# The operator chart's CRDs (its crds/ directory at that tag), applied by Pulumi: Helm installs a
+# chart's crds/ once and never upgrades them, so a chart upgrade would run a new operator against
+# old CRD schemas. The release skips them (skip_crds); a chart upgrade ships the new file here.
+SPARK_OPERATOR_CRDS = Path(__file__).parent / "crds" / f"spark-operator-{SPARK_OPERATOR_CHART_VERSION}.yaml.gz"
 DEFAULT_PVC_NAME = PVC_NAME
 DEFAULT_PVC_SIZE = PVC_SIZE
 
@@ -270,6 +278,13 @@ class EksSparkPlatform(pulumi.ComponentResource):
         self.operator_release: k8s.helm.v3.Release | None = None
         install = operator.get("install", True)
         if install:
+            crds = [
+                k8s.apiextensions.v1.CustomResourceDefinition(
+                    f"{name}-crd-{crd['spec']['names']['plural']}", metadata=crd["metadata"], spec=crd["spec"],
+                    opts=self.child_opts(),
+                )  # fmt: skip
+                for crd in operator_crds()
+            ]
             self.operator_release = k8s.helm.v3.Release(
                 f"{name}-spark-operator",
                 name="spark-operator",
@@ -279,8 +294,10 @@ class EksSparkPlatform(pulumi.ComponentResource):
                 create_namespace=True,
                 repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=operator.get("repository", OPERATOR_REPOSITORY)),
                 values=_operator_release_values(name, ns, operator),
-                opts=dep,
+                skip_crds=True,  # applied above, and upgraded with the chart version
+                opts=self.child_opts(depends_on=[namespace, *crds]),
             )
+            self.ready.extend(crds)
             self.ready.append(self.operator_release)
         if pvc is not None:
             self.ready.append(self._pvc(name, pvc, dep))
@@ -361,6 +378,19 @@ class EksSparkPlatform(pulumi.ComponentResource):
         if monitoring.get("dashboard"):
             board = dashboard_config_map(self.settings)
             k8s.core.v1.ConfigMap(f"{name}-dashboard", metadata=board["metadata"], data=board["data"], opts=opts)
+
+
+@cache
+def operator_crds() -> list[dict[str, Any]]:
+    """The Spark operator chart's CRDs (`SPARK_OPERATOR_CRDS`), each with the annotation that lets
+    Pulumi take over fields an earlier Helm install of the chart owns."""
+    with gzip.open(SPARK_OPERATOR_CRDS, "rt", encoding="utf-8") as text:
+        docs = [d for d in yaml.safe_load_all(text) if d]
+    for doc in docs:
+        annotations = doc["metadata"].setdefault("annotations", {})
+        annotations["pulumi.com/patchForce"] = "true"
+        annotations["kafka-mirror/chart-version"] = SPARK_OPERATOR_CHART_VERSION
+    return docs
 
 
 def required_image(name: str, args: EksSparkPlatformArgs) -> pulumi.Input[str]:
