@@ -148,7 +148,7 @@ KINDS = ("jvm", "workers", "driver_python")
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _cpu_s(pid: int) -> float | None:
+def process_cpu_s(pid: int) -> float | None:
     """User + system CPU seconds of a process, all its threads (None: it ended)."""
     try:
         with open(f"/proc/{pid}/stat") as f:
@@ -224,7 +224,7 @@ class RssSampler:
                 except OSError:
                     continue
                 kind = _kind(cmdline)
-                cpu = _cpu_s(pid)
+                cpu = process_cpu_s(pid)
                 if cpu is not None:
                     cpus[pid] = (kind, cpu)
                 sums[kind] += pss / 1024
