@@ -102,7 +102,7 @@ def test_every_component_constructs_through_the_provider(provider_run: Run) -> N
         eks_args = {"namespace": "mirror", "image": image, "operator": {"install": False}}
         construct("east-eks", "EksSparkPlatform", eks_args)
         construct("east-emr", "EmrSparkPlatform", {"bucket": pulumi.Output.from_input("acme-mirror"),
-                                                   "clusterId": "j-EXISTING"})  # fmt: skip
+                                                   "clusterId": "j-EXISTING", "region": "eu-west-1"})  # fmt: skip
         spec = states["ReplicationTopology"]["flowSpecs"].apply(lambda s: s["west-1->east-1"])
         target = states["EksSparkPlatform"]["deploymentTarget"]
         construct("mirror", "MirrorDeployment", {"flowSpec": spec, "eks": target})
@@ -194,3 +194,39 @@ def test_an_emr_platform_without_a_region_is_refused_not_sent_to_us_east_1(monke
     monkeypatch.setenv("AWS_REGION", "eu-west-1")
     assert emr_settings({"bucket": "b"}).region == "eu-west-1"  # type: ignore[typeddict-item]
     assert emr_settings({"bucket": "b", "region": "ap-south-1"}).region == "ap-south-1"
+
+
+def test_another_programs_vpc_kms_and_certificates_can_be_passed_as_outputs(provider_run: Run) -> None:
+    """VPC ids, KMS keys, the certificates zip and the scrapers' group are inputs, not plain values:
+    a platform team's outputs (another resource's, or a StackReference's) reach the cluster as they are."""
+    import pulumi_aws as aws
+
+    provider = ComponentProvider(list(COMPONENTS), PACKAGE, version="0.0.0")
+    schema = json.loads(SCHEMA.read_text())["types"]
+    for typ, field in (("EmrEncryptionArgs", "kmsKeyArn"), ("EmrEncryptionArgs", "certificatesZip"),
+                       ("EmrPrometheusArgs", "securityGroupId"), ("EksClusterArgs", "kmsKeyArn")):  # fmt: skip
+        assert "plain" not in schema[f"kafka-mirror:index:{typ}"]["properties"][field], (typ, field)
+    assert "plain" not in json.loads(SCHEMA.read_text())["resources"]["kafka-mirror:index:EmrSparkPlatform"][
+        "inputProperties"]["vpcId"]  # fmt: skip
+
+    @pulumi.runtime.test
+    def program() -> Any:
+        key = aws.kms.Key("platform-key")
+        inputs = {
+            "bucket": "acme-mirror", "region": "eu-west-1", "releaseLabel": "emr-spark-8.0.0",
+            "subnetId": pulumi.Output.from_input("subnet-1"), "vpcId": pulumi.Output.from_input("vpc-1"),
+            "encryption": {"kmsKeyArn": key.arn, "certificatesZip": pulumi.Output.from_input("s3://pki/certs.zip")},
+            "prometheus": {"securityGroupId": pulumi.Output.from_input("sg-prom")},
+        }  # fmt: skip
+        return provider.construct("east-emr", "kafka-mirror:index:EmrSparkPlatform", inputs).urn
+
+    program()
+    [security] = provider_run.of_type("aws:emr/securityConfiguration:SecurityConfiguration")
+    configuration = json.loads(security.inputs["configuration"])
+    assert "arn:aws:kms:us-east-1:123456789012:key/platform-key" in json.dumps(configuration)
+    assert "s3://pki/certs.zip" in json.dumps(configuration)
+    [group] = provider_run.of_type("aws:ec2/securityGroup:SecurityGroup")
+    assert group.inputs["vpcId"] == "vpc-1"
+    [rule] = [r for r in provider_run.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")] or [
+        r for r in provider_run.of_type("aws:ec2/securityGroupRule:SecurityGroupRule")]  # fmt: skip
+    assert "sg-prom" in json.dumps(rule.inputs)

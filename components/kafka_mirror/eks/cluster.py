@@ -35,7 +35,7 @@ class EksClusterSettings:
     endpoint_public_access: bool = False
     deploy_from_vpc: bool = False  # an acknowledgement checked by the stack config; nothing to create
     public_access_cidrs: list[str] = field(default_factory=list)
-    kms_key_arn: str | None = None
+    kms_key_arn: Any = None  # pulumi.Input[str]
     log_types: list[str] = field(default_factory=lambda: list(CONTROL_PLANE_LOGS))
     tags: dict[str, str] = field(default_factory=lambda: {"part-of": "kafka-mirror"})
 

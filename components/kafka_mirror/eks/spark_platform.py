@@ -102,8 +102,8 @@ class EksClusterArgs(TypedDict):
     """A public API endpoint (default false: private only)."""
     public_access_cidrs: NotRequired[list[str]]
     """Who may reach a public endpoint."""
-    kms_key_arn: NotRequired[str]
-    """KMS key of the secrets envelope encryption (default: a key created with rotation)."""
+    kms_key_arn: NotRequired[pulumi.Input[str]]
+    """KMS key of the secrets envelope encryption (default: a key created with rotation); may be an output."""
     log_types: NotRequired[list[str]]
     """Control-plane log types (default: all five)."""
     name: NotRequired[str]
@@ -280,9 +280,11 @@ class EksSparkPlatform(pulumi.ComponentResource):
         if install:
             crds = [
                 k8s.apiextensions.v1.CustomResourceDefinition(
-                    f"{name}-crd-{crd['spec']['names']['plural']}", metadata=crd["metadata"], spec=crd["spec"],
+                    f"{name}-crd-{crd['spec']['names']['plural']}",
+                    metadata=crd["metadata"],
+                    spec=crd["spec"],
                     opts=self.child_opts(),
-                )  # fmt: skip
+                )
                 for crd in operator_crds()
             ]
             self.operator_release = k8s.helm.v3.Release(

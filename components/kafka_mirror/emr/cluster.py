@@ -48,11 +48,11 @@ class ClusterSettings:
     max_app_attempts: int
     subnet_id: Any = None
     protect: bool = True
-    certificates_zip: str | None = None
-    kms_key_arn: str | None = None
+    certificates_zip: Any = None  # pulumi.Input[str]
+    kms_key_arn: Any = None  # pulumi.Input[str]
     primary_node_count: int = 3
-    vpc_id: str | None = None
-    prometheus_security_group_id: str | None = None
+    vpc_id: Any = None  # pulumi.Input[str]
+    prometheus_security_group_id: Any = None  # pulumi.Input[str]
     prometheus_cidr_blocks: Sequence[str] = field(default_factory=tuple)
 
 
@@ -188,7 +188,9 @@ def create_cluster(
     if s.certificates_zip and s.kms_key_arn:
         security = aws.emr.SecurityConfiguration(
             f"{name}-security",
-            configuration=json.dumps(security_configuration(s.certificates_zip, s.kms_key_arn), sort_keys=True),
+            configuration=pulumi.Output.all(s.certificates_zip, s.kms_key_arn).apply(
+                lambda v: json.dumps(security_configuration(v[0], v[1]), sort_keys=True)
+            ),
             opts=child,
         )
         policies.append(security)

@@ -84,17 +84,17 @@ def packaged_app_files() -> AppFiles:
 class EmrEncryptionArgs(TypedDict):
     """Encryption in transit and at rest of a created EMR cluster."""
 
-    certificates_zip: str
-    """An s3:// zip of the PEM certificates EMR uses for TLS between nodes."""
-    kms_key_arn: str
-    """The KMS key of local disk and EBS encryption."""
+    certificates_zip: pulumi.Input[str]
+    """An s3:// zip of the PEM certificates EMR uses for TLS between nodes; may be an output."""
+    kms_key_arn: pulumi.Input[str]
+    """The KMS key of local disk and EBS encryption; may be an output (e.g. another program's key)."""
 
 
 class EmrPrometheusArgs(TypedDict):
     """The Prometheus scrapers allowed to reach the drivers' metrics ports."""
 
-    security_group_id: NotRequired[str]
-    """The scrapers' security group."""
+    security_group_id: NotRequired[pulumi.Input[str]]
+    """The scrapers' security group; may be an output."""
     cidr_blocks: NotRequired[list[str]]
     """The scrapers' address ranges."""
 
@@ -145,8 +145,8 @@ class EmrSparkPlatformArgs(TypedDict):
     """CloudWatch alarms on the cluster: no mirror running, an application failed, nodes down (default true)."""
     alarm_actions: NotRequired[list[str]]
     """Alarm actions (e.g. SNS topic ARNs) notified when an alarm fires and when it recovers."""
-    vpc_id: NotRequired[str]
-    """The VPC of `subnet_id` (for the metrics security group)."""
+    vpc_id: NotRequired[pulumi.Input[str]]
+    """The VPC of `subnet_id` (for the metrics security group); may be an output."""
     secret_recovery_window_days: NotRequired[int]
     """Secrets Manager recovery window of deleted secrets: 0 (at once) or 7-30 (default 7)."""
     secret_name_prefix: NotRequired[str]
@@ -219,12 +219,9 @@ class EmrSparkPlatform(pulumi.ComponentResource):
         self.ready += [m.resource for m in self.stack_secrets.values()]
         # Also an output: an existing cluster's instance role needs exactly this policy.
         encryption: dict[str, Any] = dict(args.get("encryption") or {})
-        self.node_policy = pulumi.Output.all(self.bucket, arns).apply(
-            lambda v: json.dumps(
-                instance_policy(v[0], v[1], encryption.get("kms_key_arn"), encryption.get("certificates_zip")),
-                sort_keys=True,
-            )
-        )
+        self.node_policy = pulumi.Output.all(
+            self.bucket, arns, encryption.get("kms_key_arn"), encryption.get("certificates_zip")
+        ).apply(lambda v: json.dumps(instance_policy(v[0], v[1], v[2], v[3]), sort_keys=True))
         if cluster_id := args.get("cluster_id"):
             self.cluster_id = pulumi.Output.from_input(cluster_id)
         else:
