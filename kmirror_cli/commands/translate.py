@@ -1,5 +1,10 @@
 """`kmirror translate --flow FLOW.json --group G [--format json|text] [--from-checkpoints]`: where a
 source consumer group would resume on the target, per partition, from the flow's persisted offset syncs.
+Over an estate a real MirrorMaker 2 mirrored (partitions kafka-mirror never mirrored, groups before
+its first sync), MM2's own offset syncs on the source translate them, by MM2's rules: the answer
+is the checkpoint MM2 emits for the group's current offsets, i.e. what
+`RemoteClusterUtils.translateOffsets` returns once MM2 checkpointed them (a user replacing MM2
+gets MM2's answer, live from the source).
 
 When the source does not answer within a few seconds (or with `--from-checkpoints`, which skips
 the wait) the group's newest checkpoints on the target are used instead (one line on stderr says

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
 
 from kmirror.errors import KmirrorError
 from kmirror.flow.filters import should_replicate_topic
@@ -51,8 +51,14 @@ class Translation:
     metadata: str = ""
 
 
+class Translator(Protocol):
+    """A sync history that translates (kafka-mirror's `SyncStore`, MM2's `Mm2SyncStore`)."""
+
+    def translate(self, topic: str, partition: int, upstream_offset: int) -> int | None: ...
+
+
 def translate_offsets(
-    spec: FlowSpec, store: SyncStore, offsets: dict[tuple[str, int], tuple[int, str]]
+    spec: FlowSpec, store: Translator, offsets: dict[tuple[str, int], tuple[int, str]]
 ) -> list[Translation]:
     """Translate a group's committed source offsets on the topics this flow mirrors, sorted."""
     policy, selection = spec.policy, spec.topic_selection
@@ -181,12 +187,29 @@ def read_checkpoints(target: ClusterEndpoint, topic: str, timeout_s: float = 30.
 
 
 def translate_group(spec: FlowSpec, group: str) -> list[Translation]:
-    """Live translation of `group`'s committed source offsets with the flow's persisted syncs
-    (what `kmirror translate` and `kmirror failover` use)."""
+    """Live translation of `group`'s committed source offsets (what `kmirror translate` and
+    `kmirror failover` use) with the flow's persisted syncs; where they cannot translate (a
+    partition kafka-mirror never mirrored, or a group before its first sync: records MM2 copied,
+    before a takeover) MM2's offset syncs on the source translate it, by MM2's rules
+    (`mm2_offset_syncs`), so an estate MM2 mirrored gives MM2's answer."""
     from kmirror_engine.clients.factory import admin_client
     from kmirror_engine.failover.offset_sync_snapshots import SyncLog
 
     store = SyncStore()
     SyncLog(spec.target, spec.source.alias).load(store)  # newest snapshots + the short tail after them
     offsets = committed_offsets(admin_client(spec.source), group, spec.source.alias)
-    return translate_offsets(spec, store, offsets)
+    return with_mm2_syncs(spec, translate_offsets(spec, store, offsets))
+
+
+def with_mm2_syncs(spec: FlowSpec, translations: list[Translation]) -> list[Translation]:
+    """`translations`, the untranslatable ones translated by MM2's syncs instead (read only when
+    there is one); still None where MM2 gives none. kafka-mirror's own answers are kept: they are
+    exact where MM2's only bound the offset."""
+    if all(t.downstream_offset is not None for t in translations):
+        return translations
+    from kmirror_engine.failover.mm2_offset_syncs import load_mm2_syncs
+
+    mm2 = load_mm2_syncs(spec)
+    return [t if t.downstream_offset is not None
+            else replace(t, downstream_offset=mm2.translate(t.source_topic, t.partition, t.upstream_offset))
+            for t in translations]  # fmt: skip

@@ -1,7 +1,9 @@
-"""Interop with a real MirrorMaker 2 (issue 23, part 1b): MM2 4.x in dedicated mode mirrors A->B on
-two Apache Kafka brokers; a group committed on A is translated by MM2's own Java client
-(`RemoteClusterUtils.translateOffsets`, compiled here) and by `kmirror translate`; they must agree.
-One MM2 per module (its start-up and first checkpoint cost ~30 s)."""
+"""Interop with a real MirrorMaker 2 (issue 23, parts 1a and 1b): MM2 4.x in dedicated mode mirrors
+A->B on two Apache Kafka brokers; a group committed on A is translated by MM2's own Java client
+(`RemoteClusterUtils.translateOffsets`, compiled here) and by `kmirror translate`; they must agree,
+over MM2's checkpoints and offset syncs (1b) and over the checkpoints a kafka-mirror flow run wrote
+beside MM2's into the same `A.checkpoints.internal` (1a). One MM2 per module (its start-up and
+first checkpoint cost ~30 s)."""
 
 from __future__ import annotations
 
@@ -103,7 +105,8 @@ def mm2_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
                 }
             )
         )
-        yield {"java": java, "spec": spec, "jars": jars, "classes": tmp, "target": b.bootstrap_servers}
+        yield {"java": java, "spec": spec, "jars": jars, "classes": tmp, "target": b.bootstrap_servers,
+               "source": a.bootstrap_servers, "tmp": tmp}  # fmt: skip
     finally:
         if mm is not None:
             mm.terminate()
@@ -122,7 +125,7 @@ def _kmirror_translate(spec: Path, *extra: str, group: str = "g1") -> dict[tuple
             "--flow",
             str(spec),
             "--group",
-            "g1",
+            group,
             "--format",
             "json",
             *extra,
@@ -142,20 +145,12 @@ def test_translate_from_mm2_checkpoints_matches_remote_cluster_utils(mm2_run):
     assert _kmirror_translate(mm2_run["spec"], "--from-checkpoints") == java
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 23/24: with the source reachable, translate reads kafka-mirror's own "
-    "offset syncs, not MM2's mm2-offset-syncs.B.internal on the source: 'before every mirrored record'",
-)
 def test_translate_with_source_up_matches_remote_cluster_utils(mm2_run):
+    """Before: the flow's own (empty) sync history left every partition untranslatable; now the
+    partitions kafka-mirror never mirrored are translated from MM2's mm2-offset-syncs.B.internal on A."""
     assert _kmirror_translate(mm2_run["spec"]) == mm2_run["java"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 23, not yet explained: translateOffsets for g2 returned g1's MM2 "
-    "answer (203/405), not the 111/222 of the checkpoints written here; investigate before trusting 1a",
-)
 def test_remote_cluster_utils_reads_our_checkpoints(mm2_run):
     """1a at the format level: checkpoints encoded as the engine writes them
     (kmirror_engine/failover/checkpoints.py uses encode_checkpoint) are read by MM2's Java client."""
@@ -171,3 +166,39 @@ def test_remote_cluster_utils_reads_our_checkpoints(mm2_run):
     java = _java_translate(mm2_run["jars"], mm2_run["classes"], mm2_run["target"], "g2")
     assert java == {("A.orders", 0): 111, ("A.orders", 1): 222}
     assert _kmirror_translate(mm2_run["spec"], "--from-checkpoints", group="g2") == java
+
+
+def test_checkpoints_of_a_kafka_mirror_run_read_by_remote_cluster_utils_equal_kmirror_translate(mm2_run):
+    """1a end to end: a kafka-mirror flow A->B (topic `payments`, beside MM2's `orders`) copies and
+    checkpoints g3 into the `A.checkpoints.internal` MM2 created and writes too; MM2's Java client
+    reads g3 there exactly as `kmirror translate` gives it, with the source up and from checkpoints."""
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from tests.mm2.flow_pass import FlowRun, flow_spec
+
+    source, target = mm2_run["source"], mm2_run["target"]
+    admin = AdminClient({"bootstrap.servers": source})
+    admin.create_topics([NewTopic("payments", 2, 1)])["payments"].result()
+    producer = Producer({"bootstrap.servers": source})
+    for i in range(600):
+        producer.produce("payments", key=str(i), value=b"p%d" % i, partition=i % 2)
+    producer.flush()
+    consumer = Consumer({"bootstrap.servers": source, "group.id": "g3", "enable.auto.commit": False})
+    committed = {0: 120, 1: 257}
+    consumer.commit(offsets=[TopicPartition("payments", p, o) for p, o in committed.items()], asynchronous=False)
+    consumer.close()
+    spec = flow_spec("A->B", ("A", source), ("B", target), mm2_run["tmp"], topics=["payments"], groups=["g3"])
+    run = FlowRun(spec, heartbeats=False)
+    try:
+        assert run.run() >= 600  # and MM2's heartbeats on A (A.heartbeats): heartbeats topics are always mirrored
+        assert run.checkpoint_now() == 0  # the batch's round (on_idle) wrote g3's two checkpoints already
+    finally:
+        run.close()
+    spec_file = mm2_run["tmp"] / "payments-flow.json"
+    spec_file.write_text(json.dumps(spec.to_dict()))
+
+    java = _java_translate(mm2_run["jars"], mm2_run["classes"], target, "g3")
+    assert java == {("A.payments", p): o for p, o in committed.items()}  # an empty target: no drift
+    assert _kmirror_translate(spec_file, "--from-checkpoints", group="g3") == java
+    assert _kmirror_translate(spec_file, group="g3") == java
