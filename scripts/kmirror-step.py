@@ -18,8 +18,8 @@ second writer on the same checkpoint. This wrapper:
    tag and waits until YARN lists none; exits 3 naming the survivors past the bound, else 143
    when stopped by a signal or spark-submit's own exit code.
 
-The step provider (kafka_mirror.emr.step_provider) waits for the cancelled step to reach a stopped
-state, which therefore now means the application is gone. Standard library only: EMR steps run
+The platform's step function (kafka_mirror.emr.step_lambda) waits for the cancelled step to reach
+a stopped state, which therefore now means the application is gone. Standard library only: EMR steps run
 it inline (`python -c`, see kafka_mirror.emr.specs.emr_step_args), so the cluster needs no copy
 and a new wrapper travels with the step that uses it. Comment lines and this docstring are
 stripped before it is embedded (EMR caps a step's strings at 10240 characters in total).

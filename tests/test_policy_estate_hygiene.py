@@ -59,12 +59,13 @@ def eks_app(flow_id: str) -> list[rules.Resource]:
 
 
 def emr_step(flow_id: str, app: str | None = None) -> list[rules.Resource]:
-    """What MirrorDeployment renders on EMR: the flow object and the EmrStep dynamic resource."""
+    """What MirrorDeployment renders on EMR: the flow object and the step function's Invocation."""
     key = f"flows/{app or 'mirror-x'}/0123456789abcdef/flow.json"
-    step = {"cluster_id": "j-1", "name": app or "mirror-x", "region": "eu-central-1", "__provider": "...",
+    step = {"cluster_id": "j-1", "name": app or "mirror-x", "region": "eu-central-1", "stop_timeout_s": 600,
             "args": ["spark-submit", "s3://bucket/bundle.zip", f"s3://bucket/{key}#flow.json"]}  # fmt: skip
+    invocation = {"functionName": "central-emr-steps", "lifecycleScope": "CRUD", "input": json.dumps(step)}
     return [(rules.BUCKET_OBJECT, {"bucket": "bucket", "key": key, "content": json.dumps(flow_spec(flow_id))}),
-            (rules.DYNAMIC, step)]  # fmt: skip
+            (rules.LAMBDA_INVOCATION, invocation)]  # fmt: skip
 
 
 # --- one-stack-per-flow -------------------------------------------------------------------------

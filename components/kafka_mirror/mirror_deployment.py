@@ -3,14 +3,17 @@
 - EKS: the flow spec ConfigMap, a SparkApplication (cluster mode, restartPolicy Always, secrets
   mounted on driver and executors, hardened pods), a metrics Service in front of the driver, a
   PodDisruptionBudget keeping the driver, and optionally a PodMonitor.
-- EMR: the flow spec as a content-addressed S3 object and a streaming step managed by the
-  `EmrStepProvider` dynamic provider (a changed flow replaces its step, never the cluster).
+- EMR: the flow spec as a content-addressed S3 object and a streaming step, managed by the
+  platform's Lambda function through an `aws.lambda_.Invocation` with the CRUD lifecycle
+  (`kafka_mirror.emr.step_lambda`: a changed flow stops its old step, then adds the new one;
+  never the cluster). Real resources, so any language's program runs it.
 Every child is named `<name>-...`; which children exist depends only on which platform argument
 (`eks` or `emr`) is given, so every other input may be an output: manifests render in applies.
 The component's own `depends_on` also applies to its children (e.g. the Secrets it mounts).
 (No `from __future__ import annotations`: Pulumi's component analyzer reads these annotations.)
 """
 
+import json
 from collections.abc import Sequence
 from typing import Any, TypedDict, cast
 
@@ -32,8 +35,7 @@ from kafka_mirror.eks.specs import (
     spark_application_manifest,
     with_metrics_port,
 )
-from kafka_mirror.emr.specs import EmrSettings, emr_metrics_port, emr_step_args, flow_object_key
-from kafka_mirror.emr.step_provider import EmrStep
+from kafka_mirror.emr.specs import EmrSettings, emr_metrics_port, emr_step_args, emr_step_input, flow_object_key
 from kmirror.errors import Problem, ValidationError
 
 TOKEN = "kafka-mirror:index:MirrorDeployment"
@@ -176,6 +178,9 @@ class MirrorDeployment(pulumi.ComponentResource):
         def render(v: list[Any]) -> dict[str, Any]:
             target, spec, spark_resources = v
             settings = EmrSettings(**target["settings"])
+            if not target.get("step_function"):
+                fix = "missing: pass `EmrSparkPlatform.deployment_target` as it is (its Lambda function runs the steps)"
+                raise ValidationError([Problem("emr.step_function", fix)], name)
             flow_id = str(spec["id"])
             spec = with_metrics_port(spec, emr_metrics_port(flow_id, settings))
             key = flow_object_key(spec)
@@ -186,12 +191,10 @@ class MirrorDeployment(pulumi.ComponentResource):
                 bucket=settings.bucket,
                 key=key,
                 content=flow_json(spec),
-                region=settings.region,
                 cluster_id=target["cluster_id"],
-                step_args=step_args,
                 port=int(spec["metrics_port"]),
-                aws=settings.aws,
-                stop_timeout_s=settings.step_stop_timeout_s,
+                step_function=target["step_function"],
+                step_input=emr_step_input(target["cluster_id"], flow_id, step_args, settings),
             )
 
         out = pulumi.Output.all(args["emr"], spec_in, spark).apply(render)
@@ -203,20 +206,20 @@ class MirrorDeployment(pulumi.ComponentResource):
             content_type="application/json",
             opts=self._child(),
         )
-        self.step = EmrStep(
+        # Replaced (a new function) only by deleting first: the old step stops before the new one starts.
+        self.step = aws.lambda_.Invocation(
             f"{name}-step",
-            out.apply(lambda r: r["cluster_id"]),
-            cast(str, self.app_name),
-            out.apply(lambda r: r["step_args"]),
-            out.apply(lambda r: r["region"]),
-            aws=out.apply(lambda r: r["aws"]),
-            stop_timeout_s=out.apply(lambda r: r["stop_timeout_s"]),
-            opts=self._child([self.flow_object]),
+            function_name=out.apply(lambda r: r["step_function"]),
+            input=out.apply(lambda r: r["step_input"]),
+            lifecycle_scope="CRUD",
+            opts=pulumi.ResourceOptions.merge(
+                self._child([self.flow_object]), pulumi.ResourceOptions(delete_before_replace=True)
+            ),
         )
-        self.step_id = cast(Any, self.step.step_id)
+        self.step_id = self.step.result.apply(lambda r: cast(str | None, json.loads(r).get("step_id") if r else None))
         # Cluster mode: YARN picks the driver's node, so the endpoint is the YARN application and a
         # port fixed per flow; Prometheus finds the node via EC2 service discovery on that port.
-        endpoint = pulumi.Output.all(out, self.step.step_id, self.app_name).apply(
+        endpoint = pulumi.Output.all(out, self.step_id, self.app_name).apply(
             lambda v: {
                 "cluster_id": v[0]["cluster_id"],
                 "step_id": v[1],

@@ -161,7 +161,7 @@ def app_bundle() -> tuple[Path, str]:
 
 def stack_aws_settings(stack: StackConfig) -> dict[str, Any]:
     """What the stack's AWS provider uses (`aws:region`, `aws:profile`, `aws:assumeRoles`), for the
-    step provider; a `kafka-mirror:spark.region` other than `aws:region` is refused (the cluster
+    EMR platform; a `kafka-mirror:spark.region` other than `aws:region` is refused (the cluster
     is created in `aws:region`)."""
     aws = pulumi.Config("aws")
     region = aws.get("region")

@@ -10,7 +10,7 @@ Each function returns violation messages (empty when the resource or stack compl
   S3 object (EMR) hold a `${file:..}`/`${env:..}` reference, never the secret; messages never
   echo the value.
 - `one-app-per-flow` (stack): no flow id is run by two apps of the stack: SparkApplications
-  (EKS) and EMR steps (the `EmrStep` dynamic resource) alike.
+  (EKS) and EMR steps (a flow's `aws.lambda_.Invocation` of the platform's step function) alike.
 - `no-identity-cycles` (stack): the flows deployed in the stack, checked by the planner's
   own identity-cycle validation (MirrorMaker cannot stop such a loop).
 Estate-wide and hygiene rules: `estate.py`, `hygiene.py`.
@@ -29,8 +29,8 @@ from kmirror.stack.deploy_layout import FLOW_ANNOTATION, FLOW_FILE, FLOW_VOLUME
 SPARK_APPLICATION = "kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 BUCKET_OBJECT = "aws:s3/bucketObjectv2:BucketObjectv2"  # EMR: the flow spec at flows/<app>/<sha>/flow.json
-DYNAMIC = "pulumi-python:dynamic:Resource"  # the type of every Python dynamic resource
-EMR_STEP_KEYS = ("cluster_id", "name", "args")  # what tells an EmrStep from other dynamic resources
+LAMBDA_INVOCATION = "aws:lambda/invocation:Invocation"  # EMR: a flow's step, the step function's JSON input
+EMR_STEP_KEYS = ("cluster_id", "name", "args")  # what tells a step's input from other invocations' inputs
 
 Resource = tuple[str, Mapping[str, Any]]  # (resource type, props)
 
@@ -76,9 +76,15 @@ def _secret_violations(where: str, value: Any, path: str = "") -> list[str]:
     return []
 
 
-def is_emr_step(resource_type: str, props: Mapping[str, Any]) -> bool:
-    """An `EmrStep` (kafka_mirror.emr.step_provider): a dynamic resource with a cluster, name and args."""
-    return resource_type == DYNAMIC and all(key in props for key in EMR_STEP_KEYS)
+def emr_step(resource_type: str, props: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """An EMR step's input (kafka_mirror.emr.step_lambda): a Lambda invocation whose JSON input
+    has a cluster, name and args; None for any other resource."""
+    text = props.get("input") if resource_type == LAMBDA_INVOCATION else None
+    try:
+        step = json.loads(text) if isinstance(text, str) else None
+    except json.JSONDecodeError:
+        return None
+    return step if isinstance(step, dict) and all(key in step for key in EMR_STEP_KEYS) else None
 
 
 def flow_spec_of(resource_type: str, props: Mapping[str, Any]) -> dict[str, Any] | None:
@@ -149,8 +155,8 @@ def app_flow_ids(resources: Iterable[Resource]) -> list[tuple[str, str]]:
     }
     pairs = []
     for rtype, props in resources:
-        if is_emr_step(rtype, props):
-            pairs.append((str(props.get("name")), _step_flow_id(props, flows_by_key)))
+        if (step := emr_step(rtype, props)) is not None:
+            pairs.append((str(step.get("name")), _step_flow_id(step, flows_by_key)))
         if rtype != SPARK_APPLICATION:
             continue
         annotated = ((props.get("metadata") or {}).get("annotations") or {}).get(FLOW_ANNOTATION)

@@ -79,8 +79,14 @@ class Mocks(pulumi.runtime.Mocks):
             out.setdefault("name", args.name)
         if args.typ == "aws:emr/cluster:Cluster":
             return "j-MOCKCLUSTER", out
-        if args.typ == "pulumi-python:dynamic:Resource":
-            out["step_id"] = f"s-{args.name.upper()[:10]}"
+        if args.typ == "aws:lambda/function:Function":
+            out.setdefault("name", f"{args.name}-5e1d2c0")  # auto-naming
+            out["arn"] = f"arn:aws:lambda:eu-central-1:123456789012:function:{out['name']}"
+        if args.typ == "aws:cloudwatch/logGroup:LogGroup":
+            out.setdefault("name", f"{args.name}-0c4b7e9")
+            out["arn"] = f"arn:aws:logs:eu-central-1:123456789012:log-group:{out['name']}"
+        if args.typ == "aws:lambda/invocation:Invocation":  # what kafka_mirror.emr.step_lambda returns
+            out["result"] = json.dumps({"step_id": f"s-{args.name.upper()[:10]}", "stopped": [], "added": True})
         if args.typ == "aws:iam/role:Role":
             out.setdefault("name", f"{args.name}-7f3a9c1")  # auto-naming: the logical name + a random suffix
             out["arn"] = f"arn:aws:iam::123456789012:role/{out['name']}"

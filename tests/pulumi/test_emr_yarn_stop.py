@@ -23,10 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import boto3
 import pytest
 
-from kafka_mirror.emr import step_provider
 from kafka_mirror.emr.specs import (
     STEP_STRINGS_MAX_CHARS,
     VENV_PYTHON,
@@ -35,7 +33,7 @@ from kafka_mirror.emr.specs import (
     step_wrapper_source,
     yarn_tag,
 )
-from kafka_mirror.emr.step_provider import EmrStepProvider
+from kafka_mirror.emr.step_lambda import StepRunner, apply_action
 
 FLOW = "a->b"
 TAG = yarn_tag(FLOW)
@@ -253,13 +251,12 @@ def test_a_leftover_that_cannot_be_killed_blocks_the_submit(yarn: FakeYarn) -> N
 
 
 class FakeEmr:
-    """describe_step / cancel_steps / add_job_flow_steps over real step processes, as AWS
-    documents them, with StepConcurrencyLevel > 1 (a new step starts at once). Records, for every
-    added step, the applications with the flow's tag that were RUNNING at that moment."""
+    """describe_step / list_steps / cancel_steps / add_job_flow_steps over real step processes, as
+    AWS documents them, with StepConcurrencyLevel > 1 (a new step starts at once). Records, for
+    every added step, the applications with the flow's tag that were RUNNING at that moment."""
 
     def __init__(self, yarn: FakeYarn) -> None:
         self.yarn = yarn
-        self.meta = boto3.client("emr", region_name="eu-central-1").meta  # what botocore's waiter reads
         self.steps: dict[str, dict[str, Any]] = {}
         self.running_at_add: list[list[str]] = []
 
@@ -267,17 +264,30 @@ class FakeEmr:
         [step] = Steps
         self.running_at_add.append([i for i in self.yarn.live() if self.yarn.apps()[i]["state"] == "RUNNING"])
         step_id = f"s-{len(self.steps) + 1}"
-        self.steps[step_id] = {"proc": self.yarn.start(step["HadoopJarStep"]["Args"]), "cancel": None}
+        proc = self.yarn.start(step["HadoopJarStep"]["Args"])
+        self.steps[step_id] = {"proc": proc, "cancel": None, "name": step["Name"]}
         return {"StepIds": [step_id]}
 
-    def describe_step(self, ClusterId: str, StepId: str) -> dict[str, Any]:
-        step = self.steps[StepId]
+    def _state(self, step_id: str) -> str:
+        step = self.steps[step_id]
         code = step["proc"].poll()
         if step["cancel"]:
-            state = "CANCEL_PENDING" if code is None else "CANCELLED"
-        else:
-            state = "RUNNING" if code is None else ("COMPLETED" if code == 0 else "FAILED")
-        return {"Step": {"Id": StepId, "Status": {"State": state}}}
+            return "CANCEL_PENDING" if code is None else "CANCELLED"
+        return "RUNNING" if code is None else ("COMPLETED" if code == 0 else "FAILED")
+
+    def describe_step(self, ClusterId: str, StepId: str) -> dict[str, Any]:
+        return {"Step": {"Id": StepId, "Name": self.steps[StepId]["name"], "Status": {"State": self._state(StepId)}}}
+
+    def get_paginator(self, operation: str) -> Any:
+        assert operation == "list_steps"
+        fake = self
+
+        class Pages:
+            def paginate(self, ClusterId: str, StepStates: list[str]) -> list[dict[str, Any]]:
+                found = [fake.describe_step(ClusterId, i)["Step"] for i in sorted(fake.steps, reverse=True)]
+                return [{"Steps": [s for s in found if s["Status"]["State"] in StepStates]}]
+
+        return Pages()
 
     def cancel_steps(self, ClusterId: str, StepIds: list[str], StepCancellationOption: str) -> dict[str, Any]:
         for step_id in StepIds:
@@ -289,38 +299,30 @@ class FakeEmr:
         return {"CancelStepsInfoList": [{"StepId": s, "Status": "SUBMITTED"} for s in StepIds]}
 
 
-def replace_the_step(emr: FakeEmr, monkeypatch: pytest.MonkeyPatch, args: list[str]) -> None:
-    """Create a step, then what the engine does for a replacement with delete_before_replace."""
-    monkeypatch.setattr(step_provider, "_emr", lambda props: emr)
-    props = {"cluster_id": "j-1", "name": "mirror-a-to-b", "args": args, "region": "eu-central-1", "aws": {},
-             "stop_timeout_s": 6}  # fmt: skip
-    provider = EmrStepProvider()
-    old = provider.create(props)
+def replace_the_step(emr: FakeEmr, args: list[str]) -> None:
+    """Create a step, then update it with new args, as the step function's Invocation does."""
+    runner = StepRunner(lambda region: emr)
+    step = {"cluster_id": "j-1", "name": "mirror-a-to-b", "args": args, "region": "eu-central-1",
+            "stop_timeout_s": 6}  # fmt: skip
+    apply_action(runner, {**step, "tf": {"action": "create", "prev_input": None}})
     wait_for(emr.yarn.live)
-    news = {**props, "args": [*args[:-1], "flow-v2.json"]}
-    olds = old.outs or {}
-    assert provider.diff(old.id, olds, news).delete_before_replace is True
-    provider.delete(old.id, olds)
-    provider.create(news)
+    news = {**step, "args": [*args[:-1], "flow-v2.json"]}
+    apply_action(runner, {**news, "tf": {"action": "update", "prev_input": step}})
 
 
-def test_the_replacement_step_is_added_only_once_the_old_app_is_gone(
-    yarn: FakeYarn, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_replacement_step_is_added_only_once_the_old_app_is_gone(yarn: FakeYarn) -> None:
     emr = FakeEmr(yarn)
-    replace_the_step(emr, monkeypatch, step_args())
+    replace_the_step(emr, step_args())
     assert emr.running_at_add == [[], []]
     [first, second] = wait_for(lambda: len(yarn.apps()) == 2 and sorted(yarn.apps()))
     assert yarn.apps()[first]["state"] == "KILLED" and yarn.live() == [second]
 
 
-def test_cancelling_a_bare_spark_submit_step_leaves_its_app_running(
-    yarn: FakeYarn, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_cancelling_a_bare_spark_submit_step_leaves_its_app_running(yarn: FakeYarn) -> None:
     """The fake is faithful: without the wrapper (the step args before this fix), the cancelled
     step ends while its application runs on, and the replacement is a second writer."""
     emr = FakeEmr(yarn)
     bare = step_args()[step_args().index("--") + 1 :]
-    replace_the_step(emr, monkeypatch, bare)
+    replace_the_step(emr, bare)
     [first] = emr.running_at_add[1]
     assert emr.running_at_add[0] == [] and yarn.apps()[first]["state"] == "RUNNING"

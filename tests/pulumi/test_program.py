@@ -26,7 +26,7 @@ from tests.pulumi.sparkapp_schema import validate_k8s, validate_spark_applicatio
 SPARK_APP = "kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 K8S_SECRET = "kubernetes:core/v1:Secret"
-STEP = "pulumi-python:dynamic:Resource"
+STEP = "aws:lambda/invocation:Invocation"  # a flow's EMR step, through the platform's step function
 COMPONENT = re.compile(r"^kafka-mirror:index:")
 EXPECTED = {  # from stacks/topology.yaml: each flow runs in its target's datacenter unless run_in says otherwise
     "west": ["central->west-2", "east-2->west-1", "east-2->west-2"],
@@ -74,6 +74,11 @@ def stack_run(stack: str) -> Run:
     if stack not in _runs:
         _runs[stack] = run_program(stack)
     return _runs[stack]
+
+
+def step_input(step: Any) -> dict[str, Any]:
+    """The JSON input a flow's step Invocation sends to the step function."""
+    return dict(json.loads(unwrap(step.inputs)["input"]))
 
 
 def manifest(resource: Any, api_version: str, kind: str) -> dict[str, Any]:
@@ -264,7 +269,7 @@ def test_emr_stack_wires_cluster_steps_and_secret_sync() -> None:
     policy = json.loads(unwrap(run.named("central-emr-node-app-policy").inputs)["policy"])
     assert [s["Resource"] for s in policy["Statement"] if "secretsmanager:GetSecretValue" in s["Action"]] == [arns]
     for step in run.of_type(STEP):
-        inputs = unwrap(step.inputs)
+        inputs = step_input(step)
         assert inputs["cluster_id"] == "j-MOCKCLUSTER" and inputs["region"] == "eu-central-1"
         flow_uri = inputs["args"][inputs["args"].index("--files") + 1].removesuffix("#flow.json")
         [flow_object] = [
@@ -399,8 +404,9 @@ def test_an_existing_emr_cluster_gets_steps_and_the_policy_its_nodes_need() -> N
     spark = {**{k: v for k, v in spark.items() if k != "release_label"}, "cluster_id": "j-EXISTING1"}
     config["kafka-mirror:spark"] = json.dumps(spark)
     run = run_program("central", config)
-    assert not run.of_type("aws:emr/cluster:Cluster") and not run.of_type("aws:iam/role:Role")
-    assert {unwrap(s.inputs)["cluster_id"] for s in run.of_type(STEP)} == {"j-EXISTING1"}
+    assert not run.of_type("aws:emr/cluster:Cluster")
+    assert [r.name for r in run.of_type("aws:iam/role:Role")] == ["central-emr-steps-role"]  # the step function's
+    assert {step_input(s)["cluster_id"] for s in run.of_type(STEP)} == {"j-EXISTING1"}
     [platform] = [v for urn, v in run.outputs.items() if urn.endswith("EmrSparkPlatform::central-emr")]
     policy = json.loads(platform["node_policy"])
     [secrets] = [s for s in policy["Statement"] if s["Action"] == ["secretsmanager:GetSecretValue"]]
@@ -430,9 +436,12 @@ def _by_content(value: Any) -> Any:
 
 
 def _inputs(run: Run, typ: str) -> dict[str, Any]:
-    return {
-        r.name: _by_content(unwrap({k: v for k, v in r.inputs.items() if k != "__provider"})) for r in run.of_type(typ)
-    }
+    """Each resource's inputs by name (a step's JSON input parsed, so tests can read its args)."""
+    found = {}
+    for r in run.of_type(typ):
+        inputs = unwrap({k: v for k, v in r.inputs.items() if k != "__provider"})
+        found[r.name] = _by_content({**inputs, "input": json.loads(inputs["input"])} if typ == STEP else inputs)
+    return found
 
 
 def test_a_new_app_bundle_replaces_the_steps_and_nothing_of_the_cluster(tmp_path: Path) -> None:
@@ -446,14 +455,18 @@ def test_a_new_app_bundle_replaces_the_steps_and_nothing_of_the_cluster(tmp_path
     steps1, steps2 = _inputs(v1, STEP), _inputs(v2, STEP)
     assert steps1.keys() == steps2.keys() and len(steps1) == 2
     for name in steps1:
-        py_files = [s[name]["args"][s[name]["args"].index("--py-files") + 1] for s in (steps1, steps2)]
+        args = [s[name]["input"]["args"] for s in (steps1, steps2)]
+        py_files = [a[a.index("--py-files") + 1] for a in args]
         sha1, sha2 = (hashlib.sha256(f"release-{i}".encode()).hexdigest()[:16] for i in (1, 2))
         assert py_files == [
             f"s3://acme-kafka-mirror-central/app/kmirror-bundle-{sha1}.zip",
             f"s3://acme-kafka-mirror-central/app/kmirror-bundle-{sha2}.zip",
         ]
-        assert {k: v for k, v in steps1[name].items() if k != "args"} == {
-            k: v for k, v in steps2[name].items() if k != "args"
+        assert {k: v for k, v in steps1[name]["input"].items() if k != "args"} == {
+            k: v for k, v in steps2[name]["input"].items() if k != "args"
+        }
+        assert {k: v for k, v in steps1[name].items() if k != "input"} == {
+            k: v for k, v in steps2[name].items() if k != "input"
         }
     objects1, objects2 = (_inputs(r, "aws:s3/bucketObjectv2:BucketObjectv2") for r in (v1, v2))
     changed = sorted(n for n in objects1 if objects1[n] != objects2[n])

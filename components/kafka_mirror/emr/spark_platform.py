@@ -5,7 +5,8 @@ the entry script, the bootstrap script, the nodes' wheelhouse (every wheel the a
 nodes' Python and architecture, hash-locked), the secrets sync tool and list; the stack's secrets
 in Secrets Manager; and, unless an existing `cluster_id` is given, the EMR cluster (Spark, the
 configured release label, a bootstrap action installing the wheelhouse without an index on every
-node) with its service role and instance profile.
+node) with its service role and instance profile; and the Lambda function that adds, replaces
+and stops the flows' steps on the cluster (`kafka_mirror.emr.step_function`).
 
 The steps name the bundle (`--py-files`); the bootstrap action names only fixed S3 locations,
 so a new app release replaces steps, never the cluster. The bucket may be another resource's
@@ -41,6 +42,8 @@ from kafka_mirror.emr.specs import (
     secrets_manifest,
     wheelhouse_key,
 )
+from kafka_mirror.emr.step_function import create_step_function
+from kafka_mirror.emr.step_lambda import stop_timeout_problem
 from kafka_mirror.emr.wheelhouse import Wheelhouse, deploy_wheelhouses, normalize
 from kafka_mirror.secrets.stack import MadeSecret, StackSecrets, create_stack_secrets
 from kmirror.errors import KmirrorError, Problem, ValidationError
@@ -133,8 +136,9 @@ class EmrSparkPlatformArgs(TypedDict):
     aws_secrets: NotRequired[dict[str, str]]
     """Secrets Manager secrets the topology references as `{aws_secret: ARN}`: directory -> ARN."""
     aws: NotRequired[dict[str, Any]]
-    """The AWS settings the step provider uses: `{region, profile, assume_roles: [{role_arn, external_id,
-    session_name}]}` (the stack program copies the stack's `aws:*` config)."""
+    """The stack's AWS settings `{region, profile, assume_roles}` (the stack program copies its `aws:*` config);
+    `region` is the cluster's region when `region` is not given. The steps are managed by the platform's Lambda
+    function with its own role, not with these settings."""
     protect: NotRequired[bool]
     """Pulumi `protect` and EMR termination protection on the bucket and cluster (default true)."""
     encryption: NotRequired[EmrEncryptionArgs]
@@ -156,7 +160,8 @@ class EmrSparkPlatformArgs(TypedDict):
     noncurrent_version_days: NotRequired[int]
     """Days overwritten or deleted object versions are kept (default 30)."""
     step_stop_timeout_s: NotRequired[int]
-    """How long replacing or deleting a step waits for the old one to stop (default 600)."""
+    """How long replacing or deleting a step waits for the old one to stop (default 600, at most 840: the wait
+    runs inside one Lambda invocation)."""
 
 
 class EmrSparkPlatform(pulumi.ComponentResource):
@@ -185,6 +190,8 @@ class EmrSparkPlatform(pulumi.ComponentResource):
     """The bootstrap action (`path`, `args`) every node must run; for an existing cluster."""
     wheelhouse: pulumi.Output[dict[str, list[str]]]
     """The nodes' wheelhouse: tag -> files."""
+    step_function: pulumi.Output[str]
+    """The Lambda function MirrorDeployment invokes to add, replace and stop a flow's step on the cluster."""
     deployment_target: pulumi.Output[dict[str, Any]]
     """What MirrorDeployment's `emr` argument takes: settings, cluster and app locations, once ready."""
 
@@ -227,15 +234,19 @@ class EmrSparkPlatform(pulumi.ComponentResource):
         else:
             child = pulumi.ResourceOptions(parent=self, depends_on=self.ready)
             self.cluster_id = self._cluster(name, args, self.node_policy, child).id
+        self.step_function = create_step_function(self, name, s.region, self.cluster_id).name
         if args.get("alarms", True):
             created = None if args.get("cluster_id") else int(args.get("core_instance_count", 2))
             create_alarms(self, name, self.cluster_id, created, args.get("alarm_actions") or [],
                           pulumi.ResourceOptions(parent=self))  # fmt: skip
         self.secrets = pulumi.Output.from_input(sorted(self.stack_secrets))
         self.wheelhouse = pulumi.Output.from_input({w.tag: list(w.files) for w in self.wheelhouses})
-        target = pulumi.Output.all(self._resolved, self.cluster_id, self.bundle_uri, self.entry_uri).apply(
-            lambda v: dict(platform="emr", settings=asdict(v[0]), cluster_id=v[1], bundle_uri=v[2], entry_uri=v[3])
-        )
+        target = pulumi.Output.all(
+            self._resolved, self.cluster_id, self.bundle_uri, self.entry_uri, self.step_function
+        ).apply(
+            lambda v: dict(platform="emr", settings=asdict(v[0]), cluster_id=v[1], bundle_uri=v[2], entry_uri=v[3],
+                           step_function=v[4])
+        )  # fmt: skip
         self.deployment_target = pulumi.Output.all(target, *[r.urn for r in self.ready]).apply(lambda v: v[0])
         self.register_outputs(
             {
@@ -248,6 +259,7 @@ class EmrSparkPlatform(pulumi.ComponentResource):
                 # For an existing cluster: run this bootstrap on every node (docs/deploy.md).
                 "bootstrap": self.bootstrap,
                 "wheelhouse": self.wheelhouse,
+                "step_function": self.step_function,
                 "deployment_target": self.deployment_target,
             }
         )
@@ -362,11 +374,14 @@ def emr_settings(args: EmrSparkPlatformArgs) -> EmrSettings:
     """The steps' settings from the platform's arguments (an output bucket is filled in by `_on_bucket`)."""
     bucket = args["bucket"]
     aws_settings = dict(args.get("aws") or {})
+    stop_timeout_s = args.get("step_stop_timeout_s", EmrSettings.step_stop_timeout_s)
+    if problem := stop_timeout_problem(stop_timeout_s):
+        raise ValidationError([Problem("step_stop_timeout_s", problem)])
     return EmrSettings(
         bucket=bucket if isinstance(bucket, str) else "",
         region=_region(args, aws_settings),
         spark_defaults=dict(args.get("spark_defaults") or {}),
         spark_conf={str(k): str(v) for k, v in (args.get("spark_conf") or {}).items()},
         aws=aws_settings,
-        step_stop_timeout_s=int(args.get("step_stop_timeout_s", EmrSettings.step_stop_timeout_s)),
+        step_stop_timeout_s=int(stop_timeout_s),
     )

@@ -3,14 +3,16 @@ the nodes' Python and wheel platforms.
 
 No pulumi import (see `kafka_mirror.eks.specs`). S3 keys of the flow spec and the app bundle are
 content-addressed and only the step names them (`--files`, `--py-files`), so a changed spec or app
-changes the step's args, and the step provider replaces the step (cancel old, add new) without
-touching the cluster. The bootstrap action's arguments are fixed S3 locations (`bootstrap_args`):
-in the AWS provider any change to `bootstrap_action` replaces the EMR cluster.
+changes the step's args, and the platform's step function replaces the step (stop old, add new;
+`kafka_mirror.emr.step_lambda`) without touching the cluster. The bootstrap action's arguments
+are fixed S3 locations (`bootstrap_args`): in the AWS provider any change to `bootstrap_action`
+replaces the EMR cluster.
 """
 
 from __future__ import annotations
 
 import ast
+import json
 import re
 import zlib
 from collections.abc import Iterable, Mapping
@@ -64,7 +66,7 @@ class EmrSettings:
     attempt_failures_validity_s: int = 3600
     spark_conf: dict[str, str] = field(default_factory=dict)
     spark_defaults: dict[str, Any] = field(default_factory=dict)
-    # The stack's AWS settings for the step provider (kafka_mirror.aws_session.aws_settings).
+    # The stack's AWS settings (kafka_mirror.aws_session.aws_settings); the steps use the Lambda's role.
     aws: dict[str, Any] = field(default_factory=dict)
     step_stop_timeout_s: int = STEP_STOP_TIMEOUT_S
 
@@ -116,9 +118,9 @@ def yarn_tag(flow_id: str) -> str:
 
 
 def step_kill_timeout_s(settings: EmrSettings) -> int:
-    """How long the wrapper waits for killed applications to go: half the provider's wait for
-    the cancelled step, so the wrapper's report (naming the survivors) reaches the step's log
-    before the provider gives up."""
+    """How long the wrapper waits for killed applications to go: half the step function's wait
+    for the cancelled step, so the wrapper's report (naming the survivors) reaches the step's log
+    before the function gives up."""
     return max(1, settings.step_stop_timeout_s // 2)
 
 
@@ -134,13 +136,21 @@ def step_wrapper_source() -> str:
     return "\n".join(line for line in lines if line.strip() and not line.lstrip().startswith("#")) + "\n"
 
 
+def emr_step_input(cluster_id: str, flow_id: str, step_args: list[str], settings: EmrSettings) -> str:
+    """The step function's input for one flow (`kafka_mirror.emr.step_lambda.parse_step`): canonical
+    JSON, so an unchanged flow is no change of its Invocation (which would call the function)."""
+    step = {"cluster_id": cluster_id, "name": app_name(flow_id), "args": step_args, "region": settings.region,
+            "stop_timeout_s": settings.step_stop_timeout_s}  # fmt: skip
+    return json.dumps(step, sort_keys=True, separators=(",", ":"))
+
+
 def emr_step_args(
     flow_id: str, flow_uri: str, bundle_uri: str, entry_uri: str, spark: dict[str, Any], settings: EmrSettings
 ) -> list[str]:
     """`command-runner.jar` args of a streaming step running one flow in cluster mode.
 
     The step's process is the wrapper (`deploy/kmirror-step.py`, inline with the nodes' venv
-    python): it runs spark-submit, and on SIGTERM (the provider's cancel) or at its start kills
+    python): it runs spark-submit, and on SIGTERM (the step function's cancel) or at its start kills
     every YARN application tagged `yarn_tag(flow_id)` and waits until they are gone, so a
     stopped step means a stopped driver. The tag and `waitAppCompletion` are set after the
     user's options: without them the wrapper could not find the application, or would see

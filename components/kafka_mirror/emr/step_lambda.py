@@ -1,0 +1,242 @@
+"""The Lambda handler that adds, replaces and stops one flow's EMR streaming step.
+
+EmrSparkPlatform ships this file alone as a Lambda function (Python 3.12, boto3 from the Lambda
+runtime), and MirrorDeployment invokes it through an `aws.lambda_.Invocation` with
+`lifecycle_scope="CRUD"`: real pulumi-aws resources, so a TypeScript, YAML or Python program using
+the component provider runs EMR flows (a Pulumi dynamic resource cannot cross languages). So this
+module imports only the standard library and boto3; its errors cannot be `kmirror.errors` ones.
+
+The event is the Invocation's input (`cluster_id`, `name`, `args`, `region`, `stop_timeout_s`)
+plus `tf: {action: create|update|delete, prev_input}`. Never two writers on one checkpoint:
+
+- create: stop any live step of the same name (a retried create, or a migration from the old
+  dynamic resource, never makes a second writer), then add the step.
+- update: a changed cluster, name or args stops the previous step (cancel, then wait until EMR
+  reports it stopped), and only then adds the new one. An unchanged step that is no longer live
+  (it failed, or was cancelled outside Pulumi) is re-added; a live one is kept.
+- delete: cancel the live step and wait until it stopped.
+"Live" steps are found by name with ListSteps. Cancelling signals the step's process only (its
+wrapper, `deploy/kmirror-step.py`, kills the flow's YARN application on SIGTERM and exits once it
+is gone), so "stopped" means the driver is gone. A step still not stopped `stop_timeout_s` after
+its cancel fails the invocation (StepStillRunning), so the Invocation fails the `pulumi up`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+LIVE_STATES = ("PENDING", "RUNNING")
+STOPPING_STATES = ("CANCEL_PENDING",)  # cancelled, but its driver may still write
+STOPPED_STATES = ("CANCELLED", "FAILED", "COMPLETED", "INTERRUPTED")
+LAMBDA_TIMEOUT_S = 900  # Lambda's maximum run time: the whole invocation, the wait included
+MAX_STOP_TIMEOUT_S = 840  # leaves a minute for listing, cancelling and adding the new step
+ACTIONS = ("create", "update", "delete")
+RETRIES = {"mode": "standard", "max_attempts": 10}
+# A role policy made in the same `up` may take seconds to reach EMR: the first call of an invocation
+# retries AccessDenied this long (botocore never retries it) before the error is reported.
+IAM_PROPAGATION_S = 60
+IAM_RETRY_DELAY_S = 5
+
+
+class StepInputError(ValueError):
+    """The invocation's input is not what MirrorDeployment sends: names the field, value and fix."""
+
+
+class StepStillRunning(RuntimeError):
+    """A cancelled step did not stop in time: adding its replacement now would start a second writer."""
+
+
+@dataclass(frozen=True)
+class StepSpec:
+    """One flow's step as the Invocation's input describes it."""
+
+    cluster_id: str
+    name: str
+    args: tuple[str, ...]
+    region: str
+    stop_timeout_s: int
+
+    @property
+    def identity(self) -> tuple[str, str, tuple[str, ...]]:
+        """What makes a different step: a change of any of these replaces the running one."""
+        return self.cluster_id, self.name, self.args
+
+
+def stop_timeout_problem(value: Any) -> str | None:
+    """Why `value` cannot bound the wait for a stopped step inside one Lambda run, or None."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value or value < 1:
+        return f"must be a whole number of seconds from 1 to {MAX_STOP_TIMEOUT_S}, got {value!r}"
+    if value > MAX_STOP_TIMEOUT_S:
+        return (
+            f"{int(value)} s does not fit in one Lambda run ({LAMBDA_TIMEOUT_S} s at most, a minute of it "
+            f"for the EMR calls); set it to {MAX_STOP_TIMEOUT_S} or less"
+        )
+    return None
+
+
+def _text(payload: Mapping[str, Any], key: str, where: str) -> str:
+    value = payload.get(key)
+    if not isinstance(value, str) or not value:
+        raise StepInputError(f"{where}.{key}: expected a non-empty string, got {value!r}; "
+                             "pass the flow's step as MirrorDeployment renders it")  # fmt: skip
+    return value
+
+
+def parse_step(payload: Mapping[str, Any], where: str = "input") -> StepSpec:
+    """The step described by `payload` (the Invocation's input, or `tf.prev_input`).
+
+    Raises StepInputError naming the field, the value found and the fix."""
+    args = payload.get("args")
+    if not isinstance(args, list) or not args or not all(isinstance(a, str) for a in args):
+        raise StepInputError(f"{where}.args: expected the step's command-runner.jar arguments (a non-empty "
+                             f"list of strings), got {args!r}")  # fmt: skip
+    if problem := stop_timeout_problem(payload.get("stop_timeout_s")):
+        raise StepInputError(f"{where}.stop_timeout_s: {problem}")
+    return StepSpec(
+        cluster_id=_text(payload, "cluster_id", where),
+        name=_text(payload, "name", where),
+        args=tuple(args),
+        region=_text(payload, "region", where),
+        stop_timeout_s=int(payload["stop_timeout_s"]),
+    )
+
+
+@dataclass
+class StepRunner:
+    """EMR calls for steps of one flow. `emr_for(region)` gives an EMR client; `sleep` and
+    `clock` are injectable so tests do not wait for real."""
+
+    emr_for: Callable[[str], Any]
+    sleep: Callable[[float], None] = time.sleep
+    clock: Callable[[], float] = time.monotonic
+
+    def steps_named(self, step: StepSpec, states: Sequence[str]) -> list[dict[str, Any]]:
+        """The cluster's steps called `step.name` in one of `states` (ListSteps, every page).
+
+        Every action starts here, so this is where a just-created role policy may not be visible
+        yet: AccessDenied is retried for IAM_PROPAGATION_S, then raised as it is."""
+        deadline = self.clock() + IAM_PROPAGATION_S
+        while True:
+            try:
+                pages = self.emr_for(step.region).get_paginator("list_steps")
+                found = pages.paginate(ClusterId=step.cluster_id, StepStates=list(states))
+                return [s for page in found for s in page.get("Steps", []) if s.get("Name") == step.name]
+            except Exception as exc:
+                if _error_code(exc) not in ("AccessDeniedException", "AccessDenied") or self.clock() >= deadline:
+                    raise
+            self.sleep(IAM_RETRY_DELAY_S)
+
+    def state(self, step: StepSpec, step_id: str) -> str:
+        found = self.emr_for(step.region).describe_step(ClusterId=step.cluster_id, StepId=step_id)
+        return str(found["Step"]["Status"]["State"])
+
+    def add(self, step: StepSpec) -> str:
+        """Add the step; return its id."""
+        request = {
+            "Name": step.name,
+            # A failed mirror must not take the other flows' steps (or the cluster) down with it.
+            "ActionOnFailure": "CONTINUE",
+            "HadoopJarStep": {"Jar": "command-runner.jar", "Args": list(step.args)},
+        }
+        added = self.emr_for(step.region).add_job_flow_steps(JobFlowId=step.cluster_id, Steps=[request])
+        return str(added["StepIds"][0])
+
+    def stop(self, step: StepSpec, timeout_s: int) -> list[str]:
+        """Cancel every live step called `step.name` and wait until each is stopped; return their ids.
+
+        SEND_INTERRUPT (SIGTERM) lets the step's wrapper kill the YARN application before it exits;
+        TERMINATE_PROCESS would SIGKILL the wrapper and leave the application running.
+        Raises StepStillRunning when one is not stopped `timeout_s` after the cancel."""
+        running = self.steps_named(step, (*LIVE_STATES, *STOPPING_STATES))
+        cancel = [s["Id"] for s in running if s["Status"]["State"] in LIVE_STATES]
+        if cancel:
+            self.emr_for(step.region).cancel_steps(
+                ClusterId=step.cluster_id, StepIds=cancel, StepCancellationOption="SEND_INTERRUPT"
+            )
+        deadline = self.clock() + timeout_s
+        for found in running:
+            self._wait_stopped(step, str(found["Id"]), deadline, timeout_s)
+        return [str(s["Id"]) for s in running]
+
+    def _wait_stopped(self, step: StepSpec, step_id: str, deadline: float, timeout_s: int) -> None:
+        delay_s = 1 if timeout_s < 60 else 10
+        while (state := self.state(step, step_id)) not in STOPPED_STATES:
+            if self.clock() >= deadline:
+                tag = _yarn_tag(step.args)
+                raise StepStillRunning(
+                    f"EMR step {step_id} ({step.name}) on cluster {step.cluster_id} is still {state} "
+                    f"{timeout_s} s after it was cancelled; its replacement was not started, so the flow has no "
+                    f"second writer. Find its YARN application (yarn application -list -appTags {tag} on the "
+                    "primary node), kill it (yarn application -kill APP_ID), then run `pulumi up` again"
+                )
+            self.sleep(delay_s)
+
+
+def _error_code(exc: Exception) -> str:
+    """A botocore ClientError's code ("" for anything else), without importing botocore here."""
+    response = getattr(exc, "response", None)
+    return str(((response or {}).get("Error") or {}).get("Code") or "") if isinstance(response, dict) else ""
+
+
+def _yarn_tag(args: Sequence[str]) -> str:
+    """The flow's YARN tag from the step's `--tag` (kafka_mirror.emr.specs.yarn_tag), for messages."""
+    return args[args.index("--tag") + 1] if "--tag" in args[:-1] else "<the flow's tag>"
+
+
+def _ensure(runner: StepRunner, step: StepSpec) -> dict[str, Any]:
+    """Keep the one live step of an unchanged flow, else (stopped, or several) stop all and add one."""
+    live = runner.steps_named(step, (*LIVE_STATES, *STOPPING_STATES))
+    if len(live) == 1 and live[0]["Status"]["State"] in LIVE_STATES:
+        return {"step_id": str(live[0]["Id"]), "stopped": [], "added": False}
+    stopped = runner.stop(step, step.stop_timeout_s)
+    return {"step_id": runner.add(step), "stopped": stopped, "added": True}
+
+
+def apply_action(runner: StepRunner, event: Mapping[str, Any]) -> dict[str, Any]:
+    """What one Invocation lifecycle event does (module docstring); returns `step_id` (the live
+    step after create/update, None after delete), `stopped` (step ids stopped) and `added`."""
+    lifecycle = event.get("tf")
+    action = lifecycle.get("action") if isinstance(lifecycle, Mapping) else None
+    if action not in ACTIONS:
+        raise StepInputError(f"input.tf.action: expected one of {', '.join(ACTIONS)}, got {action!r}; invoke "
+                             "this function through aws.lambda_.Invocation with lifecycle_scope CRUD")  # fmt: skip
+    step = parse_step(event)
+    if action == "delete":
+        return {"step_id": None, "stopped": runner.stop(step, step.stop_timeout_s), "added": False}
+    if action == "create":
+        stopped = runner.stop(step, step.stop_timeout_s)
+        return {"step_id": runner.add(step), "stopped": stopped, "added": True}
+    previous = lifecycle.get("prev_input") if isinstance(lifecycle, Mapping) else None
+    if not previous:
+        return _ensure(runner, step)
+    old = parse_step({**previous, "stop_timeout_s": step.stop_timeout_s}, "input.tf.prev_input")
+    if old.identity == step.identity and old.region == step.region:
+        return _ensure(runner, step)
+    stopped = runner.stop(old, step.stop_timeout_s)
+    if (old.cluster_id, old.name, old.region) != (step.cluster_id, step.name, step.region):
+        stopped += runner.stop(step, step.stop_timeout_s)  # a same-name step already on the new cluster
+    return {"step_id": runner.add(step), "stopped": stopped, "added": True}
+
+
+def _boto3_emr(region: str) -> Any:
+    import boto3  # the Lambda runtime's; imported here so tests of the logic need no AWS session
+    from botocore.config import Config
+
+    return boto3.client("emr", region_name=region, config=Config(retries=RETRIES, connect_timeout=10,
+                                                                   read_timeout=60))  # fmt: skip
+
+
+def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
+    """The Lambda entry point (`step_lambda.handler`): raises on any failure, which the Invocation
+    reports as a failed create/update/delete."""
+    clients: dict[str, Any] = {}
+
+    def emr_for(region: str) -> Any:
+        if region not in clients:
+            clients[region] = _boto3_emr(region)
+        return clients[region]
+
+    return apply_action(StepRunner(emr_for), event)

@@ -1,0 +1,79 @@
+"""The EMR stack's steps under Pulumi mocks: real pulumi-aws resources any language's program
+gets through the component provider (a Lambda function per platform, an Invocation per flow with
+the CRUD lifecycle), no Python dynamic resource; and the function's least privilege."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+
+from kafka_mirror.bundle import build_bundle
+from kafka_mirror.eks.specs import app_name
+from kafka_mirror.emr.specs import yarn_tag
+from kafka_mirror.emr.step_function import STEP_ACTIONS, step_function_policy
+from tests.pulumi.harness import ROOT, Run, run_program, unwrap
+from tests.pulumi.test_program import EXPECTED, fake_wheelhouse
+
+INVOCATION = "aws:lambda/invocation:Invocation"
+FUNCTION = "aws:lambda/function:Function"
+
+
+@pytest.fixture(scope="module")
+def central(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
+    """`pulumi up -s central` (EMR) under mocks, with a built bundle and a placeholder wheelhouse."""
+    path, _ = build_bundle(ROOT, tmp_path_factory.mktemp("bundle"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KMIRROR_BUNDLE", str(path))
+        patch.setenv("KMIRROR_WHEELHOUSE", str(fake_wheelhouse(tmp_path_factory.mktemp("wheelhouse"))))
+        yield run_program("central")
+
+
+def test_each_flow_is_a_crud_invocation_of_the_platforms_step_function(central: Run) -> None:
+    [function] = central.of_type(FUNCTION)
+    invocations = {r.name: r for r in central.of_type(INVOCATION)}
+    assert sorted(invocations) == sorted(f"{app_name(f)}-step" for f in EXPECTED["central"])
+    for flow_id in EXPECTED["central"]:
+        invocation = invocations[f"{app_name(flow_id)}-step"]
+        inputs = unwrap(invocation.inputs)
+        assert inputs["lifecycleScope"] == "CRUD" and inputs["functionName"] == "central-emr-steps-5e1d2c0"
+        step = json.loads(inputs["input"])
+        assert sorted(step) == ["args", "cluster_id", "name", "region", "stop_timeout_s"]
+        assert step["cluster_id"] == "j-MOCKCLUSTER" and step["name"] == app_name(flow_id)
+        assert step["region"] == "eu-central-1" and step["stop_timeout_s"] == 600
+        args = step["args"]
+        assert args[args.index("--tag") + 1] == yarn_tag(flow_id) and "spark-submit" in args
+        assert function.urn in invocation.dependencies  # the function exists before any step is added
+        deployment = central.by_urn(invocation.parent)
+        assert central.outputs[deployment.urn]["step_id"] == f"s-{invocation.name.upper()[:10]}"
+
+
+def test_no_python_dynamic_resource_is_registered_any_more(central: Run) -> None:
+    assert not [r.name for r in central.resources if r.typ.startswith("pulumi-python:dynamic")]
+
+
+def test_the_step_function_runs_the_handler_with_a_role_scoped_to_the_cluster(central: Run) -> None:
+    [function] = central.of_type(FUNCTION)
+    inputs = unwrap(function.inputs)
+    assert inputs["runtime"] == "python3.12" and inputs["handler"] == "step_lambda.handler"
+    assert inputs["timeout"] == 900
+    assert inputs["role"] == "arn:aws:iam::123456789012:role/central-emr-steps-role-7f3a9c1"
+    policy = json.loads(unwrap(central.named("central-emr-steps-policy").inputs)["policy"])
+    logs = "arn:aws:logs:eu-central-1:123456789012:log-group:central-emr-steps-logs-0c4b7e9"
+    assert policy == step_function_policy("eu-central-1", "j-MOCKCLUSTER", logs)
+    [steps] = [s for s in policy["Statement"] if s["Sid"] == "FlowSteps"]
+    assert steps["Resource"] == "arn:aws:elasticmapreduce:eu-central-1:*:cluster/j-MOCKCLUSTER"
+    assert sorted(steps["Action"]) == sorted(STEP_ACTIONS) and len(STEP_ACTIONS) == 4
+    assert all("*" not in a for s in policy["Statement"] for a in s["Action"])
+    [own_logs] = [s for s in policy["Statement"] if s["Sid"] == "OwnLogs"]
+    assert own_logs["Resource"] == f"{logs}:*"
+    assume = json.loads(unwrap(central.named("central-emr-steps-role").inputs)["assumeRolePolicy"])
+    assert [s["Principal"] for s in assume["Statement"]] == [{"Service": "lambda.amazonaws.com"}]
+    assert central.named("central-emr-steps-policy").urn in function.dependencies
+
+
+def test_the_platform_exports_its_step_function(central: Run) -> None:
+    [platform] = [v for urn, v in central.outputs.items() if urn.endswith("EmrSparkPlatform::central-emr")]
+    assert platform["step_function"] == "central-emr-steps-5e1d2c0"
+    assert platform["deployment_target"]["step_function"] == "central-emr-steps-5e1d2c0"
