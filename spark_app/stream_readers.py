@@ -33,6 +33,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from kmirror.errors import KmirrorError
 from kmirror.flow.spec import parse_flow_spec
+from kmirror_engine.failover.takeover_syncs import write_takeover_syncs
 from kmirror_engine.planning.range_planner import RangePlanner
 from kmirror_engine.planning.ranges import RANGE_SCHEMA, Offsets, offsets_from_json, offsets_to_json
 
@@ -82,7 +83,8 @@ class RangeReader(DataSourceStreamReader):
     def planner(self) -> RangePlanner:
         # built lazily in the planning process: Kafka clients cannot be pickled
         if self._planner is None:
-            self._planner = RangePlanner(parse_flow_spec(json.loads(self.spec_json)), self.once, self.task_count)
+            self._planner = RangePlanner(parse_flow_spec(json.loads(self.spec_json)), self.once, self.task_count,
+                                         on_takeover=write_takeover_syncs)  # fmt: skip
             if self.until_json:
                 self._planner.frozen_end = offsets_from_json(json.loads(self.until_json))
         return self._planner

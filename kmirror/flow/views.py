@@ -69,6 +69,38 @@ def _read_committed(consumer: Mapping[str, Any]) -> bool:
     return consumer.get("isolation.level", "read_committed") == "read_committed"
 
 
+MM2_SOURCE_CONNECTOR = "MirrorSourceConnector"  # the connector's name in MM2's dedicated mode
+MM2_OFFSET_SYNCS_CLUSTER = "source"  # MM2's offset-syncs.topic.location default
+
+
+@dataclass(frozen=True)
+class Mm2Takeover:
+    """`starting_offsets: {from_mm2: {...}}`: where a stopped MirrorMaker 2 left each partition.
+    Topic names left out are MM2's defaults for the flow's aliases (`topics`)."""
+
+    offsets_topic: str | None = None
+    offset_syncs_topic: str | None = None
+    offset_syncs_cluster: str = MM2_OFFSET_SYNCS_CLUSTER  # "source" or "target"
+    connector: str = MM2_SOURCE_CONNECTOR
+
+    def topics(self, source_alias: str, target_alias: str) -> tuple[str, str]:
+        """(Connect offsets topic on the target, offset syncs topic on `offset_syncs_cluster`), as
+        MM2 dedicated mode names them: its syncs topic is named after the other cluster."""
+        other = target_alias if self.offset_syncs_cluster == "source" else source_alias
+        return (self.offsets_topic or f"mm2-offsets.{source_alias}.internal",
+                self.offset_syncs_topic or f"mm2-offset-syncs.{other}.internal")  # fmt: skip
+
+    @classmethod
+    def parse(cls, starting_offsets: Any) -> Mm2Takeover | None:
+        """The takeover a (validated) `starting_offsets` asks for, None for any other start."""
+        if not isinstance(starting_offsets, Mapping) or "from_mm2" not in starting_offsets:
+            return None
+        raw = starting_offsets["from_mm2"]
+        return cls(raw.get("offsets_topic"), raw.get("offset_syncs_topic"),
+                   raw.get("offset_syncs_cluster", MM2_OFFSET_SYNCS_CLUSTER),
+                   raw.get("connector", MM2_SOURCE_CONNECTOR))  # fmt: skip
+
+
 @dataclass(frozen=True)
 class PlanningSettings:
     """What the range planner (driver) reads: offsets to start from, batch and task sizes."""
@@ -79,6 +111,7 @@ class PlanningSettings:
     topic_refresh_interval_ms: int
     fail_on_data_loss: bool
     read_committed: bool
+    from_mm2: Mm2Takeover | None = None  # a takeover from MM2 instead of `starting_offsets`
 
     @classmethod
     def read(cls, option: Read) -> PlanningSettings:
@@ -89,6 +122,7 @@ class PlanningSettings:
             topic_refresh_interval_ms=int(option("topic_refresh_interval_ms")),
             fail_on_data_loss=bool(option("fail_on_data_loss")),
             read_committed=_read_committed(option("consumer")),
+            from_mm2=Mm2Takeover.parse(option("starting_offsets")),
         )
 
 

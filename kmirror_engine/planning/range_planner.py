@@ -1,8 +1,9 @@
 """Driver-side planning of a flow's micro-batches with Kafka clients (no Spark): which source
 partitions are mirrored, where each starts, how far a batch goes, and what retention lost.
 
-- `initial_offsets()`: every mirrored partition at `starting_offsets` (earliest, latest, or the
-  first offset at/after `{timestamp_ms}`).
+- `initial_offsets()`: every mirrored partition at `starting_offsets` (earliest, latest, the
+  first offset at/after `{timestamp_ms}`, or where a stopped MirrorMaker 2 left it: `{from_mm2}`,
+  `kmirror_engine.planning.mm2_takeover`).
 - each batch's end (`RangePlanner.next_end`): refreshes topic discovery, creates/grows target
   topics, and admits at most `max_records_per_trigger` offsets, shared by backlog. New
   topics/partitions start at their earliest offset. With `--once` the end offsets frozen at
@@ -32,6 +33,7 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from kmirror.errors import ConnectionFailure, DataLossError
 from kmirror.flow.spec import FlowSpec
+from kmirror.mm2.takeover import TakeoverPoint
 from kmirror_engine.planning.created_topics import CreatedTopics
 from kmirror_engine.planning.discovery import MirroredTopic, TopicDiscovery
 from kmirror_engine.planning.offset_queries import query_offsets, with_retries
@@ -60,11 +62,16 @@ def report_data_loss(flow_id: str, tp: tuple[str, int], first: int, skipped: int
 class RangePlanner:
     """Driver-side planning with Kafka clients: discovery, target topics, offsets, data loss."""
 
-    def __init__(self, spec: FlowSpec, once: bool, task_count: int, admin_factory: Any = None) -> None:
+    def __init__(
+        self, spec: FlowSpec, once: bool, task_count: int, admin_factory: Any = None,
+        on_takeover: Callable[[FlowSpec, Sequence[TakeoverPoint]], object] | None = None,
+    ) -> None:  # fmt: skip
+        """`on_takeover`: writes kafka-mirror's first offset syncs at an MM2 takeover (the
+        failover side's, passed in by the Spark glue: planning never imports failover)."""
         real_clients = admin_factory is None  # fakes (tests) get no created-topics registry
         if admin_factory is None:
             from kmirror_engine.clients.factory import admin_client as admin_factory
-        self.spec, self.once, self.task_count = spec, once, task_count
+        self.spec, self.once, self.task_count, self.on_takeover = spec, once, task_count, on_takeover
         self.source_admin = admin_factory(spec.source)
         self.read_committed = spec.planning.read_committed
         self.discovery = TopicDiscovery(
@@ -130,10 +137,28 @@ class RangePlanner:
         return self.spec.policy.format_remote_topic(self.spec.source.alias, topic)
 
     def initial_offsets(self) -> Offsets:
+        if self.spec.planning.from_mm2 is not None:
+            return self._takeover_offsets()
         self.mirrored()
         starting = self.spec.planning.starting_offsets
         which = starting["timestamp_ms"] if isinstance(starting, dict) else starting
         return self._offsets(which, "initial offsets")
+
+    def _takeover_offsets(self) -> Offsets:
+        """Where MM2 stopped (`kmirror_engine.planning.mm2_takeover`), read before any remote
+        topic is created (a missing one means another naming, refused), then kafka-mirror's first
+        offset syncs at the takeover point (`on_takeover`), before anything is copied."""
+        from kmirror_engine.planning.mm2_takeover import plan_mm2_takeover
+
+        assert self.spec.planning.from_mm2 is not None
+        topics = self._retry(self.discovery.topics, "topic discovery")
+        plan = self._retry(lambda: plan_mm2_takeover(self.spec, self.spec.planning.from_mm2, topics,
+                                                     self.source_admin, self.target_topics.target_admin),
+                           "reading where MirrorMaker 2 stopped")  # fmt: skip
+        self.mirrored()
+        if self.on_takeover is not None:
+            self._retry(lambda: self.on_takeover(self.spec, plan.points), "writing the takeover offset syncs")
+        return dict(plan.resume)
 
     def available(self) -> Offsets:
         """End offsets of every mirrored partition now."""
