@@ -66,7 +66,7 @@ def bad_option_value(name: str) -> st.SearchStrategy[Any]:
     if isinstance(default, bool):
         return not_a_bool
     if name == "copy_loop":
-        return json_values.filter(lambda v: v not in ("auto", "native", "python"))
+        return json_values.filter(lambda v: v not in ("auto", "native", "python", "batch"))
     if name == "skip_offsets":  # not a list, or a list with an entry not of the topic:partition:offset form
         return not_a_list | st.lists(not_a_string | st.text(max_size=8).filter(lambda t: t.count(":") != 2), min_size=1)
     if name in ("consumer_group", "dead_letter_topic"):

@@ -69,7 +69,7 @@ def test_native_config_gives_librdkafka_strings() -> None:
 
 
 def test_an_unknown_copy_loop_is_a_flow_spec_problem() -> None:
-    with pytest.raises(KmirrorError, match=r"copy_loop: must be one of auto, native, python, got 'fast'"):
+    with pytest.raises(KmirrorError, match=r"copy_loop: must be one of auto, native, python, batch, got 'fast'"):
         _spec(copy_loop="fast")
 
 

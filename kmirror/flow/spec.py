@@ -18,6 +18,8 @@ from kmirror.errors import Problem, Problems, ValidationError
 from kmirror.flow.filters import NameSelection, pattern_problems
 from kmirror.flow.replication_policy import ReplicationPolicy, policy_from_config, policy_problems
 from kmirror.flow.views import (
+    MM2_OFFSET_SYNCS_CLUSTER,
+    MM2_SOURCE_CONNECTOR,
     CheckpointSettings,
     CopySettings,
     HeartbeatSettings,
@@ -53,7 +55,51 @@ def _starting_offsets(value: Any) -> str | None:
         return None
     if isinstance(value, dict) and set(value) == {"timestamp_ms"} and non_negative_int(value["timestamp_ms"]) is None:
         return None
-    return f"must be 'earliest', 'latest' or {{timestamp_ms: <epoch ms>}}, got {value!r}"
+    if isinstance(value, dict) and set(value) == {"from_mm2"} and isinstance(value["from_mm2"], dict):
+        return None  # its keys: _from_mm2_problems
+    return (f"must be 'earliest', 'latest', {{timestamp_ms: <epoch ms>}} or {{from_mm2: {{...}}}} (a takeover from "
+            f"a stopped MirrorMaker 2, docs/migrate-from-mm2.md), got {value!r}")  # fmt: skip
+
+
+def _non_empty_str(value: Any) -> str | None:
+    return None if isinstance(value, str) and value else f"must be a non-empty topic or connector name, got {value!r}"
+
+
+# `starting_offsets: {from_mm2: {...}}`: resume where a stopped MirrorMaker 2 stopped (kmirror.mm2.takeover).
+FROM_MM2 = OptionTable(
+    Option(
+        "offsets_topic",
+        None,
+        "MM2's Connect offsets topic on the target (default mm2-offsets.<source>.internal).",
+        optional(_non_empty_str),
+    ),
+    Option(
+        "offset_syncs_topic",
+        None,
+        "MM2's offset syncs topic (default mm2-offset-syncs.<other cluster>.internal).",
+        optional(_non_empty_str),
+    ),
+    Option(
+        "offset_syncs_cluster",
+        MM2_OFFSET_SYNCS_CLUSTER,
+        "Where MM2 kept its offset syncs (its offset-syncs.topic.location).",
+        one_of("source", "target"),
+    ),
+    Option(
+        "connector",
+        MM2_SOURCE_CONNECTOR,
+        "MM2's source connector name (its class name in dedicated mode).",
+        _non_empty_str,
+    ),
+)
+
+
+def _from_mm2_problems(value: Any, path: str) -> list[Problem]:
+    """Unknown keys and bad values inside `starting_offsets.from_mm2`, each at its own path."""
+    if not isinstance(value, dict) or "from_mm2" not in value:
+        return []
+    return FROM_MM2.problems(value["from_mm2"], f"{path}.from_mm2", list_allowed=True,
+                             hint="see docs/migrate-from-mm2.md")  # fmt: skip
 
 
 def _rate(unit: str) -> Check:
@@ -114,8 +160,10 @@ OPTIONS = OptionTable(
     Option(
         "starting_offsets",
         "earliest",
-        "Where a new flow starts: earliest, latest or {timestamp_ms}.",
+        "Where a new flow starts: earliest, latest, {timestamp_ms} or {from_mm2: {...}}: each partition where "
+        "a stopped MirrorMaker 2 stopped (its committed offsets, else its offset syncs; docs/migrate-from-mm2.md).",
         _starting_offsets,
+        _from_mm2_problems,
     ),
     # 5M: records never enter Spark, so the batch size costs no memory; it bounds the re-copy after
     # a crash (~30 s of copying here, like MM2's 60 s offset flush). Smaller batches pay Spark's
@@ -138,8 +186,10 @@ OPTIONS = OptionTable(
         "auto",
         "Copy loop of the writer tasks: native (C, built by `make setup` where librdkafka-dev is "
         "installed), python, or auto: native when built and the flow uses nothing only the Python "
-        "loop has (exactly_once, dead_letter_topic, skip_offsets, rate limits; docs/performance.md).",
-        one_of("auto", "native", "python"),
+        "loop has (exactly_once, dead_letter_topic, skip_offsets, rate limits; docs/performance.md). "
+        "batch: record batches copied as they are, never decoded (at-least-once flows without those "
+        "options; batches that need per-record work go to a record loop, counted).",
+        one_of("auto", "native", "python", "batch"),
     ),
     Option(
         "trigger_interval_ms",
@@ -428,7 +478,26 @@ def option_conflict_problems(raw: dict[str, Any]) -> list[Problem]:
                 "at-least-once, like the copy path without it)",
             )
         )
-    return problems + _rate_limit_problems(raw)
+    return problems + _rate_limit_problems(raw) + _batch_loop_problems(raw)
+
+
+# Options only the record loops (python, native) serve: `copy_loop: batch` refuses them.
+RECORD_LOOP_OPTIONS = ("exactly_once", "dead_letter_topic", "skip_offsets", *RATE_LIMITS)
+
+
+def _batch_loop_problems(raw: dict[str, Any]) -> list[Problem]:
+    """`copy_loop: batch` with an option it cannot serve (each needs per-record work or transactions)."""
+    if raw.get("copy_loop") != "batch":
+        return []
+    named = [name for name in RECORD_LOOP_OPTIONS if raw.get(name) not in (None, False, [], "")]
+    return [
+        Problem(
+            "copy_loop",
+            f"is 'batch', but {name} is set and only the record loops serve it; set "
+            f"copy_loop to auto (it picks a record loop for such a flow) or remove {name}",
+        )
+        for name in named
+    ]
 
 
 def _rate_limit_problems(raw: dict[str, Any]) -> list[Problem]:

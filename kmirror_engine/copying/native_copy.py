@@ -78,7 +78,7 @@ def use_native_loop(spec: FlowSpec, *configs: Mapping[str, Any]) -> bool:
     Raises KmirrorError for `copy_loop: native` when the module is missing or the flow needs
     the Python loop; "auto" falls back silently (logged once per worker)."""
     choice = spec.copy.copy_loop
-    if choice == "python":
+    if choice in ("python", "batch"):  # batch: the record loop it falls back to is the Python one
         return False
     reasons = python_only_reasons(spec, *configs)
     if native_module() is None:

@@ -3,7 +3,8 @@
 At-least-once: `COPY_THREADS_PER_TASK` copy loops on disjoint source partitions
 (`kmirror_engine.copying.task_threads`), each with clients this worker process kept from its
 previous task of the same flow (`kmirror_engine.clients.cache`); the native loop when the flow's
-`copy_loop` picks it (`kmirror_engine.copying.native_copy`). Exactly-once: one transactional loop
+`copy_loop` picks it (`kmirror_engine.copying.native_copy`), the batch path for `copy_loop: batch`
+(`kmirror_engine.copying.batch_copy`). Exactly-once: one transactional loop
 with fresh clients (`kmirror_engine.copying.exactly_once`). The Spark sink (`spark_app.sink`)
 calls `copy_task_ranges` from its writer tasks and `fence_for_query` before a query's first batch.
 """
@@ -11,6 +12,7 @@ calls `copy_task_ranges` from its writer tasks and `fence_for_query` before a qu
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -35,6 +37,8 @@ from kmirror_engine.copying.rate_limit import (
 from kmirror_engine.copying.record_limits import TargetRules, capped_producer_config, topic_rules
 from kmirror_engine.copying.task_threads import copy_in_threads
 from kmirror_engine.observability.progress import PartitionProgress
+
+log = logging.getLogger("kmirror.copy")
 
 # Copy loops per writer task (at-least-once mode): one loop mostly waits on the brokers, two in
 # one worker moved ~1.7x the records on this 2-core machine (docs/performance.md).
@@ -61,6 +65,44 @@ def copy_natively(
             return NativeRangeCopier(clients.consumer, limits=limits).copy(group)
 
     return copy_in_threads(ranges, copy_group, COPY_THREADS_PER_TASK)
+
+
+def copy_in_batches(
+    consumer_conf: dict[str, Any], producer_conf: dict[str, Any], ranges: Sequence[CopyRange],
+    limits: dict[str, int | None], rules: dict[str, TargetRules],
+) -> list[PartitionProgress]:  # fmt: skip
+    """The batch path (`kmirror_engine.copying.batch_copy`): `COPY_THREADS_PER_TASK` copiers on disjoint
+    source partitions, each (links, producer id, sequences) kept across tasks like the other loops."""
+    from kmirror_engine.copying.batch_copy import new_batch_copier
+
+    key = config_key(consumer_conf, producer_conf, {"copy_loop": "batch"})
+
+    def make() -> CopyClients:
+        copier = new_batch_copier(consumer_conf, producer_conf)
+        return CopyClients(copier, copier)  # one object: close() ends both links, len() is what is in flight
+
+    def copy_group(group: list[CopyRange]) -> list[PartitionProgress]:
+        with CLIENTS.lease(key, make) as clients:
+            clients.consumer.use_rules(limits, rules)
+            return list(clients.consumer.copy(group))
+
+    return copy_in_threads(ranges, copy_group, COPY_THREADS_PER_TASK)
+
+
+def batch_path_blockers(*configs: dict[str, Any]) -> list[str]:
+    """Why the batch path cannot connect with these client configs (GSSAPI, keystores...): the
+    record loop then copies the flow, and its records count as `fallback_records`. Imported here:
+    kafka-python is needed by flows on the batch path only (the GSSAPI test venv has none)."""
+    from kmirror_engine.copying.batch_net import link_config
+
+    return [reason for config in configs for reason in link_config(config)[1]]
+
+
+_BLOCKERS_LOGGED: set[str] = set()
+
+
+def _fell_back(progress: list[PartitionProgress]) -> list[PartitionProgress]:
+    return [dataclasses.replace(p, fallback_records=p.records) for p in progress]
 
 
 def copy_task_ranges(
@@ -92,6 +134,12 @@ def copy_task_ranges(
                               "source_cluster": spec.source.alias}  # fmt: skip
     if not spec.exactly_once:
         producer_conf = capped_producer_config({**PRODUCER_TUNING, **producer_config(spec)}, limits.values())
+        blockers = batch_path_blockers(consumer_conf, producer_conf) if spec.copy.copy_loop == "batch" else []
+        if spec.copy.copy_loop == "batch" and not blockers:
+            return copy_in_batches(consumer_conf, producer_conf, ranges, limits, cached_rules(spec, limits))
+        for reason in set(blockers) - _BLOCKERS_LOGGED:
+            _BLOCKERS_LOGGED.add(reason)
+            log.warning("flow %s: copy_loop is batch but %s: the Python record loop copies it", spec.id, reason)
         if use_native_loop(spec, consumer_conf, producer_conf):
             return copy_natively(consumer_conf, producer_conf, ranges, limits)
         key = config_key(consumer_conf, producer_conf)
@@ -107,7 +155,8 @@ def copy_task_ranges(
                 with CLIENTS.lease(key, make) as clients:
                     copier = RangeCopier(clients.consumer, clients.producer, dead_letter_topic=dead_letter_topic,
                                          limits=limits, pacer=pacer, **poison)  # fmt: skip
-                    return copier.copy(group)
+                    copied = copier.copy(group)
+                    return _fell_back(copied) if blockers else copied
             finally:
                 throttled.add(pacer.throttled_s if pacer is not None else 0.0)
 

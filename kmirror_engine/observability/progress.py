@@ -33,6 +33,8 @@ class PartitionProgress:
     dead_lettered: int = 0  # records the target refuses (too large, bad timestamp...), sent to dead_letter_topic
     skipped_by_option: int = 0  # records the flow's skip_offsets named, not copied (each logged: `kmirror skipped`)
     source_end: int | None = None  # the source partition's end offset when the batch was planned (None: unknown)
+    # records the batch copy path (copy_loop batch) handed to a record loop (LogAppendTime, offset gaps, too large...)
+    fallback_records: int = 0
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,137 @@
+"""CPU per record of the batch copy path (issue 28) next to the Python record loop, same data.
+
+    python bench/batch_copy_cpu.py [--records 1000000] [--size 200] [--partitions 8]
+                                   [--codecs none,lz4] [--loops batch,python]
+                                   [--source HOST:PORT --target HOST:PORT]
+
+Starts two local Apache Kafka 4.1 brokers (or uses the ones named), fills one source topic per
+codec with `--records` records of `--size` bytes (bench/measure.py's records; an lz4 topic is
+compressed by the broker, `compression.type=lz4`), then copies it in this process, one loop
+at a time: `BatchRangeCopier` (kmirror_engine.copying.batch_copy) and `RangeCopier`
+(kmirror_engine.copying.range_copy), each into its own target topic. The figures are the wall
+time of `copy()` and the CPU of this whole process (every thread: librdkafka's included) over
+it, from getrusage. Each target's per-partition counts must equal the source's
+(bench/verify.py), and a sample of records must match, before a figure is printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import resource
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from confluent_kafka import Consumer, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from bench.measure import produce_parallel
+from bench.verify import verify_counts, verify_sample
+from kmirror_engine.copying.batch_copy import new_batch_copier
+from kmirror_engine.copying.range_copy import (
+    CONSUMER_REQUIRED,
+    CONSUMER_TUNING,
+    PRODUCER_TUNING,
+    CopyRange,
+    RangeCopier,
+)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--size", type=int, default=200)
+    parser.add_argument("--partitions", type=int, default=8)
+    parser.add_argument("--codecs", default="none,lz4", help="comma-separated: none, lz4, zstd, gzip, snappy")
+    parser.add_argument("--producers", type=int, default=2, help="processes filling the source")
+    parser.add_argument("--loops", default="batch,python", help="comma-separated: batch, python")
+    parser.add_argument("--source", help="bootstrap of a running source cluster (default: start one)")
+    parser.add_argument("--target", help="bootstrap of a running target cluster (default: start one)")
+    return parser.parse_args(argv)
+
+
+@contextlib.contextmanager
+def brokers(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
+    if args.source and args.target:
+        yield args.source, args.target
+        return
+    from kmirror_cli.local_kafka import KafkaBroker
+
+    with KafkaBroker("bench-batch-src", heap_mb=1024, authorizer=False) as src, \
+            KafkaBroker("bench-batch-dst", heap_mb=1024, authorizer=False) as dst:  # fmt: skip
+        yield src.bootstrap_servers, dst.bootstrap_servers
+
+
+def create(bootstrap: str, topic: str, partitions: int, codec: str) -> None:
+    config = {} if codec == "none" else {"compression.type": codec}
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for future in admin.create_topics([NewTopic(topic, partitions, 1, config=config)]).values():
+        future.result(timeout=30)
+
+
+def cpu_s() -> float:
+    """User + system CPU of this process so far, every thread."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def measure(copier: Any, ranges: list[CopyRange]) -> tuple[float, float, list[Any]]:
+    """(wall s, CPU s, progress) of one `copier.copy(ranges)`."""
+    wall, cpu = time.monotonic(), cpu_s()
+    progress = list(copier.copy(ranges))
+    return time.monotonic() - wall, cpu_s() - cpu, progress
+
+
+def run_codec(args: argparse.Namespace, source: str, target: str, codec: str) -> list[str]:
+    run = uuid.uuid4().hex[:6]
+    src = f"bcpu-{run}-{codec}"
+    create(source, src, args.partitions, codec)
+    filled = produce_parallel(source, src, args.records, args.size, args.partitions, args.producers)
+    counts: dict[int, int] = filled["counts"]
+    ranges = [CopyRange(src, p, 0, n, src) for p, n in sorted(counts.items())]
+    consumer_config = {"bootstrap.servers": source, "group.id": f"bench-{run}", "enable.auto.commit": False,
+                       "isolation.level": "read_committed", **CONSUMER_TUNING, **CONSUMER_REQUIRED}  # fmt: skip
+    producer_config = {"bootstrap.servers": target, "acks": "all", "enable.idempotence": True, **PRODUCER_TUNING}
+    lines = []
+    for loop in args.loops.split(","):
+        dst = f"{src}-{loop}"
+        create(target, dst, args.partitions, codec)
+        targeted = [CopyRange(r.source_topic, r.partition, 0, r.end_offset, dst) for r in ranges]
+        if loop == "batch":
+            copier: Any = new_batch_copier(consumer_config, producer_config)
+            close = copier.close
+        else:
+            copier = RangeCopier(Consumer(consumer_config), Producer(producer_config))
+            close = copier.consumer.close
+        try:
+            wall, cpu, progress = measure(copier, targeted)
+        finally:
+            close()
+        records, fallback = sum(p.records for p in progress), sum(p.fallback_records for p in progress)
+        verify_counts(target, dst, args.partitions, counts, f"{loop}/{codec}")
+        compared = verify_sample(source, target, src, dst, counts, f"{loop}/{codec}")
+        lines.append(f"loop={loop} codec={codec} records={records} records_per_s={records / wall:,.0f} "
+                     f"wall_s={wall:.2f} cpu_s={cpu:.2f} cpu_us_per_record={cpu / records * 1e6:.3f} "
+                     f"fallback_records={fallback} verified_sample={compared}")  # fmt: skip
+        print(lines[-1], flush=True)
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    with brokers(args) as (source, target):
+        print(f"source {source} target {target}: {args.records} records x {args.size} B, "
+              f"{args.partitions} partitions", flush=True)  # fmt: skip
+        lines = [line for codec in args.codecs.split(",") for line in run_codec(args, source, target, codec)]
+    print("SUMMARY " + " | ".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,139 @@
+"""What the batch copy path (`kmirror_engine.copying.batch_copy`) keeps per range in flight, and
+which batches it hands to the record loop (`fallback_reason`): plain data and pure functions."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from kmirror_engine.copying.batch_wire import Batch
+from kmirror_engine.copying.range_copy import CopyRange
+from kmirror_engine.copying.record_limits import TargetRules
+from kmirror_engine.observability.progress import PartitionProgress
+
+# Timestamps within this much of the target's message.timestamp window: the record loop checks
+# them one by one (its own margin, range_copy.TIMESTAMP_GATE_MARGIN_MS).
+WINDOW_MARGIN_MS = 600_000
+
+
+@dataclass
+class SentBatch:
+    """One rewritten batch for the target: resent as it is (same sequence) after a retriable error."""
+
+    batch: Batch  # as fetched (a view of the fetch answer's bytes)
+    data: bytearray | None = None  # rewritten for the target, with its sequence (None: not sent yet)
+
+    @property
+    def source_base(self) -> int:
+        return self.batch.base_offset
+
+    @property
+    def count(self) -> int:
+        return self.batch.record_count
+
+    @property
+    def size(self) -> int:
+        return len(self.batch.data)
+
+
+@dataclass(frozen=True)
+class RecordSpan:
+    """Source offsets [start, end) a record loop copies (after what was produced before them)."""
+
+    start: int
+    end: int
+
+
+@dataclass
+class RangeInFlight:
+    """One range in flight: fetch position, batches waiting, produce requests in flight, counters."""
+
+    rng: CopyRange
+    rules: TargetRules
+    limit: int | None
+    position: int
+    pending: deque[SentBatch | RecordSpan] = field(default_factory=deque)
+    in_flight: deque[SentBatch] = field(default_factory=deque)
+    pending_bytes: int = 0
+    fetching: bool = False
+    wide: bool = False  # the last fetch held only part of a batch: fetched first, with the request's limit
+    retry: list[SentBatch] = field(default_factory=list)  # failed retriably, resent in order once in_flight is empty
+    records: int = 0
+    bytes: int = 0
+    fallback_records: int = 0
+    last_timestamp_ms: int | None = None
+    syncs: list[tuple[int, int]] = field(default_factory=list)
+    drift: int | None = None
+    last_upstream: int = -1
+    lat_min: int = 2**62
+    lat_max: int = -(2**62)
+    lat_sum: int = 0
+    lat_count: int = 0
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.rng.source_topic, self.rng.partition)
+
+    @property
+    def target(self) -> tuple[str, int]:
+        return (self.rng.target_topic, self.rng.partition)
+
+    @property
+    def fetched_all(self) -> bool:
+        return self.position >= self.rng.end_offset
+
+    @property
+    def done(self) -> bool:
+        return self.fetched_all and not self.pending and not self.in_flight and not self.retry
+
+    def mapped(self, upstream: int, downstream: int) -> None:
+        """Account the record at `upstream` landing at `downstream` (records in between keep the drift)."""
+        if downstream - upstream != self.drift:
+            self.syncs.append((upstream, downstream))
+            self.drift = downstream - upstream
+        self.last_upstream = upstream
+
+    def progress(self) -> PartitionProgress:
+        syncs = list(self.syncs)
+        if self.drift is not None and syncs[-1][0] != self.last_upstream:
+            syncs.append((self.last_upstream, self.last_upstream + self.drift))
+        counted = self.lat_count > 0
+        r = self.rng
+        return PartitionProgress(
+            source_topic=r.source_topic, partition=r.partition, target_topic=r.target_topic,
+            start_offset=r.start_offset, next_offset=r.end_offset, records=self.records, bytes=self.bytes,
+            last_timestamp_ms=self.last_timestamp_ms, offset_syncs=tuple(syncs),
+            latency_min_ms=self.lat_min if counted else None, latency_max_ms=self.lat_max if counted else None,
+            latency_sum_ms=self.lat_sum, latency_count=self.lat_count, skipped_records=r.skipped_before,
+            source_end=r.source_end, fallback_records=self.fallback_records,
+        )  # fmt: skip
+
+
+def fallback_reason(s: RangeInFlight, batch: Batch, now_ms: int) -> str | None:
+    """Why `batch` of range `s` cannot be copied as it is (None: it can); a noun phrase for the log."""
+    if batch.magic != 2:
+        return f"magic {batch.magic} batches (an old message format)"
+    if batch.log_append_time:
+        return "LogAppendTime batches (the target would stamp its own time)"
+    if not batch.contiguous:
+        return "batches with offset gaps (a compacted source)"
+    if batch.base_offset < s.position or batch.next_offset > s.rng.end_offset:
+        return "a batch crossing the range's start or end"
+    if s.limit is not None and len(batch.data) > s.limit:
+        return f"batches over the target's max.message.bytes ({s.limit})"
+    if s.rules.compacted:
+        return "a compacted target topic (keys checked record by record)"
+    if s.rules.create_time and outside_window(s.rules, batch, now_ms):
+        return "timestamps near the target's message.timestamp window"
+    return None
+
+
+def outside_window(rules: TargetRules, batch: Batch, now_ms: int) -> bool:
+    """Whether the target's timestamp window might refuse a record of `batch` (checked on its base
+    and max timestamps, with the record loop's margin: near the edge, records are checked one by one)."""
+    margin = WINDOW_MARGIN_MS
+    if rules.before_max_ms is not None and now_ms - min(batch.base_timestamp, batch.max_timestamp) > (
+        rules.before_max_ms - margin
+    ):
+        return True
+    return rules.after_max_ms is not None and batch.max_timestamp - now_ms > rules.after_max_ms - margin

@@ -1,0 +1,195 @@
+"""Kafka record batches (magic 2) as bytes: split a fetched partition's records, read each
+batch's header, filter what a read_committed consumer must not see, and rewrite the header
+fields the target's producer owns. Pure functions, no I/O (`kmirror_engine.copying.batch_copy`
+sends and receives the bytes).
+
+A batch on the wire (Kafka's DefaultRecordBatch):
+
+    @0 baseOffset int64        @8 batchLength int32 (bytes after this field)
+    @12 partitionLeaderEpoch int32   @16 magic int8   @17 crc uint32 (CRC32C of bytes 21..end)
+    @21 attributes int16       @23 lastOffsetDelta int32   @27 baseTimestamp int64
+    @35 maxTimestamp int64     @43 producerId int64   @51 producerEpoch int16
+    @53 baseSequence int32     @57 recordCount int32  @61 records
+
+Only the header changes on the way to the target: keys, values, headers, timestamps and the
+compressed record bytes stay byte-identical, which is what makes the copy cheap.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import google_crc32c
+
+HEADER_BYTES = 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes batchLength does not count
+CRC_AT, ATTRIBUTES_AT, PRODUCER_AT = 17, 21, 43
+MAGIC_V2 = 2
+TIMESTAMP_TYPE_BIT = 0x08  # 1: LogAppendTime
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
+NO_PRODUCER_ID = -1
+ABORT_MARKER = 0  # control record key type: 0 abort, 1 commit
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_PRODUCER_FIELDS = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence
+_HEAD = struct.Struct(">qi")  # baseOffset, batchLength
+_CRC = struct.Struct(">I")
+_ATTRIBUTES = struct.Struct(">h")
+_BASE_AND_EPOCH = struct.Struct(">q")
+_EPOCH = struct.Struct(">i")
+
+
+class BatchFormatError(ValueError):
+    """Bytes that are not a well-formed record batch (the caller names partition and offset)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    """One record batch of a fetch response: its bytes and the header fields the copy reads."""
+
+    data: memoryview
+    base_offset: int
+    magic: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    record_count: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_BIT)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_BIT)
+
+    @property
+    def log_append_time(self) -> bool:
+        return bool(self.attributes & TIMESTAMP_TYPE_BIT)
+
+    @property
+    def contiguous(self) -> bool:
+        """Whether its records hold every offset base..last (false after compaction removed some)."""
+        return self.last_offset_delta + 1 == self.record_count
+
+
+def split_batches(records: bytes | memoryview) -> list[Batch]:
+    """The complete batches in a partition's fetched `records`, in offset order. A truncated last
+    batch (the fetch's size limit cut it) is left out: the next fetch starts at its offset.
+
+    Raises BatchFormatError for a magic other than 2 only in the batch's own field: older
+    formats come back as a `Batch` with that `magic` (the caller copies them record by record)."""
+    view = memoryview(records)
+    out: list[Batch] = []
+    at, end = 0, len(view)
+    while end - at >= LOG_OVERHEAD:
+        base_offset, length = _HEAD.unpack_from(view, at)
+        size = LOG_OVERHEAD + length
+        if length < 0:
+            raise BatchFormatError(f"batch at offset {base_offset} has a negative length {length}")
+        if at + size > end:
+            break  # truncated by the fetch's byte limit
+        magic = view[at + 16]
+        if magic != MAGIC_V2 or size < HEADER_BYTES:
+            out.append(Batch(view[at : at + size], base_offset, magic, 0, 0, -1, -1, NO_PRODUCER_ID, 1))
+        else:
+            (_, _, _, _, _, attributes, last_delta, base_ts, max_ts, producer_id, _, _,
+             count) = _HEADER.unpack_from(view, at)  # fmt: skip
+            out.append(Batch(view[at : at + size], base_offset, magic, attributes, last_delta, base_ts, max_ts,
+                             producer_id, count))  # fmt: skip
+        at += size
+    return out
+
+
+def rewrite(batch: Batch, producer_id: int, producer_epoch: int, base_sequence: int) -> bytearray:
+    """The batch as the target's idempotent producer sends it: baseOffset 0, partitionLeaderEpoch
+    -1, this producer's id, epoch and sequence, the transactional bit cleared, and the CRC32C
+    recomputed over bytes 21..end. Everything else (records, timestamps, compression) unchanged."""
+    out = bytearray(batch.data)
+    _BASE_AND_EPOCH.pack_into(out, 0, 0)
+    _EPOCH.pack_into(out, 12, -1)
+    _ATTRIBUTES.pack_into(out, ATTRIBUTES_AT, batch.attributes & ~TRANSACTIONAL_BIT)
+    _PRODUCER_FIELDS.pack_into(out, PRODUCER_AT, producer_id, producer_epoch, base_sequence)
+    # google-crc32c takes bytes only (no views): one copy of the batch, ~0.05 us per 200-byte record
+    _CRC.pack_into(out, CRC_AT, google_crc32c.value(bytes(memoryview(out)[ATTRIBUTES_AT:])))
+    return out
+
+
+def crc_ok(data: bytes | bytearray | memoryview) -> bool:
+    """Whether a batch's stored CRC32C matches its bytes 21..end."""
+    view = memoryview(data)
+    return int(_CRC.unpack_from(view, CRC_AT)[0]) == google_crc32c.value(bytes(view[ATTRIBUTES_AT:]))
+
+
+def control_type(batch: Batch) -> int | None:
+    """The type of a control batch's marker (0 abort, 1 commit); None when it has no record.
+    Control batches are never compressed; the first record's key is (version int16, type int16)."""
+    view = batch.data
+    if batch.record_count < 1 or len(view) <= HEADER_BYTES:
+        return None
+    at = HEADER_BYTES
+    _, at = _varint(view, at)  # record length
+    at += 1  # record attributes
+    _, at = _varint(view, at)  # timestamp delta
+    _, at = _varint(view, at)  # offset delta
+    key_length, at = _varint(view, at)
+    if key_length < 4:
+        return None
+    return int(struct.unpack_from(">h", view, at + 2)[0])
+
+
+def _varint(view: memoryview, at: int) -> tuple[int, int]:
+    """A zigzag varint at `at`: (value, position after it)."""
+    shift = raw = 0
+    while True:
+        byte = view[at]
+        at += 1
+        raw |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (raw >> 1) ^ -(raw & 1), at
+        shift += 7
+        if shift > 63:
+            raise BatchFormatError("varint longer than 10 bytes")
+
+
+@dataclass(frozen=True, slots=True)
+class AbortedTransaction:
+    """An entry of a fetch response's aborted_transactions: a producer's aborted transaction
+    starting at `first_offset` (its records up to its abort marker must not be read)."""
+
+    producer_id: int
+    first_offset: int
+
+
+def committed(batches: Sequence[Batch], aborted: Iterable[AbortedTransaction]) -> Iterator[Batch]:
+    """The data batches a read_committed consumer delivers, in order: control batches dropped,
+    and batches of aborted transactions dropped (the Java consumer's algorithm: a producer
+    joins the aborted set when the fetch's aborted list reaches the batch's last offset, and
+    leaves it at its abort marker)."""
+    pending = sorted(aborted, key=lambda a: a.first_offset)
+    aborted_ids: set[int] = set()
+    at = 0
+    for batch in batches:
+        if batch.producer_id != NO_PRODUCER_ID:
+            while at < len(pending) and pending[at].first_offset <= batch.last_offset:
+                aborted_ids.add(pending[at].producer_id)
+                at += 1
+            if batch.is_control and control_type(batch) == ABORT_MARKER:
+                aborted_ids.discard(batch.producer_id)
+            elif batch.is_transactional and batch.producer_id in aborted_ids:
+                continue
+        if batch.is_control:
+            continue
+        yield batch

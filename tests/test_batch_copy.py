@@ -1,0 +1,261 @@
+"""The batch copy path without brokers: record batch bytes (split, rewrite, CRC32C), the
+read_committed filter of aborted transactions, which batches fall back to the record loop,
+the connection settings translated from librdkafka properties, and the `copy_loop: batch`
+validation."""
+
+from __future__ import annotations
+
+import struct
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from kafka.future import Future
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+from kmirror.errors import ValidationError
+from kmirror.flow.spec import parse_flow_spec
+from kmirror_engine.copying.batch_copy import BatchRangeCopier
+from kmirror_engine.copying.batch_net import link_config
+from kmirror_engine.copying.batch_state import RangeInFlight, fallback_reason
+from kmirror_engine.copying.batch_wire import (
+    CONTROL_BIT,
+    TIMESTAMP_TYPE_BIT,
+    AbortedTransaction,
+    committed,
+    control_type,
+    crc_ok,
+    rewrite,
+    split_batches,
+)
+from kmirror_engine.copying.range_copy import CopyRange
+from kmirror_engine.copying.record_limits import TargetRules
+
+GZIP = DefaultRecordBatchBuilder.CODEC_GZIP
+NONE = DefaultRecordBatchBuilder.CODEC_NONE
+
+
+def build(base: int, count: int, *, producer_id: int = -1, transactional: bool = False, codec: int = NONE,
+          offsets: list[int] | None = None, timestamp: int = 1_700_000_000_000) -> bytes:  # fmt: skip
+    """A record batch as a broker serves it: `count` records (or those at `offsets` deltas) at `base`."""
+    builder = DefaultRecordBatchBuilder(2, codec, transactional, producer_id, 0 if producer_id >= 0 else -1,
+                                        7 if producer_id >= 0 else -1, 1 << 20)  # fmt: skip
+    for delta in offsets if offsets is not None else range(count):
+        value = None if delta == 1 else f"value-{base + delta}".encode()
+        builder.append(delta, timestamp + delta, f"key-{delta}".encode(), value, [("h", b"x"), ("dup", b"")])
+    data = bytearray(builder.build())
+    struct.pack_into(">q", data, 0, base)
+    return bytes(data)
+
+
+def marker(offset: int, producer_id: int, kind: int) -> bytes:
+    """A control batch (transaction marker) of `producer_id`: kind 0 abort, 1 commit."""
+    data = bytearray(build(offset, 1, producer_id=producer_id, transactional=True))
+    # the one record's key (version 0, type kind): rebuild with that key, set the control bit, fix the CRC
+    builder = DefaultRecordBatchBuilder(2, NONE, True, producer_id, 0, -1, 1 << 20)
+    builder.append(0, 1_700_000_000_000, struct.pack(">hh", 0, kind), struct.pack(">hi", 0, 0), [])
+    data = bytearray(builder.build())
+    struct.pack_into(">q", data, 0, offset)
+    struct.pack_into(">h", data, 21, struct.unpack_from(">h", data, 21)[0] | CONTROL_BIT)
+    _fix_crc(data)
+    return bytes(data)
+
+
+def _fix_crc(data: bytearray) -> None:
+    import google_crc32c
+
+    struct.pack_into(">I", data, 17, google_crc32c.value(bytes(data[21:])))
+
+
+def test_split_reads_headers_and_leaves_a_truncated_tail_out() -> None:
+    first, second = build(100, 5), build(105, 3, codec=GZIP)
+    batches = split_batches(first + second + second[:30])
+    assert [(b.base_offset, b.record_count, b.next_offset, b.contiguous) for b in batches] == [
+        (100, 5, 105, True),
+        (105, 3, 108, True),
+    ]
+    assert bytes(batches[1].data) == second
+
+
+def test_rewrite_changes_only_the_producer_fields_and_keeps_records_byte_identical() -> None:
+    for codec in (NONE, GZIP):
+        original = build(4242, 10, producer_id=99, transactional=True, codec=codec)
+        [batch] = split_batches(original)
+        out = rewrite(batch, producer_id=12345, producer_epoch=3, base_sequence=700)
+        assert struct.unpack_from(">q", out, 0)[0] == 0  # baseOffset
+        assert struct.unpack_from(">i", out, 12)[0] == -1  # partitionLeaderEpoch
+        assert struct.unpack_from(">qhi", out, 43) == (12345, 3, 700)
+        assert struct.unpack_from(">h", out, 21)[0] == codec  # transactional bit cleared, compression kept
+        assert out[61:] == original[61:] and out[23:43] == original[23:43] and out[57:61] == original[57:61]
+        assert crc_ok(out) and crc_ok(original) and not crc_ok(out[:17] + original[17:21] + out[21:])
+        parsed = DefaultRecordBatch(bytes(out))  # kafka-python's reader agrees: CRC, records, headers
+        assert parsed.validate_crc() and not parsed.is_transactional
+        records = list(parsed)
+        assert [(r.key, r.value, r.headers, r.timestamp) for r in records][:2] == [
+            (b"key-0", b"value-4242", [("h", b"x"), ("dup", b"")], 1_700_000_000_000),
+            (b"key-1", None, [("h", b"x"), ("dup", b"")], 1_700_000_000_001),
+        ]
+
+
+def test_control_type_reads_the_marker_key() -> None:
+    [abort] = split_batches(marker(10, 5, 0))
+    [commit] = split_batches(marker(11, 5, 1))
+    assert abort.is_control and control_type(abort) == 0 and control_type(commit) == 1
+
+
+def test_committed_drops_markers_and_aborted_transactions_like_the_java_consumer() -> None:
+    data = (
+        build(0, 3, producer_id=1, transactional=True)  # pid 1: aborted below
+        + build(3, 2, producer_id=2, transactional=True)  # pid 2: committed
+        + marker(5, 1, 0)  # abort pid 1
+        + marker(6, 2, 1)  # commit pid 2
+        + build(7, 2)  # not transactional
+        + build(9, 2, producer_id=1, transactional=True)  # pid 1 again, after its abort: committed later
+    )
+    batches = split_batches(data)
+    kept = [b.base_offset for b in committed(batches, [AbortedTransaction(producer_id=1, first_offset=0)])]
+    assert kept == [3, 7, 9]
+    # without the aborted list every data batch is delivered (read_uncommitted view), markers never
+    assert [b.base_offset for b in committed(batches, [])] == [0, 3, 7, 9]
+
+
+def _state(**rules: Any) -> RangeInFlight:
+    rng = CopyRange("t", 0, 100, 200, "west.t")
+    return RangeInFlight(rng, TargetRules(**rules), rules.get("max_message_bytes"), 100)
+
+
+def _reason(data: bytes, state: RangeInFlight) -> str | None:
+    [batch] = split_batches(data)
+    return fallback_reason(state, batch, now_ms=1_800_000_000_000)
+
+
+def test_batches_that_need_per_record_work_fall_back_and_say_why() -> None:
+    plain = build(100, 10)
+    assert _reason(plain, _state()) is None
+    assert _reason(build(100, 3, offsets=[0, 2, 5]), _state()) == "batches with offset gaps (a compacted source)"
+    log_append = bytearray(plain)
+    struct.pack_into(">h", log_append, 21, TIMESTAMP_TYPE_BIT)
+    _fix_crc(log_append)
+    assert _reason(bytes(log_append), _state()).startswith("LogAppendTime batches")  # type: ignore[union-attr]
+    assert _reason(build(95, 10), _state()) == "a batch crossing the range's start or end"
+    assert _reason(build(195, 10), _state()) == "a batch crossing the range's start or end"
+    assert _reason(plain, _state(max_message_bytes=len(plain) - 1)) == (
+        f"batches over the target's max.message.bytes ({len(plain) - 1})"
+    )
+    assert _reason(plain, _state(max_message_bytes=len(plain))) is None
+    assert _reason(plain, _state(compacted=True)) == "a compacted target topic (keys checked record by record)"
+    # records from 2023 on a target refusing timestamps older than a day
+    assert _reason(plain, _state(create_time=True, before_max_ms=86_400_000)) == (
+        "timestamps near the target's message.timestamp window"
+    )
+
+
+def test_link_config_translates_tls_and_scram_and_names_what_it_cannot() -> None:
+    settings, reasons = link_config({
+        "bootstrap.servers": "b:9093", "security.protocol": "sasl_ssl", "sasl.mechanisms": "SCRAM-SHA-512",
+        "sasl.username": "mirror", "sasl.password": "pw", "ssl.ca.location": "/ca.pem",
+        "ssl.endpoint.identification.algorithm": "none", "linger.ms": 5,
+    })  # fmt: skip
+    assert reasons == []
+    expected = {
+        "bootstrap_servers": "b:9093", "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": "mirror", "sasl_plain_password": "pw", "ssl_cafile": "/ca.pem",
+        "ssl_check_hostname": False,
+    }  # fmt: skip
+    assert {k: settings[k] for k in expected} == expected
+    _, reasons = link_config({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "GSSAPI",
+                              "sasl.kerberos.keytab": "/k"})  # fmt: skip
+    assert reasons == [
+        "client property sasl.kerberos.keytab has no equivalent on the batch path",
+        "SASL mechanism GSSAPI is not supported on the batch path (PLAIN and SCRAM are)",
+    ]
+
+
+def _flow(**options: Any) -> Any:
+    return parse_flow_spec({
+        "id": "west->east", "topics": ["t"], "topics_exclude": [], "replication_policy": {"type": "default"},
+        "source": {"alias": "west", "bootstrap_servers": "w:9092"},
+        "target": {"alias": "east", "bootstrap_servers": "e:9092"},
+        "checkpoint_location": "/tmp/ckpt", **options,
+    })  # fmt: skip
+
+
+def test_copy_loop_batch_is_an_option_refused_with_what_only_record_loops_serve() -> None:
+    assert _flow(copy_loop="batch").copy.copy_loop == "batch"
+    with pytest.raises(ValidationError) as caught:
+        _flow(copy_loop="batch", dead_letter_topic="dlq", max_records_per_second=100)
+    text = str(caught.value)
+    assert ("copy_loop: is 'batch', but dead_letter_topic is set and only the record loops serve it; set copy_loop "
+            "to auto (it picks a record loop for such a flow) or remove dead_letter_topic") in text  # fmt: skip
+    assert "but max_records_per_second is set" in text
+    with pytest.raises(ValidationError, match="but exactly_once is set"):
+        _flow(copy_loop="batch", exactly_once=True)
+
+
+class FakeLink:
+    """A `BrokerLink` answering from scripted handlers (one leader, node 1, for every partition)."""
+
+    def __init__(self, answer: Any) -> None:
+        self.answer = answer
+        self.sent: list[Any] = []
+        self.refreshed = 0
+        self.manager = SimpleNamespace(least_loaded_node=lambda: 1)
+
+    def leaders(self, topics: Any, timeout_s: float = 30.0) -> dict[tuple[str, int], int]:
+        self.refreshed += 1
+        return {(t, 0): 1 for t in topics}
+
+    def send(self, request: Any, node_id: int) -> Future:
+        self.sent.append(request)
+        return Future().success(self.answer(request))
+
+    def poll(self, timeout_ms: float) -> None:
+        pass
+
+    def wait(self, future: Future, timeout_s: float, what: str) -> Any:
+        return future.value
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_retriable_produce_error_resends_the_same_bytes_and_sequence_after_a_metadata_refresh() -> None:
+    batches = build(0, 4) + build(4, 6)
+
+    def fetched(request: Any) -> Any:
+        part = SimpleNamespace(partition_index=0, error_code=0, records=batches, aborted_transactions=[])
+        return SimpleNamespace(responses=[SimpleNamespace(topic="t", partitions=[part])])
+
+    answers = iter([6, 0, 0])  # NOT_LEADER_OR_FOLLOWER, then both batches land (at 100 and 104)
+
+    def produced(request: Any) -> Any:
+        if type(request).__name__.startswith("InitProducerId"):
+            return SimpleNamespace(error_code=0, producer_id=4711, producer_epoch=2)
+        error = next(answers)
+        part = SimpleNamespace(index=0, error_code=error, base_offset=-1 if error else 96 + 4 * len(produced_at))
+        produced_at.append(request.topic_data[0].partition_data[0].records)
+        return SimpleNamespace(responses=[SimpleNamespace(name="west.t", partition_responses=[part])])
+
+    produced_at: list[bytes] = []
+    source, target = FakeLink(fetched), FakeLink(produced)
+    copier = BatchRangeCopier(source, target, fallback=lambda: None)  # type: ignore[arg-type]
+    [progress] = copier.copy([CopyRange("t", 0, 0, 10, "west.t")])
+    first_try, resent, second = produced_at
+    assert bytes(resent) == bytes(first_try)  # the same batch, the same sequence (0): deduplicated if it landed
+    assert struct.unpack_from(">qhi", resent, 43) == (4711, 2, 0)
+    assert struct.unpack_from(">qhi", second, 43) == (4711, 2, 4)
+    assert target.refreshed == 2  # the round's metadata, then the refresh before the resend
+    assert (progress.records, progress.offset_syncs, progress.fallback_records) == (10, ((0, 100), (9, 109)), 0)
+
+
+def test_client_configs_the_batch_path_cannot_use_send_the_task_to_the_record_loop_counted() -> None:
+    from kmirror_engine.copying.task_copy import _fell_back, batch_path_blockers
+    from kmirror_engine.observability.progress import PartitionProgress
+
+    kerberos = {"bootstrap.servers": "w:9092", "security.protocol": "SASL_SSL", "sasl.mechanisms": "GSSAPI"}
+    assert batch_path_blockers({"bootstrap.servers": "w:9092"}, {"bootstrap.servers": "e:9092"}) == []
+    assert batch_path_blockers(kerberos, {"bootstrap.servers": "e:9092"}) == [
+        "SASL mechanism GSSAPI is not supported on the batch path (PLAIN and SCRAM are)"
+    ]
+    [copied] = _fell_back([PartitionProgress("t", 0, "west.t", 0, 10, 7, 70, None)])
+    assert (copied.records, copied.fallback_records) == (7, 7)
