@@ -76,7 +76,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--topics", type=int, default=0, help="also the many-topics run: N topics x 2 partitions")
     parser.add_argument("--topics-records", type=int, default=40_000, help="records of the many-topics run")
     parser.add_argument("--skip-latency", action="store_true", help="no streaming latency run (p99_ms=-1)")
-    parser.add_argument("--copy-loop", choices=("native", "python"), default=None,
+    parser.add_argument("--copy-loop", choices=("native", "python", "batch"), default=None,
                         help="the app's copy loop (default: native where built, else python)")  # fmt: skip
     parser.add_argument("--broker", choices=("kafka-4.1", "kafka-3.9", "tansu"), default="kafka-4.1",
                         help="the two local clusters: Apache Kafka (kmirror_cli/local_kafka.py) or tansu")  # fmt: skip
