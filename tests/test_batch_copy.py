@@ -259,3 +259,26 @@ def test_client_configs_the_batch_path_cannot_use_send_the_task_to_the_record_lo
     ]
     [copied] = _fell_back([PartitionProgress("t", 0, "west.t", 0, 10, 7, 70, None)])
     assert (copied.records, copied.fallback_records) == (7, 7)
+
+
+def test_records_the_record_loop_copied_instead_are_in_the_progress_line_and_the_metrics() -> None:
+    """Issue 28: the fallback is reported: `fallback_records` on the progress line (only when
+    some fell back) and kmirror_batch_fallback_records_total per target partition."""
+    import io
+
+    from prometheus_client import generate_latest
+
+    from kmirror_engine.observability.metrics import FlowMetrics
+    from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
+    from kmirror_engine.observability.progress_log import progress_record
+    from tests.test_source_planner import spec
+
+    fell_back = PartitionProgress("t", 0, "w.t", 0, 50, 50, 500, None, fallback_records=7)
+    clean = PartitionProgress("t", 1, "w.t", 0, 50, 50, 500, None)
+    assert progress_record(spec(), BatchProgress(3, (fell_back, clean), 100), None)["fallback_records"] == 7
+    assert "fallback_records" not in progress_record(spec(), BatchProgress(4, (clean,), 100), None)
+    metrics = FlowMetrics("west->east", out=io.StringIO())
+    metrics.observe_batch(BatchProgress(3, (fell_back, clean), 100), 0)
+    text = generate_latest(metrics.registry).decode()
+    assert 'kmirror_batch_fallback_records_total{flow="west->east",partition="0",topic="w.t"} 7.0' in text
+    assert 'partition="1",topic="w.t"} 7.0' not in text

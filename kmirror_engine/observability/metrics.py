@@ -13,6 +13,10 @@ MirrorCheckpointMetrics) with Prometheus spelling (`record-count` -> `kmirror_re
   kmirror_skipped_records_total{reason="skip_offsets"} (records the flow's skip_offsets names, each
   also logged as a `kmirror skipped` line), kmirror_dead_lettered_records_total (records the target
   refuses, sent to the dead-letter topic; docs/reliability.md "Poison records");
+- the batch copy path (`copy_loop: batch`; MM2 has none) -> kmirror_batch_fallback_records_total
+  (records a record loop copied instead: LogAppendTime, offset gaps, a batch over the target's
+  limit or crossing the range, a compacted target, client settings the path cannot use; the
+  reason is logged once per copier);
 - batches (MM2 has none: Connect counts tasks) -> kmirror_batch_duration_seconds{flow} (histogram of a
   committed batch's copy time, first read to last delivery), kmirror_failed_batches_total{flow}
   (batches Spark aborted: the sink's `abort`; Spark retries them), kmirror_checkpoint_age_seconds{flow}
@@ -127,6 +131,10 @@ class FlowMetrics:
             "kmirror_dead_lettered_records", "Records the target refuses (too large, timestamp outside its window, "
             "no key for a compacted topic), sent to the dead-letter topic.", LABELS, registry=r,
         )  # fmt: skip
+        self.fallback = Counter(
+            "kmirror_batch_fallback_records", "copy_loop batch: records a record loop copied instead of the batch "
+            "path (the reason is in the log).", LABELS, registry=r,
+        )  # fmt: skip
         self.byte_rate = Gauge(
             "kmirror_byte_rate", "Bytes per second over the last batch (MM2 byte-rate).", LABELS, registry=r
         )
@@ -192,6 +200,8 @@ class FlowMetrics:
             if p.skipped_by_option:
                 self.skipped.labels(*labels, "skip_offsets").inc(p.skipped_by_option)
             self.dead_lettered.labels(*labels).inc(p.dead_lettered)
+            if p.fallback_records:
+                self.fallback.labels(*labels).inc(p.fallback_records)
             row: dict[str, Any] = {"topic": p.target_topic, "partition": p.partition, "record_count": p.records,
                                    "byte_rate": round(p.bytes / seconds, 1)}  # fmt: skip
             if p.last_timestamp_ms is not None:

@@ -47,7 +47,14 @@ def progress_record(
         "skipped": sum(p.skipped_records for p in batch.partitions),
         "dead_lettered": sum(p.dead_lettered for p in batch.partitions),  # too large for the target: in the DLQ
         **_throttling(spec, batch),
+        **_fallback(batch),
     }
+
+
+def _fallback(batch: BatchProgress) -> dict[str, Any]:
+    """The batch copy path's records the record loop copied instead (only when there are some)."""
+    fallback = sum(p.fallback_records for p in batch.partitions)
+    return {"fallback_records": fallback} if fallback else {}
 
 
 def _throttling(spec: FlowSpec, batch: BatchProgress) -> dict[str, Any]:
