@@ -30,9 +30,9 @@ pytestmark = [pytest.mark.security, pytest.mark.real_kafka, pytest.mark.e2e]
 
 @pytest.mark.parametrize("mechanism", ["mtls", "scram"])
 def test_the_batch_path_copies_through_tls_and_scram_with_the_listed_acls(
-    secure: tuple[SecureCluster, SecureCluster, Path],
+    secure: tuple[SecureCluster, SecureCluster, Path],  # noqa: F811  (the imported fixture)
     mechanism: str,
-    unique: str,  # noqa: F811
+    unique: str,
 ) -> None:
     west, east, directory = secure
     topic = f"secb-{mechanism}-{unique}"
