@@ -358,7 +358,9 @@ def test_workflow_parses_and_runs_only_existing_commands_and_targets() -> None:
     assert [s.get("with", {}).get("command") for s in pulumi] == ["preview", None]  # None: installs the CLI for `up`
     assert workflow["jobs"]["up"]["environment"] == "production"
     assert set(workflow["jobs"]["up"]["needs"]) == {"test", "diff", "image"}  # tests gate every deploy
-    assert "pulumi up" in scripts and "needs.diff.outputs.order" in str(workflow["jobs"]["up"])
+    deploy = (Path(__file__).resolve().parents[1] / "scripts" / "ci-deploy.sh").read_text()
+    assert "scripts/ci-deploy.sh" in scripts and "pulumi up" in deploy  # the per-stack loop (tests/test_ci_deploy.py)
+    assert "needs.diff.outputs.order" in str(workflow["jobs"]["up"])
     uses = [str(s["uses"]) for s in steps if "uses" in s]
     assert uses and all(re.fullmatch(r"[\w.-]+/[\w.-]+@[0-9a-f]{40}", u) for u in uses), uses  # pinned by SHA
     assert "PULUMI_ACCESS_TOKEN" not in (ROOT / ".github/workflows/preview.yml").read_text()  # OIDC login

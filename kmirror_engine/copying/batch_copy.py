@@ -423,8 +423,7 @@ def new_batch_copier(
 
     Raises KmirrorError when the configs cannot be translated (`batch_net.link_config`: the
     caller checks first) and LinkError when a cluster cannot be reached."""
-    from confluent_kafka import Consumer, Producer
-
+    from kmirror_engine.clients.factory import new_consumer, new_producer
     from kmirror_engine.copying.range_copy import RangeCopier
 
     source = BrokerLink(consumer_config, "batch-copy-source")
@@ -436,8 +435,10 @@ def new_batch_copier(
     copier: BatchRangeCopier
 
     def record_loop() -> Any:
-        return RangeCopier(Consumer(dict(consumer_config)), Producer(dict(producer_config)), limits=copier.limits,
-                           rules=copier.rules, stall_timeout_s=stall_timeout_s)  # fmt: skip
+        consumer = new_consumer(dict(consumer_config), role="batch-fallback-consumer")
+        producer = new_producer(dict(producer_config), role="batch-fallback-producer")
+        return RangeCopier(consumer, producer, limits=copier.limits, rules=copier.rules,
+                           stall_timeout_s=stall_timeout_s)  # fmt: skip
 
     copier = BatchRangeCopier(source, target, record_loop, stall_timeout_s=stall_timeout_s)
     return copier
