@@ -36,7 +36,7 @@ from kafka.protocol.producer.transaction import InitProducerIdRequest
 from kmirror_engine.copying.batch_net import BrokerLink
 from kmirror_engine.copying.batch_state import RangeInFlight, RecordSpan, SentBatch, fallback_reason
 from kmirror_engine.copying.batch_wire import AbortedTransaction, committed, rewrite, split_batches
-from kmirror_engine.copying.range_copy import DEFAULT_STALL_TIMEOUT_S, CopyError, CopyRange, _rounds
+from kmirror_engine.copying.range_copy import DEFAULT_STALL_TIMEOUT_S, CopyError, CopyRange, copy_in_rounds
 from kmirror_engine.copying.record_limits import TargetRules
 from kmirror_engine.observability.progress import PartitionProgress
 
@@ -136,12 +136,7 @@ class BatchRangeCopier:
 
     def copy(self, ranges: Iterable[CopyRange]) -> list[PartitionProgress]:
         """Copy every range and return their progress in input order (`RangeCopier.copy`)."""
-        ordered = list(ranges)
-        results: dict[int, PartitionProgress] = {}
-        for round_ in _rounds(ordered):
-            for index, progress in zip(round_, self._copy_round([ordered[i] for i in round_]), strict=True):
-                results[index] = progress
-        return [results[i] for i in range(len(ordered))]
+        return copy_in_rounds(ranges, self._copy_round)
 
     def _copy_round(self, ranges: Sequence[CopyRange]) -> list[PartitionProgress]:
         states = [RangeInFlight(r, self.rules.get(r.target_topic) or TargetRules(), self.limits.get(r.target_topic),

@@ -7,7 +7,7 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from kmirror_engine.copying.batch_wire import Batch
-from kmirror_engine.copying.range_copy import CopyRange
+from kmirror_engine.copying.range_copy import CopyRange, closed_syncs
 from kmirror_engine.copying.record_limits import TargetRules
 from kmirror_engine.observability.progress import PartitionProgress
 
@@ -94,15 +94,13 @@ class RangeInFlight:
         self.last_upstream = upstream
 
     def progress(self) -> PartitionProgress:
-        syncs = list(self.syncs)
-        if self.drift is not None and syncs[-1][0] != self.last_upstream:
-            syncs.append((self.last_upstream, self.last_upstream + self.drift))
+        syncs = closed_syncs(self.syncs, self.drift, self.last_upstream)
         counted = self.lat_count > 0
         r = self.rng
         return PartitionProgress(
             source_topic=r.source_topic, partition=r.partition, target_topic=r.target_topic,
             start_offset=r.start_offset, next_offset=r.end_offset, records=self.records, bytes=self.bytes,
-            last_timestamp_ms=self.last_timestamp_ms, offset_syncs=tuple(syncs),
+            last_timestamp_ms=self.last_timestamp_ms, offset_syncs=syncs,
             latency_min_ms=self.lat_min if counted else None, latency_max_ms=self.lat_max if counted else None,
             latency_sum_ms=self.lat_sum, latency_count=self.lat_count, skipped_records=r.skipped_before,
             source_end=r.source_end, fallback_records=self.fallback_records,

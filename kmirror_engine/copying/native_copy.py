@@ -29,7 +29,14 @@ from typing import Any, cast
 
 from kmirror.errors import KmirrorError
 from kmirror.flow.spec import FlowSpec
-from kmirror_engine.copying.range_copy import CONSUME_BATCH, DEFAULT_STALL_TIMEOUT_S, CopyError, CopyRange, _rounds
+from kmirror_engine.copying.range_copy import (
+    CONSUME_BATCH,
+    DEFAULT_STALL_TIMEOUT_S,
+    CopyError,
+    CopyRange,
+    closed_syncs,
+    copy_in_rounds,
+)
 from kmirror_engine.copying.record_limits import BATCH_OVERHEAD_BYTES, RECORD_OVERHEAD_BYTES
 from kmirror_engine.observability.progress import PartitionProgress
 
@@ -126,12 +133,7 @@ class NativeRangeCopier:
 
     def copy(self, ranges: Iterable[CopyRange]) -> list[PartitionProgress]:
         """Copy every range and return their progress in input order (`RangeCopier.copy`)."""
-        ordered = list(ranges)
-        results: dict[int, PartitionProgress] = {}
-        for round_ in _rounds(ordered):
-            for index, progress in zip(round_, self._copy_round([ordered[i] for i in round_]), strict=True):
-                results[index] = progress
-        return [results[i] for i in range(len(ordered))]
+        return copy_in_rounds(ranges, self._copy_round)
 
     def _copy_round(self, ranges: Sequence[CopyRange]) -> list[PartitionProgress]:
         rows = []
@@ -179,14 +181,12 @@ class NativeRangeCopier:
 def _progress(rng: CopyRange, row: tuple[Any, ...]) -> PartitionProgress:
     """`_RangeState.progress()` from the native loop's accounting of one range."""
     records, size, last_ts, syncs, drift, last_upstream, lat_min, lat_max, lat_sum, lat_count = row
-    syncs = [tuple(s) for s in syncs]
-    if drift is not None and syncs[-1][0] != last_upstream:
-        syncs.append((last_upstream, last_upstream + drift))
+    syncs = closed_syncs([(s[0], s[1]) for s in syncs], drift, last_upstream)
     counted = lat_count > 0
     return PartitionProgress(
         source_topic=rng.source_topic, partition=rng.partition, target_topic=rng.target_topic,
         start_offset=rng.start_offset, next_offset=rng.end_offset, records=records, bytes=size,
-        last_timestamp_ms=last_ts, offset_syncs=tuple(syncs),
+        last_timestamp_ms=last_ts, offset_syncs=syncs,
         latency_min_ms=lat_min if counted else None, latency_max_ms=lat_max if counted else None,
         latency_sum_ms=lat_sum, latency_count=lat_count, dead_lettered=0, skipped_records=rng.skipped_before,
         source_end=rng.source_end,

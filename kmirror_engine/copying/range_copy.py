@@ -28,7 +28,7 @@ import math
 import sys
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -237,16 +237,14 @@ class _RangeState:
         )
 
     def progress(self) -> PartitionProgress:
-        syncs = list(self.syncs)
-        if self.drift is not None and syncs[-1][0] != self.last_upstream:
-            syncs.append((self.last_upstream, self.last_upstream + self.drift))
+        syncs = closed_syncs(self.syncs, self.drift, self.last_upstream)
         counted = self.lat_count > 0
         r = self.rng
         return PartitionProgress(
             source_topic=r.source_topic, partition=r.partition, target_topic=r.target_topic,
             start_offset=r.start_offset, next_offset=r.end_offset if self.cut is None else self.cut,
             records=self.records, bytes=self.bytes,
-            last_timestamp_ms=self.last_timestamp_ms, offset_syncs=tuple(syncs),
+            last_timestamp_ms=self.last_timestamp_ms, offset_syncs=syncs,
             latency_min_ms=self.lat_min if counted else None, latency_max_ms=self.lat_max if counted else None,
             latency_sum_ms=self.lat_sum,
             latency_count=self.lat_count, dead_lettered=self.dead_lettered, skipped_records=r.skipped_before,
@@ -620,6 +618,30 @@ def _log_skipped(rng: CopyRange, offset: int, reason: str, timestamp_ms: int | N
 def _code(exc: BaseException) -> Any:
     error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
     return error.code() if isinstance(error, KafkaError) else None
+
+
+def closed_syncs(
+    syncs: Sequence[tuple[int, int]], drift: int | None, last_upstream: int
+) -> tuple[tuple[int, int], ...]:
+    """A range's offset syncs for its progress: the first record and every drift change as
+    recorded, plus the last record when it is not already the last sync (every copy loop's rule)."""
+    closed = list(syncs)
+    if drift is not None and closed[-1][0] != last_upstream:
+        closed.append((last_upstream, last_upstream + drift))
+    return tuple(closed)
+
+
+def copy_in_rounds(
+    ranges: Iterable[CopyRange], copy_round: Callable[[Sequence[CopyRange]], list[PartitionProgress]]
+) -> list[PartitionProgress]:
+    """Every range copied by `copy_round`, one range per source partition per round (`_rounds`);
+    their progress in input order (the native and batch loops' `copy`)."""
+    ordered = list(ranges)
+    results: dict[int, PartitionProgress] = {}
+    for round_ in _rounds(ordered):
+        for index, progress in zip(round_, copy_round([ordered[i] for i in round_]), strict=True):
+            results[index] = progress
+    return [results[i] for i in range(len(ordered))]
 
 
 def _rounds(ranges: Sequence[CopyRange]) -> list[list[int]]:
