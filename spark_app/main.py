@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from kmirror import errors
@@ -129,6 +129,55 @@ def explain(exc: BaseException) -> KmirrorError:
     return KmirrorError(f"{name}: {message}")
 
 
+class PlanningProcessLost(KmirrorError):
+    """The query's Python planning process (the kmirror-source's reader) ended without an answer."""
+
+
+# Restarts of a query whose planning process was lost (a crash of that process, not of the flow:
+# the checkpoint replays the planned batch); a query that ran PLANNER_RESTART_RESET_S resets it.
+PLANNER_RESTARTS = 3
+PLANNER_RESTART_RESET_S = 600.0
+
+
+def planning_process_lost(exc: BaseException) -> bool:
+    """Whether a query failure is Spark losing the Python planning process: an EOFException
+    read from it (`PythonStreamingSourceRunner`) anywhere in the JVM cause chain."""
+    throwable = getattr(exc, "_origin", None)
+    seen = 0
+    while throwable is not None and seen < 20:
+        seen += 1
+        try:
+            name = throwable.getClass().getName()
+            trace = " ".join(str(frame) for frame in throwable.getStackTrace())
+        except Exception:  # not a JVM throwable (a test double, a closed gateway)
+            break
+        if name == "java.io.EOFException" and "PythonStreamingSourceRunner" in trace:
+            return True
+        throwable = throwable.getCause()
+    text = str(exc)
+    return "java.io.EOFException" in text and "PythonStreamingSourceRunner" in text
+
+
+def run_query(start: Callable[[], Any], stop: threading.Event, clock: Callable[[], float] = time.monotonic) -> Any:
+    """`start()` a query and wait for it (`await_query`); a query whose planning process was lost
+    is started again from its checkpoint, at most `PLANNER_RESTARTS` times in a row. Returns
+    the query that ended."""
+    restarts = 0
+    while True:
+        started = clock()
+        query = start()
+        try:
+            await_query(query, stop)
+            return query
+        except PlanningProcessLost as exc:
+            restarts = 1 if clock() - started >= PLANNER_RESTART_RESET_S else restarts + 1
+            if restarts > PLANNER_RESTARTS or stop.is_set():
+                raise
+            log.warning("%s; starting the query again from its checkpoint (%d of %d)", exc, restarts,
+                        PLANNER_RESTARTS)  # fmt: skip
+            print(f"kmirror: {exc}; starting the query again from its checkpoint", file=sys.stderr, flush=True)
+
+
 def await_query(query: Any, stop: threading.Event, poll_s: float = 0.5) -> None:
     """Wait for the query to end; on `stop`, let the current batch finish, then stop it."""
     from pyspark.errors import StreamingQueryException
@@ -141,10 +190,19 @@ def await_query(query: Any, stop: threading.Event, poll_s: float = 0.5) -> None:
                 query.stop()
                 break
     except StreamingQueryException as exc:
-        raise explain(exc) from None
+        raise _failure(exc) from None
     failure = query.exception()
     if failure is not None:
-        raise explain(failure) from None
+        raise _failure(failure) from None
+
+
+def _failure(exc: BaseException) -> KmirrorError:
+    if planning_process_lost(exc):
+        return PlanningProcessLost(
+            "the query's Python planning process ended without an answer (a crash prints its Python "
+            "stacks to the driver's log above)"
+        )
+    return explain(exc)
 
 
 def run_flow(
@@ -190,7 +248,7 @@ def run_flow(
             run_once(spark, spec, checkpoint, stop, reader_api)
             _final_checkpoint(spec)
         else:
-            await_query(start_query(spark, spec, False, checkpoint, reader_api), stop)
+            run_query(lambda: start_query(spark, spec, False, checkpoint, reader_api), stop)
     finally:
         for ticker in tickers:
             ticker.stop()
@@ -207,13 +265,12 @@ def run_once(spark: Any, spec: FlowSpec, checkpoint: str, stop: threading.Event,
     from spark_app.stream_readers import reader_class
 
     if reader_class(reader_api).api == "admission-control":
-        await_query(start_query(spark, spec, True, checkpoint, reader_api), stop)
+        run_query(lambda: start_query(spark, spec, True, checkpoint, reader_api), stop)
         return
     until = frozen_end_offsets(spec, max(1, spark.sparkContext.defaultParallelism))
     previous_end: Any = None
     while not stop.is_set():
-        query = start_query(spark, spec, True, checkpoint, reader_api, until=until)
-        await_query(query, stop)
+        query = run_query(lambda: start_query(spark, spec, True, checkpoint, reader_api, until=until), stop)
         end = last_batch_end(query)
         if end is None or end == previous_end:
             return

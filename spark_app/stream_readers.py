@@ -24,6 +24,7 @@ same (`RangeTask`), so the sink never knows which one ran.
 
 from __future__ import annotations
 
+import faulthandler
 import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -83,6 +84,10 @@ class RangeReader(DataSourceStreamReader):
     def planner(self) -> RangePlanner:
         # built lazily in the planning process: Kafka clients cannot be pickled
         if self._planner is None:
+            # a crash of this process (a native client's fault or abort) reaches Spark only as an
+            # EOFException: print the Python stacks to stderr (the driver's log) first
+            if not faulthandler.is_enabled():
+                faulthandler.enable()
             self._planner = RangePlanner(parse_flow_spec(json.loads(self.spec_json)), self.once, self.task_count,
                                          on_takeover=write_takeover_syncs)  # fmt: skip
             if self.until_json:

@@ -62,3 +62,53 @@ def test_errors_crossing_the_jvm_become_one_line_with_their_type() -> None:
     assert isinstance(error, DataLossError) and str(error).startswith("west->east: data loss on orders[0]")
     other = explain(RuntimeError("kmirror_engine.copying.range_copy.CopyError: delivery failed for t[0]@5"))
     assert type(other) is KmirrorError and str(other) == "CopyError: delivery failed for t[0]@5"
+
+
+class _Query:
+    """A query double: `awaitTermination` raises the JVM failure it was made with (or ends)."""
+
+    def __init__(self, failure: BaseException | None) -> None:
+        self.failure = failure
+
+    def awaitTermination(self, _timeout: float) -> bool:
+        if self.failure is not None:
+            raise self.failure
+        return True
+
+    def exception(self) -> None:
+        return None
+
+
+def _lost() -> BaseException:
+    from pyspark.errors import StreamingQueryException
+
+    return StreamingQueryException(
+        "[STREAM_FAILED] terminated with exception: java.io.EOFException\n"
+        "\tat org.apache.spark.sql.execution.python.streaming.PythonStreamingSourceRunner.partitions(x.scala:270)"
+    )
+
+
+def test_a_lost_planning_process_restarts_the_query_a_bounded_number_of_times() -> None:
+    import threading
+
+    import pytest
+
+    from spark_app.main import PLANNER_RESTARTS, PlanningProcessLost, planning_process_lost, run_query
+
+    assert planning_process_lost(_lost())
+    assert not planning_process_lost(KmirrorError("java.io.EOFException while reading a file"))
+    started: list[int] = []
+
+    def crashes_then_ends() -> _Query:
+        started.append(1)
+        return _Query(_lost() if len(started) <= 2 else None)
+
+    run_query(crashes_then_ends, threading.Event())
+    assert len(started) == 3  # two restarts, then the query ended normally
+    started.clear()
+    with pytest.raises(PlanningProcessLost, match="planning process ended"):
+        run_query(lambda: started.append(1) or _Query(_lost()), threading.Event())  # type: ignore[func-returns-value]
+    assert len(started) == PLANNER_RESTARTS + 1  # a planner that always dies is a failure, not a loop
+    other = ValueError("boom")
+    with pytest.raises(ValueError):
+        run_query(lambda: _Query(other), threading.Event())

@@ -1,0 +1,92 @@
+"""A crash of the query's Python planning process (the kmirror-source's reader, a process of its
+own that Spark talks to over a socket) is not a failure of the flow: Spark sees only an
+EOFException, and the driver starts the query again from its checkpoint (`spark_app.main.run_query`).
+Here the planning process is killed with SIGKILL while a streaming flow runs on real brokers:
+the flow goes on, copies what comes next, and the target holds exactly the source's records."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kmirror.flow.spec import parse_flow_spec
+from spark_app.main import run_flow
+from tests.kafka_helpers import consume_all, create_topic, produce
+
+pytestmark = [pytest.mark.e2e, pytest.mark.spark40, pytest.mark.real_kafka]
+RUNNER_MODULE = "python_streaming_source_runner"
+
+
+def planning_processes() -> list[int]:
+    """Pids of this machine's Python planning processes of streaming sources (Spark starts them
+    as `python -m pyspark.sql.streaming.python_streaming_source_runner`)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if RUNNER_MODULE.encode() in cmdline:
+            pids.append(int(entry))
+    return pids
+
+
+def records(prefix: str, count: int) -> list[dict[str, Any]]:
+    return [{"key": f"{prefix}-{i}".encode(), "value": f"{prefix}-value-{i}".encode(), "partition": i % 2}
+            for i in range(count)]  # fmt: skip
+
+
+def test_a_killed_planning_process_restarts_the_query_and_nothing_is_lost_or_doubled(
+    spark: Any, clusters: Any, unique: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    topic = f"pk-{unique}"
+    create_topic(clusters.source, topic, 2)
+    produce(clusters.source, topic, records("a", 200))
+    spec = parse_flow_spec({
+        "id": f"pw{unique}->pe{unique}", "topics": [topic], "topics_exclude": [],
+        "replication_policy": {"type": "default"}, "checkpoint_location": str(tmp_path / "ckpt"),
+        "source": {"alias": f"pw{unique}", "bootstrap_servers": clusters.source},
+        "target": {"alias": f"pe{unique}", "bootstrap_servers": clusters.target},
+        "emit_checkpoints": False, "emit_heartbeats": False, "trigger_interval_ms": 200,
+    })  # fmt: skip
+    remote = f"pw{unique}.{topic}"
+    stop, failures = threading.Event(), list[Exception]()
+
+    def mirror() -> None:
+        try:
+            run_flow(spec, spark=spark, once=False, stop=stop)
+        except Exception as exc:  # reported by the assertions below
+            failures.append(exc)
+
+    runner = threading.Thread(target=mirror, daemon=True)
+    before = set(planning_processes())
+    runner.start()
+    try:
+        assert sum(len(v) for v in consume_all(clusters.target, remote, 2, timeout_s=120, expect=200).values()) == 200
+        victims = set(planning_processes()) - before
+        assert victims, "no planning process of this query was found"
+        for pid in victims:
+            os.kill(pid, signal.SIGKILL)
+        produce(clusters.source, topic, records("b", 200))
+        got = consume_all(clusters.target, remote, 2, timeout_s=120, expect=400)
+        deadline = time.monotonic() + 60
+        while not (set(planning_processes()) - before - victims) and time.monotonic() < deadline:
+            time.sleep(0.2)  # the restarted query's planning process
+        assert set(planning_processes()) - before - victims, "the query was not started again"
+        assert not failures and runner.is_alive()
+    finally:
+        stop.set()
+        runner.join(timeout=120)
+    assert not runner.is_alive() and failures == []
+    source = consume_all(clusters.source, topic, 2)
+    assert {p: [(m.key(), m.value()) for m in v] for p, v in got.items()} == \
+        {p: [(m.key(), m.value()) for m in v] for p, v in source.items()}  # fmt: skip
+    assert "starting the query again from its checkpoint" in capfd.readouterr().err
