@@ -51,6 +51,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--codecs", default="none,lz4", help="comma-separated: none, lz4, zstd, gzip, snappy")
     parser.add_argument("--producers", type=int, default=2, help="processes filling the source")
     parser.add_argument("--loops", default="batch,python", help="comma-separated: batch, python")
+    parser.add_argument("--repeat", type=int, default=1, help="copies of the same data per loop (median printed)")
     parser.add_argument("--source", help="bootstrap of a running source cluster (default: start one)")
     parser.add_argument("--target", help="bootstrap of a running target cluster (default: start one)")
     return parser.parse_args(argv)
@@ -75,17 +76,29 @@ def create(bootstrap: str, topic: str, partitions: int, codec: str) -> None:
         future.result(timeout=30)
 
 
-def cpu_s() -> float:
-    """User + system CPU of this process so far, every thread."""
+def cpu_s() -> tuple[float, float]:
+    """(user, system) CPU of this process so far, every thread."""
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
+    return usage.ru_utime, usage.ru_stime
+
+
+def minor_faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+SYSTEM_SHARE: list[float] = []  # per copy: the kernel's share of its CPU (sockets, page faults)
+FAULTS: list[int] = []  # per copy: minor page faults (fresh memory touched)
 
 
 def measure(copier: Any, ranges: list[CopyRange]) -> tuple[float, float, list[Any]]:
     """(wall s, CPU s, progress) of one `copier.copy(ranges)`."""
-    wall, cpu = time.monotonic(), cpu_s()
+    wall, (user, system), faults = time.monotonic(), cpu_s(), minor_faults()
     progress = list(copier.copy(ranges))
-    return time.monotonic() - wall, cpu_s() - cpu, progress
+    user_after, system_after = cpu_s()
+    FAULTS.append(minor_faults() - faults)
+    cpu = user_after - user + system_after - system
+    SYSTEM_SHARE.append((system_after - system) / cpu if cpu else 0.0)
+    return time.monotonic() - wall, cpu, progress
 
 
 def run_codec(args: argparse.Namespace, source: str, target: str, codec: str) -> list[str]:
@@ -100,27 +113,41 @@ def run_codec(args: argparse.Namespace, source: str, target: str, codec: str) ->
     producer_config = {"bootstrap.servers": target, "acks": "all", "enable.idempotence": True, **PRODUCER_TUNING}
     lines = []
     for loop in args.loops.split(","):
-        dst = f"{src}-{loop}"
-        create(target, dst, args.partitions, codec)
-        targeted = [CopyRange(r.source_topic, r.partition, 0, r.end_offset, dst) for r in ranges]
-        if loop == "batch":
-            copier: Any = new_batch_copier(consumer_config, producer_config)
-            close = copier.close
-        else:
-            copier = RangeCopier(Consumer(consumer_config), Producer(producer_config))
-            close = copier.consumer.close
-        try:
-            wall, cpu, progress = measure(copier, targeted)
-        finally:
-            close()
-        records, fallback = sum(p.records for p in progress), sum(p.fallback_records for p in progress)
-        verify_counts(target, dst, args.partitions, counts, f"{loop}/{codec}")
-        compared = verify_sample(source, target, src, dst, counts, f"{loop}/{codec}")
+        runs = [copy_once(args, source, target, src, codec, loop, counts, ranges, consumer_config, producer_config, k)
+                for k in range(args.repeat)]  # fmt: skip
+        records, fallback, wall, cpu, compared = sorted(runs, key=lambda r: r[3])[len(runs) // 2]
+        each = " ".join(f"{r[3] / r[0] * 1e6:.3f}" for r in runs)
         lines.append(f"loop={loop} codec={codec} records={records} records_per_s={records / wall:,.0f} "
                      f"wall_s={wall:.2f} cpu_s={cpu:.2f} cpu_us_per_record={cpu / records * 1e6:.3f} "
-                     f"fallback_records={fallback} verified_sample={compared}")  # fmt: skip
+                     f"fallback_records={fallback} verified_sample={compared} "
+                     f"system_share={sorted(SYSTEM_SHARE[-len(runs):])[len(runs) // 2]:.2f} "
+                     f"page_faults={sorted(FAULTS[-len(runs):])[len(runs) // 2]}"
+                     + (f" median_of={len(runs)} each=[{each}]" if len(runs) > 1 else ""))  # fmt: skip
         print(lines[-1], flush=True)
     return lines
+
+
+def copy_once(args: argparse.Namespace, source: str, target: str, src: str, codec: str, loop: str,
+              counts: dict[int, int], ranges: list[CopyRange], consumer_config: dict[str, Any],
+              producer_config: dict[str, Any], k: int) -> tuple[int, int, float, float, int]:  # fmt: skip
+    """(records, fallback records, wall s, CPU s, records compared) of one copy into a new target topic."""
+    dst = f"{src}-{loop}-{k}"
+    create(target, dst, args.partitions, codec)
+    targeted = [CopyRange(r.source_topic, r.partition, 0, r.end_offset, dst) for r in ranges]
+    if loop == "batch":
+        copier: Any = new_batch_copier(consumer_config, producer_config)
+        close = copier.close
+    else:
+        copier = RangeCopier(Consumer(consumer_config), Producer(producer_config))
+        close = copier.consumer.close
+    try:
+        wall, cpu, progress = measure(copier, targeted)
+    finally:
+        close()
+    records, fallback = sum(p.records for p in progress), sum(p.fallback_records for p in progress)
+    verify_counts(target, dst, args.partitions, counts, f"{loop}/{codec}")
+    compared = verify_sample(source, target, src, dst, counts, f"{loop}/{codec}")
+    return records, fallback, wall, cpu, compared
 
 
 def main(argv: list[str] | None = None) -> int:

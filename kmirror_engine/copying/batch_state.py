@@ -18,10 +18,10 @@ WINDOW_MARGIN_MS = 600_000
 
 @dataclass
 class SentBatch:
-    """One rewritten batch for the target: resent as it is (same sequence) after a retriable error."""
+    """One batch for the target: resent with the same sequence (the same bytes) after a retriable error."""
 
-    batch: Batch  # as fetched (a view of the fetch answer's bytes)
-    data: bytearray | None = None  # rewritten for the target, with its sequence (None: not sent yet)
+    batch: Batch  # as fetched (a view of the fetch answer's bytes), rewritten into each produce request
+    sequence: int | None = None  # its base sequence on the target (None: not sent yet)
 
     @property
     def source_base(self) -> int:
