@@ -115,3 +115,40 @@ def test_a_failed_up_stops_the_following_stacks(tmp_path: Path) -> None:
     assert code == 7
     assert [line for line in log if line.startswith("pulumi up")][-1].split("--stack ")[1].startswith("acme/west")
     assert not [line for line in log if "acme/east" in line]
+
+
+WHEEL_STEP = "the kafka-mirror wheel the policy pack's venv installs (policy/requirements.txt)"
+LOCK_WRITERS = ("pip-compile", "pip compile", "pip freeze", "pip lock", "--generate-hashes", "ci-lock-refresh",
+                "PIP_FIND_LINKS", "--find-links", "--extra-index-url")  # fmt: skip
+
+
+def _uses_the_policy_pack(step: dict[str, Any]) -> bool:
+    return step.get("with", {}).get("policyPacks") == "policy" or step.get("run") == "scripts/ci-deploy.sh"
+
+
+@pytest.mark.parametrize("job", ["preview", "up"])
+def test_the_policy_pack_venv_installs_the_built_wheel_with_require_hashes(job: str) -> None:
+    """kafka-mirror is not on PyPI: the job builds the wheel, pins it by sha256 and installs the pack's
+    venv in --require-hashes mode before any step runs the pack; nothing offers it by name."""
+    steps = JOBS[job]["steps"]
+    [at] = [i for i, s in enumerate(steps) if s.get("name") == WHEEL_STEP]
+    [runs_pack] = [i for i, s in enumerate(steps) if _uses_the_policy_pack(s)]
+    assert at < runs_pack
+    lines = [line.strip() for line in steps[at]["run"].splitlines()]
+    assert lines[0] == "scripts/ci-kafka-mirror-wheel.sh dist"  # writes dist/kafka-mirror-wheel.txt
+    assert "python3 -m venv policy/venv" in lines  # made here, so the engine does not make it its own way
+    [install] = [line for line in lines if " pip install " in line]
+    assert install.startswith("policy/venv/bin/python -m pip install") and "--require-hashes" in install.split()
+    assert install.endswith("-r policy/requirements.txt")
+    assert 'echo "PIP_REQUIRE_HASHES=1" >> "$GITHUB_ENV"' in lines  # an install the engine starts: same mode
+
+
+def test_no_step_or_ci_script_resolves_rewrites_or_widens_a_lock() -> None:
+    """Locks are refreshed by a maintainer (scripts/ci-lock-refresh.sh) and committed; CI installs them."""
+    texts = {f"{name}: {step.get('name', step.get('uses'))}": json.dumps(step)
+             for name, job in JOBS.items() for step in job["steps"]}  # fmt: skip
+    texts.update({str(p.relative_to(ROOT)): p.read_text() for p in (ROOT / "scripts").glob("ci-*.sh")
+                  if p.name != "ci-lock-refresh.sh"})  # fmt: skip
+    texts["Makefile"] = (ROOT / "Makefile").read_text()  # `make setup` runs in every job
+    found = {where: [w for w in LOCK_WRITERS if w in text] for where, text in texts.items()}
+    assert {where: words for where, words in found.items() if words} == {}
