@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup native system-deps kafka-dists demo test test-main test-spark40 lint bench
+.PHONY: setup native system-deps kafka-dists demo test test-main test-spark40 test-batch-sweep lint bench
 
 # pyproject.toml has ranges; constraints.txt the exact versions this venv (and CI) gets.
 $(VENV)/.installed: pyproject.toml constraints.txt
@@ -75,6 +75,12 @@ test-spark40: $(VENV40)/.installed kafka-dists
 	PYTHON=$(abspath $(PY40)) bash scripts/build-native.sh
 	@echo "== leg 2: pyspark 4.0.2 / Python 3.10 / Apache Kafka 3.9 (the data plane: tests marked spark40)"
 	KMIRROR_TEST_BROKER=kafka-3.9 $(PY40) -m pytest -q -p no:cacheprovider -m spark40
+
+# Not part of `make test` (about 15 minutes more): the e2e, fault and security suites again with
+# every `copy_loop: auto` flow the batch path can serve on the batch path (issue 28's sweep;
+# exactly-once, dead-letter, skip and rate-limited flows stay on their record loops).
+test-batch-sweep: setup system-deps kafka-dists
+	KMIRROR_AUTO_COPY_LOOP=batch KMIRROR_TEST_BROKER=kafka-4.1 $(PY) -m pytest -q -p no:cacheprovider -m "e2e or security" tests/e2e tests/security
 
 bench: setup
 	$(PY) bench/mirror_bench.py

@@ -291,3 +291,19 @@ def test_records_the_record_loop_copied_instead_are_in_the_progress_line_and_the
     text = generate_latest(metrics.registry).decode()
     assert 'kmirror_batch_fallback_records_total{flow="west->east",partition="0",topic="w.t"} 7.0' in text
     assert 'partition="1",topic="w.t"} 7.0' not in text
+
+
+def test_auto_flows_take_the_batch_path_only_when_the_environment_asks_and_nothing_needs_a_record_loop(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from kmirror_engine.copying.task_copy import AUTO_COPY_LOOP_ENV, takes_batch_path
+    from tests.test_source_planner import spec
+
+    assert takes_batch_path(spec(copy_loop="batch")) and not takes_batch_path(spec())
+    monkeypatch.setenv(AUTO_COPY_LOOP_ENV, "batch")
+    assert takes_batch_path(spec()) and not takes_batch_path(spec(copy_loop="native"))
+    for needs_records in ({"exactly_once": True}, {"dead_letter_topic": "dlq"}, {"max_records_per_second": 10},
+                          {"skip_offsets": ["orders:0:5"]}):  # fmt: skip
+        assert not takes_batch_path(spec(**needs_records)), needs_records
+    monkeypatch.setenv(AUTO_COPY_LOOP_ENV, "python")
+    assert not takes_batch_path(spec())

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -46,6 +47,11 @@ COPY_THREADS_PER_TASK = 2
 # Exactly-once with a rate limit: a paced transaction commits after at most this long (its
 # timeout, transaction.timeout.ms, is 60 s), whatever its size.
 PACED_TRANSACTION_S = 20.0
+# `copy_loop: auto` flows that the batch path can serve (no exactly-once, dead letters, skipped
+# offsets or rate limits) take it when this is "batch" in the workers' environment: a trial of
+# the batch path over a whole deployment without editing its specs, and the suites' batch sweep
+# (`make test-batch-sweep`, docs/performance.md).
+AUTO_COPY_LOOP_ENV = "KMIRROR_AUTO_COPY_LOOP"
 
 
 def copy_natively(
@@ -101,6 +107,16 @@ def batch_path_blockers(*configs: dict[str, Any]) -> list[str]:
 _BLOCKERS_LOGGED: set[str] = set()
 
 
+def takes_batch_path(spec: FlowSpec) -> bool:
+    """Whether `spec` copies with the batch path: `copy_loop: batch`, or `auto` with
+    `AUTO_COPY_LOOP_ENV` set to "batch" and nothing in the flow that needs a record loop."""
+    if spec.copy.copy_loop == "batch":
+        return True
+    if spec.copy.copy_loop != "auto" or os.environ.get(AUTO_COPY_LOOP_ENV) != "batch":
+        return False
+    return not (spec.exactly_once or spec.copy.dead_letter_topic or spec.copy.skip_offsets or has_limits(spec))
+
+
 def _fell_back(progress: list[PartitionProgress]) -> list[PartitionProgress]:
     return [dataclasses.replace(p, fallback_records=p.records) for p in progress]
 
@@ -134,8 +150,9 @@ def copy_task_ranges(
                               "source_cluster": spec.source.alias}  # fmt: skip
     if not spec.exactly_once:
         producer_conf = capped_producer_config({**PRODUCER_TUNING, **producer_config(spec)}, limits.values())
-        blockers = batch_path_blockers(consumer_conf, producer_conf) if spec.copy.copy_loop == "batch" else []
-        if spec.copy.copy_loop == "batch" and not blockers:
+        batch = takes_batch_path(spec)
+        blockers = batch_path_blockers(consumer_conf, producer_conf) if batch else []
+        if batch and not blockers:
             return copy_in_batches(consumer_conf, producer_conf, ranges, limits, cached_rules(spec, limits))
         for reason in set(blockers) - _BLOCKERS_LOGGED:
             _BLOCKERS_LOGGED.add(reason)
