@@ -7,11 +7,12 @@ Its outputs are the librdkafka client config the app gets (secret values appear 
 (No `from __future__ import annotations`: Pulumi's component analyzer reads these annotations.)
 """
 
-from typing import Any, TypedDict
+from typing import TypedDict
 
 import pulumi
 from typing_extensions import NotRequired
 
+from kafka_mirror.input_types import ClusterSecurity
 from kmirror.errors import ValidationError
 from kmirror.security.config import client_config, security_materialisations, security_problems
 from kmirror.security.secret_refs import Materialisation
@@ -28,9 +29,9 @@ class KafkaClusterArgs(TypedDict):
     """`host:port[,host:port...]`; may be another resource's output (e.g. an MSK cluster's brokers)."""
     datacenter: str
     """The datacenter the cluster lives in (where flows writing to it run by default)."""
-    security: NotRequired[dict[str, Any]]
-    """The cluster's `security` mapping as in the topology file (protocol, tls, scram, kerberos): references to
-    secrets, never their values."""
+    security: NotRequired[ClusterSecurity]
+    """The cluster's `security` section as in the topology file (protocol, tls, scram, kerberos; camelCase names
+    in other languages, e.g. `keyPassword`, `k8sSecret`): references to secrets, never their values."""
 
 
 class KafkaCluster(pulumi.ComponentResource):

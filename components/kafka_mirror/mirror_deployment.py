@@ -36,6 +36,7 @@ from kafka_mirror.eks.specs import (
     with_metrics_port,
 )
 from kafka_mirror.emr.specs import EmrSettings, emr_metrics_port, emr_step_args, emr_step_input, flow_object_key
+from kafka_mirror.input_types import EksDeploymentTarget, EmrDeploymentTarget, FlowSpark
 from kmirror.errors import Problem, ValidationError
 
 TOKEN = "kafka-mirror:index:MirrorDeployment"
@@ -46,13 +47,14 @@ class MirrorDeploymentArgs(TypedDict):
     """Arguments of MirrorDeployment: a flow (from ReplicationTopology) and exactly one platform target."""
 
     flow_spec: pulumi.Input[dict[str, Any]]
-    """The flow spec the app runs: `ReplicationTopology.flow_specs[<flow id>]` (references, never secret values)."""
-    spark: NotRequired[pulumi.Input[dict[str, Any]]]
+    """The flow spec the app runs: `ReplicationTopology.flow_specs[<flow id>]` (references, never secret values); a map:
+    its keys are the app's flow-spec contract (docs/spark-app.md), produced by the planner, never written by hand."""
+    spark: NotRequired[pulumi.Input[FlowSpark]]
     """The flow's Spark resources (executors, executor_memory, ...): `ReplicationTopology.flow_spark[<flow id>]`."""
-    eks: NotRequired[pulumi.Input[dict[str, Any]]]
-    """Run on Kubernetes: `EksSparkPlatform.deployment_target`."""
-    emr: NotRequired[pulumi.Input[dict[str, Any]]]
-    """Run on EMR: `EmrSparkPlatform.deployment_target`."""
+    eks: NotRequired[pulumi.Input[EksDeploymentTarget]]
+    """Run on Kubernetes: `EksSparkPlatform.deployment_target` (`deploymentTarget`), passed as it is."""
+    emr: NotRequired[pulumi.Input[EmrDeploymentTarget]]
+    """Run on EMR: `EmrSparkPlatform.deployment_target` (`deploymentTarget`), passed as it is."""
     secret_names: NotRequired[pulumi.Input[list[str]]]
     """Secrets (directories under /etc/kmirror/secrets) the flow reads: `ReplicationTopology.secret_names[<flow id>]`.
     On EKS they are mounted on driver and executors."""

@@ -15,9 +15,9 @@ from typing import Any
 
 from pulumi.provider import main as serve
 from pulumi.provider.experimental import host
-from pulumi.provider.experimental.component import ComponentProvider
 
 from kafka_mirror import COMPONENTS, PACKAGE
+from kafka_mirror.typed_provider import KafkaMirrorProvider
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
@@ -60,6 +60,6 @@ def mark_secrets(schema: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     """Serve the provider until the engine stops it (reads the engine address from sys.argv)."""
     host.is_hosting = True  # as component_provider_host: the analyzer must not start a second host
-    provider = ComponentProvider(list(COMPONENTS), PACKAGE, None, package_version())
+    provider = KafkaMirrorProvider(list(COMPONENTS), PACKAGE, None, package_version())
     provider.schema = json.dumps(mark_secrets(json.loads(provider.schema or "{}")))
     serve(provider, sys.argv[1:])

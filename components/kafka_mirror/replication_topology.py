@@ -13,12 +13,13 @@ the datacenter), `specs` (flow id -> flow spec, an Output where a bootstrap is o
 """
 
 from collections.abc import Mapping
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 import pulumi
 import yaml
 from typing_extensions import NotRequired
 
+from kafka_mirror.input_types import FlowSpark
 from kafka_mirror.kafka_cluster import KafkaCluster
 from kmirror.errors import Problem, ValidationError
 from kmirror.estate.planner import flow_spec_for, plan_topology
@@ -60,7 +61,7 @@ class ReplicationTopology(pulumi.ComponentResource):
     """The datacenter's plan (the JSON contract of `kmirror plan --format json`)."""
     flow_specs: pulumi.Output[dict[str, dict[str, Any]]]
     """Flow id -> the flow spec the app runs (MirrorDeployment's `flow_spec`)."""
-    flow_spark: pulumi.Output[dict[str, dict[str, Any]]]
+    flow_spark: pulumi.Output[dict[str, FlowSpark]]
     """Flow id -> the flow's planned Spark resources (MirrorDeployment's `spark`)."""
     secret_names: pulumi.Output[dict[str, list[str]]]
     """Flow id -> the secrets (directories under /etc/kmirror/secrets) the flow reads (MirrorDeployment's
@@ -99,7 +100,7 @@ class ReplicationTopology(pulumi.ComponentResource):
         self.all_flows = pulumi.Output.from_input([f.id for f in plan.flows])
         self.plan = pulumi.Output.from_input(local.to_dict())
         self.flow_specs = pulumi.Output.from_input(self.specs)  # type: ignore[arg-type]
-        self.flow_spark = pulumi.Output.from_input({f.id: dict(f.spark) for f in self.planned_flows})
+        self.flow_spark = pulumi.Output.from_input({f.id: cast(FlowSpark, dict(f.spark)) for f in self.planned_flows})
         self.secret_names = pulumi.Output.from_input(
             {f.id: self.flow_secret_names(f.source, f.target) for f in self.planned_flows}
         )

@@ -22,6 +22,7 @@ const scram = new kafkaMirror.ScramSecret("east-1-scram", {
 const platform = new kafkaMirror.EksSparkPlatform("east-eks", {
     namespace: "kafka-mirror",
     image: "ghcr.io/acme/kafka-mirror:0.1.0",
+    sparkDefaults: { executors: 2, executorMemory: "2g" },   // a typed FlowSpark: a misspelt field fails tsc
 });
 const mirror = new kafkaMirror.MirrorDeployment("west-1-to-east-1", {
     flowSpec: estate.flowSpecs.apply(specs => specs[flow]),

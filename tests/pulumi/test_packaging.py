@@ -74,7 +74,7 @@ def test_the_plugin_venv_gets_the_package_dependencies() -> None:
     entry = (ROOT / "components" / "__main__.py").read_text()
     assert "from kafka_mirror.provider import main" in entry
     assert (
-        "ComponentProvider(list(COMPONENTS), PACKAGE, None, package_version())"
+        "KafkaMirrorProvider(list(COMPONENTS), PACKAGE, None, package_version())"
         in (ROOT / "components" / "kafka_mirror" / "provider.py").read_text()
     )
 
@@ -123,7 +123,8 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.slow
 def test_the_wheel_carries_what_a_deploy_needs(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    for f in ("kmirror_main.py", "emr-bootstrap.sh", "app-requirements.txt", "kmirror-sync-secrets.py"):
+    for f in ("kmirror_main.py", "emr-bootstrap.sh", "app-requirements.txt", "kmirror-sync-secrets.py",
+              "emr-wheelhouse-cp311-aarch64.lock", "emr-wheelhouse-cp311-x86_64.lock"):  # fmt: skip
         assert f"kafka_mirror/deploy/{f}" in names
         assert zipfile.ZipFile(wheel).read(f"kafka_mirror/deploy/{f}") == (ROOT / "scripts" / f).read_bytes()
     assert {

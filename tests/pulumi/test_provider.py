@@ -21,6 +21,7 @@ from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 
 from kafka_mirror import COMPONENTS, PACKAGE
 from kafka_mirror.bundle import build_bundle
+from kafka_mirror.typed_provider import KafkaMirrorProvider
 from tests.pulumi.harness import Mocks, RecordingMonitor, Run
 from tests.pulumi.test_program import fake_wheelhouse
 
@@ -86,7 +87,7 @@ def provider_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Ru
 
 def test_every_component_constructs_through_the_provider(provider_run: Run) -> None:
     """Schema-named (camelCase) inputs in, mapped Python args to the component, schema-named state out."""
-    provider = ComponentProvider(list(COMPONENTS), PACKAGE, version="0.0.0")
+    provider = KafkaMirrorProvider(list(COMPONENTS), PACKAGE, version="0.0.0")
     states: dict[str, dict[str, Any]] = {}
 
     def construct(name: str, typ: str, inputs: dict[str, Any]) -> None:
@@ -133,7 +134,7 @@ def test_every_component_constructs_through_the_provider(provider_run: Run) -> N
 
 
 def test_a_missing_required_input_is_reported_with_its_path(provider_run: Run) -> None:
-    provider = ComponentProvider(list(COMPONENTS), PACKAGE, version="0.0.0")
+    provider = KafkaMirrorProvider(list(COMPONENTS), PACKAGE, version="0.0.0")
     with pytest.raises(pulumi.InputPropertyError) as info:
         provider.construct("x", "kafka-mirror:index:ScramSecret", {"username": "mm"})
     assert info.value.reason == "Missing required input 'password' on 'ScramSecret'"
@@ -201,7 +202,7 @@ def test_another_programs_vpc_kms_and_certificates_can_be_passed_as_outputs(prov
     a platform team's outputs (another resource's, or a StackReference's) reach the cluster as they are."""
     import pulumi_aws as aws
 
-    provider = ComponentProvider(list(COMPONENTS), PACKAGE, version="0.0.0")
+    provider = KafkaMirrorProvider(list(COMPONENTS), PACKAGE, version="0.0.0")
     schema = json.loads(SCHEMA.read_text())["types"]
     for typ, field in (("EmrEncryptionArgs", "kmsKeyArn"), ("EmrEncryptionArgs", "certificatesZip"),
                        ("EmrPrometheusArgs", "securityGroupId"), ("EksClusterArgs", "kmsKeyArn")):  # fmt: skip
@@ -230,3 +231,70 @@ def test_another_programs_vpc_kms_and_certificates_can_be_passed_as_outputs(prov
     [rule] = [r for r in provider_run.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")] or [
         r for r in provider_run.of_type("aws:ec2/securityGroupRule:SecurityGroupRule")]  # fmt: skip
     assert "sg-prom" in json.dumps(rule.inputs)
+
+
+def test_typed_core_inputs_reach_the_components_with_their_python_names(provider_run: Run) -> None:
+    """`security` (ClusterSecurity), `sparkDefaults` (FlowSpark) and `aws` (AwsSettings) are object types in the
+    schema; camelCase in (as every generated SDK sends them), the snake_case the components always read out.
+    Another resource's outputs (a platform's `deploymentTarget`, a topology's `flowSpark[<id>]`) pass as they are."""
+    provider = KafkaMirrorProvider(list(COMPONENTS), PACKAGE, version="0.0.0")
+    security = {"protocol": "SASL_SSL", "tls": {"ca": {"k8sSecret": "east-tls", "key": "ca.pem"}},
+                "scram": {"mechanism": "SCRAM-SHA-512", "username": "mm",
+                          "password": {"pulumiConfig": "eastScramPassword"}}}  # fmt: skip
+    seen: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def program() -> Any:
+        cluster = provider.construct("east-1", "kafka-mirror:index:KafkaCluster",
+                                     {"alias": "east-1", "datacenter": "east", "bootstrapServers": "b:9096",
+                                      "security": security})  # fmt: skip
+        estate = {"datacenter": "east", "checkpointRoot": "s3a://b/ck", "topologyYaml": TOPOLOGY}
+        topology = provider.construct("east", "kafka-mirror:index:ReplicationTopology", estate)
+        eks = provider.construct("east-eks", "kafka-mirror:index:EksSparkPlatform",
+                                 {"image": f"repo/kafka-mirror@sha256:{'a' * 64}", "operator": {"install": False},
+                                  "sparkDefaults": {"executors": 3, "executorMemory": "3g",
+                                                    "options": {"spark.ui.enabled": "false"}}})  # fmt: skip
+        aws = {"region": "eu-west-2", "assumeRoles": [{"roleArn": "arn:aws:iam::1:role/d"}]}
+        emr = provider.construct("east-emr", "kafka-mirror:index:EmrSparkPlatform",
+                                 {"bucket": "acme-mirror", "clusterId": "j-EXISTING", "aws": aws})  # fmt: skip
+        seen["spark"] = topology.state["flowSpark"]
+        seen["target"] = eks.state["deploymentTarget"]
+        provider.construct("mirror", "kafka-mirror:index:MirrorDeployment", {
+            "flowSpec": topology.state["flowSpecs"].apply(lambda s: s["west-1->east-1"]),
+            "spark": topology.state["flowSpark"].apply(lambda s: s["west-1->east-1"]),
+            "eks": eks.state["deploymentTarget"]})  # fmt: skip
+        return pulumi.Output.all(cluster.state["clientConfig"], seen["target"], emr.state["deploymentTarget"]).apply(
+            lambda v: seen.update(config=v[0], target=v[1], emr_target=v[2])
+        )
+
+    program()
+    assert seen["config"]["sasl.mechanisms"] == "SCRAM-SHA-512" and seen["config"]["sasl.username"] == "mm"
+    assert seen["config"]["ssl.ca.location"].endswith("/ca.pem")
+    assert set(seen["target"]) == {"platform", "settings"}  # the target's schema names
+    assert seen["target"]["settings"]["spark_defaults"] == {"executors": 3, "executor_memory": "3g",
+                                                            "options": {"spark.ui.enabled": "false"}}  # fmt: skip
+    assert {"clusterId", "bundleUri", "entryUri", "stepFunction"} <= set(seen["emr_target"])
+    assert seen["emr_target"]["settings"]["region"] == "eu-west-2"
+    assert seen["emr_target"]["settings"]["aws"]["assume_roles"] == [{"role_arn": "arn:aws:iam::1:role/d"}]
+    [app] = provider_run.of_type("kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication")
+    executor = app.inputs["spec"]["executor"]
+    assert (executor["instances"], executor["memory"]) == (3, "3g")
+    assert app.inputs["spec"]["sparkConf"]["spark.ui.enabled"] == "false"
+
+
+def test_a_misspelt_nested_field_of_a_typed_input_is_refused_with_the_fix(provider_run: Run) -> None:
+    provider = ComponentProvider(list(COMPONENTS), PACKAGE, version="0.0.0")  # the SDK's own drops it silently
+    ours = KafkaMirrorProvider(list(COMPONENTS), PACKAGE, version="0.0.0")
+    password = {"k8sSecret": "s", "key": "pw"}
+    scram = {"mechanism": "SCRAM-SHA-512", "username": "mm", "password": password, "usrname": "x"}
+    security = {"protocol": "SASL_SSL", "scram": scram}
+    inputs = {"alias": "east-1", "datacenter": "east", "bootstrapServers": "b:9096", "security": security}
+    mapped = provider.map_inputs(inputs, provider._component_defs["KafkaCluster"])
+    assert "usrname" not in json.dumps(mapped)
+    with pytest.raises(pulumi.InputPropertyError) as info:
+        ours.map_inputs(inputs, ours._component_defs["KafkaCluster"])
+    assert info.value.reason == ("Unknown input 'security.scram.usrname' on 'KafkaCluster' (did you mean "
+                                 "'username'?); fix the name or remove it")  # fmt: skip
+    tls = {"key_password": {"env": "KP"}, "ca": {"k8s_secret": "t", "key": "ca"}}  # the topology file's own names
+    snake = {**inputs, "security": {"protocol": "SSL", "tls": tls}}
+    assert ours.map_inputs(snake, ours._component_defs["KafkaCluster"])["security"]["tls"] == tls

@@ -76,6 +76,8 @@ def test_the_typescript_example_type_checks_against_the_schema(tmp_path: Path) -
         (("    image: ", "    imageName: "), "imageName"),  # an input the schema does not have
         (('    username: "mirrormaker",\n', ""), "username"),  # a required input left out
         (('checkpointRoot: "s3a://acme-kafka-mirror/checkpoints"', "checkpointRoot: 42"), "number"),
+        (("executorMemory: ", "executorMemroy: "), "executorMemroy"),  # a misspelt field of a typed core input
+        (("eks: platform.deploymentTarget", 'eks: { platfrom: "eks", settings: {} }'), "platfrom"),
     ],
 )
 def test_a_call_the_schema_refuses_fails_the_check(tmp_path: Path, edit: tuple[str, str], error: str) -> None:

@@ -1,6 +1,7 @@
-"""The EMR nodes' wheelhouse (kafka_mirror.emr.wheelhouse): what pip is asked for, the hash lock, the
-GSSAPI wheel, reuse of an unchanged build; and, against PyPI, that the app's requirements resolve
-to wheels for the nodes' Python and Amazon Linux 2023 on both architectures."""
+"""The EMR nodes' wheelhouse (kafka_mirror.emr.wheelhouse): the committed, hashed locks (resolved once by
+scripts/emr-lock-refresh.sh, never on a deploy), what pip is asked for on a deploy, the GSSAPI wheel,
+reuse of an unchanged build; and, against PyPI, that the app's requirements resolve to wheels for
+the nodes' Python and Amazon Linux 2023 on both architectures."""
 
 from __future__ import annotations
 
@@ -18,10 +19,13 @@ from kafka_mirror.emr.wheelhouse import (
     LOCK_FILE,
     WheelhouseError,
     build_wheelhouse,
+    committed_lock,
+    committed_lock_path,
     deploy_wheelhouses,
     lock_lines,
     normalize,
     pip_target_args,
+    resolve_lock,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,35 +64,79 @@ class FakePip:
                 (dest / f"{name.replace('-', '_')}-{version}-py3-none-any.whl").write_bytes(b"wheel")
 
 
-def test_wheelhouse_is_resolved_for_the_nodes_and_locked_by_pypis_hashes(tmp_path: Path) -> None:
+def _locked(tmp_path: Path, *pins: str) -> Path:
+    """A copy of the app's requirements with a committed-style lock of `pins` for aarch64 beside it."""
+    requirements = tmp_path / "app-requirements.txt"
+    requirements.write_text(REQUIREMENTS.read_text())
+    text = resolve_lock(requirements, "aarch64", pip=FakePip(_report(*(tuple(p.split("==")) for p in pins))))
+    committed_lock_path(requirements, "aarch64").write_text(text)
+    return requirements
+
+
+def test_the_maintainer_resolves_a_lock_for_the_nodes_with_pypis_hashes(tmp_path: Path) -> None:
+    requirements = tmp_path / "app-requirements.txt"
+    requirements.write_text(REQUIREMENTS.read_text())
     pip = FakePip(_report(("PyYAML", "6.0.3"), ("confluent-kafka", "2.16.1"), ("pip", "26.3")))
-    house = build_wheelhouse(REQUIREMENTS, tmp_path, "aarch64", pip=pip)
-    resolve, download = pip.calls
-    assert resolve[:3] == ["install", "--dry-run", "--ignore-installed"] and download[:4] == [
-        "download", "--quiet", "--no-deps", "--require-hashes",
-    ]  # fmt: skip
-    for call in (resolve, download):
-        assert call[call.index("--python-version") + 1] == "3.11" and call[call.index("--abi") + 1] == "cp311"
-        platforms = [call[i + 1] for i, a in enumerate(call) if a == "--platform"]
-        assert platforms[0] == "manylinux_2_34_aarch64" and "manylinux_2_28_aarch64" in platforms
-        assert "--only-binary=:all:" in call
-    assert house.path == tmp_path / "cp311-aarch64" and house.tag == "cp311-aarch64"
-    assert (house.path / LOCK_FILE).read_text().splitlines() == [
+    text = resolve_lock(requirements, "aarch64", pip=pip)
+    [resolve] = pip.calls
+    assert resolve[:3] == ["install", "--dry-run", "--ignore-installed"]
+    assert resolve[resolve.index("--python-version") + 1] == "3.11" and resolve[resolve.index("--abi") + 1] == "cp311"
+    platforms = [resolve[i + 1] for i, a in enumerate(resolve) if a == "--platform"]
+    assert platforms[0] == "manylinux_2_34_aarch64" and "manylinux_2_28_aarch64" in platforms
+    assert "--only-binary=:all:" in resolve
+    assert [line for line in text.splitlines() if not line.startswith("#")] == [
         f"confluent-kafka==2.16.1 --hash=sha256:{DIGEST}",
         f"pip==26.3 --hash=sha256:{DIGEST}",
         f"pyyaml==6.0.3 --hash=sha256:{DIGEST}",
     ]
-    assert house.files == (
-        "confluent_kafka-2.16.1-py3-none-any.whl", "pip-26.3-py3-none-any.whl", "pyyaml-6.0.3-py3-none-any.whl",
-        LOCK_FILE,
-    )  # fmt: skip
-    resolved = Path(resolve[-1]).name  # the requirements pip resolved: the app's plus the node's extras
-    assert resolved == "requirements.txt"
+    committed_lock_path(requirements, "aarch64").write_text(text)
+    assert committed_lock(requirements, "aarch64") == [line for line in text.splitlines() if line[0] != "#"]
+
+
+def test_a_deploy_downloads_the_committed_lock_with_hashes_and_never_resolves(tmp_path: Path) -> None:
+    """Issue 27: `pulumi up` installed from a lock it re-resolved against PyPI on every deploy."""
+    pip = FakePip(_report())
+    house = build_wheelhouse(REQUIREMENTS, tmp_path, "aarch64", pip=pip)
+    [download] = pip.calls  # no `pip install --dry-run --report`: nothing is resolved
+    assert download[:4] == ["download", "--quiet", "--no-deps", "--require-hashes"]
+    assert download[download.index("--python-version") + 1] == "3.11" and "--only-binary=:all:" in download
+    committed = committed_lock(REQUIREMENTS, "aarch64")
+    assert committed == [
+        line for line in (ROOT / "scripts" / "emr-wheelhouse-cp311-aarch64.lock").read_text().splitlines()
+        if not line.startswith("#")
+    ]  # fmt: skip
+    assert (house.path / LOCK_FILE).read_text().splitlines() == sorted(committed)  # what the nodes install
+    assert len(house.files) == len(committed) + 1 and house.files[-1] == LOCK_FILE
     again = FakePip(_report())
     assert build_wheelhouse(REQUIREMENTS, tmp_path, "aarch64", pip=again) == house and again.calls == []
-    other = FakePip(_report(("pip", "26.3")))
+    other = FakePip(_report())
     build_wheelhouse(REQUIREMENTS, tmp_path, "x86_64", pip=other)
-    assert len(other.calls) == 2  # another architecture is another wheelhouse
+    assert [c[0] for c in other.calls] == ["download"]  # another architecture: its own committed lock
+
+
+@pytest.mark.parametrize("arch", ["aarch64", "x86_64"])
+def test_the_committed_locks_are_current_and_fully_hashed(arch: str) -> None:
+    """scripts/app-requirements.txt changed without scripts/emr-lock-refresh.sh: this fails (and so would a deploy)."""
+    pins = committed_lock(REQUIREMENTS, arch)
+    assert all(re.fullmatch(r"\S+==\S+ --hash=sha256:[0-9a-f]{64}", line) for line in pins)
+    names = {line.split("==")[0] for line in pins}
+    assert {"confluent-kafka", "pyarrow", "pandas", "pyyaml", "prometheus-client", "boto3", "pip"} <= names
+    assert {"confluent-kafka==2.16.1", "pyarrow==26.0.1", "pandas==3.1.1"} <= {x.split(" ")[0] for x in pins}
+    packaged = ROOT / "components" / "kafka_mirror" / "deploy" / committed_lock_path(REQUIREMENTS, arch).name
+    assert packaged.read_text() == committed_lock_path(REQUIREMENTS, arch).read_text()  # what the wheel ships
+
+
+def test_a_lock_resolved_from_other_requirements_is_refused_with_the_fix(tmp_path: Path) -> None:
+    requirements = _locked(tmp_path, "pyyaml==6.0.3")
+    requirements.write_text(requirements.read_text().replace("pyyaml==6.0.3", "pyyaml==6.0.2"))
+    with pytest.raises(WheelhouseError) as info:
+        build_wheelhouse(requirements, tmp_path / "out", "aarch64", pip=FakePip(_report()))
+    message = str(info.value)
+    assert message.startswith(f"{tmp_path / 'emr-wheelhouse-cp311-aarch64.lock'} was resolved from other requirements")
+    assert message.endswith("run scripts/emr-lock-refresh.sh (a maintainer, once, with PyPI reachable) and commit "
+                            "the locks")  # fmt: skip
+    with pytest.raises(WheelhouseError, match=r"cp311-x86_64.lock not found: run scripts/emr-lock-refresh.sh"):
+        build_wheelhouse(requirements, tmp_path / "out", "x86_64", pip=FakePip(_report()))
 
 
 def test_a_gssapi_wheelhouse_takes_the_users_wheel_instead_of_pypis(tmp_path: Path) -> None:
@@ -96,18 +144,19 @@ def test_a_gssapi_wheelhouse_takes_the_users_wheel_instead_of_pypis(tmp_path: Pa
     wheels.mkdir()
     built = wheels / "confluent_kafka-2.16.1-1gssapi-cp311-cp311-manylinux_2_34_aarch64.whl"
     built.write_bytes(b"kerberos inside")
-    pip = FakePip(_report(("pyyaml", "6.0.3"), ("pip", "26.3")))
+    requirements = _locked(tmp_path, "pyyaml==6.0.3", "confluent-kafka==2.16.1", "pip==26.3")
+    pip = FakePip(_report())
     seen: list[str] = []
     real_call = pip.__call__
 
     def recording(args: list[str]) -> None:
-        if args[0] == "install":
-            seen.extend(Path(args[-1]).read_text().splitlines())
+        seen.extend(Path(args[-1]).read_text().splitlines())
         real_call(args)
 
-    house = build_wheelhouse(REQUIREMENTS, tmp_path / "out", "aarch64", wheels, pip=recording)
-    assert not [line for line in seen if line.startswith("confluent-kafka")]  # never resolved from PyPI
-    assert set(NODE_EXTRA_REQUIREMENTS) <= set(seen)
+    house = build_wheelhouse(requirements, tmp_path / "out", "aarch64", wheels, pip=recording)
+    assert [c[0] for c in pip.calls] == ["download"]
+    assert not [line for line in seen if line.startswith("confluent-kafka")]  # never downloaded from PyPI
+    assert {line.split("==")[0] for line in seen} == {"pyyaml", "pip"}
     lock = (house.path / LOCK_FILE).read_text().splitlines()
     assert f"confluent-kafka==2.16.1 --hash=sha256:{hashlib.sha256(b'kerberos inside').hexdigest()}" in lock
     assert built.name in house.files and (house.path / built.name).read_bytes() == b"kerberos inside"

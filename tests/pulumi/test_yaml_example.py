@@ -55,6 +55,8 @@ def test_the_example_constructs_every_resource_through_the_plugin(example: tuple
     assert spec["source"]["bootstrap_servers"] == "b1.west-1.example.com:9092"
     assert spec["target"]["bootstrap_servers"] == "b-1.east-1.kafka.us-east-1.amazonaws.com:9096"
     assert "orders.*" in json.dumps(spec["topics"])  # from topology.yaml, read by fn::readFile
+    executor = unwrap(app.inputs)["spec"]["executor"]  # the typed sparkDefaults (FlowSpark) reached the app
+    assert (executor["instances"], executor["memory"]) == (2, "2g")
 
 
 def test_the_outputs_are_the_flows_the_app_and_its_metrics(example: tuple[PluginEngine, dict[str, Value]]) -> None:
@@ -147,8 +149,24 @@ def _edited(tmp_path: Path, edit: Any) -> Path:
             "resources.west1ToEast1.properties.eks: '${eastEks}' passes the resource itself, which this evaluator "
             "does not support; pass one of its outputs (${eastEks.<output>})",
         ),
+        (
+            lambda d: d["resources"]["eastEks"]["properties"]["sparkDefaults"].update(executorMemroy="4g"),
+            "resources.eastEks.properties.sparkDefaults.executorMemroy: kafka-mirror:index:FlowSpark has no input "
+            "'executorMemroy' (did you mean 'executorMemory'?)",
+        ),
     ],
-    ids=["type", "input", "nested", "output", "name", "required", "option", "cycle", "resource-as-value"],
+    ids=[
+        "type",
+        "input",
+        "nested",
+        "output",
+        "name",
+        "required",
+        "option",
+        "cycle",
+        "resource-as-value",
+        "typed-core-input",
+    ],
 )
 def test_what_the_schema_does_not_have_fails_before_anything_runs(tmp_path: Path, edit: Any, message: str) -> None:
     with pytest.raises(YamlProgramError) as raised:

@@ -37,6 +37,7 @@ from kafka_mirror.eks.specs import (
     operator_values,
     service_account_manifest,
 )
+from kafka_mirror.input_types import EksDeploymentTarget, FlowSpark
 from kafka_mirror.secrets.stack import MadeSecret, StackSecrets, create_stack_secrets
 from kmirror.errors import Problem, ValidationError
 from kmirror.stack.models import OPERATOR_NAMESPACE, OPERATOR_REPLICAS, OPERATOR_REPOSITORY, PVC_NAME, PVC_SIZE
@@ -166,7 +167,7 @@ class EksSparkPlatformArgs(TypedDict):
     """The drivers' Prometheus port (default 9404)."""
     spark_conf: NotRequired[dict[str, str]]
     """Spark properties every app gets."""
-    spark_defaults: NotRequired[dict[str, Any]]
+    spark_defaults: NotRequired[FlowSpark]
     """Flow-level Spark resources (executors, executor_memory, ...) a flow does not set itself."""
     operator: NotRequired[OperatorArgs]
     """The Spark operator to install (default: install chart 2.5.2 in `spark-operator`)."""
@@ -215,7 +216,7 @@ class EksSparkPlatform(pulumi.ComponentResource):
     """Names of the Secrets created from the stack's `kafka-mirror:secrets` (stack program only)."""
     kubeconfig: pulumi.Output[str | None]
     """A kubeconfig of the created cluster (`aws eks get-token`; no credentials inside); absent otherwise."""
-    deployment_target: pulumi.Output[dict[str, Any]]
+    deployment_target: pulumi.Output[EksDeploymentTarget]
     """What MirrorDeployment's `eks` argument takes: the platform's settings, once its resources are ready."""
 
     def __init__(

@@ -45,6 +45,7 @@ from kafka_mirror.emr.specs import (
 from kafka_mirror.emr.step_function import create_step_function
 from kafka_mirror.emr.step_lambda import stop_timeout_problem
 from kafka_mirror.emr.wheelhouse import Wheelhouse, deploy_wheelhouses, normalize
+from kafka_mirror.input_types import AwsSettings, EmrDeploymentTarget, FlowSpark
 from kafka_mirror.secrets.stack import MadeSecret, StackSecrets, create_stack_secrets
 from kmirror.errors import KmirrorError, Problem, ValidationError
 
@@ -131,12 +132,12 @@ class EmrSparkPlatformArgs(TypedDict):
     """Install a GSSAPI (Kerberos) confluent-kafka build on the nodes (default false)."""
     spark_conf: NotRequired[dict[str, str]]
     """Spark properties every step gets."""
-    spark_defaults: NotRequired[dict[str, Any]]
+    spark_defaults: NotRequired[FlowSpark]
     """Flow-level Spark resources (executors, executor_memory, ...) a flow does not set itself."""
     aws_secrets: NotRequired[dict[str, str]]
     """Secrets Manager secrets the topology references as `{aws_secret: ARN}`: directory -> ARN."""
-    aws: NotRequired[dict[str, Any]]
-    """The stack's AWS settings `{region, profile, assume_roles}` (the stack program copies its `aws:*` config);
+    aws: NotRequired[AwsSettings]
+    """The stack's AWS settings `{region, profile, assumeRoles}` (the stack program copies its `aws:*` config);
     `region` is the cluster's region when `region` is not given. The steps are managed by the platform's Lambda
     function with its own role, not with these settings."""
     protect: NotRequired[bool]
@@ -192,7 +193,7 @@ class EmrSparkPlatform(pulumi.ComponentResource):
     """The nodes' wheelhouse: tag -> files."""
     step_function: pulumi.Output[str]
     """The Lambda function MirrorDeployment invokes to add, replace and stop a flow's step on the cluster."""
-    deployment_target: pulumi.Output[dict[str, Any]]
+    deployment_target: pulumi.Output[EmrDeploymentTarget]
     """What MirrorDeployment's `emr` argument takes: settings, cluster and app locations, once ready."""
 
     def __init__(
