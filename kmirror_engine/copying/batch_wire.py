@@ -21,7 +21,7 @@ import struct
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-import crc32c
+import google_crc32c
 
 HEADER_BYTES = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes batchLength does not count
@@ -131,13 +131,29 @@ def patch_header(out: bytearray | memoryview, at: int, end: int, attributes: int
     _EPOCH.pack_into(out, at + 12, -1)
     _ATTRIBUTES.pack_into(out, at + ATTRIBUTES_AT, attributes & ~TRANSACTIONAL_BIT)
     _PRODUCER_FIELDS.pack_into(out, at + PRODUCER_AT, producer_id, producer_epoch, base_sequence)
-    _CRC.pack_into(out, at + CRC_AT, crc32c.crc32c(memoryview(out)[at + ATTRIBUTES_AT : end]))
+    _CRC.pack_into(out, at + CRC_AT, crc32c(memoryview(out)[at + ATTRIBUTES_AT : end]))
 
 
 def crc_ok(data: bytes | bytearray | memoryview) -> bool:
     """Whether a batch's stored CRC32C matches its bytes 21..end."""
     view = memoryview(data)
-    return int(_CRC.unpack_from(view, CRC_AT)[0]) == crc32c.crc32c(view[ATTRIBUTES_AT:])
+    return int(_CRC.unpack_from(view, CRC_AT)[0]) == crc32c(view[ATTRIBUTES_AT:])
+
+
+# google-crc32c reads bytes only (no views): the CRC is taken over copies of this many bytes at a
+# time, which stay in the CPU's cache and in malloc's heap (a copy of a whole 1 MiB batch is a
+# fresh mapping, page-faulted in each time). The `crc32c` package reads views, but its import
+# scans every distribution on sys.path (importlib.metadata), pyspark.zip included: ~1 s of CPU
+# per Spark Python worker.
+CRC_CHUNK_BYTES = 64 * 1024
+
+
+def crc32c(view: memoryview) -> int:
+    """CRC32C (Castagnoli) of `view`."""
+    crc = 0
+    for at in range(0, len(view), CRC_CHUNK_BYTES):
+        crc = google_crc32c.extend(crc, bytes(view[at : at + CRC_CHUNK_BYTES]))
+    return crc
 
 
 def control_type(batch: Batch) -> int | None:
