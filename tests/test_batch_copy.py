@@ -199,7 +199,11 @@ class FakeLink:
         self.answer = answer
         self.sent: list[Any] = []
         self.refreshed = 0
+        self.kept: list[set[str]] = []
         self.manager = SimpleNamespace(least_loaded_node=lambda: 1)
+
+    def forget(self, keep: Any) -> None:
+        self.kept.append(set(keep))
 
     def leaders(self, topics: Any, timeout_s: float = 30.0) -> dict[tuple[str, int], int]:
         self.refreshed += 1
@@ -307,3 +311,39 @@ def test_auto_flows_take_the_batch_path_only_when_the_environment_asks_and_nothi
         assert not takes_batch_path(spec(**needs_records)), needs_records
     monkeypatch.setenv(AUTO_COPY_LOOP_ENV, "python")
     assert not takes_batch_path(spec())
+
+
+def test_a_kept_copier_renews_its_producer_id_and_forgets_old_topics_past_its_partition_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Weeks of running: sequences and the metadata topic set stay bounded; a new producer id
+    restarts the sequences at 0 (what the broker expects of a new id), never an old id's."""
+    import kmirror_engine.copying.batch_copy as batch_copy
+
+    monkeypatch.setattr(batch_copy, "RENEW_AFTER_PARTITIONS", 2)
+    ids = iter(range(100, 200))
+
+    def fetched(request: Any) -> Any:
+        topic, partition, offset, _ = request.partitions[0]
+        part = SimpleNamespace(partition_index=partition, error_code=0, records=build(offset, 2),
+                               aborted_transactions=[])  # fmt: skip
+        return SimpleNamespace(responses=[SimpleNamespace(topic=topic, partitions=[part])])
+
+    def produced(request: Any) -> Any:
+        if type(request).__name__.startswith("InitProducerId"):
+            return SimpleNamespace(error_code=0, producer_id=next(ids), producer_epoch=0)
+        [(topic, [item])] = request.topics.items()
+        sent.append((topic, item.producer_id, item.base_sequence))
+        part = SimpleNamespace(index=item.partition, error_code=0, base_offset=0)
+        return SimpleNamespace(responses=[SimpleNamespace(name=topic, partition_responses=[part])])
+
+    sent: list[tuple[str, int, int]] = []
+    source, target = FakeLink(fetched), FakeLink(produced)
+    copier = BatchRangeCopier(source, target, fallback=lambda: None)  # type: ignore[arg-type]
+    for topic in ("a", "b", "c", "a"):
+        copier.copy([CopyRange(topic, 0, 0, 2, f"west.{topic}")])
+    copier.copy([CopyRange("a", 0, 2, 4, "west.a")])
+    # three partitions written: the fourth round starts with a new id, sequences from 0 again
+    assert sent == [("west.a", 100, 0), ("west.b", 100, 0), ("west.c", 100, 0), ("west.a", 101, 0),
+                    ("west.a", 101, 2)]  # fmt: skip
+    assert source.kept == [{"a"}] and target.kept == [{"west.a"}]

@@ -214,12 +214,14 @@ class BrokerLink:
             self.close()
             raise LinkError(f"{role}: cannot reach {settings.get('bootstrap_servers')}: {exc}") from exc
         self._topics: set[str] = set()
+        self._forgot: set[str] = set()  # topics left out of the metadata set since the last refresh
 
     def leaders(self, topics: Iterable[str], timeout_s: float = 30.0) -> dict[tuple[str, int], int]:
         """The leader node of every partition of `topics`, after a metadata refresh; a partition
         without a leader right now is left out (the caller retries)."""
-        new = set(topics) - self._topics
-        self._topics |= new
+        new = set(topics) - self._topics or self._forgot
+        self._topics |= set(topics)
+        self._forgot = set()
         # one metadata round trip: naming new topics refreshes (a second request right after it
         # waited out kafka-python's refresh backoff: ~150 ms per task on a cold copier)
         cluster_meta = self.manager.cluster
@@ -233,6 +235,13 @@ class BrokerLink:
                 if leader is not None and leader >= 0:
                     out[(topic, partition)] = leader
         return out
+
+    def forget(self, keep: Iterable[str]) -> None:
+        """Keep only `keep` in the topics whose metadata this link refreshes (a topic deleted or no
+        longer mirrored is not asked for forever); the next `leaders()` call narrows the request."""
+        keep = set(keep)
+        self._forgot |= self._topics - keep
+        self._topics &= keep
 
     def send(self, request: Any, node_id: int) -> Future:
         """Send `request` to broker `node_id`; the Future holds its response (or the failure)."""
