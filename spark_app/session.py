@@ -77,7 +77,17 @@ def session_confs(master: str | None, confs: dict[str, str] | None = None) -> di
     """The Spark confs `build_session` applies: local defaults (local masters only), then
     `confs`, then `REQUIRED_CONFS`."""
     base = dict(LOCAL_CONFS) if master is not None else {}
+    if master is not None and _pip_installed_pyspark():
+        base["spark.python.daemon.module"] = "spark_app.worker_daemon"  # see that module
     return {**base, **(confs or {}), **REQUIRED_CONFS}
+
+
+def _pip_installed_pyspark() -> bool:
+    """Whether this pyspark is a pip-installed package carrying its own zips (`spark_app.worker_daemon`)."""
+    import pyspark
+
+    home = os.path.dirname(pyspark.__file__ or "")
+    return os.path.isfile(os.path.join(home, "python", "lib", "pyspark.zip"))
 
 
 def _log4j_file() -> str:

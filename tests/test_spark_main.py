@@ -112,3 +112,28 @@ def test_a_lost_planning_process_restarts_the_query_a_bounded_number_of_times() 
     other = ValueError("boom")
     with pytest.raises(ValueError):
         run_query(lambda: _Query(other), threading.Event())
+
+
+def test_local_python_workers_import_the_installed_pyspark_not_its_zip(tmp_path: Path) -> None:
+    """The zips of a pip-installed pyspark leave the workers' path (compiled code is cached for
+    the package, never for a zip); a Spark distribution's zips (no package around them) stay."""
+    import pyspark
+
+    from spark_app.session import session_confs
+    from spark_app.worker_daemon import installed_spark_zips
+
+    home = Path(pyspark.__file__).parent
+    pip_zips = [str(home / "python" / "lib" / "pyspark.zip"), str(home / "python" / "lib" / "py4j-0.10.9.9-src.zip")]
+    distribution = tmp_path / "spark" / "python" / "lib"
+    distribution.mkdir(parents=True)
+    other = [str(distribution / "pyspark.zip"), str(distribution / "py4j-0.10.9.9-src.zip"), "/usr/lib/python311.zip"]
+    assert installed_spark_zips([*pip_zips, *other, str(home.parent)]) == pip_zips
+    assert session_confs("local[2]")["spark.python.daemon.module"] == "spark_app.worker_daemon"
+    assert "spark.python.daemon.module" not in session_confs(None)  # a cluster's own Spark decides
+    # and a worker really runs without the zip: pyspark comes from the package, compiled
+    probe = "import sys; import spark_app.worker_daemon as d; drop = set(d.installed_spark_zips(sys.path)); " \
+            "sys.path[:] = [p for p in sys.path if p not in drop]; import pyspark; print(pyspark.__file__)"  # fmt: skip
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
+                            env={"PYTHONPATH": ":".join(pip_zips), "PATH": "/usr/bin:/bin"})  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str(home / "__init__.py")
