@@ -27,7 +27,7 @@ from typing import Any
 
 from kafka.protocol.producer.produce import ProduceResponse
 
-from kmirror_engine.copying.batch_wire import Batch, patch_header
+from kmirror_engine.copying.batch_wire import Batch, patch_header, read_uvarint
 
 FETCH_KEY, FETCH_VERSION = 1, 12
 PRODUCE_KEY, PRODUCE_VERSION = 0, 9
@@ -50,25 +50,12 @@ def uvarint(value: int) -> bytes:
     return bytes(out)
 
 
-def _read_uvarint(view: memoryview, at: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        byte = view[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, at
-        shift += 7
-        if shift > 28:
-            raise ValueError("unsigned varint longer than 5 bytes")
-
-
 def _skip_tags(view: memoryview, at: int) -> int:
     """Past a tagged-fields section (none of its fields is read here)."""
-    count, at = _read_uvarint(view, at)
+    count, at = read_uvarint(view, at)
     for _ in range(count):
-        _, at = _read_uvarint(view, at)
-        size, at = _read_uvarint(view, at)
+        _, at = read_uvarint(view, at)
+        size, at = read_uvarint(view, at)
         at += size
     return at
 
@@ -230,18 +217,18 @@ def decode_fetch_answer(view: memoryview, at: int = 0) -> FetchAnswer:
     """A Fetch v12 answer body starting at `at` of `view` (records stay views of `view`)."""
     throttle, error = _I32.unpack_from(view, at)[0], _I16.unpack_from(view, at + 4)[0]
     at += 10  # throttle, error, session id
-    topic_count, at = _read_uvarint(view, at)
+    topic_count, at = read_uvarint(view, at)
     topics: list[TopicData] = []
     for _ in range(max(0, topic_count - 1)):
-        name_length, at = _read_uvarint(view, at)
+        name_length, at = read_uvarint(view, at)
         name = bytes(view[at : at + name_length - 1]).decode()
         at += name_length - 1
-        partition_count, at = _read_uvarint(view, at)
+        partition_count, at = read_uvarint(view, at)
         partitions: list[PartitionData] = []
         for _ in range(max(0, partition_count - 1)):
             index, part_error, high, stable, log_start = _PARTITION_ANSWER.unpack_from(view, at)
             at += _PARTITION_ANSWER.size
-            aborted_count, at = _read_uvarint(view, at)
+            aborted_count, at = read_uvarint(view, at)
             aborted: list[AbortedEntry] | None = None if aborted_count == 0 else []
             for _ in range(max(0, aborted_count - 1)):
                 producer_id, first_offset = _ABORTED.unpack_from(view, at)
@@ -249,7 +236,7 @@ def decode_fetch_answer(view: memoryview, at: int = 0) -> FetchAnswer:
                 aborted.append(AbortedEntry(producer_id, first_offset))
                 at = _skip_tags(view, at + _ABORTED.size)
             at += 4  # preferred read replica
-            records_length, at = _read_uvarint(view, at)
+            records_length, at = read_uvarint(view, at)
             records = None if records_length == 0 else view[at : at + records_length - 1]
             at = _skip_tags(view, at + max(0, records_length - 1))
             if records is not None and len(records) != records_length - 1:

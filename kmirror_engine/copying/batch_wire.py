@@ -175,16 +175,23 @@ def control_type(batch: Batch) -> int | None:
 
 def _varint(view: memoryview, at: int) -> tuple[int, int]:
     """A zigzag varint at `at`: (value, position after it)."""
-    shift = raw = 0
+    raw, at = read_uvarint(view, at, max_bytes=10)
+    return (raw >> 1) ^ -(raw & 1), at
+
+
+def read_uvarint(view: memoryview, at: int, max_bytes: int = 5) -> tuple[int, int]:
+    """An unsigned varint at `at` of at most `max_bytes` bytes (Kafka's compact lengths and tag
+    counts: 5; a record's zigzag fields: 10): (value, position after it)."""
+    shift = value = 0
     while True:
         byte = view[at]
         at += 1
-        raw |= (byte & 0x7F) << shift
+        value |= (byte & 0x7F) << shift
         if not byte & 0x80:
-            return (raw >> 1) ^ -(raw & 1), at
+            return value, at
         shift += 7
-        if shift > 63:
-            raise BatchFormatError("varint longer than 10 bytes")
+        if shift >= 7 * max_bytes:
+            raise BatchFormatError(f"varint longer than {max_bytes} bytes")
 
 
 @dataclass(frozen=True, slots=True)
