@@ -7,10 +7,13 @@ export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 .PHONY: setup native system-deps kafka-dists demo test test-main test-spark40 test-batch-sweep lint bench
 
 # pyproject.toml has ranges; constraints.txt the exact versions this venv (and CI) gets.
-$(VENV)/.installed: pyproject.toml constraints.txt
+# precompile-pyspark-zip: compiled code inside pyspark's zips, which Spark puts first on every
+# Python worker's path (each worker compiled pyspark from source: ~0.6 s of CPU; docs/performance.md).
+$(VENV)/.installed: pyproject.toml constraints.txt scripts/precompile-pyspark-zip.py
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -c constraints.txt -e '.[app,policy,dev]'
+	$(PY) scripts/precompile-pyspark-zip.py --installed
 	touch $@
 
 setup: $(VENV)/.installed native
@@ -47,7 +50,7 @@ PYTHON310 ?= $(shell for p in $(wildcard $(HOME)/.pyenv/versions/3.10*/bin/pytho
 VENV40 ?= .venv-spark40
 PY40 := $(VENV40)/bin/python
 
-$(VENV40)/.installed: scripts/spark40-requirements.txt scripts/app-requirements.txt pyproject.toml
+$(VENV40)/.installed: scripts/spark40-requirements.txt scripts/app-requirements.txt pyproject.toml scripts/precompile-pyspark-zip.py
 	@if [ -z "$(PYTHON310)" ]; then \
 	  echo "make: the Spark 4.0 test leg needs Python 3.10 (what the apache/spark 4.0 images run)." >&2; \
 	  echo "      Install it (pyenv install 3.10, or apt-get install python3.10 python3.10-venv)," >&2; \
@@ -56,6 +59,7 @@ $(VENV40)/.installed: scripts/spark40-requirements.txt scripts/app-requirements.
 	$(PY40) -m pip install -q --upgrade pip
 	$(PY40) -m pip install -q -r scripts/spark40-requirements.txt
 	$(PY40) -m pip install -q --no-deps -e .
+	$(PY40) scripts/precompile-pyspark-zip.py --installed
 	touch $@
 
 # The test brokers: Apache Kafka 4.1.2 and 3.9.1 from Maven Central (kmirror_cli/local_kafka.py),
@@ -67,14 +71,14 @@ test: setup system-deps kafka-dists lint test-main test-spark40
 
 test-main: setup kafka-dists
 	@echo "== leg 1: pyspark 4.3.0 / Python 3.11 / Apache Kafka 4.1 (the whole suite)"
-	KMIRROR_TEST_BROKER=kafka-4.1 $(PY) -m pytest -q
+	KMIRROR_TEST_BROKER=kafka-4.1 $(PY) -m pytest -q --durations=25
 
 test-spark40: export PYSPARK_PYTHON := $(abspath $(PY40))
 test-spark40: export PYSPARK_DRIVER_PYTHON := $(abspath $(PY40))
 test-spark40: $(VENV40)/.installed kafka-dists
 	PYTHON=$(abspath $(PY40)) bash scripts/build-native.sh
 	@echo "== leg 2: pyspark 4.0.2 / Python 3.10 / Apache Kafka 3.9 (the data plane: tests marked spark40)"
-	KMIRROR_TEST_BROKER=kafka-3.9 $(PY40) -m pytest -q -p no:cacheprovider -m spark40
+	KMIRROR_TEST_BROKER=kafka-3.9 $(PY40) -m pytest -q -p no:cacheprovider -m spark40 --durations=15
 
 # Not part of `make test` (about 15 minutes more): the e2e, fault and security suites again with
 # every `copy_loop: auto` flow the batch path can serve on the batch path (issue 28's sweep;

@@ -1,14 +1,17 @@
 """CPU per record of the batch copy path (issue 28) next to the Python record loop, same data.
 
     python bench/batch_copy_cpu.py [--records 1000000] [--size 200] [--partitions 8]
-                                   [--codecs none,lz4] [--loops batch,python]
-                                   [--source HOST:PORT --target HOST:PORT]
+                                   [--codecs none,lz4] [--loops batch,python,native]
+                                   [--batch-records N] [--source HOST:PORT --target HOST:PORT]
 
 Starts two local Apache Kafka 4.1 brokers (or uses the ones named), fills one source topic per
 codec with `--records` records of `--size` bytes (bench/measure.py's records; an lz4 topic is
 compressed by the broker, `compression.type=lz4`), then copies it in this process, one loop
-at a time: `BatchRangeCopier` (kmirror_engine.copying.batch_copy) and `RangeCopier`
-(kmirror_engine.copying.range_copy), each into its own target topic. The figures are the wall
+at a time: `BatchRangeCopier` (kmirror_engine.copying.batch_copy), `RangeCopier`
+(kmirror_engine.copying.range_copy) and the native loop (`NativeRangeCopier`, where built), each
+into its own target topic. `--batch-records N` fills the source with batches of at most N
+records (a producer at a low rate with a short linger writes such batches; the batch path's cost
+is per batch, the record loops' per record). The figures are the wall
 time of `copy()` and the CPU of this whole process (every thread: librdkafka's included) over
 it, from getrusage. Each target's per-partition counts must equal the source's
 (bench/verify.py), and a sample of records must match, before a figure is printed.
@@ -34,6 +37,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from bench.measure import produce_parallel
 from bench.verify import verify_counts, verify_sample
 from kmirror_engine.copying.batch_copy import new_batch_copier
+from kmirror_engine.copying.native_copy import NativeRangeCopier, new_loop
 from kmirror_engine.copying.range_copy import (
     CONSUMER_REQUIRED,
     CONSUMER_TUNING,
@@ -50,7 +54,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--codecs", default="none,lz4", help="comma-separated: none, lz4, zstd, gzip, snappy")
     parser.add_argument("--producers", type=int, default=2, help="processes filling the source")
-    parser.add_argument("--loops", default="batch,python", help="comma-separated: batch, python")
+    parser.add_argument("--loops", default="batch,python", help="comma-separated: batch, python, native")
+    parser.add_argument("--batch-records", type=int, default=0,
+                        help="at most this many records per source batch (0: the fill's tuning, ~thousands)")
     parser.add_argument("--repeat", type=int, default=1, help="copies of the same data per loop (median printed)")
     parser.add_argument("--source", help="bootstrap of a running source cluster (default: start one)")
     parser.add_argument("--target", help="bootstrap of a running target cluster (default: start one)")
@@ -105,7 +111,8 @@ def run_codec(args: argparse.Namespace, source: str, target: str, codec: str) ->
     run = uuid.uuid4().hex[:6]
     src = f"bcpu-{run}-{codec}"
     create(source, src, args.partitions, codec)
-    filled = produce_parallel(source, src, args.records, args.size, args.partitions, args.producers)
+    small = {"batch.num.messages": args.batch_records, "linger.ms": 0} if args.batch_records else None
+    filled = produce_parallel(source, src, args.records, args.size, args.partitions, args.producers, small)
     counts: dict[int, int] = filled["counts"]
     ranges = [CopyRange(src, p, 0, n, src) for p, n in sorted(counts.items())]
     consumer_config = {"bootstrap.servers": source, "group.id": f"bench-{run}", "enable.auto.commit": False,
@@ -117,7 +124,8 @@ def run_codec(args: argparse.Namespace, source: str, target: str, codec: str) ->
                 for k in range(args.repeat)]  # fmt: skip
         records, fallback, wall, cpu, compared = sorted(runs, key=lambda r: r[3])[len(runs) // 2]
         each = " ".join(f"{r[3] / r[0] * 1e6:.3f}" for r in runs)
-        lines.append(f"loop={loop} codec={codec} records={records} records_per_s={records / wall:,.0f} "
+        lines.append(f"loop={loop} codec={codec} batch_records={args.batch_records or 'fill'} records={records} "
+                     f"records_per_s={records / wall:,.0f} "
                      f"wall_s={wall:.2f} cpu_s={cpu:.2f} cpu_us_per_record={cpu / records * 1e6:.3f} "
                      f"fallback_records={fallback} verified_sample={compared} "
                      f"system_share={sorted(SYSTEM_SHARE[-len(runs):])[len(runs) // 2]:.2f} "
@@ -137,6 +145,9 @@ def copy_once(args: argparse.Namespace, source: str, target: str, src: str, code
     if loop == "batch":
         copier: Any = new_batch_copier(consumer_config, producer_config)
         close = copier.close
+    elif loop == "native":
+        copier = NativeRangeCopier(new_loop(consumer_config, producer_config))
+        close = copier.loop.close
     else:
         copier = RangeCopier(Consumer(consumer_config), Producer(producer_config))
         close = copier.consumer.close

@@ -34,14 +34,16 @@ def _values(size: int) -> list[bytes]:
 
 
 def produce_share(
-    bootstrap: str, topic: str, partitions: list[int], total: int, size: int, nparts: int
+    bootstrap: str, topic: str, partitions: list[int], total: int, size: int, nparts: int,
+    producer_config: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Produce this share's records (those whose partition is in `partitions`) as fast as possible.
+    """Produce this share's records (those whose partition is in `partitions`) as fast as possible
+    (`producer_config` overrides the tuning, e.g. `batch.num.messages` for small batches).
 
     Returns per-partition counts (from delivery reports) and wall clock start/end in seconds.
     Raises on any delivery error.
     """
-    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_TUNING, **SAFE_PRODUCER})
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_TUNING, **SAFE_PRODUCER, **(producer_config or {})})
     values = _values(size)
     counts = dict.fromkeys(partitions, 0)
     errors: list[Any] = []
@@ -69,11 +71,13 @@ def produce_share(
     return {"counts": counts, "start": started, "end": time.time()}
 
 
-def produce_parallel(bootstrap: str, topic: str, total: int, size: int, nparts: int, procs: int) -> dict[str, Any]:
+def produce_parallel(bootstrap: str, topic: str, total: int, size: int, nparts: int, procs: int,
+                     producer_config: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
     """Produce all records with `procs` processes (partitions split between them)."""
     shares = [list(range(nparts))[k::procs] for k in range(procs)]
     with multiprocessing.get_context("spawn").Pool(procs) as pool:
-        results = pool.starmap(produce_share, [(bootstrap, topic, s, total, size, nparts) for s in shares])
+        results = pool.starmap(produce_share, [(bootstrap, topic, s, total, size, nparts, producer_config)
+                                                     for s in shares])  # fmt: skip
     counts: dict[int, int] = {}
     for result in results:
         counts.update(result["counts"])
