@@ -12,6 +12,7 @@ sharing their application table in a JSON file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -138,7 +139,9 @@ class FakeYarn:
         return "application_1700000000000_0001"
 
     def start(self, args: list[str], **env: str) -> subprocess.Popen[str]:
-        proc = subprocess.Popen(runnable(args), env={**self.env, **env}, text=True, stderr=subprocess.PIPE)
+        # its own process group: the teardown ends the fake spark-submits it started, too
+        proc = subprocess.Popen(runnable(args), env={**self.env, **env}, text=True, stderr=subprocess.PIPE,
+                                start_new_session=True)  # fmt: skip
         self.procs.append(proc)
         return proc
 
@@ -159,9 +162,9 @@ def yarn(tmp_path: Path) -> Iterator[FakeYarn]:
     fake = FakeYarn(state, env)
     yield fake
     for proc in fake.procs:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # the wrapper may be gone and its spark-submit not
+        proc.wait()
 
 
 def step_args(stop_timeout_s: int = 4) -> list[str]:
