@@ -86,6 +86,37 @@ def test_missing_topic_created_with_partitions_configs_and_replication_factor() 
     )
 
 
+class OrderedRegistry:
+    """A created-topics registry that notes when it is made to exist and what it records."""
+
+    def __init__(self, target: FakeAdmin, events: list[str]) -> None:
+        self.target, self.events = target, events
+
+    def ensure_exists(self) -> None:
+        self.events.append(f"registry exists ({len(self.target.created)} topics created before)")
+
+    def record(self, pairs: list[tuple[str, str]]) -> None:
+        self.events.append(f"recorded {sorted(pairs)}")
+
+
+def test_the_registry_exists_before_the_topics_it_records_are_created() -> None:
+    """A broker applies topic creations in order: a registry created after thousands of new topics
+    is writable only once their partitions exist (docs/performance.md, the 2,000-topic start-up)."""
+    events: list[str] = []
+    target = FakeAdmin({"west.known": 1})
+    source = FakeAdmin({"a": 1, "b": 2, "known": 1})
+    topics = TargetTopics(source, target, EAST, created=OrderedRegistry(target, events))
+    topics.ensure({"a": MirroredTopic("a", 1, "west.a"), "known": MirroredTopic("known", 1, "west.known")})
+    topics.ensure({"b": MirroredTopic("b", 2, "west.b")})
+    topics.ensure({"b": MirroredTopic("b", 2, "west.b")})  # nothing missing: no registry call
+    assert events == [
+        "registry exists (0 topics created before)",
+        "recorded [('west.a', 'a')]",
+        "registry exists (1 topics created before)",
+        "recorded [('west.b', 'b')]",
+    ]
+
+
 def test_verified_topics_are_not_checked_again_and_growth_creates_partitions() -> None:
     source, target = FakeAdmin({"orders": 2}), FakeAdmin({})
     topics = TargetTopics(source, target, EAST, sync_configs=False)

@@ -32,17 +32,28 @@ class CreatedTopics:
         self.target, self.flow_id = target, flow_id
         self.topic = created_topics_topic(source_alias)
         self._producer: Any = None
+        self._exists = False
+
+    def ensure_exists(self) -> None:
+        """Create the registry topic unless it exists. `TargetTopics` calls it before creating the
+        topics it will record: a broker applies topic creations in order, so a registry created
+        after 2,000 new topics could be written only once their 4,000 partitions existed (about
+        5 s of a 2,000-topic first start-up, docs/performance.md)."""
+        from kmirror_engine.clients.topic_admin import ensure_topic
+
+        if not self._exists:
+            ensure_topic(self.target, self.topic, TOPIC_CONFIG)
+            self._exists = True
 
     def record(self, created: Iterable[tuple[str, str]], timeout_s: float = 30.0) -> None:
         """Record `(remote topic, source topic)` pairs; raises ConnectionFailure when a record is
         not acknowledged (the caller keeps them and tries again)."""
         from kmirror_engine.clients.factory import new_delivery_producer
-        from kmirror_engine.clients.topic_admin import ensure_topic
 
         pairs = list(created)
         if not pairs:
             return
-        ensure_topic(self.target, self.topic, TOPIC_CONFIG)
+        self.ensure_exists()
         if self._producer is None:
             self._producer = new_delivery_producer(self.target, role="created-topics-producer",
                                                    what="created topic record", error=ConnectionFailure,

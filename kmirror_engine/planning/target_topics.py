@@ -107,6 +107,8 @@ class TargetTopics:
             return
         existing = list_topic_partitions(self.target_admin, self.target, self.timeout_s)
         missing = [t for t in todo if t.target_topic not in existing]
+        if missing and self.created is not None:
+            self.created.ensure_exists()  # before the topics it will record (CreatedTopics.ensure_exists)
         if missing and (raced := self._create(missing)):
             # Someone created them after our listing (or their metadata was hidden from it): their
             # partition count is whatever that creator chose, so it is checked like any other.
