@@ -239,3 +239,33 @@ def test_a_broker_without_create_partitions_refuses_a_shorter_target_topic(clust
     )
     assert topics._verified == {}
     assert len(target.list_topics(timeout=10).topics[f"west.{name}"].partitions) == 1
+
+
+def test_the_registry_is_checked_once_and_again_after_a_failed_record(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its existence is checked once, not per record call; a failed record checks (and makes) it
+    again before the retry, so a registry deleted while the mirror runs is made again."""
+    from kmirror_engine.planning import created_topics
+
+    checks: list[str] = []
+    outcomes = [ConnectionFailure("recording failed: Unknown topic"), None, None]
+
+    class Producer:
+        def produce(self, *args: Any) -> None:
+            pass
+
+        def confirm(self, timeout_s: float) -> None:
+            if (failure := outcomes.pop(0)) is not None:
+                raise failure
+
+    def ensure_topic(_endpoint: Any, topic: str, _config: Any) -> None:
+        checks.append(topic)
+
+    monkeypatch.setattr("kmirror_engine.clients.topic_admin.ensure_topic", ensure_topic)
+    monkeypatch.setattr("kmirror_engine.clients.factory.new_delivery_producer", lambda *a, **k: Producer())
+    registry = created_topics.CreatedTopics(EAST, "west", "west->east")
+    registry.ensure_exists()
+    with pytest.raises(ConnectionFailure):
+        registry.record([("west.a", "a")])
+    registry.record([("west.a", "a")])
+    registry.record([("west.b", "b")])
+    assert checks == ["kmirror-created-topics.west.internal"] * 2

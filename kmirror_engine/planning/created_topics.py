@@ -62,7 +62,11 @@ class CreatedTopics:
         for remote, source in pairs:
             value = json.dumps({"flow": self.flow_id, "source_topic": source, "created_ms": now})
             self._producer.produce(self.topic, value.encode(), remote.encode())
-        self._producer.confirm(timeout_s)
+        try:
+            self._producer.confirm(timeout_s)
+        except ConnectionFailure:
+            self._exists = False  # checked (and made again if it was deleted) before the retry
+            raise
 
     def _message(self, failures: list[DeliveryFailure], remaining: int, timeout_s: float) -> str:
         return (
