@@ -97,6 +97,15 @@ def test_a_lost_planning_process_restarts_the_query_a_bounded_number_of_times() 
 
     assert planning_process_lost(_lost())
     assert not planning_process_lost(KmirrorError("java.io.EOFException while reading a file"))
+    from pyspark.errors import StreamingQueryException
+
+    never_connected = StreamingQueryException(  # as a CI run saw it: the planner's start timed out
+        "[STREAM_FAILED] terminated with exception: Python worker failed to connect back. SQLSTATE: XXKST\n"
+        "\tat org.apache.spark.api.python.PythonWorkerFactory.createSimpleWorker(PythonWorkerFactory.scala:328)\n"
+        "\tat org.apache.spark.sql.execution.python.streaming.PythonStreamingSourceRunner.init(x.scala:109)"
+    )
+    assert planning_process_lost(never_connected)
+    assert not planning_process_lost(KmirrorError("Python worker failed to connect back (a task's worker)"))
     started: list[int] = []
 
     def crashes_then_ends() -> _Query:
