@@ -157,11 +157,14 @@ def planning_process_lost(exc: BaseException) -> bool:
             trace = " ".join(str(frame) for frame in throwable.getStackTrace())
         except Exception:  # not a JVM throwable (a test double, a closed gateway)
             break
-        if "PythonStreamingSourceRunner" in trace and any(sign in text for sign in _PLANNER_LOST):
+        if _names_lost_planner(text, trace):
             return True
         throwable = throwable.getCause()
-    text = str(exc)
-    return "PythonStreamingSourceRunner" in text and any(sign in text for sign in _PLANNER_LOST)
+    return _names_lost_planner(str(exc), str(exc))
+
+
+def _names_lost_planner(error: str, trace: str) -> bool:
+    return "PythonStreamingSourceRunner" in trace and any(sign in error for sign in _PLANNER_LOST)
 
 
 def run_query(start: Callable[[], Any], stop: threading.Event, clock: Callable[[], float] = time.monotonic) -> Any:
