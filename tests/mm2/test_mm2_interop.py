@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from bench.mm2_run import LOG4J
 from tests.mm2.test_mm2_jars import ROOT, fetch_mm2
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real_kafka, pytest.mark.slow]
@@ -55,10 +56,6 @@ def mm2_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         )
         admin = AdminClient({"bootstrap.servers": a.bootstrap_servers})
         admin.create_topics([NewTopic("orders", 2, 1)])["orders"].result()
-        producer = Producer({"bootstrap.servers": a.bootstrap_servers})
-        for i in range(1000):
-            producer.produce("orders", key=str(i), value=b"v%d" % i, partition=i % 2)
-        producer.flush()
         consumer = Consumer({"bootstrap.servers": a.bootstrap_servers, "group.id": "g1", "enable.auto.commit": False})
         consumer.commit(offsets=[TopicPartition("orders", p, o) for p, o in COMMITTED.items()], asynchronous=False)
         consumer.close()
@@ -81,16 +78,30 @@ def mm2_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
             + "emit.checkpoints.interval.seconds = 1\nrefresh.groups.interval.seconds = 1\n"
             "refresh.topics.interval.seconds = 1\nsync.group.offsets.enabled = false\n"
         )
+        log, log4j = tmp / "mm2.log", tmp / "mm2-log4j.properties"  # not on the Java caller's classpath
+        log4j.write_text(LOG4J)
         mm = subprocess.Popen(
-            ["java", "-Xmx512m", "-cp", f"{jars}/*", "org.apache.kafka.connect.mirror.MirrorMaker", str(props)],
-            stdout=(tmp / "mm2.log").open("w"),
+            ["java", "-Xmx512m", f"-Dlog4j.configuration=file:{log4j}", "-cp", f"{jars}/*",
+             "org.apache.kafka.connect.mirror.MirrorMaker", str(props)],
+            stdout=log.open("w"),
             stderr=subprocess.STDOUT,
-        )
+        )  # fmt: skip
+        # the records only once MM2's checkpoint task has read its offset syncs to the end: syncs read
+        # during that first read replace each other (MM2's OffsetSyncStore), so a copy finished before
+        # it would leave only the newest sync and the committed offsets untranslatable (no checkpoint)
+        deadline = time.monotonic() + 120
+        while "starting checkpoint and offset sync stores took" not in log.read_text():
+            assert time.monotonic() < deadline, f"MM2's checkpoint task did not start within 120 s; log: {log}"
+            time.sleep(1)
+        producer = Producer({"bootstrap.servers": a.bootstrap_servers})
+        for i in range(1000):
+            producer.produce("orders", key=str(i), value=b"v%d" % i, partition=i % 2)
+        producer.flush()
         deadline, java = time.monotonic() + 120, {}
-        while not java and time.monotonic() < deadline:
+        while len(java) < len(COMMITTED) and time.monotonic() < deadline:
             time.sleep(2)
             java = _java_translate(jars, tmp, b.bootstrap_servers)
-        assert java, f"no MM2 checkpoint within 120 s; log: {tmp / 'mm2.log'}"
+        assert len(java) == len(COMMITTED), f"MM2 checkpointed {sorted(java)} within 120 s; log: {log}"
         spec = tmp / "flow.json"
         spec.write_text(
             json.dumps(

@@ -25,8 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
+from bench.mm2_run import LOG4J
 from kmirror.errors import ValidationError
 from kmirror.flow.replication_policy import checkpoints_topic
 from kmirror.flow.spec import parse_flow_spec
@@ -89,6 +90,15 @@ def _remote_ends(bootstrap: str, topic: str) -> dict[int, int]:
         if metadata is None or metadata.error is not None:
             return {}
         return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in metadata.partitions}
+    except KafkaException as e:
+        # MM2 has just created the topic and its partitions have no leader yet (NOT_LEADER_FOR_PARTITION,
+        # LEADER_NOT_AVAILABLE): not there yet, ask again; anything else fails the wait
+        if not e.args[0].retriable() and e.args[0].code() not in (
+            KafkaError.NOT_LEADER_FOR_PARTITION,
+            KafkaError.LEADER_NOT_AVAILABLE,
+        ):
+            raise
+        return {}
     finally:
         consumer.close()
 
@@ -124,14 +134,15 @@ def mm2_stopped(clusters: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
     src, dst = f"A{unique}", f"B{unique}"
     topic, remote = f"orders{unique}", f"A{unique}.orders{unique}"
     create_topic(clusters.source, topic, 2)
-    produce(clusters.source, topic, [{"value": _value(p, i), "partition": p} for p in (0, 1) for i in range(BEFORE)])
     _commit(clusters.source, before_group, topic, BEFORE_GROUP)
     jars = fetch_mm2(resolve_line(KAFKA_LINE))
     props = tmp / "mm2.properties"
     props.write_text(_mm2_properties(src, dst, clusters.source, clusters.target, topic))
-    log = tmp / "mm2.log"
-    mm2 = subprocess.Popen(["java", "-Xmx512m", "-cp", f"{jars}/*", "org.apache.kafka.connect.mirror.MirrorMaker",
-                            str(props)], stdout=log.open("w"), stderr=subprocess.STDOUT)  # fmt: skip
+    log, log4j = tmp / "mm2.log", tmp / "mm2-log4j.properties"  # not on the Java caller's classpath
+    log4j.write_text(LOG4J)  # MM2's own log next to the test's, for a wait that times out
+    mm2 = subprocess.Popen(["java", "-Xmx512m", f"-Dlog4j.configuration=file:{log4j}", "-cp", f"{jars}/*",
+                            "org.apache.kafka.connect.mirror.MirrorMaker", str(props)],
+                           stdout=log.open("w"), stderr=subprocess.STDOUT)  # fmt: skip
     spec = parse_flow_spec({
         "id": f"{src}->{dst}", "checkpoint_location": str(tmp / "ckpt"), "topics": [topic], "topics_exclude": [],
         "replication_policy": {"type": "default"}, "groups": [f"before{unique}", f"after{unique}"],
@@ -141,6 +152,14 @@ def mm2_stopped(clusters: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
     })  # fmt: skip
     offsets_topic, syncs_topic = spec.planning.from_mm2.topics(src, dst)  # type: ignore[union-attr]
     try:
+        # the records only once MM2's checkpoint task has read its offset syncs topic to the end: syncs
+        # it reads during that first read replace each other (OffsetSyncStore keeps the newest), so a
+        # copy finished before it started would leave only the last sync, and offsets before it
+        # untranslatable (MM2 then never checkpoints them)
+        _wait("MM2's checkpoint task started its offset sync store",
+              lambda: "starting checkpoint and offset sync stores took" in log.read_text(), 120, log)  # fmt: skip
+        produce(clusters.source, topic, [{"value": _value(p, i), "partition": p} for p in (0, 1)
+                                         for i in range(BEFORE)])  # fmt: skip
         _wait("MM2 copied every record", lambda: _remote_ends(clusters.target, remote) == {0: BEFORE, 1: BEFORE},
               120, log)  # fmt: skip
 
