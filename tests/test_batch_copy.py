@@ -15,6 +15,7 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from kmirror.errors import ValidationError
 from kmirror.flow.spec import parse_flow_spec
+from kmirror_engine.copying import batch_copy
 from kmirror_engine.copying.batch_copy import BatchRangeCopier
 from kmirror_engine.copying.batch_net import link_config
 from kmirror_engine.copying.batch_state import RangeInFlight, fallback_reason
@@ -232,7 +233,10 @@ def produced_records(request: Any) -> bytes:
     return bytes(decoded.topic_data[0].partition_data[0].records)
 
 
-def test_a_retriable_produce_error_resends_the_same_bytes_and_sequence_after_a_metadata_refresh() -> None:
+def test_a_retriable_produce_error_resends_the_same_bytes_and_sequence_after_a_metadata_refresh(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(batch_copy, "MERGE_BELOW_RECORDS", 0)  # two batches, two requests
     batches = build(0, 4) + build(4, 6)
 
     def fetched(request: Any) -> Any:
@@ -347,3 +351,40 @@ def test_a_kept_copier_renews_its_producer_id_and_forgets_old_topics_past_its_pa
     assert sent == [("west.a", 100, 0), ("west.b", 100, 0), ("west.c", 100, 0), ("west.a", 101, 0),
                     ("west.a", 101, 2)]  # fmt: skip
     assert source.kept == [{"a"}] and target.kept == [{"west.a"}]
+
+
+def test_small_batches_go_merged_in_one_request_and_their_offsets_map_exactly() -> None:
+    """Three small batches then a compressed one: the three as one batch (one request slot), the
+    compressed one as it is; every record once, in order, offset syncs at each sent batch's ends."""
+    fetched_bytes = build(0, 3) + build(3, 2) + build(5, 4) + build(9, 30, codec=GZIP)
+
+    def fetched(request: Any) -> Any:
+        part = SimpleNamespace(partition_index=0, error_code=0, records=fetched_bytes, aborted_transactions=[])
+        return SimpleNamespace(responses=[SimpleNamespace(topic="t", partitions=[part])])
+
+    produced_at: list[bytes] = []
+
+    def produced(request: Any) -> Any:
+        if type(request).__name__.startswith("InitProducerId"):
+            return SimpleNamespace(error_code=0, producer_id=4711, producer_epoch=2)
+        records = produced_records(request)
+        part = SimpleNamespace(index=0, error_code=0, base_offset=500 + sum(split_batches(b)[0].record_count
+                                                                            for b in produced_at))  # fmt: skip
+        produced_at.append(records)
+        return SimpleNamespace(responses=[SimpleNamespace(name="west.t", partition_responses=[part])])
+
+    copier = BatchRangeCopier(FakeLink(fetched), FakeLink(produced), fallback=lambda: None)  # type: ignore[arg-type]
+    [progress] = copier.copy([CopyRange("t", 0, 0, 39, "west.t")])
+    merged, compressed = (split_batches(b)[0] for b in produced_at)
+    assert (merged.record_count, compressed.record_count) == (9, 30)
+    assert struct.unpack_from(">qhi", merged.data, 43) == (4711, 2, 0)
+    assert struct.unpack_from(">qhi", compressed.data, 43) == (4711, 2, 9)
+    assert crc_ok(merged.data) and crc_ok(compressed.data)
+
+    def records(batches: list[bytes]) -> list[tuple[Any, ...]]:
+        return [(r.timestamp, r.key, r.value, list(r.headers)) for b in batches for r in DefaultRecordBatch(b)]
+
+    assert records(produced_at) == records([bytes(b.data) for b in split_batches(fetched_bytes)])
+    assert [r.offset for r in DefaultRecordBatch(bytes(produced_at[0]))] == list(range(9))
+    # one drift (500) from the first record to the last: the syncs at the two ends say it all
+    assert (progress.records, progress.offset_syncs) == (39, ((0, 500), (38, 538)))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -34,7 +35,7 @@ from kafka.protocol.producer.transaction import InitProducerIdRequest
 from kmirror_engine.copying.batch_frames import BufferPool, FetchCall, ProduceCall, ProducedBatch
 from kmirror_engine.copying.batch_net import BrokerLink
 from kmirror_engine.copying.batch_state import RangeInFlight, RecordSpan, SentBatch, fallback_reason
-from kmirror_engine.copying.batch_wire import AbortedTransaction, committed, split_batches
+from kmirror_engine.copying.batch_wire import AbortedTransaction, Batch, committed, merge, mergeable, split_batches
 from kmirror_engine.copying.range_copy import DEFAULT_STALL_TIMEOUT_S, CopyError, CopyRange, copy_in_rounds
 from kmirror_engine.copying.record_limits import TargetRules
 from kmirror_engine.observability.progress import PartitionProgress
@@ -53,6 +54,11 @@ READ_COMMITTED = 1
 PRODUCE_TIMEOUT_MS = 30_000
 # In-flight produce requests per target broker: the idempotent producer's limit per partition (5).
 MAX_IN_FLIGHT = 5
+# Source batches under this many records are merged with their neighbours (`batch_wire.merge`) into
+# batches of at most MERGE_MAX_BYTES (and the target's max.message.bytes): a Produce request carries
+# one batch per partition, so unmerged they cost a request each (docs/performance.md, stop 35).
+MERGE_BELOW_RECORDS = int(os.environ.get("KMIRROR_MERGE_BELOW", "256"))  # 0: never (bench comparisons)
+MERGE_MAX_BYTES = 512 * 1024
 # Batch bytes per produce request (more go in the next one; a larger batch goes alone), and the
 # reused request buffers (`batch_frames.BufferPool`): 5 in flight to each of a few brokers.
 PRODUCE_MAX_BYTES = 4 * 1024 * 1024
@@ -278,10 +284,23 @@ class BatchRangeCopier:
         if not batches:
             return
         aborted = [AbortedTransaction(a.producer_id, a.first_offset) for a in part.aborted_transactions or ()]
+        run: list[Batch] = []  # consecutive small batches, merged into one request's batch
+        run_bytes = 0
+        cap = min(MERGE_MAX_BYTES, s.limit or MERGE_MAX_BYTES)
         for batch in committed(batches, aborted):
             if batch.base_offset >= s.rng.end_offset:
                 break
             reason = fallback_reason(s, batch, int(time.time() * 1000))
+            if reason is None and batch.record_count < MERGE_BELOW_RECORDS and mergeable(batch):
+                if run and (run[-1].next_offset != batch.base_offset or run_bytes + len(batch.data) > cap):
+                    self._queue(s, run)
+                    run, run_bytes = [], 0
+                run.append(batch)
+                run_bytes += len(batch.data)
+                continue
+            if run:
+                self._queue(s, run)
+                run, run_bytes = [], 0
             if reason is None:
                 s.pending.append(SentBatch(batch))
                 s.pending_bytes += len(batch.data)
@@ -293,7 +312,15 @@ class BatchRangeCopier:
                 s.pending[-1] = RecordSpan(tail.start, end)
             else:
                 s.pending.append(RecordSpan(start, end))
+        if run:
+            self._queue(s, run)
         s.position = min(max(s.position, batches[-1].next_offset), s.rng.end_offset)
+
+    def _queue(self, s: RangeInFlight, run: list[Batch]) -> None:
+        """Queue consecutive small batches as one (`batch_wire.merge`: one request slot for all)."""
+        batch = merge(run)
+        s.pending.append(SentBatch(batch))
+        s.pending_bytes += len(batch.data)
 
     def _log_once(self, reason: str, s: RangeInFlight) -> None:
         if reason not in self._logged:

@@ -12,7 +12,9 @@ A batch on the wire (Kafka's DefaultRecordBatch):
     @53 baseSequence int32     @57 recordCount int32  @61 records
 
 Only the header changes on the way to the target: keys, values, headers, timestamps and the
-compressed record bytes stay byte-identical, which is what makes the copy cheap.
+compressed record bytes stay byte-identical, which is what makes the copy cheap. Small
+uncompressed batches may go merged (`merge`): then each record's length and deltas are written
+again, its attributes, key, value and headers kept as they are.
 """
 
 from __future__ import annotations
@@ -223,3 +225,74 @@ def committed(batches: Sequence[Batch], aborted: Iterable[AbortedTransaction]) -
         if batch.is_control:
             continue
         yield batch
+
+
+# -- merging small batches ----------------------------------------------------------------------
+# A Produce request (v3+) carries one batch per partition, so a topic written in small batches
+# (a producer at a low rate) costs the batch path a request per source batch (docs/performance.md,
+# "Issue 28 (stop 35)"). Consecutive small uncompressed batches of a partition are merged into one
+# batch: each record's bytes are kept but its length, offset delta and timestamp delta, which are
+# relative to its batch, are written again relative to the merged batch.
+
+COMPRESSION_MASK = 0x07
+
+
+def mergeable(batch: Batch) -> bool:
+    """Whether `batch` may be merged with its neighbours: magic 2, uncompressed, CreateTime, no
+    transaction or control marker, no offset gaps (every offset of the merged batch is a record)."""
+    return (
+        batch.magic == MAGIC_V2
+        and not batch.attributes & (COMPRESSION_MASK | TIMESTAMP_TYPE_BIT | TRANSACTIONAL_BIT | CONTROL_BIT)
+        and batch.contiguous
+        and batch.record_count > 0
+    )
+
+
+def merge(batches: Sequence[Batch]) -> Batch:
+    """One batch holding the records of `batches` (consecutive offsets, each `mergeable`), in
+    order, byte-identical but for each record's length, offset delta and timestamp delta. Its
+    base offset and timestamp are the first batch's; its producer fields are -1 (the produce path
+    writes the target's, with the CRC, `patch_header`)."""
+    if len(batches) == 1:
+        return batches[0]
+    first = batches[0]
+    out = bytearray(HEADER_BYTES)
+    count = 0
+    max_ts = first.max_timestamp
+    for batch in batches:
+        if not mergeable(batch) or batch.base_offset != first.base_offset + count:
+            raise BatchFormatError(f"batch at offset {batch.base_offset} cannot be merged after offset "
+                                   f"{first.base_offset + count - 1}")  # fmt: skip
+        offset_shift, ts_shift = count, batch.base_timestamp - first.base_timestamp
+        view, at, end = batch.data, HEADER_BYTES, len(batch.data)
+        for _ in range(batch.record_count):
+            length, at = _varint(view, at)
+            body_end = at + length
+            attributes = view[at]
+            ts_delta, pos = _varint(view, at + 1)
+            offset_delta, pos = _varint(view, pos)
+            if body_end > end:
+                raise BatchFormatError(f"record of batch {batch.base_offset} runs past its batch")
+            head = bytearray((attributes,))
+            _write_varint(head, ts_delta + ts_shift)
+            _write_varint(head, offset_delta + offset_shift)
+            _write_varint(out, len(head) + body_end - pos)
+            out += head
+            out += view[pos:body_end]
+            at = body_end
+        count += batch.record_count
+        max_ts = max(max_ts, batch.max_timestamp)
+    _HEADER.pack_into(out, 0, first.base_offset, len(out) - LOG_OVERHEAD, -1, MAGIC_V2, 0, 0, count - 1,
+                      first.base_timestamp, max_ts, NO_PRODUCER_ID, -1, -1, count)  # fmt: skip
+    _CRC.pack_into(out, CRC_AT, crc32c(memoryview(out)[ATTRIBUTES_AT:]))
+    return Batch(memoryview(out), first.base_offset, MAGIC_V2, 0, count - 1, first.base_timestamp, max_ts,
+                 NO_PRODUCER_ID, count)  # fmt: skip
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    """Append `value` as a zigzag varint (Kafka's record fields)."""
+    raw = (value << 1) ^ (value >> 63)
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)

@@ -1,0 +1,72 @@
+"""Merging consecutive small record batches into one (`batch_wire.merge`, the batch path's answer
+to topics written in small batches: a Produce request carries one batch per partition). The merged
+batch is read back with kafka-python's own record reader: every record's offset, timestamp, key,
+value and headers as before."""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
+
+from kmirror_engine.copying.batch_wire import BatchFormatError, crc_ok, merge, mergeable, split_batches
+
+NONE, GZIP = DefaultRecordBatchBuilder.CODEC_NONE, DefaultRecordBatchBuilder.CODEC_GZIP
+
+
+def _batch(base: int, records: list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes]]]],
+           codec: int = NONE) -> bytes:  # fmt: skip
+    builder = DefaultRecordBatchBuilder(2, codec, False, 77, 0, 0, 1 << 24)
+    for delta, (ts, key, value, headers) in enumerate(records):
+        builder.append(delta, ts, key, value, headers)
+    data = bytearray(builder.build())
+    struct.pack_into(">q", data, 0, base)
+    return bytes(data)
+
+
+def _read(data: bytes | memoryview) -> list[tuple[Any, ...]]:
+    out = []
+    for b in split_batches(data):
+        for r in DefaultRecordBatch(bytes(b.data)):
+            out.append((r.offset, r.timestamp, r.key, r.value, list(r.headers)))
+    return out
+
+
+record = st.tuples(
+    st.integers(min_value=0, max_value=2**41),
+    st.one_of(st.none(), st.binary(max_size=40)),
+    st.one_of(st.none(), st.binary(max_size=300)),
+    st.lists(st.tuples(st.text(max_size=5), st.binary(max_size=10)), max_size=3),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(record, min_size=1, max_size=12), min_size=1, max_size=8), st.integers(0, 2**40))
+def test_merged_batches_read_back_as_the_same_records(groups: list[list[Any]], base: int) -> None:
+    raw, at = b"", base
+    for group in groups:
+        raw += _batch(at, group)
+        at += len(group)
+    batches = split_batches(raw)
+    merged = merge(batches)
+    assert crc_ok(merged.data)
+    assert _read(merged.data) == _read(raw)
+    assert (merged.base_offset, merged.record_count, merged.last_offset) == (base, at - base, at - 1)
+    assert merged.base_timestamp == batches[0].base_timestamp
+    assert merged.max_timestamp == max(b.max_timestamp for b in batches)
+    assert len(split_batches(merged.data)) == 1 and mergeable(merged)
+
+
+def test_only_consecutive_uncompressed_contiguous_batches_merge() -> None:
+    one = [(1_700_000_000_000, b"k", b"v" * 1000, [])]  # compressible: kafka-python keeps it compressed
+    plain, compressed = split_batches(_batch(0, one) + _batch(1, one, GZIP))
+    assert mergeable(plain) and not mergeable(compressed)
+    with pytest.raises(BatchFormatError, match="cannot be merged"):
+        merge([plain, compressed])
+    first, later = split_batches(_batch(0, one) + _batch(5, one))  # a gap: offsets 1-4 are not records
+    with pytest.raises(BatchFormatError, match="batch at offset 5 cannot be merged after offset 0"):
+        merge([first, later])
