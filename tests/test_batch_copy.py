@@ -26,6 +26,7 @@ from kmirror_engine.copying.batch_wire import (
     committed,
     control_type,
     crc_ok,
+    merge,
     rewrite,
     split_batches,
 )
@@ -388,3 +389,19 @@ def test_small_batches_go_merged_in_one_request_and_their_offsets_map_exactly() 
     assert [r.offset for r in DefaultRecordBatch(bytes(produced_at[0]))] == list(range(9))
     # one drift (500) from the first record to the last: the syncs at the two ends say it all
     assert (progress.records, progress.offset_syncs) == (39, ((0, 500), (38, 538)))
+
+
+def test_a_merged_batch_over_the_target_limit_goes_as_its_parts() -> None:
+    """Tiny records far apart in time: their merged timestamp deltas take more bytes than the
+    batch headers saved, so the merge would pass the target's max.message.bytes; the parts go."""
+    parts = [build(i, 1, timestamp=1_700_000_000_000 + i * 10**12) for i in range(4)]
+    limit = max(len(p) for p in parts) * 4 - 3 * 61 - 2  # fits each part, not the merge (bigger deltas)
+    batches = split_batches(b"".join(parts))
+    assert all(len(b.data) <= limit for b in batches) and len(merge(batches).data) > limit
+    state = RangeInFlight(CopyRange("t", 0, 0, 4, "west.t"), TargetRules(), limit, 0)
+    copier = BatchRangeCopier(FakeLink(lambda r: None), FakeLink(lambda r: None), fallback=lambda: None)  # type: ignore[arg-type]
+    copier._queue(state, batches)
+    assert [item.batch.record_count for item in state.pending] == [1, 1, 1, 1]
+    unlimited = RangeInFlight(CopyRange("t", 0, 0, 4, "west.t"), TargetRules(), None, 0)
+    copier._queue(unlimited, batches)
+    assert [item.batch.record_count for item in unlimited.pending] == [4]  # without a limit: merged

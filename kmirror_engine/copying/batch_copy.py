@@ -317,10 +317,13 @@ class BatchRangeCopier:
         s.position = min(max(s.position, batches[-1].next_offset), s.rng.end_offset)
 
     def _queue(self, s: RangeInFlight, run: list[Batch]) -> None:
-        """Queue consecutive small batches as one (`batch_wire.merge`: one request slot for all)."""
-        batch = merge(run)
-        s.pending.append(SentBatch(batch))
-        s.pending_bytes += len(batch.data)
+        """Queue consecutive small batches as one (`batch_wire.merge`: one request slot for all).
+        Rewritten deltas can make a merged batch larger than its parts: one over the target's
+        max.message.bytes would be refused, so its parts go as they came (each fits)."""
+        merged = merge(run)
+        for batch in run if s.limit is not None and len(merged.data) > s.limit else [merged]:
+            s.pending.append(SentBatch(batch))
+            s.pending_bytes += len(batch.data)
 
     def _log_once(self, reason: str, s: RangeInFlight) -> None:
         if reason not in self._logged:
