@@ -27,7 +27,7 @@ from typing import Any
 
 from kafka.protocol.producer.produce import ProduceResponse
 
-from kmirror_engine.copying.batch_wire import Batch, patch_header, read_uvarint
+from kmirror_engine.copying.batch_wire import Batch, patch_header, read_uvarint, uvarint
 
 FETCH_KEY, FETCH_VERSION = 1, 12
 PRODUCE_KEY, PRODUCE_VERSION = 0, 9
@@ -38,16 +38,6 @@ _PRODUCE_HEAD = struct.Struct(">hi")  # acks, timeout (after a null transactiona
 _I16, _I32, _I64 = struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 _PARTITION_ANSWER = struct.Struct(">ihqqq")  # index, error, high watermark, last stable, log start
 _ABORTED = struct.Struct(">qq")
-
-
-def uvarint(value: int) -> bytes:
-    """Kafka's unsigned varint (compact lengths, tag counts)."""
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 def _skip_tags(view: memoryview, at: int) -> int:

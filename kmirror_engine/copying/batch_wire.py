@@ -181,6 +181,16 @@ def _varint(view: memoryview, at: int) -> tuple[int, int]:
     return (raw >> 1) ^ -(raw & 1), at
 
 
+def uvarint(value: int) -> bytes:
+    """Kafka's unsigned varint (compact lengths, tag counts; `read_uvarint` reads it)."""
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
 def read_uvarint(view: memoryview, at: int, max_bytes: int = 5) -> tuple[int, int]:
     """An unsigned varint at `at` of at most `max_bytes` bytes (Kafka's compact lengths and tag
     counts: 5; a record's zigzag fields: 10): (value, position after it)."""
@@ -273,10 +283,8 @@ def merge(batches: Sequence[Batch]) -> Batch:
             offset_delta, pos = _varint(view, pos)
             if body_end > end:
                 raise BatchFormatError(f"record of batch {batch.base_offset} runs past its batch")
-            head = bytearray((attributes,))
-            _write_varint(head, ts_delta + ts_shift)
-            _write_varint(head, offset_delta + offset_shift)
-            _write_varint(out, len(head) + body_end - pos)
+            head = bytes((attributes,)) + _zigzag(ts_delta + ts_shift) + _zigzag(offset_delta + offset_shift)
+            out += _zigzag(len(head) + body_end - pos)
             out += head
             out += view[pos:body_end]
             at = body_end
@@ -289,10 +297,6 @@ def merge(batches: Sequence[Batch]) -> Batch:
                  NO_PRODUCER_ID, count)  # fmt: skip
 
 
-def _write_varint(out: bytearray, value: int) -> None:
-    """Append `value` as a zigzag varint (Kafka's record fields)."""
-    raw = (value << 1) ^ (value >> 63)
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
+def _zigzag(value: int) -> bytes:
+    """`value` as a zigzag varint (a record's fields; `_varint` reads them)."""
+    return uvarint((value << 1) ^ (value >> 63))
