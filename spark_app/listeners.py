@@ -97,11 +97,12 @@ def batch_failed(spec: FlowSpec, batch_id: int) -> None:
             on_failed(batch_id)
 
 
-def close_listeners(final: bool) -> None:
-    """Close every cached listener of this process (idempotent)."""
+def close_listeners(final: bool, flow_id: str | None = None) -> None:
+    """Close the cached listeners of this process (idempotent): every flow's, or `flow_id`'s only
+    (the driver of a transform flow, whose listeners run in the driver, when its query ends)."""
     with _lock:
-        cached = list(_cache.values())
-        _cache.clear()
+        ids = list(_cache) if flow_id is None else [flow_id] if flow_id in _cache else []
+        cached = [_cache.pop(i) for i in ids]
     for _, listeners in cached:
         _close(listeners, final)
 

@@ -255,10 +255,15 @@ def run_flow(
         checkpoint = checkpoint or spec.checkpoint_location
         if once:
             run_once(spark, spec, checkpoint, stop, reader_api)
+            _close_driver_listeners(spec)  # their offset-sync heads before the final checkpoint reads them
             _final_checkpoint(spec)
         else:
             run_query(lambda: start_query(spark, spec, False, checkpoint, reader_api), stop)
     finally:
+        try:
+            _close_driver_listeners(spec)
+        except Exception as exc:  # never hides the run's own outcome
+            log.warning("%s: closing the flow's listeners failed: %s", spec.id, exc)
         for ticker in tickers:
             ticker.stop()
         if own_session:
@@ -333,6 +338,17 @@ def _driver_tickers(spec: FlowSpec, once: bool) -> list[Any]:
 
         tickers.append(SyncTicker(spec, once).start())
     return tickers
+
+
+def _close_driver_listeners(spec: FlowSpec) -> None:
+    """A transform flow's listeners run in this driver (its foreachBatch calls them): closed when its
+    query ends, with their clients and threads (idempotent). The copy path's live in the sink's
+    commit process and close at its exit."""
+    if spec.copy.transform_sql is None:
+        return
+    from spark_app.listeners import close_listeners
+
+    close_listeners(False, spec.id)
 
 
 def _final_checkpoint(spec: FlowSpec) -> None:

@@ -119,7 +119,7 @@ class TransformBatch:
         self.spec_json = json.dumps(spec.to_dict())
 
     def __call__(self, batch_df: Any, batch_id: int) -> None:
-        from spark_app.listeners import listeners_for
+        from spark_app.listeners import listeners_for, run_side_work
         from spark_app.records_writer import SUMMARY_SCHEMA, RecordsWriter
 
         rows = batch_df.collect()  # the planned ranges: one small row per source partition range
@@ -142,12 +142,11 @@ class TransformBatch:
             summaries = [json.loads(row.summary) for row in result.mapInArrow(writer, SUMMARY_SCHEMA).collect()]
         batch = batch_progress(batch_id, ranges, skipped, summaries, started)
         _batch_log(batch, summaries)
-        listeners = listeners_for(self.spec)
-        for listener in listeners:
-            listener.on_batch(batch)
+        # the batch is delivered: side work failing is logged and retried with the next batch, as
+        # in the copy path's sink commit (failing the batch would copy it again at every retry)
+        run_side_work(self.spec, lambda listener: listener.on_batch(batch), listeners_for)
         now = int(time.time() * 1000)
-        for listener in listeners:
-            listener.on_idle(now)
+        run_side_work(self.spec, lambda listener: listener.on_idle(now), listeners_for)
 
 
 def batch_progress(

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from kmirror.errors import KmirrorError
+from kmirror.flow.spec import parse_flow_spec
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 from spark_app import listeners as listeners_module
 from spark_app.sink import MirrorCommitMessage, MirrorSink, MirrorStreamWriter, aggregate
@@ -187,3 +188,48 @@ def test_the_planners_source_end_offsets_travel_with_the_batch_so_listeners_need
     ]  # fmt: skip
     batch, _, _ = aggregate(messages, batch_id=3)
     assert batch.source_end_offsets == {("orders", 0): 120}
+
+
+class _NoRows:
+    """A foreachBatch DataFrame of a batch that planned nothing (no Spark needed)."""
+
+    def collect(self) -> list[Any]:
+        return []
+
+
+def test_a_transform_flows_side_work_failure_never_fails_its_delivered_batch(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The transform path calls the same listeners from its foreachBatch; before, their first
+    exception failed the batch there (Spark ran it again: duplicates at every retry)."""
+    from spark_app.transform import Transform, TransformBatch
+
+    after = RecordingListener()
+    monkeypatch.setattr(listeners_module, "build_listeners", lambda spec: [FailingListener(), after])
+    listeners_module.close_listeners(False)
+    spec = parse_flow_spec(SPEC)
+    TransformBatch(spec, Transform("SELECT * FROM records", exact_origin=True), 1)(_NoRows(), 3)  # does not raise
+    assert [b.batch_id for b in after.batches] == [3] and len(after.idle) == 1
+    [line] = [x for x in capsys.readouterr().err.splitlines() if x.startswith("kmirror side_work_failed ")]
+    assert json.loads(line.split(" ", 2)[2])["work"] == "FailingListener"
+    listeners_module.close_listeners(False)
+
+
+def test_closing_one_flows_listeners_leaves_the_other_flows_cached(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A transform flow's driver closes its own listeners (clients, threads) when its query ends."""
+    built: dict[str, RecordingListener] = {}
+
+    def build(spec: Any) -> list[Any]:
+        built[spec.id] = RecordingListener()
+        return [built[spec.id]]
+
+    monkeypatch.setattr(listeners_module, "build_listeners", build)
+    listeners_module.close_listeners(False)
+    west, north = parse_flow_spec(SPEC), parse_flow_spec({**SPEC, "id": "north->east"})
+    listeners_module.listeners_for(west), listeners_module.listeners_for(north)
+    listeners_module.close_listeners(False, "west->east")
+    listeners_module.close_listeners(False, "west->east")  # idempotent
+    assert built["west->east"].closed == [False] and built["north->east"].closed == []
+    assert listeners_module.listeners_for(north) == [built["north->east"]]  # still cached, not rebuilt
+    listeners_module.close_listeners(True)
+    assert built["north->east"].closed == [True]

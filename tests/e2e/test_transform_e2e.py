@@ -17,6 +17,7 @@ from kmirror.flow.replication_policy import offset_syncs_topic
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
 from kmirror.mm2.formats import OffsetSync, encode_offset_sync
 from kmirror_engine.failover.offset_syncs import OffsetSyncTopic, SyncStore
+from spark_app import listeners as listeners_module
 from spark_app.main import run_flow
 from tests.e2e.test_mirror_e2e import mirrored
 from tests.kafka_helpers import BASE_TIMESTAMP_MS, TANSU_FENCES, add_fences, create_topic, produce
@@ -86,6 +87,8 @@ def test_drop_by_key_and_header_keeps_order_metadata_and_maps_dropped_offsets_fo
            "AND NOT exists(headers, h -> h.key = 'pii')")  # fmt: skip
     spec = transform_flow(clusters, unique, topic, sql, tmp_path / "cp")
     run_flow(spec, spark=spark, once=True)
+    # its listeners ran in this driver (foreachBatch); their clients and threads end with the run
+    assert spec.id not in listeners_module._cache
     produce(clusters.source, topic, source_records(20, first=60))  # a second run copies only these
     add_fences(clusters.source, topic, 2)
     run_flow(spec, spark=spark, once=True)
