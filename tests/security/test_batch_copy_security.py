@@ -1,6 +1,6 @@
-"""The batch copy path (`copy_loop: batch`) through real brokers' TLS listeners: mutual TLS and
-SASL_SSL with SCRAM-SHA-512, with exactly the ACLs `mirror_acls` lists (kafka-python's
-connection layer does the TLS handshake and the SCRAM exchange). The clusters are
+"""The batch copy path (`copy_loop: batch`) through real brokers' secured listeners: mutual TLS,
+SASL_SSL with SCRAM-SHA-512 and SASL_PLAINTEXT with SCRAM-SHA-512, with exactly the ACLs
+`mirror_acls` lists (kafka-python's connection layer does the TLS handshake and the SCRAM exchange). The clusters are
 tests/security/test_real_broker_security.py's (its `secure` fixture)."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from tests.security.test_real_broker_security import (  # noqa: F401  (`secure`:
 pytestmark = [pytest.mark.security, pytest.mark.real_kafka, pytest.mark.e2e]
 
 
-@pytest.mark.parametrize("mechanism", ["mtls", "scram"])
+@pytest.mark.parametrize("mechanism", ["mtls", "scram", "scram-plaintext"])
 def test_the_batch_path_copies_through_tls_and_scram_with_the_listed_acls(
     secure: tuple[SecureCluster, SecureCluster, Path],  # noqa: F811  (the imported fixture)
     mechanism: str,

@@ -61,7 +61,7 @@ class SecureCluster:
         return AdminClient({"bootstrap.servers": self.broker.bootstrap_servers})
 
 
-def _listeners(ca: TestCa, server: Issued, directory: Path) -> tuple[Listener, Listener]:
+def _listeners(ca: TestCa, server: Issued, directory: Path) -> tuple[Listener, Listener, Listener]:
     keystore = directory / f"{server.cert.stem}-keystore.pem"  # PEM keystore: the key, then the chain
     keystore.write_text(server.key.read_text() + server.cert.read_text())
     tls = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore),
@@ -71,13 +71,20 @@ def _listeners(ca: TestCa, server: Issued, directory: Path) -> tuple[Listener, L
         **tls, "sasl.enabled.mechanisms": "SCRAM-SHA-512",
         "scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
     })  # fmt: skip
-    return mtls, scram
+    # SCRAM without TLS (SASL_PLAINTEXT): SCRAM never sends the password; the batch path's own
+    # connections must do the SASL exchange without a TLS layer under it
+    plain = Listener("SCRAMPLAIN", "SASL_PLAINTEXT", settings={
+        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+        "scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+    })  # fmt: skip
+    return mtls, scram, plain
 
 
 @pytest.fixture(scope="module")
 def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SecureCluster, SecureCluster, Path]]:
-    """Two single-node clusters with MTLS (SSL, client certificate required) and SCRAM (SASL_SSL,
-    SCRAM-SHA-512, user `mirror`) listeners; the authorizer is on."""
+    """Two single-node clusters with MTLS (SSL, client certificate required), SCRAM (SASL_SSL,
+    SCRAM-SHA-512, user `mirror`) and SCRAMPLAIN (the same over SASL_PLAINTEXT) listeners; the
+    authorizer is on."""
     if IS_TANSU:
         pytest.skip("tansu has no TLS, SASL or authorizer")  # deselected there anyway (real_kafka)
     directory = tmp_path_factory.mktemp("real-broker-security")
@@ -104,20 +111,22 @@ def mechanism_security(mechanism: str, directory: Path, ca: TestCa) -> dict[str,
     if mechanism == "mtls":
         tls.update({"cert": {"file": str(directory / "client.crt")}, "key": {"file": str(directory / "client.key")}})
         security: dict[str, Any] = {"protocol": "SSL", "tls": tls}
-    else:
+    else:  # "scram" (SASL_SSL) or "scram-plaintext" (SASL_PLAINTEXT)
         password = {"file": str(directory / "scram-password")}
         security = {
             "protocol": "SASL_SSL",
             "tls": tls,
             "scram": {"mechanism": "SCRAM-SHA-512", "username": "mirror", "password": password},
         }
+        if mechanism == "scram-plaintext":
+            security = {"protocol": "SASL_PLAINTEXT", "scram": security["scram"]}
     assert security_problems(security, "clusters.test.security") == []
     return security
 
 
 def flow(west: SecureCluster, east: SecureCluster, directory: Path, mechanism: str, topic: str,
          side_topics: bool = False) -> FlowSpec:  # fmt: skip
-    listener = "MTLS" if mechanism == "mtls" else "SCRAM"
+    listener = {"mtls": "MTLS", "scram": "SCRAM", "scram-plaintext": "SCRAMPLAIN"}[mechanism]
     security = mechanism_security(mechanism, directory, west.ca)
     return parse_flow_spec({
         "id": f"west-{mechanism}->east", "checkpoint_location": str(directory / f"cp-{mechanism}"),
