@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.mm2_run import LOG4J
+from tests.mm2.mm2_process import start_mm2, wait_for_stores
 from tests.mm2.test_mm2_jars import ROOT, fetch_mm2
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real_kafka, pytest.mark.slow]
@@ -78,21 +78,8 @@ def mm2_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
             + "emit.checkpoints.interval.seconds = 1\nrefresh.groups.interval.seconds = 1\n"
             "refresh.topics.interval.seconds = 1\nsync.group.offsets.enabled = false\n"
         )
-        log, log4j = tmp / "mm2.log", tmp / "mm2-log4j.properties"  # not on the Java caller's classpath
-        log4j.write_text(LOG4J)
-        mm = subprocess.Popen(
-            ["java", "-Xmx512m", f"-Dlog4j.configuration=file:{log4j}", "-cp", f"{jars}/*",
-             "org.apache.kafka.connect.mirror.MirrorMaker", str(props)],
-            stdout=log.open("w"),
-            stderr=subprocess.STDOUT,
-        )  # fmt: skip
-        # the records only once MM2's checkpoint task has read its offset syncs to the end: syncs read
-        # during that first read replace each other (MM2's OffsetSyncStore), so a copy finished before
-        # it would leave only the newest sync and the committed offsets untranslatable (no checkpoint)
-        deadline = time.monotonic() + 120
-        while "starting checkpoint and offset sync stores took" not in log.read_text():
-            assert time.monotonic() < deadline, f"MM2's checkpoint task did not start within 120 s; log: {log}"
-            time.sleep(1)
+        mm, log = start_mm2(jars, props, tmp)
+        wait_for_stores(log)  # the records only then (tests/mm2/mm2_process.py, STORES_STARTED)
         producer = Producer({"bootstrap.servers": a.bootstrap_servers})
         for i in range(1000):
             producer.produce("orders", key=str(i), value=b"v%d" % i, partition=i % 2)

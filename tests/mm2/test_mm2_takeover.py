@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
@@ -27,7 +26,6 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from bench.mm2_run import LOG4J
 from kmirror.errors import ValidationError
 from kmirror.flow.replication_policy import checkpoints_topic
 from kmirror.flow.spec import parse_flow_spec
@@ -42,6 +40,7 @@ from kmirror_engine.planning.mm2_takeover import mm2_committed, mm2_synced
 from kmirror_engine.planning.range_planner import RangePlanner
 from tests.brokers import KAFKA_LINE
 from tests.kafka_helpers import create_topic, produce
+from tests.mm2.mm2_process import start_mm2, wait_for, wait_for_stores
 from tests.mm2.test_mm2_jars import fetch_mm2
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real_kafka, pytest.mark.slow]
@@ -116,13 +115,6 @@ def _mm2_properties(src: str, dst: str, source: str, target: str, topic: str) ->
     )  # fmt: skip
 
 
-def _wait(what: str, condition: Any, timeout_s: float, log: Path) -> None:
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, f"{what} within {timeout_s:.0f} s; MM2 log: {log}"
-        time.sleep(1)
-
-
 @pytest.fixture(scope="module")
 def mm2_stopped(clusters: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """MM2 copied BEFORE records per partition and checkpointed BEFORE_GROUP, then was stopped
@@ -138,11 +130,7 @@ def mm2_stopped(clusters: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
     jars = fetch_mm2(resolve_line(KAFKA_LINE))
     props = tmp / "mm2.properties"
     props.write_text(_mm2_properties(src, dst, clusters.source, clusters.target, topic))
-    log, log4j = tmp / "mm2.log", tmp / "mm2-log4j.properties"  # not on the Java caller's classpath
-    log4j.write_text(LOG4J)  # MM2's own log next to the test's, for a wait that times out
-    mm2 = subprocess.Popen(["java", "-Xmx512m", f"-Dlog4j.configuration=file:{log4j}", "-cp", f"{jars}/*",
-                            "org.apache.kafka.connect.mirror.MirrorMaker", str(props)],
-                           stdout=log.open("w"), stderr=subprocess.STDOUT)  # fmt: skip
+    mm2, log = start_mm2(jars, props, tmp)
     spec = parse_flow_spec({
         "id": f"{src}->{dst}", "checkpoint_location": str(tmp / "ckpt"), "topics": [topic], "topics_exclude": [],
         "replication_policy": {"type": "default"}, "groups": [f"before{unique}", f"after{unique}"],
@@ -152,22 +140,17 @@ def mm2_stopped(clusters: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
     })  # fmt: skip
     offsets_topic, syncs_topic = spec.planning.from_mm2.topics(src, dst)  # type: ignore[union-attr]
     try:
-        # the records only once MM2's checkpoint task has read its offset syncs topic to the end: syncs
-        # it reads during that first read replace each other (OffsetSyncStore keeps the newest), so a
-        # copy finished before it started would leave only the last sync, and offsets before it
-        # untranslatable (MM2 then never checkpoints them)
-        _wait("MM2's checkpoint task started its offset sync store",
-              lambda: "starting checkpoint and offset sync stores took" in log.read_text(), 120, log)  # fmt: skip
+        wait_for_stores(log)  # the records only then (tests/mm2/mm2_process.py, STORES_STARTED)
         produce(clusters.source, topic, [{"value": _value(p, i), "partition": p} for p in (0, 1)
                                          for i in range(BEFORE)])  # fmt: skip
-        _wait("MM2 copied every record", lambda: _remote_ends(clusters.target, remote) == {0: BEFORE, 1: BEFORE},
+        wait_for("MM2 copied every record", lambda: _remote_ends(clusters.target, remote) == {0: BEFORE, 1: BEFORE},
               120, log)  # fmt: skip
 
         def checkpointed() -> bool:
             groups = read_checkpoints(spec.target, checkpoints_topic(src))
             return {c.partition for c in groups if c.group == before_group} == {0, 1}
 
-        _wait(f"MM2 checkpointed group {before_group!r}", checkpointed, 60, log)
+        wait_for(f"MM2 checkpointed group {before_group!r}", checkpointed, 60, log)
     finally:
         mm2.send_signal(signal.SIGTERM)
         mm2.wait(60)
