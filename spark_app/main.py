@@ -260,10 +260,7 @@ def run_flow(
         else:
             run_query(lambda: start_query(spark, spec, False, checkpoint, reader_api), stop)
     finally:
-        try:
-            _close_driver_listeners(spec)
-        except Exception as exc:  # never hides the run's own outcome
-            log.warning("%s: closing the flow's listeners failed: %s", spec.id, exc)
+        _close_driver_listeners(spec)
         for ticker in tickers:
             ticker.stop()
         if own_session:
@@ -343,12 +340,15 @@ def _driver_tickers(spec: FlowSpec, once: bool) -> list[Any]:
 def _close_driver_listeners(spec: FlowSpec) -> None:
     """A transform flow's listeners run in this driver (its foreachBatch calls them): closed when its
     query ends, with their clients and threads (idempotent). The copy path's live in the sink's
-    commit process and close at its exit."""
+    commit process and close at its exit. A failure is logged (the copy is delivered by then)."""
     if spec.copy.transform_sql is None:
         return
     from spark_app.listeners import close_listeners
 
-    close_listeners(False, spec.id)
+    try:
+        close_listeners(False, spec.id)
+    except Exception as exc:  # side work after delivery: logged, never failing the run or hiding its error
+        log.warning("%s: closing the flow's listeners failed: %s", spec.id, exc)
 
 
 def _final_checkpoint(spec: FlowSpec) -> None:
