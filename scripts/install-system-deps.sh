@@ -5,10 +5,11 @@
 #   librdkafka-dev libsasl2-modules-gssapi-mit librdkafka with Cyrus SASL + its GSSAPI plugin, which
 #   gcc libc6-dev python3-dev python3-venv     scripts/build-gssapi-client.sh compiles confluent-kafka against
 #   maven, a Java 17 runtime                   the Apache Kafka test brokers (kmirror_cli/local_kafka.py)
+#   gdb                                        a crashed test process's C stack (scripts/crash-report.sh)
 set -euo pipefail
 need=()
 for pkg in stunnel4 krb5-kdc krb5-admin-server krb5-user libsasl2-modules-gssapi-mit librdkafka-dev \
-           gcc libc6-dev python3-dev python3-venv; do
+           gcc libc6-dev python3-dev python3-venv gdb; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 # Maven and Java may come from elsewhere (SDKMAN, a Temurin JDK): only missing commands ask for packages.

@@ -20,6 +20,30 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
+_FAULT_LOG: Any = None  # kept open for the whole session: faulthandler writes to its descriptor
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_configure(config: pytest.Config) -> None:
+    """With KMIRROR_FAULT_LOG set (`make test`), a crash of the test process (a native fault)
+    dumps every thread's Python stack into that file, where scripts/crash-report.sh finds it
+    (after pytest's own faulthandler set-up, which this replaces)."""
+    global _FAULT_LOG
+    path = os.environ.get("KMIRROR_FAULT_LOG")
+    if path and _FAULT_LOG is None:
+        import faulthandler
+
+        _FAULT_LOG = open(path, "w")  # noqa: SIM115 - open until the process ends
+        faulthandler.enable(file=_FAULT_LOG, all_threads=True)
+
+
+def pytest_runtest_logstart(nodeid: str, location: tuple[str, int | None, str]) -> None:
+    """The test now running, next to the fault log (the crash report names it)."""
+    if _FAULT_LOG is not None:
+        with open(_FAULT_LOG.name + ".current", "w") as out:
+            out.write(nodeid + "\n")
+
+
 @dataclass(frozen=True)
 class Clusters:
     source: str

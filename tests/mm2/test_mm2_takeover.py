@@ -259,11 +259,18 @@ def test_takeover_resumes_where_mm2_stopped_and_translates_across_it(
     mm2_checkpoints: dict[int, Checkpoint] = mm2_stopped["mm2_checkpoints"]
     assert before == {p: mm2_checkpoints[p].downstream_offset for p in (0, 1)}
     # live, with the source up: offsets before kafka-mirror's first sync are MM2's records, which
-    # MM2's own offset syncs translate (by MM2's rules): the same answer as its checkpoints
-    assert _translate(flow, before_group, capsys) == before
+    # MM2's own offset syncs translate (by MM2's rules). MM2 emits a group's checkpoint only when it
+    # moves forward, and its sync store thins older syncs as newer ones arrive, so a checkpoint
+    # emitted while MM2 was still copying may rest on a sync the final store no longer keeps: the
+    # translation from the final syncs is that checkpoint or an earlier offset, never a later one
+    # (seen under load: {0: 1} for a checkpoint of {0: 12}). Equal to MM2's own store over the same
+    # syncs: tests/mm2/test_mm2_sync_store.py.
+    live = _translate(flow, before_group, capsys)
+    assert live.keys() == before.keys() and all(live[p] <= before[p] for p in before), (live, before)
     for p, upstream in BEFORE_GROUP.items():
-        landed = int(logs[p][before[p]].split(b"-")[1])
-        assert 0 <= landed <= upstream  # MM2's translation may re-read (its sparse syncs), never skips
+        for translated in (before[p], live[p]):
+            landed = int(logs[p][translated].split(b"-")[1])
+            assert 0 <= landed <= upstream  # MM2's translation may re-read (its sparse syncs), never skips
     # a group committed after it, at the takeover point (p0) and past it (p1): kafka-mirror's syncs
     _commit(clusters.source, after_group, topic, {0: resume[0], **AFTER_GROUP})
     after = _translate(flow, after_group, capsys)
