@@ -11,7 +11,9 @@ if [ -s "$fault_log" ]; then
   # the header and the thread that crashed (faulthandler prints it first), then the other threads' tops
   grep -v '^\s*$' "$fault_log" | head -n 10
 else
-  echo "no Python fault dump in $fault_log (the fault handler did not run: a stack overflow off the main thread?)"
+  # librdkafka's threads block every signal: a fault on one (librdkafka itself, or Python code it
+  # runs, e.g. an admin client's future callbacks) kills the process before any handler can run
+  echo "no Python fault dump in $fault_log: the fault hit a thread that blocks signals (librdkafka's)"
 fi
 core="$(ls -t core core.* 2>/dev/null | head -n 1)"
 if [ -n "$core" ] && command -v gdb >/dev/null; then

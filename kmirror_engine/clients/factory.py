@@ -24,6 +24,9 @@ created: never log the result.
   `new_delivery_producer` (`kmirror_engine.clients.delivery`); `probe_client` asks librdkafka
   about a config without connecting. Nothing else constructs `Consumer`/`Producer`/`AdminClient`
   (tests/test_client_factory.py checks it); tests replace the classes below (the seam).
+- The clients made here are never destroyed on one of librdkafka's own threads (where an admin
+  client's future callbacks, and any garbage collection they start, run): one dropped there is
+  handed to a reaper thread (`kmirror_engine.clients.release`, confluent-kafka's issue #1761).
 - Kerberos: every principal gets its own ticket cache in a directory private to the process
   (`ticket_cache`), so two principals in one process, or two flows on one node, never
   overwrite each other's tickets (librdkafka's kinit otherwise writes the user's one default
@@ -41,8 +44,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import confluent_kafka
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer as _KafkaConsumer
+from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import Producer as _KafkaProducer
+from confluent_kafka.admin import AdminClient as _KafkaAdminClient
 
 from kmirror.errors import Problem, ValidationError
 from kmirror.flow.spec import ClusterEndpoint, FlowSpec
@@ -58,8 +63,35 @@ from kmirror_engine.clients.cache import (
     retire_producer,
 )
 from kmirror_engine.clients.delivery import DeliveryConfirmingProducer
+from kmirror_engine.clients.release import keep_if_on_librdkafka_thread, start_reaper
 
 log = logging.getLogger("kmirror.clients")
+
+
+class _DestroyedOnPythonThreads:
+    """confluent-kafka's clients as the factory makes them: never destroyed on a librdkafka
+    thread (`kmirror_engine.clients.release`)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        start_reaper()
+        super().__init__(*args, **kwargs)
+
+    def __del__(self) -> None:
+        keep_if_on_librdkafka_thread(self)
+
+
+class Consumer(_DestroyedOnPythonThreads, _KafkaConsumer):
+    pass
+
+
+class Producer(_DestroyedOnPythonThreads, _KafkaProducer):
+    pass
+
+
+class AdminClient(_DestroyedOnPythonThreads, _KafkaAdminClient):
+    pass
+
+
 safety_rules.register_librdkafka(confluent_kafka)  # validation in this process asks librdkafka too
 PRODUCER_SAFETY: dict[str, Any] = {
     "acks": "all",
