@@ -102,3 +102,21 @@ def test_elsewhere_a_client_is_destroyed_at_once_where_its_last_reference_drops(
     del producer
     assert destroyed == [threading.current_thread().name]
     assert not release.keep_if_on_librdkafka_thread(object())
+
+
+def test_a_forked_child_has_no_reaper_and_keeps_what_its_parent_had_not_destroyed() -> None:
+    """Spark's Python daemon forks its workers: a child starts its own reaper, and never destroys
+    the parent's clients (their librdkafka threads are not in the child)."""
+    import os
+    import queue
+
+    release.start_reaper()
+    parents = release._graveyard
+    pid = os.fork()
+    if pid == 0:  # the child: only flags, then out without running any cleanup
+        ok = release._reaper is None and release._graveyard is not parents and release._inherited[-1] is parents
+        os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert release._reaper is not None and release._graveyard is parents  # the parent's are untouched
+    assert isinstance(parents, queue.SimpleQueue)

@@ -79,9 +79,15 @@ def _reap() -> None:
         log.debug("a Kafka %s released on a librdkafka thread was destroyed on the reaper thread", kind)
 
 
+_inherited: list[Any] = []  # a parent's queue in a forked child: never emptied there
+
+
 def _after_fork_in_child() -> None:
-    """A forked child (Spark's Python worker daemon forks its workers) has no reaper thread."""
+    """A forked child (Spark's Python worker daemon forks its workers) has no reaper thread. What
+    the parent's reaper had not destroyed yet stays referenced: a client destroyed in a child
+    would wait for threads only its parent has."""
     global _reaper, _graveyard, _lock
+    _inherited.append(_graveyard)
     _reaper, _graveyard, _lock = None, queue.SimpleQueue(), threading.Lock()
 
 
