@@ -20,7 +20,7 @@ if [ -n "$core" ] && command -v gdb >/dev/null; then
   echo "C stack of the crashing thread ($core):"
   # the frames below faulthandler's re-raise (`<signal handler called>`), when it ran
   gdb -q -batch -ex "bt 24" "$python" "$core" 2>/dev/null | grep '^#' | uniq \
-    | awk '/<signal handler called>/ {n = 0; skip = 1; next} {lines[n++] = $0} END {for (i = 0; i < n && i < 9; i++) print lines[i]}' \
+    | awk '/<signal handler called>/ {n = 0; next} {lines[n++] = $0} END {for (i = 0; i < n && i < 9; i++) print lines[i]}' \
     | cut -c1-160
   rm -f "$core"
 else
