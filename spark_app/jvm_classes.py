@@ -22,7 +22,11 @@ Contract:
   other keys unused for `KEEP_DAYS` days, or beyond the `KEEP_ARCHIVES` most recently used,
   are removed. A JVM that has one mapped keeps its mapping (Linux keeps an unlinked file's
   pages until the last mapping ends).
-- CDS logging is off: the JVM otherwise prints one warning per skipped class to stdout.
+- CDS logging never reaches stdout (the JVM otherwise prints one warning per skipped class
+  there): a run that maps an archive logs none; a run that dumps one writes CDS warnings to a
+  private file beside its pending dump (`<pending>.log`, ~80 kB), read by `finish()` when the JVM
+  declined or failed to dump (a full disk, a base archive it could not map) to log why, then
+  removed. `finish()` returns what happened, so callers and tests can say why there is no archive.
 
 Only runs whose JVM PySpark launches use this (`kmirror run`, `python -m spark_app` with a
 local master, the benchmarks); on EMR and Kubernetes spark-submit starts the driver JVM.
@@ -44,6 +48,8 @@ from typing import Any
 log = logging.getLogger("kmirror.jvm_classes")
 ENV = "KMIRROR_JVM_CLASS_ARCHIVE"
 QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+# classes the dump skips: one line each, expected, not a reason the dump failed
+_ROUTINE = ("Skipping ", "Pre JDK 6 class", "Preload Warning", "Loader Constraint")
 EXIT_TIMEOUT_S = 60.0
 CHILDREN_TIMEOUT_S = 15.0
 KEEP_DAYS = 14
@@ -57,10 +63,15 @@ class ArchivePlan:
     archive: Path
     pending: Path | None  # set: this run makes the archive
 
+    @property
+    def dump_log(self) -> Path | None:
+        return None if self.pending is None else self.pending.with_name(self.pending.name + ".log")
+
     def java_options(self) -> str:
         if self.pending is None:
             return f"-XX:SharedArchiveFile={self.archive} {QUIET}"
-        return f"-XX:ArchiveClassesAtExit={self.pending} {QUIET}"
+        to_file = f"-Xlog:cds=warning,cds+dynamic=warning:file={self.dump_log}::filecount=0"
+        return f"-XX:ArchiveClassesAtExit={self.pending} {QUIET} {to_file}"
 
 
 _plan: ArchivePlan | None = None
@@ -148,28 +159,56 @@ def prune(directory: Path, keep: Path, now: float | None = None) -> list[Path]:
 
 
 def _remove_abandoned(directory: Path) -> None:
-    """Pending dumps of runs that ended without `finish()` (killed, crashed): never adopted."""
-    for pending in directory.glob("spark-*.*.pending"):
-        pid = pending.name.split(".")[-2]
+    """Pending dumps (and their logs) of runs that ended without `finish()` (killed, crashed):
+    never adopted."""
+    for pending in [*directory.glob("spark-*.*.pending"), *directory.glob("spark-*.*.pending.log")]:
+        pid = pending.name.removesuffix(".log").split(".")[-2]
         if pid.isdigit() and int(pid) != os.getpid() and not Path(f"/proc/{pid}").exists():
             with contextlib.suppress(OSError):
                 pending.unlink()
 
 
-def finish(timeout_s: float = EXIT_TIMEOUT_S) -> None:
-    """After the session stopped: end the JVM and adopt the archive it dumped (module doc)."""
+def finish(timeout_s: float = EXIT_TIMEOUT_S) -> str:
+    """After the session stopped: end the JVM and adopt the archive it dumped (module doc).
+    Returns what happened: "mapped" (this run used an archive), "off" (none planned),
+    "adopted", or "not adopted: <why>" (also logged)."""
     global _plan
     plan, _plan = _plan, None
-    if plan is None or plan.pending is None:
-        return
+    if plan is None:
+        return "off"
+    if plan.pending is None:
+        return "mapped"
+    outcome = "not adopted: the driver JVM was not ended here"
     try:
         code = _end_jvm(timeout_s)
-        if code == 0 and plan.pending.exists() and plan.pending.stat().st_size > 0:
+        size = plan.pending.stat().st_size if plan.pending.exists() else None
+        if code == 0 and size:
             os.replace(plan.pending, plan.archive)
             log.info("JVM class archive written: %s (later runs start faster)", plan.archive)
+            outcome = "adopted"
+        elif code is not None:
+            dumped = "no dump" if size is None else f"a dump of {size} bytes"
+            outcome = f"not adopted: the JVM exited with {code} leaving {dumped}"
+            if reasons := _dump_problems(plan.dump_log):
+                outcome += "; it said: " + " | ".join(reasons)
+        if outcome != "adopted":
+            log.warning("JVM class archive %s", outcome)
     finally:
-        with contextlib.suppress(FileNotFoundError):
-            plan.pending.unlink()
+        for leftover in (plan.pending, plan.dump_log):
+            if leftover is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    leftover.unlink()
+    return outcome
+
+
+def _dump_problems(dump_log: Path | None, most: int = 5) -> list[str]:
+    """The last CDS messages of a dump run that are not about single skipped classes."""
+    try:
+        lines = dump_log.read_text(errors="replace").splitlines() if dump_log is not None else []
+    except OSError:
+        return []
+    found = [line.split("] ")[-1].strip() for line in lines if not any(r in line for r in _ROUTINE)]
+    return [line for line in found if line][-most:]
 
 
 def _end_jvm(timeout_s: float) -> int | None:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,7 @@ def archives(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_switched_off_no_options(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(jvm_classes.ENV, "off")
     assert jvm_classes.archive_options() == ""
+    assert jvm_classes.finish() == "off"
 
 
 def test_without_an_archive_this_run_dumps_one_into_a_private_pending_file(archives: Path) -> None:
@@ -36,6 +38,7 @@ def test_without_an_archive_this_run_dumps_one_into_a_private_pending_file(archi
     assert key is not None
     assert f"-XX:ArchiveClassesAtExit={archives}/spark-{key}.{os.getpid()}.pending" in options
     assert "-Xlog:cds=off" in options  # otherwise one warning per skipped class on stdout
+    assert f"file={archives}/spark-{key}.{os.getpid()}.pending.log" in options  # why, if it fails
     assert stat.S_IMODE(archives.stat().st_mode) == 0o700
 
 
@@ -55,11 +58,13 @@ def test_pending_dumps_of_dead_runs_are_removed_live_ones_kept(archives: Path) -
     archives.mkdir(mode=0o700)
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     abandoned = archives / f"spark-k.{dead.stdout.strip()}.pending"
-    running = archives / "spark-k.1.pending"  # pid 1 is alive
-    for path in (abandoned, running):
+    abandoned_log = archives / f"spark-k.{dead.stdout.strip()}.pending.log"
+    running, running_log = archives / "spark-k.1.pending", archives / "spark-k.1.pending.log"  # pid 1 lives
+    for path in (abandoned, abandoned_log, running, running_log):
         path.write_bytes(b"partial")
     jvm_classes.archive_options()
-    assert not abandoned.exists() and running.exists()
+    assert not abandoned.exists() and not abandoned_log.exists()
+    assert running.exists() and running_log.exists()
 
 
 def test_archives_of_other_keys_are_pruned_by_last_use_and_count(archives: Path) -> None:
@@ -100,8 +105,9 @@ def test_finish_adopts_the_dump_only_after_a_clean_jvm_exit(
     assert plan is not None and plan.pending is not None
     plan.pending.write_bytes(b"archive")
     monkeypatch.setattr(jvm_classes, "_end_jvm", lambda timeout_s: exit_code)
-    jvm_classes.finish()
+    outcome = jvm_classes.finish()
     assert plan.archive.exists() is adopted
+    assert (outcome == "adopted") is adopted
     assert not plan.pending.exists()  # adopted or removed, never left behind
 
 
@@ -110,26 +116,54 @@ RUN = textwrap.dedent(
     from spark_app import jvm_classes
     from spark_app.session import build_session
     spark = build_session("local[1]", quick_start=True, quick_jit=True)
-    plan = jvm_classes._plan
     assert spark.range(5).count() == 5
     spark.stop()
-    jvm_classes.finish()
-    print("made" if plan.pending is not None else "mapped", flush=True)
+    print("outcome:", jvm_classes.finish(), flush=True)
     """
 )
+
+
+def _run(env: dict[str, str]) -> str:
+    done = subprocess.run([sys.executable, "-c", RUN], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and "outcome:" in done.stdout, done.stderr[-3000:]
+    assert "cds" not in done.stdout.lower().replace("outcome:", "")  # no CDS warnings on stdout
+    return done.stdout.split("outcome:", 1)[1].strip()
 
 
 @pytest.mark.e2e
 def test_a_real_run_leaves_an_archive_the_next_run_maps(archives: Path) -> None:
     """Two JVMs: the first dumps its classes at exit and the archive is adopted; the second
     starts with it (a JVM that could not map it would still start: the plan is what is checked,
-    the session working with it is what must hold)."""
+    the session working with it is what must hold). A JVM may decline to dump (one CI run of
+    leg 2 ended with no archive, cause unseen: CDS logging was off then); such a run must say
+    why, leave nothing behind, and the next run must make the archive."""
     env = {**os.environ, jvm_classes.ENV: str(archives)}
-    first = subprocess.run([sys.executable, "-c", RUN], env=env, capture_output=True, text=True, timeout=300)
-    assert first.returncode == 0 and "made" in first.stdout, first.stderr[-3000:]
+    first = _run(env)
+    if first != "adopted":
+        assert first.startswith("not adopted: the JVM exited with 0"), first
+        assert not list(archives.iterdir()), first  # no pending dump, no log, no archive
+        warnings.warn(f"the first JVM declined to dump its classes: {first}", stacklevel=1)
+        first = _run(env)
+    assert first == "adopted"
     [archive] = archives.glob("spark-*.jsa")
-    assert archive.stat().st_size > 1_000_000 and not list(archives.glob("*.pending"))
-    second = subprocess.run([sys.executable, "-c", RUN], env=env, capture_output=True, text=True, timeout=300)
-    assert second.returncode == 0 and "mapped" in second.stdout, second.stderr[-3000:]
-    assert "cds" not in second.stdout.lower()  # no CDS warnings on stdout
+    assert archive.stat().st_size > 1_000_000 and [archive] == list(archives.iterdir())
+    assert _run(env) == "mapped"
     archive.unlink()  # ~150 MB: not kept in pytest's retained temporary directories
+
+
+def test_a_declined_dump_is_reported_with_what_the_jvm_said(archives: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    jvm_classes.archive_options()
+    plan = jvm_classes._plan
+    assert plan is not None and plan.dump_log is not None
+    plan.dump_log.write_text(
+        "[16.0s][warning][cds] Skipping org/x/Y: Old class has been linked\n"
+        "[16.1s][warning][cds] Pre JDK 6 class not supported by CDS: 49.0 org/x/Z\n"
+        "[16.2s][warning][cds,dynamic] Cannot dump shared archive: No space left on device\n"
+    )
+    monkeypatch.setattr(jvm_classes, "_end_jvm", lambda timeout_s: 0)
+    outcome = jvm_classes.finish()
+    assert outcome == (
+        "not adopted: the JVM exited with 0 leaving no dump; "
+        "it said: Cannot dump shared archive: No space left on device"
+    )
+    assert not list(archives.iterdir())
