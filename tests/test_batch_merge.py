@@ -5,15 +5,26 @@ value and headers as before."""
 
 from __future__ import annotations
 
+import dataclasses
 import struct
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from kmirror_engine.copying.batch_wire import BatchFormatError, crc_ok, merge, mergeable, split_batches
+from kmirror_engine.copying import native_copy
+from kmirror_engine.copying.batch_wire import (
+    HEADER_BYTES,
+    AppendRecords,
+    BatchFormatError,
+    _append_records,
+    crc_ok,
+    merge,
+    mergeable,
+    split_batches,
+)
 
 NONE, GZIP = DefaultRecordBatchBuilder.CODEC_NONE, DefaultRecordBatchBuilder.CODEC_GZIP
 
@@ -44,15 +55,34 @@ record = st.tuples(
 )
 
 
+def _native() -> AppendRecords | None:
+    """The native module's append_records; required where scripts/build-native.sh built it."""
+    module = native_copy.native_module()
+    if module is None:
+        assert not native_copy.built_for_this_python(), "the native module was built for this venv but does not load"
+        return None
+    return cast(AppendRecords, module.append_records)
+
+
+NATIVE = _native()
+NOT_BUILT = pytest.mark.skipif(NATIVE is None, reason="native module not built here")
+APPENDERS = [pytest.param(None, id="python"), pytest.param(NATIVE, id="native", marks=NOT_BUILT)]
+
+
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.lists(record, min_size=1, max_size=12), min_size=1, max_size=8), st.integers(0, 2**40))
-def test_merged_batches_read_back_as_the_same_records(groups: list[list[Any]], base: int) -> None:
+@pytest.mark.parametrize("append", APPENDERS)
+def test_merged_batches_read_back_as_the_same_records(
+    append: AppendRecords | None, groups: list[list[Any]], base: int
+) -> None:
     raw, at = b"", base
     for group in groups:
         raw += _batch(at, group)
         at += len(group)
     batches = split_batches(raw)
-    merged = merge(batches)
+    merged = merge(batches, append)
+    if len(batches) > 1:
+        assert bytes(merged.data) == bytes(merge(batches).data)  # the same bytes from C and Python
     assert crc_ok(merged.data)
     assert _read(merged.data) == _read(raw)
     assert (merged.base_offset, merged.record_count, merged.last_offset) == (base, at - base, at - 1)
@@ -70,3 +100,18 @@ def test_only_consecutive_uncompressed_contiguous_batches_merge() -> None:
     first, later = split_batches(_batch(0, one) + _batch(5, one))  # a gap: offsets 1-4 are not records
     with pytest.raises(BatchFormatError, match="batch at offset 5 cannot be merged after offset 0"):
         merge([first, later])
+
+
+@pytest.mark.parametrize("append", APPENDERS)
+def test_a_record_running_past_its_batch_is_refused_and_nothing_half_written(append: AppendRecords | None) -> None:
+    one: list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes]]]] = [
+        (1_700_000_000_000, b"k", b"v", [("h", b"1")])
+    ] * 3
+    first, second = split_batches(_batch(0, one) + _batch(3, one))
+    cut = dataclasses.replace(second, data=second.data[:-4])  # the last record's tail is gone
+    with pytest.raises(BatchFormatError, match=r"batch 3: record 2 of the batch is malformed or runs past its batch"):
+        merge([first, cut], append)
+    out = bytearray(b"kept")
+    with pytest.raises(ValueError, match="record 2"):
+        (append or _append_records)(out, cut.data, HEADER_BYTES, cut.record_count, 0, 0)
+    assert out == b"kept"

@@ -20,7 +20,7 @@ again, its attributes, key, value and headers kept as they are.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import google_crc32c
@@ -258,13 +258,20 @@ def mergeable(batch: Batch) -> bool:
     )
 
 
-def merge(batches: Sequence[Batch]) -> Batch:
+# append_records(out, data, start, count, offset_shift, ts_shift): `merge`'s per-record part,
+# `_append_records` or the native module's (same contract, ValueError on a malformed record).
+AppendRecords = Callable[[bytearray, memoryview, int, int, int, int], None]
+
+
+def merge(batches: Sequence[Batch], append_records: AppendRecords | None = None) -> Batch:
     """One batch holding the records of `batches` (consecutive offsets, each `mergeable`), in
     order, byte-identical but for each record's length, offset delta and timestamp delta. Its
     base offset and timestamp are the first batch's; its producer fields are -1 (the produce path
-    writes the target's, with the CRC, `patch_header`)."""
+    writes the target's, with the CRC, `patch_header`). `append_records` does the per-record
+    work (default: in Python; the batch path passes the native module's)."""
     if len(batches) == 1:
         return batches[0]
+    append = append_records or _append_records
     first = batches[0]
     out = bytearray(HEADER_BYTES)
     count = 0
@@ -273,21 +280,12 @@ def merge(batches: Sequence[Batch]) -> Batch:
         if not mergeable(batch) or batch.base_offset != first.base_offset + count:
             raise BatchFormatError(f"batch at offset {batch.base_offset} cannot be merged after offset "
                                    f"{first.base_offset + count - 1}")  # fmt: skip
-        offset_shift, ts_shift = count, batch.base_timestamp - first.base_timestamp
-        view, at, end = batch.data, HEADER_BYTES, len(batch.data)
-        for _ in range(batch.record_count):
-            length, at = _varint(view, at)
-            body_end = at + length
-            attributes = view[at]
-            ts_delta, pos = _varint(view, at + 1)
-            offset_delta, pos = _varint(view, pos)
-            if body_end > end:
-                raise BatchFormatError(f"record of batch {batch.base_offset} runs past its batch")
-            head = bytes((attributes,)) + _zigzag(ts_delta + ts_shift) + _zigzag(offset_delta + offset_shift)
-            out += _zigzag(len(head) + body_end - pos)
-            out += head
-            out += view[pos:body_end]
-            at = body_end
+        try:
+            append(
+                out, batch.data, HEADER_BYTES, batch.record_count, count, batch.base_timestamp - first.base_timestamp
+            )
+        except (ValueError, IndexError) as exc:
+            raise BatchFormatError(f"batch {batch.base_offset}: {exc}") from None
         count += batch.record_count
         max_ts = max(max_ts, batch.max_timestamp)
     _HEADER.pack_into(out, 0, first.base_offset, len(out) - LOG_OVERHEAD, -1, MAGIC_V2, 0, 0, count - 1,
@@ -295,6 +293,30 @@ def merge(batches: Sequence[Batch]) -> Batch:
     _CRC.pack_into(out, CRC_AT, crc32c(memoryview(out)[ATTRIBUTES_AT:]))
     return Batch(memoryview(out), first.base_offset, MAGIC_V2, 0, count - 1, first.base_timestamp, max_ts,
                  NO_PRODUCER_ID, count)  # fmt: skip
+
+
+def _append_records(out: bytearray, view: memoryview, at: int, count: int, offset_shift: int, ts_shift: int) -> None:
+    """`merge`'s per-record part in Python (AppendRecords; `out` is left as it was on an error)."""
+    end, start_len = len(view), len(out)
+    try:
+        for index in range(count):
+            length, at = _varint(view, at)
+            body_end = at + length
+            if length < 1 or body_end > end:
+                raise ValueError(f"record {index} of the batch is malformed or runs past its batch")
+            attributes = view[at]
+            ts_delta, pos = _varint(view, at + 1)
+            offset_delta, pos = _varint(view, pos)
+            if pos > body_end:
+                raise ValueError(f"record {index} of the batch is malformed or runs past its batch")
+            head = bytes((attributes,)) + _zigzag(ts_delta + ts_shift) + _zigzag(offset_delta + offset_shift)
+            out += _zigzag(len(head) + body_end - pos)
+            out += head
+            out += view[pos:body_end]
+            at = body_end
+    except (ValueError, IndexError):
+        del out[start_len:]
+        raise
 
 
 def _zigzag(value: int) -> bytes:
