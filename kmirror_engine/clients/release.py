@@ -69,14 +69,21 @@ def keep_if_on_librdkafka_thread(client: Any) -> bool:
 def _reap() -> None:
     global released_off_thread
     while True:
-        client = _graveyard.get()
-        kind = type(client).__name__
-        # `__del__` runs once per object: dropping it now destroys it here (when it sat in a
+        clients = [_graveyard.get()]
+        while True:  # a collection on rdk:bg may hand over several: one full collection for all
+            try:
+                clients.append(_graveyard.get_nowait())
+            except queue.Empty:
+                break
+        kinds = sorted({type(client).__name__ for client in clients})
+        count = len(clients)
+        # `__del__` runs once per object: dropping them now destroys them here (when they sat in a
         # cycle, the collection below frees the cycle here too)
-        del client
+        clients.clear()
         gc.collect()
-        released_off_thread += 1
-        log.debug("a Kafka %s released on a librdkafka thread was destroyed on the reaper thread", kind)
+        released_off_thread += count
+        log.debug("%d Kafka client(s) (%s) released on a librdkafka thread destroyed on the reaper thread",
+                  count, ", ".join(kinds))  # fmt: skip
 
 
 _inherited: list[Any] = []  # a parent's queue in a forked child: never emptied there
