@@ -72,17 +72,23 @@ test: setup system-deps kafka-dists lint test-main test-spark40
 # A test process killed by a signal (a native fault) is followed by scripts/crash-report.sh: the
 # test it ran, its Python stacks (written here by tests/conftest.py) and a core file's C stack.
 FAULT_LOG := $(abspath .cache/pytest-faults.log)
+# $(call test_leg,python,test broker,pytest arguments): one leg, core files on, the crash report
+# after it when it died of a signal, its exit status kept.
+define test_leg
+@mkdir -p .cache
+ulimit -c unlimited 2>/dev/null || true; \
+KMIRROR_FAULT_LOG=$(FAULT_LOG) KMIRROR_TEST_BROKER=$(2) $(1) -m pytest -q $(3); \
+status=$$?; bash scripts/crash-report.sh $$status $(FAULT_LOG) $(1); exit $$status
+endef
 
 test-main: setup kafka-dists
 	@echo "== leg 1: pyspark 4.3.0 / Python 3.11 / Apache Kafka 4.1 (the whole suite)"
-	@mkdir -p .cache
-	ulimit -c unlimited 2>/dev/null || true; \
-	KMIRROR_FAULT_LOG=$(FAULT_LOG) KMIRROR_TEST_BROKER=kafka-4.1 $(PY) -m pytest -q --durations=25; \
-	status=$$?; bash scripts/crash-report.sh $$status $(FAULT_LOG) $(PY); exit $$status
+	$(call test_leg,$(PY),kafka-4.1,--durations=25)
 
-# Leg 2 leaves out the native copy loop's two longest fault runs (~2.5 min of CI): what they add
-# over their python-loop twins is the C loop itself, which leg 1 runs through them and leg 2
-# still runs for Python 3.10 (tests/test_copy.py[native], test_mirror_e2e.py[native]).
+# Leg 2 leaves out three fault runs leg 1 makes (~4 min of CI, docs/testing.md): the native copy
+# loop's two longest (what they add over their python-loop twins is the C loop itself, which leg 2
+# still runs for Python 3.10: tests/test_copy.py[native], test_mirror_e2e.py[native]) and the
+# broker-outage run's python twin (client retries through broker freezes, not Spark's part).
 LEG2_LEG1_ONLY := \
   --deselect "tests/e2e/test_faults.py::test_broker_outages_unreachable_at_start_then_target_then_source_frozen[native]" \
   --deselect "tests/e2e/test_faults.py::test_broker_outages_unreachable_at_start_then_target_then_source_frozen[python]" \
@@ -92,11 +98,7 @@ test-spark40: export PYSPARK_DRIVER_PYTHON := $(abspath $(PY40))
 test-spark40: $(VENV40)/.installed kafka-dists
 	PYTHON=$(abspath $(PY40)) bash scripts/build-native.sh
 	@echo "== leg 2: pyspark 4.0.2 / Python 3.10 / Apache Kafka 3.9 (the data plane: tests marked spark40)"
-	@mkdir -p .cache
-	ulimit -c unlimited 2>/dev/null || true; \
-	KMIRROR_FAULT_LOG=$(FAULT_LOG) KMIRROR_TEST_BROKER=kafka-3.9 $(PY40) -m pytest -q -p no:cacheprovider -m spark40 \
-	  --durations=15 $(LEG2_LEG1_ONLY); \
-	status=$$?; bash scripts/crash-report.sh $$status $(FAULT_LOG) $(PY40); exit $$status
+	$(call test_leg,$(PY40),kafka-3.9,-p no:cacheprovider -m spark40 --durations=15 $(LEG2_LEG1_ONLY))
 
 # Not part of `make test` (about 15 minutes more): the e2e, fault and security suites again with
 # every `copy_loop: auto` flow the batch path can serve on the batch path (issue 28's sweep;
