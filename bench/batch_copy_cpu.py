@@ -1,7 +1,7 @@
 """CPU per record of the batch copy path (issue 28) next to the Python record loop, same data.
 
     python bench/batch_copy_cpu.py [--records 1000000] [--size 200] [--partitions 8]
-                                   [--codecs none,lz4] [--loops batch,python,native]
+                                   [--codecs none,lz4] [--loops batch,python,native,...]
                                    [--batch-records N] [--source HOST:PORT --target HOST:PORT]
 
 Starts two local Apache Kafka 4.1 brokers (or uses the ones named), fills one source topic per
@@ -36,6 +36,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.measure import produce_parallel
 from bench.verify import verify_counts, verify_sample
+from kmirror_engine.copying import batch_copy
 from kmirror_engine.copying.batch_copy import new_batch_copier
 from kmirror_engine.copying.native_copy import NativeRangeCopier, new_loop
 from kmirror_engine.copying.range_copy import (
@@ -46,6 +47,8 @@ from kmirror_engine.copying.range_copy import (
     RangeCopier,
 )
 
+LOOPS = ("batch", "batch-pymerge", "batch-nomerge", "python", "native")
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
@@ -54,13 +57,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--codecs", default="none,lz4", help="comma-separated: none, lz4, zstd, gzip, snappy")
     parser.add_argument("--producers", type=int, default=2, help="processes filling the source")
-    parser.add_argument("--loops", default="batch,python", help="comma-separated: batch, python, native")
-    parser.add_argument("--batch-records", type=int, default=0,
-                        help="at most this many records per source batch (0: the fill's tuning, ~thousands)")
+    parser.add_argument("--loops", default="batch,python",
+                        help="comma-separated: batch, python, native; batch-pymerge (small batches merged "
+                             "in Python, not in the native module), batch-nomerge (not merged)")  # fmt: skip
+    parser.add_argument(
+        "--batch-records",
+        type=int,
+        default=0,
+        help="at most this many records per source batch (0: the fill's tuning, ~thousands)",
+    )
     parser.add_argument("--repeat", type=int, default=1, help="copies of the same data per loop (median printed)")
     parser.add_argument("--source", help="bootstrap of a running source cluster (default: start one)")
     parser.add_argument("--target", help="bootstrap of a running target cluster (default: start one)")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    unknown = sorted(set(args.loops.split(",")) - set(LOOPS))
+    if unknown:
+        parser.error(f"--loops {args.loops}: unknown {', '.join(unknown)}; choose from {', '.join(LOOPS)}")
+    return args
 
 
 @contextlib.contextmanager
@@ -142,7 +155,11 @@ def copy_once(args: argparse.Namespace, source: str, target: str, src: str, code
     dst = f"{src}-{loop}-{k}"
     create(target, dst, args.partitions, codec)
     targeted = [CopyRange(r.source_topic, r.partition, 0, r.end_offset, dst) for r in ranges]
-    if loop == "batch":
+    merging = (batch_copy.MERGE_BELOW_RECORDS, batch_copy.NATIVE_MERGE)
+    if loop.startswith("batch"):
+        # batch-pymerge: small batches merged in Python; batch-nomerge: not merged (comparisons)
+        batch_copy.NATIVE_MERGE = merging[1] and loop != "batch-pymerge"
+        batch_copy.MERGE_BELOW_RECORDS = 0 if loop == "batch-nomerge" else merging[0]
         copier: Any = new_batch_copier(consumer_config, producer_config)
         close = copier.close
     elif loop == "native":
@@ -155,6 +172,7 @@ def copy_once(args: argparse.Namespace, source: str, target: str, src: str, code
         wall, cpu, progress = measure(copier, targeted)
     finally:
         close()
+        batch_copy.MERGE_BELOW_RECORDS, batch_copy.NATIVE_MERGE = merging
     records, fallback = sum(p.records for p in progress), sum(p.fallback_records for p in progress)
     verify_counts(target, dst, args.partitions, counts, f"{loop}/{codec}")
     compared = verify_sample(source, target, src, dst, counts, f"{loop}/{codec}")
