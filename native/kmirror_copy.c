@@ -773,8 +773,9 @@ static PyTypeObject LoopType = {
     .tp_as_sequence = &Loop_as_sequence,
 };
 
-
 /* ---------- the batch path's merge (kmirror_engine/copying/batch_wire.py `merge`) ---------- */
+
+#define GROWTH_PER_RECORD 32
 
 /* An unsigned varint of at most `max` bytes at *at (< end); -1 when it runs past `end` or is too long. */
 static int read_uvarint(const uint8_t *buf, Py_ssize_t *at, Py_ssize_t end, int max, uint64_t *value) {
@@ -824,9 +825,10 @@ static PyObject *append_records(PyObject *mod, PyObject *args) {
     const uint8_t *buf = data.buf;
     Py_ssize_t end = data.len, at = start, old = PyByteArray_GET_SIZE(out), i = 0;
     if (start < 0 || start > end || count < 0) goto malformed;
-    /* every record grows by at most 20 bytes: length 5 -> 5, ts delta 1 -> 10, offset delta 1 -> 5 */
-    if (count > (PY_SSIZE_T_MAX - old - (end - start)) / 20 ||
-        PyByteArray_Resize(out, old + (end - start) + count * 20) < 0) {
+    /* a record's three rewritten varints grow it by at most 27 bytes (each from 1 byte to at most
+     * 10: the shifted deltas are written as 64-bit zigzag varints, as batch_wire._zigzag does) */
+    if (count > (PY_SSIZE_T_MAX - old - (end - start)) / GROWTH_PER_RECORD ||
+        PyByteArray_Resize(out, old + (end - start) + count * GROWTH_PER_RECORD) < 0) {
         PyBuffer_Release(&data);
         return NULL;
     }

@@ -115,3 +115,15 @@ def test_a_record_running_past_its_batch_is_refused_and_nothing_half_written(app
     with pytest.raises(ValueError, match="record 2"):
         (append or _append_records)(out, cut.data, HEADER_BYTES, cut.record_count, 0, 0)
     assert out == b"kept"
+
+
+@pytest.mark.parametrize("append", APPENDERS)
+def test_far_apart_timestamps_grow_the_records_and_still_read_back(append: AppendRecords | None) -> None:
+    """Deltas that needed one byte each become 9-10-byte varints once shifted (the native module
+    reserves room for the worst case)."""
+    tiny = [(ts, None, b"", []) for ts in (2**60, 2**60 + 1)]
+    far = [(ts, None, b"", []) for ts in (0, 1, 2)]
+    raw = _batch(0, tiny) + _batch(2, far) + _batch(5, tiny)
+    merged = merge(split_batches(raw), append)
+    assert len(merged.data) > len(raw) - 2 * 61  # grew beyond its parts' records
+    assert _read(merged.data) == _read(raw) and crc_ok(merged.data)
