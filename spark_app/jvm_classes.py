@@ -178,7 +178,7 @@ def finish(timeout_s: float = EXIT_TIMEOUT_S) -> str:
         return "off"
     if plan.pending is None:
         return "mapped"
-    outcome = "not adopted: the driver JVM was not ended here"
+    outcome = f"not adopted: no driver JVM was ended here, or it did not exit within {timeout_s:.0f} s"
     try:
         code = _end_jvm(timeout_s)
         size = plan.pending.stat().st_size if plan.pending.exists() else None

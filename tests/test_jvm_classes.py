@@ -108,6 +108,8 @@ def test_finish_adopts_the_dump_only_after_a_clean_jvm_exit(
     outcome = jvm_classes.finish()
     assert plan.archive.exists() is adopted
     assert (outcome == "adopted") is adopted
+    if exit_code is None:  # no JVM ended here, or it did not exit in time
+        assert outcome == "not adopted: no driver JVM was ended here, or it did not exit within 60 s"
     assert not plan.pending.exists()  # adopted or removed, never left behind
 
 
