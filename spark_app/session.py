@@ -79,7 +79,45 @@ def session_confs(master: str | None, confs: dict[str, str] | None = None) -> di
     base = dict(LOCAL_CONFS) if master is not None else {}
     if master is not None and _pip_installed_pyspark():
         base["spark.python.daemon.module"] = "spark_app.worker_daemon"  # see that module
+    if master is not None and master.startswith("local"):
+        base.update(local_checkpoint_confs())
     return {**base, **(confs or {}), **REQUIRED_CONFS}
+
+
+# Spark's default checkpoint file manager for file: paths goes through Hadoop's FileContext,
+# whose local file system asks `readlink` (a process) about every path it renames or checks,
+# and writes a .crc file beside each file (`chmod`, another process, per file): ~10 processes
+# per micro-batch from the driver JVM, 100-150 ms of its walCommit + commitOffsets (Spark 4.3,
+# docs/performance.md). Hadoop's raw local file system with the FileSystem-based manager
+# (write a temporary file, rename it: atomic on a POSIX file system) does neither.
+CHECKPOINT_MANAGERS = (
+    "org.apache.spark.sql.execution.streaming.checkpointing.FileSystemBasedCheckpointFileManager",  # 4.1+
+    "org.apache.spark.sql.execution.streaming.FileSystemBasedCheckpointFileManager",  # 4.0
+)
+
+
+def local_checkpoint_confs(jars: str | None = None) -> dict[str, str]:
+    """The confs for checkpoints on local files, for the checkpoint manager class this Spark's
+    jars hold (`jars`: defaults to the running pyspark's); none where no jar names either (a
+    Spark layout this does not know keeps Spark's defaults)."""
+    import glob
+    import zipfile
+
+    if jars is None:
+        import pyspark
+
+        jars = os.path.join(os.environ.get("SPARK_HOME") or os.path.dirname(pyspark.__file__ or ""), "jars")
+    for jar in sorted(glob.glob(os.path.join(jars, "spark-sql_*.jar"))):
+        try:
+            with zipfile.ZipFile(jar) as archive:
+                names = set(archive.namelist())
+        except (OSError, zipfile.BadZipFile):
+            continue
+        for manager in CHECKPOINT_MANAGERS:
+            if manager.replace(".", "/") + ".class" in names:
+                return {"spark.sql.streaming.checkpointFileManagerClass": manager,
+                        "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem"}  # fmt: skip
+    return {}
 
 
 def _pip_installed_pyspark() -> bool:

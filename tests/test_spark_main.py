@@ -146,3 +146,29 @@ def test_local_python_workers_import_the_installed_pyspark_not_its_zip(tmp_path:
                             env={"PYTHONPATH": ":".join(pip_zips), "PATH": "/usr/bin:/bin"})  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str(home / "__init__.py")
+
+
+def test_local_checkpoints_use_the_raw_file_system_with_the_class_this_spark_has(tmp_path: Path) -> None:
+    """Local masters write checkpoints through Hadoop's raw local file system with the
+    FileSystem-based manager, named as this Spark's jars name it (4.0 and 4.1+ differ); an
+    unknown layout keeps Spark's defaults, and a cluster's Spark decides for itself."""
+    import zipfile
+
+    from spark_app.session import CHECKPOINT_MANAGERS, local_checkpoint_confs, session_confs
+
+    key = "spark.sql.streaming.checkpointFileManagerClass"
+    ours = local_checkpoint_confs()
+    assert ours[key] in CHECKPOINT_MANAGERS and ours["spark.hadoop.fs.file.impl"].endswith("RawLocalFileSystem")
+    assert session_confs("local[2]")[key] == ours[key]
+    assert key not in session_confs(None) and key not in session_confs("spark://elsewhere:7077")
+    assert session_confs("local[2]", {key: "mine"})[key] == "mine"  # the user's conf wins
+    for manager in CHECKPOINT_MANAGERS:
+        jars = tmp_path / manager.split(".")[-2]
+        jars.mkdir()
+        with zipfile.ZipFile(jars / "spark-sql_2.13-9.9.9.jar", "w") as jar:
+            jar.writestr(manager.replace(".", "/") + ".class", b"")
+        assert local_checkpoint_confs(str(jars))[key] == manager
+    (tmp_path / "none").mkdir()
+    with zipfile.ZipFile(tmp_path / "none" / "spark-sql_2.13-9.9.9.jar", "w") as jar:
+        jar.writestr("org/apache/spark/Other.class", b"")
+    assert local_checkpoint_confs(str(tmp_path / "none")) == {}
