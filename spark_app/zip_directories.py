@@ -10,11 +10,12 @@ directory inside it (15-17): measured 0.2 s (Python 3.10, pyspark 4.0.2's zip) t
 while Spark runs. Spark 4.0's planner workers spent ~80% of their CPU there
 (docs/performance.md).
 
-`keep()` wraps `zipimporter.invalidate_caches` so that it re-reads an archive only when the
-archive's size, modification time or inode differ from what that importer last read (a zip
-shipped anew with `--py-files` or `addPyFile` is read again); the first call per archive after
-`keep()` records what is there without reading it. Standard library only (it runs in
-`spark_app.worker_daemon` before the daemon forks).
+`keep()` wraps `zipimporter.invalidate_caches` so that it reads an archive's directory again
+only when the archive's size, modification time or inode differ from what they were when the
+directory that importer holds was read (a zip shipped anew with `--py-files` or `addPyFile` is
+read again). Importers made before `keep()` hold directories of unknown age: each reads once
+more at its first call. Standard library only (it runs in `spark_app.worker_daemon` before the
+daemon forks).
 """
 
 from __future__ import annotations
@@ -23,8 +24,11 @@ import os
 import zipimport
 from typing import Any
 
-_ORIGINAL = zipimport.zipimporter.invalidate_caches
-_STATE_ATTR = "_kmirror_archive_state"
+_ORIGINAL_INVALIDATE = zipimport.zipimporter.invalidate_caches
+_ORIGINAL_READ = zipimport._read_directory  # type: ignore[attr-defined]
+# id of a directory (the dict `_read_directory` returned) -> that dict and its archive's state
+# just before it was read; the dict is kept, so its id is never reused for another
+_READ: dict[int, tuple[Any, tuple[int, int, int] | None]] = {}
 
 
 def _state(archive: str) -> tuple[int, int, int] | None:
@@ -35,22 +39,28 @@ def _state(archive: str) -> tuple[int, int, int] | None:
     return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
+def _read_directory(archive: str) -> Any:
+    state = _state(archive)
+    files = _ORIGINAL_READ(archive)
+    _READ[id(files)] = (files, state)
+    return files
+
+
 def _invalidate_caches(self: Any) -> None:
-    state = _state(self.archive)
-    seen = getattr(self, _STATE_ATTR, None)
-    if state is not None and seen == state:
-        return
-    if seen is not None or state is None:
-        _ORIGINAL(self)  # changed (or gone) since this importer last read it
-    setattr(self, _STATE_ATTR, state)
+    files = getattr(self, "_files", None)
+    read = _READ.get(id(files))
+    if read is not None and read[0] is files and read[1] is not None and read[1] == _state(self.archive):
+        return  # the archive is as it was when this importer's directory was read
+    _ORIGINAL_INVALIDATE(self)
 
 
 def keep() -> bool:
-    """Install the wrapper (once per process); False where Python has no
+    """Install the wrappers (once per process); False where Python has no
     `zipimporter.invalidate_caches` to wrap."""
     if getattr(zipimport.zipimporter, "invalidate_caches", None) is _invalidate_caches:
         return True
-    if not hasattr(zipimport.zipimporter, "invalidate_caches"):
+    if not hasattr(zipimport.zipimporter, "invalidate_caches") or not hasattr(zipimport, "_read_directory"):
         return False
+    zipimport._read_directory = _read_directory  # type: ignore[attr-defined]
     zipimport.zipimporter.invalidate_caches = _invalidate_caches  # type: ignore[method-assign]
     return True
