@@ -61,6 +61,6 @@ def keep() -> bool:
         return True
     if not hasattr(zipimport.zipimporter, "invalidate_caches") or not hasattr(zipimport, "_read_directory"):
         return False
-    zipimport._read_directory = _read_directory  # type: ignore[attr-defined]
+    zipimport._read_directory = _read_directory
     zipimport.zipimporter.invalidate_caches = _invalidate_caches  # type: ignore[method-assign]
     return True
