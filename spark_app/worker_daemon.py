@@ -41,9 +41,18 @@ def installed_spark_zips(path: list[str]) -> list[str]:
     return found
 
 
-def main() -> None:
+def drop_installed_zips() -> None:
+    """Take the pip-installed pyspark's zips off this process's path, and their importers (made
+    while Python looked for this module) with them: pyspark's setup of every task would have
+    each read its zip's directory again (`spark_app.zip_directories`)."""
     drop = set(installed_spark_zips(sys.path))
     sys.path[:] = [entry for entry in sys.path if entry not in drop]
+    for entry in drop:
+        sys.path_importer_cache.pop(entry, None)
+
+
+def main() -> None:
+    drop_installed_zips()
     runpy.run_module(DAEMON, run_name="__main__", alter_sys=True)
 
 

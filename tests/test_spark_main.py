@@ -140,12 +140,15 @@ def test_local_python_workers_import_the_installed_pyspark_not_its_zip(tmp_path:
     assert session_confs("local[2]")["spark.python.daemon.module"] == "spark_app.worker_daemon"
     assert "spark.python.daemon.module" not in session_confs(None)  # a cluster's own Spark decides
     # and a worker really runs without the zip: pyspark comes from the package, compiled
-    probe = "import sys; import spark_app.worker_daemon as d; drop = set(d.installed_spark_zips(sys.path)); " \
-            "sys.path[:] = [p for p in sys.path if p not in drop]; import pyspark; print(pyspark.__file__)"  # fmt: skip
+    probe = "import sys, zipimport; import spark_app.worker_daemon as d; d.drop_installed_zips(); import pyspark; " \
+            "print(pyspark.__file__); print(sum(isinstance(f, zipimport.zipimporter) " \
+            "for f in sys.path_importer_cache.values()))"  # fmt: skip
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
                             env={"PYTHONPATH": ":".join(pip_zips), "PATH": "/usr/bin:/bin"})  # fmt: skip
     assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == str(home / "__init__.py")
+    where, zip_importers = result.stdout.split()
+    assert where == str(home / "__init__.py")
+    assert zip_importers == "0"  # none left to read its zip again at every task
 
 
 def test_local_checkpoints_use_the_raw_file_system_with_the_class_this_spark_has(tmp_path: Path) -> None:
