@@ -100,7 +100,7 @@ test-spark40: $(VENV40)/.installed kafka-dists
 	@echo "== leg 2: pyspark 4.0.2 / Python 3.10 / Apache Kafka 3.9 (the data plane: tests marked spark40)"
 	$(call test_leg,$(PY40),kafka-3.9,-p no:cacheprovider -m spark40 --durations=15 $(LEG2_LEG1_ONLY))
 
-# Not part of `make test` (about 15 minutes more): the e2e, fault and security suites again with
+# Not part of `make test` (about 20 minutes more): the e2e, fault and security suites again with
 # every `copy_loop: auto` flow the batch path can serve on the batch path (issue 28's sweep;
 # exactly-once, dead-letter, skip and rate-limited flows stay on their record loops).
 test-batch-sweep: setup system-deps kafka-dists
