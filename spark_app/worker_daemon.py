@@ -9,9 +9,18 @@ local runs and the tests), the zips hold the very same code as the package next 
 compiled files are cached: this module drops those zips from the path and runs `pyspark.daemon`.
 Elsewhere (a Spark distribution: the apache/spark images, EMR) it changes nothing.
 
+It also imports, once in the daemon, the modules every reader and writer task imports
+(`PRELOAD`: pyspark's worker, the app's sink and source, the copy paths): the daemon forks a
+process per concurrent task and the forks inherit them, where each imported them anew (~0.1-0.4
+s of CPU per process, measured inside the copy window of a `--once` run). Forking a process that
+runs other threads can leave the fork with locks no thread will release, so the preload refuses
+the modules known to start threads when imported (numpy's BLAS, and pandas and pyarrow that import
+it): where importing `PRELOAD` asks for one (pyspark 4.0 imports numpy with pyspark itself), the
+preload is undone and the daemon runs as before.
+
 `spark_app.session` names it as `spark.python.daemon.module` only where `installed_spark_zips()`
-finds such zips in the driver; it must import nothing but the standard library before it runs
-the daemon.
+finds such zips in the driver; it must import nothing but the standard library before the zips
+are off the path.
 """
 
 from __future__ import annotations
@@ -21,6 +30,9 @@ import runpy
 import sys
 
 DAEMON = "pyspark.daemon"
+PRELOAD = ("pyspark.worker", "spark_app.sink", "spark_app.source", "kmirror_engine.copying.batch_copy",
+           "kmirror_engine.copying.batch_net", "kmirror_engine.copying.native_copy")  # fmt: skip
+THREAD_STARTERS = ("numpy", "pandas", "pyarrow")
 
 
 def installed_spark_zips(path: list[str]) -> list[str]:
@@ -51,8 +63,49 @@ def drop_installed_zips() -> None:
         sys.path_importer_cache.pop(entry, None)
 
 
+class _Refuse:
+    """A meta path finder that refuses `THREAD_STARTERS` (and their submodules), noting each."""
+
+    def __init__(self) -> None:
+        self.refused: list[str] = []
+
+    def find_spec(self, name: str, path: object = None, target: object = None) -> None:
+        if name.split(".")[0] in THREAD_STARTERS:
+            self.refused.append(name)
+            raise ImportError(f"{name} is not preloaded in the worker daemon (it may start threads)")
+
+
+def preload(modules: tuple[str, ...] = PRELOAD) -> bool:
+    """Import `modules` without any of `THREAD_STARTERS`. False, with every module the attempt
+    imported forgotten again, where one of them was asked for (even if the asker carried on
+    without it: pyspark 4.0's statcounter falls back to `math`, which the forks must not inherit),
+    or where one fails to import."""
+    import importlib
+
+    if any(name in sys.modules for name in THREAD_STARTERS):
+        return False  # already loaded: nothing to keep out
+    before = set(sys.modules)
+    refuse = _Refuse()
+    sys.meta_path.insert(0, refuse)
+    try:
+        for name in modules:
+            importlib.import_module(name)
+            if refuse.refused:
+                break
+        loaded = not refuse.refused
+    except Exception:  # anything: the daemon must start regardless
+        loaded = False
+    finally:
+        sys.meta_path.remove(refuse)
+    if not loaded:
+        for name in set(sys.modules) - before:
+            del sys.modules[name]
+    return loaded
+
+
 def main() -> None:
     drop_installed_zips()
+    preload()
     runpy.run_module(DAEMON, run_name="__main__", alter_sys=True)
 
 

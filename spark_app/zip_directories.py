@@ -13,14 +13,18 @@ while Spark runs. Spark 4.0's planner workers spent ~80% of their CPU there
 `keep()` wraps `zipimporter.invalidate_caches` so that it reads an archive's directory again
 only when the archive's size, modification time or inode differ from what they were when the
 directory that importer holds was read (a zip shipped anew with `--py-files` or `addPyFile` is
-read again). Importers made before `keep()` hold directories of unknown age: each reads once
-more at its first call. Standard library only (it runs in `spark_app.worker_daemon` before the
+read again). Directories read before `keep()` (Python's own lookups at start-up, or a forking
+parent's: a Spark worker inherits its daemon's) are adopted as they are when their archive has
+not changed (modification and inode change times) since the parent process started, before
+which no directory this process holds was read; the others read once more at their first call.
+Standard library only (it runs in `spark_app.worker_daemon` before the
 daemon forks).
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import zipimport
 from typing import Any
 
@@ -54,6 +58,36 @@ def _invalidate_caches(self: Any) -> None:
     _ORIGINAL_INVALIDATE(self)
 
 
+def _parent_started() -> float | None:
+    """Wall clock start of this process's parent (Linux /proc; None elsewhere)."""
+    try:
+        with open(f"/proc/{os.getppid()}/stat") as stat:
+            ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat") as system:
+            boot = next(int(line.split()[1]) for line in system if line.startswith("btime "))
+    except (OSError, ValueError, IndexError, StopIteration):
+        return None
+    return boot + ticks / os.sysconf("SC_CLK_TCK")
+
+
+def _adopt_read_before(since: float | None) -> None:
+    """Record the directories already read (cached, or held by the path's importers) whose
+    archives have not changed since `since`."""
+    if since is None:
+        return
+    held = [(importer.archive, getattr(importer, "_files", None)) for importer in list(sys.path_importer_cache.values())
+            if isinstance(importer, zipimport.zipimporter)]  # fmt: skip
+    for archive, files in [*getattr(zipimport, "_zip_directory_cache", {}).items(), *held]:
+        if files is None or id(files) in _READ:
+            continue
+        try:
+            st = os.stat(archive)
+        except OSError:
+            continue
+        if max(st.st_mtime, st.st_ctime) < since - 1.0:
+            _READ[id(files)] = (files, (st.st_size, st.st_mtime_ns, st.st_ino))
+
+
 def keep() -> bool:
     """Install the wrappers (once per process); False where Python has no
     `zipimporter.invalidate_caches` to wrap."""
@@ -62,5 +96,6 @@ def keep() -> bool:
     if not hasattr(zipimport.zipimporter, "invalidate_caches") or not hasattr(zipimport, "_read_directory"):
         return False
     zipimport._read_directory = _read_directory
+    _adopt_read_before(_parent_started())
     zipimport.zipimporter.invalidate_caches = _invalidate_caches  # type: ignore[method-assign]
     return True

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -175,3 +176,32 @@ def test_local_checkpoints_use_the_raw_file_system_with_the_class_this_spark_has
     with zipfile.ZipFile(tmp_path / "none" / "spark-sql_2.13-9.9.9.jar", "w") as jar:
         jar.writestr("org/apache/spark/Other.class", b"")
     assert local_checkpoint_confs(str(tmp_path / "none")) == {}
+
+
+def test_the_worker_daemon_preloads_the_tasks_modules_only_without_thread_starters() -> None:
+    """Where pyspark and the app import without numpy, pandas or pyarrow (pyspark 4.1+), the
+    daemon imports them before it forks and stays single-threaded; where pyspark asks for numpy
+    (4.0), nothing stays imported, not even the modules that carried on without it."""
+    from importlib.metadata import version
+
+    probe = """
+import os, sys
+from spark_app import worker_daemon as d
+before = set(sys.modules)
+loaded = d.preload()
+starters = sorted(m for m in d.THREAD_STARTERS if m in sys.modules)
+unchanged = set(sys.modules) == before
+print(loaded, len(os.listdir("/proc/self/task")), "spark_app.sink" in sys.modules, unchanged, starters)
+"""
+    root = Path(__file__).resolve().parents[1]
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PYTHONPATH": str(root)})  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    loaded, threads, sink, unchanged, starters = result.stdout.split(maxsplit=4)
+    assert starters.strip() == "[]"
+    if loaded == "True":
+        assert (threads, sink) == ("1", "True")
+    else:
+        assert unchanged == "True"
+    major, minor = (int(part) for part in version("pyspark").split(".")[:2])
+    assert loaded == ("True" if (major, minor) >= (4, 1) else "False")
