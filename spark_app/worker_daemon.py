@@ -99,7 +99,10 @@ def preload(modules: tuple[str, ...] = PRELOAD) -> bool:
         sys.meta_path.remove(refuse)
     if not loaded:
         for name in set(sys.modules) - before:
-            del sys.modules[name]
+            module = sys.modules.pop(name)
+            parent, _, child = name.rpartition(".")
+            if parent in before and getattr(sys.modules.get(parent), child, None) is module:
+                delattr(sys.modules[parent], child)  # `from parent import child` must not find it
     return loaded
 
 

@@ -190,7 +190,10 @@ from spark_app import worker_daemon as d
 before = set(sys.modules)
 loaded = d.preload()
 starters = sorted(m for m in d.THREAD_STARTERS if m in sys.modules)
-unchanged = set(sys.modules) == before
+live = {id(m) for m in sys.modules.values()}
+stale = [f"{n}.{a}" for n in before for a, v in vars(sys.modules[n]).items()
+         if type(v) is type(sys) and id(v) not in live]
+unchanged = set(sys.modules) == before and not stale
 print(loaded, len(os.listdir("/proc/self/task")), "spark_app.sink" in sys.modules, unchanged, starters)
 """
     root = Path(__file__).resolve().parents[1]
