@@ -17,8 +17,7 @@ read again). Directories read before `keep()` (Python's own lookups at start-up,
 parent's: a Spark worker inherits its daemon's) are adopted as they are when their archive has
 not changed (modification and inode change times) since the parent process started, before
 which no directory this process holds was read; the others read once more at their first call.
-Standard library only (it runs in `spark_app.worker_daemon` before the
-daemon forks).
+Standard library only (it runs in `spark_app.worker_daemon` before the daemon forks).
 """
 
 from __future__ import annotations
@@ -37,9 +36,12 @@ _READ: dict[int, tuple[Any, tuple[int, int, int] | None]] = {}
 
 def _state(archive: str) -> tuple[int, int, int] | None:
     try:
-        st = os.stat(archive)
+        return _state_of(os.stat(archive))
     except OSError:
         return None
+
+
+def _state_of(st: os.stat_result) -> tuple[int, int, int]:
     return (st.st_size, st.st_mtime_ns, st.st_ino)
 
 
@@ -85,7 +87,7 @@ def _adopt_read_before(since: float | None) -> None:
         except OSError:
             continue
         if max(st.st_mtime, st.st_ctime) < since - 1.0:
-            _READ[id(files)] = (files, (st.st_size, st.st_mtime_ns, st.st_ino))
+            _READ[id(files)] = (files, _state_of(st))
 
 
 def keep() -> bool:
