@@ -27,6 +27,7 @@ from typing import Any
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 
 from kmirror.errors import KmirrorError
+from spark_app.lazy_pandas import defer_pandas_import
 
 RECORDS_SOURCE_NAME = "kmirror-records"
 RECORDS_SCHEMA = (
@@ -171,6 +172,7 @@ class RecordsReader(DataSourceReader):
         from kmirror_engine.copying.range_copy import CONSUMER_REQUIRED, CONSUMER_TUNING
 
         assert isinstance(partition, RecordsTask)
+        defer_pandas_import()  # a task's process: pyarrow would import pandas for nothing
         spec = parse_flow_spec(json.loads(self.spec_json))
         schema = arrow_schema()
         config = {**CONSUMER_TUNING, **consumer_config(spec), **CONSUMER_REQUIRED}

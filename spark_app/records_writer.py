@@ -215,7 +215,9 @@ class RecordsWriter:
         import pyarrow as pa
 
         from kmirror.flow.spec import parse_flow_spec
+        from spark_app.lazy_pandas import defer_pandas_import
 
+        defer_pandas_import()  # a task's process: pyarrow would import pandas for nothing
         spec = parse_flow_spec(json.loads(self.spec_json))
         key, producer = _producer(spec)
         task = _Task(spec, producer, self.ranges)

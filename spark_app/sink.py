@@ -34,6 +34,7 @@ from kmirror_engine.copying.range_copy import CopyRange
 from kmirror_engine.copying.rate_limit import Throttled
 from kmirror_engine.copying.task_copy import copy_task_ranges, fence_for_query
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
+from spark_app.lazy_pandas import defer_pandas_import
 from spark_app.listeners import batch_failed, listeners_for, run_side_work
 
 SINK_NAME = "kmirror-sink"
@@ -63,6 +64,7 @@ class MirrorStreamWriter(DataSourceStreamWriter):
         self.spec_json = spec_json
 
     def write(self, iterator: Iterator[Any]) -> MirrorCommitMessage:
+        defer_pandas_import()  # a task's process: Spark's arrow path would import pandas for nothing
         # skipped_before: the reader's extra column (kmirror-source); plain range rows have none
         # rate_share: the flow's rate limits this range gets (kmirror-source; None: not planned)
         ranges = [CopyRange(r.source_topic, r.partition, r.start_offset, r.end_offset, r.target_topic,

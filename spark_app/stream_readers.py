@@ -37,6 +37,7 @@ from kmirror.flow.spec import parse_flow_spec
 from kmirror_engine.failover.takeover_syncs import write_takeover_syncs
 from kmirror_engine.planning.range_planner import RangePlanner
 from kmirror_engine.planning.ranges import RANGE_SCHEMA, Offsets, offsets_from_json, offsets_to_json
+from spark_app.lazy_pandas import defer_pandas_import
 
 try:  # Spark >= 4.3 (see module doc); a missing module means the older API
     from pyspark.sql.streaming.datasource import (
@@ -119,6 +120,7 @@ class RangeReader(DataSourceStreamReader):
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, RangeTask)
+        defer_pandas_import()  # a task's process: Spark's arrow path would import pandas for nothing
         return iter(partition.ranges)
 
     def commit(self, end: dict) -> None:
