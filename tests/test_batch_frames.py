@@ -113,6 +113,27 @@ def test_a_pooled_buffer_is_handed_out_again_only_once_no_view_of_it_is_alive() 
     assert third is not None and third.obj is pool.buffers[0]
 
 
+def test_pooled_buffers_are_as_large_as_the_frames_asked_of_them() -> None:
+    """A buffer is sized to its frame in GRAIN steps, never past the capacity; a free buffer too
+    small for a frame is replaced, a large enough one reused, a referenced one kept."""
+    from kmirror_engine.copying.batch_frames import BufferPool
+
+    grain = BufferPool.GRAIN
+    pool = BufferPool(capacity=5 * grain, count=2)
+    small = pool.take(grain + 1)
+    assert small is not None and len(small) == grain + 1 and len(pool.buffers[0]) == 2 * grain
+    held = pool.take(10)
+    assert held is not None and len(pool.buffers[1]) == grain
+    del small
+    large = pool.take(4 * grain + 5)  # the free buffer is too small: replaced by a larger one
+    assert large is not None and large.obj is pool.buffers[0] and len(pool.buffers[0]) == 5 * grain
+    assert pool.take(10) is None  # both referenced, the pool full
+    del large
+    again = pool.take(3 * grain)
+    assert again is not None and again.obj is pool.buffers[0]  # reused, not grown or shrunk
+    assert held.obj is pool.buffers[1] and len(pool.buffers) == 2
+
+
 def test_the_direct_parser_reads_answers_split_anyhow_into_their_frames_in_order() -> None:
     """Answers arrive in pieces on a real socket: a fetch answer lands in a pooled buffer and is
     decoded in place, a produce answer through kafka-python's decoder, in request order."""

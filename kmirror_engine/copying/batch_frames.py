@@ -144,9 +144,14 @@ class Frame:
 
 
 class BufferPool:
-    """Reused buffers of `capacity` bytes, at most `count`: `take` hands out a view of one that no
-    view is alive of any more (a fresh buffer is zero-filled and page-faulted in every time: for
-    4 MiB answers and requests that was about a third of the copy's CPU, docs/performance.md)."""
+    """Reused buffers of up to `capacity` bytes, at most `count`: `take` hands out a view of one
+    that no view is alive of any more (a fresh buffer is zero-filled and page-faulted in every
+    time: for 4 MiB answers and requests that was about a third of the copy's CPU,
+    docs/performance.md). A buffer is as large as the frames asked of it, in `GRAIN` steps: fetch
+    answers and produce requests run ~2 MiB, and a buffer of the full capacity faulted in twice
+    the pages (and kept twice the memory) for nothing."""
+
+    GRAIN = 256 * 1024
 
     def __init__(self, capacity: int, count: int) -> None:
         self.capacity, self.count = capacity, count
@@ -154,16 +159,24 @@ class BufferPool:
 
     def take(self, size: int) -> memoryview | None:
         """A view of exactly `size` bytes of a free buffer (its old bytes), or None: too large,
-        or every buffer still in use."""
+        or every buffer still in use. A free buffer too small for `size` is replaced by a larger
+        one where no free buffer is large enough."""
         if size > self.capacity:
             return None
-        for buffer in self.buffers:
+        small = None
+        for index, buffer in enumerate(self.buffers):
             if _unreferenced(buffer):
-                return memoryview(buffer)[:size]
-        if len(self.buffers) < self.count:
-            self.buffers.append(bytearray(self.capacity))
-            return memoryview(self.buffers[-1])[:size]
-        return None
+                if len(buffer) >= size:
+                    return memoryview(buffer)[:size]
+                small = index if small is None else small
+        if small is None and len(self.buffers) == self.count:
+            return None
+        fresh = bytearray(min(self.capacity, -(-size // self.GRAIN) * self.GRAIN))
+        if small is None:
+            self.buffers.append(fresh)
+        else:
+            self.buffers[small] = fresh
+        return memoryview(fresh)[:size]
 
 
 def _unreferenced(buffer: bytearray) -> bool:
