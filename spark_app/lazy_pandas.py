@@ -52,12 +52,12 @@ def defer_pandas_import() -> bool:
         refuse = _Refuse()  # the shim's import fails: its first answer is "no pandas"
         sys.meta_path.insert(0, refuse)
         try:
-            answered = palib._pandas_api.have_pandas
-            palib.array([b""])  # the converter's own one-time look for pandas (its interval types)
+            palib._pandas_api.have_pandas  # noqa: B018 - the property's side effect is the answer
+            palib.array([b""])  # the list converter's own look for pandas, once per process (measured)
+        except Exception:  # pragma: no cover - only an optimisation; the finder below undoes what was done
+            pass
         finally:
             sys.meta_path.remove(refuse)
-        if answered:  # pragma: no cover - the shim had imported pandas before (then it is in sys.modules)
-            return False
         sys.meta_path.insert(0, _RestoreOnImport())
         return True
 
