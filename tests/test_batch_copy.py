@@ -266,6 +266,44 @@ def test_a_retriable_produce_error_resends_the_same_bytes_and_sequence_after_a_m
     assert (progress.records, progress.offset_syncs, progress.fallback_records) == (10, ((0, 100), (9, 109)), 0)
 
 
+def test_many_ranges_failing_retriably_at_once_cost_one_metadata_refresh_not_one_each() -> None:
+    """New target partitions not ready at the first produce (a 2,000-topic start): every range's
+    batch comes back NOT_LEADER_OR_FOLLOWER in the same round. One refresh serves them all (a
+    refresh per range decoded the whole target's metadata once per partition: 40-75 s of that
+    copy), and every batch is resent with its own sequence and lands."""
+    partitions = 40
+
+    class Partitions(FakeLink):
+        def leaders(self, topics: Any, timeout_s: float = 30.0) -> dict[tuple[str, int], int]:
+            self.refreshed += 1
+            return {(t, p): 1 for t in topics for p in range(partitions)}
+
+    def fetched(request: Any) -> Any:
+        parts = [SimpleNamespace(partition_index=p, error_code=0, records=build(0, 5) if offset == 0 else b"",
+                                 aborted_transactions=[])
+                 for _, p, offset, _ in request.partitions]  # fmt: skip
+        return SimpleNamespace(responses=[SimpleNamespace(topic="t", partitions=parts)])
+
+    tries: dict[int, int] = {}
+
+    def produced(request: Any) -> Any:
+        if type(request).__name__.startswith("InitProducerId"):
+            return SimpleNamespace(error_code=0, producer_id=4711, producer_epoch=2)
+        answers = []
+        for item in request.topics["west.t"]:
+            tries[item.partition] = tries.get(item.partition, 0) + 1
+            error = 6 if tries[item.partition] == 1 else 0
+            answers.append(SimpleNamespace(index=item.partition, error_code=error, base_offset=-1 if error else 0))
+        return SimpleNamespace(responses=[SimpleNamespace(name="west.t", partition_responses=answers)])
+
+    source, target = Partitions(fetched), Partitions(produced)
+    copier = BatchRangeCopier(source, target, fallback=lambda: None)  # type: ignore[arg-type]
+    progress = list(copier.copy([CopyRange("t", p, 0, 5, "west.t") for p in range(partitions)]))
+    assert [p.records for p in progress] == [5] * partitions
+    assert tries == dict.fromkeys(range(partitions), 2)
+    assert target.refreshed == 2  # the round's metadata, then one refresh before all the resends
+
+
 def test_client_configs_the_batch_path_cannot_use_send_the_task_to_the_record_loop_counted() -> None:
     from kmirror_engine.copying.task_copy import _fell_back, batch_path_blockers
     from kmirror_engine.observability.progress import PartitionProgress

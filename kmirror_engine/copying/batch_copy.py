@@ -356,11 +356,16 @@ class BatchRangeCopier:
         producer_id, epoch = self._producer_id()
         by_node: dict[int, list[tuple[RangeInFlight, SentBatch]]] = {}
         sizes: dict[int, int] = {}
-        for s in live:
-            if s.retry and not s.in_flight:
-                self._target_leaders = self.target.leaders({s.rng.target_topic})
+        # one metadata refresh for every range whose batches failed retriably (a refresh per range
+        # decoded the whole target's metadata once per partition: 40-75 s of a 2,000-topic copy
+        # whose new target partitions were not ready at the first produce)
+        resend = [s for s in live if s.retry and not s.in_flight]
+        if resend:
+            self._target_leaders = self.target.leaders({s.rng.target_topic for s in resend})
+            for s in resend:
                 s.pending.extendleft(reversed(s.retry))
                 s.retry = []
+        for s in live:
             if s.retry or not s.pending or not isinstance(s.pending[0], SentBatch):
                 continue
             node = self._target_leaders.get(s.target)
