@@ -150,7 +150,11 @@ def mm2_stopped(clusters: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
             groups = read_checkpoints(spec.target, checkpoints_topic(src))
             return {c.partition for c in groups if c.group == before_group} == {0, 1}
 
-        wait_for(f"MM2 checkpointed group {before_group!r}", checkpointed, 60, log)
+        # a partition whose offset sync MM2 held back is synced only at its source task's next
+        # commit (offset.flush.interval.ms, 60 s by default; MM2's defaults are what this test
+        # models), so its checkpoint can take a flush interval: once in CI, 60 s were not enough
+        # for both partitions (the checkpoint task had produced one record by then)
+        wait_for(f"MM2 checkpointed group {before_group!r}", checkpointed, 150, log)
     finally:
         mm2.send_signal(signal.SIGTERM)
         mm2.wait(60)
