@@ -11,6 +11,7 @@ import os
 import sys
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -52,8 +53,10 @@ class Clusters:
     target_broker: Any = None
 
 
-@pytest.fixture(scope="session")
-def clusters() -> Iterator[Clusters]:
+@contextmanager
+def cluster_pair(name: str) -> Iterator[Clusters]:
+    """A source and a target broker named `name`-source/-target, or the external pair the
+    environment names (KMIRROR_TEST_SOURCE_BOOTSTRAP / KMIRROR_TEST_TARGET_BOOTSTRAP)."""
     source = os.environ.get("KMIRROR_TEST_SOURCE_BOOTSTRAP")
     target = os.environ.get("KMIRROR_TEST_TARGET_BOOTSTRAP")
     if source and target:
@@ -61,8 +64,14 @@ def clusters() -> Iterator[Clusters]:
         return
     from tests.brokers import new_broker
 
-    with new_broker("test-source") as src, new_broker("test-target") as dst:
+    with new_broker(f"{name}-source") as src, new_broker(f"{name}-target") as dst:
         yield Clusters(src.bootstrap_servers, dst.bootstrap_servers, src, dst)
+
+
+@pytest.fixture(scope="session")
+def clusters() -> Iterator[Clusters]:
+    with cluster_pair("test") as pair:
+        yield pair
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -16,7 +16,6 @@ One MM2 start (~30 s); the interop module starts its own.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import time
 import uuid
@@ -39,8 +38,8 @@ from kmirror_engine.failover.offset_sync_snapshots import SyncLog
 from kmirror_engine.failover.offset_syncs import SyncStore
 from kmirror_engine.planning.mm2_takeover import mm2_committed, mm2_synced
 from kmirror_engine.planning.range_planner import RangePlanner
-from tests.brokers import KAFKA_LINE, new_broker
-from tests.conftest import Clusters
+from tests.brokers import KAFKA_LINE
+from tests.conftest import Clusters, cluster_pair
 from tests.kafka_helpers import create_topic, produce
 from tests.mm2.mm2_process import start_mm2, wait_for, wait_for_stores
 from tests.mm2.test_mm2_jars import fetch_mm2
@@ -124,11 +123,8 @@ def clusters() -> Iterator[Clusters]:
     brokers the suite's earlier tests leave dozens, and with those MM2 never checkpointed both
     partitions of the group (reproduced: 61 foreign heartbeats topics, no checkpoint of
     partition 1 within 150 s; the CI of this stop failed so twice)."""
-    if os.environ.get("KMIRROR_TEST_SOURCE_BOOTSTRAP") and os.environ.get("KMIRROR_TEST_TARGET_BOOTSTRAP"):
-        yield Clusters(os.environ["KMIRROR_TEST_SOURCE_BOOTSTRAP"], os.environ["KMIRROR_TEST_TARGET_BOOTSTRAP"])
-        return
-    with new_broker("takeover-source") as src, new_broker("takeover-target") as dst:
-        yield Clusters(src.bootstrap_servers, dst.bootstrap_servers, src, dst)
+    with cluster_pair("takeover") as pair:
+        yield pair
 
 
 @pytest.fixture(scope="module")
