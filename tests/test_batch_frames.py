@@ -4,6 +4,8 @@ wire, the same fields read back, and records never copied out of the receive buf
 
 from __future__ import annotations
 
+import collections
+import socket
 import struct
 
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
@@ -11,7 +13,8 @@ from kafka.protocol.frame import KafkaBytes
 from kafka.protocol.producer.produce import ProduceRequest
 
 from kmirror_engine.copying.batch_copy import fetch_request
-from kmirror_engine.copying.batch_frames import FetchAnswer, ProduceCall, ProducedBatch, uvarint
+from kmirror_engine.copying.batch_frames import FetchAnswer, Gather, ProduceCall, ProducedBatch, uvarint
+from kmirror_engine.copying.batch_net import _DirectReadTransport
 from kmirror_engine.copying.batch_wire import crc_ok, rewrite, split_batches
 from tests.test_batch_copy import build
 
@@ -63,6 +66,54 @@ def test_a_produce_request_is_kafka_pythons_with_each_batch_rewritten_once() -> 
             assert struct.unpack_from(">qhi", part.records, 43)[:2] == (4711, 2)
     assert bytes(first[:17]) != bytes(rewrite(a, 4711, 2, 0)[:17])  # base offset and leader epoch were rewritten
     assert bytes(first[61:]) == bytes(rewrite(a, 4711, 2, 0)[61:])  # the records were not touched
+
+
+def test_a_gathered_produce_request_is_the_encoded_one_with_headers_rewritten_where_fetched() -> None:
+    """Plaintext connections send a produce request as pieces: the same bytes as `encode`, each
+    batch rewritten in its own (fetch) buffer, not copied; read-only batches are encoded instead."""
+    first, second = bytearray(build(0, 3)), bytearray(build(3, 2, codec=1))
+    [a], [b] = split_batches(memoryview(first)), split_batches(memoryview(second))
+    items = [ProducedBatch("west.t", 0, a, 4711, 2, 0), ProducedBatch("west.u", 1, b, 4711, 2, 9)]
+    encoded = ProduceCall([ProducedBatch(i.topic, i.partition, split_batches(bytes(i.batch.data))[0], 4711, 2,
+                                         i.base_sequence) for i in items], 30_000)  # fmt: skip
+    encoded.with_header(correlation_id=5, client_id="kmirror")
+    gathered = ProduceCall(items, 30_000)
+    gathered.with_header(correlation_id=5, client_id="kmirror")
+    pieces = gathered.gather()
+    assert pieces is not None and len(pieces.pieces) == 5  # framing, batch, framing, batch, framing
+    assert b"".join(bytes(p) for p in pieces.pieces) == bytes(encoded.encode(framed=True, header=True))
+    assert pieces.pieces[1].obj is first and pieces.pieces[3].obj is second  # the fetched buffers themselves
+    assert crc_ok(first) and crc_ok(second) and struct.unpack_from(">qhi", first, 43) == (4711, 2, 0)
+    again = gathered.gather()  # a resend
+    assert again is not None and b"".join(bytes(p) for p in again.pieces) == b"".join(bytes(p) for p in pieces.pieces)
+    assert ProduceCall([ProducedBatch("t", 0, split_batches(bytes(first))[0], 1, 0, 0)], 1000).gather() is None
+
+
+def test_gathered_requests_survive_partial_vectored_sends_in_order() -> None:
+    """The plaintext transport sends queued pieces with sendmsg; a socket that takes a few KiB at a
+    time (partial sends, EAGAIN) still gets every byte once, in order, plain chunks between them."""
+    left, right = socket.socketpair()
+    left.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    left.setblocking(False)
+    payload = [bytes(range(256)) * 40, memoryview(bytearray(b"x" * 100_000)), b"tail"]
+    transport = _DirectReadTransport.__new__(_DirectReadTransport)
+    transport._sock = left
+    transport._write_buffer = collections.deque([Gather(list(payload)), b"plain", Gather([b"g2", b"-end"])])
+    expected = b"".join(bytes(p) for p in payload) + b"plain" + b"g2-end"
+    got, rounds = bytearray(), 0
+    while len(got) < len(expected):
+        _sent, error = transport._sock_send()
+        assert error is None
+        rounds += 1
+        right.setblocking(False)
+        try:
+            while chunk := right.recv(65536):
+                got += chunk
+        except BlockingIOError:
+            pass
+    assert bytes(got) == expected and rounds > 1 and not transport._write_buffer
+    left.close()
+    right.close()
 
 
 def test_a_fetch_answer_is_read_as_kafka_python_encodes_it_and_records_stay_views() -> None:

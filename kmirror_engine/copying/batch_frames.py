@@ -309,9 +309,8 @@ class ProduceCall(_Call):
             self.topics.setdefault(item.topic, []).append(item)
         self.timeout_ms, self.pool = timeout_ms, pool
 
-    def encode(self, framed: bool = True, header: bool = True) -> bytearray | memoryview:
-        """The request's bytes: a view of a pooled buffer (free again once the connection sent it
-        and dropped the view) or a new buffer. Each batch is copied once, then rewritten in place."""
+    def _layout(self, header: bool) -> tuple[list[bytes | memoryview], list[tuple[int, ProducedBatch]]]:
+        """The request's pieces in order (a batch's piece is its fetched bytes) and where each batch is."""
         head = (self._head() if header else b"") + b"\x00" + _PRODUCE_HEAD.pack(-1, self.timeout_ms)
         pieces: list[bytes | memoryview] = [head, uvarint(len(self.topics) + 1)]
         placed: list[tuple[int, ProducedBatch]] = []  # (index of the batch's piece, batch)
@@ -323,6 +322,12 @@ class ProduceCall(_Call):
                 pieces += [item.batch.data, b"\x00"]
             pieces.append(b"\x00")
         pieces.append(b"\x00")
+        return pieces, placed
+
+    def encode(self, framed: bool = True, header: bool = True) -> bytearray | memoryview:
+        """The request's bytes: a view of a pooled buffer (free again once the connection sent it
+        and dropped the view) or a new buffer. Each batch is copied once, then rewritten in place."""
+        pieces, placed = self._layout(header)
         size = sum(len(p) for p in pieces)
         start = 4 if framed else 0
         out = self.pool.take(start + size) if self.pool is not None else None
@@ -339,3 +344,46 @@ class ProduceCall(_Call):
             patch_header(out, begin, begin + len(item.batch.data), item.batch.attributes, item.producer_id,
                          item.producer_epoch, item.base_sequence)  # fmt: skip
         return out
+
+    def gather(self) -> Gather | None:
+        """The framed request as pieces for one vectored send, the batches not copied: each batch's
+        header is rewritten where it was fetched (a resend rewrites it the same way, which changes
+        nothing). None when a batch's bytes are read-only (then `encode`)."""
+        if any(item.batch.data.readonly for items in self.topics.values() for item in items):
+            return None
+        pieces, placed = self._layout(True)
+        for _, item in placed:
+            data = item.batch.data
+            patch_header(data, 0, len(data), item.batch.attributes, item.producer_id, item.producer_epoch,
+                         item.base_sequence)  # fmt: skip
+        batches = {index for index, _ in placed}
+        out: list[bytes | memoryview] = [_I32.pack(sum(len(p) for p in pieces))]
+        for index, piece in enumerate(pieces):  # the framing between two batches as one piece
+            if index in batches or isinstance(out[-1], memoryview):
+                out.append(piece)
+            else:
+                out[-1] = bytes(out[-1]) + piece
+        return Gather(out)
+
+
+class Gather:
+    """A request's bytes as pieces that one `socket.sendmsg` sends (plaintext connections of the
+    batch path, `batch_net`): the batches go from their fetch buffers to the socket without a copy
+    into a request buffer. `advance` drops what a (partial) send took."""
+
+    __slots__ = ("pieces",)
+
+    def __init__(self, pieces: list[bytes | memoryview]) -> None:
+        self.pieces = pieces
+
+    def __len__(self) -> int:
+        return sum(len(p) for p in self.pieces)
+
+    def advance(self, sent: int) -> None:
+        pieces, done = self.pieces, 0
+        while done < len(pieces) and sent >= len(pieces[done]):
+            sent -= len(pieces[done])
+            done += 1
+        del pieces[:done]
+        if sent:
+            pieces[0] = memoryview(pieces[0])[sent:]

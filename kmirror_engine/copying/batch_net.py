@@ -27,7 +27,7 @@ from kafka.protocol.parser import KafkaProtocol
 from kafka.structs import TopicPartition
 
 from kmirror.errors import KmirrorError
-from kmirror_engine.copying.batch_frames import BufferPool, FetchAnswer, Frame
+from kmirror_engine.copying.batch_frames import BufferPool, FetchAnswer, Frame, Gather, ProduceCall
 
 log = logging.getLogger("kmirror.batch_copy")
 # librdkafka property -> kafka-python connection setting (values copied as they are)
@@ -51,6 +51,7 @@ _UNTRANSLATED_PREFIXES = ("ssl.keystore.", "ssl.truststore.", "ssl.certificate.p
 RECEIVE_MAX_BYTES = 80 * 1024 * 1024
 CONNECT_TIMEOUT_MS = 30_000
 _FRAME_SIZE = struct.Struct(">i")
+_IOV_MAX = 1024  # buffers per sendmsg (Linux's UIO_MAXIOV)
 
 
 class LinkError(KmirrorError):
@@ -104,6 +105,7 @@ class _DirectParser(KafkaProtocol):
     _at: int
     _done: list[Any]
     _pool: BufferPool
+    bytes_to_send: list[Any]  # the library's queue of encoded requests
 
     def adopt(self) -> None:
         """Set up the state `fill` keeps (the instance was the library's parser until now)."""
@@ -158,6 +160,28 @@ class _DirectParser(KafkaProtocol):
         done, self._done = self._done, []
         return done
 
+    def send_request(self, request: Any, correlation_id: int | None = None) -> int:
+        """The library's, but a produce request is queued as pieces (`ProduceCall.gather`): its
+        batches go from their fetch buffers to the socket (`_DirectReadTransport._sock_send`)."""
+        if not isinstance(request, ProduceCall):
+            return int(super().send_request(request, correlation_id))
+        if correlation_id is None:
+            correlation_id = self._next_correlation_id()
+        request.with_header(correlation_id=correlation_id, client_id=self._client_id)
+        pieces = request.gather()
+        self.bytes_to_send.append(pieces if pieces is not None else request.encode(framed=True, header=True))
+        self.in_flight_requests.append(request.header)
+        return correlation_id
+
+    def send_bytes(self) -> Any:
+        if not any(isinstance(data, Gather) for data in self.bytes_to_send):
+            return super().send_bytes()
+        pieces: list[Any] = []
+        for data in self.bytes_to_send:
+            pieces += data.pieces if isinstance(data, Gather) else [data]
+        self.bytes_to_send = []
+        return Gather(pieces)
+
 
 class _DirectReadTransport(KafkaTCPTransport):
     """kafka-python's plaintext transport, reading through the connection's parser (`_DirectParser`):
@@ -177,6 +201,30 @@ class _DirectReadTransport(KafkaTCPTransport):
         except Exception as exc:  # the library's own contract: the caller aborts the connection
             return b"", kafka_errors.KafkaConnectionError(exc)
         return b"", None if open_ else kafka_errors.KafkaConnectionError("socket disconnected")
+
+
+    def _sock_send(self) -> tuple[int, Exception | None]:
+        """The library's, with requests queued as pieces (`Gather`) sent by vectored writes."""
+        if not any(isinstance(chunk, Gather) for chunk in self._write_buffer):
+            return super()._sock_send()
+        total = 0
+        if self._sock is None:
+            return total, kafka_errors.KafkaConnectionError("Connection closed during send")
+        while self._write_buffer:
+            chunk = self._write_buffer.popleft()
+            if not isinstance(chunk, Gather):
+                chunk = Gather([memoryview(chunk)])
+            while chunk.pieces:
+                try:
+                    sent = self._sock.sendmsg(chunk.pieces[:_IOV_MAX])
+                except (BlockingIOError, InterruptedError):
+                    self._write_buffer.appendleft(chunk)
+                    return total, None
+                except Exception as exc:  # the library's own contract: the caller aborts the connection
+                    return total, kafka_errors.KafkaConnectionError(exc)
+                total += sent
+                chunk.advance(sent)
+        return total, None
 
 
 class _Manager(KafkaConnectionManager):

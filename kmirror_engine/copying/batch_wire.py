@@ -127,19 +127,96 @@ def patch_header(out: bytearray | memoryview, at: int, end: int, attributes: int
                  base_sequence: int) -> None:  # fmt: skip
     """Rewrite in place the header of the batch at out[at:end]: baseOffset 0, partitionLeaderEpoch
     -1, this producer's id, epoch and sequence, the transactional bit cleared (`attributes` as
-    fetched), and the CRC32C recomputed over bytes 21..end. Everything else (records,
-    timestamps, compression) unchanged."""
+    fetched), and the CRC32C updated for the changed bytes (`crc_update`). Everything else
+    (records, timestamps, compression) unchanged.
+
+    The stored CRC is updated, not recomputed: the copy reads no record byte, and a batch whose
+    bytes no longer match the CRC the source stored (corrupted on the way or on the source's
+    disk) still does not match, so the target refuses it (CORRUPT_MESSAGE) instead of storing
+    it with a fresh CRC. Patching again with the same fields changes nothing (a resend)."""
     _BASE_AND_EPOCH.pack_into(out, at, 0)
     _EPOCH.pack_into(out, at + 12, -1)
-    _ATTRIBUTES.pack_into(out, at + ATTRIBUTES_AT, attributes & ~TRANSACTIONAL_BIT)
+    head = at + ATTRIBUTES_AT
+    before = bytes(out[head:_PATCHED_END + at])
+    _ATTRIBUTES.pack_into(out, head, attributes & ~TRANSACTIONAL_BIT)
     _PRODUCER_FIELDS.pack_into(out, at + PRODUCER_AT, producer_id, producer_epoch, base_sequence)
-    _CRC.pack_into(out, at + CRC_AT, crc32c(memoryview(out)[at + ATTRIBUTES_AT : end]))
+    stored = _CRC.unpack_from(out, at + CRC_AT)[0]
+    _CRC.pack_into(out, at + CRC_AT, crc_update(stored, before, bytes(out[head:_PATCHED_END + at]), end - head))
 
 
 def crc_ok(data: bytes | bytearray | memoryview) -> bool:
     """Whether a batch's stored CRC32C matches its bytes 21..end."""
     view = memoryview(data)
     return int(_CRC.unpack_from(view, CRC_AT)[0]) == crc32c(view[ATTRIBUTES_AT:])
+
+
+# -- updating a CRC32C for changed bytes --------------------------------------------------------
+# CRC32C is affine over GF(2): for messages a, b of one length, crc(a) ^ crc(b) = crc0(a ^ b), the
+# CRC with zero initial value and no final xor. When a and b differ only in their first k bytes
+# (the header fields the copy rewrites), a ^ b is those k bytes of difference and then zeros, and
+# the CRC register after the zeros is the register after the k bytes shifted by the zeros: a
+# linear map, kept here per power of two of zero bytes as four 256-entry tables (built on first
+# use from the one-byte map). An update costs one table look-up per set bit of the zero count.
+
+_POLY = 0x82F63B78  # CRC32C (Castagnoli), bit-reflected
+_PATCHED_END = PRODUCER_AT + _PRODUCER_FIELDS.size  # the CRC'd bytes the copy rewrites: 21..56
+_SHIFTS: list[tuple[list[int], list[int], list[int], list[int]]] = []  # [k]: 2**k zero bytes
+
+
+def _tables(columns: Sequence[int]) -> tuple[list[int], list[int], list[int], list[int]]:
+    """A linear map of 32-bit registers, given by the images of its 32 unit bits, as four byte tables."""
+    out = []
+    for byte in range(4):
+        table = [0] * 256
+        for value in range(1, 256):
+            low = value & -value
+            table[value] = table[value ^ low] ^ columns[8 * byte + low.bit_length() - 1]
+        out.append(table)
+    return out[0], out[1], out[2], out[3]
+
+
+def _apply(tables: tuple[list[int], list[int], list[int], list[int]], register: int) -> int:
+    t0, t1, t2, t3 = tables
+    return t0[register & 0xFF] ^ t1[(register >> 8) & 0xFF] ^ t2[(register >> 16) & 0xFF] ^ t3[register >> 24]
+
+
+def _shift_table(k: int) -> tuple[list[int], list[int], list[int], list[int]]:
+    """The map of the CRC register over 2**k zero bytes."""
+    while len(_SHIFTS) <= k:
+        if not _SHIFTS:
+            columns = []
+            for bit in range(32):
+                register = 1 << bit
+                for _ in range(8):
+                    register = (register >> 1) ^ (_POLY if register & 1 else 0)
+                columns.append(register)
+        else:
+            half = _SHIFTS[-1]
+            columns = [_apply(half, _apply(half, 1 << bit)) for bit in range(32)]
+        _SHIFTS.append(_tables(columns))
+    return _SHIFTS[k]
+
+
+def crc_shift(register: int, zeros: int) -> int:
+    """The CRC register (zero initial value, no final xor) after `zeros` more zero bytes."""
+    k = 0
+    while zeros:
+        if zeros & 1:
+            register = _apply(_shift_table(k), register)
+        zeros >>= 1
+        k += 1
+    return register
+
+
+def crc_update(crc: int, before: bytes, after: bytes, length: int) -> int:
+    """The CRC32C of a `length`-byte message whose CRC was `crc` after its first bytes `before`
+    were replaced by `after` (same length); the other bytes are not read."""
+    if before == after:
+        return crc
+    width = len(before)
+    diff = (int.from_bytes(before, "big") ^ int.from_bytes(after, "big")).to_bytes(width, "big")
+    register = google_crc32c.value(diff) ^ google_crc32c.value(bytes(width))  # crc0 of the difference
+    return crc ^ crc_shift(register, length - width)
 
 
 # google-crc32c reads bytes only (no views): the CRC is taken over copies of this many bytes at a

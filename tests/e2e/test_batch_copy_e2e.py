@@ -185,6 +185,40 @@ def test_a_batch_the_target_refuses_fails_the_copy_naming_partition_and_offsets(
         copier.close()
 
 
+def test_a_batch_corrupted_on_the_way_is_refused_by_the_target_not_copied(
+    clusters: Any, unique: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The copy updates the source's CRC for the fields it rewrites instead of computing a new one,
+    so a byte changed between the source's disk and the target (here: in the fetched answer's
+    buffer) still fails the CRC: the real broker refuses the batch (CORRUPT_MESSAGE) and the copy
+    fails naming it; nothing of that batch is on the target."""
+    import kmirror_engine.copying.batch_copy as batch_copy
+
+    topic = f"bcc-{unique}"
+    create_topic(clusters.source, topic, 1)
+    create_topic(clusters.target, topic, 1)
+    produce_with(clusters.source, topic, [dict(r, partition=0) for r in records("crc", 100)])
+    split = batch_copy.split_batches
+
+    def flip_a_record_byte(records: Any) -> list[Any]:
+        batches = split(records)
+        if batches:
+            batches[0].data[-2] ^= 0x01  # a byte of the first batch's last record (the fetch buffer)
+        return batches
+
+    monkeypatch.setattr(batch_copy, "split_batches", flip_a_record_byte)
+    consumer_config = {"bootstrap.servers": clusters.source, "group.id": "kmirror-test-batch", "enable.auto.commit":
+                       False, "isolation.level": "read_committed", **CONSUMER_TUNING, **CONSUMER_REQUIRED}  # fmt: skip
+    copier = new_batch_copier(consumer_config, {"bootstrap.servers": clusters.target}, stall_timeout_s=30)
+    try:
+        with pytest.raises(CopyError, match=rf"producing source records {topic}\[0\]@0\.\.\d+ to {topic}\[0\] "
+                           r"failed: CorruptRecordError \(2\)"):  # fmt: skip
+            copier.copy([CopyRange(topic, 0, 0, 100, topic)])
+    finally:
+        copier.close()
+    assert consume_all(clusters.target, topic, 1) == {0: []}
+
+
 def test_a_batch_larger_than_the_partition_fetch_limit_is_fetched_whole(
     clusters: Any, unique: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
