@@ -22,7 +22,9 @@ def start_mm2(jars: Path, properties: Path, workdir: Path) -> tuple[subprocess.P
     """MirrorMaker 2 (dedicated mode) on `properties`; returns the process and its log. The log4j
     config is written under `workdir`, off the classpath of the Java caller the tests compile."""
     log, log4j = workdir / "mm2.log", workdir / "mm2-log4j.properties"
-    log4j.write_text(LOG4J)
+    # the checkpoint task's translations at DEBUG: what a checkpoint that never came shows
+    log4j.write_text(LOG4J + "".join(f"log4j.logger.org.apache.kafka.connect.mirror.{name}=DEBUG\n"
+                                     for name in ("MirrorCheckpointTask", "OffsetSyncStore")))
     with log.open("wb") as out:
         process = subprocess.Popen(
             ["java", "-Xmx512m", f"-Dlog4j.configuration=file:{log4j}", "-cp", f"{jars}/*",

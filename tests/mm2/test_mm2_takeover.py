@@ -162,7 +162,10 @@ def mm2_stopped(clusters: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
             groups = read_checkpoints(spec.target, checkpoints_topic(src))
             return {c.partition for c in groups if c.group == before_group} == {0, 1}
 
-        wait_for(f"MM2 checkpointed group {before_group!r}", checkpointed, 60, log)
+        try:
+            wait_for(f"MM2 checkpointed group {before_group!r}", checkpointed, 60, log)
+        except AssertionError as exc:  # what CI shows: the MM2 log stays on the CI machine
+            raise AssertionError(f"{exc}\n{_checkpoint_diagnosis(spec, src, syncs_topic, before_group, log)}") from None
     finally:
         mm2.send_signal(signal.SIGTERM)
         mm2.wait(60)
@@ -185,6 +188,18 @@ def mm2_stopped(clusters: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
     yield {"spec": spec, "raw": spec.to_dict(), "tmp": tmp, "topic": topic, "remote": remote,
            "synced": {p: synced[(topic, p)] for p in (0, 1)}, "mm2_checkpoints": mm2_checkpoints,
            "groups": (before_group, f"after{unique}")}  # fmt: skip
+
+
+def _checkpoint_diagnosis(spec: Any, src: str, syncs_topic: str, group: str, log: Path) -> str:
+    """What MM2 had done when its checkpoint of `group` did not come: the group's checkpoints, the
+    newest offset sync per partition, and the checkpoint task's and warning lines of its log."""
+    seen = [(c.partition, c.upstream_offset, c.downstream_offset) for c in read_checkpoints(spec.target,
+            checkpoints_topic(src)) if c.group == group]  # fmt: skip
+    lines = [line for line in log.read_text(errors="replace").splitlines()
+             if any(word in line for word in ("MirrorCheckpointTask", "OffsetSync", "ERROR", " WARN "))]  # fmt: skip
+    return (f"checkpoints of the group (partition, upstream, downstream): {seen}\n"
+            f"newest offset syncs: {mm2_synced(spec.source, syncs_topic)}\n"
+            f"MM2 log ({len(lines)} such lines, the last 25):\n" + "\n".join(line[:300] for line in lines[-25:]))
 
 
 def _offsets_records(bootstrap: str, offsets_topic: str, topic: str) -> dict[int, tuple[bytes, bytes, int]]:
