@@ -23,9 +23,9 @@ FENCE_KEY = b"__bench_fence__"
 HEADERS: list[tuple[str, str | bytes | None]] = [("bench-origin", b"mirror_bench")]
 
 
-def create_topics(bootstrap: str, names: list[str], partitions: int) -> None:
+def create_topics(bootstrap: str, names: list[str], partitions: int, config: dict[str, str] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive its futures
-    for future in admin.create_topics([NewTopic(n, partitions, 1) for n in names]).values():
+    for future in admin.create_topics([NewTopic(n, partitions, 1, config=config or {}) for n in names]).values():
         future.result(timeout=30)
 
 

@@ -63,6 +63,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--size", type=int, default=200, help="value bytes per record")
+    parser.add_argument("--compression", choices=("none", "lz4", "zstd"), default="none",
+                        help="compression.type of the source and target topics (the brokers compress)")
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--latency-rate", type=int, default=20_000, help="records/s in the latency run")
     parser.add_argument("--latency-seconds", type=float, default=15.0)
@@ -139,8 +141,9 @@ def main(argv: list[str] | None = None) -> int:
         source, target = source_broker.bootstrap_servers, target_broker.bootstrap_servers
         mm2_version = getattr(source_broker, "version", None) or resolve_line(DEFAULT_LINE)
         jars = fetch_mm2(mm2_version) if "mm2" in contenders else None
-        create_topics(source, [src], nparts)
-        console.log(f"filling {src}: {args.records:,} x {args.size} B, {nparts} partitions")
+        create_topics(source, [src], nparts, topic_config(args))
+        console.log(f"filling {src}: {args.records:,} x {args.size} B, {nparts} partitions, "
+                    f"compression.type {args.compression}")
         filled = produce_parallel(source, src, args.records, args.size, nparts, args.producer_procs)
         expected = filled["counts"]
         add_fences(source, src, nparts)  # end markers (tansu's watermark also hides each partition's newest batch)
@@ -213,6 +216,11 @@ def check(bed: Bed, dst: str, name: str, nparts: int) -> None:
     verify_sample(bed.source, bed.target, bed.src, dst, bed.expected, name)
 
 
+def topic_config(args: argparse.Namespace) -> dict[str, str]:
+    """The bench topics' configs: `--compression` other than none as their compression.type."""
+    return {} if args.compression == "none" else {"compression.type": args.compression}
+
+
 def run_round(args: argparse.Namespace, console: Console, bed: Bed, tag: str, round_: int,
               rates: dict[str, list[float]], loads: dict[str, list[str]],
               runs: dict[str, list[dict[str, Any]]]) -> None:  # fmt: skip
@@ -223,7 +231,7 @@ def run_round(args: argparse.Namespace, console: Console, bed: Bed, tag: str, ro
     targets = {"limit": f"bench-limit-{tag}", "raw": f"bench-raw-{tag}", "raw_parallel": f"bench-rawpar-{tag}",
                "spark": f"{alias}.{bed.src}", "spark_batch": f"batch{round_}.{bed.src}",
                "mm2": f"mm{round_}.{bed.src}"}  # fmt: skip
-    create_topics(bed.target, [targets[name] for name in bed.contenders], nparts)
+    create_topics(bed.target, [targets[name] for name in bed.contenders], nparts, topic_config(args))
 
     def record(name: str, result: dict[str, Any]) -> None:
         result["rate"] = args.records / (result["end"] - result["start"])
