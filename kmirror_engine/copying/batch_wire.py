@@ -20,6 +20,7 @@ again, its attributes, key, value and headers kept as they are.
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
@@ -161,6 +162,7 @@ def crc_ok(data: bytes | bytearray | memoryview) -> bool:
 _POLY = 0x82F63B78  # CRC32C (Castagnoli), bit-reflected
 _PATCHED_END = PRODUCER_AT + _PRODUCER_FIELDS.size  # the CRC'd bytes the copy rewrites: 21..56
 _SHIFTS: list[tuple[list[int], list[int], list[int], list[int]]] = []  # [k]: 2**k zero bytes
+_SHIFTS_LOCK = threading.Lock()
 
 
 def _tables(columns: Sequence[int]) -> tuple[list[int], list[int], list[int], list[int]]:
@@ -181,19 +183,24 @@ def _apply(tables: tuple[list[int], list[int], list[int], list[int]], register: 
 
 
 def _shift_table(k: int) -> tuple[list[int], list[int], list[int], list[int]]:
-    """The map of the CRC register over 2**k zero bytes."""
-    while len(_SHIFTS) <= k:
-        if not _SHIFTS:
-            columns = []
-            for bit in range(32):
-                register = 1 << bit
-                for _ in range(8):
-                    register = (register >> 1) ^ (_POLY if register & 1 else 0)
-                columns.append(register)
-        else:
-            half = _SHIFTS[-1]
-            columns = [_apply(half, _apply(half, 1 << bit)) for bit in range(32)]
-        _SHIFTS.append(_tables(columns))
+    """The map of the CRC register over 2**k zero bytes. Built under a lock: a task's copiers run
+    on several threads, and two building the same table would append it twice, leaving every
+    later table a power of two off (wrong CRCs the target refuses; seen in a Spark run)."""
+    if k < len(_SHIFTS):
+        return _SHIFTS[k]
+    with _SHIFTS_LOCK:
+        while len(_SHIFTS) <= k:
+            if not _SHIFTS:
+                columns = []
+                for bit in range(32):
+                    register = 1 << bit
+                    for _ in range(8):
+                        register = (register >> 1) ^ (_POLY if register & 1 else 0)
+                    columns.append(register)
+            else:
+                half = _SHIFTS[-1]
+                columns = [_apply(half, _apply(half, 1 << bit)) for bit in range(32)]
+            _SHIFTS.append(_tables(columns))
     return _SHIFTS[k]
 
 
