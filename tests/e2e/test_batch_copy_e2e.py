@@ -52,6 +52,12 @@ def produce_with(bootstrap: str, topic: str, data: list[dict[str, Any]], **confi
     assert producer.flush(60) == 0 and not errors, errors[:3]
 
 
+def source_consumer(clusters: Any) -> dict[str, Any]:
+    """The read_committed consumer config the batch copier tests hand `new_batch_copier`."""
+    return {"bootstrap.servers": clusters.source, "group.id": "kmirror-test-batch", "enable.auto.commit": False,
+            "isolation.level": "read_committed", **CONSUMER_TUNING, **CONSUMER_REQUIRED}  # fmt: skip
+
+
 def produce_transactions(bootstrap: str, topic: str, unique: str) -> None:
     """Committed, aborted, committed again (the aborted records and the markers are holes)."""
     producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": f"batch-e2e-{unique}", "linger.ms": 5})
@@ -146,8 +152,7 @@ def test_batch_copier_sends_a_compacted_target_to_the_record_loop_and_counts_it(
     produce_with(clusters.source, topic, data, **{"compression.type": "lz4"})
     for chunk in range(0, 200, 20):  # batches of 20 records: offsets 140..159 are one batch
         produce_with(clusters.source, plain, data[chunk : chunk + 20])
-    consumer_config = {"bootstrap.servers": clusters.source, "group.id": "kmirror-test-batch", "enable.auto.commit":
-                       False, "isolation.level": "read_committed", **CONSUMER_TUNING, **CONSUMER_REQUIRED}  # fmt: skip
+    consumer_config = source_consumer(clusters)
     copier = new_batch_copier(consumer_config, {"bootstrap.servers": clusters.target, "acks": "all",
                                                 "enable.idempotence": True}, stall_timeout_s=30)  # fmt: skip
     try:
@@ -174,8 +179,7 @@ def test_a_batch_the_target_refuses_fails_the_copy_naming_partition_and_offsets(
     create_topic(clusters.source, topic, 1)
     create_topic(clusters.target, topic, 1, {"max.message.bytes": "2000"})
     produce_with(clusters.source, topic, [dict(r, partition=0) for r in records("big", 100)])
-    consumer_config = {"bootstrap.servers": clusters.source, "group.id": "kmirror-test-batch", "enable.auto.commit":
-                       False, "isolation.level": "read_committed", **CONSUMER_TUNING, **CONSUMER_REQUIRED}  # fmt: skip
+    consumer_config = source_consumer(clusters)
     copier = new_batch_copier(consumer_config, {"bootstrap.servers": clusters.target}, stall_timeout_s=30)
     try:
         with pytest.raises(CopyError, match=rf"producing source records {topic}\[0\]@0\.\.\d+ to {topic}\[0\] "
@@ -194,7 +198,7 @@ def test_a_batch_corrupted_on_the_way_is_refused_by_the_target_not_copied(
     fails naming it; nothing of that batch is on the target."""
     import kmirror_engine.copying.batch_copy as batch_copy
 
-    topic = f"bcc-{unique}"
+    topic = f"bcx-{unique}"
     create_topic(clusters.source, topic, 1)
     create_topic(clusters.target, topic, 1)
     produce_with(clusters.source, topic, [dict(r, partition=0) for r in records("crc", 100)])
@@ -207,8 +211,7 @@ def test_a_batch_corrupted_on_the_way_is_refused_by_the_target_not_copied(
         return batches
 
     monkeypatch.setattr(batch_copy, "split_batches", flip_a_record_byte)
-    consumer_config = {"bootstrap.servers": clusters.source, "group.id": "kmirror-test-batch", "enable.auto.commit":
-                       False, "isolation.level": "read_committed", **CONSUMER_TUNING, **CONSUMER_REQUIRED}  # fmt: skip
+    consumer_config = source_consumer(clusters)
     copier = new_batch_copier(consumer_config, {"bootstrap.servers": clusters.target}, stall_timeout_s=30)
     try:
         with pytest.raises(CopyError, match=rf"producing source records {topic}\[0\]@0\.\.\d+ to {topic}\[0\] "
@@ -234,8 +237,7 @@ def test_a_batch_larger_than_the_partition_fetch_limit_is_fetched_whole(
     create_topic(clusters.target, topic, 3)
     data = [dict(r, partition=i % 3) for i, r in enumerate(records("wide", 300))]  # ~100 records per batch
     produce_with(clusters.source, topic, data)
-    consumer_config = {"bootstrap.servers": clusters.source, "group.id": "kmirror-test-batch", "enable.auto.commit":
-                       False, "isolation.level": "read_committed", **CONSUMER_TUNING, **CONSUMER_REQUIRED}  # fmt: skip
+    consumer_config = source_consumer(clusters)
     copier = new_batch_copier(consumer_config, {"bootstrap.servers": clusters.target}, stall_timeout_s=20)
     try:
         done = copier.copy([CopyRange(topic, p, 0, 100, topic) for p in range(3)])
