@@ -10,6 +10,7 @@ import multiprocessing
 import os
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -132,12 +133,25 @@ def _children() -> dict[int, list[int]]:
     return tree
 
 
+def _descendants(root: int) -> Iterator[int]:
+    """`root` and every process below it now (from one look at /proc)."""
+    tree, todo = _children(), [root]
+    while todo:
+        pid = todo.pop()
+        todo.extend(tree.get(pid, []))
+        yield pid
+
+
+def _cmdline(pid: int) -> str:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return f.read().replace(b"\0", b" ").decode(errors="replace")
+
+
 def _memory_kib(pid: int) -> tuple[str, int, int]:
     """(cmdline, RSS, PSS) of a process in KiB. PSS shares pages between the processes mapping
     them (the pyspark daemon forks its workers, so their RSS counts the same pages many times):
     sums use PSS, single processes RSS."""
-    with open(f"/proc/{pid}/cmdline", "rb") as f:
-        cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+    cmdline = _cmdline(pid)
     with open(f"/proc/{pid}/status") as f:
         rss = next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
     try:
@@ -206,15 +220,11 @@ class RssSampler:
     def _run_cpu(self) -> None:
         kinds: dict[int, str] = {}
         while not self._stop.wait(self.cpu_interval_s):
-            tree, cpus = _children(), dict[int, tuple[str, float]]()
-            todo = [self.root_pid]
-            while todo:
-                pid = todo.pop()
-                todo.extend(tree.get(pid, []))
+            cpus: dict[int, tuple[str, float]] = {}
+            for pid in _descendants(self.root_pid):
                 if pid not in kinds:
                     try:
-                        with open(f"/proc/{pid}/cmdline", "rb") as f:
-                            kinds[pid] = _kind(f.read().replace(b"\0", b" ").decode(errors="replace"))
+                        kinds[pid] = _kind(_cmdline(pid))
                     except OSError:
                         continue
                 cpu = process_cpu_s(pid)
@@ -241,11 +251,8 @@ class RssSampler:
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
-            tree, sums, counts = _children(), dict.fromkeys(KINDS, 0.0), dict.fromkeys(KINDS, 0)
-            todo = [self.root_pid]
-            while todo:
-                pid = todo.pop()
-                todo.extend(tree.get(pid, []))
+            sums, counts = dict.fromkeys(KINDS, 0.0), dict.fromkeys(KINDS, 0)
+            for pid in _descendants(self.root_pid):
                 try:
                     cmdline, rss, pss = _memory_kib(pid)
                 except OSError:
