@@ -185,7 +185,8 @@ class _DirectParser(KafkaProtocol):
 
 class _DirectReadTransport(KafkaTCPTransport):
     """kafka-python's plaintext transport, reading through the connection's parser (`_DirectParser`):
-    it hands the connection an empty read, after which the parser returns the answers it completed."""
+    it hands the connection an empty read, after which the parser returns the answers it completed;
+    requests queued as pieces (`Gather`) go out by vectored writes."""
 
     def _sock_recv(self) -> tuple[bytes, Exception | None]:
         parser = getattr(self._protocol, "parser", None)
@@ -201,7 +202,6 @@ class _DirectReadTransport(KafkaTCPTransport):
         except Exception as exc:  # the library's own contract: the caller aborts the connection
             return b"", kafka_errors.KafkaConnectionError(exc)
         return b"", None if open_ else kafka_errors.KafkaConnectionError("socket disconnected")
-
 
     def _sock_send(self) -> tuple[int, Exception | None]:
         """The library's, with requests queued as pieces (`Gather`) sent by vectored writes."""

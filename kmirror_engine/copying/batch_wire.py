@@ -19,6 +19,7 @@ again, its attributes, key, value and headers kept as they are.
 
 from __future__ import annotations
 
+import functools
 import struct
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -137,12 +138,12 @@ def patch_header(out: bytearray | memoryview, at: int, end: int, attributes: int
     it with a fresh CRC. Patching again with the same fields changes nothing (a resend)."""
     _BASE_AND_EPOCH.pack_into(out, at, 0)
     _EPOCH.pack_into(out, at + 12, -1)
-    head = at + ATTRIBUTES_AT
-    before = bytes(out[head:_PATCHED_END + at])
+    head, tail = at + ATTRIBUTES_AT, at + _PATCHED_END
+    before = bytes(out[head:tail])
     _ATTRIBUTES.pack_into(out, head, attributes & ~TRANSACTIONAL_BIT)
     _PRODUCER_FIELDS.pack_into(out, at + PRODUCER_AT, producer_id, producer_epoch, base_sequence)
     stored = _CRC.unpack_from(out, at + CRC_AT)[0]
-    _CRC.pack_into(out, at + CRC_AT, crc_update(stored, before, bytes(out[head:_PATCHED_END + at]), end - head))
+    _CRC.pack_into(out, at + CRC_AT, crc_update(stored, before, bytes(out[head:tail]), end - head))
 
 
 def crc_ok(data: bytes | bytearray | memoryview) -> bool:
@@ -215,6 +216,12 @@ def crc_shift(register: int, zeros: int) -> int:
     return register
 
 
+@functools.cache
+def _zeros_crc(width: int) -> int:
+    """CRC32C of `width` zero bytes: the part of a CRC that depends on the length alone."""
+    return int(google_crc32c.value(bytes(width)))
+
+
 def crc_update(crc: int, before: bytes, after: bytes, length: int) -> int:
     """The CRC32C of a `length`-byte message whose CRC was `crc` after its first bytes `before`
     were replaced by `after` (same length); the other bytes are not read."""
@@ -222,7 +229,7 @@ def crc_update(crc: int, before: bytes, after: bytes, length: int) -> int:
         return crc
     width = len(before)
     diff = (int.from_bytes(before, "big") ^ int.from_bytes(after, "big")).to_bytes(width, "big")
-    register = google_crc32c.value(diff) ^ google_crc32c.value(bytes(width))  # crc0 of the difference
+    register = google_crc32c.value(diff) ^ _zeros_crc(width)  # crc0 of the difference
     return crc ^ crc_shift(register, length - width)
 
 
