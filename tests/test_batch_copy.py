@@ -153,6 +153,29 @@ def test_crc_tables_built_by_several_copier_threads_at_once_give_right_crcs(
     assert wrong == []
 
 
+def test_crc_tables_built_ahead_serve_every_batch_up_to_their_size_and_stay_right(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What Spark's worker daemon builds before it forks (`spark_app.worker_daemon.warm_up`):
+    the tables of every power of two up to 8 MiB, after which an update of a batch that size
+    builds nothing more and still equals google-crc32c's CRC of the whole message."""
+    import os
+
+    from kmirror_engine.copying import batch_wire
+    from spark_app.worker_daemon import warm_up
+
+    monkeypatch.setattr(batch_wire, "_SHIFTS", [])
+    warm_up()
+    assert len(batch_wire._SHIFTS) == 24  # 2**0 .. 2**23 zero bytes
+    for size in (8 * 1024 * 1024, 1_000_003, 61):
+        message = os.urandom(36) + bytes(size - 36)
+        after = os.urandom(36)
+        assert crc_update(google_crc32c.value(message), message[:36], after, size) == google_crc32c.value(
+            after + message[36:]
+        )
+    assert len(batch_wire._SHIFTS) == 24
+
+
 def test_the_rewritten_batch_keeps_the_sources_crc_check_a_corrupted_batch_stays_corrupted() -> None:
     """The CRC is updated for the rewritten fields, not computed again: a batch whose bytes were
     changed on the way fails the check after the rewrite too (the target refuses it: tested on a

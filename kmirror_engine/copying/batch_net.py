@@ -12,6 +12,7 @@ record loops instead (`link_config` returns it).
 from __future__ import annotations
 
 import logging
+import selectors
 import struct
 import time
 from collections.abc import Iterable, Mapping
@@ -20,7 +21,7 @@ from typing import Any
 from kafka import errors as kafka_errors
 from kafka.future import Future
 from kafka.net.manager import KafkaConnectionManager
-from kafka.net.selector import NetworkSelector
+from kafka.net.selector import NetworkSelector, Task
 from kafka.net.transport import KafkaTCPTransport
 from kafka.protocol.frame import KafkaBytes
 from kafka.protocol.parser import KafkaProtocol
@@ -227,6 +228,55 @@ class _DirectReadTransport(KafkaTCPTransport):
         return total, None
 
 
+class _LeanSelector(NetworkSelector):
+    """kafka-python's event loop with a socket's read interest kept in epoll between reads.
+
+    The library registers a socket before each read and unregisters it after: two epoll_ctl calls
+    per read, and the registration's look-up misses, which formats the socket's repr twice (two
+    getsockname/getpeername pairs). Here a read wait that ends leaves the registration in place
+    with no reader, and the next wait only names its task; a read event that finds no reader
+    (reading paused) drops the interest then. Writes and closes unregister as the library does
+    (a writable socket kept registered would wake every poll). Relies on kafka-python 3.0.12's
+    `register_event`/`unregister_event`/`_process_events` and their (reader, writer) key data."""
+
+    def register_event(self, fileobj: Any, event: int, task: Any) -> None:
+        if not isinstance(task, Task):
+            task = Task(task)
+        fd = fileobj.fileno()
+        # looked up by number: a miss formats the number, not the socket
+        key = self._selector.get_map().get(fd) if fd >= 0 else None
+        if key is not None and key.fileobj is not fileobj:  # a closed socket's number, reused
+            self._selector.unregister(key.fileobj)
+            key = None
+        if key is None:
+            self._selector.register(fileobj, event, (task, None) if event == selectors.EVENT_READ else (None, task))
+            return
+        reader, writer = key.data
+        if (reader if event == selectors.EVENT_READ else writer) is not None:
+            raise RuntimeError(f"event {event} already registered for {fileobj} by another task")
+        data = (task, writer) if event == selectors.EVENT_READ else (reader, task)
+        self._selector.modify(fileobj, key.events | event, data)  # no syscall when the events are kept
+
+    def unregister_event(self, fileobj: Any, event: int) -> None:
+        if event != selectors.EVENT_READ:
+            super().unregister_event(fileobj, event)
+            return
+        fd = fileobj.fileno()
+        key = self._selector.get_map().get(fd) if fd >= 0 else None
+        if key is not None and key.fileobj is fileobj:
+            self._selector.modify(fileobj, key.events, (None, key.data[1]))  # the interest stays
+
+    def _process_events(self, event_list: list[Any]) -> None:
+        ready = []
+        for key, events in event_list:
+            if events & selectors.EVENT_READ and key.fileobj is not self._wakeup_r and key.data[0] is None:
+                events &= ~selectors.EVENT_READ  # nobody reads it now: stop watching until someone waits
+                super().unregister_event(key.fileobj, selectors.EVENT_READ)
+            if events:
+                ready.append((key, events))
+        super()._process_events(ready)
+
+
 class _Manager(KafkaConnectionManager):
     """kafka-python's connection manager with `_DirectReadTransport` on plaintext connections
     (TLS keeps the library's transport). Relies on kafka-python 3.0.12's `_build_transport`."""
@@ -254,7 +304,7 @@ class BrokerLink:
             raise KmirrorError(f"{role}: the batch copy path cannot connect: {'; '.join(reasons)}")
         self.role = role
         self.owns_net = net is None
-        self.net = net if net is not None else NetworkSelector(client_id=settings.get("client_id", f"kmirror-{role}"))
+        self.net = net if net is not None else _LeanSelector(client_id=settings.get("client_id", f"kmirror-{role}"))
         self.manager = _Manager(self.net, **settings)
         try:
             self.manager.bootstrap(timeout_ms)

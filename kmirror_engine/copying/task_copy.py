@@ -4,7 +4,7 @@ At-least-once: `COPY_THREADS_PER_TASK` copy loops on disjoint source partitions
 (`kmirror_engine.copying.task_threads`), each with clients this worker process kept from its
 previous task of the same flow (`kmirror_engine.clients.cache`); the native loop when the flow's
 `copy_loop` picks it (`kmirror_engine.copying.native_copy`), the batch path for `copy_loop: batch`
-(`kmirror_engine.copying.batch_copy`). Exactly-once: one transactional loop
+(`kmirror_engine.copying.batch_copy`, `BATCH_COPIERS_PER_TASK` copiers). Exactly-once: one transactional loop
 with fresh clients (`kmirror_engine.copying.exactly_once`). The Spark sink (`spark_app.sink`)
 calls `copy_task_ranges` from its writer tasks and `fence_for_query` before a query's first batch.
 """
@@ -44,6 +44,12 @@ log = logging.getLogger("kmirror.copy")
 # Copy loops per writer task (at-least-once mode): one loop mostly waits on the brokers, two in
 # one worker moved ~1.7x the records on this 2-core machine (docs/performance.md).
 COPY_THREADS_PER_TASK = 2
+# Batch copiers per writer task: one. A batch copier already keeps every partition's fetches and
+# produce requests in flight on one thread, so a second one only adds its own connections,
+# producer id and metadata, and hands the GIL back and forth: Spark `--once`, 1M records, 5
+# alternating pairs: 0.41-0.55 us of worker CPU per record with one, 0.45-0.73 with two, lower in
+# every pair at about the same rate (docs/performance.md, stop 40).
+BATCH_COPIERS_PER_TASK = 1
 # Exactly-once with a rate limit: a paced transaction commits after at most this long (its
 # timeout, transaction.timeout.ms, is 60 s), whatever its size.
 PACED_TRANSACTION_S = 20.0
@@ -77,7 +83,7 @@ def copy_in_batches(
     consumer_conf: dict[str, Any], producer_conf: dict[str, Any], ranges: Sequence[CopyRange],
     limits: dict[str, int | None], rules: dict[str, TargetRules],
 ) -> list[PartitionProgress]:  # fmt: skip
-    """The batch path (`kmirror_engine.copying.batch_copy`): `COPY_THREADS_PER_TASK` copiers on disjoint
+    """The batch path (`kmirror_engine.copying.batch_copy`): `BATCH_COPIERS_PER_TASK` copiers on disjoint
     source partitions, each (links, producer id, sequences) kept across tasks like the other loops."""
     from kmirror_engine.copying.batch_copy import new_batch_copier
 
@@ -92,7 +98,7 @@ def copy_in_batches(
             clients.consumer.use_rules(limits, rules)
             return list(clients.consumer.copy(group))
 
-    return copy_in_threads(ranges, copy_group, COPY_THREADS_PER_TASK)
+    return copy_in_threads(ranges, copy_group, BATCH_COPIERS_PER_TASK)
 
 
 def batch_path_blockers(*configs: dict[str, Any]) -> list[str]:

@@ -1,0 +1,159 @@
+"""The batch path's event loop (`kmirror_engine.copying.batch_net._LeanSelector`): kafka-python's
+selector with a socket's read interest kept in epoll between reads."""
+
+from __future__ import annotations
+
+import selectors
+import socket
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kmirror_engine.copying.batch_net import _LeanSelector
+
+
+class _CountingEpoll:
+    """The selector's epoll object, counting the registration changes it is asked for (epoll_ctl)."""
+
+    def __init__(self, epoll: Any) -> None:
+        self.epoll, self.changes = epoll, 0
+
+    def register(self, *args: Any) -> Any:
+        self.changes += 1
+        return self.epoll.register(*args)
+
+    def modify(self, *args: Any) -> Any:
+        self.changes += 1
+        return self.epoll.modify(*args)
+
+    def unregister(self, *args: Any) -> Any:
+        self.changes += 1
+        return self.epoll.unregister(*args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.epoll, name)
+
+
+@pytest.fixture
+def net() -> Iterator[tuple[_LeanSelector, _CountingEpoll]]:
+    selector = _LeanSelector()
+    counting = _CountingEpoll(selector._selector._selector)  # type: ignore[attr-defined]
+    selector._selector._selector = counting  # type: ignore[attr-defined]
+    yield selector, counting
+    selector.close()
+
+
+def _reader(net: _LeanSelector, sock: socket.socket, got: list[bytes], reads: int) -> Any:
+    async def read() -> None:
+        for _ in range(reads):
+            await net.wait_read(sock)
+            got.append(sock.recv(100))
+
+    return read()
+
+
+def _poll_until(net: _LeanSelector, done: Any) -> None:
+    for _ in range(50):
+        if done():
+            return
+        net.poll(timeout_ms=20)
+    raise AssertionError("the event loop did not get there")
+
+
+def test_read_waits_keep_the_sockets_registration_instead_of_two_epoll_changes_per_read(
+    net: tuple[_LeanSelector, _CountingEpoll],
+) -> None:
+    """The library registers before and unregisters after every read: 40 changes for 20 reads.
+    Kept registered: one, and every read still wakes its reader with its own bytes."""
+    selector, epoll = net
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    got: list[bytes] = []
+    selector.call_soon(_reader(selector, a, got, 20))
+    selector.poll(timeout_ms=0)  # the reader waits
+    for n in range(20):
+        b.send(b"%d" % n)
+        _poll_until(selector, lambda n=n: len(got) == n + 1)
+    assert got == [b"%d" % n for n in range(20)]
+    assert epoll.changes == 1
+    a.close()
+    b.close()
+
+
+def test_data_nobody_waits_for_drops_the_interest_and_a_later_reader_still_gets_it(
+    net: tuple[_LeanSelector, _CountingEpoll],
+) -> None:
+    """Reading paused (no reader) while bytes arrive: the poll does not wake again and again for
+    them; the socket is watched again as soon as someone waits, and gets the bytes then."""
+    selector, epoll = net
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    got: list[bytes] = []
+    selector.call_soon(_reader(selector, a, got, 1))
+    b.send(b"first")
+    _poll_until(selector, lambda: got == [b"first"])
+    b.send(b"unread")
+    selector.poll(timeout_ms=50)  # the event finds no reader: the interest is dropped
+    assert selector._selector.get_map().get(a.fileno()) is None  # type: ignore[attr-defined]
+    before = epoll.changes
+    selector.poll(timeout_ms=50)  # nothing watched: no event, no change
+    assert epoll.changes == before
+    selector.call_soon(_reader(selector, a, got, 1))
+    _poll_until(selector, lambda: got == [b"first", b"unread"])
+    a.close()
+    b.close()
+
+
+def test_a_closed_sockets_number_given_to_a_new_socket_is_watched_for_the_new_one(
+    net: tuple[_LeanSelector, _CountingEpoll],
+) -> None:
+    """A socket closed while its read interest is kept (a connection dropped between reads): the
+    next socket the kernel gives the same number is registered afresh, not mistaken for it."""
+    selector, _ = net
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    got: list[bytes] = []
+    selector.call_soon(_reader(selector, a, got, 1))
+    b.send(b"old")
+    _poll_until(selector, lambda: got == [b"old"])
+    number = a.fileno()
+    a.close()
+    b.close()
+    c, d = socket.socketpair()
+    c.setblocking(False)
+    if c.fileno() != number:
+        c, d = d, c
+        c.setblocking(False)
+    assert c.fileno() == number  # the kernel hands out the lowest free numbers
+    selector.call_soon(_reader(selector, c, got, 1))
+    d.send(b"new")
+    _poll_until(selector, lambda: got == [b"old", b"new"])
+    key = selector._selector.get_map().get(number)  # type: ignore[attr-defined]
+    assert key is not None and key.fileobj is c and key.events == selectors.EVENT_READ
+    c.close()
+    d.close()
+
+
+def test_write_waits_and_closes_unregister_as_the_library_does(net: tuple[_LeanSelector, _CountingEpoll]) -> None:
+    """A writable socket kept registered would wake every poll: a write wait ends unregistered,
+    and closing (both events, as the transport does) removes the socket."""
+    selector, _ = net
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    sent: list[int] = []
+
+    async def write() -> None:
+        await selector.wait_write(a)
+        sent.append(a.send(b"x"))
+
+    selector.call_soon(write())
+    _poll_until(selector, lambda: sent == [1])
+    assert selector._selector.get_map().get(a.fileno()) is None  # type: ignore[attr-defined]
+    got: list[bytes] = []
+    selector.call_soon(_reader(selector, a, got, 1))
+    selector.poll(timeout_ms=0)
+    selector.unregister_event(a, selectors.EVENT_READ | selectors.EVENT_WRITE)
+    assert selector._selector.get_map().get(a.fileno()) is None  # type: ignore[attr-defined]
+    a.close()
+    b.close()
