@@ -178,15 +178,13 @@ def test_local_checkpoints_use_the_raw_file_system_with_the_class_this_spark_has
     assert local_checkpoint_confs(str(tmp_path / "none")) == {}
 
 
-def test_the_worker_daemon_preloads_the_tasks_modules_only_without_thread_starters() -> None:
-    """Where pyspark and the app import without numpy, pandas or pyarrow (pyspark 4.1+), the
-    daemon imports them before it forks and stays single-threaded; where pyspark asks for numpy
-    (4.0), nothing stays imported, not even the modules that carried on without it."""
-    from importlib.metadata import version
-
+def _preload_in_a_fresh_process(env: dict[str, str] | None = None) -> list[str]:
+    """`worker_daemon.preload()` in a fresh interpreter: whether it kept the modules, the threads
+    after it, whether the sink, numpy and pyarrow are imported, whether the process is as before
+    (no module and no attribute left of the attempt), and which never-preloaded modules it holds."""
     probe = """
-import os, sys
 from spark_app import worker_daemon as d
+import sys
 before = set(sys.modules)
 loaded = d.preload()
 starters = sorted(m for m in d.THREAD_STARTERS if m in sys.modules)
@@ -194,17 +192,54 @@ live = {id(m) for m in sys.modules.values()}
 stale = [f"{n}.{a}" for n in before for a, v in vars(sys.modules[n]).items()
          if type(v) is type(sys) and id(v) not in live]
 unchanged = set(sys.modules) == before and not stale
-print(loaded, len(os.listdir("/proc/self/task")), "spark_app.sink" in sys.modules, unchanged, starters)
+print(loaded, d.threads(), "spark_app.sink" in sys.modules, "numpy" in sys.modules and "pyarrow" in sys.modules,
+      unchanged, starters)
+"""
+    root = Path(__file__).resolve().parents[1]
+    base = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "JE_ARROW_MALLOC_CONF")}
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                            env={**base, "PYTHONPATH": str(root), **(env or {})})  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return result.stdout.split(maxsplit=5)
+
+
+def test_the_worker_daemon_preloads_the_tasks_modules_numpy_and_pyarrow_included_single_threaded() -> None:
+    """numpy and pyarrow (Spark's arrow path, ~0.1 s of CPU per task process) are imported in the
+    daemon with their threads off (OpenBLAS's pool, pyarrow's jemalloc background thread): it
+    stays single-threaded, safe to fork, on every pyspark (4.0 imports numpy with pyspark itself)."""
+    loaded, threads, sink, arrow, _, starters = _preload_in_a_fresh_process()
+    assert (loaded, threads, sink, arrow, starters.strip()) == ("True", "1", "True", "True", "[]")
+
+
+def test_a_deployment_asking_for_blas_threads_gets_no_numpy_or_pyarrow_preloaded() -> None:
+    """OPENBLAS_NUM_THREADS=2 (a deployment's own setting) would make numpy start a thread when
+    imported: numpy and pyarrow are refused, so the daemon stays single-threaded; the rest is
+    preloaded where pyspark does not import numpy itself (4.1+), and nothing stays on 4.0."""
+    from importlib.metadata import version
+
+    loaded, threads, sink, arrow, unchanged, starters = _preload_in_a_fresh_process({"OPENBLAS_NUM_THREADS": "2"})
+    assert (threads, arrow, starters.strip()) == ("1", "False", "[]")
+    major, minor = (int(part) for part in version("pyspark").split(".")[:2])
+    if (major, minor) >= (4, 1):
+        assert (loaded, sink) == ("True", "True")
+    else:
+        assert (loaded, sink, unchanged) == ("False", "False", "True")
+
+
+def test_the_daemon_freezes_what_it_preloaded_out_of_the_garbage_collector() -> None:
+    """Forks share the daemon's pages until they write to them, and a full collection writes to
+    every object it examines: after `prepare()` the preloaded objects are in the permanent
+    generation (`gc.freeze`), and the collector's generations hold almost nothing."""
+    probe = """
+import gc
+from spark_app import worker_daemon as d
+loaded = d.prepare()
+print(loaded, gc.get_freeze_count(), len(gc.get_objects()))
 """
     root = Path(__file__).resolve().parents[1]
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
                             env={**os.environ, "PYTHONPATH": str(root)})  # fmt: skip
     assert result.returncode == 0, result.stderr
-    loaded, threads, sink, unchanged, starters = result.stdout.split(maxsplit=4)
-    assert starters.strip() == "[]"
-    if loaded == "True":
-        assert (threads, sink) == ("1", "True")
-    else:
-        assert unchanged == "True"
-    major, minor = (int(part) for part in version("pyspark").split(".")[:2])
-    assert loaded == ("True" if (major, minor) >= (4, 1) else "False")
+    loaded, frozen, tracked = result.stdout.split()
+    assert loaded == "True"
+    assert int(frozen) > 50_000 and int(tracked) < 1_000
