@@ -11,9 +11,9 @@ Elsewhere (a Spark distribution: the apache/spark images, EMR) it changes nothin
 
 It also imports, once in the daemon, the modules every reader and writer task imports
 (`PRELOAD`: pyspark's worker, the app's sink and source, the copy paths; `ARROW_PRELOAD`: numpy,
-pyarrow and pyspark's data source reader for Spark's arrow path): the daemon forks a process per concurrent task and the forks inherit them, where
-each imported them anew (~0.1-0.4 s of CPU per process, measured inside the copy window of a
-`--once` run; numpy and pyarrow alone ~0.1 s). Forking a process that runs other threads can leave
+pyarrow and pyspark's data source reader for Spark's arrow path): the daemon forks a process per
+concurrent task and the forks inherit them, where each imported them anew (~0.1-0.4 s of CPU per
+process, measured inside the copy window of a `--once` run; numpy and pyarrow alone ~0.1 s). Forking a process that runs other threads can leave
 the fork with locks no thread will release. numpy's BLAS starts a thread pool and pyarrow's
 jemalloc a background thread when imported, unless told not to (`SINGLE_THREADED_ENV`, set here
 unless the deployment set them, and inherited by the tasks, which run no BLAS). numpy and pyarrow
