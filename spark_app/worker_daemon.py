@@ -9,20 +9,20 @@ local runs and the tests), the zips hold the very same code as the package next 
 compiled files are cached: this module drops those zips from the path and runs `pyspark.daemon`.
 Elsewhere (a Spark distribution: the apache/spark images, EMR) it changes nothing.
 
-It also imports, once in the daemon, the modules every reader and writer task imports
-(`PRELOAD`: pyspark's worker, the app's sink and source, the copy paths; `ARROW_PRELOAD`: numpy,
-pyarrow and pyspark's data source reader for Spark's arrow path): the daemon forks a process per
-concurrent task and the forks inherit them, where each imported them anew (~0.1-0.4 s of CPU per
-process, measured inside the copy window of a `--once` run; numpy and pyarrow alone ~0.1 s). Forking a process that runs other threads can leave
-the fork with locks no thread will release. numpy's BLAS starts a thread pool and pyarrow's
-jemalloc a background thread when imported, unless told not to (`SINGLE_THREADED_ENV`, set here
-unless the deployment set them, and inherited by the tasks, which run no BLAS). numpy and pyarrow
-are preloaded only with those values and where the daemon can count its threads (Linux): where
-more than one runs after the preload (a library that starts one anyway) the preload is undone
-and the daemon runs as before. Otherwise they are refused, as is pandas everywhere (the tasks
-never need it: `spark_app.lazy_pandas`). After a preload it also builds what the copy path would
-build on each task's first batches (`warm_up`), and it freezes what it made out of the garbage
-collector, whose writes would copy the shared pages into every fork (`prepare`).
+It also imports, once in the daemon, the modules every reader and writer task imports (`PRELOAD`:
+pyspark's worker, the app's sink and source, the copy paths; `ARROW_PRELOAD`: numpy, pyarrow and
+pyspark's data source reader for Spark's arrow path): the daemon forks a process per concurrent task
+and the forks inherit them, where each imported them anew (~0.1-0.4 s of CPU per process, measured
+inside the copy window of a `--once` run; numpy and pyarrow alone ~0.1 s). Forking a process that
+runs other threads can leave the fork with locks no thread will release. numpy's BLAS starts a
+thread pool and pyarrow's jemalloc a background thread when imported, unless told not to
+(`SINGLE_THREADED_ENV`, set here unless the deployment set them, and inherited by the tasks, which
+run no BLAS). numpy and pyarrow are preloaded only with those values and where the daemon can count
+its threads (Linux): where more than one runs after the preload (a library that starts one anyway)
+the preload is undone and the daemon runs as before. Otherwise they are refused, as is pandas
+everywhere (the tasks never need it: `spark_app.lazy_pandas`). After a preload it also builds what
+the copy path would build on each task's first batches (`warm_up`), and it freezes what it made out
+of the garbage collector, whose writes would copy the shared pages into every fork (`prepare`).
 
 `spark_app.session` names it as `spark.python.daemon.module` only where `installed_spark_zips()`
 finds such zips in the driver; it must import nothing but the standard library before the zips
