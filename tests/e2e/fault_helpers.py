@@ -260,6 +260,15 @@ def uncommitted_batches(checkpoint: Path) -> list[int]:
     return sorted(planned - done)
 
 
+def planned_offsets(checkpoint: Path, batch: int, topic: str) -> dict[int, int]:
+    """The source offsets of `topic` a batch ends at, from Spark's offset log (the next batch
+    starts there); an empty dict for a batch before the first (-1)."""
+    if batch < 0:
+        return {}
+    last = (checkpoint / "offsets" / str(batch)).read_text().splitlines()[-1]
+    return {int(partition): int(offset) for partition, offset in json.loads(last)[topic].items()}
+
+
 def read_all(bootstrap: str, topic: str) -> list[Any]:
     """Every data message of a one-partition topic (see target_values)."""
     end_key = END_KEY + uuid.uuid4().hex.encode()

@@ -32,6 +32,7 @@ from tests.e2e.fault_helpers import (
     expected_values,
     flow_spec,
     group_of,
+    planned_offsets,
     produce_values,
     read_all,
     report,
@@ -121,13 +122,21 @@ def test_kill_9_mid_stream_then_restart_from_the_checkpoint_loses_nothing(
     runs = app.log().split("===== run 2 =====")
     assert len(runs) == 2 and "Traceback" not in runs[1], runs[-1][-3000:]
     if exactly_once and replayed:
-        # Each writer task has its own transaction: the kill followed the commit of at least one
-        # of the replayed batch's transactions, so at least that task found its offsets committed
-        # on the target and wrote nothing again (a task whose transaction had not committed
-        # copies its share again, which is correct and adds no duplicate, asserted above).
+        # Each writer task has its own transaction. Where the kill followed the commit of at least
+        # one of the replayed batch's transactions (its EOS offsets at the kill lie past the batch's
+        # start), that task found its offsets committed on the target and wrote nothing again (a
+        # task whose transaction had not committed copies its share again, which is correct and
+        # adds no duplicate, asserted above). Where Spark was quicker than the watcher (the commit
+        # log recorded the batch whose offsets it saw, and the next one was planned but none of its
+        # transactions committed: seen once in ~20 runs), the replayed batch is copied whole.
         first_after = json.loads(runs[1].split("kmirror progress ", 1)[1].splitlines()[0])
         assert first_after["batch"] == replayed[0], first_after
-        assert first_after["records"] < flow["max_records_per_trigger"], first_after
+        start = planned_offsets(tmp_path / "checkpoint", replayed[0] - 1, topic)
+        end = planned_offsets(tmp_path / "checkpoint", replayed[0], topic)
+        if any(at_kill.get(p, 0) > start.get(p, 0) for p in range(partitions)):
+            assert first_after["records"] < flow["max_records_per_trigger"], (first_after, start, at_kill)
+        else:
+            assert first_after["records"] == sum(end[p] - start.get(p, 0) for p in end), (first_after, start, end)
 
 
 # ---------- unreachable cluster, broker outages ----------
