@@ -157,3 +157,51 @@ def test_write_waits_and_closes_unregister_as_the_library_does(net: tuple[_LeanS
     assert selector._selector.get_map().get(a.fileno()) is None  # type: ignore[attr-defined]
     a.close()
     b.close()
+
+
+def test_a_reader_is_woken_once_the_answer_it_reads_is_whole_not_for_every_piece() -> None:
+    """SO_RCVLOWAT while a frame is being read: pieces of it arriving do not make the socket
+    readable (no wake-up, no read); the rest does, the answer is whole, and the mark is back to
+    one byte for the next frame's size."""
+    import time
+
+    from kafka.protocol.parser import KafkaProtocol
+
+    from kmirror_engine.copying.batch_net import _DirectParser
+
+    listener = socket.create_server(("127.0.0.1", 0))
+    theirs = socket.create_connection(listener.getsockname())
+    ours, _ = listener.accept()
+    listener.close()
+    ours.setblocking(False)
+    parser = KafkaProtocol(client_id="t")
+    parser.__class__ = _DirectParser
+    parser.adopt()  # type: ignore[attr-defined]
+    whole: list[int] = []
+
+    def complete() -> None:  # the frame as read (no request to decode it for)
+        whole.append(len(parser._rbuffer))  # type: ignore[attr-defined]
+        parser._reset_buffer()  # type: ignore[attr-defined]
+
+    parser._complete = complete  # type: ignore[attr-defined,method-assign]
+    body = bytes(300_000)
+    wire = len(body).to_bytes(4, "big") + body
+    watch = selectors.DefaultSelector()
+    watch.register(ours, selectors.EVENT_READ)
+    try:
+        theirs.sendall(wire[:5_000])
+        time.sleep(0.05)
+        assert parser.fill(ours)  # type: ignore[attr-defined]
+        assert ours.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == len(wire) - 5_000
+        theirs.sendall(wire[5_000:200_000])
+        time.sleep(0.05)
+        assert watch.select(0.1) == []  # 195 kB there, 100 kB short of the answer: no wake-up
+        theirs.sendall(wire[200_000:])
+        assert watch.select(2.0) != []
+        assert parser.fill(ours)  # type: ignore[attr-defined]
+        assert whole == [len(body)]
+        assert ours.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) == 1
+    finally:
+        watch.close()
+        ours.close()
+        theirs.close()

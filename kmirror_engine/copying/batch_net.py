@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import selectors
+import socket
 import struct
 import time
 from collections.abc import Iterable, Mapping
@@ -53,6 +54,7 @@ RECEIVE_MAX_BYTES = 80 * 1024 * 1024
 CONNECT_TIMEOUT_MS = 30_000
 _FRAME_SIZE = struct.Struct(">i")
 _IOV_MAX = 1024  # buffers per sendmsg (Linux's UIO_MAXIOV)
+LOW_WATER_MAX_BYTES = 1024 * 1024
 
 
 class LinkError(KmirrorError):
@@ -105,12 +107,13 @@ class _DirectParser(KafkaProtocol):
     _head_at: int
     _at: int
     _done: list[Any]
+    _lowat: int
     _pool: BufferPool
     bytes_to_send: list[Any]  # the library's queue of encoded requests
 
     def adopt(self) -> None:
         """Set up the state `fill` keeps (the instance was the library's parser until now)."""
-        self._head, self._head_at, self._at, self._done = bytearray(4), 0, 0, []
+        self._head, self._head_at, self._at, self._done, self._lowat = bytearray(4), 0, 0, [], 1
         self._pool = BufferPool(POOLED_MAX_BYTES, POOL_SIZE)
 
     def fill(self, sock: Any) -> bool:
@@ -125,6 +128,7 @@ class _DirectParser(KafkaProtocol):
                 else:
                     got = sock.recv_into(memoryview(self._rbuffer)[self._at :])
             except (BlockingIOError, InterruptedError):
+                self._low_water(sock)
                 return True
             if not got:
                 return False
@@ -140,6 +144,14 @@ class _DirectParser(KafkaProtocol):
             self._at += got
             if self._at == len(self._rbuffer):
                 self._complete()
+
+    def _low_water(self, sock: Any) -> None:
+        """Wake the event loop for this socket only once the rest of the answer being read is there
+        (up to `LOW_WATER_MAX_BYTES`; SO_RCVLOWAT), not for every piece of it that arrives."""
+        want = min(len(self._rbuffer) - self._at, LOW_WATER_MAX_BYTES) if self._receiving else 1
+        if want != self._lowat:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, max(1, want))
+            self._lowat = want
 
     def _frame(self, size: int) -> Any:
         """Where the next answer of `size` bytes is read: a pooled buffer for a fetch answer."""
