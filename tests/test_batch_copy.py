@@ -5,6 +5,7 @@ validation."""
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from types import SimpleNamespace
 from typing import Any
@@ -222,6 +223,35 @@ def _state(**rules: Any) -> RangeInFlight:
     return RangeInFlight(rng, TargetRules(**rules), rules.get("max_message_bytes"), 100)
 
 
+def _with_keys(base: int, keys: list[bytes | None], codec: int = NONE) -> bytes:
+    """An uncompressed batch whose records have these keys (None: no key), values and a header."""
+    builder = DefaultRecordBatchBuilder(2, codec, False, -1, -1, -1, 1 << 20)
+    for delta, key in enumerate(keys):
+        builder.append(delta, 1_700_000_000_000 + delta, key, b"v" * (delta * 40), [("h", b"x" * delta)])
+    data = bytearray(builder.build())
+    struct.pack_into(">q", data, 0, base)
+    return bytes(data)
+
+
+@settings(max_examples=100, deadline=None)
+@given(keys=st.lists(st.one_of(st.none(), st.binary(max_size=300)), min_size=1, max_size=40))
+def test_keys_present_tells_a_batch_with_a_record_without_key_from_one_without(keys: list[bytes | None]) -> None:
+    """Against kafka-python's builder: any keys (empty ones count as keys, None not), any value and
+    header lengths (varints of one and two bytes); compressed batches and those over the record
+    limit are not told (None), nor are bytes that do not parse."""
+    from kmirror_engine.copying.batch_wire import keys_present
+
+    [batch] = split_batches(_with_keys(0, keys))
+    assert keys_present(batch, 256) is all(key is not None for key in keys)
+    assert keys_present(batch, len(keys) - 1) is None
+    [compressed] = split_batches(_with_keys(0, keys, codec=GZIP))
+    if compressed.attributes & 0x07:  # the builder leaves a batch uncompressed where gzip would not shrink it
+        assert keys_present(compressed, 256) is None
+    [cut] = split_batches(bytes(_with_keys(0, keys)))
+    cut = dataclasses.replace(cut, data=cut.data[: len(cut.data) - 1])
+    assert keys_present(cut, 256) in (None, False)
+
+
 def _reason(data: bytes, state: RangeInFlight) -> str | None:
     [batch] = split_batches(data)
     return fallback_reason(state, batch, now_ms=1_800_000_000_000)
@@ -241,7 +271,13 @@ def test_batches_that_need_per_record_work_fall_back_and_say_why() -> None:
         f"batches over the target's max.message.bytes ({len(plain) - 1})"
     )
     assert _reason(plain, _state(max_message_bytes=len(plain))) is None
-    assert _reason(plain, _state(compacted=True)) == "a compacted target topic (keys checked record by record)"
+    assert _reason(plain, _state(compacted=True)) is None  # uncompressed, every record keyed
+    assert _reason(build(100, 10, codec=GZIP), _state(compacted=True)) == (
+        "a compacted target topic (keys checked record by record)"
+    )
+    assert _reason(_with_keys(100, [b"k", None, b"k"]), _state(compacted=True)) == (
+        "a compacted target topic (keys checked record by record)"
+    )
     # records from 2023 on a target refusing timestamps older than a day
     assert _reason(plain, _state(create_time=True, before_max_ms=86_400_000)) == (
         "timestamps near the target's message.timestamp window"

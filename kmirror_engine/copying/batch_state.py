@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from kmirror_engine.copying.batch_wire import Batch
+from kmirror_engine.copying.batch_wire import Batch, keys_present
 from kmirror_engine.copying.range_copy import CopyRange, closed_syncs
 from kmirror_engine.copying.record_limits import TargetRules
 from kmirror_engine.observability.progress import PartitionProgress
@@ -14,6 +14,10 @@ from kmirror_engine.observability.progress import PartitionProgress
 # Timestamps within this much of the target's message.timestamp window: the record loop checks
 # them one by one (its own margin, range_copy.TIMESTAMP_GATE_MARGIN_MS).
 WINDOW_MARGIN_MS = 600_000
+# A compacted target refuses a batch holding a record without a key: uncompressed batches of up to
+# this many records have their keys checked here (MM2's heartbeats, small keyed batches) and go as
+# they are; compressed or larger ones go to the record loop, which checks them one by one.
+COMPACTED_KEY_CHECK_MAX_RECORDS = 256
 
 
 @dataclass
@@ -119,7 +123,7 @@ def fallback_reason(s: RangeInFlight, batch: Batch, now_ms: int) -> str | None:
         return "a batch crossing the range's start or end"
     if s.limit is not None and len(batch.data) > s.limit:
         return f"batches over the target's max.message.bytes ({s.limit})"
-    if s.rules.compacted:
+    if s.rules.compacted and not keys_present(batch, COMPACTED_KEY_CHECK_MAX_RECORDS):
         return "a compacted target topic (keys checked record by record)"
     if s.rules.create_time and outside_window(s.rules, batch, now_ms):
         return "timestamps near the target's message.timestamp window"

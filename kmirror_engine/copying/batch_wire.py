@@ -34,6 +34,7 @@ MAGIC_V2 = 2
 TIMESTAMP_TYPE_BIT = 0x08  # 1: LogAppendTime
 TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
+CODEC_MASK = 0x07  # attributes: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd
 NO_PRODUCER_ID = -1
 ABORT_MARKER = 0  # control record key type: 0 abort, 1 commit
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -276,6 +277,28 @@ def control_type(batch: Batch) -> int | None:
     if key_length < 4:
         return None
     return int(struct.unpack_from(">h", view, at + 2)[0])
+
+
+def keys_present(batch: Batch, max_records: int) -> bool | None:
+    """Whether every record of `batch` has a key (a compacted topic refuses a whole batch with a
+    record without one); None where that is not told without decoding: a compressed batch, one of
+    more than `max_records` records (walked here in Python, four varints a record), or bytes that
+    do not parse. Only the record's length, attributes, deltas and key length are read."""
+    if batch.attributes & CODEC_MASK or batch.record_count > max_records:
+        return None
+    view, at = batch.data, HEADER_BYTES
+    try:
+        for _ in range(batch.record_count):
+            length, body = _varint(view, at)
+            _, pos = _varint(view, body + 1)  # the timestamp delta, after the record's attributes
+            _, pos = _varint(view, pos)  # the offset delta
+            key_length, _ = _varint(view, pos)
+            if key_length < 0:
+                return False
+            at = body + length
+    except (IndexError, ValueError, BatchFormatError):
+        return None
+    return at == len(view) or None
 
 
 def _varint(view: memoryview, at: int) -> tuple[int, int]:

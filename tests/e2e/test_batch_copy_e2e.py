@@ -142,9 +142,13 @@ def test_batch_flow_copies_compressed_and_transactional_topics_byte_for_byte(
 
 
 def test_batch_copier_sends_a_compacted_target_to_the_record_loop_and_counts_it(clusters: Any, unique: str) -> None:
-    topic = f"bcc-{unique}"
-    create_topic(clusters.source, topic, 1)
-    create_topic(clusters.target, topic, 1, {"cleanup.policy": "compact"})
+    """A compacted target refuses a batch with a record without a key: compressed batches go to the
+    record loop (which checks keys one by one); uncompressed keyed ones (MM2's heartbeats) go as
+    they are, their keys checked in place."""
+    topic, keyed = f"bcc-{unique}", f"bck-{unique}"
+    for name in (topic, keyed):
+        create_topic(clusters.source, name, 1)
+        create_topic(clusters.target, name, 1, {"cleanup.policy": "compact"})
     plain = f"bcp-{unique}"
     create_topic(clusters.source, plain, 1)
     create_topic(clusters.target, plain, 1)
@@ -152,18 +156,23 @@ def test_batch_copier_sends_a_compacted_target_to_the_record_loop_and_counts_it(
     produce_with(clusters.source, topic, data, **{"compression.type": "lz4"})
     for chunk in range(0, 200, 20):  # batches of 20 records: offsets 140..159 are one batch
         produce_with(clusters.source, plain, data[chunk : chunk + 20])
+        produce_with(clusters.source, keyed, data[chunk : chunk + 20])
     consumer_config = source_consumer(clusters)
     copier = new_batch_copier(consumer_config, {"bootstrap.servers": clusters.target, "acks": "all",
                                                 "enable.idempotence": True}, stall_timeout_s=30)  # fmt: skip
     try:
-        copier.use_rules({}, {topic: TargetRules(compacted=True)})
-        compacted, straight = copier.copy([CopyRange(topic, 0, 0, 200, topic), CopyRange(plain, 0, 0, 200, plain)])
+        copier.use_rules({}, {topic: TargetRules(compacted=True), keyed: TargetRules(compacted=True)})
+        compacted, straight, in_place = copier.copy([CopyRange(topic, 0, 0, 200, topic),
+                                                     CopyRange(plain, 0, 0, 200, plain),
+                                                     CopyRange(keyed, 0, 0, 200, keyed)])  # fmt: skip
         # again from the middle of the batches: the first batch straddles the start, the rest go as they are
         [resumed] = copier.copy([CopyRange(plain, 0, 150, 200, plain)])
     finally:
         copier.close()
     assert (compacted.records, compacted.fallback_records, compacted.offset_syncs) == (200, 200, ((0, 0), (199, 199)))
     assert (straight.records, straight.fallback_records, straight.offset_syncs) == (200, 0, ((0, 0), (199, 199)))
+    assert (in_place.records, in_place.fallback_records, in_place.offset_syncs) == (200, 0, ((0, 0), (199, 199)))
+    assert as_compared(consume_all(clusters.target, keyed, 1)) == as_compared(consume_all(clusters.source, keyed, 1))
     assert (resumed.records, resumed.fallback_records) == (50, 10)  # 150..159 by the record loop
     assert resumed.offset_syncs == ((150, 200), (199, 249))
     assert as_compared(consume_all(clusters.target, topic, 1)) == as_compared(consume_all(clusters.source, topic, 1))
