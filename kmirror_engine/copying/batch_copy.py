@@ -15,7 +15,8 @@ batches with the same sequences (the idempotent producer makes the resend exactl
 What needs per-record work goes to a record loop (`fallback`, a `RangeCopier`), batch by batch:
 batches with LogAppendTime, offset gaps (compacted sources), an old message format, a size over
 the target's max.message.bytes, timestamps the target's window may refuse, a batch straddling
-the range's start or end, and every batch of a compacted target (keys checked record by record).
+the range's start or end, and a compacted target's batches whose keys are not checked in place
+(compressed, or over `batch_state.COMPACTED_KEY_CHECK_MAX_RECORDS` records: the record loop checks them).
 Each is counted in `PartitionProgress.fallback_records` and logged once per reason and copier.
 Progress differs from the record loops in two approximations: `bytes` counts batch bytes, and
 latency is taken per batch (from its base and max timestamps).

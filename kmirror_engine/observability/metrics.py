@@ -15,8 +15,8 @@ MirrorCheckpointMetrics) with Prometheus spelling (`record-count` -> `kmirror_re
   refuses, sent to the dead-letter topic; docs/reliability.md "Poison records");
 - the batch copy path (`copy_loop: batch`; MM2 has none) -> kmirror_batch_fallback_records_total
   (records a record loop copied instead: LogAppendTime, offset gaps, a batch over the target's
-  limit or crossing the range, a compacted target, client settings the path cannot use; the
-  reason is logged once per copier);
+  limit or crossing the range, a compacted target's compressed or large batches, client settings
+  the path cannot use; the reason is logged once per copier);
 - batches (MM2 has none: Connect counts tasks) -> kmirror_batch_duration_seconds{flow} (histogram of a
   committed batch's copy time, first read to last delivery), kmirror_failed_batches_total{flow}
   (batches Spark aborted: the sink's `abort`; Spark retries them), kmirror_checkpoint_age_seconds{flow}
