@@ -19,10 +19,11 @@ thread pool and pyarrow's jemalloc a background thread when imported, unless tol
 (`SINGLE_THREADED_ENV`, set here unless the deployment set them, and inherited by the tasks, which
 run no BLAS). numpy and pyarrow are preloaded only with those values and where the daemon can count
 its threads (Linux): where more than one runs after the preload (a library that starts one anyway)
-the preload is undone and the daemon runs as before. Otherwise they are refused, as is pandas
-everywhere (the tasks never need it: `spark_app.lazy_pandas`). After a preload it also builds what
-the copy path would build on each task's first batches (`warm_up`), and it freezes what it made out
-of the garbage collector, whose writes would copy the shared pages into every fork (`prepare`).
+the preload is undone (the thread itself stays, as in pyspark's own daemon on 4.0, which imports
+numpy). Otherwise they are refused, as is pandas everywhere (the tasks never need it:
+`spark_app.lazy_pandas`). After a preload it also builds what the copy path would build on each
+task's first batches (`warm_up`), and it freezes what it made out of the garbage collector, whose
+writes would copy the shared pages into every fork (`prepare`).
 
 `spark_app.session` names it as `spark.python.daemon.module` only where `installed_spark_zips()`
 finds such zips in the driver; it must import nothing but the standard library before the zips
