@@ -34,7 +34,7 @@ MAGIC_V2 = 2
 TIMESTAMP_TYPE_BIT = 0x08  # 1: LogAppendTime
 TRANSACTIONAL_BIT = 0x10
 CONTROL_BIT = 0x20
-CODEC_MASK = 0x07  # attributes: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd
+COMPRESSION_MASK = 0x07  # attributes: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd
 NO_PRODUCER_ID = -1
 ABORT_MARKER = 0  # control record key type: 0 abort, 1 commit
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -268,15 +268,20 @@ def control_type(batch: Batch) -> int | None:
     view = batch.data
     if batch.record_count < 1 or len(view) <= HEADER_BYTES:
         return None
-    at = HEADER_BYTES
-    _, at = _varint(view, at)  # record length
-    at += 1  # record attributes
-    _, at = _varint(view, at)  # timestamp delta
-    _, at = _varint(view, at)  # offset delta
-    key_length, at = _varint(view, at)
+    key_length, at, _ = _record_key(view, HEADER_BYTES)
     if key_length < 4:
         return None
     return int(struct.unpack_from(">h", view, at + 2)[0])
+
+
+def _record_key(view: memoryview, at: int) -> tuple[int, int, int]:
+    """Of the uncompressed record at `at`: its key's length (-1: no key), where the key starts, and
+    where the next record starts (length, attributes, timestamp and offset deltas read past)."""
+    length, body = _varint(view, at)
+    _, pos = _varint(view, body + 1)  # the timestamp delta, after the record's attributes
+    _, pos = _varint(view, pos)  # the offset delta
+    key_length, key_at = _varint(view, pos)
+    return key_length, key_at, body + length
 
 
 def keys_present(batch: Batch, max_records: int) -> bool | None:
@@ -284,18 +289,14 @@ def keys_present(batch: Batch, max_records: int) -> bool | None:
     record without one); None where that is not told without decoding: a compressed batch, one of
     more than `max_records` records (walked here in Python, four varints a record), or bytes that
     do not parse. Only the record's length, attributes, deltas and key length are read."""
-    if batch.attributes & CODEC_MASK or batch.record_count > max_records:
+    if batch.attributes & COMPRESSION_MASK or batch.record_count > max_records:
         return None
     view, at = batch.data, HEADER_BYTES
     try:
         for _ in range(batch.record_count):
-            length, body = _varint(view, at)
-            _, pos = _varint(view, body + 1)  # the timestamp delta, after the record's attributes
-            _, pos = _varint(view, pos)  # the offset delta
-            key_length, _ = _varint(view, pos)
+            key_length, _, at = _record_key(view, at)
             if key_length < 0:
                 return False
-            at = body + length
     except (IndexError, ValueError, BatchFormatError):
         return None
     return at == len(view) or None
@@ -369,8 +370,6 @@ def committed(batches: Sequence[Batch], aborted: Iterable[AbortedTransaction]) -
 # "Issue 28 (stop 35)"). Consecutive small uncompressed batches of a partition are merged into one
 # batch: each record's bytes are kept but its length, offset delta and timestamp delta, which are
 # relative to its batch, are written again relative to the merged batch.
-
-COMPRESSION_MASK = 0x07
 
 
 def mergeable(batch: Batch) -> bool:
