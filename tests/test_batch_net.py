@@ -61,6 +61,18 @@ def _poll_until(net: _LeanSelector, done: Any) -> None:
     raise AssertionError("the event loop did not get there")
 
 
+def _read_once(net: _LeanSelector, payload: bytes) -> tuple[socket.socket, socket.socket, list[bytes]]:
+    """A fresh socket pair whose reading end has had one read wait end with `payload`: the ends
+    (ours first) and what was read."""
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    got: list[bytes] = []
+    net.call_soon(_reader(net, a, got, 1))
+    b.send(payload)
+    _poll_until(net, lambda: got == [payload])
+    return a, b, got
+
+
 def test_read_waits_keep_the_sockets_registration_instead_of_two_epoll_changes_per_read(
     net: tuple[_LeanSelector, _CountingEpoll],
 ) -> None:
@@ -87,12 +99,7 @@ def test_data_nobody_waits_for_drops_the_interest_and_a_later_reader_still_gets_
     """Reading paused (no reader) while bytes arrive: the poll does not wake again and again for
     them; the socket is watched again as soon as someone waits, and gets the bytes then."""
     selector, epoll = net
-    a, b = socket.socketpair()
-    a.setblocking(False)
-    got: list[bytes] = []
-    selector.call_soon(_reader(selector, a, got, 1))
-    b.send(b"first")
-    _poll_until(selector, lambda: got == [b"first"])
+    a, b, got = _read_once(selector, b"first")
     b.send(b"unread")
     selector.poll(timeout_ms=50)  # the event finds no reader: the interest is dropped
     assert selector._selector.get_map().get(a.fileno()) is None  # type: ignore[attr-defined]
@@ -111,12 +118,7 @@ def test_a_closed_sockets_number_given_to_a_new_socket_is_watched_for_the_new_on
     """A socket closed while its read interest is kept (a connection dropped between reads): the
     next socket the kernel gives the same number is registered afresh, not mistaken for it."""
     selector, _ = net
-    a, b = socket.socketpair()
-    a.setblocking(False)
-    got: list[bytes] = []
-    selector.call_soon(_reader(selector, a, got, 1))
-    b.send(b"old")
-    _poll_until(selector, lambda: got == [b"old"])
+    a, b, got = _read_once(selector, b"old")
     number = a.fileno()
     a.close()
     b.close()
