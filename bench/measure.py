@@ -177,9 +177,17 @@ def process_cpu_s(pid: int) -> float | None:
     return (int(fields[11]) + int(fields[12])) / _TICK
 
 
-def _kind(cmdline: str) -> str:
-    if "java" in cmdline.split(" ")[0]:
+def _kind(cmdline: str) -> str | None:
+    """A process's kind by the program it runs, None while that is not final: the Spark JVM starts
+    as pyspark's `spark-submit` shell script (its path names pyspark) and the JVM spawns every
+    Python process through `jspawnhelper` (its path names java); both exec the real program in
+    the same pid, so a kind read before the exec counted the JVM's CPU as the Python workers' and
+    the source runner's as the JVM's."""
+    program = os.path.basename(cmdline.split(" ", 1)[0])
+    if program == "java":
         return "jvm"
+    if not program.startswith("python"):
+        return None
     return "workers" if "pyspark" in cmdline else "driver_python"
 
 
@@ -224,9 +232,12 @@ class RssSampler:
             for pid in _descendants(self.root_pid):
                 if pid not in kinds:
                     try:
-                        kinds[pid] = _kind(_cmdline(pid))
+                        kind = _kind(_cmdline(pid))
                     except OSError:
                         continue
+                    if kind is None:
+                        continue  # read again at the next sample; CPU is cumulative over the exec
+                    kinds[pid] = kind
                 cpu = process_cpu_s(pid)
                 if cpu is not None:
                     cpus[pid] = (kinds[pid], cpu)
@@ -258,6 +269,8 @@ class RssSampler:
                 except OSError:
                     continue
                 kind = _kind(cmdline)
+                if kind is None:
+                    continue
                 sums[kind] += pss / 1024
                 counts[kind] += 1
                 self.largest[kind] = max(self.largest[kind], rss / 1024)

@@ -1,0 +1,55 @@
+"""The benchmark's CPU accounting by kind of process (bench/measure.py): a process is counted as
+the program it finally runs, not as the script or spawn helper that started it in the same pid."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bench.measure import RssSampler, _kind
+
+JAVA = "/usr/lib/jvm/java-17-openjdk-amd64/bin/java"
+SITE = "/venv/lib/python3.11/site-packages/pyspark"
+
+
+@pytest.mark.parametrize(
+    ("cmdline", "kind"),
+    [
+        (f"bash {SITE}/./bin/spark-submit --conf spark.ui.enabled=false pyspark-shell", None),
+        ("/usr/lib/jvm/java-17-openjdk-amd64/lib/jspawnhelper 17.0.15 328:329:331", None),
+        ("", None),  # a zombie's
+        (f"{JAVA} -cp {SITE}/jars/* org.apache.spark.deploy.SparkSubmit pyspark-shell", "jvm"),
+        ("java -Xmx128m -cp x org.apache.spark.launcher.Main", "jvm"),
+        ("/venv/bin/python -m pyspark.daemon pyspark.sql.worker.plan_data_source_read", "workers"),
+        ("/venv/bin/python3.10 -m spark_app.worker_daemon pyspark.worker", "workers"),
+        ("/venv/bin/python -m spark_app --flow f.json --master local[*] --once", "driver_python"),
+    ],
+)
+def test_a_process_is_of_the_program_it_runs(cmdline: str, kind: str | None) -> None:
+    assert _kind(cmdline) == kind
+
+
+def test_cpu_of_a_script_that_execs_python_counts_as_the_program_it_became(tmp_path: Path) -> None:
+    """The Spark JVM's pid first runs pyspark's bin/spark-submit script: a kind read then and kept
+    put the whole process under `workers`. Here a script under a `pyspark/bin` directory waits,
+    then execs a Python loop that spins 0.6 s of CPU and names no pyspark: driver Python."""
+    script = tmp_path / "pyspark" / "bin" / "launch"
+    script.parent.mkdir(parents=True)
+    spin = "import time\nend = time.process_time() + 0.6\nwhile time.process_time() < end: pass\n"
+    script.write_text(f"#!/bin/bash\nsleep 0.3\nexec {sys.executable} -c '{spin}'\n")
+    script.chmod(0o755)
+    root = subprocess.Popen(["bash", "-c", f"{script}; true"])  # the sampler's root: a parent of the script
+    sampler = RssSampler(root.pid).start()
+    start = time.time()
+    try:
+        assert root.wait(timeout=30) == 0
+        time.sleep(0.1)
+    finally:
+        sampler.stop()
+    cpu = sampler.cpu_between(start - 1, time.time())
+    assert cpu["driver_python"] >= 0.4, cpu
+    assert cpu["workers"] < 0.1, cpu
