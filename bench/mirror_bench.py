@@ -169,7 +169,8 @@ def main(argv: list[str] | None = None) -> int:
     rate = {name: statistics.median(values) for name, values in rates.items()}
     cpu_us = cpu_per_record(runs, args.records)
     median_runs = {name: sorted(done, key=lambda r: r["rate"])[len(done) // 2] for name, done in runs.items() if done}
-    print_report(console, args, rates, median_runs, latency, loads, cpu_us, many, broker)
+    print_report(console, args, rates, median_runs, latency, loads, cpu_us, many, broker,
+                 cpu_each_round(runs, args.records))  # fmt: skip
     sparks = runs["spark"]
     console.print(
         "start-up of every spark run, in order: "
@@ -185,14 +186,19 @@ OPTIONAL = ("spark_batch", "mm2")
 
 
 def cpu_per_record(runs: dict[str, list[dict[str, Any]]], records: int) -> dict[str, float]:
-    """Median CPU microseconds per record over the rounds: the Python workers' for spark and
+    """Median CPU microseconds per record over the rounds (`cpu_each_round`)."""
+    return {name: statistics.median(values) for name, values in cpu_each_round(runs, records).items()}
+
+
+def cpu_each_round(runs: dict[str, list[dict[str, Any]]], records: int) -> dict[str, list[float]]:
+    """CPU microseconds per record of every round, in order: the Python workers' for spark and
     spark_batch, the java process's for mm2 (bench/bench_report.py says why)."""
-    cpu_us: dict[str, float] = {}
+    cpu_us: dict[str, list[float]] = {}
     for name in ("spark", "spark_batch"):
         if runs.get(name):
-            cpu_us[name] = statistics.median(r["cpu_s"]["workers"] / records * 1e6 for r in runs[name])
+            cpu_us[name] = [r["cpu_s"]["workers"] / records * 1e6 for r in runs[name]]
     if runs.get("mm2"):
-        cpu_us["mm2"] = statistics.median(r["cpu_s"] / records * 1e6 for r in runs["mm2"])
+        cpu_us["mm2"] = [r["cpu_s"] / records * 1e6 for r in runs["mm2"]]
     return cpu_us
 
 

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,3 +54,18 @@ def test_cpu_of_a_script_that_execs_python_counts_as_the_program_it_became(tmp_p
     cpu = sampler.cpu_between(start - 1, time.time())
     assert cpu["driver_python"] >= 0.4, cpu
     assert cpu["workers"] < 0.1, cpu
+
+
+def test_cpu_per_record_of_every_round_and_their_median() -> None:
+    from bench.mirror_bench import cpu_each_round, cpu_per_record
+
+    def spark(workers_s: float) -> dict[str, Any]:
+        return {"cpu_s": {"workers": workers_s, "jvm": 9.0, "driver_python": 9.0}}
+
+    batch = [spark(0.27), spark(0.45), spark(0.31)]
+    runs: dict[str, list[dict[str, Any]]] = {"spark_batch": batch, "mm2": [{"cpu_s": 13.0}], "limit": [{}]}
+    each = cpu_each_round(runs, 1_000_000)
+    assert each["spark_batch"] == pytest.approx([0.27, 0.45, 0.31])  # in order, the JVM's and driver's left out
+    assert each["mm2"] == pytest.approx([13.0])
+    assert set(each) == {"spark_batch", "mm2"}
+    assert cpu_per_record(runs, 1_000_000) == pytest.approx({"spark_batch": 0.31, "mm2": 13.0})
