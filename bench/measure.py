@@ -212,12 +212,14 @@ class RssSampler:
 
     def cpu_between(self, start: float, end: float) -> dict[str, float]:
         """CPU seconds (all threads) per kind used in [start, end]: each process's cumulative CPU at
-        the last sample before `end` minus at the last sample before `start` (0 if it was not there)."""
+        its last sample before `end` minus at its last sample before `start` (0 if it was not seen
+        before `start`). A process that ended before `start` adds nothing (it had been counted
+        whole: the Spark launcher's JVM went into the JVM's window CPU)."""
         before: dict[int, float] = {}
         at_end: dict[int, tuple[str, float]] = {}
         for t, cpus in self.cpu_series:
             if t <= start:
-                before = {pid: cpu for pid, (_, cpu) in cpus.items()}
+                before.update((pid, cpu) for pid, (_, cpu) in cpus.items())
             if t <= end:
                 at_end.update(cpus)
         out = dict.fromkeys(KINDS, 0.0)

@@ -69,3 +69,18 @@ def test_cpu_per_record_of_every_round_and_their_median() -> None:
     assert each["mm2"] == pytest.approx([13.0])
     assert set(each) == {"spark_batch", "mm2"}
     assert cpu_per_record(runs, 1_000_000) == pytest.approx({"spark_batch": 0.31, "mm2": 13.0})
+
+
+def test_a_process_that_ended_before_the_window_adds_nothing_to_it() -> None:
+    """Spark's launcher JVM runs and exits before the copy: its CPU is not the copy's. A process
+    still running adds its growth over the window; one started in the window all of its CPU."""
+    sampler = RssSampler(root_pid=1)
+    sampler.cpu_series = [
+        (1.0, {10: ("jvm", 0.30), 20: ("jvm", 2.0), 30: ("workers", 0.10)}),
+        (2.0, {20: ("jvm", 2.1), 30: ("workers", 0.15)}),  # 10 has ended
+        (3.0, {20: ("jvm", 2.2), 30: ("workers", 0.40), 40: ("workers", 0.05)}),
+        (4.0, {20: ("jvm", 2.3), 30: ("workers", 0.60), 40: ("workers", 0.20)}),
+    ]
+    cpu = sampler.cpu_between(2.5, 4.0)
+    assert cpu["jvm"] == pytest.approx(0.2)  # 20's growth only, not 10's whole 0.30
+    assert cpu["workers"] == pytest.approx(0.45 + 0.20)
