@@ -48,8 +48,7 @@ def result_line(rate: dict[str, float], cpu_us: dict[str, float], p99_ms: Any, s
 
 def print_report(console: Console, args: argparse.Namespace, rates: dict[str, list[float]], runs: dict[str, Any],
                  latency: dict[str, Any], loads: dict[str, list[str]], cpu_us: dict[str, float],
-                 many: dict[str, Any] | None, broker: str,
-                 cpu_rounds: dict[str, list[float]] | None = None) -> None:  # fmt: skip
+                 cpu_rounds: dict[str, list[float]], many: dict[str, Any] | None, broker: str) -> None:  # fmt: skip
     """The table of contenders (medians over rounds; with more than one round, the CPU column
     also shows each round's figure in order), then the median spark run's details, mm2's, the
     many-topics and the latency runs."""
@@ -64,7 +63,7 @@ def print_report(console: Console, args: argparse.Namespace, rates: dict[str, li
     for name, values in rates.items():
         verified = "count" if name == "limit" else "count, sample"
         cpu = f"{cpu_us[name]:.2f} ({CPU_OF[name]})" if name in cpu_us else "-"
-        each = (cpu_rounds or {}).get(name, [])
+        each = cpu_rounds.get(name, [])
         if len(each) > 1:
             cpu += "; " + " ".join(f"{x:.2f}" for x in each)
         table.add_row(name, f"{rate[name]:,.0f}", _ratio(rate, name, "raw"), _ratio(rate, name, "limit"), verified,

@@ -167,10 +167,10 @@ def main(argv: list[str] | None = None) -> int:
                             copy_loop=args.copy_loop)  # fmt: skip
             loads["many"].append(load_averages())
     rate = {name: statistics.median(values) for name, values in rates.items()}
-    cpu_us = cpu_per_record(runs, args.records)
+    cpu_rounds = cpu_each_round(runs, args.records)
+    cpu_us = cpu_per_record(cpu_rounds)
     median_runs = {name: sorted(done, key=lambda r: r["rate"])[len(done) // 2] for name, done in runs.items() if done}
-    print_report(console, args, rates, median_runs, latency, loads, cpu_us, many, broker,
-                 cpu_each_round(runs, args.records))  # fmt: skip
+    print_report(console, args, rates, median_runs, latency, loads, cpu_us, cpu_rounds, many, broker)
     sparks = runs["spark"]
     console.print(
         "start-up of every spark run, in order: "
@@ -185,9 +185,9 @@ CONTENDERS = ("limit", "raw", "raw_parallel", "spark", "spark_batch", "mm2")
 OPTIONAL = ("spark_batch", "mm2")
 
 
-def cpu_per_record(runs: dict[str, list[dict[str, Any]]], records: int) -> dict[str, float]:
-    """Median CPU microseconds per record over the rounds (`cpu_each_round`)."""
-    return {name: statistics.median(values) for name, values in cpu_each_round(runs, records).items()}
+def cpu_per_record(cpu_rounds: dict[str, list[float]]) -> dict[str, float]:
+    """Median CPU microseconds per record over the rounds (`cpu_each_round`'s figures)."""
+    return {name: statistics.median(values) for name, values in cpu_rounds.items()}
 
 
 def cpu_each_round(runs: dict[str, list[dict[str, Any]]], records: int) -> dict[str, list[float]]:
