@@ -42,6 +42,27 @@ def wait_for(what: str, condition: Callable[[], bool], timeout_s: float, log: Pa
         time.sleep(1)
 
 
+def wait_for_first_syncs(source: str, syncs_topic: str, topic: str, partitions: int, log: Path,
+                         timeout_s: float = 60) -> None:
+    """Until MM2's offset-syncs topic (on `source`) holds a sync of every partition of `topic`.
+
+    A fixture produces one record per partition, waits here, then produces the rest. MM2's
+    OffsetSyncWriter keeps at most 10 syncs in flight; past that it keeps only the newest pending
+    sync of each partition, and its checkpoint store answers a group below a partition's first sync
+    never (that sync stays in its oldest bucket). In a burst where one partition's syncs took the
+    10 places, the other's were all replaced by its last one: the CI of stop 41 saw partition 0's
+    first sync at offset 297 of 300 (syncs every 11 records: 297 = 27 x 11; partition 1's newest
+    then 176 = 16 x 11), and a group at 120 never checkpointed. Synced first, a partition's offset 0
+    is in MM2's store for good."""
+    from kmirror.flow.spec import ClusterEndpoint
+    from kmirror_engine.planning.mm2_takeover import mm2_synced
+
+    endpoint = ClusterEndpoint("source", source)
+    wait_for(f"MM2's offset syncs of every partition of {topic!r}",
+             lambda: {(topic, p) for p in range(partitions)} <= mm2_synced(endpoint, syncs_topic).keys(),
+             timeout_s, log)  # fmt: skip
+
+
 def wait_for_stores(log: Path, timeout_s: float = 120) -> None:
     """Until MM2's log says its checkpoint task started its offset sync store (`STORES_STARTED`)."""
     wait_for("MM2's checkpoint task started its offset sync store", lambda: STORES_STARTED in log.read_text(),

@@ -41,7 +41,7 @@ from kmirror_engine.planning.range_planner import RangePlanner
 from tests.brokers import KAFKA_LINE
 from tests.conftest import Clusters, cluster_pair
 from tests.kafka_helpers import create_topic, produce
-from tests.mm2.mm2_process import start_mm2, wait_for, wait_for_stores
+from tests.mm2.mm2_process import start_mm2, wait_for, wait_for_first_syncs, wait_for_stores
 from tests.mm2.test_mm2_jars import fetch_mm2
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real_kafka, pytest.mark.slow]
@@ -153,8 +153,10 @@ def mm2_stopped(clusters: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
     offsets_topic, syncs_topic = spec.planning.from_mm2.topics(src, dst)  # type: ignore[union-attr]
     try:
         wait_for_stores(log)  # the records only then (tests/mm2/mm2_process.py, STORES_STARTED)
+        produce(clusters.source, topic, [{"value": _value(p, 0), "partition": p} for p in (0, 1)])
+        wait_for_first_syncs(clusters.source, syncs_topic, topic, 2, log)  # offset 0 synced: why, there
         produce(clusters.source, topic, [{"value": _value(p, i), "partition": p} for p in (0, 1)
-                                         for i in range(BEFORE)])  # fmt: skip
+                                         for i in range(1, BEFORE)])  # fmt: skip
         wait_for("MM2 copied every record", lambda: _remote_ends(clusters.target, remote) == {0: BEFORE, 1: BEFORE},
               120, log)  # fmt: skip
 
