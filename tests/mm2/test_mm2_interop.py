@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from kmirror.flow.replication_policy import offset_syncs_topic
 from tests.mm2.mm2_process import start_mm2, wait_for_first_syncs, wait_for_stores
 from tests.mm2.test_mm2_jars import ROOT, fetch_mm2
 
@@ -85,7 +86,7 @@ def mm2_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
             producer.produce("orders", key=str(i), value=b"v%d" % i, partition=i % 2)
             if i == 1:  # each partition's first record synced before the rest (the reason: there)
                 producer.flush()
-                wait_for_first_syncs(a.bootstrap_servers, "mm2-offset-syncs.B.internal", "orders", 2, log)
+                wait_for_first_syncs(a.bootstrap_servers, offset_syncs_topic("B"), "orders", 2, log)
         producer.flush()
         deadline, java = time.monotonic() + 120, {}
         while len(java) < len(COMMITTED) and time.monotonic() < deadline:
