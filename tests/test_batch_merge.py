@@ -20,6 +20,7 @@ from kmirror_engine.copying.batch_wire import (
     AppendRecords,
     BatchFormatError,
     _append_records,
+    crc32c,
     crc_ok,
     merge,
     mergeable,
@@ -109,6 +110,11 @@ def test_a_record_running_past_its_batch_is_refused_and_nothing_half_written(app
     ] * 3
     first, second = split_batches(_batch(0, one) + _batch(3, one))
     cut = dataclasses.replace(second, data=second.data[:-4])  # the last record's tail is gone
+    with pytest.raises(BatchFormatError, match=r"batch at offset 3 does not match its CRC32C"):
+        merge([first, cut], append)  # its CRC is checked first (issue 41)
+    recrc = bytearray(cut.data)  # the same cut under a CRC that matches it: the record walk refuses it
+    struct.pack_into(">I", recrc, 17, crc32c(memoryview(recrc)[21:]))
+    cut = dataclasses.replace(cut, data=memoryview(recrc))
     with pytest.raises(BatchFormatError, match=r"batch 3: record 2 of the batch is malformed or runs past its batch"):
         merge([first, cut], append)
     out = bytearray(b"kept")

@@ -371,3 +371,32 @@ def test_skipped_offsets_travel_from_the_planner_to_the_progress_line_and_the_me
     metrics.observe_batch(batch, now_ms=0)
     labels = 'flow="west->east",partition="0",reason="retention",topic="west.orders"'
     assert f"kmirror_skipped_records_total{{{labels}}} 20.0" in metrics.text()
+
+
+def test_an_unknown_end_offset_is_asked_again_never_taken_for_a_truncation() -> None:
+    """Issue 41: a source broker frozen for 20 s made ListOffsets answer librdkafka's invalid
+    offset (-1001), and the planner reported "data loss ... end offset went back from at least
+    1000 to -1001". An unknown offset is a retriable failure naming the partition; the next
+    answer is planned as usual."""
+    class FrozenOnce(FakeAdmin):
+        frozen = 0
+
+        def list_offsets(self, request: dict[Any, Any], **kwargs: Any) -> dict[Any, Future[Any]]:
+            if not self.frozen:
+                return super().list_offsets(request, **kwargs)
+            self.frozen -= 1
+            out: dict[Any, Future[Any]] = {}
+            for tp in request:
+                out[tp] = Future()
+                out[tp].set_result(SimpleNamespace(offset=-1001))
+            return out
+
+    source = FrozenOnce({"orders": [(0, 1000)]})
+    p = planner(source)
+    p.once = False
+    start = p.initial_offsets()
+    source.logs["orders"] = [(0, 1200)]
+    source.frozen = 2
+    with pytest.raises(ConnectionFailure, match=r"no valid offset for 1 partition\(s\), first orders\[0\] \(-1001\)"):
+        query_offsets(source, ClusterEndpoint("west", "w:9092"), [("orders", 0)], "latest")
+    assert p.next_end(start, None) == {("orders", 0): 1200}  # asked again after 1 s, no DataLossError

@@ -45,9 +45,35 @@ def test_auto_picks_the_native_loop_when_built_and_the_flow_needs_nothing_else(b
 def test_flows_only_the_python_loop_can_copy_fall_back_on_auto_and_fail_on_native(
     built: None, option: dict[str, Any]
 ) -> None:
+    """Issue 41: `copy_loop: native` with such an option is refused by validate (before: with
+    exactly_once the Python loop ran silently; with dead_letter_topic every writer task failed)."""
     assert use_native_loop(_spec(**option)) is False
-    with pytest.raises(KmirrorError, match=rf"flow west->east: copy_loop is native but {next(iter(option))} is set"):
-        use_native_loop(_spec(copy_loop="native", **option))
+    name = next(iter(option))
+    with pytest.raises(KmirrorError, match=rf"copy_loop: is 'native', but {name} is set and only the Python "
+                       rf"loop serves it; set copy_loop to auto \(it picks the Python loop for such a flow\) "
+                       rf"or remove {name}"):
+        _spec(copy_loop="native", **option)
+
+
+def test_one_table_decides_which_loop_serves_which_flow() -> None:
+    from kmirror.flow.spec import COPY_LOOP_CANNOT_SERVE, unserved_options
+    from kmirror_engine.copying.task_copy import takes_batch_path
+
+    assert COPY_LOOP_CANNOT_SERVE["native"] == native_copy.PYTHON_ONLY_OPTIONS
+    for name in ("exactly_once", "dead_letter_topic", "skip_offsets", "max_records_per_second"):
+        assert name in COPY_LOOP_CANNOT_SERVE["batch"] and name in COPY_LOOP_CANNOT_SERVE["native"]
+    assert unserved_options("python", {"exactly_once": True}) == []
+    assert unserved_options("batch", {"exactly_once": True, "dead_letter_topic": None}) == ["exactly_once"]
+    assert not takes_batch_path(_spec(dead_letter_topic="dlq"))
+
+
+def test_exactly_once_refuses_a_read_uncommitted_consumer() -> None:
+    """Issue 41: exactly_once with `isolation.level: read_uncommitted` would copy aborted records."""
+    with pytest.raises(KmirrorError, match=r"consumer: isolation.level is 'read_uncommitted', but exactly_once "
+                       r"copies committed records only"):
+        _spec(exactly_once=True, consumer={"isolation.level": "read_uncommitted"})
+    assert _spec(exactly_once=True, consumer={"isolation.level": "read_committed"}).exactly_once
+    assert not _spec(consumer={"isolation.level": "read_uncommitted"}).exactly_once  # at-least-once may
 
 
 def test_a_missing_module_falls_back_on_auto_and_fails_on_native(not_built: None) -> None:

@@ -9,6 +9,8 @@ import threading
 import time
 from typing import Any
 
+import pytest
+
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
 from kmirror_engine.failover.offset_sync_snapshots import SnapshotJob, freeze
 from kmirror_engine.failover.offset_sync_writer import OffsetSyncWriter
@@ -144,3 +146,48 @@ def test_a_snapshot_is_written_off_the_commit_path() -> None:
     # the captured copy is frozen: batch 1's syncs (added after the capture) are not in it
     captured = log.snapshots[0].states[("orders", 0)]
     assert captured.syncs[-1].upstream < 100 <= writer.store.syncs("orders", 0)[-1].upstream
+
+
+class FailingFlushLog(RecordingLog):
+    """A SyncLog whose next flush fails (`fail_next`), losing every sync written since the last one."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.confirmed = 0
+        self.fail_next = False
+
+    def flush(self) -> None:
+        if self.fail_next:
+            self.fail_next = False
+            del self.writes[self.confirmed :]
+            raise RuntimeError("offset sync delivery failed: broker not available")
+        self.confirmed = len(self.writes)
+
+
+def _range(start: int, end: int, drift: int) -> BatchProgress:
+    part = PartitionProgress("orders", 0, "west.orders", start, end, end - start, 0, None,
+                             ((start, start + drift), (end - 1, end - 1 + drift)))  # fmt: skip
+    return BatchProgress(start, (part,), 10, {("orders", 0): end})
+
+
+def test_a_failed_sync_write_breaks_the_persisted_continuity_instead_of_bridging_the_lost_syncs() -> None:
+    """Issue 41: the syncs of [250, 300) (a drift change: the target lost 10 records) fail to be
+    written; the failure is raised (the sink logs it) and the next batch's head sync is written.
+    Before: written as continuous with (249, 254), so a history loaded back translated 300 to 305
+    (the record sits at 295: a group failing over skipped 10 records). Now it is not continuous:
+    the loaded history re-reads (255) instead of skipping, and the next sync is written at once."""
+    clock = [0.0]
+    log = FailingFlushLog()
+    writer = OffsetSyncWriter(spec(checkpoint_interval_ms=1000), log, Metrics(), clock=lambda: clock[0])  # type: ignore[arg-type]
+    writer.record(_range(200, 250, 5))
+    log.fail_next = True
+    with pytest.raises(RuntimeError, match="delivery failed"):
+        writer.record(_range(250, 300, -5))
+    clock[0] += 0.1  # well inside the head interval: the head after the loss is written anyway
+    writer.record(_range(300, 350, -5))
+    assert writer.store.translate("orders", 0, 300) == 295  # the writer's own store holds every sync
+    loaded = log.loaded_store()
+    assert loaded.translate("orders", 0, 349) == 344  # re-synced by the head after the loss
+    translated = loaded.translate("orders", 0, 300)
+    assert translated is not None and translated <= 295, translated  # never past the group's record
+    assert [(s.upstream, s.continuous) for _, _, s, _, _ in log.writes][-1] == (349, False)

@@ -314,6 +314,27 @@ def test_target_rules_come_from_the_topic_configs_and_log_append_time_refuses_no
     assert rules_from_configs({}) == TargetRules()
 
 
+def test_a_3x_target_windows_timestamps_by_its_difference_max_ms() -> None:
+    """Issue 41: a Kafka 3.x target bounds timestamps with message.timestamp.difference.max.ms
+    (before 3.6 the only name; 3.6-3.9 use it where before/after are left at their default).
+    Before: only the 4.x names were read, so a 3.x window was unknown and nothing was checked."""
+
+    def entry(value: str) -> Any:
+        return SimpleNamespace(value=value)
+
+    unbounded = str(2**63 - 1)
+    old = {"message.timestamp.type": entry("CreateTime"), "message.timestamp.difference.max.ms": entry("60000")}
+    assert rules_from_configs(old) == TargetRules(None, True, 60_000, 60_000, None)
+    assert rules_from_configs(old).refusal(b"k", b"v", [], NOW_MS - 120_000, NOW_MS) is not None
+    defaults = {**old, "message.timestamp.before.max.ms": entry(unbounded),
+                "message.timestamp.after.max.ms": entry(unbounded)}  # fmt: skip
+    assert rules_from_configs(defaults) == TargetRules(None, True, 60_000, 60_000, None)
+    explicit = {**defaults, "message.timestamp.before.max.ms": entry("5000")}
+    assert rules_from_configs(explicit) == TargetRules(None, True, 5_000, 60_000, None)
+    no_bound = {**defaults, "message.timestamp.difference.max.ms": entry(unbounded)}
+    assert rules_from_configs(no_bound) == TargetRules(None, True, 2**63 - 1, 2**63 - 1, None)
+
+
 def test_the_producer_message_max_bytes_follows_the_largest_known_topic_limit() -> None:
     """Before: librdkafka's 1 MB default stayed, so a 1.5 MB record for a 10 MB topic was refused by
     the producer itself and became a dead-letter pointer without its value."""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -478,26 +479,52 @@ def option_conflict_problems(raw: dict[str, Any]) -> list[Problem]:
                 "at-least-once, like the copy path without it)",
             )
         )
-    return problems + _rate_limit_problems(raw) + _batch_loop_problems(raw)
+    return problems + _rate_limit_problems(raw) + _copy_loop_problems(raw) + _exactly_once_problems(raw)
 
 
-# Options only the record loops (python, native) serve: `copy_loop: batch` refuses them.
-RECORD_LOOP_OPTIONS = ("exactly_once", "dead_letter_topic", "skip_offsets", *RATE_LIMITS)
+# Which copy loop serves which flow: the options each loop cannot serve (a flow setting one is
+# copied by the Python loop). `copy_loop: auto` picks the first loop of AUTO_ORDER that serves the
+# flow (`kmirror_engine.copying.task_copy`); `validate` refuses a named loop with an option it
+# cannot serve (`_copy_loop_problems`). Each needs per-record work or transactions:
+# exactly_once (transactions, offsets committed with them), dead_letter_topic and skip_offsets
+# (records judged one by one), rate limits (records paced one by one).
+COPY_LOOP_CANNOT_SERVE: dict[str, tuple[str, ...]] = {
+    "python": (),
+    "native": ("exactly_once", "dead_letter_topic", "skip_offsets", *RATE_LIMITS),
+    "batch": ("exactly_once", "dead_letter_topic", "skip_offsets", *RATE_LIMITS),
+}
+RECORD_LOOP_OPTIONS = COPY_LOOP_CANNOT_SERVE["batch"]  # the options `copy_loop: batch` refuses
 
 
-def _batch_loop_problems(raw: dict[str, Any]) -> list[Problem]:
-    """`copy_loop: batch` with an option it cannot serve (each needs per-record work or transactions)."""
-    if raw.get("copy_loop") != "batch":
+def unserved_options(loop: str, options: Mapping[str, Any]) -> list[str]:
+    """The options set in `options` (a raw flow, or a spec's options) that `loop` cannot serve."""
+    return [name for name in COPY_LOOP_CANNOT_SERVE.get(loop, ()) if options.get(name) not in (None, False, [], "")]
+
+
+def _copy_loop_problems(raw: dict[str, Any]) -> list[Problem]:
+    """`copy_loop: native` or `batch` with an option that loop cannot serve (`COPY_LOOP_CANNOT_SERVE`)."""
+    loop = raw.get("copy_loop")
+    if loop not in ("native", "batch"):
         return []
-    named = [name for name in RECORD_LOOP_OPTIONS if raw.get(name) not in (None, False, [], "")]
-    return [
-        Problem(
-            "copy_loop",
-            f"is 'batch', but {name} is set and only the record loops serve it; set "
-            f"copy_loop to auto (it picks a record loop for such a flow) or remove {name}",
-        )
-        for name in named
-    ]
+    serves, picks = ("the Python loop serves", "the Python loop") if loop == "native" else (
+        "the record loops serve", "a record loop")  # fmt: skip
+    named = [name for name in unserved_options(str(loop), raw)
+             if not (loop == "native" and name in RATE_LIMITS)]  # `_rate_limit_problems` names those  # fmt: skip
+    return [Problem("copy_loop", f"is '{loop}', but {name} is set and only {serves} it; set copy_loop to auto (it "
+                    f"picks {picks} for such a flow) or remove {name}") for name in named]  # fmt: skip
+
+
+def _exactly_once_problems(raw: dict[str, Any]) -> list[Problem]:
+    """exactly_once reads committed records only: a read_uncommitted consumer would copy aborted ones."""
+    consumer = raw.get("consumer")
+    if raw.get("exactly_once") is not True or not isinstance(consumer, dict):
+        return []
+    level = consumer.get("isolation.level")
+    if level in (None, "read_committed"):
+        return []
+    return [Problem("consumer", f"isolation.level is {level!r}, but exactly_once copies committed records only "
+                    "(a read_uncommitted consumer copies aborted transactions' records); remove the override "
+                    "or set it to read_committed")]  # fmt: skip
 
 
 def _rate_limit_problems(raw: dict[str, Any]) -> list[Problem]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import struct
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, cast
@@ -40,6 +41,7 @@ from kmirror_engine.copying.batch_wire import (
     AbortedTransaction,
     AppendRecords,
     Batch,
+    BatchFormatError,
     committed,
     merge,
     mergeable,
@@ -140,6 +142,7 @@ class BatchRangeCopier:
         self._buffers = BufferPool(PRODUCE_MAX_BYTES + 64 * 1024, PRODUCE_BUFFERS)  # produce requests' bytes
         # raised by answer handlers; kafka-python's Futures log and drop a callback's exception
         self._errors: list[BaseException] = []
+        self._refused = 0  # produce requests failed during this `_produce` turn
 
     def use_rules(self, limits: Mapping[str, int | None], rules: Mapping[str, TargetRules]) -> None:
         """The target topics' limits and rules for the next `copy()` (a kept copier serves many tasks)."""
@@ -282,7 +285,19 @@ class BatchRangeCopier:
             for part in topic.partitions:
                 state = wanted.get((topic.topic, part.partition_index))
                 if state is not None:
-                    self._take(state, part)
+                    self._take_checked(state, part)
+
+    def _take_checked(self, s: RangeInFlight, part: Any) -> None:
+        """`_take`, with malformed record bytes reported as a CopyError naming partition and offset
+        (the codec's own errors, IndexError or struct.error included, name neither)."""
+        try:
+            self._take(s, part)
+        except CopyError:
+            raise
+        except (BatchFormatError, IndexError, ValueError, struct.error) as exc:
+            raise CopyError(f"fetching {s.rng.source_topic}[{s.rng.partition}] at offset {s.position}: the "
+                            f"fetched record batches are malformed ({type(exc).__name__}: {exc or 'truncated'})"
+                            ) from exc  # fmt: skip
 
     def _take(self, s: RangeInFlight, part: Any) -> None:
         """Queue what a partition's fetch answer holds: batches to produce, spans for the record loop."""
@@ -303,9 +318,14 @@ class BatchRangeCopier:
         run: list[Batch] = []  # consecutive small batches, merged into one request's batch
         run_bytes = 0
         cap = min(MERGE_MAX_BYTES, s.limit or MERGE_MAX_BYTES)
+        covered = s.position  # where the batches queued from this answer end
         for batch in committed(batches, aborted):
             if batch.base_offset >= s.rng.end_offset:
                 break
+            # an old-format (v0/v1) compressed message set is one wrapper at its *last* inner
+            # offset: its inner records start after what came before it (`legacy_start`)
+            start = legacy_start(batch, covered)
+            covered = batch.next_offset
             reason = fallback_reason(s, batch, int(time.time() * 1000))
             if reason is None and batch.record_count < MERGE_BELOW_RECORDS and mergeable(batch):
                 if run and (run[-1].next_offset != batch.base_offset or run_bytes + len(batch.data) > cap):
@@ -322,7 +342,7 @@ class BatchRangeCopier:
                 s.pending_bytes += len(batch.data)
                 continue
             self._log_once(reason, s)
-            start, end = max(batch.base_offset, s.position), min(batch.next_offset, s.rng.end_offset)
+            start, end = max(start, s.position), min(batch.next_offset, s.rng.end_offset)
             tail = s.pending[-1] if s.pending else None
             if isinstance(tail, RecordSpan) and tail.end == start:
                 s.pending[-1] = RecordSpan(tail.start, end)
@@ -336,7 +356,11 @@ class BatchRangeCopier:
         """Queue consecutive small batches as one (`batch_wire.merge`: one request slot for all).
         Rewritten deltas can make a merged batch larger than its parts: one over the target's
         max.message.bytes would be refused, so its parts go as they came (each fits)."""
-        merged = merge(run, _native_append_records())
+        try:
+            merged = merge(run, _native_append_records())
+        except BatchFormatError as exc:
+            raise CopyError(f"copying {s.rng.source_topic}[{s.rng.partition}] from offset {run[0].base_offset}: "
+                            f"{exc}; nothing of it was produced") from exc  # fmt: skip
         for batch in run if s.limit is not None and len(merged.data) > s.limit else [merged]:
             s.pending.append(SentBatch(batch))
             s.pending_bytes += len(batch.data)
@@ -350,8 +374,10 @@ class BatchRangeCopier:
     # -- producing --------------------------------------------------------------------------
 
     def _produce(self, live: list[RangeInFlight]) -> None:
-        """Requests to the target leaders while they have room (`MAX_IN_FLIGHT`) and batches wait."""
-        while self._produce_once(live):
+        """Requests to the target leaders while they have room (`MAX_IN_FLIGHT`) and batches wait;
+        a request the client refused at once (a paused connection) ends this turn: resent after a poll."""
+        self._refused = 0
+        while self._produce_once(live) and not self._refused:
             pass
 
     def _produce_once(self, live: list[RangeInFlight]) -> bool:
@@ -375,6 +401,8 @@ class BatchRangeCopier:
             node = self._target_leaders.get(s.target)
             if node is None or self._requests.get(node, 0) >= MAX_IN_FLIGHT:
                 continue
+            if s.in_flight and s.in_flight[-1].node != node:
+                continue  # the leader moved: the old leader answers its batches first (or they fail)
             size = len(s.pending[0].batch.data)
             if node in by_node and sizes[node] + size > PRODUCE_MAX_BYTES:
                 continue  # the next request takes it
@@ -384,6 +412,7 @@ class BatchRangeCopier:
             if item.sequence is None:  # first send: this producer's sequence (a resend keeps it)
                 item.sequence = self._sequences.get(s.target, 0)
                 self._sequences[s.target] = (item.sequence + item.count) % (MAX_SEQUENCE + 1)
+            item.node = node
             s.in_flight.append(item)
             by_node.setdefault(node, []).append((s, item))
         for node, items in by_node.items():
@@ -392,30 +421,37 @@ class BatchRangeCopier:
                                   PRODUCE_TIMEOUT_MS, self._buffers)  # fmt: skip
             self._requests[node] = self._requests.get(node, 0) + 1
             self._in_flight += 1
-            sent = {s.target: s for s, _ in items}
+            sent = {s.target: (s, item) for s, item in items}
             self.target.send(request, node).add_both(self._guarded(self._acked, node, sent))
         return bool(by_node)
 
-    def _acked(self, answer: Any, node: int, sent: dict[tuple[str, int], RangeInFlight]) -> None:
+    def _acked(self, answer: Any, node: int, sent: dict[tuple[str, int], tuple[RangeInFlight, SentBatch]]) -> None:
+        """A produce request's answer, or its failure (a lost connection, or a request the client
+        refused at once: then this runs inside `send`). Each partition's answer is booked against
+        the batch that request carried, never against whatever is oldest in flight."""
         self._requests[node] -= 1
         self._in_flight -= 1
         if isinstance(answer, BaseException):
             log.warning("produce to the target failed: %s (refreshing metadata, resending)", answer)
-            for s in sent.values():
-                self._retry(s)
+            self._refused += 1
+            for s, item in sent.values():
+                s.failed(item)
             return
         for topic in answer.responses:
             for part in topic.partition_responses:
-                state = sent.get((topic.name, part.index))
-                if state is not None:
-                    self._landed(state, part.error_code, part.base_offset)
+                entry = sent.get((topic.name, part.index))
+                if entry is not None:
+                    self._landed(entry[0], entry[1], part.error_code, part.base_offset)
 
-    def _landed(self, s: RangeInFlight, error: int, base_offset: int) -> None:
-        """Account the head in-flight batch of `s` (Kafka answers a connection's requests in order)."""
-        if error in RETRIABLE or (error == OUT_OF_ORDER_SEQUENCE and s.retry):
-            self._retry(s)
+    def _landed(self, s: RangeInFlight, item: SentBatch, error: int, base_offset: int) -> None:
+        """Account `item`'s answer. One already moved to the resend queue (an earlier batch failed)
+        is judged by its resend: the broker deduplicates it if it landed."""
+        first = bool(s.in_flight) and s.in_flight[0] is item
+        if error in RETRIABLE or (error == OUT_OF_ORDER_SEQUENCE and (s.retry or not first)):
+            s.failed(item)  # out of order behind a batch that failed or is unanswered: resent after it
             return
-        item = s.in_flight.popleft()
+        if not s.answered(item):
+            return
         if error not in (0, DUPLICATE_SEQUENCE):
             raise CopyError(f"producing source records {s.rng.source_topic}[{s.rng.partition}]@{item.source_base}.."
                             f"{item.source_base + item.count - 1} to {s.rng.target_topic}[{s.rng.partition}] failed: "
@@ -433,11 +469,6 @@ class BatchRangeCopier:
         s.lat_max = max(s.lat_max, now_ms - base_ts)
         s.lat_sum += item.count * (now_ms - (base_ts + max_ts) // 2)
         s.lat_count += item.count
-
-    def _retry(self, s: RangeInFlight) -> None:
-        """The head in-flight batch of `s` failed retriably: it (and every later one) is resent."""
-        if s.in_flight:
-            s.retry.append(s.in_flight.popleft())
 
     # -- the record loop ---------------------------------------------------------------------
 
@@ -470,6 +501,14 @@ class BatchRangeCopier:
             s.lat_max = max(s.lat_max, done.latency_max_ms or 0)
             s.lat_sum += done.latency_sum_ms
             s.lat_count += done.latency_count
+
+
+def legacy_start(batch: Batch, covered: int) -> int:
+    """The first source offset `batch` may hold. A magic 2 batch names it (its base offset); an
+    old-format (v0/v1) message stands at its own offset, but a compressed one is a wrapper at the
+    offset of its last inner record, its inner records at the offsets after `covered` (where the
+    previous batch ended): the record loop copies all of them, not only the last."""
+    return batch.base_offset if batch.magic == 2 else min(covered, batch.base_offset)
 
 
 def _error_name(code: int) -> str:

@@ -26,6 +26,7 @@ class SentBatch:
 
     batch: Batch  # as fetched (a view of the fetch answer's bytes), rewritten into each produce request
     sequence: int | None = None  # its base sequence on the target (None: not sent yet)
+    node: int | None = None  # the target broker it was last sent to
 
     @property
     def source_base(self) -> int:
@@ -89,6 +90,23 @@ class RangeInFlight:
     @property
     def done(self) -> bool:
         return self.fetched_all and not self.pending and not self.in_flight and not self.retry
+
+    def failed(self, item: SentBatch) -> None:
+        """`item` failed retriably or was refused: it and every batch sent after it are resent in
+        order (ahead of those already waiting: a later batch cannot land before it). An item no
+        longer in flight was already judged (its answer after a failure of an earlier one)."""
+        at = next((i for i, sent in enumerate(self.in_flight) if sent is item), None)
+        if at is not None:
+            moved = [self.in_flight.pop() for _ in range(len(self.in_flight) - at)]
+            self.retry[:0] = reversed(moved)
+
+    def answered(self, item: SentBatch) -> bool:
+        """Take `item` out of the in-flight queue; False when it was no longer there."""
+        for i, sent in enumerate(self.in_flight):
+            if sent is item:
+                del self.in_flight[i]
+                return True
+        return False
 
     def mapped(self, upstream: int, downstream: int) -> None:
         """Account the record at `upstream` landing at `downstream` (records in between keep the drift)."""

@@ -393,9 +393,17 @@ def merge(batches: Sequence[Batch], append_records: AppendRecords | None = None)
     order, byte-identical but for each record's length, offset delta and timestamp delta. Its
     base offset and timestamp are the first batch's; its producer fields are -1 (the produce path
     writes the target's, with the CRC, `patch_header`). `append_records` does the per-record
-    work (default: in Python; the batch path passes the native module's)."""
+    work (default: in Python; the batch path passes the native module's).
+
+    The merged batch gets a fresh CRC, so each source batch's own CRC is checked first: a batch
+    corrupted at the source or on the way raises BatchFormatError (a single batch keeps its
+    source CRC: the target refuses it if it is corrupt)."""
     if len(batches) == 1:
         return batches[0]
+    for batch in batches:
+        if batch.magic == MAGIC_V2 and len(batch.data) >= HEADER_BYTES and not crc_ok(batch.data):
+            raise BatchFormatError(f"batch at offset {batch.base_offset} does not match its CRC32C (corrupted "
+                                   "at the source or on the way)")  # fmt: skip
     append = append_records or _append_records
     first = batches[0]
     out = bytearray(HEADER_BYTES)

@@ -28,7 +28,7 @@ from types import ModuleType
 from typing import Any, cast
 
 from kmirror.errors import KmirrorError
-from kmirror.flow.spec import FlowSpec
+from kmirror.flow.spec import COPY_LOOP_CANNOT_SERVE, FlowSpec
 from kmirror_engine.copying.range_copy import (
     CONSUME_BATCH,
     DEFAULT_STALL_TIMEOUT_S,
@@ -46,8 +46,7 @@ BUILT_STAMP = ".kmirror-native"
 # pump() hands control back to Python at least this often (stall timeout, consumer warnings).
 PUMP_BUDGET_MS = 200
 # Flow options only the Python loop implements (read raw: some are newer than this module).
-PYTHON_ONLY_OPTIONS = ("exactly_once", "dead_letter_topic", "skip_offsets", "max_bytes_per_second",
-                       "max_records_per_second")  # fmt: skip
+PYTHON_ONLY_OPTIONS = COPY_LOOP_CANNOT_SERVE["native"]  # the one table of which loop serves which flow
 _FAILED_DELIVERIES = 1
 _UNLOADED: Any = object()
 _module: Any = _UNLOADED

@@ -37,8 +37,12 @@ LIMIT_CONFIG = "max.message.bytes"
 TIMESTAMP_TYPE_CONFIG = "message.timestamp.type"
 BEFORE_CONFIG = "message.timestamp.before.max.ms"
 AFTER_CONFIG = "message.timestamp.after.max.ms"
+# Kafka before 3.6 has only this one (both directions); 3.6-3.9 still apply it where the two above
+# are left at their default (KIP-937), and 4.0 removed it.
+DIFFERENCE_CONFIG = "message.timestamp.difference.max.ms"
+LONG_MAX = 2**63 - 1  # the broker's default of the three: no bound
 CLEANUP_CONFIG = "cleanup.policy"
-RULE_CONFIGS = (LIMIT_CONFIG, TIMESTAMP_TYPE_CONFIG, BEFORE_CONFIG, AFTER_CONFIG, CLEANUP_CONFIG)
+RULE_CONFIGS = (LIMIT_CONFIG, TIMESTAMP_TYPE_CONFIG, BEFORE_CONFIG, AFTER_CONFIG, DIFFERENCE_CONFIG, CLEANUP_CONFIG)
 # librdkafka's own bounds of message.max.bytes (it refuses a producer outside them).
 MAX_PRODUCER_MESSAGE_MAX_BYTES = 1_000_000_000
 LIBRDKAFKA_MESSAGE_MAX_BYTES = 1_000_000  # its default: lower than many topics' limits
@@ -130,12 +134,19 @@ def rules_from_configs(configs: Mapping[str, Any]) -> TargetRules:
         text = value(name)
         return None if text is None else int(text)
 
+    def window(name: str) -> int | None:
+        """A bound of the timestamp window: the 4.x config, else 3.x's difference (KIP-937)."""
+        bound, difference = number(name), number(DIFFERENCE_CONFIG)
+        if difference is not None and difference != LONG_MAX and bound in (None, LONG_MAX):
+            return difference
+        return bound
+
     kind, cleanup = value(TIMESTAMP_TYPE_CONFIG), value(CLEANUP_CONFIG)
     return TargetRules(
         max_message_bytes=number(LIMIT_CONFIG),
         create_time=None if kind is None else kind == "CreateTime",
-        before_max_ms=number(BEFORE_CONFIG),
-        after_max_ms=number(AFTER_CONFIG),
+        before_max_ms=window(BEFORE_CONFIG),
+        after_max_ms=window(AFTER_CONFIG),
         compacted=None if cleanup is None else "compact" in cleanup.split(","),
     )
 

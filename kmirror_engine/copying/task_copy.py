@@ -18,7 +18,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from kmirror.flow.spec import FlowSpec
+from kmirror.flow.spec import FlowSpec, unserved_options
 from kmirror_engine.clients.cache import CLIENTS, CopyClients, config_key
 from kmirror_engine.copying.native_copy import NativeRangeCopier, new_loop, use_native_loop
 from kmirror_engine.copying.range_copy import (
@@ -120,7 +120,7 @@ def takes_batch_path(spec: FlowSpec) -> bool:
         return True
     if spec.copy.copy_loop != "auto" or os.environ.get(AUTO_COPY_LOOP_ENV) != "batch":
         return False
-    return not (spec.exactly_once or spec.copy.dead_letter_topic or spec.copy.skip_offsets or has_limits(spec))
+    return not unserved_options("batch", spec.options)
 
 
 def _fell_back(progress: list[PartitionProgress]) -> list[PartitionProgress]:

@@ -20,6 +20,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from kmirror.flow.spec import FlowSpec
@@ -48,28 +49,50 @@ class OffsetSyncWriter:
         self.persisted_clean: dict[tuple[str, int], int] = {}  # the clean tail the log knows, per partition
         self.next_offsets: dict[tuple[str, int], tuple[int, int | None]] = {}  # newest (next_offset, source end)
         self._snapshot: threading.Thread | None = None
+        self.unconfirmed: dict[tuple[str, int], int | None] = {}  # written since the last flush: clean tail
+        self.lost: set[tuple[str, int]] = set()  # a flush of their syncs failed: the next one breaks continuity
 
     def record(self, batch: BatchProgress) -> None:
         now = self.clock()
         for p in sorted(batch.partitions, key=lambda p: (p.source_topic, p.partition, p.start_offset)):
             key = (p.source_topic, p.partition)
-            head_due = now - self.last_written.get(key, float("-inf")) >= self.head_interval_s
+            head_due = key in self.lost or now - self.last_written.get(key, float("-inf")) >= self.head_interval_s
             added = self.store.add_segment(p.source_topic, p.partition, p.start_offset, p.next_offset,
                                            p.offset_syncs, keep_last=head_due)  # fmt: skip
             end = batch.source_end_offsets.get(key)
             self.next_offsets[key] = (p.next_offset, end)
             if added:
                 self._write(key, added, p.next_offset, end, now)
-        self.sync_log.flush()
+        self._flush()
         self._snapshot_when_due()
 
     def _write(self, key: tuple[str, int], syncs: list[Sync], next_offset: int, end: int | None, now: float) -> None:
+        if key in self.lost:  # syncs before these may be missing from the log: never continuous with them
+            syncs = [replace(syncs[0], continuous=False), *syncs[1:]]
         clean = self.store.clean_until(*key)
         self.sync_log.write(key[0], key[1], syncs, next_offset, end, clean)
         self.wrote_syncs = True
         self.last_written[key] = now
-        if clean is not None:
-            self.persisted_clean[key] = clean
+        self.unconfirmed[key] = clean
+
+    def _flush(self) -> None:
+        """Confirm the syncs written since the last flush. When that fails, some of them may be
+        lost while this process's store holds them all: the next sync written for each of those
+        partitions is persisted as not continuous (a history loaded back never bridges the lost
+        stretch with the drift of a later sync: it translates there by MM2's `+1` rule), and
+        a head sync is written for them at their next batch, whatever the interval."""
+        written, self.unconfirmed = self.unconfirmed, {}
+        try:
+            self.sync_log.flush()
+        except BaseException:
+            self.lost |= set(written)
+            for key in written:
+                self.last_written.pop(key, None)
+            raise
+        for key, clean in written.items():
+            self.lost.discard(key)
+            if clean is not None:
+                self.persisted_clean[key] = clean
 
     def _snapshot_when_due(self) -> None:
         if not self.wrote_syncs or not self.sync_log.snapshot_due():
@@ -103,7 +126,7 @@ class OffsetSyncWriter:
             if head:
                 self._write(key, head, next_offset, end, self.clock())
                 written += len(head)
-        self.sync_log.flush()
+        self._flush()
         return written
 
     def catch_up(self) -> None:

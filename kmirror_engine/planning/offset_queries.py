@@ -68,6 +68,14 @@ def query_offsets(
         missing = [tp for tp, off in out.items() if off < 0]
         if missing:
             out.update(query_offsets(admin, endpoint, missing, "latest", read_committed, timeout_s))
+        return out
+    unknown = sorted(tp for tp, off in out.items() if off < 0)
+    if unknown:  # librdkafka's invalid offset (-1001) from a broker that could not answer: never a truncation
+        (topic, partition), offset = unknown[0], out[unknown[0]]
+        raise ConnectionFailure(
+            f"cluster {endpoint.alias!r} ({endpoint.bootstrap_servers}): listing {which} offsets gave no valid "
+            f"offset for {len(unknown)} partition(s), first {topic}[{partition}] ({offset}); asked again"
+        )
     return out
 
 
