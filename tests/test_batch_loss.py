@@ -242,3 +242,21 @@ def test_a_corrupted_small_batch_is_never_merged_under_a_fresh_crc() -> None:
     with pytest.raises(CopyError, match=r"t\[0\] from offset 0: batch at offset 3 does not match its CRC32C"):
         copier.copy([CopyRange("t", 0, 0, 9, "west.t")])
     assert _values(broker) == []
+
+
+def test_malformed_fetched_batches_fail_naming_partition_and_offset_not_a_bare_index_error() -> None:
+    """A control batch whose record is cut inside a varint (a fuzz of the codec found such inputs:
+    bare IndexErrors naming nothing): the copy fails with a CopyError naming partition and offset."""
+    from kmirror_engine.copying.batch_wire import crc32c
+    from kmirror_engine.copying.range_copy import CopyError
+    from tests.test_batch_copy import marker
+
+    cut = bytearray(marker(3, 77, 1)[:61] + b"\x80")  # the marker's one record: an unterminated varint
+    struct.pack_into(">i", cut, 8, len(cut) - 12)
+    struct.pack_into(">I", cut, 17, crc32c(memoryview(cut)[21:]))
+    records = build(0, 3) + bytes(cut)
+    broker = BrokerLog()
+    copier = BatchRangeCopier(Source(records, broker), Target(broker), fallback=lambda: None)  # type: ignore[arg-type]
+    with pytest.raises(CopyError, match=r"fetching t\[0\] at offset 0: the fetched record batches are malformed "
+                       r"\(IndexError"):  # fmt: skip
+        copier.copy([CopyRange("t", 0, 0, 4, "west.t")])
