@@ -31,8 +31,8 @@ EXAMPLES = 60  # per property: ~N s here (measured in the notes of issue 41)
 
 def _v2(base: int, deltas: list[int], codec: int, producer_id: int = -1, transactional: bool = False) -> bytes:
     gzip = DefaultRecordBatchBuilder.CODEC_GZIP
-    builder = DefaultRecordBatchBuilder(2, gzip if codec else 0, transactional, producer_id,
-                                        0 if producer_id >= 0 else -1, 0 if producer_id >= 0 else -1, 1 << 20)  # fmt: skip
+    epoch = 0 if producer_id >= 0 else -1
+    builder = DefaultRecordBatchBuilder(2, gzip if codec else 0, transactional, producer_id, epoch, epoch, 1 << 20)
     for delta in deltas:
         builder.append(delta, TS + delta, f"k{base + delta}".encode(), f"v{base + delta}".encode(), [("h", b"x")])
     data = bytearray(builder.build())
