@@ -567,6 +567,16 @@ static PyObject *Loop_start(Loop *self, PyObject *arg) {
         r->source_topic = strdup(src), r->target_topic = strdup(dst);
         r->partition = partition, r->start = start, r->end = end, r->check_above = check_above, r->limit = limit;
         r->rkt = rd_kafka_topic_new(self->producer, dst, NULL);
+        if (!r->rkt || !r->source_topic || !r->target_topic) { /* an invalid name, or out of memory */
+            rd_kafka_resp_err_t why = rd_kafka_last_error();
+            if (r->rkt) PyErr_NoMemory();
+            else PyErr_Format(CopyFailure, "target topic %.300s: librdkafka refused a handle for it: %s", dst,
+                              rd_kafka_err2str(why));
+            rd_kafka_topic_partition_list_destroy(assign);
+            Py_DECREF(seq);
+            free_round(self);
+            return NULL;
+        }
         r->lat_min = INT64_MAX, r->lat_max = INT64_MIN, r->last_upstream = -1;
         r->active = start < end;
         rd_kafka_topic_partition_list_add(self->positions, src, partition);

@@ -109,3 +109,19 @@ def test_progress_from_the_native_accounting_matches_the_python_loops() -> None:
     assert (progress.latency_min_ms, progress.latency_max_ms, progress.latency_count) == (3, 9, 10)
     empty = _progress(CopyRange("t", 1, 20, 20, "west.t"), (0, 0, None, [], None, -1, 2**63 - 1, -(2**63), 0, 0))
     assert (empty.offset_syncs, empty.latency_min_ms, empty.last_timestamp_ms) == ((), None, None)
+
+
+def test_a_target_topic_librdkafka_refuses_a_handle_for_fails_the_round_by_name() -> None:
+    """Issue 41: rd_kafka_topic_new's NULL (here: a name over librdkafka's 512 characters) was
+    stored unchecked and used by every produce; now the round fails naming the topic."""
+    module = native_copy.native_module()
+    if module is None:
+        pytest.skip("native module not built here")
+    loop = native_copy.new_loop({"bootstrap.servers": "127.0.0.1:1", "group.id": "g"},
+                                {"bootstrap.servers": "127.0.0.1:1"})  # fmt: skip
+    try:
+        with pytest.raises(module.CopyFailure, match=r"target topic x+: librdkafka refused a handle for it"):
+            loop.start([("t", 0, 0, 10, "x" * 600, 2**62, -1)])
+        loop.start([("t", 0, 5, 5, "west.t", 2**62, -1)])  # the loop is still usable
+    finally:
+        loop.close()
