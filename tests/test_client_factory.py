@@ -308,3 +308,26 @@ def test_engine_writers_keep_their_messages_through_the_factory(
     with pytest.raises(KmirrorError, match=r"^recording created topics in kmirror-created-topics.west.internal on "
                        r"'east' failed: Broker: Topic authorization failed$"):  # fmt: skip
         registry.record([("west.orders", "orders")])
+
+
+def test_librdkafka_lines_go_through_logging_not_straight_to_the_terminal(caplog: Any, capfd: Any) -> None:
+    """Issue 41: a client of a stopped broker printed `%3|...|FAIL|...` lines to stderr in
+    `make test` and every CLI run; they are records of the `kmirror.librdkafka` logger now."""
+    import logging
+    import time
+
+    from kmirror_engine.clients.factory import new_producer
+
+    caplog.set_level(logging.DEBUG, logger="kmirror.librdkafka")
+    producer = new_producer({"bootstrap.servers": "127.0.0.1:1"}, role="probe")
+    deadline = time.monotonic() + 10
+
+    def failed() -> bool:
+        return any(r.name == "kmirror.librdkafka" and r.levelno >= logging.ERROR for r in caplog.records)
+
+    while time.monotonic() < deadline and not failed():
+        producer.poll(0.2)
+    producer.flush(0)
+    del producer
+    assert failed()
+    assert "%3|" not in capfd.readouterr().err

@@ -66,6 +66,7 @@ from kmirror_engine.clients.delivery import DeliveryConfirmingProducer
 from kmirror_engine.clients.release import keep_if_on_librdkafka_thread, start_reaper
 
 log = logging.getLogger("kmirror.clients")
+LIBRDKAFKA_LOG = logging.getLogger("kmirror.librdkafka")
 
 
 class _DestroyedOnPythonThreads:
@@ -74,6 +75,10 @@ class _DestroyedOnPythonThreads:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         start_reaper()
+        if args and isinstance(args[0], dict) and "logger" not in args[0]:
+            # librdkafka's own lines (`%3|...|FAIL|...` for a broker it cannot reach) through
+            # logging, not straight to the terminal: served by the client's poll
+            args = ({**args[0], "logger": LIBRDKAFKA_LOG}, *args[1:])
         super().__init__(*args, **kwargs)
 
     def __del__(self) -> None:
