@@ -207,3 +207,23 @@ def test_a_reader_is_woken_once_the_answer_it_reads_is_whole_not_for_every_piece
         watch.close()
         ours.close()
         theirs.close()
+
+
+def test_tls_settings_the_batch_path_does_not_apply_send_the_flow_to_a_record_loop(tmp_path: Any) -> None:
+    """Issue 41: ssl.crl.location, enable.ssl.certificate.verification=false and a CA directory
+    failed every task of a batch-path flow with a misleading "cannot reach"; they are reasons
+    for the record loop now (`link_config`, `task_copy.batch_path_blockers`)."""
+    from kmirror_engine.copying.batch_net import link_config
+
+    ca_file = tmp_path / "ca.pem"
+    ca_file.write_text("-")
+    tls = {"bootstrap.servers": "e:9093", "security.protocol": "SSL"}
+    assert link_config({**tls, "ssl.ca.location": str(ca_file)})[1] == []
+    assert link_config({**tls, "ssl.crl.location": "/etc/crl.pem"})[1] == [
+        "client property ssl.crl.location (CRL checks) is not applied on the batch path"
+    ]
+    assert link_config({**tls, "enable.ssl.certificate.verification": False})[1] == [
+        "client property enable.ssl.certificate.verification=false is not applied on the batch path"
+    ]
+    [reason] = link_config({**tls, "ssl.ca.location": str(tmp_path)})[1]
+    assert reason.startswith("client property ssl.ca.location") and "directory" in reason

@@ -12,6 +12,7 @@ record loops instead (`link_config` returns it).
 from __future__ import annotations
 
 import logging
+import os
 import selectors
 import socket
 import struct
@@ -42,7 +43,6 @@ _SAME_VALUE = {
     "ssl.certificate.location": "ssl_certfile",
     "ssl.key.location": "ssl_keyfile",
     "ssl.key.password": "ssl_password",
-    "ssl.crl.location": "ssl_crlfile",
 }
 _SASL_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"})
 # Security properties with nothing to translate to: the flow copies with the record loops.
@@ -82,7 +82,23 @@ def link_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
         out["sasl_mechanism"] = mechanism
     if str(config.get("ssl.endpoint.identification.algorithm", "https")).lower() == "none":
         out["ssl_check_hostname"] = False
+    reasons += _tls_reasons(config)
     return out, reasons
+
+
+def _tls_reasons(config: Mapping[str, Any]) -> list[str]:
+    """TLS settings kafka-python's connections do not apply as librdkafka does (each failed every
+    task of a batch-path flow with a misleading "cannot reach"): the record loops copy such a flow."""
+    reasons = []
+    if config.get("ssl.crl.location"):
+        reasons.append("client property ssl.crl.location (CRL checks) is not applied on the batch path")
+    if str(config.get("enable.ssl.certificate.verification", "true")).lower() in ("false", "0"):
+        reasons.append("client property enable.ssl.certificate.verification=false is not applied on the batch path")
+    ca = config.get("ssl.ca.location")
+    if isinstance(ca, str) and ca and (ca == "probe" or os.path.isdir(ca)):
+        reasons.append(f"client property ssl.ca.location {ca!r} is a directory or 'probe' (the batch path takes "
+                       "one CA file)")  # fmt: skip
+    return reasons
 
 
 # Fetch answers are read into reused buffers (at most POOL_SIZE per connection, POOLED_MAX_BYTES
