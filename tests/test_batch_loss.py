@@ -260,3 +260,39 @@ def test_malformed_fetched_batches_fail_naming_partition_and_offset_not_a_bare_i
     with pytest.raises(CopyError, match=r"fetching t\[0\] at offset 0: the fetched record batches are malformed "
                        r"\(IndexError"):  # fmt: skip
         copier.copy([CopyRange("t", 0, 0, 4, "west.t")])
+
+
+def test_a_record_older_than_its_batchs_first_goes_to_the_record_loop_under_a_timestamp_window() -> None:
+    """Issue 41: only the batch's base and max timestamps were checked, but a record's delta may
+    be negative: a batch whose first and highest timestamps are fresh could hold a record the
+    target's message.timestamp.before.max.ms refuses (the whole batch refused). The lowest is read
+    from the records; a compressed batch under a finite window is not told and goes to the record
+    loop. Without a bound (the broker's default, Long.MAX_VALUE) nothing changes."""
+    from kafka.record.default_records import DefaultRecordBatchBuilder
+
+    from kmirror_engine.copying.batch_state import RangeInFlight, fallback_reason
+    from kmirror_engine.copying.record_limits import TargetRules
+
+    now = 1_800_000_000_000
+
+    def batch(timestamps: list[int], codec: int = 0) -> Any:
+        builder = DefaultRecordBatchBuilder(2, codec, False, -1, -1, -1, 1 << 20)
+        for delta, ts in enumerate(timestamps):
+            builder.append(delta, ts, b"k", b"v" * 200, [])
+        data = bytearray(builder.build())
+        struct.pack_into(">q", data, 0, 100)
+        [out] = split_batches(bytes(data))
+        return out
+
+    day = 86_400_000
+    state = RangeInFlight(CopyRange("t", 0, 100, 200, "west.t"), TargetRules(create_time=True, before_max_ms=day),
+                          None, 100)  # fmt: skip
+    hidden_old = batch([now - 1000, now - 30 * day, now - 500])  # first and highest fresh, the middle one not
+    assert hidden_old.base_timestamp == now - 1000 and hidden_old.max_timestamp == now - 500
+    assert fallback_reason(state, hidden_old, now) == "timestamps near the target's message.timestamp window"
+    assert fallback_reason(state, batch([now - 1000, now - 900]), now) is None
+    gzip = batch([now - 1000, now - 900], codec=DefaultRecordBatchBuilder.CODEC_GZIP)
+    assert gzip.attributes & 0x07
+    assert fallback_reason(state, gzip, now) == "timestamps near the target's message.timestamp window"
+    unbounded = RangeInFlight(state.rng, TargetRules(create_time=True, before_max_ms=2**63 - 1), None, 100)
+    assert fallback_reason(unbounded, hidden_old, now) is None and fallback_reason(unbounded, gzip, now) is None

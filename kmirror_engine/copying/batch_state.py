@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from kmirror_engine.copying.batch_wire import Batch, keys_present
+from kmirror_engine.copying.batch_wire import Batch, keys_present, min_timestamp
 from kmirror_engine.copying.range_copy import CopyRange, closed_syncs
 from kmirror_engine.copying.record_limits import TargetRules
 from kmirror_engine.observability.progress import PartitionProgress
@@ -18,6 +18,7 @@ WINDOW_MARGIN_MS = 600_000
 # this many records have their keys checked here (MM2's heartbeats, small keyed batches) and go as
 # they are; compressed or larger ones go to the record loop, which checks them one by one.
 COMPACTED_KEY_CHECK_MAX_RECORDS = 256
+UNBOUNDED_MS = 2**62  # a timestamp bound at or over this is none (the broker's default is Long.MAX_VALUE)
 
 
 @dataclass
@@ -152,8 +153,10 @@ def outside_window(rules: TargetRules, batch: Batch, now_ms: int) -> bool:
     """Whether the target's timestamp window might refuse a record of `batch` (checked on its base
     and max timestamps, with the record loop's margin: near the edge, records are checked one by one)."""
     margin = WINDOW_MARGIN_MS
-    if rules.before_max_ms is not None and now_ms - min(batch.base_timestamp, batch.max_timestamp) > (
-        rules.before_max_ms - margin
-    ):
-        return True
+    if rules.before_max_ms is not None and rules.before_max_ms < UNBOUNDED_MS:
+        # a record may be older than the batch's first one: the lowest is read from the records
+        # (None: compressed or long, not told without decoding: the record loop checks them)
+        low = min_timestamp(batch, COMPACTED_KEY_CHECK_MAX_RECORDS)
+        if low is None or now_ms - min(low, batch.max_timestamp) > rules.before_max_ms - margin:
+            return True
     return rules.after_max_ms is not None and batch.max_timestamp - now_ms > rules.after_max_ms - margin

@@ -302,6 +302,24 @@ def keys_present(batch: Batch, max_records: int) -> bool | None:
     return at == len(view) or None
 
 
+def min_timestamp(batch: Batch, max_records: int) -> int | None:
+    """The lowest record timestamp of `batch` (its header has only the first and the highest:
+    a record's delta may be negative); None where that is not told without decoding: compressed,
+    over `max_records` records, or bytes that do not parse."""
+    if batch.attributes & COMPRESSION_MASK or batch.record_count > max_records or batch.magic != MAGIC_V2:
+        return None
+    view, at, low = batch.data, HEADER_BYTES, batch.base_timestamp
+    try:
+        for _ in range(batch.record_count):
+            length, body = _varint(view, at)
+            delta, _ = _varint(view, body + 1)  # after the record's attributes
+            low = min(low, batch.base_timestamp + delta)
+            at = body + length
+    except (IndexError, ValueError, BatchFormatError):
+        return None
+    return low if at == len(view) else None
+
+
 def _varint(view: memoryview, at: int) -> tuple[int, int]:
     """A zigzag varint at `at`: (value, position after it)."""
     raw, at = read_uvarint(view, at, max_bytes=10)
