@@ -281,3 +281,42 @@ def test_small_batches_are_copied_merged_record_for_record(clusters: Any, unique
         copied = batch_shapes(clusters.target, f"w.{topic}", p)
         assert sum(n for n, _, _ in copied) == 200 and len(copied) * 10 <= len(source_shapes[p])
     assert all(r.offset_syncs[0] == (0, 0) and r.offset_syncs[-1] == (199, 199) for r in progress)
+
+
+def _producer_quota(bootstrap: str, client_id: str, byte_rate: float | None) -> None:
+    """Set (None: remove) a producer byte-rate quota for `client_id` (AlterClientQuotas)."""
+    from kafka.protocol.admin.client_quotas import AlterClientQuotasRequest as Alter
+
+    link = BrokerLink({"bootstrap.servers": bootstrap}, "test-quota")
+    try:
+        entry = Alter.EntryData(entity=[Alter.EntryData.EntityData(entity_type="client-id", entity_name=client_id)],
+                                ops=[Alter.EntryData.OpData(key="producer_byte_rate", value=byte_rate or 0.0,
+                                                            remove=byte_rate is None)])  # fmt: skip
+        request = Alter[1](entries=[entry], validate_only=False)
+        answer = link.wait(link.send(request, link.manager.least_loaded_node()), 30, "AlterClientQuotas")
+        assert all(e.error_code == 0 for e in answer.entries), answer
+    finally:
+        link.close()
+
+
+def test_a_target_throttled_by_a_producer_quota_gets_every_record_once_in_order(clusters: Any, unique: str) -> None:
+    """Issue 41 item 1, as the review reproduced it: a 1 MB/s producer quota on the target and
+    20,000 records of 1 KB. The throttled connection is paused and refuses requests at once;
+    before, a refused batch was booked as landed (142 records of a partition lost, exit 0)."""
+    topic, client_id = f"bcq-{unique}", f"kmirror-quota-{unique}"
+    create_topic(clusters.source, topic, 1)
+    create_topic(clusters.target, topic, 1)
+    data = [{"key": f"k{i}".encode(), "value": f"{i:08d}".encode() * 128, "partition": 0,
+             "timestamp": BASE_TIMESTAMP_MS + i, "headers": None} for i in range(20_000)]  # fmt: skip
+    produce_with(clusters.source, topic, data, **{"batch.size": 64 * 1024})
+    _producer_quota(clusters.target, client_id, 1024 * 1024)
+    copier = new_batch_copier(source_consumer(clusters), {"bootstrap.servers": clusters.target, "client.id": client_id},
+                              stall_timeout_s=120)  # fmt: skip
+    try:
+        [progress] = copier.copy([CopyRange(topic, 0, 0, 20_000, topic)])
+    finally:
+        copier.close()
+        _producer_quota(clusters.target, client_id, None)
+    landed = consume_all(clusters.target, topic, 1, expect=20_000)
+    assert [m.value() for m in landed[0]] == [r["value"] for r in data]  # every record once, in order
+    assert progress.records == 20_000 and progress.offset_syncs == ((0, 0), (19_999, 19_999))
