@@ -106,8 +106,10 @@ def split_batches(records: bytes | memoryview) -> list[Batch]:
             raise BatchFormatError(f"batch at offset {base_offset} has a negative length {length}")
         if at + size > end:
             break  # truncated by the fetch's byte limit
-        magic = view[at + 16]
-        if magic != MAGIC_V2 or size < HEADER_BYTES:
+        magic = view[at + 16] if size > 16 else None
+        if magic is None or (magic == MAGIC_V2 and size < HEADER_BYTES):
+            raise BatchFormatError(f"batch at offset {base_offset} is {size} bytes, shorter than a batch header")
+        if magic != MAGIC_V2:
             out.append(Batch(view[at : at + size], base_offset, magic, 0, 0, -1, -1, NO_PRODUCER_ID, 1))
         else:
             (_, _, _, _, _, attributes, last_delta, base_ts, max_ts, producer_id, _, _,
