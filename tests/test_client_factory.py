@@ -308,6 +308,11 @@ def test_engine_writers_keep_their_messages_through_the_factory(
     with pytest.raises(KmirrorError, match=r"^recording created topics in kmirror-created-topics.west.internal on "
                        r"'east' failed: Broker: Topic authorization failed$"):  # fmt: skip
         registry.record([("west.orders", "orders")])
+    # issue 41: the registry's producer lives as long as the planner: it is a renewing one (rebuilt
+    # when the target's credentials rotate), or the first new topic after a rotation stops planning
+    from kmirror_engine.clients.cache import RenewingProducer
+
+    assert isinstance(registry._producer.producer, RenewingProducer)
 
 
 def test_librdkafka_lines_go_through_logging_not_straight_to_the_terminal(caplog: Any, capfd: Any) -> None:

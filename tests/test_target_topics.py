@@ -261,7 +261,7 @@ def test_the_registry_is_checked_once_and_again_after_a_failed_record(monkeypatc
         checks.append(topic)
 
     monkeypatch.setattr("kmirror_engine.clients.topic_admin.ensure_topic", ensure_topic)
-    monkeypatch.setattr("kmirror_engine.clients.factory.new_delivery_producer", lambda *a, **k: Producer())
+    monkeypatch.setattr("kmirror_engine.clients.factory.renewing_delivery_producer", lambda *a, **k: Producer())
     registry = created_topics.CreatedTopics(EAST, "west", "west->east")
     registry.ensure_exists()
     with pytest.raises(ConnectionFailure):

@@ -284,10 +284,12 @@ def renewing_delivery_producer(
     error: Callable[[str], Exception],
     counted: str | None = None,
     on_delivered: Callable[[Any], None] | None = None,
+    describe: Any = None,
 ) -> DeliveryConfirmingProducer:
     """A `renewing_producer` whose records are confirmed or reported (`DeliveryConfirmingProducer`)."""
     producer = renewing_producer(target, role=role)
-    return DeliveryConfirmingProducer(producer, what=what, error=error, counted=counted, on_delivered=on_delivered)
+    return DeliveryConfirmingProducer(producer, what=what, error=error, counted=counted, describe=describe,
+                                      on_delivered=on_delivered)  # fmt: skip
 
 
 def renewing_consumer(resolve: Callable[[], Mapping[str, Any]], *, role: str) -> RenewingClient:

@@ -48,16 +48,16 @@ class CreatedTopics:
     def record(self, created: Iterable[tuple[str, str]], timeout_s: float = 30.0) -> None:
         """Record `(remote topic, source topic)` pairs; raises ConnectionFailure when a record is
         not acknowledged (the caller keeps them and tries again)."""
-        from kmirror_engine.clients.factory import new_delivery_producer
+        from kmirror_engine.clients.factory import renewing_delivery_producer
 
         pairs = list(created)
         if not pairs:
             return
         self.ensure_exists()
-        if self._producer is None:
-            self._producer = new_delivery_producer(self.target, role="created-topics-producer",
-                                                   what="created topic record", error=ConnectionFailure,
-                                                   describe=self._message)  # fmt: skip
+        if self._producer is None:  # kept for the planner's life: rebuilt when the target's credentials rotate
+            self._producer = renewing_delivery_producer(self.target, role="created-topics-producer",
+                                                        what="created topic record", error=ConnectionFailure,
+                                                        describe=self._message)  # fmt: skip
         now = int(time.time() * 1000)
         for remote, source in pairs:
             value = json.dumps({"flow": self.flow_id, "source_topic": source, "created_ms": now})
