@@ -343,3 +343,23 @@ def test_the_producer_message_max_bytes_follows_the_largest_known_topic_limit() 
     mixed = capped_producer_config({}, [2000, None, 5000])  # never below 1 MB: dead letters, unknown limits
     assert (mixed["message.max.bytes"], mixed["batch.size"]) == (1_000_000, 2000)
     assert capped_producer_config({"message.max.bytes": 20_000}, [10_485_760])["message.max.bytes"] == 20_000
+
+
+def test_the_producer_is_capped_by_the_dead_letter_topics_limit_too(monkeypatch: Any) -> None:
+    """Issue 41: a record over its target topic's limit could not be dead-lettered when the
+    dead-letter topic takes larger records: the producer's message.max.bytes followed only the
+    target topics' limits. The dead-letter topic's limit is read and caps the producer as well."""
+    from kmirror_engine.copying import task_copy
+    from kmirror_engine.copying.record_limits import capped_producer_config
+    from tests.test_source_planner import spec
+
+    flow = spec(dead_letter_topic="dlq")
+    ranges = [CopyRange("t", 0, 0, 5, "w.t")]
+    assert task_copy.limited_topics(flow, ranges) == {"w.t", "dlq"}
+    assert task_copy.limited_topics(spec(), ranges) == {"w.t"}
+    read = {"w.t": 1_000_000, "dlq": 10_485_760}
+    monkeypatch.setattr(task_copy, "_LIMITS", {})  # this worker's cache, fresh (and dropped after the test)
+    monkeypatch.setattr(task_copy, "topic_rules", lambda admin, topics: {t: TargetRules(read[t]) for t in topics})
+    monkeypatch.setattr("kmirror_engine.clients.factory.admin_client", lambda endpoint: None)
+    limits = task_copy.target_limits(flow, task_copy.limited_topics(flow, ranges))
+    assert capped_producer_config({}, limits.values())["message.max.bytes"] >= 10_485_760

@@ -150,7 +150,7 @@ def copy_task_ranges(
     ranges = with_rate_shares(ranges) if has_limits(spec) else ranges
     throttled = throttled if throttled is not None else Throttled()
     dead_letter_topic = spec.copy.dead_letter_topic
-    limits = target_limits(spec, {r.target_topic for r in ranges})
+    limits = target_limits(spec, limited_topics(spec, ranges))
     # what the target refuses record by record, the skips and the provenance of dead letters (poison records)
     poison: dict[str, Any] = {"rules": cached_rules(spec, limits), "skip_offsets": spec.copy.skip_offsets,
                               "source_cluster": spec.source.alias}  # fmt: skip
@@ -221,6 +221,16 @@ def with_rate_shares(ranges: Sequence[CopyRange]) -> Sequence[CopyRange]:
 # Target topic limits (`max.message.bytes`) per (target cluster, topic), re-read after this long.
 LIMITS_TTL_S = 60.0
 _LIMITS: dict[tuple[str, str], tuple[float, TargetRules]] = {}
+
+
+def limited_topics(spec: FlowSpec, ranges: Sequence[CopyRange]) -> set[str]:
+    """The target topics whose `max.message.bytes` bound the task's producer (`capped_producer_config`):
+    the ranges' and the dead-letter topic (a record too large for its target topic goes there whole,
+    so the producer must take what the dead-letter topic takes, not only the largest target's limit)."""
+    topics = {r.target_topic for r in ranges}
+    if spec.copy.dead_letter_topic:
+        topics.add(spec.copy.dead_letter_topic)
+    return topics
 
 
 def target_limits(spec: FlowSpec, topics: set[str]) -> dict[str, int | None]:
