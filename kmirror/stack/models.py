@@ -62,6 +62,16 @@ class OperatorConfig(_Strict):
     )
 
 
+class EksAccessConfig(_Strict):
+    """IAM principals given access entries on a created cluster (authentication mode API)."""
+
+    deploy_roles: list[str] = Field(default_factory=list, description="cluster admins: the roles that run `up`")
+    preview_roles: list[str] = Field(
+        default_factory=list, description="read-only in the apps' namespace: the roles that run `pulumi preview`"
+    )
+    view_roles: list[str] = Field(default_factory=list, description="read-only cluster-wide: on-call")
+
+
 class EksClusterConfig(_Strict):
     create: bool = Field(False, description="create the EKS cluster (pulumi-eks)")
     name: str | None = None
@@ -74,9 +84,17 @@ class EksClusterConfig(_Strict):
     deploy_from_vpc: bool = Field(
         False, description="the runner of `pulumi up` reaches the private API endpoint (inside the VPC or peered)"
     )
+    runner_security_group_id: str | None = Field(
+        None, description="with deploy_from_vpc: the runner's security group, admitted to the API endpoint"
+    )
+    runner_cidr_blocks: list[str] = Field(
+        default_factory=list, description="with deploy_from_vpc: the runners' address ranges, admitted on 443"
+    )
     public_access_cidrs: list[str] = Field(default_factory=list)
     kms_key_arn: str | None = Field(None, description="KMS key for secrets envelope encryption (default: created)")
     log_types: list[LogType] = Field(default_factory=lambda: list(get_args(LogType)))
+    protect: bool = Field(True, description="Pulumi protect + EKS deletion protection on the created cluster")
+    access: EksAccessConfig = Field(default_factory=lambda: EksAccessConfig(), description="access entries")
 
 
 class KubeconfigConfig(_Strict):

@@ -36,6 +36,7 @@ class Registered:
     provider: str
     dependencies: list[str]
     inputs: dict[str, Any]
+    options: dict[str, Any] = field(default_factory=dict)  # protect, retain_on_delete, custom_timeouts
 
 
 @dataclass
@@ -69,7 +70,8 @@ class Mocks(pulumi.runtime.Mocks):
             out = {}  # its inputs hold resource references (instance roles) the mocks cannot echo
             out.update(kubeconfigJson=json.dumps(kubeconfig), kubeconfig=kubeconfig,
                        oidcProviderArn="arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-east-1.amazonaws.com/id/EX",
-                       oidcProviderUrl="oidc.eks.us-east-1.amazonaws.com/id/EX")  # fmt: skip
+                       oidcProviderUrl="oidc.eks.us-east-1.amazonaws.com/id/EX",
+                       clusterSecurityGroupId="sg-0eks0cluster0000")  # fmt: skip
         if args.typ == "eks:index:ManagedNodeGroup":
             return f"{args.name}-id", {}
         if args.typ == "aws:kms/key:Key":
@@ -131,6 +133,12 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     request.provider,
                     list(request.dependencies),
                     dict(inputs),
+                    {
+                        "protect": bool(request.protect),
+                        "retain_on_delete": bool(request.retainOnDelete),
+                        "custom_timeouts": {k: getattr(request.customTimeouts, k)
+                                            for k in ("create", "update", "delete")},
+                    },  # fmt: skip
                 )
             )
         return response
@@ -154,13 +162,14 @@ def stack_config(stack: str, topology: str | None = None) -> dict[str, str]:
     return config
 
 
-def run_program(stack: str, config: dict[str, str] | None = None) -> Run:
-    """Run `kafka_mirror.program.main()` as stack `stack` and wait for every registration."""
+def run_program(stack: str, config: dict[str, str] | None = None, preview: bool = False) -> Run:
+    """Run `kafka_mirror.program.main()` as stack `stack` (a `pulumi preview` with `preview`) and wait
+    for every registration."""
     run = Run()
     mocks = Mocks()
     settings.ROOT.set(None)  # set_mocks keeps an earlier run's root Stack; each run is its own stack
     pulumi.runtime.set_mocks(
-        mocks, project="kafka-mirror", stack=stack, preview=False, monitor=RecordingMonitor(mocks, run)
+        mocks, project="kafka-mirror", stack=stack, preview=preview, monitor=RecordingMonitor(mocks, run)
     )
     pulumi.runtime.set_all_config(config or stack_config(stack), [f"kafka-mirror:{k}" for k in SECRET_VALUES])
 
