@@ -5,6 +5,7 @@ scripts/build-emr-gssapi-wheel.sh writes the Kerberos wheel (`build/gssapi-wheel
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from kafka_mirror.bundle import build_bundle
 from kafka_mirror.emr import wheelhouse
 from kafka_mirror.emr.wheelhouse import WheelhouseError
+from kmirror.errors import ValidationError
 from tests.pulumi.harness import ROOT, Run, run_program, stack_config, unwrap
 
 OBJECT = "aws:s3/bucketObjectv2:BucketObjectv2"
@@ -70,3 +72,68 @@ def test_an_up_without_the_kerberos_wheel_refuses_naming_the_build_script(projec
     message = str(raised.value)
     assert f"in {project / 'build' / 'gssapi-wheels'} (found 0)" in message
     assert "scripts/build-emr-gssapi-wheel.sh" in message
+
+
+@pytest.fixture
+def built(project: Path) -> Run:
+    """central's `up` with the Kerberos wheel built where the script puts it."""
+    wheels = project / "build" / "gssapi-wheels"
+    wheels.mkdir(parents=True)
+    (wheels / GSSAPI_WHEEL).write_bytes(b"kerberos wheel")
+    return central()
+
+
+def test_emr_may_create_its_security_groups_in_the_tagged_vpc(built: Run) -> None:
+    tags = {unwrap(t.inputs)["resourceId"]: unwrap(t.inputs) for t in built.of_type("aws:ec2/tag:Tag")}
+    for resource in ("vpc-0c1d2e3f4a5b60001", "subnet-0c1d2e3f4a5b60001"):
+        assert (tags[resource]["key"], tags[resource]["value"]) == ("for-use-with-amazon-emr-managed-policies", "true")
+    [cluster] = built.of_type("aws:emr/cluster:Cluster")
+    assert {t.urn for t in built.of_type("aws:ec2/tag:Tag")} <= set(cluster.dependencies)
+
+
+def test_a_subnet_without_its_vpc_is_refused(project: Path) -> None:
+    config = stack_config("central", str(ROOT / "stacks" / "topology.yaml"))
+    spark = json.loads(config["kafka-mirror:spark"])
+    del spark["vpc_id"], spark["prometheus"]
+    config["kafka-mirror:spark"] = json.dumps(spark)
+    wheels = project / "build" / "gssapi-wheels"
+    wheels.mkdir(parents=True)
+    (wheels / GSSAPI_WHEEL).write_bytes(b"kerberos wheel")
+    with pytest.raises(ValidationError, match=r"vpc_id: required with subnet_id: AmazonEMRServicePolicy_v2 creates"):
+        run_program("central", config)
+
+
+def test_the_emr_service_role_may_use_the_ebs_key(built: Run) -> None:
+    key = "arn:aws:kms:eu-central-1:123456789012:key/1b2c3d4e-5f60-4718-293a-4b5c6d7e8f90"
+    policy = json.loads(unwrap(built.named("central-emr-service-ebs-key").inputs)["policy"])
+    use, grant = policy["Statement"]
+    assert sorted(use["Action"]) == ["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKeyWithoutPlaintext",
+                                     "kms:ReEncryptFrom", "kms:ReEncryptTo"]  # fmt: skip
+    assert use["Resource"] == grant["Resource"] == key and grant["Action"] == "kms:CreateGrant"
+    assert grant["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
+    role = built.named("central-emr-service-role")
+    assert unwrap(built.named("central-emr-service-ebs-key").inputs)["role"] == f"{role.name}-id"
+    [cluster] = built.of_type("aws:emr/cluster:Cluster")
+    assert built.named("central-emr-service-ebs-key").urn in cluster.dependencies
+
+
+def test_a_failed_or_cancelled_step_pages_the_alarm_actions(built: Run) -> None:
+    [rule] = built.of_type("aws:cloudwatch/eventRule:EventRule")
+    assert json.loads(unwrap(rule.inputs)["eventPattern"]) == {
+        "source": ["aws.emr"],
+        "detail-type": ["EMR Step Status Change"],
+        "detail": {"clusterId": ["j-MOCKCLUSTER"], "state": ["FAILED", "CANCELLED"]},
+    }
+    [target] = built.of_type("aws:cloudwatch/eventTarget:EventTarget")
+    assert unwrap(target.inputs)["arn"] == "arn:aws:sns:eu-central-1:123456789012:kafka-mirror-oncall"
+    for alarm in built.of_type("aws:cloudwatch/metricAlarm:MetricAlarm"):
+        assert unwrap(alarm.inputs)["alarmActions"] == ["arn:aws:sns:eu-central-1:123456789012:kafka-mirror-oncall"]
+
+
+def test_a_production_emr_stack_without_alarm_actions_is_refused(project: Path) -> None:
+    config = stack_config("central", str(ROOT / "stacks" / "topology.yaml"))
+    spark = json.loads(config["kafka-mirror:spark"])
+    del spark["alarm_actions"]
+    config["kafka-mirror:spark"] = json.dumps(spark)
+    with pytest.raises(ValidationError, match=r"spark\.alarm_actions: required for a production stack"):
+        run_program("central", config)
