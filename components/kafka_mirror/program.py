@@ -24,6 +24,7 @@ from kafka_mirror.eks.specs import CHECKPOINT_MOUNT, app_name
 from kafka_mirror.emr.spark_platform import EmrSparkPlatform, EmrSparkPlatformArgs
 from kafka_mirror.emr.specs import EmrSettings, metrics_port_problems
 from kafka_mirror.mirror_deployment import MirrorDeployment, MirrorDeploymentArgs
+from kafka_mirror.prerequisites import Lookup, aws_lookup, check_prerequisites, stack_prerequisites
 from kafka_mirror.replication_topology import ReplicationTopology
 from kafka_mirror.secrets.stack import StackSecrets, resolve_fields, stack_secret_name
 from kafka_mirror.secrets.wiring import FlowSecrets, flow_secrets
@@ -214,8 +215,13 @@ class EmrStack:
 PLATFORMS: dict[str, Callable[[StackConfig, pulumi.Config], StackPlatform]] = {"eks": EksStack, "emr": EmrStack}
 
 
-def deploy(stack: StackConfig, config: pulumi.Config) -> dict[str, Any]:
-    """Every resource of the stack; returns the stack outputs."""
+def deploy(stack: StackConfig, config: pulumi.Config, lookup: Lookup = aws_lookup) -> dict[str, Any]:
+    """Every resource of the stack; returns the stack outputs. First of all, the prerequisites the
+    platform team creates by hand are checked (`kafka_mirror.prerequisites`, through `lookup`):
+    ValidationError listing every missing one, before anything is created."""
+    prerequisites = check_prerequisites(stack_prerequisites(stack.platform, stack.model), lookup)
+    if prerequisites:
+        raise ValidationError(prerequisites)
     path = Path(stack.topology)
     topology = load_topology(str(path if path.is_absolute() else project_dir() / path))
     platform = PLATFORMS[stack.platform](stack, config)

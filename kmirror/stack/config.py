@@ -159,6 +159,14 @@ def _eks_rules(spark: Mapping[str, Any], path: str) -> list[Problem]:
         if not pvc.get("storage_class"):
             problems.append(Problem(f"{path}.checkpoint_pvc.storage_class", "required: a ReadWriteMany storage "
                                     "class (the cluster's default class is usually ReadWriteOnce EBS)"))  # fmt: skip
+    monitoring = spark.get("monitoring") if isinstance(spark.get("monitoring"), dict) else {}
+    wanted = [k for k in ("pod_monitor", "prometheus_rule") if monitoring.get(k)]
+    if wanted and not monitoring.get("prometheus"):
+        # PodMonitors and rules nobody evaluates page nobody: the operator's CRDs alone are not monitoring.
+        problems.append(Problem(f"{path}.monitoring.prometheus", f"required with {' and '.join(wanted)}: the "
+                                "NAMESPACE/NAME of the Prometheus that selects them (with Alertmanager and "
+                                "kube-state-metrics, e.g. kube-prometheus-stack's monitoring/kube-prometheus-stack-"
+                                "prometheus); a cluster without one: install it first, or turn these off"))  # fmt: skip
     cluster: dict[str, Any] = spark["cluster"] if isinstance(spark.get("cluster"), dict) else {}
     if cluster.get("create"):
         for key in ("subnet_ids", "vpc_id"):

@@ -117,6 +117,10 @@ class MonitoringConfig(_Strict):
     prometheus_rule: bool = Field(False, description="the mirror's PrometheusRule alerts")
     dashboard: bool = Field(False, description="the Grafana dashboard as a ConfigMap (sidecar-loaded)")
     labels: dict[str, str] = Field(default_factory=dict, description="labels the Prometheus operator selects")
+    prometheus: str | None = Field(
+        None, description="NAMESPACE/NAME of the Prometheus (operator) that scrapes the PodMonitors and evaluates "
+        "the rules, with an Alertmanager and kube-state-metrics; required with pod_monitor or prometheus_rule"
+    )
     install_crds: bool | None = Field(
         None, description="install the Prometheus operator's CRDs first (default: when the stack creates the cluster)"
     )

@@ -58,8 +58,27 @@ class Run:
         return found
 
 
+# The AWS account the example stacks deploy into, as the provider's data sources see it (the
+# prerequisites a platform team made by hand: kafka_mirror.prerequisites). Anything else exists too,
+# unless a test names it in `absent`.
+SUBNET_VPCS = {
+    "subnet-0c1d2e3f4a5b60001": "vpc-0c1d2e3f4a5b60001",
+    "subnet-0a1b2c3d4e5f60001": "vpc-0a1b2c3d4e5f60001",
+    "subnet-0a1b2c3d4e5f60002": "vpc-0a1b2c3d4e5f60001",
+}
+INVOKE_IDS = {"aws:ec2/getVpc:getVpc": "id", "aws:ec2/getSubnet:getSubnet": "id", "aws:kms/getKey:getKey": "keyId",
+              "aws:s3/getBucket:getBucket": "bucket", "aws:s3/getObject:getObject": "key",
+              "aws:sns/getTopic:getTopic": "name", "aws:ec2/getSecurityGroup:getSecurityGroup": "id",
+              "aws:iam/getRole:getRole": "name"}  # fmt: skip
+
+
 class Mocks(pulumi.runtime.Mocks):
-    """Outputs = inputs, plus what real providers compute and the program reads."""
+    """Outputs = inputs, plus what real providers compute and the program reads; invokes answer as
+    the example stacks' AWS account (`SUBNET_VPCS`), without the resources named in `absent`."""
+
+    def __init__(self, absent: frozenset[str] = frozenset(), invokes: list[str] | None = None) -> None:
+        self.absent = absent
+        self.invokes = invokes if invokes is not None else []  # "token identifier", in call order
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         out = dict(args.inputs)
@@ -95,7 +114,17 @@ class Mocks(pulumi.runtime.Mocks):
         return f"{args.name}-id", out
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
-        return {}, None
+        if args.token not in INVOKE_IDS:
+            return {}, []
+        identifier = str(args.args.get(INVOKE_IDS[args.token]))
+        self.invokes.append(f"{args.token} {identifier}")
+        if identifier in self.absent:  # what the provider reports, in short
+            return {}, [(INVOKE_IDS[args.token], f"{identifier} not found")]
+        if args.token == "aws:ec2/getSubnet:getSubnet":
+            return {"id": identifier, "vpcId": SUBNET_VPCS.get(identifier, "vpc-unknown")}, []
+        if args.token == "aws:kms/getKey:getKey":
+            return {"id": identifier, "keyState": "Enabled", "keyManager": "CUSTOMER"}, []
+        return {"id": identifier, "arn": f"arn:aws:mock:::{identifier}", "etag": "e", "vpcId": "vpc-x"}, []
 
 
 def _refs_to_urns(value: Any) -> Any:
@@ -162,11 +191,13 @@ def stack_config(stack: str, topology: str | None = None) -> dict[str, str]:
     return config
 
 
-def run_program(stack: str, config: dict[str, str] | None = None, preview: bool = False) -> Run:
+def run_program(
+    stack: str, config: dict[str, str] | None = None, preview: bool = False, mocks: Mocks | None = None
+) -> Run:
     """Run `kafka_mirror.program.main()` as stack `stack` (a `pulumi preview` with `preview`) and wait
     for every registration."""
     run = Run()
-    mocks = Mocks()
+    mocks = mocks or Mocks()
     settings.ROOT.set(None)  # set_mocks keeps an earlier run's root Stack; each run is its own stack
     pulumi.runtime.set_mocks(
         mocks, project="kafka-mirror", stack=stack, preview=preview, monitor=RecordingMonitor(mocks, run)

@@ -13,7 +13,7 @@ import pytest
 from kafka_mirror.eks.cluster import checkpoint_access_policy, irsa_trust_policy
 from kmirror.errors import ValidationError
 from kmirror.stack.config import parse_stack_config
-from tests.pulumi.harness import Registered, Run, run_program, unwrap
+from tests.pulumi.harness import Registered, Run, run_program, stack_config, unwrap
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 RULE, MONITOR = "PrometheusRule", "PodMonitor"
@@ -22,8 +22,13 @@ _runs: dict[str, Run] = {}
 
 
 def east() -> Run:
+    """east with monitoring on (its stack file keeps it off until a Prometheus is declared)."""
     if "east" not in _runs:
-        _runs["east"] = run_program("east")
+        config = stack_config("east")
+        spark = json.loads(config["kafka-mirror:spark"])
+        spark["monitoring"] = {"pod_monitor": True, "prometheus_rule": True, "prometheus": "monitoring/prometheus"}
+        config["kafka-mirror:spark"] = json.dumps(spark)
+        _runs["east"] = run_program("east", config)
     return _runs["east"]
 
 

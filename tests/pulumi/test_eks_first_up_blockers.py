@@ -114,3 +114,13 @@ def test_a_private_endpoint_without_an_admitted_runner_is_refused() -> None:
     config["kafka-mirror:spark"] = json.dumps(spark)
     with pytest.raises(ValidationError, match=r"cluster\.deploy_from_vpc: true but the runner is not admitted"):
         run_program("east", config)
+
+
+def test_monitoring_without_a_declared_prometheus_is_refused() -> None:
+    config = stack_config("west")
+    spark = json.loads(config["kafka-mirror:spark"])
+    del spark["monitoring"]["prometheus"]
+    config["kafka-mirror:spark"] = json.dumps(spark)
+    with pytest.raises(ValidationError, match=r"spark\.monitoring\.prometheus: required with pod_monitor and "
+                                              r"prometheus_rule: the NAMESPACE/NAME of the Prometheus"):
+        run_program("west", config)
