@@ -137,3 +137,17 @@ def test_a_production_emr_stack_without_alarm_actions_is_refused(project: Path) 
     config["kafka-mirror:spark"] = json.dumps(spark)
     with pytest.raises(ValidationError, match=r"spark\.alarm_actions: required for a production stack"):
         run_program("central", config)
+
+
+def test_the_policy_pack_holds_production_emr_stacks_to_paging(built: Run) -> None:
+    from policy.kafka_mirror_policy.paging import production_emr_paging_violations
+
+    resources = [(r.typ, unwrap(r.inputs)) for r in built.resources]
+    assert production_emr_paging_violations(resources) == []
+    silent = [(t, {**p, "alarmActions": []} if t.endswith(":MetricAlarm") else p) for t, p in resources]
+    silent = [(t, p) for t, p in silent if not t.endswith(":EventRule")]
+    problems = production_emr_paging_violations(silent)
+    assert len(problems) == 5 and problems[-1].startswith("no EventBridge rule pages on the EMR cluster's steps")
+    assert "notifies nobody: set kafka-mirror:spark.alarm_actions" in problems[0]
+    unprotected = [(t, {**p, "terminationProtection": False} if t.endswith(":Cluster") else p) for t, p in silent]
+    assert production_emr_paging_violations(unprotected) == []
