@@ -34,7 +34,7 @@ def _pages_step_failures(pattern: Any) -> bool:
     return (
         "aws.emr" in (found.get("source") or [])
         and "EMR Step Status Change" in (found.get("detail-type") or [])
-        and PAGED_STATES <= states
+        and states >= PAGED_STATES
     )
 
 

@@ -72,6 +72,9 @@ INVOKE_IDS = {"aws:ec2/getVpc:getVpc": "id", "aws:ec2/getSubnet:getSubnet": "id"
               "aws:iam/getRole:getRole": "name"}  # fmt: skip
 
 
+TIMEOUT_KINDS = ("create", "update", "delete")
+
+
 class Mocks(pulumi.runtime.Mocks):
     """Outputs = inputs, plus what real providers compute and the program reads; invokes answer as
     the example stacks' AWS account (`SUBNET_VPCS`), without the resources named in `absent`."""
@@ -165,9 +168,8 @@ class RecordingMonitor(pulumi_mocks.MockMonitor):
                     {
                         "protect": bool(request.protect),
                         "retain_on_delete": bool(request.retainOnDelete),
-                        "custom_timeouts": {k: getattr(request.customTimeouts, k)
-                                            for k in ("create", "update", "delete")},
-                    },  # fmt: skip
+                        "custom_timeouts": {k: getattr(request.customTimeouts, k) for k in TIMEOUT_KINDS},
+                    },
                 )
             )
         return response

@@ -48,7 +48,7 @@ def refused(stack: str, *absent: str) -> tuple[list[str], Mocks]:
     ],
 )
 def test_a_missing_prerequisite_is_refused_before_anything_is_created(stack: str, absent: str, path: str) -> None:
-    problems, mocks = refused(stack, absent)
+    problems, _ = refused(stack, absent)
     [problem] = problems
     assert problem.startswith(f"{path}: ") and "cannot be read" in problem and "not found" in problem
     assert "created by hand before the first `up`" in problem

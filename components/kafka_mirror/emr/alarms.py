@@ -15,10 +15,9 @@ Pure: `alarm_specs` and `step_failed_pattern` return plain data; `create_alarms`
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
-
-import json
 
 import pulumi
 import pulumi_aws as aws

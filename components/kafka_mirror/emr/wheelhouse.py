@@ -244,8 +244,9 @@ def build_wheelhouse(
     lines = list(pins)
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "lock.txt").write_text("\n".join(lines) + "\n")
-        (pip or _run_pip)(["download", "--quiet", "--no-deps", "--require-hashes", *pip_target_args(arch), "--dest", str(path),
-             "-r", str(Path(tmp) / "lock.txt")])  # fmt: skip
+        run_pip = pip or _run_pip  # looked up now: tests replace _run_pip
+        run_pip(["download", "--quiet", "--no-deps", "--require-hashes", *pip_target_args(arch), "--dest", str(path),
+                 "-r", str(Path(tmp) / "lock.txt")])  # fmt: skip
     if local is not None:
         shutil.copy2(local, path / local.name)
         lines.append(f"{GSSAPI_DIST}=={pinned_version(requirements_path.read_text(), GSSAPI_DIST)} --hash=sha256:"
