@@ -159,7 +159,7 @@ def _eks_rules(spark: Mapping[str, Any], path: str) -> list[Problem]:
         if not pvc.get("storage_class"):
             problems.append(Problem(f"{path}.checkpoint_pvc.storage_class", "required: a ReadWriteMany storage "
                                     "class (the cluster's default class is usually ReadWriteOnce EBS)"))  # fmt: skip
-    monitoring = spark.get("monitoring") if isinstance(spark.get("monitoring"), dict) else {}
+    monitoring: dict[str, Any] = spark["monitoring"] if isinstance(spark.get("monitoring"), dict) else {}
     wanted = [k for k in ("pod_monitor", "prometheus_rule") if monitoring.get(k) is True]  # else: a type error
     if wanted and not monitoring.get("prometheus"):
         # PodMonitors and rules nobody evaluates page nobody: the operator's CRDs alone are not monitoring.

@@ -151,8 +151,7 @@ class EmrSparkPlatformArgs(TypedDict):
     alarm_actions: NotRequired[list[str]]
     """Alarm actions (e.g. SNS topic ARNs) notified when an alarm fires and when it recovers."""
     vpc_id: NotRequired[pulumi.Input[str]]
-    """The VPC of `subnet_id` (required with it: tagged for EMR's managed policies, holds the metrics security
-    group); may be an output."""
+    """The VPC of `subnet_id` (required with it: tagged for EMR's managed policies; the metrics group's)."""
     secret_recovery_window_days: NotRequired[int]
     """Secrets Manager recovery window of deleted secrets: 0 (at once) or 7-30 (default 7)."""
     secret_name_prefix: NotRequired[str]
