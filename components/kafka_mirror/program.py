@@ -40,7 +40,7 @@ FLOW_SPARK_KEYS = ("executors", "driver_memory", "executor_memory", "driver_core
 EKS_COMPUTED = frozenset({"spark_version", "metrics_port", "spark_conf", "cluster", "kubeconfig"})
 EMR_COMPUTED = frozenset({"bucket", "region", "create_bucket", "step_concurrency_level", "spark_conf"})
 # Read by the program for every platform (flow defaults, checkpoints), never a component arg.
-PROGRAM_KEYS = frozenset({"platform", "checkpoint_root", *FLOW_SPARK_KEYS})
+PROGRAM_KEYS = frozenset({"platform", "checkpoint_root", "check_prerequisites", *FLOW_SPARK_KEYS})
 
 
 def passed_as_is(model: Any, args: Any, computed: frozenset[str]) -> tuple[str, ...]:
@@ -219,7 +219,8 @@ def deploy(stack: StackConfig, config: pulumi.Config, lookup: Lookup = aws_looku
     """Every resource of the stack; returns the stack outputs. First of all, the prerequisites the
     platform team creates by hand are checked (`kafka_mirror.prerequisites`, through `lookup`):
     ValidationError listing every missing one, before anything is created."""
-    prerequisites = check_prerequisites(stack_prerequisites(stack.platform, stack.model), lookup)
+    wanted = stack.model.check_prerequisites  # off only on a test bed without AWS (the real-engine tests)
+    prerequisites = check_prerequisites(stack_prerequisites(stack.platform, stack.model), lookup) if wanted else []
     if prerequisites:
         raise ValidationError(prerequisites)
     path = Path(stack.topology)

@@ -41,6 +41,10 @@ class _Strict(BaseModel):
 
 
 class _Common(_Strict):
+    check_prerequisites: bool = Field(
+        True, description="check what the platform team creates by hand before creating anything (docs/deploy.md); "
+        "false only for a test bed without AWS"
+    )
     checkpoint_root: str | None = Field(None, description="durable directory of the flows' checkpoints")
     executors: PositiveInt | None = Field(None, description="default executors per flow")
     driver_memory: str | None = Field(None, description="default driver memory")
@@ -154,6 +158,9 @@ class EksSparkConfig(_Common):
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
     read_only_root_filesystem: bool = True
+    app_start_timeout_s: PositiveInt = Field(
+        600, description="how long `pulumi up` waits for each SparkApplication to be RUNNING (then fails)"
+    )
 
 
 class EmrEncryptionConfig(_Strict):

@@ -124,3 +124,12 @@ def test_monitoring_without_a_declared_prometheus_is_refused() -> None:
     with pytest.raises(ValidationError, match=r"spark\.monitoring\.prometheus: required with pod_monitor and "
                                               r"prometheus_rule: the NAMESPACE/NAME of the Prometheus"):
         run_program("west", config)
+
+
+def test_the_wait_for_running_is_set_per_stack() -> None:
+    config = stack_config("local")
+    spark = json.loads(config["kafka-mirror:spark"])
+    spark["app_start_timeout_s"] = 45
+    config["kafka-mirror:spark"] = json.dumps(spark)
+    [app] = run_program("local", config).of_type(SPARK_APP)
+    assert unwrap(app.inputs)["metadata"]["annotations"]["pulumi.com/timeoutSeconds"] == "45"

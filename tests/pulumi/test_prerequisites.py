@@ -4,6 +4,7 @@ sources answer as the example stacks' account (tests/pulumi/harness.py), minus w
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 
@@ -12,7 +13,7 @@ import pytest
 from kafka_mirror.bundle import build_bundle
 from kafka_mirror.prerequisites import KINDS, Prerequisite, check_prerequisites
 from kmirror.errors import ValidationError
-from tests.pulumi.harness import ROOT, Mocks, run_program
+from tests.pulumi.harness import ROOT, Mocks, run_program, stack_config
 from tests.pulumi.test_program import fake_wheelhouse
 
 
@@ -92,3 +93,13 @@ def test_the_first_deploy_runbook_lists_every_kind_the_program_checks() -> None:
     runbook = text[text.index("## First deploy"):]
     for kind in KINDS:
         assert re.search(rf"`{kind}`", runbook), f"docs/deploy.md's first-deploy runbook does not list {kind}"
+
+
+def test_a_test_bed_without_aws_may_skip_the_checks() -> None:
+    config = stack_config("west")
+    spark = json.loads(config["kafka-mirror:spark"])
+    spark["check_prerequisites"] = False
+    config["kafka-mirror:spark"] = json.dumps(spark)
+    mocks = Mocks(absent=frozenset({"acme-kafka-mirror-west"}))
+    run_program("west", config, mocks=mocks)
+    assert mocks.invokes == []

@@ -200,6 +200,8 @@ class EksSparkPlatformArgs(TypedDict):
     read_only_root_filesystem: NotRequired[bool]
     """Run the Spark containers with a read-only root file system (default true; /tmp and Spark's work dir are
     emptyDirs)."""
+    app_start_timeout_s: NotRequired[int]
+    """How long `pulumi up` waits for each SparkApplication to be RUNNING before failing (default 600)."""
     network_policy: NotRequired[bool]
     """Deny ingress to the mirror pods but Spark RPC between them and Prometheus scrapes (default true)."""
 
@@ -486,6 +488,7 @@ def eks_settings(args: EksSparkPlatformArgs) -> EksSettings:
         read_only_root_filesystem=bool(args.get("read_only_root_filesystem", defaults.read_only_root_filesystem)),
         pod_monitor=bool(monitoring.get("pod_monitor", False)),
         monitoring_labels=dict(monitoring.get("labels") or {}),
+        app_start_timeout_s=int(args.get("app_start_timeout_s", defaults.app_start_timeout_s)),
     )
 
 
