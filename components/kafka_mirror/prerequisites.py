@@ -131,13 +131,13 @@ def aws_lookup(kind: str, identifier: str) -> Mapping[str, Any]:
     if kind == "subnet":
         return {"vpc_id": aws.ec2.get_subnet(id=identifier).vpc_id}
     if kind == "kms_key":
-        key = aws.kms.get_key(key_id=identifier)
-        return {"key_state": key.key_state, "key_manager": key.key_manager}
+        found = aws.kms.get_key(key_id=identifier)
+        return {"key_state": found.key_state, "key_manager": found.key_manager}
     if kind == "bucket":
         return {"arn": aws.s3.get_bucket(bucket=identifier).arn}
     if kind == "s3_object":
-        bucket, _, key = identifier.removeprefix("s3://").partition("/")
-        return {"etag": aws.s3.get_object(bucket=bucket, key=key).etag}
+        bucket, _, object_key = identifier.removeprefix("s3://").partition("/")
+        return {"etag": aws.s3.get_object(bucket=bucket, key=object_key).etag}
     if kind == "sns_topic":
         return {"arn": aws.sns.get_topic(name=identifier.rsplit(":", 1)[-1]).arn}
     if kind == "security_group":

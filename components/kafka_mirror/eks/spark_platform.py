@@ -250,8 +250,7 @@ class EksSparkPlatform(pulumi.ComponentResource):
         irsa = args.get("irsa_role_arn")
         if (cluster := args.get("cluster")) is not None:
             settings = EksClusterSettings(**{**cast(Any, cluster), "namespace": self.settings.namespace})
-            self.cluster, self.k8s_provider, kubeconfig, nodes = create_eks_cluster(self, name, settings)
-            self.nodes = nodes
+            self.cluster, self.k8s_provider, kubeconfig, self.nodes = create_eks_cluster(self, name, settings)
             self.kubeconfig = cast(Any, kubeconfig)
             if irsa is None:  # a role trusting the OIDC provider made in this same run
                 irsa = create_irsa_role(
