@@ -9,17 +9,21 @@ Why: EMR's CancelSteps sends SIGTERM (SIGKILL with TERMINATE_PROCESS) to the ste
 a cluster-mode Spark application keeps running in YARN, so the replacement step would start a
 second writer on the same checkpoint. This wrapper:
 
-1. at start, kills every live YARN application carrying the flow's tag (left by a step whose
-   wrapper was SIGKILLed or whose kill failed) and waits until YARN lists none; if some survive
-   the bound it exits 3 naming them and submits nothing;
-2. runs spark-submit (which waits for the application) until it exits, or until SIGTERM, SIGINT
-   or SIGHUP arrives, or its parent (the step runner) dies;
-3. then stops spark-submit (so it can submit nothing more), kills every live application with the
-   tag and waits until YARN lists none; exits 3 naming the survivors past the bound, else 143
-   when stopped by a signal or spark-submit's own exit code.
+1. at start, kills every live YARN application carrying the flow's tag (the previous step's, whose
+   wrapper may still be stopping it, or one left by a wrapper that was SIGKILLed) and waits until
+   YARN lists none; if some survive the bound it exits 3 naming them and submits nothing;
+2. adds a tag of its own run (`<flow tag>-run-<random>`) to spark.yarn.tags and runs spark-submit
+   (which waits for the application) until it exits, or until SIGTERM, SIGINT or SIGHUP arrives,
+   or its parent (the step runner) dies;
+3. then stops spark-submit (so it can submit nothing more), kills the live applications with its
+   run's tag only, and waits until YARN lists none; exits 3 naming the survivors past the bound,
+   else 143 when stopped by a signal or spark-submit's own exit code.
 
-The platform's step function (kafka_mirror.emr.step_lambda) waits for the cancelled step to reach
-a stopped state, which therefore now means the application is gone. Standard library only: EMR steps run
+EMR shows a cancelled step CANCELLED once the step's JVM is gone, possibly before this wrapper's
+kill is done, so the step function (kafka_mirror.emr.step_lambda) may add the replacement early:
+the order "old application gone, then the new one submitted" is kept by step 1 of the replacement,
+and step 3 of the old wrapper can never kill the replacement's application (another run's tag).
+Standard library only: EMR steps run
 it inline (`python -c`, see kafka_mirror.emr.specs.emr_step_args), so the cluster needs no copy
 and a new wrapper travels with the step that uses it. Comment lines and this docstring are
 stripped before it is embedded (EMR caps a step's strings at 10240 characters in total).
@@ -32,6 +36,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 
 LIVE_STATES = "NEW,NEW_SAVING,SUBMITTED,ACCEPTED,RUNNING"
 APP_ID = re.compile(r"^\s*(application_\d+_\d+)\s", re.MULTILINE)
@@ -99,6 +104,11 @@ def stop_client(client: subprocess.Popen[bytes]) -> None:
             client.wait()
 
 
+def with_run_tag(command: list[str], run_tag: str) -> list[str]:
+    """`command` with `run_tag` added to its spark.yarn.tags (parse checked there is one)."""
+    return [f"{a},{run_tag}" if a.startswith("spark.yarn.tags=") else a for a in command]
+
+
 def run(args: argparse.Namespace) -> int:
     parent = os.getppid()
     left = kill_all(args.yarn, args.tag, args.kill_timeout_s, args.poll_s)
@@ -106,7 +116,9 @@ def run(args: argparse.Namespace) -> int:
         return report_survivors(left, args.tag, args.kill_timeout_s, submitted=False)
     if stop_signals:
         return EXIT_STOPPED
-    client = subprocess.Popen(args.command)
+    run_tag = f"{args.tag}-run-{uuid.uuid4().hex[:12]}"
+    say(f"submitting with YARN tag {run_tag}")
+    client = subprocess.Popen(with_run_tag(args.command, run_tag))
     # A signal does not cut a sleep short (PEP 475), so stopping starts within poll_s.
     while client.poll() is None and not stop_signals and os.getppid() == parent:
         time.sleep(args.poll_s)
@@ -114,9 +126,10 @@ def run(args: argparse.Namespace) -> int:
         say(f"stopping (signal {stop_signals[0]})" if stop_signals else "the step runner is gone: stopping")
     stop_client(client)
     # Also after spark-submit's own exit: a client that died must not leave its application behind.
-    left = kill_all(args.yarn, args.tag, args.kill_timeout_s, args.poll_s)
+    # Only this run's: the flow's tag may by now name the replacement step's application.
+    left = kill_all(args.yarn, run_tag, args.kill_timeout_s, args.poll_s)
     if left:
-        return report_survivors(left, args.tag, args.kill_timeout_s, submitted=True)
+        return report_survivors(left, run_tag, args.kill_timeout_s, submitted=True)
     return EXIT_STOPPED if stop_signals else int(client.returncode)
 
 

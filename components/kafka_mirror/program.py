@@ -24,6 +24,7 @@ from kafka_mirror.eks.specs import CHECKPOINT_MOUNT, app_name
 from kafka_mirror.emr.spark_platform import EmrSparkPlatform, EmrSparkPlatformArgs
 from kafka_mirror.emr.specs import EmrSettings, metrics_port_problems
 from kafka_mirror.mirror_deployment import MirrorDeployment, MirrorDeploymentArgs
+from kafka_mirror.prerequisites import Lookup, aws_lookup, check_prerequisites, stack_prerequisites
 from kafka_mirror.replication_topology import ReplicationTopology
 from kafka_mirror.secrets.stack import StackSecrets, resolve_fields, stack_secret_name
 from kafka_mirror.secrets.wiring import FlowSecrets, flow_secrets
@@ -39,7 +40,7 @@ FLOW_SPARK_KEYS = ("executors", "driver_memory", "executor_memory", "driver_core
 EKS_COMPUTED = frozenset({"spark_version", "metrics_port", "spark_conf", "cluster", "kubeconfig"})
 EMR_COMPUTED = frozenset({"bucket", "region", "create_bucket", "step_concurrency_level", "spark_conf"})
 # Read by the program for every platform (flow defaults, checkpoints), never a component arg.
-PROGRAM_KEYS = frozenset({"platform", "checkpoint_root", *FLOW_SPARK_KEYS})
+PROGRAM_KEYS = frozenset({"platform", "checkpoint_root", "check_prerequisites", *FLOW_SPARK_KEYS})
 
 
 def passed_as_is(model: Any, args: Any, computed: frozenset[str]) -> tuple[str, ...]:
@@ -214,8 +215,14 @@ class EmrStack:
 PLATFORMS: dict[str, Callable[[StackConfig, pulumi.Config], StackPlatform]] = {"eks": EksStack, "emr": EmrStack}
 
 
-def deploy(stack: StackConfig, config: pulumi.Config) -> dict[str, Any]:
-    """Every resource of the stack; returns the stack outputs."""
+def deploy(stack: StackConfig, config: pulumi.Config, lookup: Lookup = aws_lookup) -> dict[str, Any]:
+    """Every resource of the stack; returns the stack outputs. First of all, the prerequisites the
+    platform team creates by hand are checked (`kafka_mirror.prerequisites`, through `lookup`):
+    ValidationError listing every missing one, before anything is created."""
+    wanted = stack.model.check_prerequisites  # off only on a test bed without AWS (the real-engine tests)
+    prerequisites = check_prerequisites(stack_prerequisites(stack.platform, stack.model), lookup) if wanted else []
+    if prerequisites:
+        raise ValidationError(prerequisites)
     path = Path(stack.topology)
     topology = load_topology(str(path if path.is_absolute() else project_dir() / path))
     platform = PLATFORMS[stack.platform](stack, config)

@@ -159,6 +159,14 @@ def _eks_rules(spark: Mapping[str, Any], path: str) -> list[Problem]:
         if not pvc.get("storage_class"):
             problems.append(Problem(f"{path}.checkpoint_pvc.storage_class", "required: a ReadWriteMany storage "
                                     "class (the cluster's default class is usually ReadWriteOnce EBS)"))  # fmt: skip
+    monitoring: dict[str, Any] = spark["monitoring"] if isinstance(spark.get("monitoring"), dict) else {}
+    wanted = [k for k in ("pod_monitor", "prometheus_rule") if monitoring.get(k) is True]  # else: a type error
+    if wanted and not monitoring.get("prometheus"):
+        # PodMonitors and rules nobody evaluates page nobody: the operator's CRDs alone are not monitoring.
+        problems.append(Problem(f"{path}.monitoring.prometheus", f"required with {' and '.join(wanted)}: the "
+                                "NAMESPACE/NAME of the Prometheus that selects them (with Alertmanager and "
+                                "kube-state-metrics, e.g. kube-prometheus-stack's monitoring/kube-prometheus-stack-"
+                                "prometheus); a cluster without one: install it first, or turn these off"))  # fmt: skip
     cluster: dict[str, Any] = spark["cluster"] if isinstance(spark.get("cluster"), dict) else {}
     if cluster.get("create"):
         for key in ("subnet_ids", "vpc_id"):
@@ -194,6 +202,13 @@ def _first_up_problems(spark: Mapping[str, Any], cluster: Mapping[str, Any], pat
                                 "says the deploying runner can reach it: set cluster.deploy_from_vpc: true when "
                                 "`pulumi up` runs inside the VPC (self-hosted runner, VPN), or endpoint_public_access: "
                                 "true with public_access_cidrs: [the runners' egress CIDRs]"))  # fmt: skip
+    if cluster.get("deploy_from_vpc") and not (cluster.get("runner_security_group_id")
+                                               or cluster.get("runner_cidr_blocks")):  # fmt: skip
+        # pulumi-eks admits only its nodes to the endpoint: inside the VPC the runner still times out.
+        problems.append(Problem(f"{path}.cluster.deploy_from_vpc", "true but the runner is not admitted to the "
+                                "private API endpoint (pulumi-eks opens 443 to the nodes only): set "
+                                "cluster.runner_security_group_id (the self-hosted runner's security group) or "
+                                "cluster.runner_cidr_blocks (its subnets)"))  # fmt: skip
     if spark.get("irsa_role_arn"):
         # A role made before this run cannot trust the OIDC provider this run creates: pods get no AWS credentials.
         problems.append(Problem(f"{path}.irsa_role_arn", f"{spark['irsa_role_arn']!r} cannot trust the OIDC provider "
@@ -217,6 +232,12 @@ def _emr_rules(spark: Mapping[str, Any], path: str) -> list[Problem]:
             )
         if "prometheus" in spark and not spark.get("vpc_id"):
             problems.append(Problem(f"{path}.vpc_id", "required with prometheus: the metrics security group's VPC"))
+    if spark.get("protect", True) and spark.get("alarms", True) and not spark.get("alarm_actions"):
+        # A production (protected) cluster whose alarms notify nobody pages nobody on day one.
+        problems.append(Problem(f"{path}.alarm_actions", "required for a production stack (protect: true): the SNS "
+                                "topic ARNs the CloudWatch alarms and the step FAILED/CANCELLED rule notify, e.g. "
+                                "[arn:aws:sns:REGION:ACCOUNT:kafka-mirror-oncall]; or protect: false for a test "
+                                "stack"))  # fmt: skip
     window = spark.get("secret_recovery_window_days")
     if isinstance(window, int) and 0 < window < 7:
         problems.append(Problem(f"{path}.secret_recovery_window_days",

@@ -41,6 +41,10 @@ class _Strict(BaseModel):
 
 
 class _Common(_Strict):
+    check_prerequisites: bool = Field(
+        True, description="check what the platform team creates by hand before creating anything (docs/deploy.md); "
+        "false only for a test bed without AWS"
+    )
     checkpoint_root: str | None = Field(None, description="durable directory of the flows' checkpoints")
     executors: PositiveInt | None = Field(None, description="default executors per flow")
     driver_memory: str | None = Field(None, description="default driver memory")
@@ -62,6 +66,16 @@ class OperatorConfig(_Strict):
     )
 
 
+class EksAccessConfig(_Strict):
+    """IAM principals given access entries on a created cluster (authentication mode API)."""
+
+    deploy_roles: list[str] = Field(default_factory=list, description="cluster admins: the roles that run `up`")
+    preview_roles: list[str] = Field(
+        default_factory=list, description="read-only in the apps' namespace: the roles that run `pulumi preview`"
+    )
+    view_roles: list[str] = Field(default_factory=list, description="read-only cluster-wide: on-call")
+
+
 class EksClusterConfig(_Strict):
     create: bool = Field(False, description="create the EKS cluster (pulumi-eks)")
     name: str | None = None
@@ -74,9 +88,17 @@ class EksClusterConfig(_Strict):
     deploy_from_vpc: bool = Field(
         False, description="the runner of `pulumi up` reaches the private API endpoint (inside the VPC or peered)"
     )
+    runner_security_group_id: str | None = Field(
+        None, description="with deploy_from_vpc: the runner's security group, admitted to the API endpoint"
+    )
+    runner_cidr_blocks: list[str] = Field(
+        default_factory=list, description="with deploy_from_vpc: the runners' address ranges, admitted on 443"
+    )
     public_access_cidrs: list[str] = Field(default_factory=list)
     kms_key_arn: str | None = Field(None, description="KMS key for secrets envelope encryption (default: created)")
     log_types: list[LogType] = Field(default_factory=lambda: list(get_args(LogType)))
+    protect: bool = Field(True, description="Pulumi protect + EKS deletion protection on the created cluster")
+    access: EksAccessConfig = Field(default_factory=lambda: EksAccessConfig(), description="access entries")
 
 
 class KubeconfigConfig(_Strict):
@@ -99,6 +121,10 @@ class MonitoringConfig(_Strict):
     prometheus_rule: bool = Field(False, description="the mirror's PrometheusRule alerts")
     dashboard: bool = Field(False, description="the Grafana dashboard as a ConfigMap (sidecar-loaded)")
     labels: dict[str, str] = Field(default_factory=dict, description="labels the Prometheus operator selects")
+    prometheus: str | None = Field(
+        None, description="NAMESPACE/NAME of the Prometheus (operator) that scrapes the PodMonitors and evaluates "
+        "the rules, with an Alertmanager and kube-state-metrics; required with pod_monitor or prometheus_rule"
+    )
     install_crds: bool | None = Field(
         None, description="install the Prometheus operator's CRDs first (default: when the stack creates the cluster)"
     )
@@ -132,6 +158,9 @@ class EksSparkConfig(_Common):
     node_selector: dict[str, str] = Field(default_factory=dict)
     tolerations: list[Toleration] = Field(default_factory=list)
     read_only_root_filesystem: bool = True
+    app_start_timeout_s: PositiveInt = Field(
+        600, description="how long `pulumi up` waits for each SparkApplication to be RUNNING (then fails)"
+    )
 
 
 class EmrEncryptionConfig(_Strict):

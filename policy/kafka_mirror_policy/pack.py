@@ -21,7 +21,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from . import estate, hygiene, rules
+from . import estate, hygiene, paging, rules
 
 PACK_NAME = "kafka-mirror"
 PROJECT_DIR_SCHEMA = PolicyConfigSchema(
@@ -111,6 +111,9 @@ def build_policies() -> list[Policy]:
             "Flows under the identity policy never form a cycle (the planner's validation).",
             rules.identity_cycle_violations,
         ),
+        _stack_policy("production-emr-pages",
+                      "A protected EMR cluster's alarms notify someone and its failed or cancelled steps page.",
+                      paging.production_emr_paging_violations),
         _mandatory(
             StackValidationPolicy, "one-stack-per-flow",
             "Each app runs a flow the planner places in this stack's datacenter, and no other stack runs it.",

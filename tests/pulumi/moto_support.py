@@ -2,7 +2,9 @@
 
 moto 5.2.1 does not implement EMR CancelSteps (HTTP 500). `with_cancel_steps` adds it to the
 server's EMR handler with AWS's semantics for what the provider relies on: PENDING/RUNNING steps
-of the cluster become CANCELLED, the answer lists each step as SUBMITTED.
+of the cluster become CANCELLED, the answer lists each step as SUBMITTED. moto also leaves every
+step but a cluster's first PENDING forever; as on EMR, an added step runs at once while fewer than
+the cluster's StepConcurrencyLevel steps are RUNNING (`_add_steps`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from moto.core.responses import ActionResult
-from moto.emr.models import emr_backends
+from moto.emr.models import Cluster, Step, emr_backends
 from moto.emr.responses import ElasticMapReduceResponse
 from moto.server import ThreadedMotoServer
 
@@ -28,11 +30,23 @@ def _cancel_steps(self: ElasticMapReduceResponse) -> ActionResult:
     return ActionResult({"CancelStepsInfoList": infos})
 
 
+def _add_steps(self: Cluster, steps: list[dict[str, Any]]) -> list[Step]:
+    added = []
+    for step in steps:
+        running = sum(1 for s in self.steps if s.state == "RUNNING")
+        made = Step(state="RUNNING" if running < self.step_concurrency_level else "PENDING", **step)
+        self.steps.append(made)
+        added.append(made)
+    self.state = "RUNNING"
+    return added
+
+
 @contextmanager
 def moto_server() -> Iterator[str]:
     """A moto server on 127.0.0.1 (free port) with CancelSteps; yields its endpoint URL."""
     had = hasattr(ElasticMapReduceResponse, "cancel_steps")
     ElasticMapReduceResponse.cancel_steps = _cancel_steps  # type: ignore[attr-defined]
+    real_add_steps, Cluster.add_steps = Cluster.add_steps, _add_steps  # type: ignore[method-assign]
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
@@ -40,6 +54,7 @@ def moto_server() -> Iterator[str]:
         yield f"http://{host}:{port}"
     finally:
         server.stop()
+        Cluster.add_steps = real_add_steps  # type: ignore[method-assign]
         if not had:
             del ElasticMapReduceResponse.cancel_steps  # type: ignore[attr-defined]
 

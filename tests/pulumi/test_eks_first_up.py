@@ -13,7 +13,7 @@ import pytest
 from kafka_mirror.eks.cluster import checkpoint_access_policy, irsa_trust_policy
 from kmirror.errors import ValidationError
 from kmirror.stack.config import parse_stack_config
-from tests.pulumi.harness import Registered, Run, run_program, unwrap
+from tests.pulumi.harness import Registered, Run, run_program, stack_config, unwrap
 
 RELEASE = "kubernetes:helm.sh/v3:Release"
 RULE, MONITOR = "PrometheusRule", "PodMonitor"
@@ -22,8 +22,13 @@ _runs: dict[str, Run] = {}
 
 
 def east() -> Run:
+    """east with monitoring on (its stack file keeps it off until a Prometheus is declared)."""
     if "east" not in _runs:
-        _runs["east"] = run_program("east")
+        config = stack_config("east")
+        spark = json.loads(config["kafka-mirror:spark"])
+        spark["monitoring"] = {"pod_monitor": True, "prometheus_rule": True, "prometheus": "monitoring/prometheus"}
+        config["kafka-mirror:spark"] = json.dumps(spark)
+        _runs["east"] = run_program("east", config)
     return _runs["east"]
 
 
@@ -92,13 +97,13 @@ def test_a_private_endpoint_needs_a_runner_that_reaches_it() -> None:
     [refused] = problems({**EKS, "cluster": CREATE})
     assert refused.startswith("kafka-mirror:spark.cluster.endpoint_public_access: false (private API endpoint)")
     assert "deploy_from_vpc: true" in refused and "public_access_cidrs" in refused
-    assert problems({**EKS, "cluster": {**CREATE, "deploy_from_vpc": True}}) == []
+    assert problems({**EKS, "cluster": {**CREATE, "deploy_from_vpc": True, "runner_security_group_id": "sg-1"}}) == []
     public = {**CREATE, "endpoint_public_access": True, "public_access_cidrs": ["203.0.113.0/24"]}
     assert problems({**EKS, "cluster": public}) == []
 
 
 def test_a_role_made_before_the_run_is_refused_for_a_created_cluster() -> None:
-    cluster = {**CREATE, "deploy_from_vpc": True}
+    cluster = {**CREATE, "deploy_from_vpc": True, "runner_security_group_id": "sg-1"}
     [refused] = problems({**EKS, "cluster": cluster, "irsa_role_arn": "arn:aws:iam::1:role/r"})
     assert refused.startswith("kafka-mirror:spark.irsa_role_arn: 'arn:aws:iam::1:role/r' cannot trust the OIDC")
     assert problems({**EKS, "cluster": cluster, "irsa_policy_arns": ["arn:aws:iam::1:policy/p"]}) == []

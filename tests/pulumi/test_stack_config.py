@@ -100,7 +100,8 @@ def test_nested_keys_are_checked_by_the_platform_model_with_their_path() -> None
         "kafka-mirror:spark.tolerations.0.efect: unknown key (did you mean 'effect'?); allowed: effect, key, "
         "operator, value",
     ]
-    emr = {"platform": "emr", "bucket": "b", "cluster_id": "j-1", "core_instance_count": "2", "namespace": "x"}
+    emr = {"platform": "emr", "bucket": "b", "cluster_id": "j-1", "core_instance_count": "2", "namespace": "x",
+           "protect": False}  # fmt: skip
     assert _problems(emr) == [
         "kafka-mirror:spark.core_instance_count: must be an integer, got '2'",
         "kafka-mirror:spark.namespace: unknown key; allowed: " + ", ".join(sorted(EmrSparkConfig.model_fields)),
@@ -134,7 +135,7 @@ def test_images_are_pinned_by_digest_and_existing_clusters_need_an_explicit_kube
 
 def test_a_created_emr_cluster_needs_encryption_and_secret_windows_are_bounded() -> None:
     emr = {"platform": "emr", "bucket": "b", "release_label": "emr-spark-8.0.0", "secret_recovery_window_days": 3,
-           "prometheus": {}}  # fmt: skip
+           "prometheus": {}, "alarm_actions": ["arn:aws:sns:eu-central-1:123456789012:oncall"]}  # fmt: skip
     assert _problems(emr) == [
         "kafka-mirror:spark.encryption: required for a created cluster: {certificates_zip: s3://BUCKET/KEY.zip, "
         "kms_key_arn: ARN} (encryption in transit and at rest)",
@@ -151,8 +152,10 @@ def test_emr_needs_a_bucket_and_a_release_or_cluster() -> None:
         "kafka-mirror:spark.bucket",
         "kafka-mirror:spark.release_label",
         "kafka-mirror:spark.encryption",
+        "kafka-mirror:spark.alarm_actions",  # production (protect: true by default) pages someone
     }
-    config = parse_stack_config({"datacenter": "c", "spark": {"platform": "emr", "bucket": "b", "cluster_id": "j-1"}})
+    existing = {"platform": "emr", "bucket": "b", "cluster_id": "j-1", "protect": False}
+    config = parse_stack_config({"datacenter": "c", "spark": existing})
     assert config.get("cluster_id") == "j-1"
 
 

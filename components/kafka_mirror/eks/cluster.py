@@ -2,7 +2,11 @@
 built with pulumi-eks: an OIDC provider for IRSA, a private API endpoint unless the stack allows a
 public one (then only from `public_access_cidrs`), every control-plane log type, secrets
 envelope-encrypted with a KMS key (created, with rotation, unless one is given), nodes without
-public addresses. Returns a Kubernetes provider built from the cluster's own kubeconfig.
+public addresses, EKS deletion protection and Pulumi `protect` on the cluster (a destroy or a renamed
+platform must not take every team's workloads with it), access entries from the stack config
+(`access_entries`: deploy roles, a namespace-scoped read-only preview role, on-call viewers), and a
+managed node group with explicit timeouts. Returns a Kubernetes provider built from the cluster's own
+kubeconfig and the node group (what Helm releases wait for: a chart's pods need nodes).
 `create_irsa_role`: the apps' IAM role, trusting that cluster's OIDC provider (made in the same run).
 """
 
@@ -38,6 +42,33 @@ class EksClusterSettings:
     kms_key_arn: Any = None  # pulumi.Input[str]
     log_types: list[str] = field(default_factory=lambda: list(CONTROL_PLANE_LOGS))
     tags: dict[str, str] = field(default_factory=lambda: {"part-of": "kafka-mirror"})
+    protect: bool = True  # Pulumi protect + EKS deletion protection
+    access: dict[str, Any] = field(default_factory=dict)  # deploy_roles, preview_roles, view_roles (ARNs)
+    namespace: str = "kafka-mirror"  # what preview roles may read
+    runner_security_group_id: Any = None  # pulumi.Input[str]: the deploying runner, admitted on 443
+    runner_cidr_blocks: list[str] = field(default_factory=list)
+
+
+# Who reaches the cluster besides its creator (EKS access policies; authentication_mode API).
+ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+VIEW_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
+NODE_GROUP_TIMEOUTS = pulumi.CustomTimeouts(create="30m", update="60m", delete="30m")
+
+
+def access_entries(access: dict[str, Any], namespace: str) -> dict[str, dict[str, Any]]:
+    """pulumi-eks `access_entries`: deploy roles are cluster admins (`pulumi up`), preview roles read
+    the apps' namespace only (`pulumi preview` in CI), view roles (on-call) read the whole cluster."""
+    kinds = {
+        "deploy_roles": ("deploy", ADMIN_POLICY, {"type": "cluster"}),
+        "preview_roles": ("preview", VIEW_POLICY, {"type": "namespace", "namespaces": [namespace]}),
+        "view_roles": ("view", VIEW_POLICY, {"type": "cluster"}),
+    }
+    entries: dict[str, dict[str, Any]] = {}
+    for key, (kind, policy, scope) in kinds.items():
+        for index, arn in enumerate(access.get(key) or []):
+            policies = {kind: {"policy_arn": policy, "access_scope": scope}}
+            entries[f"{kind}-{index}"] = {"principal_arn": arn, "access_policies": policies}
+    return entries
 
 
 def cluster_args(settings: EksClusterSettings, key_arn: pulumi.Input[str]) -> dict[str, Any]:
@@ -59,7 +90,10 @@ def cluster_args(settings: EksClusterSettings, key_arn: pulumi.Input[str]) -> di
         # The VPC CNI enforces NetworkPolicies only with its network policy agent on (the apps' ingress policy).
         "vpc_cni_options": {"enable_network_policy": True},
         "tags": dict(settings.tags),
+        "deletion_protection": settings.protect,
     }
+    if entries := access_entries(settings.access, settings.namespace):
+        args["access_entries"] = entries
     if settings.endpoint_public_access:
         args["public_access_cidrs"] = list(settings.public_access_cidrs)
     return args
@@ -67,8 +101,9 @@ def cluster_args(settings: EksClusterSettings, key_arn: pulumi.Input[str]) -> di
 
 def create_eks_cluster(
     parent: pulumi.Resource, name: str, settings: EksClusterSettings
-) -> tuple[eks.Cluster, k8s.Provider, pulumi.Output[str]]:
-    """Children of `parent` named `<name>-...`; returns the cluster, a provider for it and its kubeconfig."""
+) -> tuple[eks.Cluster, k8s.Provider, pulumi.Output[str], aws.eks.NodeGroup]:
+    """Children of `parent` named `<name>-...`; returns the cluster, a provider for it, its kubeconfig and
+    its node group."""
     child = pulumi.ResourceOptions(parent=parent)
     key_arn: pulumi.Input[str]
     if settings.kms_key_arn:
@@ -101,7 +136,8 @@ def create_eks_cluster(
     cluster_name = settings.name or f"kafka-mirror-{name}"
     args = {**cluster_args(settings, key_arn), "name": cluster_name}
     # (EKS adds the access entry of a managed node group's role itself.)
-    cluster = eks.Cluster(f"{name}-cluster", **args, opts=child)
+    cluster = eks.Cluster(f"{name}-cluster", **args,
+                          opts=pulumi.ResourceOptions(parent=parent, protect=settings.protect))  # fmt: skip
     # IMDSv2 only, one hop: pods (one network hop further) cannot reach the nodes' credentials; they use IRSA.
     template = aws.ec2.LaunchTemplate(
         f"{name}-nodes-template",
@@ -109,7 +145,7 @@ def create_eks_cluster(
         tags=settings.tags,
         opts=child,
     )
-    aws.eks.NodeGroup(
+    nodes = aws.eks.NodeGroup(
         f"{name}-nodes",
         cluster_name=cluster_name,  # by name: no resource reference into the pulumi-eks component
         node_role_arn=node_role.arn,
@@ -118,11 +154,34 @@ def create_eks_cluster(
         launch_template={"id": template.id, "version": template.latest_version.apply(str)},
         scaling_config={"desired_size": settings.nodes, "min_size": 1, "max_size": max(settings.nodes, 1) * 2},
         tags=settings.tags,
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=[cluster, *attachments]),
-    )
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[cluster, *attachments],
+                                    custom_timeouts=NODE_GROUP_TIMEOUTS),
+    )  # fmt: skip
+    admitted = _admit_runner(parent, name, cluster, settings)
     config: pulumi.Output[str] = pulumi.Output.secret(cluster.kubeconfig_json)
-    provider = k8s.Provider(f"{name}-k8s", kubeconfig=config, opts=child)
-    return cluster, provider, config
+    provider = k8s.Provider(f"{name}-k8s", kubeconfig=config,
+                            opts=pulumi.ResourceOptions(parent=parent, depends_on=admitted))  # fmt: skip
+    return cluster, provider, config, nodes
+
+
+def _admit_runner(parent: pulumi.Resource, name: str, cluster: eks.Cluster,
+                  settings: EksClusterSettings) -> list[pulumi.Resource]:  # fmt: skip
+    """pulumi-eks opens the private endpoint (443) to its nodes only: with deploy_from_vpc the runner
+    of `pulumi up` (inside the VPC) is admitted on the cluster security group, before the provider is used."""
+    if not settings.deploy_from_vpc:
+        return []
+    group = cluster.cluster_security_group_id  # pulumi-eks' group on the control plane's interfaces
+    source: dict[str, Any] = (
+        {"source_security_group_id": settings.runner_security_group_id}
+        if settings.runner_security_group_id is not None
+        else {"cidr_blocks": list(settings.runner_cidr_blocks)}
+    )
+    rule = aws.ec2.SecurityGroupRule(
+        f"{name}-api-from-runner", type="ingress", protocol="tcp", from_port=443, to_port=443,
+        security_group_id=group, description="the deploy runner -> EKS API (pulumi up)",
+        opts=pulumi.ResourceOptions(parent=parent), **source,
+    )  # fmt: skip
+    return [rule]
 
 
 def irsa_trust_policy(provider_arn: str, provider_url: str, namespace: str, service_account: str) -> dict[str, Any]:

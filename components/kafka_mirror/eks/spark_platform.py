@@ -43,6 +43,8 @@ from kmirror.errors import Problem, ValidationError
 from kmirror.stack.models import OPERATOR_NAMESPACE, OPERATOR_REPLICAS, OPERATOR_REPOSITORY, PVC_NAME, PVC_SIZE
 
 TOKEN = "kafka-mirror:index:EksSparkPlatform"
+HELM_TIMEOUT_S = 600  # a chart whose pods are not ready by then fails the `up` (and is rolled back: atomic)
+PRIORITY_CLASS_VALUE = 1_000_000  # above the default 0; below system-cluster-critical (2e9)
 # The one place the operator's version is pinned (stack config cannot override it; the CRD schema
 # the tests validate against, tests/pulumi/data/, is this release's).
 # The Kubeflow Spark Operator release whose controller image submits with Spark 4: chart 2.5.2
@@ -120,6 +122,14 @@ class EksClusterArgs(TypedDict):
     """The node group's desired size (default 3)."""
     tags: NotRequired[dict[str, str]]
     """Tags of the AWS resources (default `part-of: kafka-mirror`)."""
+    protect: NotRequired[bool]
+    """Pulumi protect and EKS deletion protection on the cluster (default true)."""
+    access: NotRequired[dict[str, list[str]]]
+    """Access entries: `deploy_roles` (cluster admin), `preview_roles` (read-only in the namespace), `view_roles`."""
+    runner_security_group_id: NotRequired[pulumi.Input[str]]
+    """With deploy_from_vpc: the deploying runner's security group, admitted to the API endpoint (443)."""
+    runner_cidr_blocks: NotRequired[list[str]]
+    """With deploy_from_vpc: the deploying runners' private address ranges, admitted to the API endpoint (443)."""
 
 
 class MonitoringArgs(TypedDict):
@@ -190,6 +200,8 @@ class EksSparkPlatformArgs(TypedDict):
     read_only_root_filesystem: NotRequired[bool]
     """Run the Spark containers with a read-only root file system (default true; /tmp and Spark's work dir are
     emptyDirs)."""
+    app_start_timeout_s: NotRequired[int]
+    """How long `pulumi up` waits for each SparkApplication to be RUNNING before failing (default 600)."""
     network_policy: NotRequired[bool]
     """Deny ingress to the mirror pods but Spark RPC between them and Prometheus scrapes (default true)."""
 
@@ -234,10 +246,11 @@ class EksSparkPlatform(pulumi.ComponentResource):
         pvc = args.get("checkpoint_pvc")
         operator = args.get("operator") or {}
         self.k8s_provider: k8s.Provider | None = None
+        self.nodes: pulumi.Resource | None = None  # a created cluster's node group: what pods (charts) need
         irsa = args.get("irsa_role_arn")
         if (cluster := args.get("cluster")) is not None:
-            settings = EksClusterSettings(**cast(Any, cluster))
-            self.cluster, self.k8s_provider, kubeconfig = create_eks_cluster(self, name, settings)
+            settings = EksClusterSettings(**{**cast(Any, cluster), "namespace": self.settings.namespace})
+            self.cluster, self.k8s_provider, kubeconfig, self.nodes = create_eks_cluster(self, name, settings)
             self.kubeconfig = cast(Any, kubeconfig)
             if irsa is None:  # a role trusting the OIDC provider made in this same run
                 irsa = create_irsa_role(
@@ -267,7 +280,9 @@ class EksSparkPlatform(pulumi.ComponentResource):
             **_body(driver_role_binding_manifest(self.settings)),
             opts=self.child_opts(depends_on=[role, account]),
         )
-        self.ready: list[pulumi.Resource] = [namespace, account, binding]
+        self.ready: list[pulumi.Resource] = [namespace, account, binding, *([self.nodes] if self.nodes else [])]
+        if self.settings.priority_class_name:
+            self.ready.append(self._priority_class(name, self.settings.priority_class_name))
         if args.get("network_policy", True):
             monitoring_ns = (args.get("monitoring") or {}).get("namespace", DEFAULT_MONITORING_NAMESPACE)
             policy = network_policy_manifest(self.settings, monitoring_ns)
@@ -284,10 +299,12 @@ class EksSparkPlatform(pulumi.ComponentResource):
                     f"{name}-crd-{crd['spec']['names']['plural']}",
                     metadata=crd["metadata"],
                     spec=crd["spec"],
-                    opts=self.child_opts(),
+                    # Deleting a CRD deletes every object of its kind in the cluster: other teams' apps too.
+                    opts=pulumi.ResourceOptions.merge(self.child_opts(), pulumi.ResourceOptions(retain_on_delete=True)),
                 )
                 for crd in operator_crds()
             ]
+            nodes = [self.nodes] if self.nodes else []
             self.operator_release = k8s.helm.v3.Release(
                 f"{name}-spark-operator",
                 name="spark-operator",
@@ -298,7 +315,11 @@ class EksSparkPlatform(pulumi.ComponentResource):
                 repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=operator.get("repository", OPERATOR_REPOSITORY)),
                 values=_operator_release_values(name, ns, operator),
                 skip_crds=True,  # applied above, and upgraded with the chart version
-                opts=self.child_opts(depends_on=[namespace, *crds]),
+                # Its pods need nodes; a failed install is rolled back, so the next `up` retries it cleanly.
+                timeout=HELM_TIMEOUT_S,
+                atomic=True,
+                cleanup_on_fail=True,
+                opts=self.child_opts(depends_on=[namespace, *crds, *nodes]),
             )
             self.ready.extend(crds)
             self.ready.append(self.operator_release)
@@ -336,6 +357,19 @@ class EksSparkPlatform(pulumi.ComponentResource):
         """Options for a Kubernetes child of `parent` (default: this platform) on this platform's cluster."""
         return pulumi.ResourceOptions(parent=parent or self, provider=self.k8s_provider, depends_on=list(depends_on))
 
+    def _priority_class(self, name: str, class_name: str) -> k8s.scheduling.v1.PriorityClass:
+        """The drivers' and executors' PriorityClass (cluster-scoped): a pod naming a missing class is
+        refused by the API server, so the apps would never start."""
+        return k8s.scheduling.v1.PriorityClass(
+            f"{name}-priority-class",
+            metadata={"name": class_name, "labels": dict(PART_OF)},
+            value=PRIORITY_CLASS_VALUE,
+            global_default=False,
+            preemption_policy="PreemptLowerPriority",
+            description="kafka-mirror drivers and executors: a stopped mirror stops replication",
+            opts=self.child_opts(),
+        )
+
     def _pvc(
         self, name: str, pvc: CheckpointPvcArgs, opts: pulumi.ResourceOptions
     ) -> k8s.core.v1.PersistentVolumeClaim:
@@ -365,6 +399,9 @@ class EksSparkPlatform(pulumi.ComponentResource):
                 name=PROMETHEUS_CRDS_CHART,
                 chart=PROMETHEUS_CRDS_CHART,
                 version=PROMETHEUS_CRDS_CHART_VERSION,
+                timeout=HELM_TIMEOUT_S,
+                atomic=True,
+                cleanup_on_fail=True,
                 namespace=monitoring.get("namespace", DEFAULT_MONITORING_NAMESPACE),
                 create_namespace=True,
                 repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=PROMETHEUS_CRDS_REPOSITORY),
@@ -450,6 +487,7 @@ def eks_settings(args: EksSparkPlatformArgs) -> EksSettings:
         read_only_root_filesystem=bool(args.get("read_only_root_filesystem", defaults.read_only_root_filesystem)),
         pod_monitor=bool(monitoring.get("pod_monitor", False)),
         monitoring_labels=dict(monitoring.get("labels") or {}),
+        app_start_timeout_s=int(args.get("app_start_timeout_s", defaults.app_start_timeout_s)),
     )
 
 

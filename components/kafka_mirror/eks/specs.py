@@ -135,6 +135,8 @@ class EksSettings:
     read_only_root_filesystem: bool = True
     pod_monitor: bool = False
     monitoring_labels: dict[str, str] = field(default_factory=dict)
+    # How long `pulumi up` waits for each SparkApplication to report RUNNING (`app_wait_annotations`).
+    app_start_timeout_s: int = 600
 
 
 def _labels(name: str, component: str) -> dict[str, str]:
@@ -229,6 +231,19 @@ def container_security_context(read_only_root: bool) -> dict[str, Any]:
     }
 
 
+# The Kubernetes provider (pulumi-kubernetes >= 4.18) awaits a custom resource until this JSONPath
+# condition holds, failing the update after `pulumi.com/timeoutSeconds`.
+WAIT_FOR_ANNOTATION = "pulumi.com/waitFor"
+TIMEOUT_ANNOTATION = "pulumi.com/timeoutSeconds"
+APP_RUNNING_CONDITION = "jsonpath={.status.applicationState.state}=RUNNING"
+
+
+def app_wait_annotations(settings: EksSettings) -> dict[str, str]:
+    """What makes `pulumi up` wait until the operator reports the app RUNNING (a green `up` means the
+    flow's driver started), and fail naming the app after `app_start_timeout_s` otherwise."""
+    return {WAIT_FOR_ANNOTATION: APP_RUNNING_CONDITION, TIMEOUT_ANNOTATION: str(settings.app_start_timeout_s)}
+
+
 def spark_application_manifest(
     flow_spec: dict[str, Any], spark: dict[str, Any], settings: EksSettings, mounts: tuple[SecretMount, ...] = ()
 ) -> dict[str, Any]:
@@ -260,7 +275,7 @@ def spark_application_manifest(
             "name": name,
             "namespace": settings.namespace,
             "labels": _labels(name, "mirror"),
-            "annotations": {FLOW_ANNOTATION: flow_spec["id"]},
+            "annotations": {FLOW_ANNOTATION: flow_spec["id"], **app_wait_annotations(settings)},
         },
         "spec": {
             "type": "Python",

@@ -7,12 +7,15 @@ EMR clusters publish YARN and node metrics to CloudWatch (namespace `AWS/Elastic
 - a YARN application failed (a driver that exhausted its attempts: `KafkaMirrorDriverRestarting`);
 - fewer core nodes running than the cluster asks for, or unhealthy nodes (capacity lost: batches
   slow down, lag grows).
+- a step of the cluster FAILED or CANCELLED (an EventBridge rule on EMR's "EMR Step Status Change"
+  events, delivered to the same actions at once, not 5 minutes later).
 Per-flow lag and checkpoint alerts need the drivers' Prometheus metrics (docs/deploy.md).
-Pure: `alarm_specs` returns plain data; `create_alarms` turns it into MetricAlarms.
+Pure: `alarm_specs` and `step_failed_pattern` return plain data; `create_alarms` turns them into resources.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,6 +23,16 @@ import pulumi
 import pulumi_aws as aws
 
 NAMESPACE = "AWS/ElasticMapReduce"
+STEP_STATES_PAGED = ("FAILED", "CANCELLED")
+
+
+def step_failed_pattern(cluster_id: str) -> dict[str, Any]:
+    """EventBridge pattern of the cluster's steps ending FAILED or CANCELLED (EMR's step events)."""
+    return {
+        "source": ["aws.emr"],
+        "detail-type": ["EMR Step Status Change"],
+        "detail": {"clusterId": [cluster_id], "state": list(STEP_STATES_PAGED)},
+    }
 
 
 def alarm_specs(core_nodes: int | None) -> list[dict[str, Any]]:
@@ -51,8 +64,19 @@ def create_alarms(
     actions: Sequence[str],
     opts: pulumi.ResourceOptions,
 ) -> list[aws.cloudwatch.MetricAlarm]:
-    """One MetricAlarm per `alarm_specs` entry on the cluster; `actions`: SNS topics (or other
-    alarm actions) notified on alarm and on recovery."""
+    """One MetricAlarm per `alarm_specs` entry on the cluster and the step-failure EventBridge rule;
+    `actions`: SNS topics (or other alarm actions) notified on alarm and on recovery; the rule targets
+    each SNS topic among them (the topic's policy must let events.amazonaws.com publish: docs/deploy.md)."""
+    child = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(parent=parent))
+    rule = aws.cloudwatch.EventRule(
+        f"{name}-step-failed",
+        description="a kafka-mirror EMR step FAILED or was CANCELLED: a flow stopped mirroring",
+        event_pattern=pulumi.Output.from_input(cluster_id).apply(lambda c: json.dumps(step_failed_pattern(c))),
+        tags={"part-of": "kafka-mirror"},
+        opts=child,
+    )
+    for index, arn in enumerate(a for a in actions if a.startswith("arn:aws:sns:")):
+        aws.cloudwatch.EventTarget(f"{name}-step-failed-{index}", rule=rule.name, arn=arn, opts=child)
     return [
         aws.cloudwatch.MetricAlarm(
             f"{name}-{spec['name']}",

@@ -21,6 +21,7 @@ from kafka_mirror.emr.specs import (
     METRICS_PORT_SPAN,
     bucket_lifecycle_rules,
     security_configuration,
+    service_kms_policy,
     service_pass_role_policy,
     spark_configurations,
 )
@@ -119,7 +120,7 @@ def create_bucket(
 
 
 def _roles(
-    parent: pulumi.Resource, name: str, node_policy: pulumi.Output[str]
+    parent: pulumi.Resource, name: str, node_policy: pulumi.Output[str], kms_key_arn: Any = None
 ) -> tuple[aws.iam.Role, aws.iam.InstanceProfile, list[pulumi.Resource]]:
     child = pulumi.ResourceOptions(parent=parent)
     service_role = aws.iam.Role(
@@ -142,7 +143,15 @@ def _roles(
     profile = aws.iam.InstanceProfile(
         f"{name}-node-profile", name=node_role.name, role=node_role.name, tags=TAGS, opts=child
     )
-    return service_role, profile, [service_attach, pass_role, inline]
+    made: list[pulumi.Resource] = [service_attach, pass_role, inline]
+    if kms_key_arn is not None:  # EBS encryption: EMR launches the volumes with this key (docs/deploy.md)
+        made.append(aws.iam.RolePolicy(
+            f"{name}-service-ebs-key",
+            role=service_role.id,
+            policy=pulumi.Output.from_input(kms_key_arn).apply(lambda arn: json.dumps(service_kms_policy(arn))),
+            opts=child,
+        ))  # fmt: skip
+    return service_role, profile, made
 
 
 def _metrics_group(parent: pulumi.Resource, name: str, s: ClusterSettings) -> aws.ec2.SecurityGroup | None:
@@ -183,7 +192,7 @@ def create_cluster(
 ) -> aws.emr.Cluster:
     """The EMR cluster and its roles, security configuration and metrics security group."""
     child = pulumi.ResourceOptions(parent=parent)
-    service_role, profile, policies = _roles(parent, name, node_policy)
+    service_role, profile, policies = _roles(parent, name, node_policy, s.kms_key_arn)
     security = None
     if s.certificates_zip and s.kms_key_arn:
         security = aws.emr.SecurityConfiguration(
@@ -194,17 +203,13 @@ def create_cluster(
             opts=child,
         )
         policies.append(security)
-    # AmazonEMRServicePolicy_v2 only lets EMR launch nodes into subnets carrying this tag.
-    if s.subnet_id is not None:
-        policies.append(
-            aws.ec2.Tag(
-                f"{name}-subnet-emr-tag",
-                resource_id=s.subnet_id,
-                key=next(iter(EMR_MANAGED_TAG)),
-                value=EMR_MANAGED_TAG[next(iter(EMR_MANAGED_TAG))],
-                opts=child,
-            )
-        )
+    # AmazonEMRServicePolicy_v2 only lets EMR launch nodes into subnets carrying this tag, and create
+    # its managed security groups only in a VPC carrying it (emr_network_problems requires vpc_id).
+    [(tag_key, tag_value)] = EMR_MANAGED_TAG.items()
+    for part, resource_id in (("subnet", s.subnet_id), ("vpc", s.vpc_id)):
+        if resource_id is not None:
+            policies.append(aws.ec2.Tag(f"{name}-{part}-emr-tag", resource_id=resource_id, key=tag_key,
+                                        value=tag_value, opts=child))  # fmt: skip
     group = _metrics_group(parent, name, s)
     extra_groups = group.id.apply(lambda i: i) if group is not None else None
     return aws.emr.Cluster(

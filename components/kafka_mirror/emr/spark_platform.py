@@ -151,7 +151,7 @@ class EmrSparkPlatformArgs(TypedDict):
     alarm_actions: NotRequired[list[str]]
     """Alarm actions (e.g. SNS topic ARNs) notified when an alarm fires and when it recovers."""
     vpc_id: NotRequired[pulumi.Input[str]]
-    """The VPC of `subnet_id` (for the metrics security group); may be an output."""
+    """The VPC of `subnet_id` (required with it: tagged for EMR's managed policies; the metrics group's)."""
     secret_recovery_window_days: NotRequired[int]
     """Secrets Manager recovery window of deleted secrets: 0 (at once) or 7-30 (default 7)."""
     secret_name_prefix: NotRequired[str]
@@ -304,7 +304,16 @@ class EmrSparkPlatform(pulumi.ComponentResource):
         types = (args.get("master_instance_type", MASTER_TYPE), args.get("core_instance_type", CORE_TYPE))
         arches = {instance_architecture(t) for t in types}
         requirements = Path(self._files.requirements_path)
-        built = deploy_wheelhouses(requirements, sorted(arches), bool(args.get("gssapi", False)), os.environ)
+        preview = pulumi.runtime.is_dry_run()
+        built = deploy_wheelhouses(requirements, sorted(arches), bool(args.get("gssapi", False)), os.environ, preview)
+        for house in built:
+            if house.missing:
+                pulumi.log.warn(
+                    f"preview only: the {house.tag} wheelhouse has no {', '.join(house.missing)} wheel (gssapi: true "
+                    "needs the one scripts/build-emr-gssapi-wheel.sh builds into build/gssapi-wheels); `up` refuses "
+                    "without it",
+                    resource=self,
+                )
         on_bucket = pulumi.ResourceOptions(parent=self, depends_on=list(self.ready))
         for house in built:
             for file_name in house.files:
@@ -335,6 +344,11 @@ class EmrSparkPlatform(pulumi.ComponentResource):
                  opts: pulumi.ResourceOptions) -> aws.emr.Cluster:  # fmt: skip
         encryption: dict[str, Any] = dict(args.get("encryption") or {})
         prometheus: dict[str, Any] = dict(args.get("prometheus") or {})
+        if args.get("subnet_id") is not None and args.get("vpc_id") is None:
+            raise ValidationError([Problem("vpc_id", "required with subnet_id: AmazonEMRServicePolicy_v2 creates "
+                                           "the cluster's managed security groups only in a VPC tagged "
+                                           "for-use-with-amazon-emr-managed-policies=true, which the platform tags; "
+                                           "set the subnet's VPC id")])  # fmt: skip
         settings = ClusterSettings(
             release_label=args.get("release_label", RELEASE_LABEL),
             master_instance_type=args.get("master_instance_type", MASTER_TYPE),

@@ -305,6 +305,22 @@ def instance_policy(
     return {"Version": "2012-10-17", "Statement": statements}
 
 
+# What the EMR service role needs on a customer-managed key for EBS encryption (EMR management guide,
+# "Enabling EBS encryption by providing additional permissions for KMS keys").
+EBS_KEY_ACTIONS = ("kms:CreateGrant", "kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKeyWithoutPlaintext",
+                   "kms:ReEncryptFrom", "kms:ReEncryptTo")  # fmt: skip
+
+
+def service_kms_policy(key_arn: str) -> dict[str, Any]:
+    """The EMR service role's permissions on the EBS key: EMR asks KMS for the volumes' data keys and
+    grants them to EC2 (`kms:CreateGrant` only for AWS resources). Effective only when the key policy
+    lets IAM policies grant access (AWS's default key policy does; docs/deploy.md)."""
+    use = {"Sid": "EmrEbsKeyUse", "Effect": "Allow", "Action": list(EBS_KEY_ACTIONS[1:]), "Resource": key_arn}
+    grant = {"Sid": "EmrEbsKeyGrant", "Effect": "Allow", "Action": "kms:CreateGrant", "Resource": key_arn,
+             "Condition": {"Bool": {"kms:GrantIsForAWSResource": "true"}}}  # fmt: skip
+    return {"Version": "2012-10-17", "Statement": [use, grant]}
+
+
 def service_pass_role_policy(node_role_arn: str) -> dict[str, Any]:
     """What AmazonEMRServicePolicy_v2 leaves out: passing the nodes' role (it only allows the
     default EMR_EC2_DefaultRole)."""

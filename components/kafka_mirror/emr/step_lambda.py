@@ -15,6 +15,10 @@ plus `tf: {action: create|update|delete, prev_input}`. Never two writers on one 
   reports it stopped), and only then adds the new one. An unchanged step that is no longer live
   (it failed, or was cancelled outside Pulumi) is re-added; a live one is kept.
 - delete: cancel the live step and wait until it stopped.
+A step added (create, update) is waited for until EMR reports it RUNNING, at most `start_timeout_s`
+(StepNotRunning otherwise, or at once when it ends FAILED/CANCELLED first): a green `up` means the
+flow's step runs. Its YARN application's RUNNING state is the step wrapper's to report (it runs
+inside the cluster, where YARN is; this function's Lambda is outside the VPC).
 "Live" steps are found by name with ListSteps. Cancelling signals the step's process only (its
 wrapper, `deploy/kmirror-step.py`, kills the flow's YARN application on SIGTERM and exits once it
 is gone), so "stopped" means the driver is gone. A step still not stopped `stop_timeout_s` after
@@ -45,6 +49,10 @@ class StepInputError(ValueError):
     """The invocation's input is not what MirrorDeployment sends: names the field, value and fix."""
 
 
+class StepNotRunning(RuntimeError):
+    """An added step did not reach RUNNING: it ended first, or is still PENDING at the deadline."""
+
+
 class StepStillRunning(RuntimeError):
     """A cancelled step did not stop in time: adding its replacement now would start a second writer."""
 
@@ -58,6 +66,7 @@ class StepSpec:
     args: tuple[str, ...]
     region: str
     stop_timeout_s: int
+    start_timeout_s: int = 300
 
     @property
     def identity(self) -> tuple[str, str, tuple[str, ...]]:
@@ -95,12 +104,17 @@ def parse_step(payload: Mapping[str, Any], where: str = "input") -> StepSpec:
                              f"list of strings), got {args!r}")  # fmt: skip
     if problem := stop_timeout_problem(payload.get("stop_timeout_s")):
         raise StepInputError(f"{where}.stop_timeout_s: {problem}")
+    start = payload.get("start_timeout_s", StepSpec.start_timeout_s)
+    if isinstance(start, bool) or not isinstance(start, int) or not 1 <= start <= MAX_STOP_TIMEOUT_S:
+        raise StepInputError(f"{where}.start_timeout_s: must be a whole number of seconds from 1 to "
+                             f"{MAX_STOP_TIMEOUT_S}, got {start!r}")  # fmt: skip
     return StepSpec(
         cluster_id=_text(payload, "cluster_id", where),
         name=_text(payload, "name", where),
         args=tuple(args),
         region=_text(payload, "region", where),
         stop_timeout_s=int(payload["stop_timeout_s"]),
+        start_timeout_s=start,
     )
 
 
@@ -112,6 +126,7 @@ class StepRunner:
     emr_for: Callable[[str], Any]
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
+    started: float | None = None  # when the invocation began: every wait ends before Lambda's own timeout
 
     def steps_named(self, step: StepSpec, states: Sequence[str]) -> list[dict[str, Any]]:
         """The cluster's steps called `step.name` in one of `states` (ListSteps, every page).
@@ -143,6 +158,24 @@ class StepRunner:
         }
         added = self.emr_for(step.region).add_job_flow_steps(JobFlowId=step.cluster_id, Steps=[request])
         return str(added["StepIds"][0])
+
+    def wait_running(self, step: StepSpec, step_id: str) -> None:
+        """Return once EMR reports `step_id` RUNNING; raises StepNotRunning when it ends first (FAILED,
+        CANCELLED: the flow does not run) or is still PENDING `step.start_timeout_s` after it was added."""
+        deadline = self.clock() + step.start_timeout_s
+        if self.started is not None:  # what the stop wait left of this Lambda run, minus a margin to report
+            deadline = min(deadline, self.started + LAMBDA_TIMEOUT_S - 30)
+        while (state := self.state(step, step_id)) != "RUNNING":
+            where = f"EMR step {step_id} ({step.name}) on cluster {step.cluster_id}"
+            if state in STOPPED_STATES or state in STOPPING_STATES:
+                raise StepNotRunning(f"{where} is {state} instead of RUNNING: the flow is not mirroring. Its "
+                                     f"stderr is under the cluster's log URI (steps/{step_id}/stderr.gz); fix "
+                                     "the cause, then run `pulumi up` again (the step is added anew)")  # fmt: skip
+            if self.clock() >= deadline:
+                raise StepNotRunning(f"{where} is still {state} {step.start_timeout_s} s after it was added "
+                                     "(start_timeout_s): a step slot or the cluster is busy; see the cluster's "
+                                     "steps in the EMR console, then run `pulumi up` again")  # fmt: skip
+            self.sleep(1 if step.start_timeout_s < 60 else 5)
 
     def stop(self, step: StepSpec, timeout_s: int) -> list[str]:
         """Cancel every live step called `step.name` and wait until each is stopped; return their ids.
@@ -192,7 +225,14 @@ def _ensure(runner: StepRunner, step: StepSpec) -> dict[str, Any]:
     if len(live) == 1 and live[0]["Status"]["State"] in LIVE_STATES:
         return {"step_id": str(live[0]["Id"]), "stopped": [], "added": False}
     stopped = runner.stop(step, step.stop_timeout_s)
-    return {"step_id": runner.add(step), "stopped": stopped, "added": True}
+    return {"step_id": _add_running(runner, step), "stopped": stopped, "added": True}
+
+
+def _add_running(runner: StepRunner, step: StepSpec) -> str:
+    """Add the step and wait until it is RUNNING; its id."""
+    step_id = runner.add(step)
+    runner.wait_running(step, step_id)
+    return step_id
 
 
 def apply_action(runner: StepRunner, event: Mapping[str, Any]) -> dict[str, Any]:
@@ -204,11 +244,13 @@ def apply_action(runner: StepRunner, event: Mapping[str, Any]) -> dict[str, Any]
         raise StepInputError(f"input.tf.action: expected one of {', '.join(ACTIONS)}, got {action!r}; invoke "
                              "this function through aws.lambda_.Invocation with lifecycle_scope CRUD")  # fmt: skip
     step = parse_step(event)
+    if runner.started is None:
+        runner.started = runner.clock()
     if action == "delete":
         return {"step_id": None, "stopped": runner.stop(step, step.stop_timeout_s), "added": False}
     if action == "create":
         stopped = runner.stop(step, step.stop_timeout_s)
-        return {"step_id": runner.add(step), "stopped": stopped, "added": True}
+        return {"step_id": _add_running(runner, step), "stopped": stopped, "added": True}
     previous = lifecycle.get("prev_input") if isinstance(lifecycle, Mapping) else None
     if not previous:
         return _ensure(runner, step)
@@ -218,7 +260,7 @@ def apply_action(runner: StepRunner, event: Mapping[str, Any]) -> dict[str, Any]
     stopped = runner.stop(old, step.stop_timeout_s)
     if (old.cluster_id, old.name, old.region) != (step.cluster_id, step.name, step.region):
         stopped += runner.stop(step, step.stop_timeout_s)  # a same-name step already on the new cluster
-    return {"step_id": runner.add(step), "stopped": stopped, "added": True}
+    return {"step_id": _add_running(runner, step), "stopped": stopped, "added": True}
 
 
 def _boto3_emr(region: str) -> Any:

@@ -28,6 +28,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from kafka_mirror.deploy_files import build_dir as deploy_build_dir
 from kafka_mirror.emr.specs import (
     EMR_PYTHON_VERSION,
     NODE_EXTRA_REQUIREMENTS,
@@ -56,6 +57,8 @@ class Wheelhouse:
     arch: str
     path: Path
     files: tuple[str, ...]
+    missing: tuple[str, ...] = ()
+    """Distributions left out (a preview without the user-built GSSAPI wheel); an `up` never has any."""
 
     @property
     def tag(self) -> str:
@@ -209,18 +212,24 @@ def build_wheelhouse(
     out_root: Path,
     arch: str,
     gssapi_wheels: Path | None = None,
-    pip: PipRunner = _run_pip,
+    pip: PipRunner | None = None,
+    *,
+    without_gssapi_wheel: bool = False,
 ) -> Wheelhouse:
     """Download the pins of `arch`'s committed lock (`committed_lock`) into
     `out_root/<wheelhouse_tag(arch)>/` with `--require-hashes`, and write its `requirements.lock`.
     Nothing is resolved.
 
     `gssapi_wheels`: a directory holding the user-built GSSAPI confluent-kafka wheel, which replaces
-    PyPI's. Raises WheelhouseError (a missing or stale lock, a missing GSSAPI wheel, a failed download).
+    PyPI's. `without_gssapi_wheel` (a preview only): confluent-kafka is left out (`Wheelhouse.missing`).
+    Raises WheelhouseError (a missing or stale lock, a missing GSSAPI wheel, a failed download).
     """
     pins = committed_lock(requirements_path, arch)
     local = None
-    if gssapi_wheels is not None:
+    missing: tuple[str, ...] = ()
+    if without_gssapi_wheel:
+        pins, missing = [line for line in pins if requirement_name(line) != GSSAPI_DIST], (GSSAPI_DIST,)
+    elif gssapi_wheels is not None:
         version = pinned_version(requirements_path.read_text(), GSSAPI_DIST)
         if version is None:
             raise WheelhouseError(f"{requirements_path}: {GSSAPI_DIST} must be pinned with == for the GSSAPI wheel")
@@ -229,14 +238,15 @@ def build_wheelhouse(
     path = out_root / wheelhouse_tag(arch)
     digest = _inputs_digest(pins, arch, local)
     if (cached := _cached(path, digest)) is not None:
-        return Wheelhouse(arch, path, cached)
+        return Wheelhouse(arch, path, cached, missing)
     shutil.rmtree(path, ignore_errors=True)
     path.mkdir(parents=True)
     lines = list(pins)
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "lock.txt").write_text("\n".join(lines) + "\n")
-        pip(["download", "--quiet", "--no-deps", "--require-hashes", *pip_target_args(arch), "--dest", str(path),
-             "-r", str(Path(tmp) / "lock.txt")])  # fmt: skip
+        run_pip = pip or _run_pip  # looked up now: tests replace _run_pip
+        run_pip(["download", "--quiet", "--no-deps", "--require-hashes", *pip_target_args(arch), "--dest", str(path),
+                 "-r", str(Path(tmp) / "lock.txt")])  # fmt: skip
     if local is not None:
         shutil.copy2(local, path / local.name)
         lines.append(f"{GSSAPI_DIST}=={pinned_version(requirements_path.read_text(), GSSAPI_DIST)} --hash=sha256:"
@@ -246,7 +256,7 @@ def build_wheelhouse(
     if len(wheels) != len(lines):
         raise WheelhouseError(f"{path}: {len(lines)} locked distributions but {len(wheels)} wheels: {wheels}")
     (path / STAMP_FILE).write_text(digest + "\n")
-    return Wheelhouse(arch, path, (*wheels, LOCK_FILE))
+    return Wheelhouse(arch, path, (*wheels, LOCK_FILE), missing)
 
 
 def load_wheelhouse(root: Path, arch: str) -> Wheelhouse:
@@ -265,17 +275,19 @@ def load_wheelhouse(root: Path, arch: str) -> Wheelhouse:
 
 
 def deploy_wheelhouses(
-    requirements_path: Path, arches: Sequence[str], gssapi: bool, environ: Mapping[str, str]
+    requirements_path: Path, arches: Sequence[str], gssapi: bool, environ: Mapping[str, str], preview: bool = False
 ) -> list[Wheelhouse]:
     """The wheelhouse of every architecture in `arches` for a deploy.
 
     `$KMIRROR_WHEELHOUSE`: a prebuilt root (one `<tag>/` per architecture, e.g. CI's); otherwise
-    built into `$KMIRROR_BUILD_DIR/wheelhouse` (default `build/wheelhouse`). With `gssapi`, the
-    confluent-kafka wheel comes from `$KMIRROR_GSSAPI_WHEELS` (default `build/gssapi-wheels`), and a
-    prebuilt wheelhouse must hold such a wheel (build tag `*gssapi`), never PyPI's.
+    built into `$KMIRROR_BUILD_DIR/wheelhouse` (default `build/wheelhouse` under the Pulumi project,
+    `kafka_mirror.deploy_files.build_dir`). With `gssapi`, the confluent-kafka wheel comes from
+    `$KMIRROR_GSSAPI_WHEELS` (default `build/gssapi-wheels` under the project, where
+    scripts/build-emr-gssapi-wheel.sh writes it), and a prebuilt wheelhouse must hold such a wheel
+    (build tag `*gssapi`), never PyPI's. A `preview` without that wheel plans the wheelhouse without
+    confluent-kafka (`Wheelhouse.missing`): a CI preview needs no Amazon Linux build; an `up` refuses.
     """
-    root = Path(__file__).resolve().parents[1]
-    build_dir = Path(environ.get("KMIRROR_BUILD_DIR") or root / "build")
+    build_dir = deploy_build_dir(environ)
     if prebuilt := environ.get("KMIRROR_WHEELHOUSE"):
         houses = [load_wheelhouse(Path(prebuilt), arch) for arch in sorted(set(arches))]
         for house in houses if gssapi else []:
@@ -287,6 +299,18 @@ def deploy_wheelhouses(
                 )
         return houses
     gssapi_dir = Path(environ.get("KMIRROR_GSSAPI_WHEELS") or build_dir / "gssapi-wheels") if gssapi else None
-    return [
-        build_wheelhouse(requirements_path, build_dir / "wheelhouse", arch, gssapi_dir) for arch in sorted(set(arches))
-    ]
+    houses = []
+    for arch in sorted(set(arches)):
+        try:
+            houses.append(build_wheelhouse(requirements_path, build_dir / "wheelhouse", arch, gssapi_dir))
+        except WheelhouseError:
+            if not (preview and gssapi_dir is not None and not _has_gssapi_wheel(gssapi_dir, arch)):
+                raise
+            houses.append(build_wheelhouse(requirements_path, build_dir / "wheelhouse", arch,
+                                           without_gssapi_wheel=True))  # fmt: skip
+    return houses
+
+
+def _has_gssapi_wheel(directory: Path, arch: str) -> bool:
+    abi = "cp" + EMR_PYTHON_VERSION.replace(".", "")
+    return directory.is_dir() and any(directory.glob(f"confluent_kafka-*gssapi-{abi}-{abi}-*{arch}.whl"))

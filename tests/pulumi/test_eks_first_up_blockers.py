@@ -1,0 +1,135 @@
+"""The first production `up` of the EKS stacks (east creates its cluster, west uses an existing one),
+walked resource by resource under the SDK's mocks: what must exist, wait or be kept for that `up`
+to mean "mirroring" (issue 43's blockers 2, 5, 6, 7, 9)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from kafka_mirror.bundle import build_bundle
+from kafka_mirror.eks.specs import APP_RUNNING_CONDITION
+from kmirror.errors import ValidationError
+from tests.pulumi.harness import ROOT, Run, run_program, stack_config, unwrap
+
+SPARK_APP = "kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication"
+CRD = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+RELEASE = "kubernetes:helm.sh/v3:Release"
+_runs: dict[str, Run] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    path, _ = build_bundle(ROOT, tmp_path_factory.mktemp("bundle"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("KMIRROR_BUNDLE", str(path))
+        yield
+
+
+def stack(name: str) -> Run:
+    if name not in _runs:
+        _runs[name] = run_program(name)
+    return _runs[name]
+
+
+def edited(name: str, **cluster: Any) -> dict[str, str]:
+    config = stack_config(name)
+    spark = json.loads(config["kafka-mirror:spark"])
+    spark["cluster"].update(cluster)
+    config["kafka-mirror:spark"] = json.dumps(spark)
+    return config
+
+
+@pytest.mark.parametrize("name", ["east", "west"])
+def test_up_waits_for_every_app_to_run_and_says_how_long(name: str) -> None:
+    apps = stack(name).of_type(SPARK_APP)
+    assert apps
+    for app in apps:
+        annotations = unwrap(app.inputs)["metadata"]["annotations"]
+        assert annotations["pulumi.com/waitFor"] == APP_RUNNING_CONDITION
+        assert annotations["pulumi.com/timeoutSeconds"] == "600"
+
+
+def test_the_operator_chart_waits_for_the_nodes_with_a_bounded_atomic_install() -> None:
+    run = stack("east")
+    [nodes] = run.of_type("aws:eks/nodeGroup:NodeGroup")
+    assert nodes.options["custom_timeouts"] == {"create": "30m", "update": "60m", "delete": "30m"}
+    releases = {r.name: r for r in run.of_type(RELEASE)}
+    operator = releases["east-eks-spark-operator"]
+    assert nodes.urn in operator.dependencies
+    for release in releases.values():
+        inputs = unwrap(release.inputs)
+        assert (inputs["timeout"], inputs["atomic"], inputs["cleanupOnFail"]) == (600, True, True), release.name
+
+
+def test_the_spark_crds_outlive_the_stack_and_the_cluster_is_protected() -> None:
+    run = stack("east")
+    crds = run.of_type(CRD)
+    assert "east-eks-crd-sparkapplications" in {c.name for c in crds}
+    assert all(c.options["retain_on_delete"] for c in crds)
+    assert all(c.options["retain_on_delete"] for c in stack("west").of_type(CRD))
+    [cluster] = run.of_type("eks:index:Cluster")
+    assert cluster.options["protect"] and unwrap(cluster.inputs)["deletionProtection"] is True
+
+
+def test_wests_priority_class_is_created_before_its_apps() -> None:
+    run = stack("west")
+    [priority] = run.of_type("kubernetes:scheduling.k8s.io/v1:PriorityClass")
+    assert unwrap(priority.inputs)["metadata"]["name"] == "kafka-mirror-critical"
+    assert unwrap(priority.inputs)["value"] == 1_000_000
+    for app in run.of_type(SPARK_APP):
+        assert unwrap(app.inputs)["spec"]["driver"]["priorityClassName"] == "kafka-mirror-critical"
+
+
+def test_access_entries_come_from_the_stack_config() -> None:
+    [cluster] = stack("east").of_type("eks:index:Cluster")
+    entries = unwrap(cluster.inputs)["accessEntries"]
+    preview = entries["preview-0"]
+    assert preview["principalArn"] == "arn:aws:iam::123456789012:role/kafka-mirror-preview"
+    assert preview["accessPolicies"]["preview"] == {
+        "policyArn": "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy",
+        "accessScope": {"type": "namespace", "namespaces": ["kafka-mirror"]},
+    }
+    assert entries["deploy-0"]["accessPolicies"]["deploy"]["policyArn"].endswith("/AmazonEKSClusterAdminPolicy")
+    assert entries["view-0"]["accessPolicies"]["view"]["accessScope"] == {"type": "cluster"}
+
+
+def test_the_runner_is_admitted_to_the_private_endpoint_before_the_provider_uses_it() -> None:
+    run = stack("east")
+    [rule] = run.of_type("aws:ec2/securityGroupRule:SecurityGroupRule")
+    inputs = unwrap(rule.inputs)
+    assert (inputs["type"], inputs["fromPort"], inputs["toPort"]) == ("ingress", 443, 443)
+    assert inputs["sourceSecurityGroupId"] == "sg-0a1b2c3d4e5f60077"
+    provider = run.named("east-eks-k8s")
+    assert rule.urn in provider.dependencies
+
+
+def test_a_private_endpoint_without_an_admitted_runner_is_refused() -> None:
+    config = edited("east", runner_security_group_id=None)
+    spark = json.loads(config["kafka-mirror:spark"])
+    del spark["cluster"]["runner_security_group_id"]
+    config["kafka-mirror:spark"] = json.dumps(spark)
+    with pytest.raises(ValidationError, match=r"cluster\.deploy_from_vpc: true but the runner is not admitted"):
+        run_program("east", config)
+
+
+def test_monitoring_without_a_declared_prometheus_is_refused() -> None:
+    config = stack_config("west")
+    spark = json.loads(config["kafka-mirror:spark"])
+    del spark["monitoring"]["prometheus"]
+    config["kafka-mirror:spark"] = json.dumps(spark)
+    with pytest.raises(ValidationError, match=r"spark\.monitoring\.prometheus: required with pod_monitor and "
+                                              r"prometheus_rule: the NAMESPACE/NAME of the Prometheus"):
+        run_program("west", config)
+
+
+def test_the_wait_for_running_is_set_per_stack() -> None:
+    config = stack_config("local")
+    spark = json.loads(config["kafka-mirror:spark"])
+    spark["app_start_timeout_s"] = 45
+    config["kafka-mirror:spark"] = json.dumps(spark)
+    [app] = run_program("local", config).of_type(SPARK_APP)
+    assert unwrap(app.inputs)["metadata"]["annotations"]["pulumi.com/timeoutSeconds"] == "45"

@@ -1,0 +1,154 @@
+"""A green `up` on EMR means the flow's step runs, and a replaced step never leaves two writers nor
+kills its replacement (issue 43's blockers 6 and 10).
+
+- The step function waits for an added step to be RUNNING, against moto's EMR (server mode, real
+  boto3 calls; `tests/pulumi/moto_support.py` runs an added step while a slot is free, as EMR does).
+- The order of a replacement, against fakes that behave as AWS documents: EMR shows a cancelled step
+  CANCELLED once the step's JVM is gone, before its wrapper finished killing the YARN application, so
+  the replacement step starts while the old wrapper is still stopping (`tests/pulumi/test_emr_yarn_stop.py`
+  has the fake YARN and spark-submit).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+
+from kafka_mirror.emr.step_lambda import StepNotRunning, StepRunner, apply_action, handler
+from tests.pulumi.moto_support import moto_server, set_step_state
+from tests.pulumi.test_emr_yarn_stop import (  # noqa: F401 (yarn: the fixture)
+    FAKE_SPARK_SUBMIT,
+    FAKE_TABLE,
+    FakeEmr,
+    FakeYarn,
+    step_args,
+    wait_for,
+    yarn,
+)
+
+REGION = "eu-central-1"
+
+
+@pytest.fixture(scope="module")
+def endpoint() -> Iterator[str]:
+    with moto_server() as url:
+        yield url
+
+
+@pytest.fixture
+def cluster(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_EMR", endpoint)
+    emr = boto3.client("emr", region_name=REGION, endpoint_url=endpoint)
+    return str(emr.run_job_flow(
+        Name="kafka-mirror-central", ReleaseLabel="emr-7.9.0", JobFlowRole="EMR_EC2_DefaultRole",
+        ServiceRole="EMR_DefaultRole",
+        Instances={"InstanceCount": 1, "MasterInstanceType": "m5.xlarge", "KeepJobFlowAliveWhenNoSteps": True},
+    )["JobFlowId"])  # fmt: skip
+
+
+def event(cluster_id: str, **extra: Any) -> dict[str, Any]:
+    return {"cluster_id": cluster_id, "name": "mirror-a-to-b", "region": REGION, "stop_timeout_s": 5,
+            "args": ["python", "-c", "...", "--tag", "kmirror-a-to-b", "--", "spark-submit", "v1"],
+            "tf": {"action": "create", "prev_input": None}, **extra}  # fmt: skip
+
+
+def other_flow_running(cluster_id: str) -> None:
+    """Another flow's step holds the cluster's only step slot (StepConcurrencyLevel 1)."""
+    emr = boto3.client("emr", region_name=REGION)
+    emr.add_job_flow_steps(JobFlowId=cluster_id, Steps=[{"Name": "mirror-other", "ActionOnFailure": "CONTINUE",
+                                                         "HadoopJarStep": {"Jar": "command-runner.jar",
+                                                                           "Args": ["x"]}}])  # fmt: skip
+
+
+def test_create_returns_once_the_step_runs(cluster: str) -> None:
+    result = handler(event(cluster), None)
+    emr = boto3.client("emr", region_name=REGION)
+    assert emr.describe_step(ClusterId=cluster, StepId=result["step_id"])["Step"]["Status"]["State"] == "RUNNING"
+
+
+def test_a_step_still_pending_fails_the_up_after_its_start_timeout(cluster: str) -> None:
+    other_flow_running(cluster)
+    started = time.monotonic()
+    with pytest.raises(StepNotRunning) as raised:
+        handler(event(cluster, start_timeout_s=2), None)
+    assert 2 <= time.monotonic() - started < 10
+    [step_id] = [s["Id"] for s in boto3.client("emr", region_name=REGION).list_steps(ClusterId=cluster)["Steps"]
+                 if s["Name"] == "mirror-a-to-b"]  # fmt: skip
+    assert str(raised.value) == (
+        f"EMR step {step_id} (mirror-a-to-b) on cluster {cluster} is still PENDING 2 s after it was added "
+        "(start_timeout_s): a step slot or the cluster is busy; see the cluster's steps in the EMR console, then "
+        "run `pulumi up` again"
+    )
+
+
+def test_a_step_that_fails_before_running_fails_the_up_at_once(cluster: str) -> None:
+    other_flow_running(cluster)
+    emr = boto3.client("emr", region_name=REGION)
+
+    def fail_it() -> None:  # EMR: the step's command failed (a bad argument, a missing file)
+        found = wait_for(lambda: [s["Id"] for s in emr.list_steps(ClusterId=cluster)["Steps"]
+                                  if s["Name"] == "mirror-a-to-b"])  # fmt: skip
+        set_step_state(cluster, found[0], "FAILED")
+
+    threading.Thread(target=fail_it).start()
+    started = time.monotonic()
+    with pytest.raises(StepNotRunning, match=r"is FAILED instead of RUNNING: the flow is not mirroring"):
+        handler(event(cluster, start_timeout_s=60), None)
+    assert time.monotonic() - started < 30
+
+
+class FaithfulEmr(FakeEmr):
+    """FakeEmr, but a cancelled step shows CANCELLED once its JVM (the step runner) is gone, 0.2 s
+    after the cancel, whether or not the wrapper it started has finished its kill."""
+
+    def cancel_steps(self, ClusterId: str, StepIds: list[str], StepCancellationOption: str) -> dict[str, Any]:
+        for step_id in StepIds:
+            self.steps[step_id]["cancelled_at"] = time.monotonic()
+        return super().cancel_steps(ClusterId, StepIds, StepCancellationOption)
+
+    def _state(self, step_id: str) -> str:
+        step = self.steps[step_id]
+        if step["cancel"]:
+            return "CANCELLED" if time.monotonic() - step["cancelled_at"] >= 0.2 else "CANCEL_PENDING"
+        return super()._state(step_id)
+
+
+def test_the_old_wrappers_exit_kill_spares_the_replacement(yarn: FakeYarn) -> None:  # noqa: F811
+    # The first (old) step's spark-submit hangs and ignores SIGTERM (a client stuck on the network): its
+    # wrapper's kill starts CLIENT_STOP_S (10 s) after the cancel, long after EMR showed the step
+    # CANCELLED and the replacement submitted its application. Later submits behave as before.
+    bin_dir = Path(yarn.env["PATH"].split(os.pathsep, 1)[0])
+    stuck = FAKE_SPARK_SUBMIT.replace(
+        "app_id = locked(submit)\n",
+        "app_id = locked(submit)\nif app_id.endswith('_0001'):\n"
+        "    import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)\n    time.sleep(3600)\n",
+    )
+    assert stuck != FAKE_SPARK_SUBMIT
+    (bin_dir / "spark-submit").write_text(f"#!{sys.executable}\n{FAKE_TABLE}\n{stuck}")
+    emr = FaithfulEmr(yarn)
+    runner = StepRunner(lambda region: emr)
+    step = {"cluster_id": "j-1", "name": "mirror-a-to-b", "args": step_args(stop_timeout_s=30),
+            "region": REGION, "stop_timeout_s": 30}  # fmt: skip
+    apply_action(runner, {**step, "tf": {"action": "create", "prev_input": None}})
+    [first] = wait_for(yarn.live)
+    new_args = [*step["args"][:-1], "flow-v2.json"]
+    apply_action(runner, {**step, "args": new_args, "tf": {"action": "update", "prev_input": step}})
+    [second] = wait_for(lambda: [i for i in yarn.live() if i != first])
+    old_wrapper = emr.steps["s-1"]["proc"]
+    assert old_wrapper.poll() is None  # still stopping its client while the replacement runs
+    old_wrapper.wait(30)
+    apps = yarn.apps()
+    assert apps[first]["state"] == "KILLED" and apps[second]["submitted_at"] >= apps[first]["kill_at"]
+    assert apps[second]["state"] == "RUNNING" and yarn.live() == [second]
+    emr.steps["s-2"]["proc"].send_signal(signal.SIGTERM)
