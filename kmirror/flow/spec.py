@@ -216,6 +216,14 @@ OPTIONS = OptionTable(
         optional(positive_int),
     ),
     Option("exactly_once", False, "Transactional writes with offsets stored on the target.", boolean),
+    Option(
+        "provenance_headers",
+        False,
+        "Stamp each copied record with a kmirror.provenance header naming its origin cluster, and never "
+        "copy a record whose origin is the target: identical topic names in both directions without loops "
+        "(identity active/active; docs/active-active.md). Copied by the Python record loop.",
+        boolean,
+    ),
     Option("emit_checkpoints", True, "Emit MM2-format checkpoints for consumer groups.", boolean),
     Option("sync_group_offsets", False, "Write translated offsets into idle target groups.", boolean),
     Option("emit_heartbeats", True, "Emit MM2-format heartbeats to the target's heartbeats topic.", boolean),
@@ -478,11 +486,27 @@ def option_conflict_problems(raw: dict[str, Any]) -> list[Problem]:
                 "at-least-once, like the copy path without it)",
             )
         )
-    return problems + _rate_limit_problems(raw) + _batch_loop_problems(raw)
+    return problems + _rate_limit_problems(raw) + _batch_loop_problems(raw) + _provenance_problems(raw)
+
+
+def _provenance_problems(raw: dict[str, Any]) -> list[Problem]:
+    """`provenance_headers` is stamped by the Python record loop only (issue 46): the native loop
+    copies headers as they are and the transform path writes rows it built itself."""
+    if raw.get("provenance_headers") is not True:
+        return []
+    problems = []
+    if raw.get("copy_loop") == "native":
+        problems.append(Problem("copy_loop", "is 'native', but provenance_headers is set and only the Python loop "
+                                "adds headers; set copy_loop to auto (it picks the Python loop for such a flow) "
+                                "or python"))  # fmt: skip
+    if raw.get("transform") is not None:
+        problems.append(Problem("transform", "cannot be combined with provenance_headers yet (only the copy path "
+                                "stamps and filters provenance); remove the transform or provenance_headers"))  # fmt: skip
+    return problems
 
 
 # Options only the record loops (python, native) serve: `copy_loop: batch` refuses them.
-RECORD_LOOP_OPTIONS = ("exactly_once", "dead_letter_topic", "skip_offsets", *RATE_LIMITS)
+RECORD_LOOP_OPTIONS = ("exactly_once", "dead_letter_topic", "skip_offsets", "provenance_headers", *RATE_LIMITS)
 
 
 def _batch_loop_problems(raw: dict[str, Any]) -> list[Problem]:

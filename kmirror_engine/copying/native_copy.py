@@ -47,7 +47,7 @@ BUILT_STAMP = ".kmirror-native"
 PUMP_BUDGET_MS = 200
 # Flow options only the Python loop implements (read raw: some are newer than this module).
 PYTHON_ONLY_OPTIONS = ("exactly_once", "dead_letter_topic", "skip_offsets", "max_bytes_per_second",
-                       "max_records_per_second")  # fmt: skip
+                       "max_records_per_second", "provenance_headers")  # fmt: skip
 _FAILED_DELIVERIES = 1
 _UNLOADED: Any = object()
 _module: Any = _UNLOADED

@@ -21,6 +21,7 @@ from typing import Any
 from kmirror.flow.spec import FlowSpec
 from kmirror_engine.clients.cache import CLIENTS, CopyClients, config_key
 from kmirror_engine.copying.native_copy import NativeRangeCopier, new_loop, use_native_loop
+from kmirror_engine.copying.provenance import needs_record_loop, provenance_for
 from kmirror_engine.copying.range_copy import (
     CONSUMER_REQUIRED,
     CONSUMER_TUNING,
@@ -120,7 +121,8 @@ def takes_batch_path(spec: FlowSpec) -> bool:
         return True
     if spec.copy.copy_loop != "auto" or os.environ.get(AUTO_COPY_LOOP_ENV) != "batch":
         return False
-    return not (spec.exactly_once or spec.copy.dead_letter_topic or spec.copy.skip_offsets or has_limits(spec))
+    return not (spec.exactly_once or spec.copy.dead_letter_topic or spec.copy.skip_offsets or has_limits(spec)
+                or needs_record_loop(spec.options))  # fmt: skip
 
 
 def _fell_back(progress: list[PartitionProgress]) -> list[PartitionProgress]:
@@ -153,7 +155,8 @@ def copy_task_ranges(
     limits = target_limits(spec, {r.target_topic for r in ranges})
     # what the target refuses record by record, the skips and the provenance of dead letters (poison records)
     poison: dict[str, Any] = {"rules": cached_rules(spec, limits), "skip_offsets": spec.copy.skip_offsets,
-                              "source_cluster": spec.source.alias}  # fmt: skip
+                              "source_cluster": spec.source.alias,
+                              "provenance": provenance_for(spec.options, spec.source.alias, spec.target.alias)}  # fmt: skip
     if not spec.exactly_once:
         producer_conf = capped_producer_config({**PRODUCER_TUNING, **producer_config(spec)}, limits.values())
         batch = takes_batch_path(spec)
