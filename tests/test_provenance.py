@@ -43,8 +43,9 @@ class StampedMessage(FakeMessage):
 
 def test_the_record_loop_copies_own_records_stamped_and_counts_the_ones_from_its_target() -> None:
     """a->b over a log holding a's own records and records a got from b: only a's go to b."""
-    log = [StampedMessage(0, [USER]), StampedMessage(1, [(PROVENANCE_HEADER, b"b")]), StampedMessage(2, None),
-           StampedMessage(3, [USER, (PROVENANCE_HEADER, b"b")]), StampedMessage(4, [(PROVENANCE_HEADER, b"c")])]  # fmt: skip
+    from_b, from_c = (PROVENANCE_HEADER, b"b"), (PROVENANCE_HEADER, b"c")
+    log = [StampedMessage(0, [USER]), StampedMessage(1, [from_b]), StampedMessage(2, None),
+           StampedMessage(3, [USER, from_b]), StampedMessage(4, [from_c])]  # fmt: skip
     broker = LimitedBroker(10_000)
     copier = RangeCopier(FakeConsumer(log), broker, stall_timeout_s=5, provenance=Provenance("a", "b"))
     (progress,) = copier.copy([CopyRange("events", 0, 0, 5, "events")])

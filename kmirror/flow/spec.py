@@ -457,7 +457,8 @@ def flow_spec_problems(raw: Any) -> list[Problem]:
 
 def _reverse_of_problems(raw: dict[str, Any]) -> list[Problem]:
     """`reverse_of` names the forward flow's source: this flow's target, under the default policy
-    (with identity, remote topics keep their names and cannot be told from the source's own)."""
+    (with identity, remote topics keep their names and cannot be told from the source's own, unless
+    `provenance_headers` marks every record with its origin)."""
     forward, target = raw.get("reverse_of"), raw.get("target")
     alias = target.get("alias") if isinstance(target, dict) else None
     if not isinstance(forward, str) or not isinstance(alias, str):
@@ -466,10 +467,11 @@ def _reverse_of_problems(raw: dict[str, Any]) -> list[Problem]:
     if forward != alias:
         problems.append(Problem("reverse_of", f"must name this flow's target {alias!r} (the forward flow's source), "
                                 f"got {forward!r}"))  # fmt: skip
-    if isinstance(raw.get("replication_policy"), dict) and raw["replication_policy"].get("type") == "identity":
+    identity = isinstance(raw.get("replication_policy"), dict) and raw["replication_policy"].get("type") == "identity"
+    if identity and raw.get("provenance_headers") is not True:  # with them: records of the target's origin are skipped
         problems.append(Problem("reverse_of", "needs the default replication policy: with identity the "
                                 "forward flow's remote topics keep their names, so they cannot be translated "
-                                "back"))  # fmt: skip
+                                "back (unless provenance_headers is on: docs/active-active.md)"))  # fmt: skip
     return problems
 
 
@@ -500,8 +502,8 @@ def _provenance_problems(raw: dict[str, Any]) -> list[Problem]:
                                 "adds headers; set copy_loop to auto (it picks the Python loop for such a flow) "
                                 "or python"))  # fmt: skip
     if raw.get("transform") is not None:
-        problems.append(Problem("transform", "cannot be combined with provenance_headers yet (only the copy path "
-                                "stamps and filters provenance); remove the transform or provenance_headers"))  # fmt: skip
+        problems.append(Problem("transform", "cannot be combined with provenance_headers yet (only the copy "
+                                "path stamps and filters provenance); remove the transform or provenance_headers"))
     return problems
 
 

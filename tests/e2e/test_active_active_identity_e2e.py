@@ -84,7 +84,8 @@ def commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> N
 
 def heartbeats_on(bootstrap: str) -> set[tuple[str, str]]:
     msgs = consume_all(bootstrap, "heartbeats", 1, fenced=False)[0]
-    return {(h.source_cluster_alias, h.target_cluster_alias) for h in (decode_heartbeat(m.key(), m.value()) for m in msgs)}
+    beats = [decode_heartbeat(m.key(), m.value()) for m in msgs]
+    return {(h.source_cluster_alias, h.target_cluster_alias) for h in beats}
 
 
 @real_kafka  # tansu's fences would be mirrored too: counts here are for Apache Kafka
@@ -99,7 +100,8 @@ def test_both_clusters_produce_to_the_same_names_and_each_ends_with_every_record
         create_topic(bootstrap, topic, PARTITIONS)
 
     errors: list[BaseException] = []
-    producers = [producer_thread(clusters.source, topic, "a", errors), producer_thread(clusters.target, topic, "b", errors)]
+    producers = [producer_thread(clusters.source, topic, "a", errors),
+                 producer_thread(clusters.target, topic, "b", errors)]
     for thread in producers:
         thread.start()
     rounds = 0
