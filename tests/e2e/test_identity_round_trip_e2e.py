@@ -75,7 +75,7 @@ def test_identity_failover_then_failback_through_the_reverse_flow_loses_and_dupl
     # a is gone: the group moves to b at the translated offset
     capsys.readouterr()
     assert main(["failover", "--flow", str(forward_file), "--group", group]) == 0
-    print(capsys.readouterr().out)
+    assert capsys.readouterr().out.startswith(f"moved group {group!r} to {b}: 1 partition(s) written")
     assert committed_offsets(admin_client(forward.target), group, b) == {(orders, 0): (GROUP_AT, "")}
     # the outage: producers write b's orders, the group reads on to READ_ON_B
     produce(clusters.target, orders, [{"value": f"b-{i}".encode(), "partition": 0} for i in range(ON_B)])
@@ -91,13 +91,17 @@ def test_identity_failover_then_failback_through_the_reverse_flow_loses_and_dupl
     run_flow(forward, spark=spark, once=True)
     assert values(clusters.target, orders) == [f"a-{i}" for i in range(ON_A)] + [f"b-{i}" for i in range(ON_B)]
 
-    # fail back: the group resumes on a where it stood on b
+    # the reverse flow's checkpoint round already moved the idle group home (its group offset sync,
+    # the active-passive default) to where it stood on b: a-70, the first record it had not read
+    assert committed_offsets(admin_client(forward.source), group, a) == {(orders, 0): (READ_ON_B, "")}
+    # fail back: `kmirror failback` translates the same way and keeps it there
     capsys.readouterr()
     assert main(["failback", "--flow", str(forward_file), "--group", group, "--dry-run"]) == 0
-    print(capsys.readouterr().out)
+    assert capsys.readouterr().out == (f"dry run: would move group {group!r} home to {a}:\n"
+                                       f"  {orders}[0]@{READ_ON_B} -> {orders}[0] {READ_ON_B}\n")  # fmt: skip
     assert main(["failback", "--flow", str(forward_file), "--group", group]) == 0
-    report = capsys.readouterr().out
-    print(report)
-    at_home = committed_offsets(admin_client(forward.source), group, a)
-    print("group at home:", at_home)
-    assert at_home == {(orders, 0): (READ_ON_B, "")}
+    assert capsys.readouterr().out == (
+        f"moved group {group!r} home to {a}: 0 partition(s) written, 1 kept\n"
+        f"  kept  {orders}[0] = {READ_ON_B} (translated {READ_ON_B} would move it backwards)\n"
+    )
+    assert committed_offsets(admin_client(forward.source), group, a) == {(orders, 0): (READ_ON_B, "")}
