@@ -1,9 +1,10 @@
 """Active/passive with the identity policy, there and back, on real brokers and a local Spark
-(issue 46): `a->b` mirrors `orders` under its own name; the group fails over to b
-(`kmirror failover`: translated and committed on b); producers then write b's `orders`; the
-planned reverse flow (`reverse_flow: true` on the identity pair, with `provenance_headers`)
-carries only b's records home; the group fails back (`kmirror failback`). Nothing is lost or
-duplicated on either cluster, and the group's position at home is where it was on b.
+(issue 46): `a->b` mirrors `orders` under its own name; the group fails over to b (`kmirror
+translate` and `failover --topology FILE --flow a->b`: translated and committed on b);
+producers then write b's `orders`; the planned reverse flow (`reverse_flow: true` on the
+identity pair, with `provenance_headers`) carries only b's records home; the group fails back
+(`kmirror failback`). Nothing is lost or duplicated on either cluster, and the group's position
+at home is where it was on b.
 
 On today's main the topology is refused (`reverse_flow` needs the default policy), and without
 provenance filtering the reverse flow would copy a's records back into a."""
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from kmirror.estate.planner import flow_spec_for, parse_topology, plan_topology
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
@@ -34,15 +36,19 @@ READ_ON_B = 70  # the group's position on b after the outage: a's last 60 record
 ON_B = 30  # records producers write to b during the outage
 
 
-def planned(clusters: Any, a: str, b: str, unique: str, root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    topology = parse_topology({
+def topology_of(clusters: Any, a: str, b: str, unique: str) -> dict[str, Any]:
+    return {
         "clusters": {a: {"bootstrap_servers": clusters.source, "datacenter": "dc-a"},
                      b: {"bootstrap_servers": clusters.target, "datacenter": "dc-b"}},
         "defaults": {"emit_heartbeats": False},
         "topologies": [{"name": "dr", "pattern": "active-passive", "primary": a, "standby": b, "reverse_flow": True,
                         "replication_policy": {"type": "identity"}, "provenance_headers": True,
                         "topics": [f"orders-{unique}"], "groups": [f"app-{unique}"]}],
-    })  # fmt: skip
+    }  # fmt: skip
+
+
+def planned(raw: dict[str, Any], a: str, b: str, root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    topology = parse_topology(raw)
     plan = plan_topology(topology)
     return (flow_spec_for(topology, plan.flow(f"{a}->{b}"), str(root)),
             flow_spec_for(topology, plan.flow(f"{b}->{a}"), str(root)))  # fmt: skip
@@ -58,10 +64,11 @@ def test_identity_failover_then_failback_through_the_reverse_flow_loses_and_dupl
 ) -> None:
     a, b = f"a{unique}", f"b{unique}"
     orders, group = f"orders-{unique}", f"app-{unique}"
-    raw_forward, raw_reverse = planned(clusters, a, b, unique, tmp_path)
-    forward_file, reverse_file = tmp_path / "forward.json", tmp_path / "reverse.json"
-    forward_file.write_text(json.dumps(raw_forward))
-    reverse_file.write_text(json.dumps(raw_reverse))
+    raw = topology_of(clusters, a, b, unique)
+    topology_file = tmp_path / "topology.yaml"  # the operator commands read only this (issue 46)
+    topology_file.write_text(yaml.safe_dump(raw))
+    flow = ["--topology", str(topology_file), "--flow", f"{a}->{b}"]
+    raw_forward, raw_reverse = planned(raw, a, b, tmp_path)
     forward: FlowSpec = parse_flow_spec(raw_forward)
     reverse: FlowSpec = parse_flow_spec(raw_reverse)
     assert reverse.checkpoints.reverse_of == a
@@ -72,9 +79,13 @@ def test_identity_failover_then_failback_through_the_reverse_flow_loses_and_dupl
     run_flow(forward, spark=spark, once=True)
     assert values(clusters.target, orders) == [f"a-{i}" for i in range(ON_A)]
 
-    # a is gone: the group moves to b at the translated offset
+    # a is gone: the group moves to b at the translated offset (commands from the topology alone)
     capsys.readouterr()
-    assert main(["failover", "--flow", str(forward_file), "--group", group]) == 0
+    assert main(["translate", *flow, "--group", group, "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out) == [
+        {"topic": orders, "partition": 0, "upstream_offset": GROUP_AT, "downstream_offset": GROUP_AT}
+    ]
+    assert main(["failover", *flow, "--group", group]) == 0
     assert capsys.readouterr().out.startswith(f"moved group {group!r} to {b}: 1 partition(s) written")
     assert committed_offsets(admin_client(forward.target), group, b) == {(orders, 0): (GROUP_AT, "")}
     # the outage: producers write b's orders, the group reads on to READ_ON_B
@@ -96,10 +107,10 @@ def test_identity_failover_then_failback_through_the_reverse_flow_loses_and_dupl
     assert committed_offsets(admin_client(forward.source), group, a) == {(orders, 0): (READ_ON_B, "")}
     # fail back: `kmirror failback` translates the same way and keeps it there
     capsys.readouterr()
-    assert main(["failback", "--flow", str(forward_file), "--group", group, "--dry-run"]) == 0
+    assert main(["failback", *flow, "--group", group, "--dry-run"]) == 0
     assert capsys.readouterr().out == (f"dry run: would move group {group!r} home to {a}:\n"
                                        f"  {orders}[0]@{READ_ON_B} -> {orders}[0] {READ_ON_B}\n")  # fmt: skip
-    assert main(["failback", "--flow", str(forward_file), "--group", group]) == 0
+    assert main(["failback", *flow, "--group", group]) == 0
     assert capsys.readouterr().out == (
         f"moved group {group!r} home to {a}: 0 partition(s) written, 1 kept\n"
         f"  kept  {orders}[0] = {READ_ON_B} (translated {READ_ON_B} would move it backwards)\n"
