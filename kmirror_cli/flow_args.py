@@ -43,6 +43,7 @@ def load_flow(args: argparse.Namespace) -> FlowSpec:
 
         config = read_stack_config(stack)
         topology_path, datacenter = topology_path or config.topology, config.datacenter
+    assert topology_path is not None  # given, or the stack's (read_stack_config always sets one)
     topology = load_topology(topology_path)
     plan = plan_topology(topology)
     known = [f.id for f in plan.flows]
