@@ -263,5 +263,9 @@ def test_reverse_of_must_name_the_target_under_the_default_policy() -> None:
     assert [str(p) for p in info.value.problems] == [
         "reverse_of: must name this flow's target 'west' (the forward flow's source), got 'north'",
         "reverse_of: needs the default replication policy: with identity the forward flow's remote topics keep "
-        "their names, so they cannot be translated back",
+        "their names, so they cannot be translated back (unless provenance_headers is on: docs/active-active.md)",
     ]
+    # identity with provenance headers (issue 46): the forward flow's records on the standby carry their
+    # origin, so the reverse flow skips them and its checkpoints translate them home
+    assert reverse_spec(replication_policy={"type": "identity"}, provenance_headers=True,
+                        reverse_of="west").checkpoints.reverse_of == "west"

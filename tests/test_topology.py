@@ -380,9 +380,14 @@ def test_reverse_flow_is_shown_by_plan_and_needs_the_default_policy() -> None:
     assert problems_of(topo({**DR_WITH_REVERSE, "replication_policy": {"type": "identity"}}))[1] == (
         "topologies[0].reverse_flow: (flow east-1->west-1) the reverse flow needs the default replication policy: "
         "with identity, west-1's topics keep their names on east-1, so it would mirror them back into west-1 (a loop) "
-        "and could not tell them from east-1's own; use the default policy (remote topics named west-1.<topic>) or "
-        "remove reverse_flow"
+        "and could not tell them from east-1's own; use the default policy (remote topics named west-1.<topic>), set "
+        "provenance_headers: true (records carry their origin cluster; docs/active-active.md) or remove reverse_flow"
     )
+    # identity with provenance headers on both flows: accepted (issue 46), the reverse flow keeps its names
+    plan = plan_topology(parse_topology(topo({**DR_WITH_REVERSE, "replication_policy": {"type": "identity"},
+                                              "provenance_headers": True})))  # fmt: skip
+    reverse = plan.flow("east-1->west-1")
+    assert reverse.options["reverse_of"] == "west-1" and reverse.options["provenance_headers"] is True
     assert problems_of(topo({**DR_WITH_REVERSE, "reverse_flow": "yes"})) == [
         "topologies[0].reverse_flow: must be true or false, got 'yes'"
     ]

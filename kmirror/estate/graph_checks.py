@@ -1,6 +1,8 @@
 """Whole-topology checks on the planned flow graph: loops and target-topic collisions.
 
-- `identity_cycles`: loops through an identity flow (names keep no trace of their origin).
+- `identity_cycles`: loops through an identity flow (names keep no trace of their origin);
+  `flows_without_provenance`: the flows that must stamp provenance headers for such a loop to
+  be safe (every flow among the loop's clusters).
 - `separator_loops`: loops whose default-policy flows use different separators; a flow cannot
   read another separator's prefix, so MM2's name-based cycle check never fires
   (`orders -> a_orders -> b.a_orders -> a_b.a_orders ...`).
@@ -34,6 +36,7 @@ class FlowFacts:
     identity: bool
     selection: NameSelection
     separator: str = "."  # the default policy's separator (ignored for identity flows)
+    provenance: bool = False  # provenance_headers: records carry their origin and never go back to it
 
 
 def _paths_back(edges: Mapping[str, set[str]], start: str, goal: str) -> list[str] | None:
@@ -78,6 +81,33 @@ def identity_cycles(flows: Iterable[FlowFacts]) -> list[list[str]]:
         rotated = nodes[pivot:] + nodes[:pivot]
         found.setdefault(tuple(rotated), [*rotated, rotated[0]])
     return [found[key] for key in sorted(found)]
+
+
+def _reachable(edges: Mapping[str, set[str]], start: str) -> set[str]:
+    seen, todo = {start}, [start]
+    while todo:
+        for node in edges.get(todo.pop(), ()):
+            if node not in seen:
+                seen.add(node)
+                todo.append(node)
+    return seen
+
+
+def flows_without_provenance(flows: Iterable[FlowFacts], loop: Sequence[str]) -> list[str]:
+    """The ids of flows that make `loop` (from `identity_cycles`) circulate records: every flow
+    between two clusters of the loop's strongly connected component that does not stamp
+    provenance headers. Records follow walks, not only the loop itself, so one flow of the
+    component without them is enough to bring a record home under a name it had (a flow that
+    copies without stamping lets a record arrive with no origin, and the next hop stamps the
+    wrong one). Empty: every record carries its origin and is never copied back into it."""
+    flows = list(flows)
+    edges: dict[str, set[str]] = {}
+    back: dict[str, set[str]] = {}
+    for f in flows:
+        edges.setdefault(f.source, set()).add(f.target)
+        back.setdefault(f.target, set()).add(f.source)
+    component = _reachable(edges, loop[0]) & _reachable(back, loop[0])
+    return sorted(f.id for f in flows if f.source in component and f.target in component and not f.provenance)
 
 
 def _literals(selection: NameSelection) -> list[str] | None:

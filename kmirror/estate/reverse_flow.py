@@ -11,9 +11,10 @@ any flow, with three differences:
 - it never mirrors the primary's remote topics back: `<primary><separator>.*` is added to its
   `topics_exclude` after every layer is merged (MM2's cycle check stops them too; the exclude
   says so in the plan and survives a `{replace: [...]}`);
-- it needs the default replication policy: with identity, `orders` mirrored from A keeps its
-  name on B, so the reverse flow would copy it back into A (a loop), and its remote topics could
-  not be told from B's own.
+- it needs the default replication policy, or the identity policy with `provenance_headers`
+  (issue 46): with identity, `orders` mirrored from A keeps its name on B, so without provenance
+  headers the reverse flow would copy it back into A (a loop) and could not tell A's records on B
+  from B's own; with them it skips every record whose origin is A.
 
 Pure: the planner (`kmirror.estate.topology`) calls these on the declarations and resolved flows.
 """
@@ -96,7 +97,8 @@ def reverse_of_problems(
         if forward != flow.target:
             problems.append(Problem(path, f"(flow {fid}) reverse_of must name the flow's target {flow.target!r} "
                                     f"(the forward flow's source), got {forward!r}"))  # fmt: skip
-        if flow.settings["replication_policy"].get("type") == "identity":
+        identity = flow.settings["replication_policy"].get("type") == "identity"
+        if identity and flow.settings.get("provenance_headers") is not True:
             problems.append(Problem(path, _identity_message(fid, flow.target)))
     return problems
 
@@ -106,8 +108,8 @@ def _identity_message(fid: str, primary: str) -> str:
     return (
         f"(flow {fid}) the reverse flow needs the default replication policy: with identity, {primary}'s topics "
         f"keep their names on {standby}, so it would mirror them back into {primary} (a loop) and could not tell "
-        f"them from {standby}'s own; use the default policy (remote topics named {primary}.<topic>) or remove "
-        f"{REVERSE_FLOW}"
+        f"them from {standby}'s own; use the default policy (remote topics named {primary}.<topic>), set "
+        f"provenance_headers: true (records carry their origin cluster; docs/active-active.md) or remove {REVERSE_FLOW}"
     )
 
 

@@ -20,6 +20,7 @@ import yaml
 from kmirror.errors import Problem, Problems, ValidationError, did_you_mean
 from kmirror.estate.graph_checks import (
     FlowFacts,
+    flows_without_provenance,
     identity_collisions,
     identity_cycles,
     identity_prefix_collisions,
@@ -331,6 +332,7 @@ def _graph_problems(flows: Mapping[str, ResolvedFlow]) -> list[Problem]:
             f.settings["replication_policy"].get("type") == "identity",
             NameSelection(tuple(f.settings["topics"]), tuple(f.settings["topics_exclude"])),
             f.settings["replication_policy"].get("separator", "."),
+            f.settings.get("provenance_headers") is True,
         )
         for f in flows.values()
     ]
@@ -338,10 +340,13 @@ def _graph_problems(flows: Mapping[str, ResolvedFlow]) -> list[Problem]:
         Problem(
             "topologies",
             f"identity replication cycle {' -> '.join(loop)}: with the identity policy a mirrored topic "
-            "keeps its name, so its records would circle forever; use the default policy on one of these flows "
-            "or remove one",
+            f"keeps its name, so its records would circle forever; flows {', '.join(map(repr, missing))} copy "
+            "without provenance_headers (a header naming each record's origin cluster, so that no record is "
+            "copied back into it): set provenance_headers: true on them, use the default policy on one of "
+            "these flows, or remove one",
         )
         for loop in identity_cycles(facts)
+        if (missing := flows_without_provenance(facts, loop))
     ]
     problems += [
         Problem(

@@ -217,6 +217,14 @@ OPTIONS = OptionTable(
         optional(positive_int),
     ),
     Option("exactly_once", False, "Transactional writes with offsets stored on the target.", boolean),
+    Option(
+        "provenance_headers",
+        False,
+        "Stamp each copied record with a kmirror.provenance header naming its origin cluster, and never "
+        "copy a record whose origin is the target: identical topic names in both directions without loops "
+        "(identity active/active; docs/active-active.md). Copied by the Python record loop.",
+        boolean,
+    ),
     Option("emit_checkpoints", True, "Emit MM2-format checkpoints for consumer groups.", boolean),
     Option("sync_group_offsets", False, "Write translated offsets into idle target groups.", boolean),
     Option("emit_heartbeats", True, "Emit MM2-format heartbeats to the target's heartbeats topic.", boolean),
@@ -450,7 +458,8 @@ def flow_spec_problems(raw: Any) -> list[Problem]:
 
 def _reverse_of_problems(raw: dict[str, Any]) -> list[Problem]:
     """`reverse_of` names the forward flow's source: this flow's target, under the default policy
-    (with identity, remote topics keep their names and cannot be told from the source's own)."""
+    (with identity, remote topics keep their names and cannot be told from the source's own, unless
+    `provenance_headers` marks every record with its origin)."""
     forward, target = raw.get("reverse_of"), raw.get("target")
     alias = target.get("alias") if isinstance(target, dict) else None
     if not isinstance(forward, str) or not isinstance(alias, str):
@@ -459,10 +468,11 @@ def _reverse_of_problems(raw: dict[str, Any]) -> list[Problem]:
     if forward != alias:
         problems.append(Problem("reverse_of", f"must name this flow's target {alias!r} (the forward flow's source), "
                                 f"got {forward!r}"))  # fmt: skip
-    if isinstance(raw.get("replication_policy"), dict) and raw["replication_policy"].get("type") == "identity":
+    identity = isinstance(raw.get("replication_policy"), dict) and raw["replication_policy"].get("type") == "identity"
+    if identity and raw.get("provenance_headers") is not True:  # with them: records of the target's origin are skipped
         problems.append(Problem("reverse_of", "needs the default replication policy: with identity the "
                                 "forward flow's remote topics keep their names, so they cannot be translated "
-                                "back"))  # fmt: skip
+                                "back (unless provenance_headers is on: docs/active-active.md)"))  # fmt: skip
     return problems
 
 
@@ -479,7 +489,8 @@ def option_conflict_problems(raw: dict[str, Any]) -> list[Problem]:
                 "at-least-once, like the copy path without it)",
             )
         )
-    return problems + _rate_limit_problems(raw) + _copy_loop_problems(raw) + _exactly_once_problems(raw)
+    return (problems + _rate_limit_problems(raw) + _copy_loop_problems(raw) + _exactly_once_problems(raw)
+            + _provenance_problems(raw))
 
 
 # Which copy loop serves which flow: the options each loop cannot serve (a flow setting one is
@@ -487,13 +498,23 @@ def option_conflict_problems(raw: dict[str, Any]) -> list[Problem]:
 # flow (`kmirror_engine.copying.task_copy`); `validate` refuses a named loop with an option it
 # cannot serve (`_copy_loop_problems`). Each needs per-record work or transactions:
 # exactly_once (transactions, offsets committed with them), dead_letter_topic and skip_offsets
-# (records judged one by one), rate limits (records paced one by one).
+# (records judged one by one), rate limits (records paced one by one), provenance_headers (a header
+# stamped and checked on every record: only the Python loop does it, issue 46).
 COPY_LOOP_CANNOT_SERVE: dict[str, tuple[str, ...]] = {
     "python": (),
-    "native": ("exactly_once", "dead_letter_topic", "skip_offsets", *RATE_LIMITS),
-    "batch": ("exactly_once", "dead_letter_topic", "skip_offsets", *RATE_LIMITS),
+    "native": ("exactly_once", "dead_letter_topic", "skip_offsets", "provenance_headers", *RATE_LIMITS),
+    "batch": ("exactly_once", "dead_letter_topic", "skip_offsets", "provenance_headers", *RATE_LIMITS),
 }
 RECORD_LOOP_OPTIONS = COPY_LOOP_CANNOT_SERVE["batch"]  # the options `copy_loop: batch` refuses
+
+
+def _provenance_problems(raw: dict[str, Any]) -> list[Problem]:
+    """`provenance_headers` is stamped by the copy path's Python loop only (issue 46): the transform path
+    writes rows it built itself. (The copy loops that cannot stamp it are in `COPY_LOOP_CANNOT_SERVE`.)"""
+    if raw.get("provenance_headers") is not True or raw.get("transform") is None:
+        return []
+    return [Problem("transform", "cannot be combined with provenance_headers yet (only the copy "
+                    "path stamps and filters provenance); remove the transform or provenance_headers")]  # fmt: skip
 
 
 def unserved_options(loop: str, options: Mapping[str, Any]) -> list[str]:

@@ -19,12 +19,12 @@ import argparse
 import json
 from typing import Any
 
-from kmirror.flow.spec import load_flow_spec
+from kmirror_cli.flow_args import add_flow_arguments, load_flow
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("acls", help="Print the kafka-acls.sh commands one flow's mirror principal needs.")
-    parser.add_argument("--flow", required=True, help="flow spec JSON file")
+    add_flow_arguments(parser)
     parser.add_argument("--topic", action="append", default=[],
                         help="a mirrored source topic (repeat; default: the topics the flow selects now)")  # fmt: skip
     parser.add_argument("--principal", help="the mirror's principal, e.g. User:mirrormaker")
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     from kmirror.security.acls import AclSide, acl_command, mirror_acl_commands
     from kmirror_engine.planning.internal_topics import mirror_acls, principal_hint
 
-    spec = load_flow_spec(args.flow)
+    spec = load_flow(args)
     topics = sorted(set(args.topic)) or _selected_topics(spec)
     grants = mirror_acls(spec, topics)
     principal = args.principal or principal_hint(spec.source.config)

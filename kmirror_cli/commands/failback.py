@@ -16,7 +16,7 @@ import argparse
 from typing import Any
 
 from kmirror.errors import KmirrorError
-from kmirror.flow.spec import load_flow_spec
+from kmirror_cli.flow_args import load_flow
 
 
 def register(subparsers: Any) -> None:
@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from kmirror_engine.clients.factory import admin_client
     from kmirror_engine.failover.failback import plan_failback
 
-    spec = load_flow_spec(args.flow)
+    spec = load_flow(args)
     group, home, away = args.group, spec.source.alias, spec.target.alias
     refuse_active_group(admin_client(spec.target), group, away, "failing back")
     moves = plan_failback(spec, group)

@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from kmirror.errors import KmirrorError
-from kmirror.flow.spec import load_flow_spec
+from kmirror_cli.flow_args import add_flow_arguments, load_flow
 
 ADMIN_TIMEOUT_S = 30.0
 
@@ -43,7 +43,7 @@ def register(subparsers: Any) -> None:
 def add_group_move_arguments(parser: Any, *, flow_help: str, partial_start: str) -> None:
     """`--flow`, `--group`, `--dry-run` and `--allow-partial` (whose partitions start at the
     `partial_start` earliest offset, e.g. "target's")."""
-    parser.add_argument("--flow", required=True, help=flow_help)
+    add_flow_arguments(parser, flow_help)
     parser.add_argument("--group", required=True, help="consumer group id (same id on both clusters)")
     parser.add_argument("--dry-run", action="store_true", help="print what would be written, write nothing")
     parser.add_argument(
@@ -140,7 +140,7 @@ def run(args: argparse.Namespace) -> int:
     from kmirror_engine.clients.factory import admin_client
     from kmirror_engine.failover.target_only import describe_position, source_reachable
 
-    spec = load_flow_spec(args.flow)
+    spec = load_flow(args)
     group, target = args.group, spec.target.alias
     why = None if args.from_checkpoints else source_reachable(spec.source)
     if not args.from_checkpoints and why is None:

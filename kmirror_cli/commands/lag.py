@@ -17,7 +17,8 @@ import time
 from typing import Any
 
 from kmirror.errors import KmirrorError
-from kmirror.flow.spec import FlowSpec, load_flow_spec
+from kmirror.flow.spec import FlowSpec
+from kmirror_cli.flow_args import add_flow_arguments, load_flow
 
 WATCH_INTERVAL_S = 2.0
 TIMEOUT_S = 30.0
@@ -25,7 +26,7 @@ TIMEOUT_S = 30.0
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("lag", help="Per-partition lag and end-to-end delay of a flow's mirror.")
-    parser.add_argument("--flow", required=True, help="flow spec JSON file")
+    add_flow_arguments(parser)
     parser.add_argument("--watch", action="store_true", help=f"refresh every {WATCH_INTERVAL_S:g} s until Ctrl-C")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.set_defaults(func=run)
@@ -102,7 +103,7 @@ def render(rows: list[dict[str, Any]], spec: FlowSpec) -> Any:
 def run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    spec = load_flow_spec(args.flow)
+    spec = load_flow(args)
     console = Console()
     while True:
         rows = lag_rows(spec)

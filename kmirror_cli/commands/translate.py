@@ -24,12 +24,12 @@ import sys
 from typing import Any
 
 from kmirror.errors import KmirrorError
-from kmirror.flow.spec import load_flow_spec
+from kmirror_cli.flow_args import add_flow_arguments, load_flow
 
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("translate", help="Translate a source consumer group's offsets to the target.")
-    parser.add_argument("--flow", required=True, help="flow spec JSON file")
+    add_flow_arguments(parser)
     parser.add_argument("--group", required=True, help="consumer group id on the source cluster")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.add_argument("--from-checkpoints", action="store_true",
@@ -57,7 +57,7 @@ def group_position(
 
 
 def run(args: argparse.Namespace) -> int:
-    spec = load_flow_spec(args.flow)
+    spec = load_flow(args)
     translations, positions = group_position(spec, args.group, args.from_checkpoints)
     if not translations:
         if positions is None:

@@ -272,5 +272,6 @@ def merge_progress(first: PartitionProgress, then: PartitionProgress) -> Partiti
         latency_count=first.latency_count + then.latency_count,
         dead_lettered=first.dead_lettered + then.dead_lettered,
         skipped_by_option=first.skipped_by_option + then.skipped_by_option,
+        returned_home=first.returned_home + then.returned_home,
         source_end=max((e for e in (first.source_end, then.source_end) if e is not None), default=None),
     )

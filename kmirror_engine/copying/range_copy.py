@@ -37,6 +37,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from kmirror.errors import KmirrorError
 from kmirror.flow.views import OffsetSkip
 from kmirror_engine.clients.factory import refresh_metadata
+from kmirror_engine.copying.provenance import Provenance
 from kmirror_engine.copying.rate_limit import Pacer
 from kmirror_engine.copying.record_limits import (
     BATCH_OVERHEAD_BYTES,
@@ -136,6 +137,7 @@ class _RangeState:
         self.needs_key = bool(self.rules.compacted)
         self.skips = tuple(s for s in skips if s.topic == rng.source_topic and s.partition == rng.partition)
         self.skipped = 0  # records `skip_offsets` named, not copied
+        self.returned_home = 0  # records whose provenance names the target as origin, not copied
         self.transactional = transactional
         self.cut: int | None = None  # next offset when the copy stopped early (byte budget)
         # hot-loop copies of the range's fields (one attribute lookup each per record)
@@ -248,7 +250,7 @@ class _RangeState:
             latency_min_ms=self.lat_min if counted else None, latency_max_ms=self.lat_max if counted else None,
             latency_sum_ms=self.lat_sum,
             latency_count=self.lat_count, dead_lettered=self.dead_lettered, skipped_records=r.skipped_before,
-            skipped_by_option=self.skipped, source_end=r.source_end,
+            skipped_by_option=self.skipped, source_end=r.source_end, returned_home=self.returned_home,
         )  # fmt: skip
 
 
@@ -268,6 +270,9 @@ class RangeCopier:
     compaction), checked the same way before producing; a topic without rules refuses nothing.
     `skip_offsets`: source offsets never copied (the flow option): logged and counted.
     `source_cluster`: the source's alias, for the dead letters' provenance.
+    `provenance`: the flow's provenance stamping (`kmirror_engine.copying.provenance`, option
+    `provenance_headers`): each copied record carries its origin cluster; a record whose origin
+    is the target is not copied (counted as `returned_home`). None: headers copied as they are.
     `transactional`: a broker-side rejection fails the copy (the transaction is abortable).
     `max_bytes`: stop once this many bytes were copied (the ranges in flight end at the
     consumer position, later rounds are not started; `next_offset` says where each stopped).
@@ -293,6 +298,7 @@ class RangeCopier:
         rules: Mapping[str, TargetRules] | None = None,
         skip_offsets: Sequence[OffsetSkip] = (),
         source_cluster: str = "",
+        provenance: Provenance | None = None,
     ) -> None:
         self.consumer = consumer
         self.producer = producer
@@ -300,6 +306,7 @@ class RangeCopier:
         self.rules = dict(rules or {})
         self.skip_offsets = tuple(skip_offsets)
         self.source_cluster = source_cluster
+        self.provenance = provenance
         self.limits = dict(limits or {})
         self.transactional = transactional
         self.max_bytes = max_bytes
@@ -359,6 +366,7 @@ class RangeCopier:
         consume, produce, poll = self.consumer.consume, self.producer.produce, self.producer.poll
         last_move = time.monotonic()
         pacer, paid = self.pacer, (0, 0)  # paid: records and bytes of this round charged to the pacer
+        stamp = self.provenance.stamp if self.provenance is not None else None
         while active:
             msgs = consume(CONSUME_BATCH if pacer is None else pacer.batch_size(CONSUME_BATCH),
                            timeout=self.poll_timeout_s)  # fmt: skip
@@ -376,6 +384,12 @@ class RangeCopier:
                     continue
                 if state.skips and self._skip_named(state, msg):
                     continue  # the flow's skip_offsets names it: logged and counted, not copied
+                headers = msg.headers()
+                if stamp is not None:
+                    headers = stamp(headers)
+                    if headers is None:
+                        state.returned_home += 1  # its origin is the target: never copied back (a loop)
+                        continue
                 value, key, ts = msg.value(), msg.key(), msg.timestamp()[1]
                 size = (len(value) if value else 0) + (len(key) if key else 0)
                 if (size > state.check_above or not state.oldest_ms <= ts <= state.newest_ms or
@@ -384,9 +398,9 @@ class RangeCopier:
                 state.push(offset)
                 try:
                     produce(state.target, value, key, state.partition, on_delivery=state.on_delivery,
-                            timestamp=ts if ts > 0 else 0, headers=msg.headers())  # fmt: skip
+                            timestamp=ts if ts > 0 else 0, headers=headers)  # fmt: skip
                 except (BufferError, KafkaException) as exc:
-                    if not self._produce_slow(state, msg, exc):
+                    if not self._produce_slow(state, msg, exc, headers):
                         continue
                 state.records += 1
                 state.bytes += size
@@ -469,7 +483,7 @@ class RangeCopier:
         state.skipped += 1
         return True
 
-    def _produce_slow(self, state: _RangeState, msg: Any, exc: Exception) -> bool:
+    def _produce_slow(self, state: _RangeState, msg: Any, exc: Exception, headers: Any) -> bool:
         """Retry a produce the local queue refused; True once produced.
 
         Raises CopyError for any other produce error (too large for the producer: never a dead letter).
@@ -487,7 +501,7 @@ class RangeCopier:
                 refresh_metadata(self.producer, rng.target_topic)
             try:
                 self.producer.produce(rng.target_topic, value, key, rng.partition, on_delivery=state.on_delivery,
-                                      timestamp=ts if ts > 0 else 0, headers=msg.headers())  # fmt: skip
+                                      timestamp=ts if ts > 0 else 0, headers=headers)  # fmt: skip
                 return True
             except (BufferError, KafkaException) as again:
                 exc = again

@@ -21,6 +21,7 @@ from typing import Any
 from kmirror.flow.spec import FlowSpec, unserved_options
 from kmirror_engine.clients.cache import CLIENTS, CopyClients, config_key
 from kmirror_engine.copying.native_copy import NativeRangeCopier, new_loop, use_native_loop
+from kmirror_engine.copying.provenance import provenance_for
 from kmirror_engine.copying.range_copy import (
     CONSUMER_REQUIRED,
     CONSUMER_TUNING,
@@ -152,8 +153,10 @@ def copy_task_ranges(
     dead_letter_topic = spec.copy.dead_letter_topic
     limits = target_limits(spec, limited_topics(spec, ranges))
     # what the target refuses record by record, the skips and the provenance of dead letters (poison records)
+    # and the provenance headers the record loop stamps and filters (provenance_headers)
+    provenance = provenance_for(spec.options, spec.source.alias, spec.target.alias)
     poison: dict[str, Any] = {"rules": cached_rules(spec, limits), "skip_offsets": spec.copy.skip_offsets,
-                              "source_cluster": spec.source.alias}  # fmt: skip
+                              "source_cluster": spec.source.alias, "provenance": provenance}  # fmt: skip
     if not spec.exactly_once:
         producer_conf = capped_producer_config({**PRODUCER_TUNING, **producer_config(spec)}, limits.values())
         batch = takes_batch_path(spec)

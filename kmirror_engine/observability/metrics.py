@@ -125,7 +125,8 @@ class FlowMetrics:
         self.skipped = Counter(
             "kmirror_skipped_records", "Source records not mirrored: reason=retention, offsets deleted at the "
             "source first (fail_on_data_loss=false); reason=skip_offsets, named by the flow's skip_offsets "
-            "(MM2 has none).", (*LABELS, "reason"), registry=r,
+            "(MM2 has none); reason=provenance, records whose provenance header names the target as their "
+            "origin (provenance_headers: never copied back).", (*LABELS, "reason"), registry=r,
         )  # fmt: skip
         self.dead_lettered = Counter(
             "kmirror_dead_lettered_records", "Records the target refuses (too large, timestamp outside its window, "
@@ -199,6 +200,8 @@ class FlowMetrics:
             self.skipped.labels(*labels, "retention").inc(p.skipped_records)
             if p.skipped_by_option:
                 self.skipped.labels(*labels, "skip_offsets").inc(p.skipped_by_option)
+            if p.returned_home:
+                self.skipped.labels(*labels, "provenance").inc(p.returned_home)
             self.dead_lettered.labels(*labels).inc(p.dead_lettered)
             if p.fallback_records:
                 self.fallback.labels(*labels).inc(p.fallback_records)

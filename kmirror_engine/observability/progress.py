@@ -35,6 +35,8 @@ class PartitionProgress:
     source_end: int | None = None  # the source partition's end offset when the batch was planned (None: unknown)
     # records the batch copy path (copy_loop batch) handed to a record loop (LogAppendTime, offset gaps, too large...)
     fallback_records: int = 0
+    # records whose provenance header names the target as their origin (provenance_headers): not copied back
+    returned_home: int = 0
 
 
 @dataclass(frozen=True)

@@ -48,7 +48,15 @@ def progress_record(
         "dead_lettered": sum(p.dead_lettered for p in batch.partitions),  # too large for the target: in the DLQ
         **_throttling(spec, batch),
         **_fallback(batch),
+        **_returned_home(batch),
     }
+
+
+def _returned_home(batch: BatchProgress) -> dict[str, Any]:
+    """Records not copied because their provenance names the target as origin (provenance_headers;
+    only when there are some): what an active/active pair with identical names filters."""
+    home = sum(p.returned_home for p in batch.partitions)
+    return {"returned_home": home} if home else {}
 
 
 def _fallback(batch: BatchProgress) -> dict[str, Any]:

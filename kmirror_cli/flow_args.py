@@ -1,0 +1,58 @@
+"""`--flow` for the operator commands (lag, translate, failover, failback, acls): a flow spec JSON
+file as the app takes it, or a flow id (`west-1->east-1`) planned from the topology (issue 46):
+`--topology FILE`, or `--stack NAME` (its `kafka-mirror:topology`, and the flow must run in its
+datacenter). The spec is built by the planner the deploy uses (`flow_spec_for`), so it names the
+same clusters, selections, options and secret *references* the deployed app resolves.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from kmirror.errors import Problem, ValidationError, did_you_mean
+from kmirror.flow.spec import FlowSpec, load_flow_spec, parse_flow_spec
+
+# Operator commands never run the flow's Spark queries: the checkpoint location is not read.
+_NO_CHECKPOINTS = "/kmirror-operator-command-no-checkpoints"
+
+
+def add_flow_arguments(parser: Any, flow_help: str = "flow spec JSON file") -> None:
+    """`--flow` (a file, or a flow id with `--topology`/`--stack`), `--topology` and `--stack`."""
+    parser.add_argument("--flow", required=True,
+                        help=f"{flow_help}; or a flow id ('a->b') with --topology or --stack")  # fmt: skip
+    parser.add_argument("--topology", metavar="FILE", help="the topology file: --flow is then a flow id")
+    parser.add_argument("--stack", metavar="NAME",
+                        help="stack NAME (stacks/Pulumi.NAME.yaml): its topology (unless --topology), "
+                        "and the flow must run in its datacenter")  # fmt: skip
+
+
+def load_flow(args: argparse.Namespace) -> FlowSpec:
+    """The flow spec `--flow` names (see the module doc). Raises ValidationError naming the flag,
+    the value and the fix (an unknown flow id lists the known ones; a flow another stack runs
+    names that stack's datacenter)."""
+    topology_path, stack = getattr(args, "topology", None), getattr(args, "stack", None)
+    if topology_path is None and stack is None:
+        return load_flow_spec(args.flow)
+    from kmirror.estate.planner import flow_spec_for, plan_topology
+    from kmirror.estate.topology import load_topology
+
+    datacenter = None
+    if stack is not None:
+        from kmirror.stack.config import read_stack_config
+
+        config = read_stack_config(stack)
+        topology_path, datacenter = topology_path or config.topology, config.datacenter
+    assert topology_path is not None  # given, or the stack's (read_stack_config always sets one)
+    topology = load_topology(topology_path)
+    plan = plan_topology(topology)
+    known = [f.id for f in plan.flows]
+    if args.flow not in known:
+        raise ValidationError([Problem("--flow", f"no flow {args.flow!r} in {topology_path}"
+                                       f"{did_you_mean(args.flow, known)}; flows: {', '.join(known)}")])  # fmt: skip
+    flow = plan.flow(args.flow)
+    if datacenter is not None and flow.run_in != datacenter:
+        raise ValidationError([Problem("--flow", f"flow {args.flow!r} runs in datacenter {flow.run_in!r}, not in "
+                                       f"stack {stack!r}'s {datacenter!r}; use that datacenter's stack or "
+                                       "--topology alone")])  # fmt: skip
+    return parse_flow_spec(flow_spec_for(topology, flow, _NO_CHECKPOINTS), source=f"{topology_path} flow {flow.id}")
