@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup native system-deps kafka-dists demo test test-main test-spark40 test-batch-sweep lint bench
+.PHONY: setup native system-deps kafka-dists deploy-tools demo test test-main test-spark40 test-batch-sweep lint bench
 
 # pyproject.toml has ranges; constraints.txt the exact versions this venv (and CI) gets.
 # precompile-pyspark-zip: compiled code inside pyspark's zips, which Spark puts first on every
@@ -67,7 +67,14 @@ $(VENV40)/.installed: scripts/spark40-requirements.txt scripts/app-requirements.
 kafka-dists: setup
 	$(PY) -m kmirror_cli.local_kafka fetch 4.1 3.9
 
-test: setup system-deps kafka-dists lint test-main test-spark40
+# The deploy plane's real tools (kmirror_cli/deploy_tools.py, docs/testing.md): the Pulumi CLI,
+# its Kubernetes provider and YAML host, etcd, kube-apiserver and kube-controller-manager, built
+# one at a time from the Go module proxy (committed wrappers under deploy-tools/) into
+# ~/.cache/kmirror/deploy-tools (KMIRROR_CACHE_DIR): cold ~45 min on 2 cores, then seconds.
+deploy-tools: setup
+	$(PY) -m kmirror_cli.deploy_tools build
+
+test: setup system-deps kafka-dists deploy-tools lint test-main test-spark40
 
 # A test process killed by a signal (a native fault) is followed by scripts/crash-report.sh: the
 # test it ran, its Python stacks (written here by tests/conftest.py) and a core file's C stack.
@@ -81,7 +88,7 @@ KMIRROR_FAULT_LOG=$(FAULT_LOG) KMIRROR_TEST_BROKER=$(2) $(1) -m pytest -q $(3); 
 status=$$?; bash scripts/crash-report.sh $$status $(FAULT_LOG) $(1); exit $$status
 endef
 
-test-main: setup kafka-dists
+test-main: setup kafka-dists deploy-tools
 	@echo "== leg 1: pyspark 4.3.0 / Python 3.11 / Apache Kafka 4.1 (the whole suite)"
 	$(call test_leg,$(PY),kafka-4.1,--durations=25)
 
