@@ -139,7 +139,9 @@ def tool_path(name: str) -> Path:
     """The built binary (raises BuildError naming the command that builds it when it is missing)."""
     home = tool_home(BY_NAME[name])
     if not (home / ".complete").exists():
-        raise BuildError(f"{name} is not built: run `python -m kmirror_cli.deploy_tools build {name}` (or make deploy-tools)")
+        raise BuildError(
+            f"{name} is not built: run `python -m kmirror_cli.deploy_tools build {name}` (or make deploy-tools)"
+        )
     return home / "bin" / name
 
 

@@ -145,7 +145,8 @@ class EksStack:
     def deploy(self, secrets: StackSecrets, needs: list[FlowSecrets], flow_count: int) -> DeployedPlatform:
         stack = self.stack
         args: dict[str, Any] = {k: stack.get(k) for k in EKS_KEYS if stack.get(k) is not None}
-        kube, context = kubeconfig(stack, self.config)
+        rendered = render_dir(stack, os.environ)
+        kube, context = kubeconfig(stack, self.config) if rendered is None else (None, None)
         if kube is not None:
             args["kubeconfig"] = kube
             if context:
@@ -166,7 +167,7 @@ class EksStack:
             args["monitoring"] = monitoring
         name = f"{stack.datacenter}-eks"
         platform = EksSparkPlatform(
-            name, cast(EksSparkPlatformArgs, args), stack_secrets=secrets, render_dir=render_dir(self.stack, os.environ)
+            name, cast(EksSparkPlatformArgs, args), stack_secrets=secrets, render_dir=rendered
         )
         flow_args = {"eks": platform.deployment_target, "pod_monitor": self.settings.monitoring.pod_monitor}
         providers = [platform.k8s_provider] if platform.k8s_provider is not None else []
