@@ -145,7 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     print(port, flush=True)
-    server.wait_for_termination()
+    try:
+        server.wait_for_termination()
+    except KeyboardInterrupt:  # the engine interrupts its plugins when it is done with them
+        server.stop(grace=1)
     return 0
 
 
