@@ -89,6 +89,9 @@ TOOLS: tuple[Tool, ...] = (
         "pulumi-language-yaml", "pulumi-yaml", "github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml", "1.25.0",
         ("-X github.com/pulumi/pulumi-yaml/pkg/version.Version=v1.25.0",),
     ),
+    # Pulumi's Node.js SDK generator for `pulumi package gen-sdk --language nodejs` without the
+    # Node.js host (refused by the proxy): deploy-tools/pulumi-codegen-nodejs/main.go says how.
+    Tool("pulumi-codegen-nodejs", "pulumi-codegen-nodejs", ".", "3.274.1"),
 )  # fmt: skip
 BY_NAME = {t.name: t for t in TOOLS}
 
