@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup native system-deps kafka-dists demo test test-main test-spark40 test-batch-sweep lint bench
+.PHONY: setup native system-deps kafka-dists deploy-tools demo test test-deploy test-main test-spark40 test-batch-sweep lint bench
 
 # pyproject.toml has ranges; constraints.txt the exact versions this venv (and CI) gets.
 # precompile-pyspark-zip: compiled code inside pyspark's zips, which Spark puts first on every
@@ -67,6 +67,19 @@ $(VENV40)/.installed: scripts/spark40-requirements.txt scripts/app-requirements.
 kafka-dists: setup
 	$(PY) -m kmirror_cli.local_kafka fetch 4.1 3.9
 
+# The deploy plane's real tools (kmirror_cli/deploy_tools.py, docs/testing.md): the Pulumi CLI,
+# its Kubernetes provider and YAML host, etcd, kube-apiserver and kube-controller-manager, built
+# one at a time from the Go module proxy (committed wrappers under deploy-tools/) into
+# ~/.cache/kmirror/deploy-tools (KMIRROR_CACHE_DIR): ~50 CPU-minutes cold (measured under load),
+# then seconds. Not yet part of `make test`: its cold build does not fit CI's budget beside the
+# two legs, and the deploy suite (tests/deploy, marker `engine`) has not run green yet (issue 40).
+deploy-tools: setup
+	$(PY) -m kmirror_cli.deploy_tools build
+
+# The deploy plane on the real engine and API server (issue 40, in progress): `make test-deploy`.
+test-deploy: setup deploy-tools
+	$(PY) -m pytest -q -p no:cacheprovider -m engine tests/deploy
+
 test: setup system-deps kafka-dists lint test-main test-spark40
 
 # A test process killed by a signal (a native fault) is followed by scripts/crash-report.sh: the
@@ -82,8 +95,8 @@ status=$$?; bash scripts/crash-report.sh $$status $(FAULT_LOG) $(1); exit $$stat
 endef
 
 test-main: setup kafka-dists
-	@echo "== leg 1: pyspark 4.3.0 / Python 3.11 / Apache Kafka 4.1 (the whole suite)"
-	$(call test_leg,$(PY),kafka-4.1,--durations=25)
+	@echo "== leg 1: pyspark 4.3.0 / Python 3.11 / Apache Kafka 4.1 (the whole suite but the deploy plane's real-engine tests: make test-deploy)"
+	$(call test_leg,$(PY),kafka-4.1,--durations=25 --ignore=tests/deploy)
 
 # Leg 2 leaves out three fault runs leg 1 makes (~4 min of CI, docs/testing.md): the native copy
 # loop's two longest (what they add over their python-loop twins is the C loop itself, which leg 2

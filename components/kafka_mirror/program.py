@@ -90,6 +90,24 @@ def kubeconfig(stack: StackConfig, config: pulumi.Config) -> tuple[pulumi.Input[
     return pulumi.Output.secret(path.read_text(encoding="utf-8")), ref.get("context")
 
 
+RENDER_DIR_ENV = "KMIRROR_RENDER_DIR"
+
+
+def render_dir(stack: StackConfig, environ: Mapping[str, str]) -> str | None:
+    """`$KMIRROR_RENDER_DIR`: the directory an EKS stack's Kubernetes objects are written to as
+    YAML instead of being applied (docs/deploy.md, "See the manifests without a cluster"); one
+    subdirectory per stack. Refused for a stack that creates its cluster (nothing to point at yet)."""
+    root = environ.get(RENDER_DIR_ENV)
+    if not root:
+        return None
+    if (stack.get("cluster") or {}).get("create"):
+        raise ValidationError(
+            [Problem(f"{NS}:spark.cluster.create", f"${RENDER_DIR_ENV} is set: a stack that creates its cluster "
+                     "cannot be rendered; unset it, or render a stack on an existing cluster")]
+        )  # fmt: skip
+    return str(Path(root).expanduser().resolve() / stack.datacenter)
+
+
 @dataclass(frozen=True)
 class DeployedPlatform:
     """A created platform and what each MirrorDeployment of the stack gets from it."""
@@ -128,7 +146,8 @@ class EksStack:
     def deploy(self, secrets: StackSecrets, needs: list[FlowSecrets], flow_count: int) -> DeployedPlatform:
         stack = self.stack
         args: dict[str, Any] = {k: stack.get(k) for k in EKS_KEYS if stack.get(k) is not None}
-        kube, context = kubeconfig(stack, self.config)
+        rendered = render_dir(stack, os.environ)
+        kube, context = kubeconfig(stack, self.config) if rendered is None else (None, None)
         if kube is not None:
             args["kubeconfig"] = kube
             if context:
@@ -148,7 +167,9 @@ class EksStack:
                 monitoring["install_crds"] = True
             args["monitoring"] = monitoring
         name = f"{stack.datacenter}-eks"
-        platform = EksSparkPlatform(name, cast(EksSparkPlatformArgs, args), stack_secrets=secrets)
+        platform = EksSparkPlatform(
+            name, cast(EksSparkPlatformArgs, args), stack_secrets=secrets, render_dir=rendered
+        )
         flow_args = {"eks": platform.deployment_target, "pod_monitor": self.settings.monitoring.pod_monitor}
         providers = [platform.k8s_provider] if platform.k8s_provider is not None else []
         return DeployedPlatform(platform, flow_args, providers)

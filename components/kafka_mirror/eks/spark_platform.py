@@ -238,8 +238,11 @@ class EksSparkPlatform(pulumi.ComponentResource):
         opts: pulumi.ResourceOptions | None = None,
         *,
         stack_secrets: StackSecrets | None = None,
+        render_dir: str | None = None,
     ) -> None:
-        """`stack_secrets`: the stack program's `kafka-mirror:secrets`, created in the namespace."""
+        """`stack_secrets`: the stack program's `kafka-mirror:secrets`, created in the namespace.
+        `render_dir`: write every Kubernetes object as YAML under this directory instead of
+        applying it (the provider's `render_yaml_to_directory`; the kubeconfig is then unused)."""
         super().__init__(TOKEN, name, {}, opts)
         image = required_image(name, args)
         self.settings = eks_settings(args)
@@ -248,7 +251,14 @@ class EksSparkPlatform(pulumi.ComponentResource):
         self.k8s_provider: k8s.Provider | None = None
         self.nodes: pulumi.Resource | None = None  # a created cluster's node group: what pods (charts) need
         irsa = args.get("irsa_role_arn")
-        if (cluster := args.get("cluster")) is not None:
+        cluster = args.get("cluster")
+        if render_dir is not None:
+            if cluster is not None:
+                raise ValueError(f"{name}: render_dir: a stack that creates its cluster cannot be rendered")
+            self.k8s_provider = k8s.Provider(
+                f"{name}-k8s", render_yaml_to_directory=render_dir, opts=pulumi.ResourceOptions(parent=self)
+            )
+        elif cluster is not None:
             settings = EksClusterSettings(**{**cast(Any, cluster), "namespace": self.settings.namespace})
             self.cluster, self.k8s_provider, kubeconfig, self.nodes = create_eks_cluster(self, name, settings)
             self.kubeconfig = cast(Any, kubeconfig)

@@ -337,6 +337,10 @@ def metrics_service(flow_spec: dict[str, Any], settings: EksSettings) -> dict[st
                 "prometheus.io/port": str(port),
                 "prometheus.io/path": "/metrics",
                 FLOW_ANNOTATION: flow_spec["id"],
+                # Pulumi would wait for the Service's endpoints, i.e. for the driver pod the operator
+                # starts only after the SparkApplication is created: `up` blocked up to 10 min (and
+                # failed) whenever the app had not started yet. Found by a real `pulumi up` (issue 40).
+                "pulumi.com/skipAwait": "true",
             },
         },
         "spec": {

@@ -1,0 +1,124 @@
+"""`pulumi preview`/`up`/`destroy` of the `local` and `west` stacks by the real engine against a
+real API server (tests/deploy/conftest.py says what the cluster has beforehand).
+
+Per stack: preview, up (every object accepted: read back from the API server), a second up that
+changes nothing, the state and outputs keep the test secrets secret, destroy leaves nothing of ours.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import secrets
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.deploy.apiserver import ControlPlane
+from tests.deploy.engine import Engine, copy_project
+
+NS = "kafka-mirror"
+SPARK_APPS = f"/apis/sparkoperator.k8s.io/v1beta2/namespaces/{NS}/sparkapplications"
+# what each stack makes in its namespace, by API path (the app-level objects are per flow)
+NAMESPACED = {
+    "configmaps": f"/api/v1/namespaces/{NS}/configmaps",
+    "services": f"/api/v1/namespaces/{NS}/services",
+    "serviceaccounts": f"/api/v1/namespaces/{NS}/serviceaccounts",
+    "secrets": f"/api/v1/namespaces/{NS}/secrets",
+    "roles": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/roles",
+    "rolebindings": f"/apis/rbac.authorization.k8s.io/v1/namespaces/{NS}/rolebindings",
+    "networkpolicies": f"/apis/networking.k8s.io/v1/namespaces/{NS}/networkpolicies",
+    "poddisruptionbudgets": f"/apis/policy/v1/namespaces/{NS}/poddisruptionbudgets",
+    "pvcs": f"/api/v1/namespaces/{NS}/persistentvolumeclaims",
+    "sparkapplications": SPARK_APPS,
+    "podmonitors": f"/apis/monitoring.coreos.com/v1/namespaces/{NS}/podmonitors",
+    "prometheusrules": f"/apis/monitoring.coreos.com/v1/namespaces/{NS}/prometheusrules",
+}
+
+
+def prepare_stack(engine: Engine, project: Path, stack: str, cluster: ControlPlane) -> dict[str, str]:
+    """`stack` initialised on the file backend, pointed at the test cluster; returns its test secrets."""
+    run = lambda *a: engine.run(*a, "-s", stack, cwd=project)  # noqa: E731
+    engine.run("stack", "init", stack, "--secrets-provider", "passphrase", cwd=project)
+    run("config", "set", "--path", "kafka-mirror:spark.operator.install", "false")
+    made = {"scram": "scram-" + secrets.token_hex(12)}
+    if stack == "west":
+        run("config", "set", "--secret", "westKubeconfig", cluster.kubeconfig())
+    else:
+        run("config", "set", "--path", "kafka-mirror:spark.kubeconfig.file", str(cluster.kubeconfig_path))
+        run("config", "set", "--path", "kafka-mirror:spark.kubeconfig.context", "kmirror-test")
+    run("config", "set", "--secret", "testScramPassword", made["scram"])
+    run("config", "set", "--path", "kafka-mirror:secrets.kmirror-test-scram.type", "scram")
+    run("config", "set", "--path", "kafka-mirror:secrets.kmirror-test-scram.username", "mirrormaker")
+    run("config", "set", "--path", "kafka-mirror:secrets.kmirror-test-scram.password.config", "testScramPassword")
+    made["token"] = cluster.token
+    return made
+
+
+def ours(cluster: ControlPlane) -> dict[str, list[str]]:
+    """Our objects in the namespace (the API server's own: the root CA ConfigMap, `default` SA, excluded)."""
+    found = {kind: cluster.list_names(path) for kind, path in NAMESPACED.items()}
+    found["configmaps"] = [n for n in found["configmaps"] if n != "kube-root-ca.crt"]
+    found["serviceaccounts"] = [n for n in found["serviceaccounts"] if n != "default"]
+    return {k: v for k, v in found.items() if v}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return copy_project(tmp_path_factory.mktemp("project"))
+
+
+@pytest.mark.parametrize("stack", ["local", "west"])
+def test_preview_up_again_and_destroy_against_a_real_api_server(
+    engine: Engine, cluster: ControlPlane, project: Path, stack: str
+) -> None:
+    made = prepare_stack(engine, project, stack, cluster)
+    run = lambda *a, **kw: engine.run(*a, "-s", stack, cwd=project, **kw)  # noqa: E731
+
+    preview = run("preview", "--diff")
+    assert "+ " in preview.stdout and "kubernetes:core/v1:Namespace" in preview.stdout, preview.stdout
+    assert made["scram"] not in preview.stdout + preview.stderr
+
+    up = run("up", "--yes", "--skip-preview")
+    outputs = json.loads(run("stack", "output", "--json").stdout)
+    apps = outputs["apps"]
+    assert apps, f"{stack} deploys at least one flow: {outputs}"
+
+    # every object the program made is in the API server, as the program meant it
+    found = ours(cluster)
+    assert sorted(found["sparkapplications"]) == sorted(apps.values())
+    assert set(found["configmaps"]) >= {f"{a}-flow" for a in apps.values()} or len(found["configmaps"]) >= len(apps)
+    assert {f"{a}-metrics" for a in apps.values()} <= set(found["services"])
+    assert "kafka-mirror" in found["serviceaccounts"]
+    assert found["roles"] and found["rolebindings"] and found["networkpolicies"]
+    assert "kmirror-test-scram" in found["secrets"]
+    secret = cluster.get(f"/api/v1/namespaces/{NS}/secrets/kmirror-test-scram") or {}
+    assert base64.b64decode(secret["data"]["password"]).decode() == made["scram"]
+    app = cluster.get(f"{SPARK_APPS}/{sorted(apps.values())[0]}") or {}
+    assert app["spec"]["sparkVersion"] and app["spec"]["mainApplicationFile"], app["spec"]
+    if stack == "west":
+        assert sorted(found["podmonitors"]) and found["prometheusrules"], found
+    else:
+        assert found["pvcs"] == ["kmirror-checkpoints"], found
+
+    # secrets: never in plaintext in the state (file backend, every file) nor in outputs or logs
+    state = engine.state_text()
+    for name, value in made.items():
+        assert value not in state, f"the {name} test secret is in the stack state in plaintext"
+        assert value not in up.stdout + up.stderr
+    shown = run("stack", "output", "--show-secrets", "--json").stdout
+    assert made["scram"] not in shown
+
+    # a second up changes nothing
+    again = run("up", "--yes", "--expect-no-changes", "--skip-preview")
+    assert again.returncode == 0
+
+    run("destroy", "--yes", "--skip-preview")
+    deadline = time.monotonic() + 90
+    while cluster.get(f"/api/v1/namespaces/{NS}") is not None and time.monotonic() < deadline:
+        time.sleep(1)  # the namespace controller finalizes the deleted namespace
+    assert cluster.get(f"/api/v1/namespaces/{NS}") is None, "the namespace is gone after destroy"
+    assert ours(cluster) == {}, "nothing of ours is left after destroy"
+    # the cluster's CRDs stay (the program never owned them here: operator.install is off)
+    assert cluster.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/sparkapplications.sparkoperator.k8s.io")

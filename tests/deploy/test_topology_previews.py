@@ -1,0 +1,135 @@
+"""CI preview of topology diffs, for real: with `west` deployed on the test API server, an edit of
+stacks/topology.yaml gives a `pulumi preview` that touches exactly the affected flow's resources;
+the policy pack, run by the real engine, passes the estate and refuses a violating one."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kafka_mirror.eks.specs import app_name
+from policy.kafka_mirror_policy.pack import PACK_NAME
+from tests.deploy.apiserver import ControlPlane
+from tests.deploy.engine import REPO, Engine, copy_project
+from tests.deploy.test_stacks import prepare_stack
+
+STACK = "west"
+
+
+@pytest.fixture(scope="module")
+def west(engine: Engine, cluster: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    project = copy_project(tmp_path_factory.mktemp("west-project"))
+    shutil.copytree(REPO / "policy", project / "policy", ignore=shutil.ignore_patterns("venv", "__pycache__"))
+    prepare_stack(engine, project, STACK, cluster)
+    engine.run("up", "--yes", "--skip-preview", "-s", STACK, cwd=project)
+    yield project
+    engine.run("destroy", "--yes", "--skip-preview", "-s", STACK, cwd=project)
+
+
+def planned_changes(engine: Engine, project: Path) -> dict[str, str]:
+    """Resource name -> operation, for every step of `pulumi preview` that is not `same`."""
+    out = engine.run("preview", "--json", "-s", STACK, cwd=project).stdout
+    steps = json.loads(out).get("steps", [])
+    return {s["urn"].split("::")[-1]: s["op"] for s in steps if s["op"] != "same"}
+
+
+def edit_topology(project: Path, edit: object) -> str:
+    path = project / "stacks" / "topology.yaml"
+    original = path.read_text()
+    doc = yaml.safe_load(original)
+    edit(doc)  # type: ignore[operator]
+    path.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return original
+
+
+def add_flow(doc: dict) -> None:
+    doc["topologies"].append({"name": "added", "pattern": "custom", "flows": ["west-1->west-2"], "topics": ["new.*"]})
+
+
+def change_topics(doc: dict) -> None:
+    mesh = next(t for t in doc["topologies"] if t["name"] == "mesh")
+    mesh["topics"] = [*mesh["topics"], "stock.*"]
+
+
+def move_flow(doc: dict) -> None:
+    doc["flows"]["east-2->west-1"] = {"run_in": "east"}
+
+
+@pytest.mark.parametrize(
+    ("edit", "flow", "op"),
+    [(add_flow, "west-1->west-2", "create"), (change_topics, "east-2->west-2", "update"),
+     (move_flow, "east-2->west-1", "delete")],
+    ids=["add-a-flow", "change-a-topic-pattern", "move-a-flow-to-east"],
+)  # fmt: skip
+def test_a_topology_edit_previews_exactly_the_affected_flows_resources(
+    engine: Engine, west: Path, edit: object, flow: str, op: str
+) -> None:
+    assert planned_changes(engine, west) == {}, "the deployed stack previews no change before the edit"
+    original = edit_topology(west, edit)
+    try:
+        changes = planned_changes(engine, west)
+        app = app_name(flow)
+        assert changes, f"{flow}: the edit previews no change"
+        assert {n for n in changes if not n.startswith(app)} == set(), f"only {app}'s resources change: {changes}"
+        assert set(changes.values()) == {op}, changes
+        if op != "update":  # the whole flow comes or goes: its app, config, metrics service among them
+            assert {app, f"{app}-app"} <= set(changes) or len(changes) >= 4, changes
+        diff = engine.run("preview", "--diff", "-s", STACK, cwd=west).stdout
+        assert app in diff
+        others = [app_name(f) for f in ("central->west-2", "east-2->west-1", "east-2->west-2") if f != flow]
+        changed_lines = [ln for ln in diff.splitlines() if ln.lstrip()[:1] in "+-~"]
+        assert not [ln for ln in changed_lines if any(o in ln for o in others)], diff
+    finally:
+        (west / "stacks" / "topology.yaml").write_text(original)
+
+
+def test_the_policy_pack_passes_the_estate_and_refuses_a_second_stack_of_the_same_datacenter(
+    engine: Engine, west: Path
+) -> None:
+    env = {"KMIRROR_PROJECT_DIR": str(west)}
+    ok = engine.run("preview", "--policy-pack", "policy", "-s", STACK, cwd=west, env=env)
+    assert PACK_NAME in ok.stdout and "mandatory" not in ok.stdout.lower(), ok.stdout
+    second = west / "stacks" / "Pulumi.west-b.yaml"
+    shutil.copy2(west / "stacks" / f"Pulumi.{STACK}.yaml", second)
+    try:
+        refused = engine.run("preview", "--policy-pack", "policy", "-s", STACK, cwd=west, env=env, check=False)
+    finally:
+        second.unlink()
+    assert refused.returncode != 0, refused.stdout
+    assert "one-stack-per-flow" in refused.stdout, refused.stdout
+
+
+def test_the_deploy_script_runs_the_real_cli_with_the_policy_pack(
+    engine: Engine, west: Path, cluster: ControlPlane, tmp_path: Path
+) -> None:
+    """scripts/ci-deploy.sh (the workflow's `up` job) with the real `pulumi`: stand-ins only for the
+    AWS role assumption (`curl` for GitHub's OIDC token, `aws sts`), which needs no cloud here."""
+    from tests.test_ci_deploy import STUBS
+
+    stubs = tmp_path / "stubs"
+    stubs.mkdir()
+    for name in ("curl", "aws"):
+        (stubs / name).write_text(f"#!/usr/bin/env bash\n{STUBS[name]}\n")
+        (stubs / name).chmod(0o755)
+    image = "123456789012.dkr.ecr.us-west-2.amazonaws.com/kafka-mirror@sha256:" + "cd" * 32
+    env = engine.env(
+        ORDER='["west"]', IMAGE=image, PULUMI_ORG="organization", LOG=str(tmp_path / "log"),
+        AWS_DEPLOY_ROLES=json.dumps({"west": "arn:aws:iam::123456789012:role/deploy-west"}),
+        KMIRROR=str(Path(sys.executable).parent / "kmirror"),
+    )  # fmt: skip
+    env["PATH"] = f"{stubs}:{env['PATH']}"
+    done = subprocess.run(["bash", str(REPO / "scripts" / "ci-deploy.sh")], cwd=west, env=env,
+                          capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-3000:]
+    assert PACK_NAME in done.stdout, "the policy pack ran with the deploy"
+    apps = cluster.get("/apis/sparkoperator.k8s.io/v1beta2/namespaces/kafka-mirror/sparkapplications") or {}
+    images = {a["metadata"]["name"]: a["spec"]["image"] for a in apps.get("items", [])}
+    assert images and set(images.values()) == {image}, images
+    assert image in (west / "stacks" / "Pulumi.west.yaml").read_text(), "the digest is recorded in the stack file"
