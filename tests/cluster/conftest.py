@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -17,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.standalone import StandaloneCluster
+from tests.cluster.standalone import StandaloneCluster, _cmdline, _descendants
 from tests.e2e.fault_helpers import MirrorApp
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,11 +73,28 @@ class ClusterApp(MirrorApp):
             command = [sys.executable, "-m", "spark_app", "--flow", str(self.flow_path), "--master",
                        self.cluster.url, *extra]  # fmt: skip
         with self.log_path.open("ab") as log:
-            log.write(f"===== run {self.runs}: {subprocess.list2cmdline(command)} =====\n".encode())
+            log.write(f"===== run {self.runs} ({self.via}) =====\n".encode())
             log.flush()
             self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
                                          start_new_session=True)  # fmt: skip
         return self
+
+    def stop(self, timeout_s: float = 90.0) -> int:
+        """SIGTERM to the app's Python driver (clean stop after the current batch); returns the exit
+        code of the whole submission. Under spark-submit the process started is spark-submit's JVM,
+        which runs the Python driver as its child: a SIGTERM to that JVM ends it at once (exit 143,
+        docs/cluster.md), so the signal goes to the Python driver, as `python -m spark_app` gets it."""
+        assert self.proc is not None
+        if self.via != "submit":
+            return super().stop(timeout_s)
+        drivers = [pid for pid in _descendants(self.proc.pid) if "kmirror_main.py" in _cmdline(pid)
+                   and "SparkSubmit" not in _cmdline(pid)]  # fmt: skip
+        assert drivers, f"no Python driver under spark-submit ({self.proc.pid}):\n{self.log()[-3000:]}"
+        os.kill(drivers[0], signal.SIGTERM)
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        finally:
+            self.cleanup()
 
     def run(self, *extra: str, timeout_s: float = 240.0) -> None:
         """Run to its end (`--once`); fails with its log and the cluster's when it exits non-zero."""
@@ -101,5 +119,3 @@ def cluster_app(standalone: StandaloneCluster, tmp_path: Path) -> Iterator[Calla
     for app in apps:
         app.cleanup()
 
-
-__all__ = ["ClusterApp", "os"]

@@ -202,11 +202,12 @@ class StandaloneCluster:
             "spark.task.maxFailures": "8",
             **(confs or {}),
         }
-        command = [os.path.join(spark_home(), "bin", "spark-submit"), "--master", self.url, "--deploy-mode", "client",
-                   "--driver-memory", "512m"]  # fmt: skip
-        for key, value in conf.items():
-            command += ["--conf", f"{key}={value}"]
-        return [*command, entry, *args]
+        # in a properties file readable by this user only: the shared secret stays off command lines
+        properties = self.base / "conf" / f"submit-{len(list((self.base / 'conf').glob('submit-*')))}.properties"
+        properties.touch(mode=0o600)
+        properties.write_text("".join(f"{key} {value}\n" for key, value in conf.items()))
+        return [os.path.join(spark_home(), "bin", "spark-submit"), "--master", self.url, "--deploy-mode", "client",
+                "--driver-memory", "512m", "--properties-file", str(properties), entry, *args]  # fmt: skip
 
 
 def _children(pid: int) -> list[int]:

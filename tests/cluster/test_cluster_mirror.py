@@ -28,7 +28,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.spark40]
 
 
 @pytest.mark.parametrize(("loop", "via"), [("python", "submit"), ("native", "python"), ("batch", "submit")],
-                         ids=["python-loop-spark-submit", "native-loop-python-m-spark_app", "batch-loop-spark-submit"])  # fmt: skip
+                         ids=["python-spark-submit", "native-python-m-spark_app", "batch-spark-submit"])  # fmt: skip
 def test_once_copies_every_record_offset_syncs_and_checkpoints_on_the_cluster(
     clusters: Any, unique: str, tmp_path: Path, cluster_app: Callable[..., ClusterApp], loop: str, via: str
 ) -> None:
@@ -62,3 +62,27 @@ def test_once_copies_every_record_offset_syncs_and_checkpoints_on_the_cluster(
     checkpoint = wait_for_checkpoint(spec, group, [])
     assert (checkpoint.topic, checkpoint.partition) == (f"west.{topic}", 0)
     assert checkpoint.upstream_offset == 120 and checkpoint.downstream_offset <= 120
+
+
+def test_transform_on_the_cluster_drops_and_keeps_metadata(
+    clusters: Any, unique: str, tmp_path: Path, cluster_app: Callable[..., ClusterApp]
+) -> None:
+    """A Spark SQL transform: records through the executors' JVMs (records source and writer),
+    the flow's listeners in the driver (foreachBatch)."""
+    from tests.e2e.test_transform_e2e import kept, source_records
+
+    topic = f"tr-{unique}"
+    create_topic(clusters.source, topic, 2)
+    produce(clusters.source, topic, source_records(60))
+    add_fences(clusters.source, topic, 2)
+    sql = ("SELECT * FROM records WHERE CAST(key AS STRING) NOT LIKE 'drop-%' "
+           "AND NOT exists(headers, h -> h.key = 'pii')")  # fmt: skip
+    flow = flow_spec(unique, clusters.source, clusters.target, [topic], tmp_path, transform={"sql": sql})
+
+    cluster_app(flow).run("--once")
+
+    got = mirrored(clusters.target, f"west.{topic}", 2)
+    for p in (0, 1):
+        want = [i for i in range(60) if i % 2 == p and kept(i)]
+        assert [m.value() for m in got[p]] == [f"v{i}".encode() for i in want]
+        assert [m.headers() for m in got[p]] == [[("trace", f"t{i}".encode())] for i in want]
