@@ -98,6 +98,13 @@ test-main: setup kafka-dists
 	@echo "== leg 1: pyspark 4.3.0 / Python 3.11 / Apache Kafka 4.1 (the whole suite but the deploy plane's real-engine tests: make test-deploy)"
 	$(call test_leg,$(PY),kafka-4.1,--durations=25 --ignore=tests/deploy)
 
+# The standalone-cluster suite (tests/cluster, docs/cluster.md) on leg 2: the python loop via
+# spark-submit, the transform, the exactly-once executor kill and the worker/driver faults; the
+# native and batch loops' --once runs and the at-least-once executor kill run on leg 1 only.
+LEG2_CLUSTER_LEG1_ONLY := \
+  --deselect "tests/cluster/test_cluster_mirror.py::test_once_copies_every_record_offset_syncs_and_checkpoints_on_the_cluster[native-python-m-spark_app]" \
+  --deselect "tests/cluster/test_cluster_mirror.py::test_once_copies_every_record_offset_syncs_and_checkpoints_on_the_cluster[batch-spark-submit]" \
+  --deselect "tests/cluster/test_cluster_faults.py::test_executor_killed_mid_copy_is_rescheduled_on_the_other_worker_and_loses_nothing[at-least-once]"
 # Leg 2 leaves out three fault runs leg 1 makes (~4 min of CI, docs/testing.md): the native copy
 # loop's two longest (what they add over their python-loop twins is the C loop itself, which leg 2
 # still runs for Python 3.10: tests/test_copy.py[native], test_mirror_e2e.py[native]) and the
@@ -105,7 +112,8 @@ test-main: setup kafka-dists
 LEG2_LEG1_ONLY := \
   --deselect "tests/e2e/test_faults.py::test_broker_outages_unreachable_at_start_then_target_then_source_frozen[native]" \
   --deselect "tests/e2e/test_faults.py::test_broker_outages_unreachable_at_start_then_target_then_source_frozen[python]" \
-  --deselect "tests/e2e/test_faults.py::test_kill_9_mid_stream_then_restart_from_the_checkpoint_loses_nothing[at-least-once-native]"
+  --deselect "tests/e2e/test_faults.py::test_kill_9_mid_stream_then_restart_from_the_checkpoint_loses_nothing[at-least-once-native]" \
+  $(LEG2_CLUSTER_LEG1_ONLY)
 test-spark40: export PYSPARK_PYTHON := $(abspath $(PY40))
 test-spark40: export PYSPARK_DRIVER_PYTHON := $(abspath $(PY40))
 test-spark40: $(VENV40)/.installed kafka-dists

@@ -77,11 +77,19 @@ def session_confs(master: str | None, confs: dict[str, str] | None = None) -> di
     """The Spark confs `build_session` applies: local defaults (local masters only), then
     `confs`, then `REQUIRED_CONFS`."""
     base = dict(LOCAL_CONFS) if master is not None else {}
-    if master is not None and _pip_installed_pyspark():
+    # The worker daemon is a local-master measure: on a cluster master (spark://, yarn, k8s://) the
+    # executors' Python may not import spark_app before their tasks add the app's --py-files, and
+    # their pyspark is not the driver's (tests/cluster ran both ways on a standalone cluster).
+    if is_local(master) and _pip_installed_pyspark():
         base["spark.python.daemon.module"] = "spark_app.worker_daemon"  # see that module
-    if master is not None and master.startswith("local"):
+    if is_local(master):
         base.update(local_checkpoint_confs())
     return {**base, **(confs or {}), **REQUIRED_CONFS}
+
+
+def is_local(master: str | None) -> bool:
+    """Whether `master` runs executors as threads of this driver (`local`, `local[N]`, `local[*]`...)."""
+    return master is not None and (master == "local" or master.startswith("local["))
 
 
 # Spark's default checkpoint file manager for file: paths goes through Hadoop's FileContext,
@@ -155,7 +163,7 @@ def build_session(
     optimizing compiler (for runs whose records stay out of the JVM: not for SQL transforms)."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    if master is not None and master.startswith("local"):
+    if is_local(master):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # no "hostname resolves to loopback" warning
     # pyspark warns about pandas 3 on import; the mirror does not use pandas
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\..*")

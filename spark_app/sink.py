@@ -32,7 +32,7 @@ from kmirror.errors import KmirrorError
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
 from kmirror_engine.copying.range_copy import CopyRange
 from kmirror_engine.copying.rate_limit import Throttled
-from kmirror_engine.copying.task_copy import copy_task_ranges, fence_for_query
+from kmirror_engine.copying.task_copy import auto_copy_loop, copy_task_ranges, fence_for_query
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 from spark_app.lazy_pandas import defer_pandas_import
 from spark_app.listeners import batch_failed, listeners_for, run_side_work
@@ -60,8 +60,12 @@ def _task_id() -> int:
 
 
 class MirrorStreamWriter(DataSourceStreamWriter):
-    def __init__(self, spec_json: str) -> None:
+    """Made on the driver's host and pickled to the executors: what the tasks need from the
+    driver travels in it (on a cluster an executor shares neither its process nor its environment)."""
+
+    def __init__(self, spec_json: str, auto_loop: str | None = None) -> None:
         self.spec_json = spec_json
+        self.auto_loop = auto_loop  # the driver's KMIRROR_AUTO_COPY_LOOP (`task_copy.auto_copy_loop`)
 
     def write(self, iterator: Iterator[Any]) -> MirrorCommitMessage:
         defer_pandas_import()  # a task's process: Spark's arrow path would import pandas for nothing
@@ -77,7 +81,7 @@ class MirrorStreamWriter(DataSourceStreamWriter):
         spec = parse_flow_spec(json.loads(self.spec_json))
         started = _now_ms()
         throttled = Throttled()
-        progress = copy_task_ranges(spec, ranges, task_id, throttled)
+        progress = copy_task_ranges(spec, ranges, task_id, throttled, getattr(self, "auto_loop", None) or "")
         return MirrorCommitMessage(task_id, tuple(progress), started, _now_ms(), round(throttled.seconds * 1000))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
@@ -164,7 +168,7 @@ class MirrorSink(DataSource):
         spec = parse_flow_spec(json.loads(spec_json))
         if spec.exactly_once:
             _fence_once(spec, self.options.get("query_token"))
-        return MirrorStreamWriter(spec_json)
+        return MirrorStreamWriter(spec_json, auto_copy_loop())
 
 
 # Queries (start_query's `query_token`) this process has fenced for. Spark calls `streamWriter`

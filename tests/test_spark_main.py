@@ -140,6 +140,8 @@ def test_local_python_workers_import_the_installed_pyspark_not_its_zip(tmp_path:
     assert installed_spark_zips([*pip_zips, *other, str(home.parent)]) == pip_zips
     assert session_confs("local[2]")["spark.python.daemon.module"] == "spark_app.worker_daemon"
     assert "spark.python.daemon.module" not in session_confs(None)  # a cluster's own Spark decides
+    for cluster in ("spark://127.0.0.1:7077", "yarn", "k8s://https://api:443", "localhost-cluster"):
+        assert "spark.python.daemon.module" not in session_confs(cluster), cluster  # executors elsewhere
     # and a worker really runs without the zip: pyspark comes from the package, compiled
     probe = "import sys, zipimport; import spark_app.worker_daemon as d; d.drop_installed_zips(); import pyspark; " \
             "print(pyspark.__file__); print(sum(isinstance(f, zipimport.zipimporter) " \

@@ -114,12 +114,20 @@ def batch_path_blockers(*configs: dict[str, Any]) -> list[str]:
 _BLOCKERS_LOGGED: set[str] = set()
 
 
-def takes_batch_path(spec: FlowSpec) -> bool:
-    """Whether `spec` copies with the batch path: `copy_loop: batch`, or `auto` with
-    `AUTO_COPY_LOOP_ENV` set to "batch" and nothing in the flow that needs a record loop."""
+def auto_copy_loop() -> str | None:
+    """`AUTO_COPY_LOOP_ENV` of this process. The driver reads it and hands it to its writer tasks
+    (`copy_task_ranges(auto_loop=...)`): on a cluster the executors do not inherit the driver's
+    environment, so a task reading its own would ignore the setting."""
+    return os.environ.get(AUTO_COPY_LOOP_ENV)
+
+
+def takes_batch_path(spec: FlowSpec, auto_loop: str | None = None) -> bool:
+    """Whether `spec` copies with the batch path: `copy_loop: batch`, or `auto` with `auto_loop`
+    (default: this process's `AUTO_COPY_LOOP_ENV`) "batch" and nothing in the flow that needs a record loop."""
     if spec.copy.copy_loop == "batch":
         return True
-    if spec.copy.copy_loop != "auto" or os.environ.get(AUTO_COPY_LOOP_ENV) != "batch":
+    auto_loop = auto_copy_loop() if auto_loop is None else auto_loop
+    if spec.copy.copy_loop != "auto" or auto_loop != "batch":
         return False
     return not unserved_options("batch", spec.options)
 
@@ -129,7 +137,8 @@ def _fell_back(progress: list[PartitionProgress]) -> list[PartitionProgress]:
 
 
 def copy_task_ranges(
-    spec: FlowSpec, ranges: Sequence[CopyRange], task_id: int, throttled: Throttled | None = None
+    spec: FlowSpec, ranges: Sequence[CopyRange], task_id: int, throttled: Throttled | None = None,
+    auto_loop: str | None = None,
 ) -> list[PartitionProgress]:
     """Copy one task's ranges. At-least-once: `COPY_THREADS_PER_TASK` copy loops on disjoint
     source partitions (`kmirror_engine.copying.task_threads`), each with clients this worker process kept
@@ -137,7 +146,8 @@ def copy_task_ranges(
     failure); the native loop when the flow's `copy_loop` picks it (`kmirror_engine.copying.native_copy`).
     Exactly-once: one Python loop with fresh clients (the transactional id is per task).
     A rate-limited flow paces each loop at its ranges' share of the limits
-    (`kmirror_engine.copying.rate_limit`); the time they waited is added to `throttled`."""
+    (`kmirror_engine.copying.rate_limit`); the time they waited is added to `throttled`.
+    `auto_loop`: the driver's `AUTO_COPY_LOOP_ENV` (`takes_batch_path`; None: this process's)."""
     from kmirror_engine.clients.factory import (
         admin_client,
         consumer_config,
@@ -159,7 +169,7 @@ def copy_task_ranges(
                               "source_cluster": spec.source.alias, "provenance": provenance}  # fmt: skip
     if not spec.exactly_once:
         producer_conf = capped_producer_config({**PRODUCER_TUNING, **producer_config(spec)}, limits.values())
-        batch = takes_batch_path(spec)
+        batch = takes_batch_path(spec, auto_loop)
         blockers = batch_path_blockers(consumer_conf, producer_conf) if batch else []
         if batch and not blockers:
             return copy_in_batches(consumer_conf, producer_conf, ranges, limits, cached_rules(spec, limits))

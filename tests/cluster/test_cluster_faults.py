@@ -1,0 +1,144 @@
+"""Faults of a real cluster (tests/cluster/standalone.py): an executor JVM killed with -9 mid-copy,
+a worker lost for good mid-stream, the driver killed and restarted. Every test records its figures
+with `report()` (printed; appended to $KMIRROR_FAULT_FIGURES when set), as tests/e2e/test_faults.py does."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+from tests.cluster.conftest import ClusterApp
+from tests.cluster.standalone import StandaloneCluster
+from tests.e2e.fault_helpers import (
+    Clock,
+    committed,
+    expected_values,
+    flow_spec,
+    group_of,
+    produce_values,
+    report,
+    target_values,
+    wait_mirrored,
+    wait_until,
+)
+from tests.kafka_helpers import create_topic
+
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.cluster, pytest.mark.spark40]
+# a cluster app starts its driver and two executor JVMs (~30 s on an idle 2-core box; minutes under load)
+FIRST_BATCH_TIMEOUT_S = 300.0
+RATE = 1000  # records/s of the whole flow: each batch takes seconds, so a kill lands mid-copy
+
+
+def first_durable_batch(app: ClusterApp, flow: dict[str, Any], source: str, topic: str, partitions: int) -> None:
+    wait_until("a first durable batch",
+               lambda: any(o > 0 for o in committed(source, group_of(flow), topic, partitions).values()),
+               FIRST_BATCH_TIMEOUT_S, app)  # fmt: skip
+
+
+def running_executors(cluster: StandaloneCluster, app: ClusterApp) -> dict[int, list[int]]:
+    found: dict[int, list[int]] = {}
+    wait_until("an executor on each worker",
+               lambda: len(found.update(cluster.executor_pids()) or {w: p for w, p in found.items() if p}) >= 2,
+               60, app)  # fmt: skip
+    return found
+
+
+def target_records(bootstrap: str, topic: str, partitions: int) -> int:
+    """Records in the target topic's log (aborted transactional ones too); 0 before it exists."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "cluster-watcher", "log_level": 0})
+    try:
+        if topic not in consumer.list_topics(timeout=10).topics:
+            return 0
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
+    except KafkaException:
+        return 0
+    finally:
+        consumer.close()
+
+
+@pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
+def test_executor_killed_mid_copy_is_rescheduled_on_the_other_worker_and_loses_nothing(
+    clusters: Any, unique: str, tmp_path: Path, cluster_app: Callable[..., ClusterApp], standalone: StandaloneCluster,
+    exactly_once: bool,
+) -> None:  # fmt: skip
+    """kill -9 of one executor JVM while its task copies: one rate-limited batch of every record (two
+    tasks, one per executor, each paced at its share for seconds), killed once records reach the
+    target and before the batch commits. Spark retries the task on the other executor; nothing is
+    lost; the retried range's records count as duplicates (at-least-once), none of which a
+    read_committed reader sees under exactly-once. The flow's rate limit holds across the executors."""
+    topic, remote, partitions, count = f"exk-{unique}", f"west.exk-{unique}", 4, 1500
+    create_topic(clusters.source, topic, partitions)
+    ends = produce_values(clusters.source, topic, partitions, count, "a")
+    flow = flow_spec(unique, clusters.source, clusters.target, [topic], tmp_path, exactly_once=exactly_once,
+                     copy_loop="python", max_records_per_second=RATE,
+                     max_records_per_trigger=partitions * (count + 1))  # fmt: skip
+    clock = Clock()
+    app = cluster_app(flow).start()
+    wait_until("records on the target", lambda: target_records(clusters.target, remote, partitions) > 0,
+               FIRST_BATCH_TIMEOUT_S, app)  # fmt: skip
+    copy_started = time.monotonic()
+    clock.lap("copying")
+    executors = running_executors(standalone, app)
+    assert not any(committed(clusters.source, group_of(flow), topic, partitions).values()), "the batch committed"
+    os.kill(executors[1][0], signal.SIGKILL)
+    wait_mirrored(app, clusters.source, flow, topic, ends, timeout_s=240)
+    copying_s = time.monotonic() - copy_started
+    clock.lap("caught up after the kill")
+    assert app.stop() == 0, app.log()[-3000:]
+    log = app.log()
+    assert "Lost executor" in log, log[-3000:]  # the driver saw the executor die...
+    assert "ExecutorLostFailure" in log, log[-3000:]  # ...while its task ran: retried on the other one
+    sent = expected_values(partitions, count, "a")
+    got = target_values(clusters.target, remote, partitions, read_committed=exactly_once)
+    written = target_values(clusters.target, remote, partitions) if exactly_once else got
+    figures = report(f"cluster executor kill -9 ({'exactly-once' if exactly_once else 'at-least-once'})", sent, got,
+                     written_with_aborted=len(written), seconds=clock.laps)  # fmt: skip
+    assert figures.missing == 0
+    if exactly_once:
+        assert figures.duplicates == 0
+    # the limit holds over the cluster: every record written (duplicates and aborted ones too) took
+    # at least its share of the flow's rate, though two executors copied
+    assert len(written) / copying_s <= RATE * 1.3, (len(written), copying_s)
+
+
+def test_worker_lost_for_good_then_driver_killed_and_restarted_loses_nothing(
+    clusters: Any, unique: str, tmp_path: Path, cluster_app: Callable[..., ClusterApp], standalone: StandaloneCluster
+) -> None:
+    """A worker killed with -9 (its executor with it) mid-stream: the flow keeps mirroring on the
+    other worker. Then the driver is killed with -9 and started again: it resumes from its checkpoint."""
+    topic, remote, partitions = f"wl-{unique}", f"west.wl-{unique}", 4
+    create_topic(clusters.source, topic, partitions)
+    produce_values(clusters.source, topic, partitions, 1500, "a")
+    flow = flow_spec(unique, clusters.source, clusters.target, [topic], tmp_path, copy_loop="python",
+                     max_records_per_second=2 * RATE, max_records_per_trigger=1000)  # fmt: skip
+    clock = Clock()
+    app = cluster_app(flow).start()
+    first_durable_batch(app, flow, clusters.source, topic, partitions)
+    running_executors(standalone, app)
+    clock.lap("first batch")
+    standalone.worker_daemons[1].kill9()  # for good: the worker and its executor
+    second = produce_values(clusters.source, topic, partitions, 500, "b")
+    wait_mirrored(app, clusters.source, flow, topic, second, timeout_s=240)
+    clock.lap("mirrored on one worker")
+    assert standalone.alive_workers() == 1 and not standalone.worker_daemons[1].alive
+
+    app.kill9()  # the driver: spark-submit's JVM and the app's Python
+    third = produce_values(clusters.source, topic, partitions, 300, "c")
+    app.start()
+    wait_mirrored(app, clusters.source, flow, topic, third, timeout_s=240)
+    clock.lap("resumed after the driver's restart")
+    assert app.stop() == 0, app.log()[-3000:]
+    sent = [*expected_values(partitions, 1500, "a"), *expected_values(partitions, 500, "b"),
+            *expected_values(partitions, 300, "c")]  # fmt: skip
+    got = target_values(clusters.target, remote, partitions)
+    figures = report("cluster worker lost, then driver kill -9 and restart", sent, got, seconds=clock.laps)
+    assert figures.missing == 0
+    run2 = app.log().split("===== run 2")[-1]
+    assert "Traceback" not in run2, run2[-3000:]
