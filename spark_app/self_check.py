@@ -7,7 +7,8 @@ Needs no broker. It promises to have, in this order:
    way a query start does (a Python worker unpickles each source and returns its schema);
 3. built the stream reader and the stream writer a query would use (no Kafka call: their
    clients are made lazily, on the first batch);
-4. probed the installed confluent-kafka for TLS, SCRAM and GSSAPI (Kerberos) support.
+4. probed the installed confluent-kafka for TLS, SCRAM, PLAIN, OAUTHBEARER (OIDC) and GSSAPI (Kerberos)
+   support.
 It prints one `name: value` line per fact and `self-check: ok`, exit 0; on a failure, the line
 `self-check: FAILED: <step>: <error>`, exit 1. GSSAPI missing is reported, not a failure: only
 Kerberos clusters need it, and `kmirror run` refuses those with the fix when it is missing.
@@ -34,6 +35,9 @@ PROBE_FLOW = {
 CLIENT_PROBES = {
     "tls": {"security.protocol": "SSL"},
     "scram": {"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512"},
+    "plain": {"security.protocol": "SASL_SSL", "sasl.mechanisms": "PLAIN"},
+    "oauthbearer oidc": {"security.protocol": "SASL_SSL", "sasl.mechanisms": "OAUTHBEARER",
+                         "sasl.oauthbearer.method": "oidc"},
     "gssapi": {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "GSSAPI"},
 }
 

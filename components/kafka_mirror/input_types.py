@@ -64,6 +64,34 @@ class ClusterScram(TypedDict):
     """A reference to the user's password."""
 
 
+class ClusterPlain(TypedDict):
+    """SASL/PLAIN credentials, over TLS (protocol SASL_SSL): Confluent Cloud API keys, Event Hubs connection
+    strings."""
+
+    username: str
+    """The user (an API key; `$ConnectionString` for Event Hubs)."""
+    password: SecretRef
+    """A reference to the password (the API secret, the connection string)."""
+
+
+class ClusterOauthbearer(TypedDict):
+    """SASL/OAUTHBEARER with OIDC client credentials (librdkafka's `sasl.oauthbearer.method=oidc`): tokens are
+    fetched from the token endpoint and refreshed before they expire."""
+
+    token_endpoint: str
+    """The OIDC provider's token URL."""
+    client_id: str
+    """The mirror's OIDC client id."""
+    client_secret: SecretRef
+    """A reference to the client secret."""
+    scope: NotRequired[str]
+    """The scopes to ask for, space-separated."""
+    extensions: NotRequired[dict[str, str]]
+    """SASL extensions sent with the token (e.g. Confluent Cloud's `logicalCluster`, `identityPoolId`)."""
+    principal: NotRequired[str]
+    """The principal the brokers see (the token's subject) for ACLs; default: the client id."""
+
+
 class ClusterKerberos(TypedDict):
     """SASL/GSSAPI (Kerberos) credentials (protocol SASL_PLAINTEXT or SASL_SSL)."""
 
@@ -93,6 +121,10 @@ class ClusterSecurity(TypedDict):
     """SCRAM credentials (SASL_*)."""
     kerberos: NotRequired[ClusterKerberos]
     """Kerberos credentials (SASL_*)."""
+    plain: NotRequired[ClusterPlain]
+    """SASL/PLAIN credentials (SASL_SSL)."""
+    oauthbearer: NotRequired[ClusterOauthbearer]
+    """SASL/OAUTHBEARER OIDC client credentials (SASL_*)."""
 
 
 class FlowSpark(TypedDict):

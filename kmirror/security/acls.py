@@ -48,14 +48,19 @@ class AclGrant:
 def kafka_principal(security: Mapping[str, Any] | None, tls_subject: str | None = None) -> str:
     """The principal brokers see for this `security` mapping (default principal mapping rules).
 
-    Kerberos `mirrormaker/host@REALM` -> `User:mirrormaker`; SCRAM -> `User:<username>`; mutual
+    Kerberos `mirrormaker/host@REALM` -> `User:mirrormaker`; SCRAM, PLAIN -> `User:<username>`;
+    OAUTHBEARER -> `User:<principal>` (the token's subject; default: the client id); mutual
     TLS -> `User:<certificate subject>` (pass `tls_subject`, e.g. `CN=mirrormaker`).
     """
     security = security or {}
     if "kerberos" in security:
         return "User:" + security["kerberos"]["principal"].split("@", 1)[0].split("/", 1)[0]
-    if "scram" in security:
-        return "User:" + security["scram"]["username"]
+    for section in ("scram", "plain"):
+        if section in security:
+            return "User:" + security[section]["username"]
+    if "oauthbearer" in security:  # Kafka's JWT validator takes the token's `sub` claim
+        oauth = security["oauthbearer"]
+        return "User:" + oauth.get("principal", oauth["client_id"])
     if tls_subject:
         return "User:" + tls_subject
     raise KmirrorError("the mirror has no authenticated identity on this cluster (PLAINTEXT or server-only TLS); "

@@ -9,6 +9,9 @@ Contract (docs/security.md has a worked example per mode):
       kerberos: {principal: STR, keytab: REF, krb5_conf: REF | realm: STR + kdcs: [host[:port]],
                  service_name: kafka}
       scram:    {mechanism: SCRAM-SHA-256 | SCRAM-SHA-512, username: STR, password: REF}
+      plain:    {username: STR, password: REF}                 # SASL/PLAIN (Confluent Cloud, Event Hubs)
+      oauthbearer: {token_endpoint: URL, client_id: STR, client_secret: REF,
+                    scope: STR, extensions: {KEY: VALUE}, principal: STR}   # OIDC client credentials
 
 REFs are described in `kmirror.security.secret_refs`. `client_config` never returns a secret: secret
 values become `${file:PATH}` / `${env:VAR}` reference strings and secret files become paths.
@@ -39,13 +42,20 @@ from kmirror.security.secret_refs import (
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
-SECTION_KEYS = {"protocol", "tls", "kerberos", "scram"}
+SASL_SECTIONS = ("kerberos", "scram", "plain", "oauthbearer")
+SECTION_KEYS = {"protocol", "tls", *SASL_SECTIONS}
 # field -> (is a secret, must be a file)
 TLS_REFS = {"ca": (False, False), "cert": (False, False), "key": (True, False), "key_password": (True, False),
             "pkcs12": (True, True), "pkcs12_password": (True, False)}  # fmt: skip
 TLS_KEYS = set(TLS_REFS) | {"verify_hostname"}
 KERBEROS_KEYS = {"principal", "keytab", "krb5_conf", "realm", "kdcs", "service_name"}
 SCRAM_KEYS = {"mechanism", "username", "password"}
+PLAIN_KEYS = {"username", "password"}
+OAUTH_REQUIRED = {"token_endpoint", "client_id", "client_secret"}
+OAUTH_KEYS = OAUTH_REQUIRED | {"scope", "extensions", "principal"}
+_URL_RE = re.compile(r"https?://[^\s,]+")
+_EXTENSION_KEY_RE = re.compile(r"[A-Za-z]+")  # RFC 7628: extension keys are letters only
+_EXTENSION_VALUE_RE = re.compile(r"[\x21-\x2b\x2d-\x3c\x3e-\x7e ]+")  # printable, no , or = (librdkafka's list)
 KINIT_CMD = (
     'kinit -R -t "%{sasl.kerberos.keytab}" -k %{sasl.kerberos.principal} || '
     'kinit -t "%{sasl.kerberos.keytab}" -k %{sasl.kerberos.principal}'
@@ -138,6 +148,51 @@ def _scram_problems(scram: dict[str, Any], path: str) -> list[Problem]:
     return problems
 
 
+def _plain_problems(plain: dict[str, Any], path: str) -> list[Problem]:
+    problems = unknown_keys(plain, PLAIN_KEYS, path)
+    problems += [Problem(f"{path}.{k}", "required key is missing") for k in sorted(PLAIN_KEYS - set(plain))]
+    if "username" in plain and (not isinstance(plain["username"], str) or not plain["username"]):
+        problems.append(Problem(f"{path}.username", f"must be a non-empty string, got {plain['username']!r}"))
+    if "password" in plain:
+        problems += ref_problems(plain["password"], f"{path}.password", secret=True)
+    return problems
+
+
+def _text_problem(value: Any, path: str, what: str) -> list[Problem]:
+    if isinstance(value, str) and value and not any(c in value for c in "\n\r\t"):
+        return []
+    return [Problem(path, f"must be {what}, got {value!r}")]
+
+
+def _oauthbearer_problems(oauth: dict[str, Any], path: str) -> list[Problem]:
+    problems = unknown_keys(oauth, OAUTH_KEYS, path)
+    problems += [Problem(f"{path}.{k}", "required key is missing") for k in sorted(OAUTH_REQUIRED - set(oauth))]
+    endpoint = oauth.get("token_endpoint")
+    if endpoint is not None and not (isinstance(endpoint, str) and _URL_RE.fullmatch(endpoint)):
+        problems.append(Problem(f"{path}.token_endpoint",
+                                f"must be the OIDC provider's token URL (https://...), got {endpoint!r}"))  # fmt: skip
+    if "client_id" in oauth:
+        problems += _text_problem(oauth["client_id"], f"{path}.client_id", "the OIDC client id (a non-empty string)")
+    if "client_secret" in oauth:
+        problems += ref_problems(oauth["client_secret"], f"{path}.client_secret", secret=True)
+    if "scope" in oauth:
+        problems += _text_problem(oauth["scope"], f"{path}.scope", "the scopes to ask for, space-separated")
+    if "principal" in oauth:
+        problems += _text_problem(oauth["principal"], f"{path}.principal",
+                                  "the token's subject the brokers see (sub claim)")  # fmt: skip
+    extensions = oauth.get("extensions", {})
+    if not isinstance(extensions, dict):
+        problems.append(Problem(f"{path}.extensions", f"must be a mapping of name: value, got {extensions!r}"))
+        return problems
+    for key, value in extensions.items():
+        if not (isinstance(key, str) and _EXTENSION_KEY_RE.fullmatch(key)) or key == "auth":
+            problems.append(Problem(f"{path}.extensions", f"key {key!r} must be letters only and not 'auth' (RFC 7628)"))
+        if not (isinstance(value, str) and _EXTENSION_VALUE_RE.fullmatch(value)):
+            problems.append(Problem(f"{path}.extensions.{key}",
+                                    "must be a non-empty string of printable characters without ',' or '='"))  # fmt: skip
+    return problems
+
+
 def _consistency_problems(raw: dict[str, Any], path: str) -> list[Problem]:
     protocol = raw.get("protocol")
     if protocol not in PROTOCOLS:
@@ -145,15 +200,16 @@ def _consistency_problems(raw: dict[str, Any], path: str) -> list[Problem]:
     problems = []
     if "tls" in raw and protocol not in ("SSL", "SASL_SSL"):
         problems.append(Problem(f"{path}.tls", f"needs protocol SSL or SASL_SSL, but protocol is {protocol}"))
-    for mech in ("kerberos", "scram"):
+    for mech in SASL_SECTIONS:
         if mech in raw and not protocol.startswith("SASL_"):
             problems.append(
                 Problem(f"{path}.{mech}", f"needs protocol SASL_PLAINTEXT or SASL_SSL, but protocol is {protocol}")
             )
-    if "kerberos" in raw and "scram" in raw:
-        problems.append(Problem(path, "give one SASL mechanism: kerberos or scram, not both"))
-    if protocol.startswith("SASL_") and "kerberos" not in raw and "scram" not in raw:
-        problems.append(Problem(path, f"protocol {protocol} needs a kerberos or scram section"))
+    given = [mech for mech in SASL_SECTIONS if mech in raw]
+    if len(given) > 1:
+        problems.append(Problem(path, f"give one SASL mechanism, not {' and '.join(given)}"))
+    if protocol.startswith("SASL_") and not given:
+        problems.append(Problem(path, f"protocol {protocol} needs one of the sections {', '.join(SASL_SECTIONS)}"))
     return problems
 
 
@@ -166,7 +222,7 @@ def security_problems(raw: Any, path: str) -> list[Problem]:
     if raw is None:
         return []
     if not isinstance(raw, dict):
-        return [Problem(path, f"must be a mapping with protocol, tls, kerberos, scram; got {type(raw).__name__}")]
+        return [Problem(path, f"must be a mapping with protocol, tls, {', '.join(SASL_SECTIONS)}; got {type(raw).__name__}")]
     problems = unknown_keys(raw, SECTION_KEYS, path)
     if "protocol" not in raw:
         problems.append(Problem(f"{path}.protocol", f"required key is missing; one of {', '.join(PROTOCOLS)}"))
@@ -175,7 +231,8 @@ def security_problems(raw: Any, path: str) -> list[Problem]:
         problems.append(
             Problem(f"{path}.protocol", f"must be one of {', '.join(PROTOCOLS)}, got {raw['protocol']!r}{hint}")
         )
-    checks = {"tls": _tls_problems, "kerberos": _kerberos_problems, "scram": _scram_problems}
+    checks = {"tls": _tls_problems, "kerberos": _kerberos_problems, "scram": _scram_problems,
+              "plain": _plain_problems, "oauthbearer": _oauthbearer_problems}  # fmt: skip
     for name, check in checks.items():
         if name in raw:
             shape = _mapping(raw[name], f"{path}.{name}")
@@ -232,13 +289,36 @@ def client_config(security: Mapping[str, Any] | None) -> dict[str, str]:
         scram = security["scram"]
         config.update({"sasl.mechanisms": scram["mechanism"], "sasl.username": scram["username"],
                        "sasl.password": ref_value(scram["password"])})  # fmt: skip
+    if "plain" in security:
+        plain = security["plain"]
+        config.update({"sasl.mechanisms": "PLAIN", "sasl.username": plain["username"],
+                       "sasl.password": ref_value(plain["password"])})  # fmt: skip
+    if "oauthbearer" in security:
+        config.update(oauthbearer_config(security["oauthbearer"]))
+    return config
+
+
+def oauthbearer_config(oauth: Mapping[str, Any]) -> dict[str, str]:
+    """librdkafka's built-in OIDC client-credentials flow (`sasl.oauthbearer.method=oidc`): it fetches
+    a token from the endpoint and refreshes it at 80 % of its lifetime, for as long as the client lives."""
+    config = {
+        "sasl.mechanisms": "OAUTHBEARER",
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.token.endpoint.url": oauth["token_endpoint"],
+        "sasl.oauthbearer.client.id": oauth["client_id"],
+        "sasl.oauthbearer.client.secret": ref_value(oauth["client_secret"]),
+    }
+    if "scope" in oauth:
+        config["sasl.oauthbearer.scope"] = oauth["scope"]
+    if oauth.get("extensions"):
+        config["sasl.oauthbearer.extensions"] = ",".join(f"{k}={v}" for k, v in oauth["extensions"].items())
     return config
 
 
 def security_materialisations(security: Mapping[str, Any] | None) -> list[Materialisation]:
     """The Kubernetes/Secrets Manager/Pulumi-config secrets the deployment must mount for this mapping."""
     refs = []
-    for section in ("tls", "kerberos", "scram"):
+    for section in ("tls", *SASL_SECTIONS):
         for value in (security or {}).get(section, {}).values():
             if isinstance(value, dict) and (item := materialisation(value)) is not None:
                 refs.append(item)

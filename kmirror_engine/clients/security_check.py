@@ -32,18 +32,35 @@ GSSAPI_HOWTO = (
     "kafka-mirror:spark.gssapi: true in the stack so the bootstrap builds one)"
 )
 SSL_HOWTO = "install a confluent-kafka built with OpenSSL (the PyPI wheel has it: pip install confluent-kafka)"
-_PROBE_PROPERTIES = ("security.protocol", "sasl.mechanisms")
+# an OIDC probe client needs these set; nothing is fetched from the placeholder (the client is dropped at once)
+_OIDC_PLACEHOLDERS = {"sasl.oauthbearer.client.id": "probe", "sasl.oauthbearer.client.secret": "probe",
+                      "sasl.oauthbearer.token.endpoint.url": "http://127.0.0.1:9/probe"}  # fmt: skip
 _VERIFY_FAILED = "certificate verify failed"
 _BROKER_URL = re.compile(r"\b(?:plaintext|ssl|sasl_plaintext|sasl_ssl)://\S*", re.IGNORECASE)
 
 
+def sasl_mechanism(config: Mapping[str, Any]) -> str:
+    """The SASL mechanism librdkafka will use: `sasl.mechanisms` or its alias `sasl.mechanism`
+    (as Java clients and MirrorMaker 2 spell it); "" when neither is set (librdkafka then means GSSAPI)."""
+    return str(config.get("sasl.mechanisms", config.get("sasl.mechanism", ""))).strip().upper()
+
+
 def _probe_config(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Only the protocol and mechanism: enough for librdkafka to check its providers, no secrets."""
-    probe: dict[str, Any] = {k: config[k] for k in _PROBE_PROPERTIES if k in config}
-    probe["log_level"] = 0  # the throwaway client must not print connection warnings
-    mechanism = str(probe.get("sasl.mechanisms", "")).upper()
+    """Only the protocol, mechanism (and OAUTHBEARER's method): enough for librdkafka to check its
+    providers, no secrets."""
+    probe: dict[str, Any] = {"log_level": 0}  # the throwaway client must not print connection warnings
+    if "security.protocol" in config:
+        probe["security.protocol"] = config["security.protocol"]
+    mechanism = sasl_mechanism(config)
+    if mechanism:
+        probe["sasl.mechanisms"] = mechanism
     if mechanism == "GSSAPI":
         probe["sasl.kerberos.kinit.cmd"] = "true"  # librdkafka runs kinit on creation; keytabs are not needed here
+    elif mechanism == "OAUTHBEARER":
+        method = str(config.get("sasl.oauthbearer.method", "default")).lower()
+        probe["sasl.oauthbearer.method"] = method
+        if method == "oidc":
+            probe.update(_OIDC_PLACEHOLDERS)
     elif mechanism:
         probe.update({"sasl.username": "probe", "sasl.password": "probe"})  # placeholders: creation requires them
     return probe
@@ -63,11 +80,16 @@ def check_client_support(alias: str, config: Mapping[str, Any]) -> None:
     refuses creation with "No provider for SASL mechanism GSSAPI" when it was built without it.
     """
     protocol = str(config.get("security.protocol", "PLAINTEXT")).upper()
-    mechanism = str(config.get("sasl.mechanisms", "")).upper()
+    mechanism = sasl_mechanism(config)
+    if protocol.startswith("SASL_") and not mechanism:
+        mechanism = "GSSAPI"  # librdkafka's default: say so, rather than blame the protocol
     try:
-        probe_client(_probe_config(config)).flush(0)
+        probe_client(_probe_config({**config, "sasl.mechanisms": mechanism} if mechanism else config)).flush(0)
     except KafkaException as exc:
         wanted = f"sasl.mechanisms={mechanism}" if mechanism else f"security.protocol={protocol}"
+        if mechanism == "GSSAPI" and not sasl_mechanism(config):
+            wanted += " (no sasl.mechanisms is set, and librdkafka then uses GSSAPI; set it to PLAIN, SCRAM-SHA-256, " \
+                      "SCRAM-SHA-512 or OAUTHBEARER, or give the cluster a security section)"
         howto = GSSAPI_HOWTO if mechanism == "GSSAPI" else SSL_HOWTO if "SSL" in protocol else "upgrade confluent-kafka"
         raise KmirrorError(
             f"cluster {alias!r} needs {wanted}, which this {_build()} does not support ({exc.args[0].str()}); {howto}"
@@ -94,7 +116,8 @@ def _hint(error: str) -> str:
     if "unsupported sasl mechanism" in text:
         return "the brokers do not offer this SASL mechanism on this listener; check security.protocol and the listener"
     if "authentication" in text or "sasl" in text:
-        return "check the SASL credentials (scram username/password reference, kerberos principal/keytab)"
+        return ("check the SASL credentials (scram or plain username/password reference, oauthbearer client id/"
+                "secret, token audience and scope, kerberos principal/keytab)")
     if "ssl" in text or "tls" in text:
         return "check security.protocol and security.tls (does this listener speak TLS?)"
     return "check bootstrap_servers and that the brokers are reachable from here"

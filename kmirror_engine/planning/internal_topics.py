@@ -133,6 +133,8 @@ def principal_hint(config: Mapping[str, Any]) -> str:
     """The principal the brokers most likely see (default principal mapping), for the hint."""
     if config.get("sasl.username"):
         return f"User:{config['sasl.username']}"
+    if config.get("sasl.oauthbearer.client.id"):
+        return f"User:{config['sasl.oauthbearer.client.id']}"
     if config.get("sasl.kerberos.principal"):
         return "User:" + str(config["sasl.kerberos.principal"]).split("@", 1)[0].split("/", 1)[0]
     return "User:<the mirror's principal>"

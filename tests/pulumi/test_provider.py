@@ -298,3 +298,36 @@ def test_a_misspelt_nested_field_of_a_typed_input_is_refused_with_the_fix(provid
     tls = {"key_password": {"env": "KP"}, "ca": {"k8s_secret": "t", "key": "ca"}}  # the topology file's own names
     snake = {**inputs, "security": {"protocol": "SSL", "tls": tls}}
     assert ours.map_inputs(snake, ours._component_defs["KafkaCluster"])["security"]["tls"] == tls
+
+
+def test_plain_and_oauthbearer_reach_kafka_cluster_with_secrets_as_references_only(provider_run: Run) -> None:
+    """Issue 45: `security.plain` and `security.oauthbearer` are typed inputs (camelCase in, as every SDK sends
+    them); the extensions' own names are kept as written; the client config carries the secret's mounted path."""
+    ours = KafkaMirrorProvider(list(COMPONENTS), PACKAGE, version="0.0.0")
+    oauth = {"tokenEndpoint": "https://idp.example.com/token", "clientId": "mirror", "scope": "kafka",
+             "clientSecret": {"k8sSecret": "mirror-oidc", "key": "secret"},
+             "extensions": {"logicalCluster": "lkc-1", "identityPoolId": "pool-2"}}  # fmt: skip
+    plain = {"username": "APIKEY", "password": {"pulumiConfig": "ccApiSecret"}}
+    for section, value in (("oauthbearer", oauth), ("plain", plain)):
+        inputs = {"alias": "cc", "datacenter": "east", "bootstrapServers": "b:9092",
+                  "security": {"protocol": "SASL_SSL", section: value}}  # fmt: skip
+        mapped = ours.map_inputs(inputs, ours._component_defs["KafkaCluster"])
+        seen: dict[str, Any] = {}
+
+        @pulumi.runtime.test
+        def program() -> Any:
+            from kafka_mirror.kafka_cluster import KafkaCluster
+
+            cluster = KafkaCluster(f"cc-{section}", mapped)  # noqa: B023 (called at once)
+            seen["paths"] = cluster.materialisations
+            return cluster.client_config.apply(lambda c: seen.update(config=c))
+
+        program()
+        if section == "oauthbearer":
+            assert seen["config"]["sasl.oauthbearer.client.secret"] == "${file:/etc/kmirror/secrets/mirror-oidc/secret}"
+            assert seen["config"]["sasl.oauthbearer.extensions"] == "logicalCluster=lkc-1,identityPoolId=pool-2"
+            assert seen["config"]["sasl.oauthbearer.method"] == "oidc"
+        else:
+            assert seen["config"]["sasl.mechanisms"] == "PLAIN" and seen["config"]["sasl.username"] == "APIKEY"
+            assert seen["config"]["sasl.password"].startswith("${file:/etc/kmirror/secrets/")
+        assert len(seen["paths"]) == 1

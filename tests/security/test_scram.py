@@ -87,7 +87,8 @@ def test_scram_login_refused_by_the_broker_fails_fast(authenticating_broker: str
         f"cluster 'west-1' ({authenticating_broker}): cannot connect with security.protocol=SASL_PLAINTEXT"
     )
     assert "SASL SCRAM authentication failed: broker responded with unknown-user" in message
-    assert message.endswith("check the SASL credentials (scram username/password reference, kerberos principal/keytab)")
+    assert message.endswith("check the SASL credentials (scram or plain username/password reference, oauthbearer "
+                            "client id/secret, token audience and scope, kerberos principal/keytab)")
     assert PASSWORD not in message
 
 
