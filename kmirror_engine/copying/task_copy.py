@@ -137,7 +137,10 @@ def _fell_back(progress: list[PartitionProgress]) -> list[PartitionProgress]:
 
 
 def copy_task_ranges(
-    spec: FlowSpec, ranges: Sequence[CopyRange], task_id: int, throttled: Throttled | None = None,
+    spec: FlowSpec,
+    ranges: Sequence[CopyRange],
+    task_id: int,
+    throttled: Throttled | None = None,
     auto_loop: str | None = None,
 ) -> list[PartitionProgress]:
     """Copy one task's ranges. At-least-once: `COPY_THREADS_PER_TASK` copy loops on disjoint

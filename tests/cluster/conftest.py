@@ -68,7 +68,7 @@ class ClusterApp(MirrorApp):
             command = self.cluster.submit_command(ENTRY, "--flow", str(self.flow_path), *extra)
         else:
             submit = self.cluster.submit_command("pyspark-shell")[1:]  # the same confs, for pyspark's launcher
-            submit = submit[submit.index("--deploy-mode"):]  # --master comes from the app's own flag
+            submit = submit[submit.index("--deploy-mode") :]  # --master comes from the app's own flag
             env["PYSPARK_SUBMIT_ARGS"] = subprocess.list2cmdline(submit)
             command = [sys.executable, "-m", "spark_app", "--flow", str(self.flow_path), "--master",
                        self.cluster.url, *extra]  # fmt: skip
@@ -118,4 +118,3 @@ def cluster_app(standalone: StandaloneCluster, tmp_path: Path) -> Iterator[Calla
     yield make
     for app in apps:
         app.cleanup()
-

@@ -198,8 +198,6 @@ class StandaloneCluster:
             "spark.executor.memory": EXECUTOR_MEMORY,
             "spark.driver.host": "127.0.0.1",
             "spark.ui.enabled": "false",
-            # a task's retries land on the other worker when its executor died
-            "spark.task.maxFailures": "8",
             **(confs or {}),
         }
         # in a properties file readable by this user only: the shared secret stays off command lines
