@@ -129,6 +129,7 @@ def test_policies_report_through_the_pulumi_policy_api() -> None:
         "no-plaintext-secrets",
         "one-app-per-flow",
         "no-identity-cycles",
+        "production-emr-pages",
         "one-stack-per-flow",
         "image-by-digest",
         "encrypted-buckets",

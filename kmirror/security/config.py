@@ -186,10 +186,15 @@ def _oauthbearer_problems(oauth: dict[str, Any], path: str) -> list[Problem]:
         return problems
     for key, value in extensions.items():
         if not (isinstance(key, str) and _EXTENSION_KEY_RE.fullmatch(key)) or key == "auth":
-            problems.append(Problem(f"{path}.extensions", f"key {key!r} must be letters only and not 'auth' (RFC 7628)"))
+            problems.append(
+                Problem(f"{path}.extensions", f"key {key!r} must be letters only and not 'auth' (RFC 7628)")
+            )
         if not (isinstance(value, str) and _EXTENSION_VALUE_RE.fullmatch(value)):
-            problems.append(Problem(f"{path}.extensions.{key}",
-                                    "must be a non-empty string of printable characters without ',' or '='"))  # fmt: skip
+            problems.append(
+                Problem(
+                    f"{path}.extensions.{key}", "must be a non-empty string of printable characters without ',' or '='"
+                )
+            )
     return problems
 
 
@@ -222,7 +227,8 @@ def security_problems(raw: Any, path: str) -> list[Problem]:
     if raw is None:
         return []
     if not isinstance(raw, dict):
-        return [Problem(path, f"must be a mapping with protocol, tls, {', '.join(SASL_SECTIONS)}; got {type(raw).__name__}")]
+        sections = ", ".join(SASL_SECTIONS)
+        return [Problem(path, f"must be a mapping with protocol, tls, {sections}; got {type(raw).__name__}")]
     problems = unknown_keys(raw, SECTION_KEYS, path)
     if "protocol" not in raw:
         problems.append(Problem(f"{path}.protocol", f"required key is missing; one of {', '.join(PROTOCOLS)}"))

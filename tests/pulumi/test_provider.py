@@ -319,8 +319,8 @@ def test_plain_and_oauthbearer_reach_kafka_cluster_with_secrets_as_references_on
             from kafka_mirror.kafka_cluster import KafkaCluster
 
             cluster = KafkaCluster(f"cc-{section}", mapped)  # noqa: B023 (called at once)
-            seen["paths"] = cluster.materialisations
-            return cluster.client_config.apply(lambda c: seen.update(config=c))
+            seen["paths"] = cluster.materialisations  # noqa: B023 (called at once)
+            return cluster.client_config.apply(lambda c: seen.update(config=c))  # noqa: B023 (called at once)
 
         program()
         if section == "oauthbearer":

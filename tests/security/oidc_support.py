@@ -100,13 +100,13 @@ def _handler(provider: OidcProvider) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def do_GET(self) -> None:  # noqa: N802 (http.server's name)
+        def do_GET(self) -> None:
             if self.path == "/jwks":
                 self._answer(200, provider.jwks())
             else:
                 self._answer(404, {"error": "not_found"})
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length", "0"))
             form = {k: v[0] for k, v in parse_qs(self.rfile.read(length).decode()).items()}
             client_id, secret = form.get("client_id", ""), form.get("client_secret", "")
