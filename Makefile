@@ -99,10 +99,14 @@ test-main: setup kafka-dists
 	$(call test_leg,$(PY),kafka-4.1,--durations=25 --ignore=tests/deploy $(CLUSTER_NOT_YET))
 
 # The standalone-cluster suite (tests/cluster, docs/cluster.md; issue 42, in progress) runs on leg 1
-# only: on leg 2 its --once runs timed out under a loaded machine and have not passed yet. The
-# executor kill -9 test does not pass yet (the kill does not land mid-copy reliably): it runs only
-# with `make test-cluster`, which runs the whole cluster suite.
-CLUSTER_NOT_YET := --deselect "tests/cluster/test_cluster_faults.py::test_executor_killed_mid_copy_is_rescheduled_on_the_other_worker_and_loses_nothing"
+# only: on leg 2 its --once runs timed out on a loaded machine and have not passed yet. Leg 1 runs the
+# python and batch loops' --once and the worker-lost/driver-restart run (~5 min); the native loop's
+# --once and the transform (~1.5 min each, passing) and the executor kill -9 (not passing yet: the
+# kill does not land mid-copy reliably) run with `make test-cluster`, the whole cluster suite.
+CLUSTER_NOT_YET := \
+  --deselect "tests/cluster/test_cluster_faults.py::test_executor_killed_mid_copy_is_rescheduled_on_the_other_worker_and_loses_nothing" \
+  --deselect "tests/cluster/test_cluster_mirror.py::test_once_copies_every_record_offset_syncs_and_checkpoints_on_the_cluster[native-python-m-spark_app]" \
+  --deselect tests/cluster/test_cluster_mirror.py::test_transform_on_the_cluster_drops_and_keeps_metadata
 test-cluster: setup kafka-dists
 	KMIRROR_TEST_BROKER=kafka-4.1 $(PY) -m pytest -q -p no:cacheprovider tests/cluster
 # Leg 2 leaves out three fault runs leg 1 makes (~4 min of CI, docs/testing.md): the native copy
