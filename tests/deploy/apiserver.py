@@ -130,7 +130,10 @@ class ControlPlane:
         self._wait_ready()
         self._spawn("kube-controller-manager", [
             str(tool_path("kube-controller-manager")), "--kubeconfig", str(self.kubeconfig_path),
-            "--controllers", "namespace,garbage-collector", "--leader-elect=false",
+            # what `destroy` needs: a deleted namespace finalized, owned objects collected, PVCs released
+            "--controllers",
+            "namespace-controller,garbage-collector-controller,persistentvolumeclaim-protection-controller",
+            "--leader-elect=false",
             "--bind-address", "127.0.0.1", "--secure-port", "0",
             "--service-account-private-key-file", str(r / "sa.key"), "--use-service-account-credentials=false",
         ])  # fmt: skip
@@ -151,7 +154,19 @@ class ControlPlane:
             time.sleep(0.5)
         raise TimeoutError(f"kube-apiserver not ready after {timeout:.0f} s ({last}); logs in {self.root}")
 
-    def request(self, method: str, path: str, body: Any = None) -> Any:
+    def request(self, method: str, path: str, body: Any = None, retry_s: float = 60.0) -> Any:
+        """One API call; a 429 (API priority and fairness turns requests away for the first seconds
+        after /readyz, measured here) is asked again after its Retry-After, for up to `retry_s`."""
+        deadline = time.monotonic() + retry_s
+        while True:
+            try:
+                return self._request_once(method, path, body)
+            except urllib.error.HTTPError as e:
+                if e.code != 429 or time.monotonic() > deadline:
+                    raise
+                time.sleep(float(e.headers.get("Retry-After") or 1))
+
+    def _request_once(self, method: str, path: str, body: Any) -> Any:
         ctx = ssl.create_default_context(cafile=str(self.root / "ca.crt"))
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(self.url + path, data=data, method=method)
@@ -161,6 +176,17 @@ class ControlPlane:
         with urllib.request.urlopen(req, context=ctx, timeout=30) as resp:
             text = resp.read().decode()
         return json.loads(text) if text.startswith("{") else text
+
+    def patch_status(self, path: str, status: dict[str, Any]) -> Any:
+        """Merge-patch the status subresource of the object at `path` (what a controller does)."""
+        ctx = ssl.create_default_context(cafile=str(self.root / "ca.crt"))
+        req = urllib.request.Request(
+            self.url + path + "/status", data=json.dumps({"status": status}).encode(), method="PATCH"
+        )
+        req.add_header("Authorization", f"Bearer {self.token}")
+        req.add_header("Content-Type", "application/merge-patch+json")
+        with urllib.request.urlopen(req, context=ctx, timeout=30) as resp:
+            return json.loads(resp.read().decode())
 
     def get(self, path: str) -> dict[str, Any] | None:
         try:
