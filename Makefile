@@ -120,7 +120,7 @@ LEG2_LEG1_ONLY := \
   --deselect "tests/e2e/test_faults.py::test_broker_outages_unreachable_at_start_then_target_then_source_frozen[python]" \
   --deselect "tests/e2e/test_faults.py::test_kill_9_mid_stream_then_restart_from_the_checkpoint_loses_nothing[at-least-once-native]" \
   --deselect tests/e2e/test_active_active_identity_e2e.py --deselect tests/e2e/test_identity_round_trip_e2e.py \
-  --ignore=tests/cluster
+  --ignore=tests/cluster --ignore=tests/deploy
 test-spark40: export PYSPARK_PYTHON := $(abspath $(PY40))
 test-spark40: export PYSPARK_DRIVER_PYTHON := $(abspath $(PY40))
 test-spark40: $(VENV40)/.installed kafka-dists
