@@ -371,6 +371,17 @@ class RefreshingAdmin:
         """Build a new client at the next call (its credentials were refused)."""
         self._key.value = None
 
+    def list_consumer_group_offsets(self, requests: list[Any], request_timeout: float = 30.0, **_: Any) -> dict:
+        """The admin call's answer, read by a consumer of each group: the admin call itself can
+        kill the process (`kmirror_engine.clients.group_offsets`)."""
+        from kmirror_engine.clients.group_offsets import group_offsets_futures
+
+        def reader(group: str) -> Any:
+            return new_consumer(self.endpoint, role="group-offsets-reader", group_id=group,
+                                **{"enable.auto.commit": False})  # fmt: skip
+
+        return group_offsets_futures(reader, requests, request_timeout)  # each reader resolves the secrets anew
+
     def __getattr__(self, name: str) -> Any:
         attr = getattr(self.current(), name)
         if not callable(attr):
