@@ -66,7 +66,7 @@ def test_a_reader_that_fails_still_closes_its_consumer() -> None:
         def close(self) -> None:
             Failing.closed = True
 
-    with pytest.raises(Exception, match="TIMED_OUT|Timed out"):
+    with pytest.raises(Exception, match=r"TIMED_OUT|Timed out"):
         read_group_offsets(lambda _g: Failing(), ConsumerGroupTopicPartitions("g", [TopicPartition("t", 0)]), 1.0)
     assert Failing.closed
 

@@ -22,7 +22,10 @@ from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from tests.kafka_helpers import FENCE_KEY, add_fences, produce
 
 END_KEY = b"__fault_end__"
-APP_START_TIMEOUT_S = 90.0
+# The app's start to its first durable batch: ~20 s on an idle 2-core box, over 90 s with the load
+# of a busy one (a JVM, a Python planner and a worker started while other suites run). A timeout,
+# not an expectation: the tests assert what is copied, never how fast.
+APP_START_TIMEOUT_S = 240.0
 
 
 # ---------- the app as a process ----------
