@@ -36,8 +36,11 @@ CLIENT_PROBES = {
     "tls": {"security.protocol": "SSL"},
     "scram": {"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512"},
     "plain": {"security.protocol": "SASL_SSL", "sasl.mechanisms": "PLAIN"},
-    "oauthbearer oidc": {"security.protocol": "SASL_SSL", "sasl.mechanisms": "OAUTHBEARER",
-                         "sasl.oauthbearer.method": "oidc"},
+    "oauthbearer oidc": {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanisms": "OAUTHBEARER",
+        "sasl.oauthbearer.method": "oidc",
+    },
     "gssapi": {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "GSSAPI"},
 }
 

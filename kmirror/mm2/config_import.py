@@ -53,7 +53,25 @@ _SECONDS_SETTINGS = {
     "sync.topic.configs.interval.seconds": "sync_topic_configs_interval_ms",
     "sync.topic.acls.interval.seconds": "sync_topic_acls_interval_ms",
 }
-_INT_SETTINGS = {"replication.factor": "replication_factor", "offset.lag.max": "offset_lag_max"}
+_SECONDS_SETTINGS["refresh.topics.interval.seconds"] = "topic_refresh_interval_ms"
+_INT_SETTINGS = {"offset.lag.max": "offset_lag_max"}
+# Topics kafka-mirror writes like MM2 does, created with the broker's default replication factor:
+# MM2's -1 (the broker default) is carried over; any other value has no equivalent yet.
+_INTERNAL_RF = ("checkpoints.topic.replication.factor", "heartbeats.topic.replication.factor",
+                "offset-syncs.topic.replication.factor")  # fmt: skip
+# Settings of Kafka Connect itself (MM2 runs on it; kafka-mirror does not): nothing to carry over,
+# each still listed by name. Anything else without an equivalent is lossy (refused unless --allow-lossy).
+_NOT_APPLICABLE_PREFIXES = ("offset.storage.", "status.storage.", "config.storage.", "offset.flush.")
+_NOT_APPLICABLE = {
+    "tasks.max": "Spark parallelism follows the source partitions (spark.executors in the topology)",
+    "group.id": "Kafka Connect's worker group; kafka-mirror keeps no Connect state",
+}
+_BYTE_CONVERTER = "org.apache.kafka.connect.converters.ByteArrayConverter"
+_EXACTLY_ONCE = {
+    # MM2 dedicated mode (KIP-618): the worker's exactly.once.source.support; a connector's exactly.once.support
+    "exactly.once.source.support": {"enabled": True, "disabled": False},
+    "exactly.once.support": {"required": True, "requested": True},
+}
 _LIST_SETTINGS = {
     "topics": "topics",
     "topics.exclude": "topics_exclude",
@@ -73,9 +91,20 @@ class NotCarried:
     key: str
     value: str  # "<redacted>" for secrets
     reason: str
+    lossy: bool = True  # False: a setting with no meaning here (Kafka Connect's own), listed only
 
     def line(self) -> str:
-        return f"{self.key}={self.value}: {self.reason}"
+        kind = "lossy" if self.lossy else "not applicable"
+        return f"{self.key}={self.value}: {kind}: {self.reason}"
+
+
+def not_applicable(key: str) -> str | None:
+    """Why a Kafka Connect setting needs no equivalent, or None."""
+    if key in _NOT_APPLICABLE:
+        return _NOT_APPLICABLE[key]
+    if key.startswith(_NOT_APPLICABLE_PREFIXES):
+        return "Kafka Connect's own internal topics; kafka-mirror keeps no Connect state"
+    return None
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -119,7 +148,24 @@ def _csv(value: str) -> list[str]:
 
 
 def _setting(key: str, value: str) -> tuple[str, Any] | str:
-    """(setting name, value), or the reason it cannot be carried over."""
+    """(setting name, value), or the reason it cannot be carried over; name "" carries over as the default."""
+    if key == "replication.factor" or key in _INTERNAL_RF:
+        if value.strip() == "-1":
+            return ("replication_factor", None) if key == "replication.factor" else ("", None)
+        if key in _INTERNAL_RF:
+            return "kafka-mirror creates this topic with the broker's default.replication.factor; no setting yet"
+        return (
+            ("replication_factor", int(value)) if value.strip().isdigit() else f"expected a whole number, got '{value}'"
+        )
+    if key in _EXACTLY_ONCE:
+        known = _EXACTLY_ONCE[key]
+        if value.strip().lower() not in known:
+            return f"no equivalent for '{value}' (kafka-mirror's exactly_once is on or off: {', '.join(known)})"
+        return "exactly_once", known[value.strip().lower()]
+    if key.endswith(("key.converter", "value.converter", "header.converter")) and value.strip() == _BYTE_CONVERTER:
+        return "", None  # MM2's default: bytes copied as they are, as kafka-mirror does
+    if key in ("topic.filter.class", "group.filter.class", "config.property.filter.class"):
+        return "custom filter class: kafka-mirror filters by the topics/groups regexes only"
     if key in _LIST_SETTINGS:
         name = _LIST_SETTINGS[key]
         # MM2's topics.exclude / groups.exclude replace its default excludes; ours add to them
@@ -145,8 +191,23 @@ class _Builder:
     def __init__(self) -> None:
         self.not_carried: list[NotCarried] = []
 
-    def drop(self, key: str, value: str, reason: str) -> None:
-        self.not_carried.append(NotCarried(key, _shown(key, value), reason))
+    def drop(self, key: str, value: str, reason: str, lossy: bool = True) -> None:
+        self.not_carried.append(NotCarried(key, _shown(key, value), reason, lossy))
+
+    def put(self, target: dict[str, Any], key: str, rest: str, value: str) -> None:
+        """Carry `rest=value` into `target`, or name it: not applicable, or lossy."""
+        why = not_applicable(rest)
+        if why:
+            self.drop(key, value, why, lossy=False)
+            return
+        got = _setting(rest, value)
+        if isinstance(got, str):
+            self.drop(key, value, got)
+        elif got[0]:
+            if got[0] in target and target[got[0]] != got[1]:
+                self.drop(key, value, f"conflicts with another setting of {got[0]}={target[got[0]]!r}")
+            else:
+                target[got[0]] = got[1]
 
 
 def import_mm2(props: Mapping[str, str]) -> tuple[dict[str, Any], list[NotCarried]]:
@@ -174,11 +235,7 @@ def import_mm2(props: Mapping[str, str]) -> tuple[dict[str, Any], list[NotCarrie
             elif rest in ("replication.policy.class", "replication.policy.separator"):
                 flow_policy.setdefault(fid, {})[rest] = value
             else:
-                got = _setting(rest, value)
-                if isinstance(got, str):
-                    b.drop(key, value, got)
-                else:
-                    settings[got[0]] = got[1]
+                b.put(settings, key, rest, value)
             continue
         head, _, rest = key.partition(".")
         if head in aliases:
@@ -192,17 +249,19 @@ def import_mm2(props: Mapping[str, str]) -> tuple[dict[str, Any], list[NotCarrie
                     b.drop(key, value, "no librdkafka client property of that name")
             elif SECRET_RE.search(rest) or rest.startswith(("security.", "ssl.", "sasl.")):
                 b.drop(key, value, "security: set clusters.<alias>.security with secret references (docs/security.md)")
+            elif not_applicable(rest):
+                b.drop(key, value, not_applicable(rest) or "", lossy=False)
+            elif rest in _EXACTLY_ONCE:
+                # the target cluster's worker setting: every flow into it
+                for fid in [f"{s}->{head}" for s in aliases if s != head]:
+                    b.put(flows.setdefault(fid, {}), key, rest, value)
             else:
                 b.drop(key, value, "cluster-level property with no kafka-mirror equivalent")
             continue
         if key in ("replication.policy.class", "replication.policy.separator"):
             policy[key] = value
             continue
-        got = _setting(key, value)
-        if isinstance(got, str):
-            b.drop(key, value, got)
-        else:
-            defaults[got[0]] = got[1]
+        b.put(defaults, key, key, value)
     for alias in aliases:
         if alias not in clusters:
             b.drop(f"{alias}.bootstrap.servers", "", "missing: set clusters.<alias>.bootstrap_servers")
@@ -210,7 +269,7 @@ def import_mm2(props: Mapping[str, str]) -> tuple[dict[str, Any], list[NotCarrie
     enabled = {fid: s for fid, s in flows.items() if s.pop("_enabled", False)}
     for fid, settings in flows.items():
         if fid not in enabled and settings:
-            b.drop(f"{fid}.*", "", "settings of a flow that is not enabled")
+            b.drop(f"{fid}.*", "", "settings of a flow that is not enabled", lossy=False)
     out_flows: dict[str, dict[str, Any]] = {}
     for fid, settings in enabled.items():
         src, dst = fid.split("->")
@@ -239,10 +298,10 @@ def _policy(raw: Mapping[str, str], fid: str, b: _Builder) -> dict[str, Any] | N
     cls = raw.get("replication.policy.class", "org.apache.kafka.connect.mirror.DefaultReplicationPolicy")
     kind = _POLICIES.get(cls)
     if kind is None:
-        b.drop("replication.policy.class", cls, f"custom policy class for {fid}: kept the default policy")
+        b.drop("replication.policy.class", cls, f"custom policy class for {fid}: kafka-mirror has default and identity")
         kind = "default"
     out: dict[str, Any] = {"type": kind}
-    if kind == "default":
+    if kind == "default" or "replication.policy.separator" in raw:
         out["separator"] = raw.get("replication.policy.separator", ".")
     return out
 
@@ -263,6 +322,8 @@ def import_mm1(
                 settings["consumer_group"] = value
             elif key in CLIENT_KEYS:
                 clients[kind][key] = value
+            elif key in ("auto.commit.enable", "enable.auto.commit", "auto.commit.interval.ms"):
+                b.drop(f"{kind}.config:{key}", value, "kafka-mirror commits its own progress", lossy=False)
             elif SECRET_RE.search(key) or key.startswith(("security.", "ssl.", "sasl.")):
                 b.drop(f"{kind}.config:{key}", value, "security: set clusters.<alias>.security with secret references")
             else:

@@ -88,8 +88,10 @@ def check_client_support(alias: str, config: Mapping[str, Any]) -> None:
     except KafkaException as exc:
         wanted = f"sasl.mechanisms={mechanism}" if mechanism else f"security.protocol={protocol}"
         if mechanism == "GSSAPI" and not sasl_mechanism(config):
-            wanted += " (no sasl.mechanisms is set, and librdkafka then uses GSSAPI; set it to PLAIN, SCRAM-SHA-256, " \
-                      "SCRAM-SHA-512 or OAUTHBEARER, or give the cluster a security section)"
+            wanted += (
+                " (no sasl.mechanisms is set, and librdkafka then uses GSSAPI; set it to PLAIN, SCRAM-SHA-256, "
+                "SCRAM-SHA-512 or OAUTHBEARER, or give the cluster a security section)"
+            )
         howto = GSSAPI_HOWTO if mechanism == "GSSAPI" else SSL_HOWTO if "SSL" in protocol else "upgrade confluent-kafka"
         raise KmirrorError(
             f"cluster {alias!r} needs {wanted}, which this {_build()} does not support ({exc.args[0].str()}); {howto}"
@@ -116,8 +118,10 @@ def _hint(error: str) -> str:
     if "unsupported sasl mechanism" in text:
         return "the brokers do not offer this SASL mechanism on this listener; check security.protocol and the listener"
     if "authentication" in text or "sasl" in text:
-        return ("check the SASL credentials (scram or plain username/password reference, oauthbearer client id/"
-                "secret, token audience and scope, kerberos principal/keytab)")
+        return (
+            "check the SASL credentials (scram or plain username/password reference, oauthbearer client id/"
+            "secret, token audience and scope, kerberos principal/keytab)"
+        )
     if "ssl" in text or "tls" in text:
         return "check security.protocol and security.tls (does this listener speak TLS?)"
     return "check bootstrap_servers and that the brokers are reachable from here"

@@ -37,6 +37,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from kmirror.errors import KmirrorError
 from kmirror.flow.views import OffsetSkip
 from kmirror_engine.clients.factory import refresh_metadata
+from kmirror_engine.copying.access_probe import AccessProbe, denied_message
 from kmirror_engine.copying.provenance import Provenance
 from kmirror_engine.copying.rate_limit import Pacer
 from kmirror_engine.copying.record_limits import (
@@ -364,7 +365,7 @@ class RangeCopier:
 
     def _pump(self, active: dict[tuple[str, int], _RangeState], failures: list[str]) -> None:
         consume, produce, poll = self.consumer.consume, self.producer.produce, self.producer.poll
-        last_move = time.monotonic()
+        last_move, probe = time.monotonic(), AccessProbe()
         pacer, paid = self.pacer, (0, 0)  # paid: records and bytes of this round charged to the pacer
         stamp = self.provenance.stamp if self.provenance is not None else None
         while active:
@@ -414,6 +415,8 @@ class RangeCopier:
             elif time.monotonic() - last_move > self.stall_timeout_s:
                 stuck = ", ".join(f"{t}[{p}] end {s.rng.end_offset}" for (t, p), s in active.items())
                 raise CopyError(f"no progress for {self.stall_timeout_s:.0f} s before the planned end: {stuck}")
+            elif topic := probe.denied(self.consumer, (t for t, _ in active), time.monotonic() - last_move):
+                raise CopyError(denied_message(topic))
             over_time = False
             if pacer is not None:
                 paid, over_time = self._pace(pacer, paid)

@@ -36,7 +36,7 @@ def test_mm2_sample_round_trips(tmp_path, capsys):
         + "A.ssl.truststore.password = hunter2\nA.producer.linger.ms = 5\nB.producer.compression.type = zstd\n"
     )
     out = tmp_path / "topology.yaml"
-    assert main(["import", "mm2", str(src), "-o", str(out)]) == 0
+    assert main(["import", "mm2", str(src), "-o", str(out), "--allow-lossy"]) == 0
     err = capsys.readouterr().err
     topo = parse_topology(yaml.safe_load(out.read_text()))
     assert sorted(topo.flows) == ["A->B", "B->A"]
@@ -93,6 +93,7 @@ def test_mm1_command_line(tmp_path, capsys):
         "orders.*|payments.*",
         "-o",
         str(out),
+        "--allow-lossy",
     ]
     assert main(argv) == 0
     err = capsys.readouterr().err

@@ -112,3 +112,22 @@ def test_a_sasl_protocol_without_a_mechanism_is_explained_as_gssapi() -> None:
     message = str(refused.value)
     assert message.startswith("cluster 'cloud' needs sasl.mechanisms=GSSAPI (no sasl.mechanisms is set")
     assert "set it to PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER" in message
+
+
+def test_kmirror_acls_names_the_oauthbearer_client_and_the_plain_user(tmp_path: Any, capsys: Any) -> None:
+    import json
+
+    from kmirror_cli.cli import main
+
+    for security, who in ((oauth(), "User:mirror"), (plain(), "User:APIKEY1")):
+        config = client_config(security)
+        flow = tmp_path / "flow.json"
+        flow.write_text(json.dumps({
+            "id": "west->east", "checkpoint_location": "/tmp/cp", "topics": ["orders"], "topics_exclude": [],
+            "source": {"alias": "west", "bootstrap_servers": "src:9092", "config": config},
+            "target": {"alias": "east", "bootstrap_servers": "dst:9092", "config": config},
+            "replication_policy": {"type": "default"}}))  # fmt: skip
+        assert main(["acls", "--flow", str(flow), "--topic", "orders"]) == 0
+        printed = capsys.readouterr().out.splitlines()
+        assert printed and all(f"--allow-principal {who} " in line for line in printed), printed
+        assert "CC_SECRET" not in "\n".join(printed) and "mirror-oidc" not in "\n".join(printed)
