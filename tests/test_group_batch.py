@@ -1,0 +1,40 @@
+"""Many groups at once (`kmirror failover|failback --group PATTERN | --all-groups`, issue 46):
+which groups the arguments name (pure) and the argument errors (exit 2, naming the flag, the value
+and the fix). The moves on real brokers: tests/e2e/test_many_groups_e2e.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from kmirror.errors import ValidationError
+from kmirror_cli.cli import main
+from kmirror_cli.group_batch import chosen_groups
+
+FLOW = ["--topology", "stacks/topology.yaml", "--flow", "west-1->east-1"]
+CANDIDATES = ["app-1", "app-2", "billing"]
+
+
+def test_patterns_expand_against_the_flows_groups_and_names_are_taken_as_given() -> None:
+    assert chosen_groups(["app-*"], False, CANDIDATES, "west-1") == ["app-1", "app-2"]
+    assert chosen_groups(["app-?", "late"], False, CANDIDATES, "west-1") == ["app-1", "app-2", "late"]
+    assert chosen_groups([], True, CANDIDATES, "west-1") == CANDIDATES
+
+
+def test_a_pattern_matching_nothing_names_it_and_the_groups_found() -> None:
+    with pytest.raises(ValidationError) as info:
+        chosen_groups(["pay*"], False, CANDIDATES, "west-1")
+    assert [str(p) for p in info.value.problems] == [
+        "--group: pattern 'pay*' matches no group of the flow on west-1 (groups there: app-1, app-2, billing); "
+        "check the pattern or the flow's `groups`"
+    ]
+    with pytest.raises(ValidationError, match="--all-groups: the flow selects no consumer group on west-1"):
+        chosen_groups([], True, [], "west-1")
+
+
+@pytest.mark.parametrize("command", ["failover", "failback"])
+def test_both_or_neither_of_group_and_all_groups_is_refused(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([command, *FLOW, "--group", "app-1", "--all-groups"]) == 2
+    assert ("--all-groups: cannot be combined with --group 'app-1'; give the groups or --all-groups, not both"
+            in capsys.readouterr().err)  # fmt: skip
+    assert main([command, *FLOW]) == 2
+    assert "--group: required: a group id or pattern ('app-*'), or pass --all-groups" in capsys.readouterr().err
