@@ -38,3 +38,12 @@ def test_both_or_neither_of_group_and_all_groups_is_refused(command: str, capsys
             in capsys.readouterr().err)  # fmt: skip
     assert main([command, *FLOW]) == 2
     assert "--group: required: a group id or pattern ('app-*'), or pass --all-groups" in capsys.readouterr().err
+
+
+def test_status_ages_and_its_argument_error(capsys: pytest.CaptureFixture[str]) -> None:
+    from kmirror_cli.commands.status import newest_age_ms
+
+    assert newest_age_ms([(1_000, True), (4_000, False), (3_000, True), (None, True)], 10_000) == 7_000
+    assert newest_age_ms([(4_000, False)], 10_000) is None
+    assert main(["status", *FLOW, "--stale-after", "0"]) == 2
+    assert "--stale-after: 0 is not a positive number of seconds; give e.g. --stale-after 60" in capsys.readouterr().err
