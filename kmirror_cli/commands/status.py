@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from kmirror_cli.flow_args import add_flow_arguments, load_flow
@@ -33,7 +34,7 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def newest_age_ms(records: list[tuple[int | None, bool]], now_ms: int) -> int | None:
+def newest_age_ms(records: Sequence[tuple[int | None, bool]], now_ms: int) -> int | None:
     """now - the newest timestamp among `records` (timestamp, counts) that count; None if none (pure)."""
     stamps = [t for t, counts in records if counts and t is not None and t > 0]
     return max(now_ms - max(stamps), 0) if stamps else None

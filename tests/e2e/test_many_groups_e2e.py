@@ -65,12 +65,24 @@ def test_many_groups_fail_over_and_back_each_on_its_own(
     mirror_pass(spec, topic, remote, END, 0, listener)
     listener.close(final=True)
 
+    # status from the topology alone: running (fresh heartbeat), nothing behind, ages known
+    assert main(["status", *flow, "--format", "json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert (status["flow"], status["running"], status["lag"], status["lag_total"]) == (f"{a}->{b}", True, {topic: 0}, 0)
+    for key in ("heartbeat_age_ms", "last_copy_age_ms", "newest_checkpoint_age_ms"):
+        assert 0 <= status[key] < 60_000, (key, status)
+    produce(clusters.source, topic, [{"value": b"late", "partition": 0}])  # lag grows; a stale heartbeat: exit 1
+    assert main(["status", *flow, "--format", "json", "--stale-after", "0.001"]) == 1
+    status = json.loads(capsys.readouterr().out)
+    assert (status["running"], status["lag"]) == (False, {topic: 1})
+
     # a dry run of a pattern: a plan per group, nothing written, exit 1 (one group would be refused)
     code, out = report(capsys, "failover", *flow, "--group", f"app*-{unique}", "--dry-run")
     assert code == 1 and out["dry_run"] is True and (out["moved"], out["refused"]) == (2, 1)
     assert results(out) == {g1: "planned", g2: "planned", g3: "refused"}
     rows = {g["group"]: g for g in out["groups"]}
-    assert f"{remote}[0] -> {4 + FOREIGN}" in rows[g1]["detail"] and f"{remote}[0] -> {6 + FOREIGN}" in rows[g2]["detail"]
+    assert f"{remote}[0] -> {4 + FOREIGN}" in rows[g1]["detail"]
+    assert f"{remote}[0] -> {6 + FOREIGN}" in rows[g2]["detail"]
     assert rows[g3]["detail"] == f"error: nothing to fail over: no offset of group {g3!r} translates onto {b}"
     for g in (g1, g2):  # the mirror's checkpoints for them: their age, and nothing at risk (all mirrored)
         assert isinstance(rows[g]["checkpoint_age_ms"], int) and rows[g]["checkpoint_age_ms"] >= 0
