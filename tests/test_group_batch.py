@@ -4,6 +4,8 @@ and the fix). The moves on real brokers: tests/e2e/test_many_groups_e2e.py."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from kmirror.errors import ValidationError
@@ -47,3 +49,34 @@ def test_status_ages_and_its_argument_error(capsys: pytest.CaptureFixture[str]) 
     assert newest_age_ms([(4_000, False)], 10_000) is None
     assert main(["status", *FLOW, "--stale-after", "0"]) == 2
     assert "--stale-after: 0 is not a positive number of seconds; give e.g. --stale-after 60" in capsys.readouterr().err
+
+
+def test_describe_group_retries_a_coordinator_still_loading() -> None:
+    """A broker just restarted answers COORDINATOR_LOAD_IN_PROGRESS for a while (seen in
+    test_failover_source_gone_e2e's failback under load): retried, other errors are not."""
+    from concurrent.futures import Future
+    from types import SimpleNamespace
+
+    from kmirror_engine.failover.group_sync import GroupAdminError, describe_group
+
+    class Admin:
+        def __init__(self, answers: list[Any]) -> None:
+            self.answers, self.calls = answers, 0
+
+        def describe_consumer_groups(self, groups: list[str], request_timeout: float) -> dict[str, Future[Any]]:
+            future: Future[Any] = Future()
+            answer = self.answers[min(self.calls, len(self.answers) - 1)]
+            self.calls += 1
+            future.set_exception(answer) if isinstance(answer, Exception) else future.set_result(answer)
+            return {groups[0]: future}
+
+    loading = RuntimeError('KafkaError{code=COORDINATOR_LOAD_IN_PROGRESS,val=14,str="ConsumerGroupDescribe: "}')
+    idle = SimpleNamespace(state=SimpleNamespace(name="EMPTY"), members=[])
+    admin = Admin([loading, loading, idle])
+    assert describe_group(admin, "g", "west", retry_s=10).state == "EMPTY" and admin.calls == 3
+    with pytest.raises(GroupAdminError, match="COORDINATOR_LOAD_IN_PROGRESS"):
+        describe_group(Admin([loading]), "g", "west", retry_s=0.6)
+    denied = Admin([RuntimeError("KafkaError{code=GROUP_AUTHORIZATION_FAILED}"), idle])
+    with pytest.raises(GroupAdminError, match="GROUP_AUTHORIZATION_FAILED"):
+        describe_group(denied, "g", "west", retry_s=10)
+    assert denied.calls == 1
