@@ -71,6 +71,9 @@ def test_many_groups_fail_over_and_back_each_on_its_own(
     assert (status["flow"], status["running"], status["lag"], status["lag_total"]) == (f"{a}->{b}", True, {topic: 0}, 0)
     for key in ("heartbeat_age_ms", "last_copy_age_ms", "newest_checkpoint_age_ms"):
         assert 0 <= status[key] < 60_000, (key, status)
+    assert main(["lag", *flow, "--format", "json"]) == 0  # `kmirror lag` from the topology too
+    (row,) = json.loads(capsys.readouterr().out)
+    assert (row["group"], row["topic"], row["offset"], row["lag"]) == (spec.consumer_group, topic, END, 0)
     produce(clusters.source, topic, [{"value": b"late", "partition": 0}])  # lag grows; a stale heartbeat: exit 1
     assert main(["status", *flow, "--format", "json", "--stale-after", "0.001"]) == 1
     status = json.loads(capsys.readouterr().out)
