@@ -28,6 +28,7 @@ COMMAND_MODULES = {
     "import": "kmirror_cli.commands.import_mm",
     "acls": "kmirror_cli.commands.acls",
     "drill": "kmirror_cli.commands.drill",
+    "status": "kmirror_cli.commands.status",
 }
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from confluent_kafka import Consumer
 
 from kmirror.flow.spec import parse_flow_spec
@@ -77,6 +78,15 @@ def test_a_dry_drill_needs_both_the_flow_and_the_group(capsys: Any) -> None:
     assert "--group: required with --flow (a dry drill needs both)" in capsys.readouterr().err
 
 
+def test_a_dry_drill_from_the_topology_needs_a_known_flow_id(capsys: Any) -> None:
+    assert main(["drill", "--topology", "stacks/topology.yaml", "--group", "g"]) == 2
+    assert "--flow: required with --topology (the flow id to drill, e.g. 'a->b'); add --flow ID --group G" in (
+        capsys.readouterr().err)  # fmt: skip
+    assert main(["drill", "--topology", "stacks/topology.yaml", "--flow", "west-1->east1", "--group", "g"]) == 2
+    assert "--flow: no flow 'west-1->east1' in stacks/topology.yaml (did you mean 'west-1->east-1'?)" in (
+        capsys.readouterr().err)  # fmt: skip
+
+
 @pytest.mark.e2e
 def test_dry_drill_stops_nothing_and_reports_what_the_target_knows(
     clusters: Any, unique: str, tmp_path: Path, capsys: Any
@@ -113,6 +123,18 @@ def test_dry_drill_stops_nothing_and_reports_what_the_target_knows(
         ("failback --dry-run", None),  # the group never moved to the target: nothing to fail back yet
     ]
     assert f"{remote}[0]: 4 -> 4, checkpoint " in report["steps"][0]["detail"]
+    # the same drill from the topology alone (issue 46): the planner's flow spec, the same answer
+    (topology := tmp_path / "topology.yaml").write_text(yaml.safe_dump({
+        "clusters": {src: {"bootstrap_servers": clusters.source, "datacenter": "dc-s"},
+                     dst: {"bootstrap_servers": clusters.target, "datacenter": "dc-t"}},
+        "topologies": [{"name": "dr", "pattern": "active-passive", "primary": src, "standby": dst,
+                        "sync_group_offsets": False, "topics": [topic], "groups": [group]}],
+    }))  # fmt: skip
+    code, planned = drill_json(capsys, "--topology", str(topology), "--flow", f"{src}->{dst}", "--group", group)
+    assert code == 0, json.dumps(planned, indent=2)
+    assert (planned["rpo_records"], [(s["step"], s["passed"]) for s in planned["steps"]]) == (
+        report["rpo_records"], [(s["step"], s["passed"]) for s in report["steps"]])  # fmt: skip
+    assert f"{remote}[0]: 4 -> 4, checkpoint " in planned["steps"][0]["detail"]
     # nothing was changed or stopped: the group has no offsets on the target, the source answers
     assert committed_offsets(admin_client(spec.target), group, dst) == {}
     probe = Consumer({"bootstrap.servers": clusters.source, "group.id": f"probe-{unique}"})

@@ -87,17 +87,29 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help="local: fail over without the 5 s source probe (`kmirror failover --from-checkpoints`)",
     )
-    parser.add_argument("--flow", help="dry drill against real clusters: the flow spec JSON (nothing is stopped)")
+    parser.add_argument("--flow", help="dry drill against real clusters: the flow spec JSON, or a flow id "
+                        "('a->b') with --topology or --stack (nothing is stopped)")  # fmt: skip
+    parser.add_argument("--topology", metavar="FILE", help="dry drill: the topology file (--flow is a flow id)")
+    parser.add_argument("--stack", metavar="NAME", help="dry drill: stack NAME's topology and datacenter")
     parser.add_argument("--group", help="dry drill: the consumer group to plan for")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.flow is None and (args.topology or args.stack):
+        given = "--topology" if args.topology else "--stack"
+        raise ValidationError([Problem("--flow", f"required with {given} (the flow id to drill, e.g. 'a->b'); "
+                                       "add --flow ID --group G")], "kmirror drill")  # fmt: skip
     if (args.flow is None) != (args.group is None):
         given, missing = ("--flow", "--group") if args.flow else ("--group", "--flow")
         raise ValidationError([Problem(missing, f"required with {given} (a dry drill needs both)")], "kmirror drill")
-    report = dry_drill(args.flow, args.group) if args.flow else local_drill(args)
+    where = {"topology": args.topology, "stack": args.stack}
+    if args.flow and (args.topology or args.stack):
+        from kmirror_cli.flow_args import load_flow
+
+        load_flow(args)  # an unknown flow id or another datacenter's flow: exit 2 before any step
+    report = dry_drill(args.flow, args.group, **where) if args.flow else local_drill(args)
     if args.format == "json":
         out = {**asdict(report), "passed": report.passed}
         print(json.dumps(out))
@@ -504,11 +516,11 @@ def resume_detail(cluster: str, got: dict[int, list[Any]], expected: dict[int, l
 # -- the dry drill --------------------------------------------------------------------------
 
 
-def dry_drill(flow: str, group: str) -> DrillReport:
+def dry_drill(flow: str, group: str, topology: str | None = None, stack: str | None = None) -> DrillReport:
     """translate, failover --dry-run, failback --dry-run from the target's checkpoints: as if the
     source were gone, on clusters that keep running. Nothing is written, nothing stopped."""
     report = DrillReport(dry=True, broker=None, rpo_records=None, rto_s=None)
-    common = {"flow": flow, "group": group, "from_checkpoints": True}
+    common = {"flow": flow, "group": group, "from_checkpoints": True, "topology": topology, "stack": stack}
     with contextlib.suppress(_Abort), timed(report, "translate (target's checkpoints)") as step:
         code, out = call_command(translate.run, format="json", **common)
         rows = json.loads(out.splitlines()[-1]) if code == 0 else []
@@ -519,7 +531,8 @@ def dry_drill(flow: str, group: str) -> DrillReport:
         code, out = call_command(failover.run, dry_run=True, allow_partial=False, **common)
         check(step, code == 0, out)
     with contextlib.suppress(_Abort), timed(report, "failback --dry-run") as step:
-        code, out = call_command(failback.run, flow=flow, group=group, dry_run=True, allow_partial=False)
+        code, out = call_command(failback.run, flow=flow, group=group, topology=topology, stack=stack, dry_run=True,
+                                 allow_partial=False)  # fmt: skip
         never_moved = code != 0 and "nothing to fail back" in out  # no offsets on the target yet
         check(step, code == 0 or never_moved, out)
         if never_moved:

@@ -27,7 +27,24 @@ def register(subparsers: Any) -> None:
     )
     add_group_move_arguments(parser, flow_help="the flow spec JSON file the group failed over along",
                              partial_start="source's")  # fmt: skip
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=dispatch)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """One group (`--group G`): `run`. Patterns, several groups, `--all-groups` or `--format json`:
+    the flow's groups on the target, each on its own, one report (kmirror_cli.group_batch)."""
+    from kmirror_cli import group_batch as batch
+    from kmirror_engine.clients.factory import admin_client
+    from kmirror_engine.failover.group_sync import list_groups
+
+    one = batch.single_group(args)
+    if one is not None:
+        return run(argparse.Namespace(**{**vars(args), "group": one}))
+    spec = load_flow(args)
+    names = batch.flow_groups(spec, list_groups(admin_client(spec.target), spec.target.alias))
+    groups = batch.chosen_groups(args.group or [], args.all_groups, names, spec.target.alias)
+    known, _ = batch.checkpoint_summary(spec, groups)
+    return batch.report("failback", spec, args.dry_run, batch.run_each(run, args, groups, known), args.format)
 
 
 def run(args: argparse.Namespace) -> int:

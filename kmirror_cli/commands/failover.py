@@ -18,6 +18,7 @@ checkpoint's age and the records at risk; only active members on the target bloc
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,7 +35,32 @@ def register(subparsers: Any) -> None:
     add_group_move_arguments(parser, flow_help="flow spec JSON file", partial_start="target's")
     parser.add_argument("--from-checkpoints", action="store_true",
                         help="the source is gone: use the target's checkpoints without trying the source")  # fmt: skip
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=dispatch)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """One group (`--group G`): `run`, its classic output. Patterns, several groups, `--all-groups`
+    or `--format json`: each group on its own, one report (kmirror_cli.group_batch)."""
+    from kmirror_cli import group_batch as batch
+    from kmirror_engine.clients.factory import admin_client
+    from kmirror_engine.failover.group_sync import list_groups
+    from kmirror_engine.failover.target_only import source_reachable
+
+    one = batch.single_group(args)
+    if one is not None:
+        return run(argparse.Namespace(**{**vars(args), "group": one}))
+    spec = load_flow(args)
+    why = None if args.from_checkpoints else source_reachable(spec.source)
+    gone = args.from_checkpoints or why is not None
+    if gone and not args.from_checkpoints:
+        print(f"source {spec.source.alias} unreachable ({why}); every group from the checkpoints on "
+              f"{spec.target.alias}", file=sys.stderr)  # fmt: skip
+    names = batch.checkpoint_summary(spec, [])[1] if gone else list_groups(admin_client(spec.source), spec.source.alias)
+    where = f"{spec.target.alias}'s checkpoints" if gone else spec.source.alias
+    groups = batch.chosen_groups(args.group or [], args.all_groups, batch.flow_groups(spec, names), where)
+    known, _ = batch.checkpoint_summary(spec, groups)
+    results = batch.run_each(run, args, groups, known, from_checkpoints=gone)
+    return batch.report("failover", spec, args.dry_run, results, args.format)
 
 
 # ---- shared with `kmirror failback` (the same move, the other way) ----
@@ -44,7 +70,9 @@ def add_group_move_arguments(parser: Any, *, flow_help: str, partial_start: str)
     """`--flow`, `--group`, `--dry-run` and `--allow-partial` (whose partitions start at the
     `partial_start` earliest offset, e.g. "target's")."""
     add_flow_arguments(parser, flow_help)
-    parser.add_argument("--group", required=True, help="consumer group id (same id on both clusters)")
+    from kmirror_cli.group_batch import add_group_arguments
+
+    add_group_arguments(parser)
     parser.add_argument("--dry-run", action="store_true", help="print what would be written, write nothing")
     parser.add_argument(
         "--allow-partial",

@@ -68,9 +68,25 @@ def committed_offsets(admin: Any, group: str, cluster: str) -> dict[tuple[str, i
     return out
 
 
-def describe_group(admin: Any, group: str, cluster: str) -> GroupState:
-    futures = admin.describe_consumer_groups([group], request_timeout=ADMIN_TIMEOUT_S)
-    desc = _result(futures[group], f"describing group {group!r} on {cluster}")
+# "not yet" answers of a group coordinator (a broker just started, a coordinator moving): retried
+NOT_YET = ("COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR")
+
+
+def describe_group(admin: Any, group: str, cluster: str, retry_s: float = ADMIN_TIMEOUT_S) -> GroupState:
+    """The group's state and members. A coordinator's "not yet" (e.g. COORDINATOR_LOAD_IN_PROGRESS
+    right after a broker start) is retried for up to `retry_s`, then raised as GroupAdminError."""
+    import time
+
+    deadline = time.monotonic() + retry_s
+    while True:
+        futures = admin.describe_consumer_groups([group], request_timeout=ADMIN_TIMEOUT_S)
+        try:
+            desc = _result(futures[group], f"describing group {group!r} on {cluster}")
+            break
+        except GroupAdminError as exc:
+            if not any(code in str(exc) for code in NOT_YET) or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.5)
     state = getattr(desc.state, "name", str(desc.state)).upper()
     members, owners = [], {}
     for member in desc.members or []:

@@ -1,0 +1,86 @@
+"""`kmirror status --flow ID --topology FILE | --stack NAME | --flow FLOW.json [--format json]
+[--stale-after S]`: is a flow running, and how far behind is it (issue 46), from the clusters alone.
+
+- running: the newest heartbeat (source -> target) on the target's `heartbeats` topic is at most
+  `--stale-after` seconds old (default 60); null (unknown) when the flow emits no heartbeats;
+- last_copy_age_ms: age of the newest offset sync on the target (written by every batch that
+  copied records; null: none yet);
+- newest_checkpoint_age_ms: age of the newest checkpoint for the source's groups (null: none);
+- lag: per source topic, the sum over partitions of `kmirror lag`'s Lag; lag_total.
+
+JSON (stdout): `{"flow", "running", "heartbeat_age_ms", "last_copy_age_ms",
+"newest_checkpoint_age_ms", "lag": {topic: n}, "lag_total"}`. Text: one line per field.
+Exit codes: 0 running, 1 not running (no heartbeat, or a stale one), 3 unknown (heartbeats off),
+2 bad input. Not covered (yet): errors from the app's progress log and metrics, pause state.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from kmirror_cli.flow_args import add_flow_arguments, load_flow
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser("status", help="Is a flow running; lag, last copy and checkpoint age.")
+    add_flow_arguments(parser)
+    parser.add_argument("--stale-after", type=float, default=60.0, metavar="S",
+                        help="a heartbeat older than S seconds means the flow is not running (default 60)")  # fmt: skip
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.set_defaults(func=run)
+
+
+def newest_age_ms(records: Sequence[tuple[int | None, bool]], now_ms: int) -> int | None:
+    """now - the newest timestamp among `records` (timestamp, counts) that count; None if none (pure)."""
+    stamps = [t for t, counts in records if counts and t is not None and t > 0]
+    return max(now_ms - max(stamps), 0) if stamps else None
+
+
+def flow_status(spec: Any, stale_after_s: float, now_ms: int) -> dict[str, Any]:
+    from kmirror.flow.replication_policy import checkpoints_topic, heartbeats_topic, offset_syncs_topic
+    from kmirror.mm2.formats import decode_heartbeat
+    from kmirror_cli.commands.lag import lag_rows
+    from kmirror_engine.failover.offset_syncs import read_partition0
+
+    source, target = spec.source.alias, spec.target.alias
+    beats = []
+    for m in read_partition0(spec.target, heartbeats_topic()):
+        beat = decode_heartbeat(m.key() or b"", m.value() or b"")
+        beats.append((beat.timestamp_ms, (beat.source_cluster_alias, beat.target_cluster_alias) == (source, target)))
+    heartbeat_age = newest_age_ms(beats, now_ms)
+    syncs = [(m.timestamp()[1], True) for m in read_partition0(spec.target, offset_syncs_topic(source))]
+    checkpoints = [(m.timestamp()[1], True) for m in read_partition0(spec.target, checkpoints_topic(source))]
+    lag: dict[str, int] = {}
+    for row in lag_rows(spec):
+        lag[row["topic"]] = lag.get(row["topic"], 0) + int(row["lag"])
+    running = None
+    if spec.option("emit_heartbeats"):
+        running = heartbeat_age is not None and heartbeat_age <= stale_after_s * 1000
+    return {"flow": spec.id, "running": running, "heartbeat_age_ms": heartbeat_age,
+            "last_copy_age_ms": newest_age_ms(syncs, now_ms),
+            "newest_checkpoint_age_ms": newest_age_ms(checkpoints, now_ms),
+            "lag": dict(sorted(lag.items())), "lag_total": sum(lag.values())}  # fmt: skip
+
+
+def run(args: argparse.Namespace) -> int:
+    from kmirror.errors import Problem, ValidationError
+
+    if args.stale_after <= 0:
+        raise ValidationError([Problem("--stale-after", f"{args.stale_after:g} is not a positive number of seconds; "
+                                       "give e.g. --stale-after 60")])  # fmt: skip
+    spec = load_flow(args)
+    status = flow_status(spec, args.stale_after, int(time.time() * 1000))
+    if args.format == "json":
+        print(json.dumps(status))
+    else:
+        state = {True: "running", False: "NOT running", None: "unknown (emit_heartbeats is off)"}[status["running"]]
+        print(f"flow {spec.id}: {state}")
+        for key in ("heartbeat_age_ms", "last_copy_age_ms", "newest_checkpoint_age_ms"):
+            value, label = status[key], key.removesuffix("_ms").replace("_", " ")
+            print(f"  {label}: {'none' if value is None else f'{value / 1000:.1f} s'}")
+        print(f"  lag: {status['lag_total']} record(s)" + "".join(f"\n    {t}: {n}" for t, n in status["lag"].items()))
+    return {True: 0, False: 1, None: 3}[status["running"]]
