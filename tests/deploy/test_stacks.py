@@ -92,6 +92,14 @@ def operator_stand_in(cluster: ControlPlane) -> Iterator[list[str]]:
     assert not failed, f"the operator stand-in failed: {failed[0]!r}"
 
 
+def namespace_gone(cluster: ControlPlane, timeout: float = 90) -> bool:
+    """True once the deleted namespace is finalized (by the controller manager's namespace controller)."""
+    deadline = time.monotonic() + timeout
+    while cluster.get(f"/api/v1/namespaces/{NS}") is not None and time.monotonic() < deadline:
+        time.sleep(1)
+    return cluster.get(f"/api/v1/namespaces/{NS}") is None
+
+
 def ours(cluster: ControlPlane) -> dict[str, list[str]]:
     """Our objects in the namespace (the API server's own: the root CA ConfigMap, `default` SA, excluded)."""
     found = {kind: cluster.list_names(path) for kind, path in NAMESPACED.items()}
@@ -152,10 +160,7 @@ def test_preview_up_again_and_destroy_against_a_real_api_server(
     assert again.returncode == 0
 
     run("destroy", "--yes", "--skip-preview")
-    deadline = time.monotonic() + 90
-    while cluster.get(f"/api/v1/namespaces/{NS}") is not None and time.monotonic() < deadline:
-        time.sleep(1)  # the namespace controller finalizes the deleted namespace
-    assert cluster.get(f"/api/v1/namespaces/{NS}") is None, "the namespace is gone after destroy"
+    assert namespace_gone(cluster), "the namespace is gone after destroy"
     assert ours(cluster) == {}, "nothing of ours is left after destroy"
     # the cluster's CRDs stay (the program never owned them here: operator.install is off)
     assert cluster.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/sparkapplications.sparkoperator.k8s.io")
