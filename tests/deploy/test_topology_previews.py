@@ -99,7 +99,7 @@ def test_a_topology_edit_previews_exactly_the_affected_flows_resources(
 def test_the_policy_pack_passes_the_estate_and_refuses_a_second_stack_of_the_same_datacenter(
     engine: Engine, west: Path
 ) -> None:
-    env = {"KMIRROR_PROJECT_DIR": str(west)}
+    env: dict[str, str] = {}  # no project_dir, no $KMIRROR_PROJECT_DIR: the pack finds the project as in CI
     ok = engine.run("preview", "--policy-pack", "policy", "-s", STACK, cwd=west, env=env)
     assert PACK_NAME in ok.stdout and "mandatory" not in ok.stdout.lower(), ok.stdout
     second = west / "stacks" / "Pulumi.west-b.yaml"
