@@ -58,3 +58,4 @@ def test_the_yaml_example_previews_deploys_and_destroys_through_the_real_yaml_ho
     assert cluster.get(f"/api/v1/namespaces/{NS}/secrets/east-1-scram") is None
     assert cluster.list_names(f"/apis/sparkoperator.k8s.io/v1beta2/namespaces/{NS}/sparkapplications") == []
     assert namespace_gone(cluster)
+    engine.run("stack", "rm", "dev", "--yes", cwd=project)  # the Python example's stack has the same name
