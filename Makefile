@@ -70,17 +70,18 @@ kafka-dists: setup
 # The deploy plane's real tools (kmirror_cli/deploy_tools.py, docs/testing.md): the Pulumi CLI,
 # its Kubernetes provider and YAML host, etcd, kube-apiserver and kube-controller-manager, built
 # one at a time from the Go module proxy (committed wrappers under deploy-tools/) into
-# ~/.cache/kmirror/deploy-tools (KMIRROR_CACHE_DIR): ~50 CPU-minutes cold (measured under load),
-# then seconds. Not yet part of `make test`: its cold build does not fit CI's budget beside the
-# two legs, and the deploy suite (tests/deploy, marker `engine`) has not run green yet (issue 40).
+# ~/.cache/kmirror/deploy-tools (KMIRROR_CACHE_DIR), keyed by version and wrapper hash: ~50
+# CPU-minutes cold (measured under load), seconds warm. Needs Go >= 1.26 (docs/testing.md).
 deploy-tools: setup
 	$(PY) -m kmirror_cli.deploy_tools build
 
-# The deploy plane on the real engine and API server (issue 40, in progress): `make test-deploy`.
+# Leg 3: the deploy plane on the real engine and API server (tests/deploy, marker `engine`;
+# docs/testing.md): one control plane and one engine home for the session.
 test-deploy: setup deploy-tools
-	$(PY) -m pytest -q -p no:cacheprovider -m engine tests/deploy
+	@echo "== leg 3: the deploy plane: the real Pulumi engine and a real Kubernetes API server"
+	$(PY) -m pytest -q -p no:cacheprovider -m engine --durations=15 tests/deploy
 
-test: setup system-deps kafka-dists lint test-main test-spark40
+test: setup system-deps kafka-dists deploy-tools lint test-main test-spark40 test-deploy
 
 # A test process killed by a signal (a native fault) is followed by scripts/crash-report.sh: the
 # test it ran, its Python stacks (written here by tests/conftest.py) and a core file's C stack.

@@ -104,7 +104,7 @@ def go_binary() -> str:
     found = os.environ.get("KMIRROR_GO") or shutil.which("go") or "/usr/local/go/bin/go"
     if not Path(found).exists():
         raise BuildError(
-            "deploy tools: no Go toolchain (go on PATH or /usr/local/go/bin/go); install Go >= 1.25 "
+            "deploy tools: no Go toolchain (go on PATH or /usr/local/go/bin/go); install Go >= 1.26 "
             "(docs/testing.md), or set KMIRROR_GO=/path/to/go"
         )
     return found

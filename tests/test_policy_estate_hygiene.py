@@ -291,3 +291,20 @@ def test_the_pack_is_publishable_on_its_own() -> None:
                     __import__(top)  # the standard library
                     assert top in {"ast", "collections", "dataclasses", "functools", "json", "os", "pathlib",
                                    "re", "typing"}, (path, top)  # fmt: skip
+
+
+def test_the_pack_finds_the_project_in_its_working_directory_then_its_parent(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Python host runs the pack in the program's directory (the real engine showed it: the pack
+    found no stacks from `..` and refused every deploy), another engine in `policy/`."""
+    from policy.kafka_mirror_policy.estate import project_dir
+
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "policy").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert project_dir({}, {}).resolve() == tmp_path.resolve()
+    monkeypatch.chdir(tmp_path / "policy")
+    assert project_dir({}, {}).resolve() == tmp_path.resolve()
+    assert project_dir({"project_dir": "/x"}, {"KMIRROR_PROJECT_DIR": "/y"}) == Path("/x")
+    assert project_dir({}, {"KMIRROR_PROJECT_DIR": "/y"}) == Path("/y")

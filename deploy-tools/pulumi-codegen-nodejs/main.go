@@ -37,7 +37,8 @@ func run(schemaPath, out string) error {
 	if err := json.Unmarshal(raw, &spec); err != nil {
 		return fmt.Errorf("%s: %w", schemaPath, err)
 	}
-	pkg, diags, err := schema.BindSpec(spec, nil, schema.ValidationOptions{})
+	// no loader for other packages: the component schema refers to no other package's types
+	pkg, diags, err := schema.BindSpec(spec, schema.NewNullLoader(), schema.ValidationOptions{})
 	if err != nil {
 		return err
 	}

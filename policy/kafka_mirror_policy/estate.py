@@ -24,7 +24,10 @@ from typing import Any
 from .rules import Resource, app_flow_ids
 
 STACK_PROJECT_DIR_ENV = "KMIRROR_PROJECT_DIR"
-DEFAULT_PROJECT_DIR = ".."  # the engine runs the pack in its own directory, `policy/` of the project
+# Where the pack looks by default, first match with a `stacks/` directory wins: the working directory
+# (a Python language host runs the pack in the program's directory, the project: found by the real
+# engine, issue 40), then its parent (an engine that runs the pack in its own `policy/` directory).
+DEFAULT_PROJECT_DIRS = (".", "..")
 
 
 @dataclass(frozen=True)
@@ -83,8 +86,12 @@ def public_endpoint_allowed(stack: str, estate: Estate) -> bool:
 
 def project_dir(config: Mapping[str, Any], environ: Mapping[str, str]) -> Path:
     """The project holding `stacks/`: policy config `project_dir`, else $KMIRROR_PROJECT_DIR, else
-    the pack's parent directory (relative paths start at the working directory, the pack's)."""
-    return Path(str(config.get("project_dir") or environ.get(STACK_PROJECT_DIR_ENV) or DEFAULT_PROJECT_DIR))
+    the first of DEFAULT_PROJECT_DIRS holding `stacks/` (relative to the working directory)."""
+    chosen = config.get("project_dir") or environ.get(STACK_PROJECT_DIR_ENV)
+    if chosen:
+        return Path(str(chosen))
+    found = [Path(d) for d in DEFAULT_PROJECT_DIRS if (Path(d) / "stacks").is_dir()]
+    return found[0] if found else Path(DEFAULT_PROJECT_DIRS[-1])
 
 
 @lru_cache(maxsize=4)

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from tests.deploy.engine import Engine, copy_project
+from tests.deploy.test_stacks import forget_stack
 
 
 def rendered(root: Path) -> dict[str, list[dict]]:
@@ -27,6 +28,7 @@ def test_render_dir_writes_every_object_of_the_local_stack_without_a_cluster(
     project = copy_project(tmp_path_factory.mktemp("render-project"))
     out = tmp_path_factory.mktemp("rendered")
     env = {"KMIRROR_RENDER_DIR": str(out)}
+    forget_stack(engine, project, "local")
     engine.run("stack", "init", "local", "--secrets-provider", "passphrase", cwd=project)
     # the stack's kubeconfig (~/.kube/config, context kind-kind) is not read when rendering
     engine.run("config", "set", "--path", "kafka-mirror:spark.kubeconfig.file", "/nonexistent/kubeconfig",

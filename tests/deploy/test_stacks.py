@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import json
 import secrets
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -40,9 +41,18 @@ NAMESPACED = {
 }
 
 
+def forget_stack(engine: Engine, project: Path, stack: str) -> None:
+    """An earlier test's `stack` (destroyed, or not if it failed) off the session's file backend.
+    `stack rm` also deletes the stack's config file, so it runs in a throwaway copy of the project."""
+    scratch = project.parent / f"{project.name}-rm-{stack}"
+    engine.run("stack", "rm", stack, "--yes", "--force", cwd=copy_project(scratch), check=False)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
 def prepare_stack(engine: Engine, project: Path, stack: str, cluster: ControlPlane) -> dict[str, str]:
     """`stack` initialised on the file backend, pointed at the test cluster; returns its test secrets."""
     run = lambda *a: engine.run(*a, "-s", stack, cwd=project)  # noqa: E731
+    forget_stack(engine, project, stack)
     engine.run("stack", "init", stack, "--secrets-provider", "passphrase", cwd=project)
     run("config", "set", "--path", "kafka-mirror:spark.operator.install", "false")
     # west's prerequisite checks are AWS data-source reads: this engine has no AWS provider
@@ -90,6 +100,14 @@ def operator_stand_in(cluster: ControlPlane) -> Iterator[list[str]]:
         stop.set()
         thread.join(timeout=10)
     assert not failed, f"the operator stand-in failed: {failed[0]!r}"
+
+
+def namespace_gone(cluster: ControlPlane, timeout: float = 90) -> bool:
+    """True once the deleted namespace is finalized (by the controller manager's namespace controller)."""
+    deadline = time.monotonic() + timeout
+    while cluster.get(f"/api/v1/namespaces/{NS}") is not None and time.monotonic() < deadline:
+        time.sleep(1)
+    return cluster.get(f"/api/v1/namespaces/{NS}") is None
 
 
 def ours(cluster: ControlPlane) -> dict[str, list[str]]:
@@ -152,10 +170,7 @@ def test_preview_up_again_and_destroy_against_a_real_api_server(
     assert again.returncode == 0
 
     run("destroy", "--yes", "--skip-preview")
-    deadline = time.monotonic() + 90
-    while cluster.get(f"/api/v1/namespaces/{NS}") is not None and time.monotonic() < deadline:
-        time.sleep(1)  # the namespace controller finalizes the deleted namespace
-    assert cluster.get(f"/api/v1/namespaces/{NS}") is None, "the namespace is gone after destroy"
+    assert namespace_gone(cluster), "the namespace is gone after destroy"
     assert ours(cluster) == {}, "nothing of ours is left after destroy"
     # the cluster's CRDs stay (the program never owned them here: operator.install is off)
     assert cluster.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/sparkapplications.sparkoperator.k8s.io")
@@ -166,9 +181,6 @@ def test_up_waits_for_the_app_to_run_and_names_it_when_it_never_does(
 ) -> None:
     """With no operator to run it, `up` does not report green: it waits `spark.app_start_timeout_s`
     for the SparkApplication's RUNNING state and fails naming the app (issue 43, item 6)."""
-    # the session's file backend may still list `local` (destroyed by the test above); `stack rm`
-    # also deletes the stack's config file, so it runs in a throwaway copy of the project
-    engine.run("stack", "rm", "local", "--yes", "--force", cwd=copy_project(tmp_path / "rm"), check=False)
     project = copy_project(tmp_path / "project")
     prepare_stack(engine, project, "local", cluster)
     run = lambda *a, **kw: engine.run(*a, "-s", "local", cwd=project, **kw)  # noqa: E731

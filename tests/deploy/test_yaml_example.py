@@ -20,6 +20,7 @@ import yaml
 from tests.deploy.apiserver import ControlPlane
 from tests.deploy.conftest import _require_tools
 from tests.deploy.engine import REPO, Engine
+from tests.deploy.test_stacks import namespace_gone, operator_stand_in
 
 NS = "kafka-mirror"
 
@@ -41,9 +42,10 @@ def test_the_yaml_example_previews_deploys_and_destroys_through_the_real_yaml_ho
     engine.run("config", "set", "--secret", "eastScramPassword", password, "-s", "dev", cwd=project)
     preview = engine.run("preview", "-s", "dev", cwd=project, env=env)
     assert "kafka-mirror:index:MirrorDeployment" in preview.stdout, preview.stdout
-    up = engine.run("up", "--yes", "--skip-preview", "-s", "dev", cwd=project, env=env)
+    with operator_stand_in(cluster) as marked:  # the app's RUNNING state, which `up` awaits
+        up = engine.run("up", "--yes", "--skip-preview", "-s", "dev", cwd=project, env=env)
     outputs = json.loads(engine.run("stack", "output", "--json", "-s", "dev", cwd=project).stdout)
-    assert outputs["app"] == "mirror-west-1-to-east-1", outputs
+    assert outputs["app"] == "mirror-west-1-to-east-1" and marked == [outputs["app"]], outputs
     assert "west-1->east-1" in outputs["flows"]
 
     app = cluster.get(f"/apis/sparkoperator.k8s.io/v1beta2/namespaces/{NS}/sparkapplications/{outputs['app']}")
@@ -55,3 +57,5 @@ def test_the_yaml_example_previews_deploys_and_destroys_through_the_real_yaml_ho
     engine.run("destroy", "--yes", "--skip-preview", "-s", "dev", cwd=project, env=env)
     assert cluster.get(f"/api/v1/namespaces/{NS}/secrets/east-1-scram") is None
     assert cluster.list_names(f"/apis/sparkoperator.k8s.io/v1beta2/namespaces/{NS}/sparkapplications") == []
+    assert namespace_gone(cluster)
+    engine.run("stack", "rm", "dev", "--yes", cwd=project)  # the Python example's stack has the same name
