@@ -50,7 +50,8 @@ class AccessProblem:
 
 
 def needed_access(spec: FlowSpec) -> dict[str, tuple[str, tuple[str, ...]]]:
-    """Internal topic -> (what it is for, ACL operations the mirror needs on it)."""
+    """Internal topic (and the flow's dead-letter topic) -> (what it is for, ACL operations the
+    mirror needs on it): `mirror_acls` grants them, the start-up check asks for them."""
     from kmirror_engine.planning.created_topics import created_topics_topic
 
     source = spec.source.alias
@@ -68,6 +69,8 @@ def needed_access(spec: FlowSpec) -> dict[str, tuple[str, tuple[str, ...]]]:
     if spec.topic_sync.acls:
         out[synced_acls_topic(source)] = ("the record of ACLs ACL sync created, for revoking them",
                                           ("Read", "Write"))  # fmt: skip
+    if spec.copy.dead_letter_topic:  # without Write a record the target refuses fails its batch after all
+        out[spec.copy.dead_letter_topic] = ("dead letters: records the target refuses", ("Write",))
     return out
 
 

@@ -15,6 +15,7 @@ import pytest
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
 from kmirror_engine.copying.range_copy import CopyError, CopyRange
 from kmirror_engine.copying.task_copy import copy_task_ranges
+from spark_app.main import _require_internal_topic_access
 from tests.kafka_helpers import add_fences, consume_all, create_topic, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark40, pytest.mark.real_kafka]
@@ -61,8 +62,10 @@ def test_with_a_dead_letter_topic_the_record_lands_there_whole_and_the_rest_is_m
 ) -> None:
     src, dst = _poisoned(clusters, unique)
     dlq = f"dlq-{unique}"
-    create_topic(clusters.target, dlq, 1)  # broker defaults: no timestamp window
-    [progress] = copy_task_ranges(_spec(clusters, unique, dead_letter_topic=dlq), [CopyRange(src, 0, 0, 5, dst)], 0)
+    spec = _spec(clusters, unique, dead_letter_topic=dlq)
+    # the app's start-up creates the dead-letter topic (broker defaults: no timestamp window)
+    _require_internal_topic_access(spec)
+    [progress] = copy_task_ranges(spec, [CopyRange(src, 0, 0, 5, dst)], 0)
 
     assert (progress.records, progress.dead_lettered, progress.next_offset) == (4, 1, 5)
     add_fences(clusters.target, dst, 1)

@@ -121,3 +121,15 @@ def test_a_reverse_flow_is_granted_the_forward_flows_syncs_on_its_source() -> No
         assert on_source[("GROUP", f"kmirror-reader-{topic}")] == ("Read", "Describe")
     forward = mirror_acls(parse_flow_spec(RAW), ["orders"])
     assert not any("offset-syncs" in g.name for g in forward if g.side == "source")
+
+
+def test_the_dead_letter_topic_is_granted_and_checked_at_start_like_an_internal_topic() -> None:
+    """Issue 41: a flow's dead_letter_topic was in no generated ACL and no start-up check, so the
+    first record the target refused failed its batch on an authorizing broker."""
+    from kmirror_engine.planning.internal_topics import needed_access
+
+    spec = parse_flow_spec({**RAW, "exactly_once": False, "dead_letter_topic": "orders-dlq"})
+    grants = {(g.side, g.resource_type, g.name, g.pattern): g.operations for g in mirror_acls(spec, ["orders"])}
+    assert grants[("target", "TOPIC", "orders-dlq", "LITERAL")] == ("Create", "Describe", "Write")
+    assert needed_access(spec)["orders-dlq"][1] == ("Write",)  # the start-up check's list
+    assert "orders-dlq" not in needed_access(parse_flow_spec(RAW))
