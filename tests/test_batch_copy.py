@@ -347,6 +347,9 @@ class FakeLink:
         self.sent.append(request)
         return Future().success(self.answer(request))
 
+    def throttled(self, node_id: int) -> bool:
+        return False
+
     def poll(self, timeout_ms: float) -> None:
         pass
 

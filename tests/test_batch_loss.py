@@ -307,3 +307,57 @@ def test_a_record_older_than_its_batchs_first_goes_to_the_record_loop_under_a_ti
     assert fallback_reason(state, gzip, now) == "timestamps near the target's message.timestamp window"
     unbounded = RangeInFlight(state.rng, TargetRules(create_time=True, before_max_ms=2**63 - 1), None, 100)
     assert fallback_reason(unbounded, hidden_old, now) is None and fallback_reason(unbounded, gzip, now) is None
+
+
+def test_a_fetch_quota_pause_waits_for_the_broker_no_metadata_or_log_storm(caplog: pytest.LogCaptureFixture) -> None:
+    """A source broker throttling the copier (a fetch quota) pauses its connection: a fetch sent
+    meanwhile is refused at once. The copier waits out the pause: no refused fetch, no metadata
+    refresh, no warning per poll. Before: every poll sent a fetch, had it refused, logged "fetch
+    from the source failed" and refreshed the source's metadata."""
+    from kafka.errors import NodeNotReadyError
+
+    broker = BrokerLog()
+
+    class Throttled(Source):
+        def __init__(self) -> None:
+            super().__init__(build(0, 3) + build(3, 3), broker)
+            self.paused_polls, self.refused = 20, 0
+
+        def throttled(self, node_id: int) -> bool:
+            return self.paused_polls > 0
+
+        def send(self, request: Any, node_id: int) -> Future:
+            if self.throttled(node_id):
+                self.refused += 1
+                return Future().failure(NodeNotReadyError("Node paused: {'throttle'}"))
+            return super().send(request, node_id)
+
+        def poll(self, timeout_ms: float) -> None:
+            self.paused_polls -= 1
+            super().poll(timeout_ms)
+
+    source = Throttled()
+    source.paused_polls = 0
+    copier = BatchRangeCopier(source, Target(broker), fallback=lambda: None)  # type: ignore[arg-type]
+    copier.source.leaders({"t"})  # connected; the first answer throttles the link for 20 polls
+    source.paused_polls = 20
+    with caplog.at_level("WARNING", logger="kmirror.batch_copy"):
+        [progress] = copier.copy([CopyRange("t", 0, 0, 6, "west.t")])
+    assert progress.records == 6 and _values(broker) == [r.value for r in DefaultRecordBatch(bytes(build(0, 3)))] + [
+        r.value for r in DefaultRecordBatch(bytes(build(3, 3)))]  # fmt: skip
+    assert (source.refused, source.refreshed) == (0, 2)  # the refresh above and the copy's first
+    assert not [r for r in caplog.records if "fetch from the source failed" in r.getMessage()]
+
+
+def test_kafka_pythons_throttle_warning_is_kept_once_a_minute_not_once_an_answer() -> None:
+    import logging
+
+    from kmirror_engine.copying import batch_net  # noqa: F401  (installs the filter)
+
+    logger = logging.getLogger("kafka.net.connection")
+    made = [logger.makeRecord(logger.name, logging.WARNING, __file__, 1, "%s: %s throttled by broker (%d ms)",
+                              ("<conn node=1>", "FetchResponse", 5), None) for _ in range(3)]  # fmt: skip
+    other = logger.makeRecord(logger.name, logging.WARNING, __file__, 1, "connection reset", (), None)
+    [throttle_filter] = [f for f in logger.filters if type(f).__name__ == "_OncePerMinute"]
+    throttle_filter.last = float("-inf")
+    assert [logger.filter(r) for r in made] == [True, False, False] and logger.filter(other)

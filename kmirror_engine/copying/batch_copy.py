@@ -246,6 +246,8 @@ class BatchRangeCopier:
         """One fetch per source leader, for its partitions with room in their pending queue."""
         by_node: dict[int, list[RangeInFlight]] = {}
         busy = {self._source_leaders.get(s.key) for s in live if s.fetching}
+        # a broker throttling this link (a fetch quota) would refuse the fetch at once: asked after its pause
+        busy |= {node for node in set(self._source_leaders.values()) if self.source.throttled(node)}
         for s in live:
             if s.fetched_all or s.fetching or s.pending_bytes >= MAX_PENDING_BYTES:
                 continue
@@ -278,6 +280,9 @@ class BatchRangeCopier:
         for s in wanted.values():
             s.fetching = False
         if isinstance(answer, BaseException):  # the request failed (connection lost, timed out)
+            nodes = {self._source_leaders.get(key) for key in wanted}
+            if any(node is not None and self.source.throttled(node) for node in nodes):
+                return  # a quota's pause refused it at once: the leaders are right, asked again after it
             log.warning("fetch from the source failed: %s (refreshing metadata, retrying)", answer)
             self._source_leaders = {}
             return

@@ -33,6 +33,27 @@ from kmirror.errors import KmirrorError
 from kmirror_engine.copying.batch_frames import BufferPool, FetchAnswer, Frame, Gather, ProduceCall
 
 log = logging.getLogger("kmirror.batch_copy")
+
+
+class _OncePerMinute(logging.Filter):
+    """kafka-python warns on every answer a quota throttled (thousands a minute under a fetch quota):
+    one such line per minute is kept."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.last = float("-inf")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "throttled by broker" not in record.getMessage():
+            return True
+        now = time.monotonic()
+        if now - self.last < 60.0:
+            return False
+        self.last = now
+        return True
+
+
+logging.getLogger("kafka.net.connection").addFilter(_OncePerMinute())
 # librdkafka property -> kafka-python connection setting (values copied as they are)
 _SAME_VALUE = {
     "bootstrap.servers": "bootstrap_servers",
@@ -372,6 +393,12 @@ class BrokerLink:
     def send(self, request: Any, node_id: int) -> Future:
         """Send `request` to broker `node_id`; the Future holds its response (or the failure)."""
         return self.manager.send(request, node_id=node_id)
+
+    def throttled(self, node_id: int) -> bool:
+        """Whether broker `node_id` throttles this link now (a quota: the connection is paused until
+        the throttle time its last answer named has passed; a request sent meanwhile is refused)."""
+        conn = self.manager._conns.get(node_id)
+        return conn is not None and "throttle" in conn.paused
 
     def poll(self, timeout_ms: float) -> None:
         """Run the connections for up to `timeout_ms` (responses complete their Futures)."""
