@@ -9,8 +9,6 @@ tests/deploy/conftest.py). The cluster is reached through the ambient KUBECONFIG
 
 from __future__ import annotations
 
-import base64
-import json
 import secrets
 import shutil
 
@@ -19,9 +17,8 @@ import yaml
 
 from tests.deploy.apiserver import ControlPlane
 from tests.deploy.engine import REPO, Engine
-from tests.deploy.test_stacks import namespace_gone, operator_stand_in
+from tests.deploy.examples import deploy_example
 
-NS = "kafka-mirror"
 PLATFORM = '"image": "ghcr.io/acme/kafka-mirror:0.1.0"}'
 
 
@@ -37,25 +34,4 @@ def test_the_python_example_previews_deploys_and_destroys_through_the_real_engin
     assert PLATFORM in program, "the example's platform line changed: update this test's edit"
     (project / "__main__.py").write_text(program.replace(PLATFORM, PLATFORM[:-1] + ', "operator": {"install": False}}'))
     password = "python-scram-" + secrets.token_hex(12)
-    env = {"KUBECONFIG": str(cluster.kubeconfig_path)}
-
-    engine.run("stack", "init", "dev", "--secrets-provider", "passphrase", cwd=project)
-    engine.run("config", "set", "--secret", "eastScramPassword", password, "-s", "dev", cwd=project)
-    preview = engine.run("preview", "-s", "dev", cwd=project, env=env)
-    assert "kafka-mirror:index:MirrorDeployment" in preview.stdout, preview.stdout
-    with operator_stand_in(cluster) as marked:  # the app's RUNNING state, which `up` awaits
-        up = engine.run("up", "--yes", "--skip-preview", "-s", "dev", cwd=project, env=env)
-    outputs = json.loads(engine.run("stack", "output", "--json", "-s", "dev", cwd=project).stdout)
-    assert outputs["app"] == "mirror-west-1-to-east-1" and marked == [outputs["app"]], outputs
-    assert "west-1->east-1" in outputs["flows"]
-
-    app = cluster.get(f"/apis/sparkoperator.k8s.io/v1beta2/namespaces/{NS}/sparkapplications/{outputs['app']}")
-    assert app and app["spec"]["image"] == "ghcr.io/acme/kafka-mirror:0.1.0", app
-    secret = cluster.get(f"/api/v1/namespaces/{NS}/secrets/east-1-scram") or {}
-    assert base64.b64decode(secret["data"]["password"]).decode() == password
-    assert password not in engine.state_text() and password not in up.stdout + up.stderr
-
-    engine.run("destroy", "--yes", "--skip-preview", "-s", "dev", cwd=project, env=env)
-    assert cluster.list_names(f"/apis/sparkoperator.k8s.io/v1beta2/namespaces/{NS}/sparkapplications") == []
-    assert namespace_gone(cluster)
-    engine.run("stack", "rm", "dev", "--yes", cwd=project)  # the YAML example's stack has the same name
+    deploy_example(engine, cluster, project, password)
