@@ -7,6 +7,7 @@ KMIRROR_TEST_BROKER names start once per session.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import uuid
@@ -84,6 +85,46 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if item.get_closest_marker(other) is None]
+
+
+_HEARTBEATS_AT_FIRST_SIGHT: dict[str, set[str]] = {}  # bootstrap -> heartbeats topics its first test found
+
+
+def _heartbeats_topics(admin: Any) -> set[str]:
+    names = admin.list_topics(timeout=10).topics
+    return {n for n in names if n == "heartbeats" or n.endswith(".heartbeats")}
+
+
+@pytest.fixture(autouse=True)
+def _heartbeats_stay_in_their_test(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Heartbeats topics a test's flows created on the shared clusters are deleted when it ends.
+
+    Every flow mirrors every heartbeats topic of its source whatever its patterns (MM2's rule), and
+    each test names its clusters afresh, so without this each test would copy every earlier test's
+    heartbeats again under a longer name: hundreds of topics and ~100k records by the end of a session,
+    work that grew with the session and bent every later test's batch sizes and timings. A clean-up
+    that fails (a broker a fault test left down) is retried after the next test on that cluster."""
+    if "clusters" not in request.fixturenames:
+        yield
+        return
+    from confluent_kafka.admin import AdminClient
+
+    pair = request.getfixturevalue("clusters")
+    admins = {b: AdminClient({"bootstrap.servers": b}) for b in (pair.source, pair.target)}
+    for bootstrap, admin in admins.items():
+        if bootstrap not in _HEARTBEATS_AT_FIRST_SIGHT:
+            with contextlib.suppress(Exception):  # unreachable now: its first reachable teardown sets it
+                _HEARTBEATS_AT_FIRST_SIGHT[bootstrap] = _heartbeats_topics(admin)
+    yield
+    for bootstrap, admin in admins.items():
+        try:
+            found = _heartbeats_topics(admin)
+            created = sorted(found - _HEARTBEATS_AT_FIRST_SIGHT.setdefault(bootstrap, found))
+            if created:
+                for future in admin.delete_topics(created, operation_timeout=10).values():
+                    future.result(timeout=15)
+        except Exception as exc:
+            print(f"heartbeats clean-up after {request.node.nodeid}: {exc}", file=sys.stderr)
 
 
 @pytest.fixture(scope="session")

@@ -89,3 +89,38 @@ def test_unreachable_source_names_cluster_at_first_call_and_keeps_cache_later() 
     admin.down = True
     clock.now = 100.0
     assert set(d.topics()) == {"orders"}  # a failed refresh keeps the previous listing
+
+
+def test_heartbeats_replication_off_mirrors_heartbeats_topics_only_when_the_patterns_select_them() -> None:
+    admin = FakeAdmin({"orders": 1, "heartbeats": 1, "north.heartbeats": 1})
+    policy = policy_from_config({"type": "default"})
+    mm2 = TopicDiscovery(admin, WEST, NameSelection(("orders",)), policy, "east", 0)
+    assert set(mm2.topics()) == {"orders", "heartbeats", "north.heartbeats"}  # MM2's default
+    off = TopicDiscovery(admin, WEST, NameSelection(("orders",), heartbeats=False), policy, "east", 0)
+    assert set(off.topics()) == {"orders"}
+    named = TopicDiscovery(admin, WEST, NameSelection(("orders", "heartbeats"), heartbeats=False), policy, "east", 0)
+    assert set(named.topics()) == {"orders", "heartbeats"}
+
+
+def test_the_flow_option_reaches_the_selection_and_mm2s_setting_imports() -> None:
+    from kmirror.flow.spec import parse_flow_spec
+    from kmirror.mm2.config_import import import_mm2
+
+    base = {"id": "west->east", "topics": ["orders"], "source": {"alias": "west", "bootstrap_servers": "w:9092"},
+            "target": {"alias": "east", "bootstrap_servers": "e:9092"}, "checkpoint_location": "/tmp/c",
+            "topics_exclude": [], "replication_policy": {"type": "default"}}  # fmt: skip
+    assert parse_flow_spec(base).topic_selection.heartbeats is True
+    assert parse_flow_spec({**base, "heartbeats_replication_enabled": False}).topic_selection.heartbeats is False
+    estate, dropped = import_mm2({"clusters": "west, east", "west->east.enabled": "true",
+                                  "west.bootstrap.servers": "w:9092", "east.bootstrap.servers": "e:9092",
+                                  "west->east.heartbeats.replication.enabled": "false"})  # fmt: skip
+    assert not dropped
+    assert _find_key(estate, "heartbeats_replication_enabled") == [False]
+
+
+def _find_key(tree: object, key: str) -> list[object]:
+    if isinstance(tree, dict):
+        return [v for k, v in tree.items() if k == key] + [x for v in tree.values() for x in _find_key(v, key)]
+    if isinstance(tree, list):
+        return [x for v in tree for x in _find_key(v, key)]
+    return []

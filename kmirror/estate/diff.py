@@ -202,7 +202,11 @@ def _policy(flow: Mapping[str, Any]) -> ReplicationPolicy:
 
 
 def _selection(flow: Mapping[str, Any]) -> NameSelection:
-    return NameSelection(tuple(flow.get("topics") or ()), tuple(flow.get("topics_exclude") or ()))
+    return NameSelection(
+        tuple(flow.get("topics") or ()),
+        tuple(flow.get("topics_exclude") or ()),
+        heartbeats=flow.get("heartbeats_replication_enabled", True) is not False,
+    )
 
 
 def _sample_topic(flow: Mapping[str, Any], topics: Iterable[str]) -> str:

@@ -52,6 +52,7 @@ class NameSelection:
 
     include: tuple[str, ...] = (".*",)
     exclude: tuple[str, ...] = ()
+    heartbeats: bool = True  # topics only: heartbeats topics are mirrored whatever the patterns say (MM2)
     _include_re: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
     _exclude_re: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
 
@@ -70,6 +71,7 @@ GroupSelection = NameSelection
 
 
 def should_replicate_topic(selection: NameSelection, policy: ReplicationPolicy, topic: str, target_alias: str) -> bool:
-    """MM2's rule: selected (or a heartbeats topic), not internal, and not a cycle back to the target."""
-    wanted = selection.matches(topic) or is_heartbeats_topic(policy, topic)
+    """MM2's rule: selected (or a heartbeats topic, unless `heartbeats_replication_enabled` is off),
+    not internal, and not a cycle back to the target."""
+    wanted = selection.matches(topic) or (selection.heartbeats and is_heartbeats_topic(policy, topic))
     return wanted and not is_internal_topic(topic) and not is_cycle(policy, topic, target_alias)

@@ -228,6 +228,13 @@ OPTIONS = OptionTable(
     Option("emit_checkpoints", True, "Emit MM2-format checkpoints for consumer groups.", boolean),
     Option("sync_group_offsets", False, "Write translated offsets into idle target groups.", boolean),
     Option("emit_heartbeats", True, "Emit MM2-format heartbeats to the target's heartbeats topic.", boolean),
+    Option(
+        "heartbeats_replication_enabled",
+        True,
+        "Mirror the source's heartbeats topics even when `topics` does not select them (MM2's "
+        "heartbeats.replication.enabled); false mirrors them only when the patterns do.",
+        boolean,
+    ),
     Option("checkpoint_interval_ms", 60_000, "Interval between checkpoint emissions.", non_negative_int),
     Option(
         "reverse_of",
@@ -388,7 +395,8 @@ class FlowSpec:
 
     @property
     def topic_selection(self) -> NameSelection:
-        return NameSelection(self.topics, self.topics_exclude)
+        heartbeats = bool(self.option("heartbeats_replication_enabled"))
+        return NameSelection(self.topics, self.topics_exclude, heartbeats=heartbeats)
 
     @property
     def group_selection(self) -> NameSelection:

@@ -43,6 +43,7 @@ CLIENT_KEYS = frozenset(
 _BOOL_SETTINGS = {
     "emit.checkpoints.enabled": "emit_checkpoints",
     "emit.heartbeats.enabled": "emit_heartbeats",
+    "heartbeats.replication.enabled": "heartbeats_replication_enabled",
     "sync.group.offsets.enabled": "sync_group_offsets",
     "sync.topic.configs.enabled": "sync_topic_configs",
     "sync.topic.acls.enabled": "sync_topic_acls",
