@@ -5,6 +5,7 @@ validation."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import struct
 from types import SimpleNamespace
@@ -475,20 +476,66 @@ def test_records_the_record_loop_copied_instead_are_in_the_progress_line_and_the
     assert 'partition="1",topic="w.t"} 7.0' not in text
 
 
-def test_auto_flows_take_the_batch_path_only_when_the_environment_asks_and_nothing_needs_a_record_loop(
+def test_auto_flows_take_the_batch_path_unless_a_flow_needs_a_record_loop_or_the_driver_says_record(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from kmirror_engine.copying.task_copy import AUTO_COPY_LOOP_ENV, takes_batch_path
+    from kmirror.errors import KmirrorError
+    from kmirror.flow.spec import AUTO_ORDER, COPY_LOOP_CANNOT_SERVE
+    from kmirror_engine.copying.task_copy import AUTO_COPY_LOOP_ENV, auto_copy_loop, takes_batch_path
     from tests.test_source_planner import spec
 
-    assert takes_batch_path(spec(copy_loop="batch")) and not takes_batch_path(spec())
-    monkeypatch.setenv(AUTO_COPY_LOOP_ENV, "batch")
-    assert takes_batch_path(spec()) and not takes_batch_path(spec(copy_loop="native"))
-    for needs_records in ({"exactly_once": True}, {"dead_letter_topic": "dlq"}, {"max_records_per_second": 10},
-                          {"skip_offsets": ["orders:0:5"]}):  # fmt: skip
-        assert not takes_batch_path(spec(**needs_records)), needs_records
-    monkeypatch.setenv(AUTO_COPY_LOOP_ENV, "python")
-    assert not takes_batch_path(spec())
+    monkeypatch.delenv(AUTO_COPY_LOOP_ENV, raising=False)
+    assert AUTO_ORDER[0] == "batch" and auto_copy_loop() == "batch"
+    assert takes_batch_path(spec()) and takes_batch_path(spec(copy_loop="batch"))  # auto: the batch path
+    assert not takes_batch_path(spec(copy_loop="native")) and not takes_batch_path(spec(copy_loop="python"))
+    needs_records = {"exactly_once": True, "dead_letter_topic": "dlq", "max_records_per_second": 10,
+                     "max_bytes_per_second": 10_000, "skip_offsets": ["orders:0:5"]}  # fmt: skip
+    assert set(COPY_LOOP_CANNOT_SERVE["batch"]) <= {*needs_records, "provenance_headers"}
+    for name, value in needs_records.items():  # each option the table names keeps its flow on a record loop
+        assert not takes_batch_path(spec(**{name: value})), name
+    monkeypatch.setenv(AUTO_COPY_LOOP_ENV, "record")  # the way back, deployment-wide
+    assert auto_copy_loop() == "record" and not takes_batch_path(spec()) and takes_batch_path(spec(copy_loop="batch"))
+    assert takes_batch_path(spec(), auto_loop="batch")  # the driver's value, not this process's, decides
+    monkeypatch.setenv(AUTO_COPY_LOOP_ENV, "fast")
+    with pytest.raises(KmirrorError, match=r"KMIRROR_AUTO_COPY_LOOP is 'fast'; set it to one of batch, record"):
+        auto_copy_loop()
+
+
+def test_an_auto_flow_the_batch_path_cannot_connect_with_is_copied_by_a_record_loop_not_counted_as_a_fallback(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Client settings the batch path cannot translate (here a source's CRL) send an auto
+    flow to the record loops by rule; only `copy_loop: batch` counts its records as fallback_records."""
+    import kmirror_engine.copying.task_copy as task_copy
+    from kmirror_engine.observability.progress import PartitionProgress
+    from tests.test_source_planner import spec
+
+    monkeypatch.delenv(task_copy.AUTO_COPY_LOOP_ENV, raising=False)
+    chosen: list[str] = []
+    monkeypatch.setattr(task_copy, "copy_in_batches", lambda *a, **k: chosen.append("batch") or [])
+    monkeypatch.setattr(task_copy, "use_native_loop", lambda *a: False)
+    monkeypatch.setattr(task_copy, "target_limits", lambda *a: {})
+    monkeypatch.setattr(task_copy, "cached_rules", lambda *a: {})
+    copied = PartitionProgress("t", 0, "w.t", 0, 5, 5, 50, None)
+
+    class Lease:  # the kept clients of a record loop: none needed, the loop is a fake
+        def lease(self, key: object, make: object) -> Any:
+            return contextlib.nullcontext(SimpleNamespace(consumer=None, producer=None))
+
+    def record_loop(*args: object, **kwargs: object) -> Any:
+        chosen.append("record")
+        return SimpleNamespace(copy=lambda group: [copied])
+
+    monkeypatch.setattr(task_copy, "CLIENTS", Lease())
+    monkeypatch.setattr(task_copy, "RangeCopier", record_loop)
+    ranges = [CopyRange("t", 0, 0, 5, "w.t")]
+    crl = {"config": {"security.protocol": "SSL", "ssl.crl.location": "/etc/crl.pem"}}
+    oauth = {"source": {"alias": "west", "bootstrap_servers": "s:1", **crl}}  # a CRL: the batch path has none
+    assert task_copy.copy_task_ranges(spec(), ranges, 0) == [] and chosen == ["batch"]
+    assert task_copy.copy_task_ranges(spec(**oauth), ranges, 0) == [copied] and chosen[-1] == "record"
+    assert [p.fallback_records for p in task_copy.copy_task_ranges(spec(copy_loop="batch", **oauth), ranges, 0)] == [
+        5
+    ]
 
 
 def test_a_kept_copier_renews_its_producer_id_and_forgets_old_topics_past_its_partition_limit(

@@ -185,11 +185,12 @@ OPTIONS = OptionTable(
     Option(
         "copy_loop",
         "auto",
-        "Copy loop of the writer tasks: native (C, built by `make setup` where librdkafka-dev is "
-        "installed), python, or auto: native when built and the flow uses nothing only the Python "
-        "loop has (exactly_once, dead_letter_topic, skip_offsets, rate limits; docs/performance.md). "
-        "batch: record batches copied as they are, never decoded (at-least-once flows without those "
-        "options; batches that need per-record work go to a record loop, counted).",
+        "Copy loop of the writer tasks. auto: the first of batch, native, python that serves the "
+        "flow (COPY_LOOP_CANNOT_SERVE: exactly_once, dead_letter_topic, skip_offsets, provenance_headers "
+        "and rate limits need a record loop; so do client settings the batch path cannot connect with). "
+        "batch: record batches copied as they are, never decoded (batches that need per-record work go "
+        "to a record loop, counted). native: the C record loop (built by `make setup` where "
+        "librdkafka-dev is installed). python: the Python record loop. docs/spark-app.md.",
         one_of("auto", "native", "python", "batch"),
     ),
     Option(
@@ -503,8 +504,9 @@ def option_conflict_problems(raw: dict[str, Any]) -> list[Problem]:
 
 # Which copy loop serves which flow: the options each loop cannot serve (a flow setting one is
 # copied by the Python loop). `copy_loop: auto` picks the first loop of AUTO_ORDER that serves the
-# flow (`kmirror_engine.copying.task_copy`); `validate` refuses a named loop with an option it
-# cannot serve (`_copy_loop_problems`). Each needs per-record work or transactions:
+# flow (`kmirror_engine.copying.task_copy`: the batch path also needs client settings it can
+# connect with, the native loop its built module); `validate` refuses a named loop with an option
+# it cannot serve (`_copy_loop_problems`). Each needs per-record work or transactions:
 # exactly_once (transactions, offsets committed with them), dead_letter_topic and skip_offsets
 # (records judged one by one), rate limits (records paced one by one), provenance_headers (a header
 # stamped and checked on every record: only the Python loop does it, issue 46).
@@ -514,6 +516,7 @@ COPY_LOOP_CANNOT_SERVE: dict[str, tuple[str, ...]] = {
     "batch": ("exactly_once", "dead_letter_topic", "skip_offsets", "provenance_headers", *RATE_LIMITS),
 }
 RECORD_LOOP_OPTIONS = COPY_LOOP_CANNOT_SERVE["batch"]  # the options `copy_loop: batch` refuses
+AUTO_ORDER = ("batch", "native", "python")  # `copy_loop: auto`'s preference, fastest first (docs/performance.md)
 
 
 def _provenance_problems(raw: dict[str, Any]) -> list[Problem]:

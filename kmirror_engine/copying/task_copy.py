@@ -2,9 +2,10 @@
 
 At-least-once: `COPY_THREADS_PER_TASK` copy loops on disjoint source partitions
 (`kmirror_engine.copying.task_threads`), each with clients this worker process kept from its
-previous task of the same flow (`kmirror_engine.clients.cache`); the native loop when the flow's
-`copy_loop` picks it (`kmirror_engine.copying.native_copy`), the batch path for `copy_loop: batch`
-(`kmirror_engine.copying.batch_copy`, `BATCH_COPIERS_PER_TASK` copiers). Exactly-once: one transactional loop
+previous task of the same flow (`kmirror_engine.clients.cache`). `copy_loop: auto` takes the first
+loop of `AUTO_ORDER` that serves the flow (`COPY_LOOP_CANNOT_SERVE`): the batch path
+(`kmirror_engine.copying.batch_copy`, `BATCH_COPIERS_PER_TASK` copiers), else the native loop
+(`kmirror_engine.copying.native_copy`), else the Python loop. Exactly-once: one transactional loop
 with fresh clients (`kmirror_engine.copying.exactly_once`). The Spark sink (`spark_app.sink`)
 calls `copy_task_ranges` from its writer tasks and `fence_for_query` before a query's first batch.
 """
@@ -18,6 +19,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from kmirror.errors import KmirrorError
 from kmirror.flow.spec import FlowSpec, unserved_options
 from kmirror_engine.clients.cache import CLIENTS, CopyClients, config_key
 from kmirror_engine.copying.native_copy import NativeRangeCopier, new_loop, use_native_loop
@@ -54,11 +56,13 @@ BATCH_COPIERS_PER_TASK = 1
 # Exactly-once with a rate limit: a paced transaction commits after at most this long (its
 # timeout, transaction.timeout.ms, is 60 s), whatever its size.
 PACED_TRANSACTION_S = 20.0
-# `copy_loop: auto` flows that the batch path can serve (no exactly-once, dead letters, skipped
-# offsets or rate limits) take it when this is "batch" in the workers' environment: a trial of
-# the batch path over a whole deployment without editing its specs, and the suites' batch sweep
-# (`make test-batch-sweep`, docs/performance.md).
+# `copy_loop: auto` flows that the batch path can serve (`COPY_LOOP_CANNOT_SERVE`: no exactly-once,
+# dead letters, skipped offsets, provenance headers or rate limits; client settings it can connect
+# with) take it unless the driver's environment sets this to "record": then the record loops copy
+# every auto flow (native where built, else Python), a way back without editing a deployment's
+# specs, and the suites' record-loop sweep (`make test-record-sweep`).
 AUTO_COPY_LOOP_ENV = "KMIRROR_AUTO_COPY_LOOP"
+AUTO_COPY_LOOPS = ("batch", "record")  # its values; unset or empty: batch
 
 
 def copy_natively(
@@ -103,10 +107,13 @@ def copy_in_batches(
 
 
 def batch_path_blockers(*configs: dict[str, Any]) -> list[str]:
-    """Why the batch path cannot connect with these client configs (GSSAPI, keystores...): the
-    record loop then copies the flow, and its records count as `fallback_records`. Imported here:
-    kafka-python is needed by flows on the batch path only (the GSSAPI test venv has none)."""
-    from kmirror_engine.copying.batch_net import link_config
+    """Why the batch path cannot connect with these client configs (GSSAPI, keystores...): a record
+    loop then copies the flow (for `copy_loop: batch` its records count as `fallback_records`).
+    Imported here: kafka-python is needed by flows on the batch path only (the GSSAPI test venv has none)."""
+    try:
+        from kmirror_engine.copying.batch_net import link_config
+    except ImportError as exc:
+        return [f"kafka-python, which the batch path speaks through, cannot be imported ({exc})"]
 
     return [reason for config in configs for reason in link_config(config)[1]]
 
@@ -114,20 +121,25 @@ def batch_path_blockers(*configs: dict[str, Any]) -> list[str]:
 _BLOCKERS_LOGGED: set[str] = set()
 
 
-def auto_copy_loop() -> str | None:
-    """`AUTO_COPY_LOOP_ENV` of this process. The driver reads it and hands it to its writer tasks
-    (`copy_task_ranges(auto_loop=...)`): on a cluster the executors do not inherit the driver's
-    environment, so a task reading its own would ignore the setting."""
-    return os.environ.get(AUTO_COPY_LOOP_ENV)
+def auto_copy_loop() -> str:
+    """`AUTO_COPY_LOOP_ENV` of this process ("batch" when unset). The driver reads it and hands it to
+    its writer tasks (`copy_task_ranges(auto_loop=...)`): on a cluster the executors do not inherit
+    the driver's environment, so a task reading its own would ignore the setting."""
+    value = os.environ.get(AUTO_COPY_LOOP_ENV, "").strip() or "batch"
+    if value not in AUTO_COPY_LOOPS:
+        raise KmirrorError(f"{AUTO_COPY_LOOP_ENV} is {value!r}; set it to one of {', '.join(AUTO_COPY_LOOPS)} "
+                           "(record: copy_loop auto flows use the record loops) or unset it (batch)")  # fmt: skip
+    return value
 
 
 def takes_batch_path(spec: FlowSpec, auto_loop: str | None = None) -> bool:
-    """Whether `spec` copies with the batch path: `copy_loop: batch`, or `auto` with `auto_loop`
-    (default: this process's `AUTO_COPY_LOOP_ENV`) "batch" and nothing in the flow that needs a record loop."""
+    """Whether `spec` copies with the batch path: `copy_loop: batch`, or `auto` with nothing in the
+    flow that needs a record loop (`COPY_LOOP_CANNOT_SERVE`) unless `auto_loop` (None or empty: this
+    process's `AUTO_COPY_LOOP_ENV`) is "record". (Client settings the batch path cannot connect
+    with send an auto flow to the record loops too: `batch_path_blockers`.)"""
     if spec.copy.copy_loop == "batch":
         return True
-    auto_loop = auto_copy_loop() if auto_loop is None else auto_loop
-    if spec.copy.copy_loop != "auto" or auto_loop != "batch":
+    if spec.copy.copy_loop != "auto" or (auto_loop or auto_copy_loop()) != "batch":
         return False
     return not unserved_options("batch", spec.options)
 
@@ -176,9 +188,11 @@ def copy_task_ranges(
         blockers = batch_path_blockers(consumer_conf, producer_conf) if batch else []
         if batch and not blockers:
             return copy_in_batches(consumer_conf, producer_conf, ranges, limits, cached_rules(spec, limits))
+        fell_back = bool(blockers) and spec.copy.copy_loop == "batch"  # auto: a record loop by rule, not a fallback
         for reason in set(blockers) - _BLOCKERS_LOGGED:
             _BLOCKERS_LOGGED.add(reason)
-            log.warning("flow %s: copy_loop is batch but %s: the Python record loop copies it", spec.id, reason)
+            log.log(logging.WARNING if fell_back else logging.INFO, "flow %s: copy_loop is %s but %s: a record "
+                    "loop copies it", spec.id, spec.copy.copy_loop, reason)  # fmt: skip
         if use_native_loop(spec, consumer_conf, producer_conf):
             return copy_natively(consumer_conf, producer_conf, ranges, limits)
         key = config_key(consumer_conf, producer_conf)
@@ -195,7 +209,7 @@ def copy_task_ranges(
                     copier = RangeCopier(clients.consumer, clients.producer, dead_letter_topic=dead_letter_topic,
                                          limits=limits, pacer=pacer, **poison)  # fmt: skip
                     copied = copier.copy(group)
-                    return _fell_back(copied) if blockers else copied
+                    return _fell_back(copied) if fell_back else copied
             finally:
                 throttled.add(pacer.throttled_s if pacer is not None else 0.0)
 
