@@ -530,12 +530,11 @@ def test_an_auto_flow_the_batch_path_cannot_connect_with_is_copied_by_a_record_l
     monkeypatch.setattr(task_copy, "RangeCopier", record_loop)
     ranges = [CopyRange("t", 0, 0, 5, "w.t")]
     crl = {"config": {"security.protocol": "SSL", "ssl.crl.location": "/etc/crl.pem"}}
-    oauth = {"source": {"alias": "west", "bootstrap_servers": "s:1", **crl}}  # a CRL: the batch path has none
+    crl_source = {"source": {"alias": "west", "bootstrap_servers": "s:1", **crl}}  # a CRL: the batch path has none
     assert task_copy.copy_task_ranges(spec(), ranges, 0) == [] and chosen == ["batch"]
-    assert task_copy.copy_task_ranges(spec(**oauth), ranges, 0) == [copied] and chosen[-1] == "record"
-    assert [p.fallback_records for p in task_copy.copy_task_ranges(spec(copy_loop="batch", **oauth), ranges, 0)] == [
-        5
-    ]
+    assert task_copy.copy_task_ranges(spec(**crl_source), ranges, 0) == [copied] and chosen[-1] == "record"
+    fell_back = task_copy.copy_task_ranges(spec(copy_loop="batch", **crl_source), ranges, 0)
+    assert [p.fallback_records for p in fell_back] == [5]
 
 
 def test_a_kept_copier_renews_its_producer_id_and_forgets_old_topics_past_its_partition_limit(
