@@ -31,11 +31,12 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from confluent_kafka import KafkaException, TopicCollection, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 
 from kmirror.errors import KmirrorError
 from kmirror.flow.spec import FlowSpec
@@ -76,14 +77,34 @@ class Committed:
     topic_id: str | None  # source topic id recorded with the offset (None: not recorded or not kept)
 
 
+_COORDINATOR_MOVING = frozenset(
+    {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE}
+)
+
+
 def committed_offsets(
-    offsets_consumer: Any, ranges: Sequence[CopyRange], timeout_s: float
+    offsets_consumer: Any, ranges: Sequence[CopyRange], timeout_s: float, clock: Callable[[], float] = time.monotonic
 ) -> dict[tuple[str, int], Committed]:
     """Source next-offsets already committed on the target, per (target topic, partition).
-    Raises KmirrorError when the group cannot tell for a partition (a per-partition error)."""
+
+    A coordinator that is moving or still loading (a broker just started or restarted) is asked
+    again until `timeout_s` has passed; raises KmirrorError when the group cannot tell for a
+    partition (any other per-partition error, or the coordinator still not answering)."""
     keys = sorted({(r.target_topic, r.partition) for r in ranges})
-    found = offsets_consumer.committed([TopicPartition(t, p) for t, p in keys], timeout=timeout_s)
-    failed = [tp for tp in found if tp.error is not None]
+    deadline = clock() + timeout_s
+    while True:
+        wanted = [TopicPartition(t, p) for t, p in keys]
+        try:
+            found = offsets_consumer.committed(wanted, timeout=max(deadline - clock(), 1.0))
+        except KafkaException as exc:  # the whole request refused
+            if exc.args[0].code() not in _COORDINATOR_MOVING or clock() >= deadline:
+                raise
+        else:
+            failed = [tp for tp in found if tp.error is not None]
+            moving = bool(failed) and all(tp.error.code() in _COORDINATOR_MOVING for tp in failed)
+            if not moving or clock() >= deadline:
+                break
+        time.sleep(min(0.5, max(deadline - clock(), 0.0)))
     if failed:
         tp = failed[0]
         raise KmirrorError(
