@@ -6,12 +6,15 @@
 - last_copy_age_ms: age of the newest offset sync on the target (written by every batch that
   copied records; null: none yet);
 - newest_checkpoint_age_ms: age of the newest checkpoint for the source's groups (null: none);
-- lag: per source topic, the sum over partitions of `kmirror lag`'s Lag; lag_total.
+- lag: per source topic, the sum over partitions of `kmirror lag`'s Lag; lag_total;
+- paused / control: the flow's newest control record (`kmirror pause|resume`) on the target:
+  `{"state", "by", "at", "reason"}`, null when the flow was never paused or resumed.
 
 JSON (stdout): `{"flow", "running", "heartbeat_age_ms", "last_copy_age_ms",
-"newest_checkpoint_age_ms", "lag": {topic: n}, "lag_total"}`. Text: one line per field.
+"newest_checkpoint_age_ms", "lag": {topic: n}, "lag_total", "paused", "control"}`. Text: one line per field.
 Exit codes: 0 running, 1 not running (no heartbeat, or a stale one), 3 unknown (heartbeats off),
-2 bad input. Not covered (yet): errors from the app's progress log and metrics, pause state.
+4 paused (whatever the heartbeats say: `running` still tells whether its driver is alive),
+2 bad input. Not covered (yet): errors from the app's progress log and metrics.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import argparse
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from kmirror_cli.flow_args import add_flow_arguments, load_flow
@@ -45,6 +49,8 @@ def flow_status(spec: Any, stale_after_s: float, now_ms: int) -> dict[str, Any]:
     from kmirror.mm2.formats import decode_heartbeat
     from kmirror_cli.commands.lag import lag_rows
     from kmirror_engine.failover.offset_syncs import read_partition0
+    from kmirror_engine.planning.flow_control import newest_record
+    from kmirror_engine.planning.internal_names import control_topic
 
     source, target = spec.source.alias, spec.target.alias
     beats = []
@@ -57,13 +63,17 @@ def flow_status(spec: Any, stale_after_s: float, now_ms: int) -> dict[str, Any]:
     lag: dict[str, int] = {}
     for row in lag_rows(spec):
         lag[row["topic"]] = lag.get(row["topic"], 0) + int(row["lag"])
+    controls = [(m.key(), m.value()) for m in read_partition0(spec.target, control_topic())]
+    control = newest_record(controls, spec.id)
     running = None
     if spec.option("emit_heartbeats"):
         running = heartbeat_age is not None and heartbeat_age <= stale_after_s * 1000
     return {"flow": spec.id, "running": running, "heartbeat_age_ms": heartbeat_age,
             "last_copy_age_ms": newest_age_ms(syncs, now_ms),
             "newest_checkpoint_age_ms": newest_age_ms(checkpoints, now_ms),
-            "lag": dict(sorted(lag.items())), "lag_total": sum(lag.values())}  # fmt: skip
+            "lag": dict(sorted(lag.items())), "lag_total": sum(lag.values()),
+            "paused": control is not None and control.paused,
+            "control": None if control is None else asdict(control)}  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -79,8 +89,12 @@ def run(args: argparse.Namespace) -> int:
     else:
         state = {True: "running", False: "NOT running", None: "unknown (emit_heartbeats is off)"}[status["running"]]
         print(f"flow {spec.id}: {state}")
+        if status["control"] is not None:
+            c = status["control"]
+            print(f"  control: {c['state'].upper() if status['paused'] else c['state']} (by {c['by']} at {c['at']}"
+                  + (f", reason: {c['reason']}" if c["reason"] else "") + ")")
         for key in ("heartbeat_age_ms", "last_copy_age_ms", "newest_checkpoint_age_ms"):
             value, label = status[key], key.removesuffix("_ms").replace("_", " ")
             print(f"  {label}: {'none' if value is None else f'{value / 1000:.1f} s'}")
         print(f"  lag: {status['lag_total']} record(s)" + "".join(f"\n    {t}: {n}" for t, n in status["lag"].items()))
-    return {True: 0, False: 1, None: 3}[status["running"]]
+    return 4 if status["paused"] else {True: 0, False: 1, None: 3}[status["running"]]
