@@ -23,6 +23,11 @@ from kmirror_engine.planning.flow_control import (
 from kmirror_engine.planning.internal_names import control_topic
 from tests.test_source_planner import FakeAdmin, planner, spec
 
+FLOW = {
+    "id": "west->east", "topics": ["orders"], "topics_exclude": [], "replication_policy": {"type": "default"},
+    "source": {"alias": "west", "bootstrap_servers": "s:1"}, "target": {"alias": "east", "bootstrap_servers": "t:1"},
+    "checkpoint_location": "/tmp/x",
+}  # fmt: skip
 PAUSED = ControlState("paused", by="ops", at="2026-11-28T21:00:00Z", reason="target maintenance")
 
 
@@ -42,7 +47,7 @@ def test_the_newest_valid_record_of_the_flow_wins() -> None:
     resumed = ControlState("running", by="ops", at="2026-11-28T21:05:00Z")
     log = [(b"a->b", encode(PAUSED)), (b"c->d", encode(resumed)), (b"a->b", b"junk"), (None, b"x")]
     assert newest_record(log, "a->b") == PAUSED  # c->d's record and junk do not count
-    assert newest_state(log + [(b"a->b", encode(resumed))], "a->b") == resumed
+    assert newest_state([*log, (b"a->b", encode(resumed))], "a->b") == resumed
     assert newest_record(log, "x->y") is None
     assert newest_state([], "a->b") == RUNNING
     assert newest_state([], "a->b", PAUSED) == PAUSED  # nothing new: the state stays
@@ -176,10 +181,7 @@ def test_pause_and_resume_take_the_flow_selectors_and_write_the_record(monkeypat
     written: list[tuple[str, ControlState]] = []
     monkeypatch.setattr(flow_control, "write_state", lambda s, state: written.append((s.id, state)))
     flow = tmp_path / "flow.json"
-    flow.write_text(json.dumps({
-        "id": "west->east", "topics": ["orders"], "topics_exclude": [], "replication_policy": {"type": "default"},
-        "source": {"alias": "west", "bootstrap_servers": "s:1"}, "target": {"alias": "east", "bootstrap_servers": "t:1"},
-        "checkpoint_location": "/tmp/x"}))  # fmt: skip
+    flow.write_text(json.dumps(FLOW))
     assert main(["pause", "--flow", str(flow), "--reason", "target maintenance"]) == 0
     assert main(["resume", "--flow", str(flow)]) == 0
     [(flow_id, paused), (_, resumed)] = written
@@ -200,10 +202,7 @@ def test_a_failed_write_exits_1_naming_the_cluster_and_the_fix(monkeypatch: Any,
 
     monkeypatch.setattr(topic_admin, "ensure_topic", unreachable)
     flow = tmp_path / "flow.json"
-    flow.write_text(json.dumps({
-        "id": "west->east", "topics": ["orders"], "topics_exclude": [], "replication_policy": {"type": "default"},
-        "source": {"alias": "west", "bootstrap_servers": "s:1"}, "target": {"alias": "east", "bootstrap_servers": "t:1"},
-        "checkpoint_location": "/tmp/x"}))  # fmt: skip
+    flow.write_text(json.dumps(FLOW))
     assert main(["resume", "--flow", str(flow)]) == 1
     err = capsys.readouterr().err
     assert "cannot write the control record of west->east on east: KafkaError{code=_TRANSPORT}" in err
