@@ -161,8 +161,9 @@ def _values(messages: Iterable[Any]) -> list[tuple[bytes | None, bytes | None]]:
 def _target_consumer(spec: FlowSpec) -> Any:
     from kmirror_engine.clients.factory import new_consumer
 
-    return new_consumer(spec.target, role="control-reader", group_id=f"kmirror-control-{spec.id.replace('->', '-to-')}",
-                        **{"enable.auto.commit": False, "enable.partition.eof": False})  # fmt: skip
+    # the group id the ACL list grants (`internal_topics.reader_group`); never committed to
+    return new_consumer(spec.target, role="control-reader", group_id=f"kmirror-reader-{control_topic()}",
+                        **{"enable.auto.commit": False})  # fmt: skip
 
 
 def write_state(spec: FlowSpec, state: ControlState) -> None:
