@@ -124,7 +124,24 @@ def test_the_reader_reads_only_new_records_and_audits_each_change() -> None:
     log.append((b"west->east", encode(resumed)))
     assert r.current() == resumed
     assert [a["state"] for a in audit_lines(out)] == ["paused", "running"]
-    assert consumer.read == len(log) and not consumer.closed
+    assert consumer.read == len(log) and not consumer.closed and not r.holds()
+
+
+def test_a_first_read_cut_short_holds_the_copying_until_it_reached_the_end() -> None:
+    consumer, clock = FakeConsumer([(b"west->east", encode(PAUSED))]), [0.0]
+    real_consume = consumer.consume
+
+    def slow(n: int, timeout: float) -> list[FakeMessage]:  # the first read's deadline passes, nothing fetched
+        clock[0] += 3
+        consumer.consume = real_consume  # type: ignore[method-assign]
+        return []
+
+    consumer.consume = slow  # type: ignore[method-assign]
+    r, _out = reader(consumer, clock)
+    assert r.holds() and r.state == RUNNING  # the pause record is still unread: this trigger plans nothing
+    assert r.holds() and r.state == PAUSED  # the next trigger read it
+    consumer.log.append((b"west->east", encode(RUNNING)))
+    assert not r.holds()
 
 
 def test_no_control_topic_means_running_and_it_is_looked_for_again_later() -> None:
@@ -155,8 +172,8 @@ class Control:
     def __init__(self, state: ControlState) -> None:
         self.state = state
 
-    def current(self) -> ControlState:
-        return self.state
+    def holds(self) -> bool:
+        return self.state.paused
 
 
 def test_a_paused_flow_plans_no_copy_work_and_resumes_where_it_stopped() -> None:

@@ -97,7 +97,13 @@ class ControlReader:
         self._out, self._clock = out, clock
         self._consumer: Any = None
         self._retry_at = 0.0
+        self._first_end: int | None = None  # the topic's end at the first read, until read up to it
         self.state = RUNNING
+
+    def holds(self) -> bool:
+        """True when the planner must plan no copy work now: paused, or the first read has not yet
+        reached the topic's end (a pause record may be in what is left: wait a trigger, never guess)."""
+        return self.current().paused or self._first_end is not None
 
     def current(self) -> ControlState:
         """Read what is new (never raises: a failure keeps the last known state) and return the state."""
@@ -107,6 +113,7 @@ class ControlReader:
             print(f"{PREFIX.strip()}: reading {self.topic} failed, keeping state {self.state.state!r}: {exc}",
                   file=self._out or sys.stderr, flush=True)  # fmt: skip
             self.close()
+            self._first_end = None
             self._retry_at = self._clock() + RETRY_MISSING_S
             records = []
         state = newest_state(records, self.flow_id, self.state)
@@ -117,7 +124,10 @@ class ControlReader:
 
     def _read(self) -> list[tuple[bytes | None, bytes | None]]:
         if self._consumer is not None:
-            return _values(self._consumer.consume(1000, timeout=POLL_TIMEOUT_S))
+            records = _values(self._consumer.consume(1000, timeout=POLL_TIMEOUT_S))
+            if self._first_end is not None and self._position() >= self._first_end:
+                self._first_end = None
+            return records
         if self._clock() < self._retry_at:
             return []
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
@@ -136,6 +146,7 @@ class ControlReader:
         deadline = self._clock() + FIRST_READ_TIMEOUT_S
         while self._position() < high and self._clock() < deadline:
             records += _values(consumer.consume(1000, timeout=POLL_TIMEOUT_S))
+        self._first_end = high if self._position() < high else None
         return records
 
     def _position(self) -> int:

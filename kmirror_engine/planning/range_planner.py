@@ -175,7 +175,7 @@ class RangePlanner:
 
     def next_end(self, start: Offsets, max_records: int | None) -> Offsets:
         """End offsets of the next batch (== `start` when there is nothing to do, or the flow is paused)."""
-        if self.control is not None and self.control.current().paused:
+        if self.control is not None and self.control.holds():
             return dict(start)  # no copy work: the source offsets stay where they are until resumed
         latest = self.available()
         self.log_end = dict(latest)  # the source's end offsets, travelling with the batch (lag, records at risk)
