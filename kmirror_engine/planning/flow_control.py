@@ -124,10 +124,10 @@ class ControlReader:
 
     def _read(self) -> list[tuple[bytes | None, bytes | None]]:
         if self._consumer is not None:
-            records = _values(self._consumer.consume(1000, timeout=POLL_TIMEOUT_S))
+            fresh = _values(self._consumer.consume(1000, timeout=POLL_TIMEOUT_S))
             if self._first_end is not None and self._position() >= self._first_end:
                 self._first_end = None
-            return records
+            return fresh
         if self._clock() < self._retry_at:
             return []
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
