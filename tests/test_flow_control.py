@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import asdict
 from types import SimpleNamespace
 from typing import Any
 
@@ -224,3 +225,48 @@ def test_a_failed_write_exits_1_naming_the_cluster_and_the_fix(monkeypatch: Any,
     err = capsys.readouterr().err
     assert "cannot write the control record of west->east on east: KafkaError{code=_TRANSPORT}" in err
     assert "check that east (t:1) is reachable" in err and "kmirror-flow-control.internal" in err
+
+
+LOG = """\
+WARNING: Using incubator modules: jdk.incubator.vector
+kmirror progress {"flow": "west->east", "batch": 0, "records": 100, "lag": 0}
+kmirror progress {"flow": "other->east", "batch": 7, "records": 5, "lag": 0}
+kmirror data_loss {"flow": "west->east", "topic": "orders", "partition": 0, "first_lost_offset": 3, "skipped": 2}
+kmirror data_loss {"flow": "other->east", "topic": "x", "partition": 0, "first_lost_offset": 0, "skipped": 1}
+kmirror: planning process died; starting the query again from its checkpoint
+kmirror control {"flow": "west->east", "state": "paused", "by": "ops", "at": "2026-11-28T21:00:00Z", "reason": null}
+kmirror progress {"flow": "west->east", "batch": 1, "records": 0, "lag": 5
+"""
+
+
+def test_status_log_keeps_the_flows_newest_progress_control_and_problems() -> None:
+    from kmirror_cli.status_log import summarize
+
+    summary = summarize(LOG.splitlines(keepends=True), "west->east")
+    assert summary["last_progress"] == {"flow": "west->east", "batch": 0, "records": 100, "lag": 0}  # cut line: skipped
+    assert summary["last_control"]["state"] == "paused"
+    assert summary["problems"] == [LOG.splitlines()[3], "kmirror: planning process died; starting the query again "
+                                   "from its checkpoint"]  # fmt: skip
+    assert summarize([], "west->east") == {"last_progress": None, "last_control": None, "problems": []}
+
+
+def test_status_with_a_log_reports_it_and_a_missing_log_is_bad_input(monkeypatch: Any, tmp_path: Any,
+                                                                      capsys: Any) -> None:  # fmt: skip
+    from kmirror_cli.cli import main
+    from kmirror_cli.commands import status
+
+    monkeypatch.setattr(status, "flow_status", lambda spec, stale, now: {
+        "flow": spec.id, "running": True, "paused": True, "control": asdict(PAUSED), "heartbeat_age_ms": 1,
+        "last_copy_age_ms": None, "newest_checkpoint_age_ms": None, "lag": {}, "lag_total": 0})  # fmt: skip
+    flow, log = tmp_path / "flow.json", tmp_path / "driver.log"
+    flow.write_text(json.dumps(FLOW))
+    log.write_text(LOG)
+    assert main(["status", "--flow", str(flow), "--log", str(log), "--format", "json"]) == 4  # paused
+    out = json.loads(capsys.readouterr().out)
+    assert out["log"]["last_progress"]["batch"] == 0 and len(out["log"]["problems"]) == 2
+    assert main(["status", "--flow", str(flow), "--log", str(log)]) == 4
+    text = capsys.readouterr().out
+    assert "control: PAUSED (by ops at 2026-11-28T21:00:00Z, reason: target maintenance)" in text
+    assert "problems in the log: 2" in text
+    assert main(["status", "--flow", str(flow), "--log", str(tmp_path / "nope.log")]) == 2
+    assert "--log: cannot read" in capsys.readouterr().err

@@ -1,5 +1,5 @@
 """`kmirror status --flow ID --topology FILE | --stack NAME | --flow FLOW.json [--format json]
-[--stale-after S]`: is a flow running, and how far behind is it (issue 46), from the clusters alone.
+[--stale-after S] [--log FILE]`: is a flow running, and how far behind is it (issue 46), from the clusters alone.
 
 - running: the newest heartbeat (source -> target) on the target's `heartbeats` topic is at most
   `--stale-after` seconds old (default 60); null (unknown) when the flow emits no heartbeats;
@@ -7,14 +7,17 @@
   copied records; null: none yet);
 - newest_checkpoint_age_ms: age of the newest checkpoint for the source's groups (null: none);
 - lag: per source topic, the sum over partitions of `kmirror lag`'s Lag; lag_total;
+- log (with `--log FILE`, the driver's log): its newest progress and control records of the flow
+  and its last problem lines (`kmirror_cli.status_log`);
 - paused / control: the flow's newest control record (`kmirror pause|resume`) on the target:
   `{"state", "by", "at", "reason"}`, null when the flow was never paused or resumed.
 
 JSON (stdout): `{"flow", "running", "heartbeat_age_ms", "last_copy_age_ms",
-"newest_checkpoint_age_ms", "lag": {topic: n}, "lag_total", "paused", "control"}`. Text: one line per field.
+"newest_checkpoint_age_ms", "lag": {topic: n}, "lag_total", "paused", "control"}`, plus
+`"log": {"last_progress", "last_control", "problems"}` with `--log`. Text: one line per field.
 Exit codes: 0 running, 1 not running (no heartbeat, or a stale one), 3 unknown (heartbeats off),
 4 paused (whatever the heartbeats say: `running` still tells whether its driver is alive),
-2 bad input. Not covered (yet): errors from the app's progress log and metrics.
+2 bad input. Not covered (yet): errors from the app's metrics.
 """
 
 from __future__ import annotations
@@ -34,6 +37,8 @@ def register(subparsers: Any) -> None:
     add_flow_arguments(parser)
     parser.add_argument("--stale-after", type=float, default=60.0, metavar="S",
                         help="a heartbeat older than S seconds means the flow is not running (default 60)")  # fmt: skip
+    parser.add_argument("--log", metavar="FILE",
+                        help="the driver's log (its stderr): adds its newest progress and control lines and problems")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.set_defaults(func=run)
 
@@ -84,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
                                        "give e.g. --stale-after 60")])  # fmt: skip
     spec = load_flow(args)
     status = flow_status(spec, args.stale_after, int(time.time() * 1000))
+    if args.log is not None:
+        status["log"] = _read_log(args.log, spec.id)
     if args.format == "json":
         print(json.dumps(status))
     else:
@@ -97,4 +104,20 @@ def run(args: argparse.Namespace) -> int:
             value, label = status[key], key.removesuffix("_ms").replace("_", " ")
             print(f"  {label}: {'none' if value is None else f'{value / 1000:.1f} s'}")
         print(f"  lag: {status['lag_total']} record(s)" + "".join(f"\n    {t}: {n}" for t, n in status["lag"].items()))
+        if "log" in status:
+            print(f"  last progress: {json.dumps(status['log']['last_progress'])}")
+            print(f"  problems in the log: {len(status['log']['problems'])}"
+                  + "".join(f"\n    {line}" for line in status["log"]["problems"]))
     return 4 if status["paused"] else {True: 0, False: 1, None: 3}[status["running"]]
+
+
+def _read_log(path: str, flow_id: str) -> dict[str, Any]:
+    from kmirror.errors import Problem, ValidationError
+    from kmirror_cli.status_log import summarize
+
+    try:
+        with open(path, encoding="utf-8", errors="replace") as log:
+            return summarize(log, flow_id)
+    except OSError as exc:
+        raise ValidationError([Problem("--log", f"cannot read {path!r}: {exc.strerror}; give the driver's log file "
+                                       "(its stderr), or leave --log out")]) from exc  # fmt: skip
