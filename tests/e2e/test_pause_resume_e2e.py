@@ -61,9 +61,9 @@ class DriverLog:
         raise AssertionError(f"no line with {needle!r} in the driver's log within {timeout_s:g} s")
 
 
-def status(flow: Path, log: DriverLog) -> tuple[int, dict[str, Any]]:
+def status(flow: Path, log: DriverLog, *extra: str) -> tuple[int, dict[str, Any]]:
     log.read()
-    code = main(["status", "--flow", str(flow), "--format", "json"])
+    code = main(["status", "--flow", str(flow), "--format", "json", *extra])
     out = log.capfd.readouterr()
     log.text += out.err
     [line] = [line for line in out.out.splitlines() if line.startswith('{"flow"')]
@@ -121,8 +121,12 @@ def test_a_paused_flow_copies_nothing_keeps_its_heartbeats_and_resumes_exactly_o
         assert main(["resume", "--flow", str(flow)]) == 0
         got = consume_all(clusters.target, remote, 2, timeout_s=60, expect=200)
         log.wait_for('"state": "running"', 30)
-        code, resumed = status(flow, log)
+        driver_log = tmp_path / "driver.log"
+        driver_log.write_text(log.read())
+        code, resumed = status(flow, log, "--log", str(driver_log))
         assert code == 0 and resumed["paused"] is False and resumed["control"]["state"] == "running"
+        assert resumed["log"]["last_control"]["state"] == "running"
+        assert resumed["log"]["last_progress"]["flow"] == spec.id
     finally:
         stop.set()
         runner.join(timeout=120)
