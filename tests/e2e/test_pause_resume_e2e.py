@@ -22,6 +22,16 @@ from tests.kafka_helpers import consume_all, create_topic, produce
 pytestmark = [pytest.mark.e2e, pytest.mark.real_kafka]
 
 
+def delete_control_topic(bootstrap: str) -> None:
+    """The shared target cluster goes back to having no control topic (later tests' flows look for it)."""
+    from confluent_kafka.admin import AdminClient
+
+    from kmirror_engine.planning.internal_names import control_topic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the result: a freed handle aborts it
+    admin.delete_topics([control_topic()])[control_topic()].result(30)
+
+
 def records(prefix: str, count: int) -> list[dict[str, Any]]:
     return [{"key": f"{prefix}-{i}".encode(), "value": f"{prefix}-value-{i}".encode(), "partition": i % 2}
             for i in range(count)]  # fmt: skip
@@ -130,6 +140,7 @@ def test_a_paused_flow_copies_nothing_keeps_its_heartbeats_and_resumes_exactly_o
     finally:
         stop.set()
         runner.join(timeout=120)
+        delete_control_topic(clusters.target)
     assert not runner.is_alive() and failures == []
     source = consume_all(clusters.source, topic, 2)
     assert sum(len(v) for v in source.values()) == 200
