@@ -270,3 +270,18 @@ def test_status_with_a_log_reports_it_and_a_missing_log_is_bad_input(monkeypatch
     assert "problems in the log: 2" in text
     assert main(["status", "--flow", str(flow), "--log", str(tmp_path / "nope.log")]) == 2
     assert "--log: cannot read" in capsys.readouterr().err
+
+
+def test_pause_from_the_topology_and_the_stack_writes_the_planned_flows_record(monkeypatch: Any,
+                                                                              capsys: Any) -> None:  # fmt: skip
+    from kmirror_cli.cli import main
+    from kmirror_engine.planning import flow_control
+
+    written: list[tuple[str, str, str]] = []
+    monkeypatch.setattr(flow_control, "write_state",
+                        lambda s, state: written.append((s.id, s.target.alias, state.state)))  # fmt: skip
+    assert main(["pause", "--topology", "stacks/topology.yaml", "--flow", "west-1->east-1"]) == 0
+    assert main(["resume", "--stack", "east", "--flow", "west-1->east-1", "--reason", "done"]) == 0
+    assert written == [("west-1->east-1", "east-1", "paused"), ("west-1->east-1", "east-1", "running")]
+    assert main(["pause", "--topology", "stacks/topology.yaml", "--flow", "west-1->east1"]) == 2
+    assert "did you mean 'west-1->east-1'?" in capsys.readouterr().err
