@@ -29,6 +29,8 @@ COMMAND_MODULES = {
     "acls": "kmirror_cli.commands.acls",
     "drill": "kmirror_cli.commands.drill",
     "status": "kmirror_cli.commands.status",
+    "pause": "kmirror_cli.commands.pause",
+    "resume": "kmirror_cli.commands.resume",
 }
 
 

@@ -1,17 +1,23 @@
 """`kmirror status --flow ID --topology FILE | --stack NAME | --flow FLOW.json [--format json]
-[--stale-after S]`: is a flow running, and how far behind is it (issue 46), from the clusters alone.
+[--stale-after S] [--log FILE]`: is a flow running, and how far behind is it (issue 46), from the clusters alone.
 
 - running: the newest heartbeat (source -> target) on the target's `heartbeats` topic is at most
   `--stale-after` seconds old (default 60); null (unknown) when the flow emits no heartbeats;
 - last_copy_age_ms: age of the newest offset sync on the target (written by every batch that
   copied records; null: none yet);
 - newest_checkpoint_age_ms: age of the newest checkpoint for the source's groups (null: none);
-- lag: per source topic, the sum over partitions of `kmirror lag`'s Lag; lag_total.
+- lag: per source topic, the sum over partitions of `kmirror lag`'s Lag; lag_total;
+- log (with `--log FILE`, the driver's log): its newest progress and control records of the flow
+  and its last problem lines (`kmirror_cli.status_log`);
+- paused / control: the flow's newest control record (`kmirror pause|resume`) on the target:
+  `{"state", "by", "at", "reason"}`, null when the flow was never paused or resumed.
 
 JSON (stdout): `{"flow", "running", "heartbeat_age_ms", "last_copy_age_ms",
-"newest_checkpoint_age_ms", "lag": {topic: n}, "lag_total"}`. Text: one line per field.
+"newest_checkpoint_age_ms", "lag": {topic: n}, "lag_total", "paused", "control"}`, plus
+`"log": {"last_progress", "last_control", "problems"}` with `--log`. Text: one line per field.
 Exit codes: 0 running, 1 not running (no heartbeat, or a stale one), 3 unknown (heartbeats off),
-2 bad input. Not covered (yet): errors from the app's progress log and metrics, pause state.
+4 paused (whatever the heartbeats say: `running` still tells whether its driver is alive),
+2 bad input. Not covered (yet): errors from the app's metrics.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import argparse
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import asdict
 from typing import Any
 
 from kmirror_cli.flow_args import add_flow_arguments, load_flow
@@ -30,6 +37,8 @@ def register(subparsers: Any) -> None:
     add_flow_arguments(parser)
     parser.add_argument("--stale-after", type=float, default=60.0, metavar="S",
                         help="a heartbeat older than S seconds means the flow is not running (default 60)")  # fmt: skip
+    parser.add_argument("--log", metavar="FILE",
+                        help="the driver's log (its stderr): adds its newest progress and control lines and problems")
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.set_defaults(func=run)
 
@@ -45,6 +54,8 @@ def flow_status(spec: Any, stale_after_s: float, now_ms: int) -> dict[str, Any]:
     from kmirror.mm2.formats import decode_heartbeat
     from kmirror_cli.commands.lag import lag_rows
     from kmirror_engine.failover.offset_syncs import read_partition0
+    from kmirror_engine.planning.flow_control import newest_record
+    from kmirror_engine.planning.internal_names import control_topic
 
     source, target = spec.source.alias, spec.target.alias
     beats = []
@@ -57,13 +68,17 @@ def flow_status(spec: Any, stale_after_s: float, now_ms: int) -> dict[str, Any]:
     lag: dict[str, int] = {}
     for row in lag_rows(spec):
         lag[row["topic"]] = lag.get(row["topic"], 0) + int(row["lag"])
+    controls = [(m.key(), m.value()) for m in read_partition0(spec.target, control_topic())]
+    control = newest_record(controls, spec.id)
     running = None
     if spec.option("emit_heartbeats"):
         running = heartbeat_age is not None and heartbeat_age <= stale_after_s * 1000
     return {"flow": spec.id, "running": running, "heartbeat_age_ms": heartbeat_age,
             "last_copy_age_ms": newest_age_ms(syncs, now_ms),
             "newest_checkpoint_age_ms": newest_age_ms(checkpoints, now_ms),
-            "lag": dict(sorted(lag.items())), "lag_total": sum(lag.values())}  # fmt: skip
+            "lag": dict(sorted(lag.items())), "lag_total": sum(lag.values()),
+            "paused": control is not None and control.paused,
+            "control": None if control is None else asdict(control)}  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,13 +89,35 @@ def run(args: argparse.Namespace) -> int:
                                        "give e.g. --stale-after 60")])  # fmt: skip
     spec = load_flow(args)
     status = flow_status(spec, args.stale_after, int(time.time() * 1000))
+    if args.log is not None:
+        status["log"] = _read_log(args.log, spec.id)
     if args.format == "json":
         print(json.dumps(status))
     else:
         state = {True: "running", False: "NOT running", None: "unknown (emit_heartbeats is off)"}[status["running"]]
         print(f"flow {spec.id}: {state}")
+        if status["control"] is not None:
+            c = status["control"]
+            print(f"  control: {c['state'].upper() if status['paused'] else c['state']} (by {c['by']} at {c['at']}"
+                  + (f", reason: {c['reason']}" if c["reason"] else "") + ")")
         for key in ("heartbeat_age_ms", "last_copy_age_ms", "newest_checkpoint_age_ms"):
             value, label = status[key], key.removesuffix("_ms").replace("_", " ")
             print(f"  {label}: {'none' if value is None else f'{value / 1000:.1f} s'}")
         print(f"  lag: {status['lag_total']} record(s)" + "".join(f"\n    {t}: {n}" for t, n in status["lag"].items()))
-    return {True: 0, False: 1, None: 3}[status["running"]]
+        if "log" in status:
+            print(f"  last progress: {json.dumps(status['log']['last_progress'])}")
+            print(f"  problems in the log: {len(status['log']['problems'])}"
+                  + "".join(f"\n    {line}" for line in status["log"]["problems"]))
+    return 4 if status["paused"] else {True: 0, False: 1, None: 3}[status["running"]]
+
+
+def _read_log(path: str, flow_id: str) -> dict[str, Any]:
+    from kmirror.errors import Problem, ValidationError
+    from kmirror_cli.status_log import summarize
+
+    try:
+        with open(path, encoding="utf-8", errors="replace") as log:
+            return summarize(log, flow_id)
+    except OSError as exc:
+        raise ValidationError([Problem("--log", f"cannot read {path!r}: {exc.strerror}; give the driver's log file "
+                                       "(its stderr), or leave --log out")]) from exc  # fmt: skip

@@ -28,3 +28,9 @@ def transactional_id(spec: FlowSpec, task_id: int) -> str:
 def offsets_group(spec: FlowSpec) -> str:
     """The target consumer group holding the mirrored source next-offsets."""
     return f"kmirror-eos-{_slug(spec)}"
+
+
+def control_topic() -> str:
+    """The target cluster's compacted control topic: key = flow id, value = the newest pause/resume
+    record (`kmirror_engine.planning.flow_control`). Ends in `.internal`: never mirrored."""
+    return "kmirror-flow-control.internal"

@@ -28,7 +28,7 @@ from kmirror.errors import KmirrorError
 from kmirror.flow.replication_policy import HEARTBEATS_TOPIC, checkpoints_topic, offset_syncs_topic
 from kmirror.flow.spec import FlowSpec
 from kmirror.security.acls import AclGrant, AclSide, acl_command, synced_acls_topic
-from kmirror_engine.planning.internal_names import offsets_group, snapshot_topic, transactional_id
+from kmirror_engine.planning.internal_names import control_topic, offsets_group, snapshot_topic, transactional_id
 
 log = logging.getLogger("kmirror.internal_topics")
 PREFIX = "kmirror warning "
@@ -109,6 +109,11 @@ def mirror_acls(spec: FlowSpec, source_topics: list[str]) -> list[AclGrant]:
         # consumer with a group id asks its coordinator: Describe on the group, or the read fails
         grants.append(AclGrant("target", "GROUP", reader_group(topic), "LITERAL", ("Read", "Describe"),
                                f"reading {topic}"))  # fmt: skip
+    # pause/resume (issue 46): the planner reads the flow's control record; `kmirror pause` writes it
+    grants.append(AclGrant("target", "TOPIC", control_topic(), "LITERAL", ("Read", "Describe"),
+                           "pause/resume control records"))  # fmt: skip
+    grants.append(AclGrant("target", "GROUP", reader_group(control_topic()), "LITERAL", ("Read", "Describe"),
+                           f"reading {control_topic()}"))  # fmt: skip
     if spec.exactly_once:
         prefix = transactional_id(spec, 0).rsplit("-", 1)[0]
         grants.append(AclGrant("target", "TRANSACTIONAL_ID", prefix, "PREFIXED", ("Write", "Describe"),

@@ -36,6 +36,7 @@ from kmirror.flow.spec import FlowSpec
 from kmirror.mm2.takeover import TakeoverPoint
 from kmirror_engine.planning.created_topics import CreatedTopics
 from kmirror_engine.planning.discovery import MirroredTopic, TopicDiscovery
+from kmirror_engine.planning.flow_control import ControlReader
 from kmirror_engine.planning.offset_queries import query_offsets, with_retries
 from kmirror_engine.planning.ranges import OffsetRange, Offsets, admit, plan_tasks
 from kmirror_engine.planning.target_topics import TargetTopics
@@ -96,6 +97,8 @@ class RangePlanner:
         self.skipped_before: dict[tuple[str, int], int] = {}  # of the last plan(): offsets lost before each range
         self.log_end: dict[tuple[str, int], int] = {}  # of the last next_end(): the source's end offsets
         sampler = self._size_sampler if real_clients and spec.copy.max_bytes_per_second else None
+        # pause/resume (issue 46): the flow's newest control record, read once per trigger
+        self.control: Any = ControlReader(spec) if real_clients else None
         self.record_sizes = RecordSizes(sampler)
 
     def _retry(self, call: Any, what: str) -> Any:
@@ -171,7 +174,9 @@ class RangePlanner:
         log.info("%s: mirroring up to %d partitions' current end offsets", self.spec.id, len(self.frozen_end))
 
     def next_end(self, start: Offsets, max_records: int | None) -> Offsets:
-        """End offsets of the next batch (== `start` when there is nothing to do)."""
+        """End offsets of the next batch (== `start` when there is nothing to do, or the flow is paused)."""
+        if self.control is not None and self.control.holds():
+            return dict(start)  # no copy work: the source offsets stay where they are until resumed
         latest = self.available()
         self.log_end = dict(latest)  # the source's end offsets, travelling with the batch (lag, records at risk)
         if self.frozen_end is not None:

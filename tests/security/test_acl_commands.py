@@ -71,6 +71,7 @@ def test_the_rendered_commands_are_the_engines_grants_one_each() -> None:
         ("kmirror-offset-syncs-snapshot.west.internal", 2),
         ("kmirror-created-topics.west.internal", 2),
         ("kmirror-synced-acls.west.internal", 2),
+        ("kmirror-flow-control.internal", 2),  # read only: `kmirror pause|resume` write it (issue 46)
     }
     assert any(parsed(c)["resource"] == ["--topic", "west.checkpoints.internal"]
                and "Read" in parsed(c)["operations"] for c in commands)  # fmt: skip
@@ -82,7 +83,8 @@ def test_the_rendered_commands_are_the_engines_grants_one_each() -> None:
         "mm2-offset-syncs.west.internal",
         "west.checkpoints.internal",
     ]
-    assert groups == ["kmirror-west-to-east", *(f"kmirror-reader-{t}" for t in readers), "kmirror-eos-west-to-east"]
+    assert groups == ["kmirror-west-to-east", *(f"kmirror-reader-{t}" for t in readers),
+                      "kmirror-reader-kmirror-flow-control.internal", "kmirror-eos-west-to-east"]  # fmt: skip
     assert ["--transactional-id", "kmirror-west-to-east", "--resource-pattern-type", "prefixed"] in [
         parsed(c)["resource"] for c in commands]  # fmt: skip
     # ACL sync (opted in here): DescribeAcls on the source cluster, Create/DeleteAcls on the target's

@@ -1,0 +1,148 @@
+"""Pause and resume a running streaming flow without a restart (issue 46), on real brokers:
+`kmirror pause` stops the copying at the next trigger (records produced meanwhile stay on the
+source, the target does not move) while heartbeats go on and `kmirror status` says paused (exit 4);
+`kmirror resume` copies from where it stopped, every record exactly once. Audit lines
+`kmirror control {...}` mark both changes in the driver's log."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kmirror.flow.spec import parse_flow_spec
+from kmirror_cli.cli import main
+from spark_app.main import run_flow
+from tests.kafka_helpers import consume_all, create_topic, produce
+
+pytestmark = [pytest.mark.e2e, pytest.mark.real_kafka]
+
+
+def delete_control_topic(bootstrap: str) -> None:
+    """The shared target cluster goes back to having no control topic (later tests' flows look for it)."""
+    from confluent_kafka.admin import AdminClient
+
+    from kmirror_engine.planning.internal_names import control_topic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # kept alive until the result: a freed handle aborts it
+    admin.delete_topics([control_topic()])[control_topic()].result(30)
+
+
+def records(prefix: str, count: int) -> list[dict[str, Any]]:
+    return [{"key": f"{prefix}-{i}".encode(), "value": f"{prefix}-value-{i}".encode(), "partition": i % 2}
+            for i in range(count)]  # fmt: skip
+
+
+def target_count(bootstrap: str, topic: str) -> int:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kmirror-test-watermarks"})
+    try:
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(2))
+    finally:
+        consumer.close()
+
+
+class DriverLog:
+    """What the mirror writes to stderr. The planning process is a child of Spark's JVM, which the
+    session's `spark` fixture started under pytest's global capture: its lines land there, not in
+    this test's capfd (read both). Needs pytest's default fd capture (not `-s`)."""
+
+    def __init__(self, request: pytest.FixtureRequest, capfd: pytest.CaptureFixture[str]) -> None:
+        self.manager, self.capfd, self.text = request.config.pluginmanager.getplugin("capturemanager"), capfd, ""
+
+    def read(self) -> str:
+        self.text += self.capfd.readouterr().err
+        if self.manager is not None and self.manager.is_globally_capturing():
+            self.text += self.manager.read_global_capture().err
+        return self.text
+
+    def wait_for(self, needle: str, timeout_s: float) -> str:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for line in self.read().splitlines():
+                if needle in line:
+                    return line
+            time.sleep(0.2)
+        raise AssertionError(f"no line with {needle!r} in the driver's log within {timeout_s:g} s")
+
+
+def status(flow: Path, log: DriverLog, *extra: str) -> tuple[int, dict[str, Any]]:
+    log.read()
+    code = main(["status", "--flow", str(flow), "--format", "json", *extra])
+    out = log.capfd.readouterr()
+    log.text += out.err
+    [line] = [line for line in out.out.splitlines() if line.startswith('{"flow"')]
+    return code, json.loads(line)
+
+
+def test_a_paused_flow_copies_nothing_keeps_its_heartbeats_and_resumes_exactly_once(
+    spark: Any, clusters: Any, unique: str, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    request: pytest.FixtureRequest,
+) -> None:
+    topic = f"pause-{unique}"
+    create_topic(clusters.source, topic, 2)
+    produce(clusters.source, topic, records("a", 100))
+    raw = {
+        "id": f"pw{unique}->pe{unique}", "topics": [topic], "topics_exclude": [],
+        "replication_policy": {"type": "default"}, "checkpoint_location": str(tmp_path / "ckpt"),
+        "source": {"alias": f"pw{unique}", "bootstrap_servers": clusters.source},
+        "target": {"alias": f"pe{unique}", "bootstrap_servers": clusters.target},
+        "emit_checkpoints": False, "emit_heartbeats": True, "heartbeat_interval_ms": 500,
+        "heartbeats_replication_enabled": False, "trigger_interval_ms": 200,
+    }  # fmt: skip
+    spec = parse_flow_spec(raw)
+    flow = tmp_path / "flow.json"
+    flow.write_text(json.dumps(raw))
+    remote = f"pw{unique}.{topic}"
+    stop, failures, log = threading.Event(), list[Exception](), DriverLog(request, capfd)
+
+    def mirror() -> None:
+        try:
+            run_flow(spec, spark=spark, once=False, stop=stop)
+        except Exception as exc:  # reported by the assertions below
+            failures.append(exc)
+
+    runner = threading.Thread(target=mirror, daemon=True)
+    runner.start()
+    try:
+        consume_all(clusters.target, remote, 2, timeout_s=120, expect=100)
+        assert main(["pause", "--flow", str(flow), "--reason", "e2e maintenance"]) == 0
+        line = log.wait_for('"state": "paused"', 60)
+        audit = json.loads(line.split("kmirror control ", 1)[1])
+        assert (audit["flow"], audit["reason"]) == (spec.id, "e2e maintenance") and audit["by"] and audit["at"]
+
+        produce(clusters.source, topic, records("b", 100))  # after the driver saw the pause
+        held = target_count(clusters.target, remote)
+        assert held == 100
+        time.sleep(6)  # ~30 triggers of 200 ms: none may copy
+        assert target_count(clusters.target, remote) == 100, "a paused flow copied records"
+        code, paused = status(flow, log)
+        assert code == 4 and paused["paused"] is True and paused["running"] is True
+        assert paused["heartbeat_age_ms"] is not None and paused["heartbeat_age_ms"] < 5_000  # heartbeats go on
+        assert paused["control"]["state"] == "paused" and paused["control"]["reason"] == "e2e maintenance"
+        assert paused["lag_total"] == 100  # the source offsets did not move: b's 100 are all behind
+        assert runner.is_alive() and not failures
+
+        assert main(["resume", "--flow", str(flow)]) == 0
+        got = consume_all(clusters.target, remote, 2, timeout_s=60, expect=200)
+        log.wait_for('"state": "running"', 30)
+        driver_log = tmp_path / "driver.log"
+        driver_log.write_text(log.read())
+        code, resumed = status(flow, log, "--log", str(driver_log))
+        assert code == 0 and resumed["paused"] is False and resumed["control"]["state"] == "running"
+        assert resumed["log"]["last_control"]["state"] == "running"
+        assert resumed["log"]["last_progress"]["flow"] == spec.id
+    finally:
+        stop.set()
+        runner.join(timeout=120)
+        delete_control_topic(clusters.target)
+    assert not runner.is_alive() and failures == []
+    source = consume_all(clusters.source, topic, 2)
+    assert sum(len(v) for v in source.values()) == 200
+    assert {p: [(m.key(), m.value()) for m in v] for p, v in got.items()} == \
+        {p: [(m.key(), m.value()) for m in v] for p, v in source.items()}  # fmt: skip
