@@ -148,12 +148,14 @@ def test_a_first_read_cut_short_holds_the_copying_until_it_reached_the_end() -> 
 def test_no_control_topic_means_running_and_it_is_looked_for_again_later() -> None:
     consumer, clock = FakeConsumer([], exists=False), [100.0]
     r, out = reader(consumer, clock)
-    assert r.current() == RUNNING and consumer.closed and out.getvalue() == ""
-    consumer.exists, consumer.closed = True, False
+    assert r.current() == RUNNING and not consumer.closed and out.getvalue() == ""  # kept to look again
+    consumer.exists = True
     consumer.log.append((b"west->east", encode(PAUSED)))
     assert r.current() == RUNNING  # not looked for again within RETRY_MISSING_S: no Kafka call per trigger
     clock[0] += 11
     assert r.current() == PAUSED
+    r.close()
+    assert consumer.closed
 
 
 def test_a_read_failure_keeps_the_last_state_and_never_raises() -> None:

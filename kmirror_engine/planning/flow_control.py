@@ -29,7 +29,8 @@ PREFIX = "kmirror control "
 STATES = ("paused", "running")
 CONTROL_TOPIC_CONFIG = {"cleanup.policy": "compact"}
 FIRST_READ_TIMEOUT_S = 2.0  # the first read (to the topic's end) at most; later reads poll once
-POLL_TIMEOUT_S = 0.05
+POLL_TIMEOUT_S = 0.05  # the first read's polls
+STEADY_POLL_TIMEOUT_S = 0.0  # later reads take what librdkafka fetched in the background: no wait per trigger
 RETRY_MISSING_S = 10.0  # no control topic yet (never paused): looked for again this often
 
 
@@ -96,6 +97,7 @@ class ControlReader:
         self._make = make_consumer or (lambda: _target_consumer(spec))
         self._out, self._clock = out, clock
         self._consumer: Any = None
+        self._idle: Any = None  # the client that looks for the topic until it exists
         self._retry_at = 0.0
         self._first_end: int | None = None  # the topic's end at the first read, until read up to it
         self.state = RUNNING
@@ -124,7 +126,8 @@ class ControlReader:
 
     def _read(self) -> list[tuple[bytes | None, bytes | None]]:
         if self._consumer is not None:
-            fresh = _values(self._consumer.consume(1000, timeout=POLL_TIMEOUT_S))
+            wait = POLL_TIMEOUT_S if self._first_end is not None else STEADY_POLL_TIMEOUT_S
+            fresh = _values(self._consumer.consume(1000, timeout=wait))
             if self._first_end is not None and self._position() >= self._first_end:
                 self._first_end = None
             return fresh
@@ -132,13 +135,15 @@ class ControlReader:
             return []
         from confluent_kafka import OFFSET_BEGINNING, TopicPartition
 
-        consumer = self._make()
+        if self._idle is None:  # one client kept while the topic is missing: no new connection every look
+            self._idle = self._make()
+        consumer = self._idle
         self._retry_at = self._clock() + RETRY_MISSING_S
         partition = TopicPartition(self.topic, 0)
         found = consumer.list_topics(self.topic, timeout=FIRST_READ_TIMEOUT_S).topics.get(self.topic)
         if found is None or found.error is not None:  # not created yet: the flow was never paused
-            consumer.close()
             return []
+        self._idle = None
         _low, high = consumer.get_watermark_offsets(partition, timeout=FIRST_READ_TIMEOUT_S)
         consumer.assign([TopicPartition(self.topic, 0, OFFSET_BEGINNING)])
         self._consumer = consumer
@@ -154,9 +159,11 @@ class ControlReader:
         return int(tp.offset)
 
     def close(self) -> None:
-        if self._consumer is not None:
-            consumer, self._consumer = self._consumer, None
-            consumer.close()
+        for name in ("_consumer", "_idle"):
+            consumer = getattr(self, name)
+            if consumer is not None:
+                setattr(self, name, None)
+                consumer.close()
 
 
 def _partition(topic: str) -> Any:
