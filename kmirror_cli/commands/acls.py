@@ -67,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         items: list[dict[str, Any]] = []
         for g in grants:
-            item = {"side": g.side, "resource_type": g.resource_type, "name": g.name, "pattern": g.pattern,
-                    "operations": list(g.operations), "purpose": g.purpose}  # fmt: skip
+            item: dict[str, Any] = {"side": g.side, "resource_type": g.resource_type, "name": g.name}
+            item.update(pattern=g.pattern, operations=list(g.operations), purpose=g.purpose)
             if is_msk_iam(configs[g.side]):
                 item["iam_statement"] = grant_statement(configs[g.side], g)
             else:
