@@ -305,3 +305,23 @@ def test_kmirror_acls_renders_the_iam_side_as_a_policy_and_the_other_as_commands
     items = json.loads(capsys.readouterr().out)
     assert all(("iam_statement" in i) == (i.get("side") == "source") for i in items if "operations" in i)
     assert [i["side"] for i in items if "iam_policy" in i] == ["source"]
+
+
+def test_kmirror_validate_names_the_msk_iam_field_and_passes_a_good_section(tmp_path: Any, capsys: Any) -> None:
+    """The topology path: `kmirror validate` on the project's own topology with one cluster on MSK IAM."""
+    from pathlib import Path
+
+    import yaml
+
+    from kmirror_cli.cli import main
+
+    topology = yaml.safe_load((Path(__file__).parents[2] / "stacks" / "topology.yaml").read_text())
+    path = tmp_path / "topology.yaml"
+    topology["clusters"]["east-1"]["security"] = {"protocol": "SASL_SSL", "msk_iam": {"region": "eu-west-1"}}
+    path.write_text(yaml.safe_dump(topology))
+    assert main(["validate", "--topology", str(path)]) == 0, capsys.readouterr()
+    topology["clusters"]["east-1"]["security"] = {"protocol": "SASL_SSL", "msk_iam": {"region": "Frankfurt"}}
+    path.write_text(yaml.safe_dump(topology))
+    assert main(["validate", "--topology", str(path)]) != 0
+    out = capsys.readouterr()
+    assert "clusters.east-1.security.msk_iam.region" in out.out + out.err and "'Frankfurt'" in out.out + out.err
