@@ -157,6 +157,7 @@ class KafkaBroker(BrokerProcess):
     scram_users: dict[str, str] = field(default_factory=dict)  # name -> password (SCRAM-SHA-512)
     settings: dict[str, str] = field(default_factory=dict)
     jvm_options: tuple[str, ...] = ()
+    classpath: tuple[str, ...] = ()  # more class directories/jars (a test's own callback handler)
     heap_mb: int = 512
     process: subprocess.Popen[bytes] | None = None
     work_dir: Path | None = None
@@ -233,7 +234,8 @@ class KafkaBroker(BrokerProcess):
             "-Djava.awt.headless=true", "-Dorg.slf4j.simpleLogger.showDateTime=true",
             "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
             "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients=warn",
-            *self.jvm_options, "-cp", f"{kafka_jars(self.line)}/*", main_class, *args,
+            *self.jvm_options, "-cp", os.pathsep.join([f"{kafka_jars(self.line)}/*", *self.classpath]),
+            main_class, *args,
         ]  # fmt: skip
 
     def _format(self) -> None:

@@ -92,6 +92,20 @@ class ClusterOauthbearer(TypedDict):
     """The principal the brokers see (the token's subject) for ACLs; default: the client id."""
 
 
+class ClusterMskIam(TypedDict):
+    """AWS MSK IAM (protocol SASL_SSL): OAUTHBEARER tokens signed by the app with its AWS credentials (IRSA on
+    EKS, the instance profile on EMR) and refreshed before they expire; no secret."""
+
+    region: str
+    """The cluster's AWS region (the token is signed for it)."""
+    role_arn: NotRequired[str]
+    """An IAM role the app assumes before signing (not with `profile`)."""
+    profile: NotRequired[str]
+    """A named AWS profile to sign with (not with `role_arn`)."""
+    cluster_arn: NotRequired[str]
+    """The MSK cluster's ARN: `kmirror acls` scopes the IAM policy to it (default: any cluster of the region)."""
+
+
 class ClusterKerberos(TypedDict):
     """SASL/GSSAPI (Kerberos) credentials (protocol SASL_PLAINTEXT or SASL_SSL)."""
 
@@ -125,6 +139,8 @@ class ClusterSecurity(TypedDict):
     """SASL/PLAIN credentials (SASL_SSL)."""
     oauthbearer: NotRequired[ClusterOauthbearer]
     """SASL/OAUTHBEARER OIDC client credentials (SASL_*)."""
+    msk_iam: NotRequired[ClusterMskIam]
+    """AWS MSK IAM (SASL_SSL)."""
 
 
 class FlowSpark(TypedDict):

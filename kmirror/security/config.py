@@ -12,6 +12,7 @@ Contract (docs/security.md has a worked example per mode):
       plain:    {username: STR, password: REF}                 # SASL/PLAIN (Confluent Cloud, Event Hubs)
       oauthbearer: {token_endpoint: URL, client_id: STR, client_secret: REF,
                     scope: STR, extensions: {KEY: VALUE}, principal: STR}   # OIDC client credentials
+      msk_iam:  {region: STR, role_arn: ARN, profile: STR, cluster_arn: ARN}   # AWS MSK IAM (SASL_SSL only)
 
 REFs are described in `kmirror.security.secret_refs`. `client_config` never returns a secret: secret
 values become `${file:PATH}` / `${env:VAR}` reference strings and secret files become paths.
@@ -29,6 +30,7 @@ from typing import Any
 from kmirror.errors import KmirrorError, Problem, did_you_mean
 from kmirror.option_table import unknown_keys
 from kmirror.security.kerberos import KDC_RE, NAME_RE, PRINCIPAL_HINT, PRINCIPAL_RE, write_krb5_conf
+from kmirror.security.msk_iam import msk_iam_config, msk_iam_problems
 from kmirror.security.override_rules import carries_secret
 from kmirror.security.secret_refs import (
     Materialisation,
@@ -42,7 +44,7 @@ from kmirror.security.secret_refs import (
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
-SASL_SECTIONS = ("kerberos", "scram", "plain", "oauthbearer")
+SASL_SECTIONS = ("kerberos", "scram", "plain", "oauthbearer", "msk_iam")
 SECTION_KEYS = {"protocol", "tls", *SASL_SECTIONS}
 # field -> (is a secret, must be a file)
 TLS_REFS = {"ca": (False, False), "cert": (False, False), "key": (True, False), "key_password": (True, False),
@@ -211,6 +213,8 @@ def _consistency_problems(raw: dict[str, Any], path: str) -> list[Problem]:
                 Problem(f"{path}.{mech}", f"needs protocol SASL_PLAINTEXT or SASL_SSL, but protocol is {protocol}")
             )
     given = [mech for mech in SASL_SECTIONS if mech in raw]
+    if "msk_iam" in raw and protocol != "SASL_SSL":
+        problems.append(Problem(f"{path}.protocol", f"MSK IAM needs SASL_SSL, got {protocol}; set protocol: SASL_SSL"))
     if len(given) > 1:
         problems.append(Problem(path, f"give one SASL mechanism, not {' and '.join(given)}"))
     if protocol.startswith("SASL_") and not given:
@@ -238,7 +242,8 @@ def security_problems(raw: Any, path: str) -> list[Problem]:
             Problem(f"{path}.protocol", f"must be one of {', '.join(PROTOCOLS)}, got {raw['protocol']!r}{hint}")
         )
     checks = {"tls": _tls_problems, "kerberos": _kerberos_problems, "scram": _scram_problems,
-              "plain": _plain_problems, "oauthbearer": _oauthbearer_problems}  # fmt: skip
+              "plain": _plain_problems, "oauthbearer": _oauthbearer_problems,
+              "msk_iam": msk_iam_problems}  # fmt: skip
     for name, check in checks.items():
         if name in raw:
             shape = _mapping(raw[name], f"{path}.{name}")
@@ -301,6 +306,8 @@ def client_config(security: Mapping[str, Any] | None) -> dict[str, str]:
                        "sasl.password": ref_value(plain["password"])})  # fmt: skip
     if "oauthbearer" in security:
         config.update(oauthbearer_config(security["oauthbearer"]))
+    if "msk_iam" in security:
+        config.update(msk_iam_config(security["msk_iam"]))
     return config
 
 

@@ -25,6 +25,7 @@ from typing import Any
 from kmirror.errors import Problem
 from kmirror.security.client_properties import ROLES, client_property_problems, producer_safety_problems
 from kmirror.security.kerberos import kinit_property_problems
+from kmirror.security.msk_iam import msk_iam_config_problems
 from kmirror.security.secret_refs import is_reference
 
 # Secret-bearing names by pattern, not by hand list, so new librdkafka properties are covered:
@@ -149,6 +150,7 @@ def cluster_config_problems(config: Mapping[str, Any], path: str, allowed_code: 
             problems.extend(_value_problems(name, value, path, literal))
     # Read by every client of the cluster (consumer, producer, admin): no role to check.
     problems += _librdkafka_problems(config, path, None)
+    problems += msk_iam_config_problems(config, path)
     return problems + kinit_property_problems(config, path)
 
 

@@ -11,6 +11,12 @@ topics match). Principal: `--principal`, else the one the source brokers most li
 
 Text (stdout): one command a line. JSON: `[{"side", "resource_type", "name", "pattern",
 "operations", "purpose", "command"}]`, in the same order.
+
+A side that authenticates with AWS MSK IAM (`security.msk_iam`) has no Kafka ACLs: its grants are
+rendered as one IAM policy document (`kmirror.security.msk_iam.iam_policy`: Connect and
+DescribeCluster on the cluster, then one statement per grant) to attach to the app's role. Text:
+`# <side> cluster: IAM policy ...` then the JSON document; JSON: the grant's item has
+`"iam_statement"` instead of `"command"`, plus one `{"side", "iam_policy"}` item per IAM side.
 """
 
 from __future__ import annotations
@@ -45,21 +51,36 @@ def _selected_topics(spec: Any) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kmirror.security.acls import AclSide, acl_command, mirror_acl_commands
+    from kmirror.security.acls import AclSide, acl_command
+    from kmirror.security.msk_iam import grant_statement, is_msk_iam, mirror_iam_policies
     from kmirror_engine.planning.internal_topics import mirror_acls, principal_hint
 
     spec = load_flow(args)
     topics = sorted(set(args.topic)) or _selected_topics(spec)
     grants = mirror_acls(spec, topics)
-    principal = args.principal or principal_hint(spec.source.config)
-    source = AclSide(spec.source.bootstrap_servers, args.source_command_config)
-    target = AclSide(spec.target.bootstrap_servers, args.target_command_config)
+    configs = {"source": spec.source.config, "target": spec.target.config}
+    policies = mirror_iam_policies(configs, grants)
+    # the principal of the clusters that take Kafka ACLs (an MSK IAM side has none: its role is the identity)
+    principal = args.principal or principal_hint(next((configs[s] for s in configs if s not in policies), {}))
+    sides = {"source": AclSide(spec.source.bootstrap_servers, args.source_command_config),
+             "target": AclSide(spec.target.bootstrap_servers, args.target_command_config)}  # fmt: skip
     if args.format == "json":
-        sides = {"source": source, "target": target}
-        print(json.dumps([{"side": g.side, "resource_type": g.resource_type, "name": g.name, "pattern": g.pattern,
-                           "operations": list(g.operations), "purpose": g.purpose,
-                           "command": acl_command(sides[g.side], principal, g)} for g in grants]))  # fmt: skip
+        items: list[dict[str, Any]] = []
+        for g in grants:
+            item: dict[str, Any] = {"side": g.side, "resource_type": g.resource_type, "name": g.name}
+            item.update(pattern=g.pattern, operations=list(g.operations), purpose=g.purpose)
+            if is_msk_iam(configs[g.side]):
+                item["iam_statement"] = grant_statement(configs[g.side], g)
+            else:
+                item["command"] = acl_command(sides[g.side], principal, g)
+            items.append(item)
+        items += [{"side": side, "iam_policy": policy} for side, policy in policies.items()]
+        print(json.dumps(items))
         return 0
-    for command in mirror_acl_commands(principal, source, target, grants):
-        print(command)
+    for g in grants:
+        if g.side not in policies:
+            print(acl_command(sides[g.side], principal, g))
+    for side, policy in policies.items():
+        print(f"# {side} cluster: IAM policy for the app's role (MSK IAM; no Kafka ACLs)")
+        print(json.dumps(policy, indent=2))
     return 0

@@ -63,6 +63,7 @@ from kmirror_engine.clients.cache import (
     retire_producer,
 )
 from kmirror_engine.clients.delivery import DeliveryConfirmingProducer
+from kmirror_engine.clients.msk_iam import with_msk_iam
 from kmirror_engine.clients.release import keep_if_on_librdkafka_thread, start_reaper
 
 log = logging.getLogger("kmirror.clients")
@@ -75,6 +76,8 @@ class _DestroyedOnPythonThreads:
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         start_reaper()
+        if args and isinstance(args[0], dict):
+            args = (with_msk_iam(args[0]), *args[1:])  # kmirror.msk_iam.* -> the token callback
         if args and isinstance(args[0], dict) and "logger" not in args[0]:
             # librdkafka's own lines (`%3|...|FAIL|...` for a broker it cannot reach) through
             # logging, not straight to the terminal: served by the client's poll

@@ -8,6 +8,7 @@ fix, instead of as an endless retry loop inside Spark tasks.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
@@ -22,6 +23,7 @@ from confluent_kafka import KafkaError, KafkaException
 
 from kmirror.errors import ConnectionFailure, KmirrorError
 from kmirror.flow.spec import ClusterEndpoint, FlowSpec
+from kmirror.security.msk_iam import is_msk_iam, msk_iam_config_problems
 from kmirror_engine.clients.factory import endpoint_config, new_admin, probe_client
 
 GSSAPI_HOWTO = (
@@ -73,6 +75,16 @@ def _build() -> str:
     return f"confluent-kafka {version} (librdkafka {libversion})"
 
 
+def _check_msk_iam(alias: str, config: Mapping[str, Any]) -> None:
+    """MSK IAM: the settings agree (region, SASL_SSL, OAUTHBEARER) and the token signer is installed."""
+    problems = msk_iam_config_problems(config, f"clusters.{alias}.config")
+    if problems:
+        raise KmirrorError(f"cluster {alias!r}: " + "; ".join(f"{p.path}: {p.message}" for p in problems))
+    if importlib.util.find_spec("aws_msk_iam_sasl_signer") is None:
+        raise KmirrorError(f"cluster {alias!r} uses MSK IAM, but aws-msk-iam-sasl-signer-python is not installed; "
+                           "pip install 'kafka-mirror[app]' (the app's image has it)")  # fmt: skip
+
+
 def check_client_support(alias: str, config: Mapping[str, Any]) -> None:
     """Raise KmirrorError unless the installed librdkafka supports `config`'s protocol and mechanism.
 
@@ -81,6 +93,8 @@ def check_client_support(alias: str, config: Mapping[str, Any]) -> None:
     """
     protocol = str(config.get("security.protocol", "PLAINTEXT")).upper()
     mechanism = sasl_mechanism(config)
+    if is_msk_iam(config):
+        _check_msk_iam(alias, config)
     if protocol.startswith("SASL_") and not mechanism:
         mechanism = "GSSAPI"  # librdkafka's default: say so, rather than blame the protocol
     try:

@@ -29,6 +29,7 @@ from typing import Any, cast
 
 from kmirror.errors import KmirrorError
 from kmirror.flow.spec import COPY_LOOP_CANNOT_SERVE, FlowSpec
+from kmirror.security.msk_iam import is_msk_iam
 from kmirror_engine.copying.range_copy import (
     CONSUME_BATCH,
     DEFAULT_STALL_TIMEOUT_S,
@@ -75,6 +76,8 @@ def python_only_reasons(spec: FlowSpec, *configs: Mapping[str, Any]) -> list[str
     """Why this flow needs the Python loop (empty: the native loop can copy it)."""
     reasons = [f"{name} is set" for name in PYTHON_ONLY_OPTIONS if spec.options.get(name)]
     reasons += [f"client property {k} is a Python callable" for c in configs for k, v in c.items() if callable(v)]
+    if any(is_msk_iam(c) for c in configs):  # its token comes from a Python callback (oauth_cb)
+        reasons.append("a cluster uses MSK IAM, whose tokens a Python callback signs")
     return reasons
 
 

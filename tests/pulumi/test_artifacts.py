@@ -163,7 +163,7 @@ def test_app_requirements_match_the_constraints_pins() -> None:
     project = _pins((ROOT / "constraints.txt").read_text().splitlines())
     app = _pins((ROOT / "scripts" / "app-requirements.txt").read_text().splitlines())
     assert set(app) == {"confluent-kafka", "prometheus-client", "pyyaml", "pyarrow", "pandas", "sqlglot",
-                        "kafka-python", "google-crc32c"}  # fmt: skip
+                        "kafka-python", "google-crc32c", "aws-msk-iam-sasl-signer-python"}  # fmt: skip
     assert {k: project[k] for k in app} == app
 
 

@@ -331,3 +331,29 @@ def test_plain_and_oauthbearer_reach_kafka_cluster_with_secrets_as_references_on
             assert seen["config"]["sasl.mechanisms"] == "PLAIN" and seen["config"]["sasl.username"] == "APIKEY"
             assert seen["config"]["sasl.password"].startswith("${file:/etc/kmirror/secrets/")
         assert len(seen["paths"]) == 1
+
+
+def test_msk_iam_reaches_kafka_cluster_as_the_app_reads_it(provider_run: Run) -> None:
+    """Issue 45: `security.mskIam` is a typed input (camelCase in); the client config carries the
+    `kmirror.msk_iam.*` properties the app turns into its token callback; nothing to mount."""
+    ours = KafkaMirrorProvider(list(COMPONENTS), PACKAGE, version="0.0.0")
+    msk = {"region": "eu-west-1", "roleArn": "arn:aws:iam::123456789012:role/mirror"}
+    inputs = {"alias": "msk", "datacenter": "east", "bootstrapServers": "b-1.msk:9098",
+              "security": {"protocol": "SASL_SSL", "mskIam": msk}}  # fmt: skip
+    mapped = ours.map_inputs(inputs, ours._component_defs["KafkaCluster"])
+    seen: dict[str, Any] = {}
+
+    @pulumi.runtime.test
+    def program() -> Any:
+        from kafka_mirror.kafka_cluster import KafkaCluster
+
+        cluster = KafkaCluster("msk-iam", mapped)
+        seen["paths"] = cluster.materialisations
+        return cluster.client_config.apply(lambda c: seen.update(config=c))
+
+    program()
+    assert seen["config"] == {"bootstrap.servers": "b-1.msk:9098", "security.protocol": "SASL_SSL",
+                              "sasl.mechanisms": "OAUTHBEARER",
+                              "kmirror.msk_iam.region": "eu-west-1",
+                              "kmirror.msk_iam.role_arn": "arn:aws:iam::123456789012:role/mirror"}  # fmt: skip
+    assert seen["paths"] == []

@@ -55,7 +55,8 @@ def test_protocol_and_mechanism_must_agree() -> None:
         "clusters.east-1.security.tls: needs protocol SSL or SASL_SSL, but protocol is PLAINTEXT",
     ]
     assert _messages({"protocol": "SASL_SSL"}) == [
-        "clusters.east-1.security: protocol SASL_SSL needs one of the sections kerberos, scram, plain, oauthbearer"
+        "clusters.east-1.security: protocol SASL_SSL needs one of the sections "
+        "kerberos, scram, plain, oauthbearer, msk_iam"
     ]
 
 
