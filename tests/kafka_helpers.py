@@ -31,6 +31,17 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[st
     futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])
     for future in futures.values():
         future.result(timeout=30)
+    # The controller answered; the broker serving the next request may not know the topic yet
+    # (KRaft metadata propagates asynchronously): wait until it lists every partition with a leader.
+    deadline = time.monotonic() + 30
+    while True:
+        topic = admin.list_topics(name, timeout=10).topics.get(name)
+        if topic is not None and topic.error is None and len(topic.partitions) == partitions and all(
+            p.leader >= 0 for p in topic.partitions.values()
+        ):
+            return
+        assert time.monotonic() < deadline, f"topic {name} created but not in the broker's metadata after 30 s"
+        time.sleep(0.1)
 
 
 def produce(bootstrap: str, topic: str, records: list[dict[str, Any]]) -> None:
