@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup native system-deps kafka-dists deploy-tools demo test test-deploy test-cluster test-main test-spark40 test-record-sweep lint bench
+.PHONY: setup native system-deps kafka-dists deploy-tools demo test test-chain-a test-chain-b test-deploy test-cluster test-main test-main-e2e test-main-rest test-spark40 test-record-sweep lint bench
 
 # pyproject.toml has ranges; constraints.txt the exact versions this venv (and CI) gets.
 # precompile-pyspark-zip: compiled code inside pyspark's zips, which Spark puts first on every
@@ -81,39 +81,60 @@ test-deploy: setup deploy-tools
 	@echo "== leg 3: the deploy plane: the real Pulumi engine and a real Kubernetes API server"
 	$(PY) -m pytest -q -p no:cacheprovider -m engine --durations=15 tests/deploy
 
-# `make test`: lint, legs 1 and 2, then leg 3. The deploy tools are built (or found cached) in the
-# background at the lowest CPU priority while legs 1 and 2 run: cold, their ~50 CPU-minutes of Go
-# builds would add ~25-30 minutes of wall time in front of the legs; behind them, at nice 19, they
-# take the CPU the legs leave idle (brokers and Spark wait a lot) and take almost none from them.
-# Leg 3's `deploy-tools` step then waits for each tool (one file lock per tool, so a tool is never
-# built twice) and names the build error if one failed. LEGS and DEPLOY_LEG are for checking this
-# recipe (`make test LEGS= DEPLOY_LEG=deploy-tools`).
-LEGS := test-main test-spark40
+# `make test`: lint, then the legs in two concurrent chains (measured: the broker and Spark suites
+# keep 2 cores ~30% busy, they mostly wait on brokers and triggers, so two chains overlap well):
+#   chain A: leg 1a (tests/e2e, tests/mm2), then leg 3 (the deploy plane)
+#   chain B: leg 1b (everything else of leg 1), then leg 2 (pyspark 4.0 / Kafka 3.9)
+# Each leg is its own pytest session with its own brokers and SparkSession; a chain's output is
+# printed when the chain ends (make -O), every leg runs even when another failed (make -k), and
+# `make test` fails when any leg failed. The deploy tools are built (or found cached) in the
+# background at the lowest CPU priority meanwhile: cold, their ~50 CPU-minutes of Go builds would
+# add ~25-30 minutes of wall time in front of the legs; behind them, at nice 19, they take the CPU
+# the legs leave idle. Leg 3's `deploy-tools` step then waits for each tool (one file lock per tool,
+# so a tool is never built twice) and names the build error if one failed. CHAINS and the leg
+# variables are for checking this recipe (`make test CHAINS=`).
+CHAINS := test-chain-a test-chain-b
+LEG1A := test-main-e2e
+LEG1B := test-main-rest
+LEG2 := test-spark40
 DEPLOY_LEG := test-deploy
 DEPLOY_TOOLS_LOG := $(abspath .cache/deploy-tools-build.log)
-test: setup system-deps kafka-dists lint
+test: setup system-deps kafka-dists $(VENV40)/.installed lint
 	@mkdir -p .cache
-	@echo "== deploy tools: built or reused in the background at nice 19 while legs 1 and 2 run (log $(DEPLOY_TOOLS_LOG))"
+	@echo "== deploy tools: built or reused in the background at nice 19 while the legs run (log $(DEPLOY_TOOLS_LOG))"
 	@setsid nice -n 19 $(PY) -m kmirror_cli.deploy_tools build > $(DEPLOY_TOOLS_LOG) 2>&1 < /dev/null &
-	@$(if $(LEGS),$(MAKE) --no-print-directory $(LEGS),true)
-	@echo "== deploy tools: waiting for the background build if it is still running"
-	@$(if $(DEPLOY_LEG),$(MAKE) --no-print-directory $(DEPLOY_LEG),true)
+	@echo "== legs 1a+3 and 1b+2 run side by side; each chain's output follows when it ends"
+	@$(if $(CHAINS),$(MAKE) --no-print-directory -k -j2 --output-sync=target $(CHAINS),true)
+
+test-chain-a:
+	@status=0; $(if $(LEG1A),$(MAKE) --no-print-directory $(LEG1A) || status=1;) \
+	$(if $(DEPLOY_LEG),echo "== deploy tools: waiting for the background build if it is still running"; \
+	$(MAKE) --no-print-directory $(DEPLOY_LEG) || status=1;) exit $$status
+test-chain-b:
+	@status=0; $(if $(LEG1B),$(MAKE) --no-print-directory $(LEG1B) || status=1;) \
+	$(if $(LEG2),$(MAKE) --no-print-directory $(LEG2) || status=1;) exit $$status
 
 # A test process killed by a signal (a native fault) is followed by scripts/crash-report.sh: the
 # test it ran, its Python stacks (written here by tests/conftest.py) and a core file's C stack.
-FAULT_LOG := $(abspath .cache/pytest-faults.log)
-# $(call test_leg,python,test broker,pytest arguments): one leg, core files on, the crash report
-# after it when it died of a signal, its exit status kept.
+# One fault log per leg (.cache/pytest-faults-<leg>.log): legs run side by side.
+# $(call test_leg,python,test broker,pytest arguments,leg name): one leg, core files on, the crash
+# report after it when it died of a signal, its exit status kept.
 define test_leg
 @mkdir -p .cache
 ulimit -c unlimited 2>/dev/null || true; \
-KMIRROR_FAULT_LOG=$(FAULT_LOG) KMIRROR_TEST_BROKER=$(2) $(1) -m pytest -q $(3); \
-status=$$?; bash scripts/crash-report.sh $$status $(FAULT_LOG) $(1); exit $$status
+KMIRROR_FAULT_LOG=$(abspath .cache/pytest-faults-$(4).log) KMIRROR_TEST_BROKER=$(2) $(1) -m pytest -q $(3); \
+status=$$?; bash scripts/crash-report.sh $$status $(abspath .cache/pytest-faults-$(4).log) $(1); exit $$status
 endef
 
-test-main: setup kafka-dists
-	@echo "== leg 1: pyspark 4.3.0 / Python 3.11 / Apache Kafka 4.1 (the whole suite but the deploy plane's real-engine tests: make test-deploy)"
-	$(call test_leg,$(PY),kafka-4.1,--durations=25 --ignore=tests/deploy $(CLUSTER_NOT_YET))
+# Leg 1 in one go (both halves, one after the other): what `make test` runs as legs 1a and 1b.
+test-main: test-main-e2e test-main-rest
+LEG1A_PATHS := tests/e2e tests/mm2
+test-main-e2e: setup kafka-dists
+	@echo "== leg 1a: pyspark 4.3.0 / Python 3.11 / Apache Kafka 4.1: the e2e and MirrorMaker 2 suites"
+	$(call test_leg,$(PY),kafka-4.1,-p no:cacheprovider --durations=15 $(LEG1A_PATHS),1a)
+test-main-rest: setup kafka-dists
+	@echo "== leg 1b: pyspark 4.3.0 / Python 3.11 / Apache Kafka 4.1: the rest but the deploy plane's real-engine tests (make test-deploy)"
+	$(call test_leg,$(PY),kafka-4.1,-p no:cacheprovider --durations=15 --ignore=tests/deploy $(LEG1A_PATHS:%=--ignore=%) $(CLUSTER_NOT_YET),1b)
 
 # The standalone-cluster suite (tests/cluster, docs/cluster.md; issue 42, in progress) runs on leg 1
 # only: on leg 2 its --once runs timed out on a loaded machine and have not passed yet. Leg 1 runs the
@@ -143,7 +164,7 @@ test-spark40: export PYSPARK_DRIVER_PYTHON := $(abspath $(PY40))
 test-spark40: $(VENV40)/.installed kafka-dists
 	PYTHON=$(abspath $(PY40)) bash scripts/build-native.sh
 	@echo "== leg 2: pyspark 4.0.2 / Python 3.10 / Apache Kafka 3.9 (the data plane: tests marked spark40)"
-	$(call test_leg,$(PY40),kafka-3.9,-p no:cacheprovider -m spark40 --durations=15 $(LEG2_LEG1_ONLY))
+	$(call test_leg,$(PY40),kafka-3.9,-p no:cacheprovider -m spark40 --durations=15 $(LEG2_LEG1_ONLY),2)
 
 # `copy_loop: auto` takes the batch path for every flow it can serve, so `make test` runs the e2e,
 # fault and security suites on it (issue 41). Not part of `make test` (about 20 minutes more): the

@@ -24,8 +24,8 @@ RUNNER_MODULE = "python_streaming_source_runner"
 
 
 def planning_processes() -> list[int]:
-    """Pids of this machine's Python planning processes of streaming sources (Spark starts them
-    as `python -m pyspark.sql.streaming.python_streaming_source_runner`)."""
+    """Pids of this test process's Python planning processes of streaming sources (Spark starts
+    them as `python -m pyspark.sql.streaming.python_streaming_source_runner`)."""
     pids = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -34,9 +34,23 @@ def planning_processes() -> list[int]:
             cmdline = Path(f"/proc/{entry}/cmdline").read_bytes()
         except OSError:
             continue
-        if RUNNER_MODULE.encode() in cmdline:
+        if RUNNER_MODULE.encode() in cmdline and _descends_from_this_process(int(entry)):
             pids.append(int(entry))
     return pids
+
+
+def _descends_from_this_process(pid: int) -> bool:
+    """Whether `pid` was started (through Spark's JVM) by this test process: another pytest session
+    on the machine (`make test` runs legs side by side) has planning processes of its own."""
+    while pid > 1:
+        if pid == os.getpid():
+            return True
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            return False
+        pid = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state: the parent's pid
+    return False
 
 
 def records(prefix: str, count: int) -> list[dict[str, Any]]:
