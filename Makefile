@@ -37,6 +37,7 @@ demo: setup
 
 lint: setup
 	$(VENV)/bin/ruff check kmirror kmirror_engine kmirror_cli spark_app components tests bench policy scripts
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/hadolint Dockerfile

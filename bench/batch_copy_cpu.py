@@ -57,9 +57,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--codecs", default="none,lz4", help="comma-separated: none, lz4, zstd, gzip, snappy")
     parser.add_argument("--producers", type=int, default=2, help="processes filling the source")
-    parser.add_argument("--loops", default="batch,python",
-                        help="comma-separated: batch, python, native; batch-pymerge (small batches merged "
-                             "in Python, not in the native module), batch-nomerge (not merged)")  # fmt: skip
+    parser.add_argument(
+        "--loops",
+        default="batch,python",
+        help="comma-separated: batch, python, native; batch-pymerge (small batches merged "
+        "in Python, not in the native module), batch-nomerge (not merged)",
+    )
     parser.add_argument(
         "--batch-records",
         type=int,
@@ -83,8 +86,10 @@ def brokers(args: argparse.Namespace) -> Iterator[tuple[str, str]]:
         return
     from kmirror_cli.local_kafka import KafkaBroker
 
-    with KafkaBroker("bench-batch-src", heap_mb=1024, authorizer=False) as src, \
-            KafkaBroker("bench-batch-dst", heap_mb=1024, authorizer=False) as dst:  # fmt: skip
+    with (
+        KafkaBroker("bench-batch-src", heap_mb=1024, authorizer=False) as src,
+        KafkaBroker("bench-batch-dst", heap_mb=1024, authorizer=False) as dst,
+    ):
         yield src.bootstrap_servers, dst.bootstrap_servers
 
 
@@ -128,29 +133,49 @@ def run_codec(args: argparse.Namespace, source: str, target: str, codec: str) ->
     filled = produce_parallel(source, src, args.records, args.size, args.partitions, args.producers, small)
     counts: dict[int, int] = filled["counts"]
     ranges = [CopyRange(src, p, 0, n, src) for p, n in sorted(counts.items())]
-    consumer_config = {"bootstrap.servers": source, "group.id": f"bench-{run}", "enable.auto.commit": False,
-                       "isolation.level": "read_committed", **CONSUMER_TUNING, **CONSUMER_REQUIRED}  # fmt: skip
+    consumer_config = {
+        "bootstrap.servers": source,
+        "group.id": f"bench-{run}",
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        **CONSUMER_TUNING,
+        **CONSUMER_REQUIRED,
+    }
     producer_config = {"bootstrap.servers": target, "acks": "all", "enable.idempotence": True, **PRODUCER_TUNING}
     lines = []
     for loop in args.loops.split(","):
-        runs = [copy_once(args, source, target, src, codec, loop, counts, ranges, consumer_config, producer_config, k)
-                for k in range(args.repeat)]  # fmt: skip
+        runs = [
+            copy_once(args, source, target, src, codec, loop, counts, ranges, consumer_config, producer_config, k)
+            for k in range(args.repeat)
+        ]
         records, fallback, wall, cpu, compared = sorted(runs, key=lambda r: r[3])[len(runs) // 2]
         each = " ".join(f"{r[3] / r[0] * 1e6:.3f}" for r in runs)
-        lines.append(f"loop={loop} codec={codec} batch_records={args.batch_records or 'fill'} records={records} "
-                     f"records_per_s={records / wall:,.0f} "
-                     f"wall_s={wall:.2f} cpu_s={cpu:.2f} cpu_us_per_record={cpu / records * 1e6:.3f} "
-                     f"fallback_records={fallback} verified_sample={compared} "
-                     f"system_share={sorted(SYSTEM_SHARE[-len(runs):])[len(runs) // 2]:.2f} "
-                     f"page_faults={sorted(FAULTS[-len(runs):])[len(runs) // 2]}"
-                     + (f" median_of={len(runs)} each=[{each}]" if len(runs) > 1 else ""))  # fmt: skip
+        lines.append(
+            f"loop={loop} codec={codec} batch_records={args.batch_records or 'fill'} records={records} "
+            f"records_per_s={records / wall:,.0f} "
+            f"wall_s={wall:.2f} cpu_s={cpu:.2f} cpu_us_per_record={cpu / records * 1e6:.3f} "
+            f"fallback_records={fallback} verified_sample={compared} "
+            f"system_share={sorted(SYSTEM_SHARE[-len(runs) :])[len(runs) // 2]:.2f} "
+            f"page_faults={sorted(FAULTS[-len(runs) :])[len(runs) // 2]}"
+            + (f" median_of={len(runs)} each=[{each}]" if len(runs) > 1 else "")
+        )
         print(lines[-1], flush=True)
     return lines
 
 
-def copy_once(args: argparse.Namespace, source: str, target: str, src: str, codec: str, loop: str,
-              counts: dict[int, int], ranges: list[CopyRange], consumer_config: dict[str, Any],
-              producer_config: dict[str, Any], k: int) -> tuple[int, int, float, float, int]:  # fmt: skip
+def copy_once(
+    args: argparse.Namespace,
+    source: str,
+    target: str,
+    src: str,
+    codec: str,
+    loop: str,
+    counts: dict[int, int],
+    ranges: list[CopyRange],
+    consumer_config: dict[str, Any],
+    producer_config: dict[str, Any],
+    k: int,
+) -> tuple[int, int, float, float, int]:
     """(records, fallback records, wall s, CPU s, records compared) of one copy into a new target topic."""
     dst = f"{src}-{loop}-{k}"
     create(target, dst, args.partitions, codec)
@@ -182,8 +207,10 @@ def copy_once(args: argparse.Namespace, source: str, target: str, src: str, code
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     with brokers(args) as (source, target):
-        print(f"source {source} target {target}: {args.records} records x {args.size} B, "
-              f"{args.partitions} partitions", flush=True)  # fmt: skip
+        print(
+            f"source {source} target {target}: {args.records} records x {args.size} B, {args.partitions} partitions",
+            flush=True,
+        )
         lines = [line for codec in args.codecs.split(",") for line in run_codec(args, source, target, codec)]
     print("SUMMARY " + " | ".join(lines))
     return 0

@@ -46,18 +46,36 @@ def result_line(rate: dict[str, float], cpu_us: dict[str, float], p99_ms: Any, s
     )
 
 
-def print_report(console: Console, args: argparse.Namespace, rates: dict[str, list[float]], runs: dict[str, Any],
-                 latency: dict[str, Any], loads: dict[str, list[str]], cpu_us: dict[str, float],
-                 cpu_rounds: dict[str, list[float]], many: dict[str, Any] | None, broker: str) -> None:  # fmt: skip
+def print_report(
+    console: Console,
+    args: argparse.Namespace,
+    rates: dict[str, list[float]],
+    runs: dict[str, Any],
+    latency: dict[str, Any],
+    loads: dict[str, list[str]],
+    cpu_us: dict[str, float],
+    cpu_rounds: dict[str, list[float]],
+    many: dict[str, Any] | None,
+    broker: str,
+) -> None:
     """The table of contenders (medians over rounds; with more than one round, the CPU column
     also shows each round's figure in order), then the median spark run's details, mm2's, the
     many-topics and the latency runs."""
     rate = {name: statistics.median(values) for name, values in rates.items()}
     rounds = f", median of {args.repeat} rounds" if args.repeat > 1 else ""
-    table = Table(title=f"{args.records:,} records x {args.size} B, {args.partitions} partitions, {broker} -> "
-                        f"{broker}{rounds}")  # fmt: skip
-    columns = ("contender", "records/s", "vs raw", "vs limit", "verified", "CPU us/record", "every run",
-               "load avg after (1/5/15)")  # fmt: skip
+    table = Table(
+        title=f"{args.records:,} records x {args.size} B, {args.partitions} partitions, {broker} -> {broker}{rounds}"
+    )
+    columns = (
+        "contender",
+        "records/s",
+        "vs raw",
+        "vs limit",
+        "verified",
+        "CPU us/record",
+        "every run",
+        "load avg after (1/5/15)",
+    )
     for column in columns:
         table.add_column(column, justify="right" if column != "contender" else "left")
     for name, values in rates.items():
@@ -66,12 +84,22 @@ def print_report(console: Console, args: argparse.Namespace, rates: dict[str, li
         each = cpu_rounds.get(name, [])
         if len(each) > 1:
             cpu += "; " + " ".join(f"{x:.2f}" for x in each)
-        table.add_row(name, f"{rate[name]:,.0f}", _ratio(rate, name, "raw"), _ratio(rate, name, "limit"), verified,
-                      cpu, " ".join(f"{r / 1000:.0f}k" for r in values), "; ".join(loads[name]))  # fmt: skip
+        table.add_row(
+            name,
+            f"{rate[name]:,.0f}",
+            _ratio(rate, name, "raw"),
+            _ratio(rate, name, "limit"),
+            verified,
+            cpu,
+            " ".join(f"{r / 1000:.0f}k" for r in values),
+            "; ".join(loads[name]),
+        )
     out = Console(width=200)
     out.print(table)
-    out.print("verified: count = records per partition equal the source's; sample = the first, middle and last "
-              "200 records of every partition equal the source's (offset, key, value, headers, timestamp)")  # fmt: skip
+    out.print(
+        "verified: count = records per partition equal the source's; sample = the first, middle and last "
+        "200 records of every partition equal the source's (offset, key, value, headers, timestamp)"
+    )
     _print_spark(out, args, runs["spark"], cpu_us, "spark")
     if runs.get("spark_batch"):
         _print_spark(out, args, runs["spark_batch"], cpu_us, "spark_batch")
@@ -84,14 +112,18 @@ def print_report(console: Console, args: argparse.Namespace, rates: dict[str, li
     console.log(f"finished at {time.strftime('%H:%M:%S')}")
 
 
-def _print_spark(out: Console, args: argparse.Namespace, spark: dict[str, Any], cpu_us: dict[str, float],
-                 name: str) -> None:  # fmt: skip
+def _print_spark(
+    out: Console, args: argparse.Namespace, spark: dict[str, Any], cpu_us: dict[str, float], name: str
+) -> None:
     out.print(
         f"{name} --once (median run): start-up (process start -> first record read) {spark['startup_s']:.1f} s, "
         f"{spark['batches']} batches, {spark['between_batches_s']:.1f} s between batches, wall {spark['wall_s']:.1f} s"
     )
-    for label, peaks in (("peak", spark["rss"]), ("1st half of the copy", spark["first_half"]),
-                         ("2nd half of the copy", spark["second_half"])):  # fmt: skip
+    for label, peaks in (
+        ("peak", spark["rss"]),
+        ("1st half of the copy", spark["first_half"]),
+        ("2nd half of the copy", spark["second_half"]),
+    ):
         out.print(f"  memory, {label}: {_memory(peaks)}")
     largest, count = spark["rss_largest"], spark["processes"]
     out.print(

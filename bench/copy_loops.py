@@ -35,8 +35,15 @@ def copy_with_loops(source: str, target: str, dst: str, counts: dict[int, int], 
     """Copy every partition of "src" into `dst` with `loops` threads; returns (wall s, CPU s)."""
     copiers = []
     for _ in range(loops):
-        consumer = Consumer({"bootstrap.servers": source, "group.id": "copy-loops", "isolation.level": "read_committed",
-                             **CONSUMER_TUNING, **CONSUMER_REQUIRED})  # fmt: skip
+        consumer = Consumer(
+            {
+                "bootstrap.servers": source,
+                "group.id": "copy-loops",
+                "isolation.level": "read_committed",
+                **CONSUMER_TUNING,
+                **CONSUMER_REQUIRED,
+            }
+        )
         producer = Producer({"bootstrap.servers": target, **PRODUCER_TUNING, **SAFE_PRODUCER})
         producer.list_topics(dst, 10)  # connected and metadata known before the clock starts
         copiers.append(RangeCopier(consumer, producer))
@@ -79,8 +86,11 @@ def main() -> int:
             add_fences(dst, topic, nparts)
             if count_until_fence(dst, topic, nparts) != counts:
                 raise SystemExit(f"{loops} loops: output does not match the source")
-            print(f"{loops} loop(s): {args.records / wall:,.0f} records/s, process CPU {cpu / wall:.0%} of a core, "
-                  f"{cpu / args.records * 1e6:.2f} us CPU/record (verified)", flush=True)  # fmt: skip
+            print(
+                f"{loops} loop(s): {args.records / wall:,.0f} records/s, process CPU {cpu / wall:.0%} of a core, "
+                f"{cpu / args.records * 1e6:.2f} us CPU/record (verified)",
+                flush=True,
+            )
     return 0
 
 

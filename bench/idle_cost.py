@@ -52,8 +52,12 @@ def idle_cost(source: str, target: str, interval_ms: int, seconds: float, nparts
     create_topics(source, [topic], nparts)
     create_topics(target, [f"west.{topic}"], nparts)
     batch_log = workdir / f"batches-{interval_ms}.jsonl"
-    app = _start_app(flow_spec(source, target, topic, workdir, trigger_interval_ms=interval_ms), batch_log, False,
-                     workdir / f"app-{interval_ms}.log")  # fmt: skip
+    app = _start_app(
+        flow_spec(source, target, topic, workdir, trigger_interval_ms=interval_ms),
+        batch_log,
+        False,
+        workdir / f"app-{interval_ms}.log",
+    )
     sampler = RssSampler(app.pid).start()
     try:
         producer = Producer({"bootstrap.servers": source, **SAFE_PRODUCER})
@@ -77,8 +81,11 @@ def idle_cost(source: str, target: str, interval_ms: int, seconds: float, nparts
             app.kill()
         sampler.stop()
     wall = end - start
-    return {"interval_ms": interval_ms, "batches": batches,
-            **{kind: cpu_s * 1000 / wall for kind, cpu_s in cpu.items()}}  # fmt: skip
+    return {
+        "interval_ms": interval_ms,
+        "batches": batches,
+        **{kind: cpu_s * 1000 / wall for kind, cpu_s in cpu.items()},
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,8 +99,16 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with LocalBroker("idle-source") as source_broker, LocalBroker("idle-target") as target_broker:
         for interval in args.intervals:
-            rows.append(idle_cost(source_broker.bootstrap_servers, target_broker.bootstrap_servers, interval,
-                                  args.seconds, args.partitions, workdir))  # fmt: skip
+            rows.append(
+                idle_cost(
+                    source_broker.bootstrap_servers,
+                    target_broker.bootstrap_servers,
+                    interval,
+                    args.seconds,
+                    args.partitions,
+                    workdir,
+                )
+            )
     print(f"idle streaming app, {args.seconds:.0f} s each, {args.partitions} partitions; CPU ms per second of wall:")
     for row in rows:
         total = row["jvm"] + row["workers"] + row["driver_python"]

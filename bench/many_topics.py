@@ -80,8 +80,9 @@ def _count(bootstrap: str, topics: list[str], timeout_s: float = 300) -> dict[tu
     return counts
 
 
-def run_many(source: str, target: str, run: str, topics: int, records: int, size: int, workdir: Path,
-             **options: Any) -> dict[str, Any]:  # fmt: skip
+def run_many(
+    source: str, target: str, run: str, topics: int, records: int, size: int, workdir: Path, **options: Any
+) -> dict[str, Any]:
     """Both layouts, verified; returns their whole wall times (s) and the ratio."""
     out: dict[str, Any] = {}
     for label, n in (("few", 4), ("many", topics)):
@@ -100,7 +101,12 @@ def run_many(source: str, target: str, run: str, topics: int, records: int, size
         got = _count(target, remote)
         if {(t.split(".", 1)[1], p): c for (t, p), c in got.items()} != counts:
             raise SystemExit(f"many topics ({label}, {n} topics): output does not match the source")
-        out[label] = {"topics": n, "wall_s": wall, "startup_s": spark["startup_s"],
-                      "copy_s": spark["end"] - spark["start"], "fill_s": fill_s}  # fmt: skip
+        out[label] = {
+            "topics": n,
+            "wall_s": wall,
+            "startup_s": spark["startup_s"],
+            "copy_s": spark["end"] - spark["start"],
+            "fill_s": fill_s,
+        }
     out["ratio"] = out["many"]["wall_s"] / out["few"]["wall_s"]
     return out

@@ -35,7 +35,12 @@ def _values(size: int) -> list[bytes]:
 
 
 def produce_share(
-    bootstrap: str, topic: str, partitions: list[int], total: int, size: int, nparts: int,
+    bootstrap: str,
+    topic: str,
+    partitions: list[int],
+    total: int,
+    size: int,
+    nparts: int,
     producer_config: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Produce this share's records (those whose partition is in `partitions`) as fast as possible
@@ -72,13 +77,21 @@ def produce_share(
     return {"counts": counts, "start": started, "end": time.time()}
 
 
-def produce_parallel(bootstrap: str, topic: str, total: int, size: int, nparts: int, procs: int,
-                     producer_config: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+def produce_parallel(
+    bootstrap: str,
+    topic: str,
+    total: int,
+    size: int,
+    nparts: int,
+    procs: int,
+    producer_config: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """Produce all records with `procs` processes (partitions split between them)."""
     shares = [list(range(nparts))[k::procs] for k in range(procs)]
     with multiprocessing.get_context("spawn").Pool(procs) as pool:
-        results = pool.starmap(produce_share, [(bootstrap, topic, s, total, size, nparts, producer_config)
-                                                     for s in shares])  # fmt: skip
+        results = pool.starmap(
+            produce_share, [(bootstrap, topic, s, total, size, nparts, producer_config) for s in shares]
+        )
     counts: dict[int, int] = {}
     for result in results:
         counts.update(result["counts"])
@@ -96,9 +109,16 @@ def add_fences(bootstrap: str, topic: str, nparts: int) -> None:
 
 def count_until_fence(bootstrap: str, topic: str, nparts: int, timeout_s: float = 300) -> dict[int, int]:
     """Records per partition before the fence (fence and fence-keyed records not counted)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-counter", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", **CONSUMER_TUNING,
-                         "enable.partition.eof": False})  # fmt: skip
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-counter",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            **CONSUMER_TUNING,
+            "enable.partition.eof": False,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(nparts)])
     counts = dict.fromkeys(range(nparts), 0)
     done: set[int] = set()

@@ -63,8 +63,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--size", type=int, default=200, help="value bytes per record")
-    parser.add_argument("--compression", choices=("none", "lz4", "zstd"), default="none",
-                        help="compression.type of the source and target topics (the brokers compress)")
+    parser.add_argument(
+        "--compression",
+        choices=("none", "lz4", "zstd"),
+        default="none",
+        help="compression.type of the source and target topics (the brokers compress)",
+    )
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--latency-rate", type=int, default=20_000, help="records/s in the latency run")
     parser.add_argument("--latency-seconds", type=float, default=15.0)
@@ -78,12 +82,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--topics", type=int, default=0, help="also the many-topics run: N topics x 2 partitions")
     parser.add_argument("--topics-records", type=int, default=40_000, help="records of the many-topics run")
     parser.add_argument("--skip-latency", action="store_true", help="no streaming latency run (p99_ms=-1)")
-    parser.add_argument("--copy-loop", choices=("native", "python", "batch"), default=None,
-                        help="the app's copy loop (default: native where built, else python)")  # fmt: skip
-    parser.add_argument("--broker", choices=("kafka-4.1", "kafka-3.9", "tansu"), default="kafka-4.1",
-                        help="the two local clusters: Apache Kafka (kmirror_cli/local_kafka.py) or tansu")  # fmt: skip
-    parser.add_argument("--without", action="append", choices=OPTIONAL, default=[],
-                        help="leave out a contender (repeatable); its RESULT fields show n/a")  # fmt: skip
+    parser.add_argument(
+        "--copy-loop",
+        choices=("native", "python", "batch"),
+        default=None,
+        help="the app's copy loop (default: native where built, else python)",
+    )
+    parser.add_argument(
+        "--broker",
+        choices=("kafka-4.1", "kafka-3.9", "tansu"),
+        default="kafka-4.1",
+        help="the two local clusters: Apache Kafka (kmirror_cli/local_kafka.py) or tansu",
+    )
+    parser.add_argument(
+        "--without",
+        action="append",
+        choices=OPTIONAL,
+        default=[],
+        help="leave out a contender (repeatable); its RESULT fields show n/a",
+    )
     return parser.parse_args(argv)
 
 
@@ -136,14 +153,17 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in contenders}
     broker = broker_name(args.broker)
     console.log(f"brokers: {broker}")
-    with local_broker(args.broker, "bench-source") as source_broker, local_broker(args.broker, "bench-target") as \
-            target_broker:  # fmt: skip
+    with (
+        local_broker(args.broker, "bench-source") as source_broker,
+        local_broker(args.broker, "bench-target") as target_broker,
+    ):
         source, target = source_broker.bootstrap_servers, target_broker.bootstrap_servers
         mm2_version = getattr(source_broker, "version", None) or resolve_line(DEFAULT_LINE)
         jars = fetch_mm2(mm2_version) if "mm2" in contenders else None
         create_topics(source, [src], nparts, topic_config(args))
-        console.log(f"filling {src}: {args.records:,} x {args.size} B, {nparts} partitions, "
-                    f"compression.type {args.compression}")
+        console.log(
+            f"filling {src}: {args.records:,} x {args.size} B, {nparts} partitions, compression.type {args.compression}"
+        )
         filled = produce_parallel(source, src, args.records, args.size, nparts, args.producer_procs)
         expected = filled["counts"]
         add_fences(source, src, nparts)  # end markers (tansu's watermark also hides each partition's newest batch)
@@ -163,8 +183,9 @@ def main(argv: list[str] | None = None) -> int:
         many = None
         if args.topics:
             console.log(f"many topics: {args.topics_records:,} records as {args.topics} x 2 and as 4 x 2 partitions")
-            many = run_many(source, target, run, args.topics, args.topics_records, args.size, workdir,
-                            copy_loop=args.copy_loop)  # fmt: skip
+            many = run_many(
+                source, target, run, args.topics, args.topics_records, args.size, workdir, copy_loop=args.copy_loop
+            )
             loads["many"].append(load_averages())
     rate = {name: statistics.median(values) for name, values in rates.items()}
     cpu_rounds = cpu_each_round(runs, args.records)
@@ -227,16 +248,28 @@ def topic_config(args: argparse.Namespace) -> dict[str, str]:
     return {} if args.compression == "none" else {"compression.type": args.compression}
 
 
-def run_round(args: argparse.Namespace, console: Console, bed: Bed, tag: str, round_: int,
-              rates: dict[str, list[float]], loads: dict[str, list[str]],
-              runs: dict[str, list[dict[str, Any]]]) -> None:  # fmt: skip
+def run_round(
+    args: argparse.Namespace,
+    console: Console,
+    bed: Bed,
+    tag: str,
+    round_: int,
+    rates: dict[str, list[float]],
+    loads: dict[str, list[str]],
+    runs: dict[str, list[dict[str, Any]]],
+) -> None:
     """One run of each contender into its own, new target topic; appends rates, loads and the
     runs' details. Raises SystemExit when an output does not match the source."""
     nparts, step = args.partitions, f"round {round_ + 1}/{args.repeat}"
     alias = "west" if round_ == 0 else f"west{round_}"
-    targets = {"limit": f"bench-limit-{tag}", "raw": f"bench-raw-{tag}", "raw_parallel": f"bench-rawpar-{tag}",
-               "spark": f"{alias}.{bed.src}", "spark_batch": f"batch{round_}.{bed.src}",
-               "mm2": f"mm{round_}.{bed.src}"}  # fmt: skip
+    targets = {
+        "limit": f"bench-limit-{tag}",
+        "raw": f"bench-raw-{tag}",
+        "raw_parallel": f"bench-rawpar-{tag}",
+        "spark": f"{alias}.{bed.src}",
+        "spark_batch": f"batch{round_}.{bed.src}",
+        "mm2": f"mm{round_}.{bed.src}",
+    }
     create_topics(bed.target, [targets[name] for name in bed.contenders], nparts, topic_config(args))
 
     def record(name: str, result: dict[str, Any]) -> None:
@@ -262,15 +295,18 @@ def run_round(args: argparse.Namespace, console: Console, bed: Bed, tag: str, ro
     record("raw_parallel", par)
 
     console.log(f"{step}, spark: python -m spark_app --once --master local[*]")
-    spark = run_spark_once(flow_spec(bed.source, bed.target, bed.src, bed.workdir, alias=alias,
-                                     copy_loop=args.copy_loop), bed.workdir)  # fmt: skip
+    spark = run_spark_once(
+        flow_spec(bed.source, bed.target, bed.src, bed.workdir, alias=alias, copy_loop=args.copy_loop), bed.workdir
+    )
     check(bed, targets["spark"], "spark", nparts)
     record("spark", spark)
 
     if "spark_batch" in bed.contenders:
         console.log(f"{step}, spark_batch: python -m spark_app --once with copy_loop 'batch'")
-        batch = run_spark_once(flow_spec(bed.source, bed.target, bed.src, bed.workdir, alias=f"batch{round_}",
-                                         copy_loop="batch"), bed.workdir)  # fmt: skip
+        batch = run_spark_once(
+            flow_spec(bed.source, bed.target, bed.src, bed.workdir, alias=f"batch{round_}", copy_loop="batch"),
+            bed.workdir,
+        )
         check(bed, targets["spark_batch"], "spark_batch", nparts)
         record("spark_batch", batch)
 

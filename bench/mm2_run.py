@@ -37,11 +37,25 @@ from kmirror_cli.local_mm2 import MM2_MAIN_CLASS
 POLL_S = 0.05
 STOP_TIMEOUT_S = 60.0
 # connect-mirror-maker.sh's heap and kafka-run-class.sh's default JVM performance options
-JVM_OPTIONS = ("-Xms256M", "-Xmx2G", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
-               "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-XX:MaxInlineLevel=15",
-               "-Djava.awt.headless=true")  # fmt: skip
-INTERNAL_TOPICS = ("checkpoints.topic", "heartbeats.topic", "offset-syncs.topic", "offset.storage", "status.storage",
-                   "config.storage")  # fmt: skip
+JVM_OPTIONS = (
+    "-Xms256M",
+    "-Xmx2G",
+    "-server",
+    "-XX:+UseG1GC",
+    "-XX:MaxGCPauseMillis=20",
+    "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+    "-XX:MaxInlineLevel=15",
+    "-Djava.awt.headless=true",
+)
+INTERNAL_TOPICS = (
+    "checkpoints.topic",
+    "heartbeats.topic",
+    "offset-syncs.topic",
+    "offset.storage",
+    "status.storage",
+    "config.storage",
+)
 LOG4J = """log4j.rootLogger=INFO, stdout
 log4j.appender.stdout=org.apache.log4j.ConsoleAppender
 log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
@@ -119,8 +133,9 @@ def _tail(log: Path, lines: int = 30) -> str:
     return "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) if log.exists() else "(no log)"
 
 
-def watch(process: subprocess.Popen[bytes], target: str, topic: str, nparts: int, total: int, log: Path,
-          timeout_s: float) -> list[Sample]:  # fmt: skip
+def watch(
+    process: subprocess.Popen[bytes], target: str, topic: str, nparts: int, total: int, log: Path, timeout_s: float
+) -> list[Sample]:
     """Poll the target topic's end offsets and MM2's CPU until it holds `total` records.
     Raises RuntimeError (with the log's tail) when MM2 exits or the timeout passes first."""
     consumer = Consumer({"bootstrap.servers": target, "group.id": "bench-mm2-watch", "enable.auto.commit": False})
@@ -131,8 +146,9 @@ def watch(process: subprocess.Popen[bytes], target: str, topic: str, nparts: int
             written = sum(end_offsets(consumer, topic, nparts).values())
             cpu = process_cpu_s(process.pid)
             if cpu is None or process.poll() is not None:
-                raise RuntimeError(f"MM2 exited ({process.poll()}) after {written} of {total} records; {log}:\n"
-                                   f"{_tail(log)}")  # fmt: skip
+                raise RuntimeError(
+                    f"MM2 exited ({process.poll()}) after {written} of {total} records; {log}:\n{_tail(log)}"
+                )
             samples.append(Sample(time.time(), written, cpu))
             if time.monotonic() > deadline:
                 raise RuntimeError(f"MM2 wrote {written} of {total} records in {timeout_s:.0f} s; {log}:\n{_tail(log)}")
@@ -165,8 +181,15 @@ def start(flow: Mm2Flow, jars: Path, workdir: Path) -> tuple[subprocess.Popen[by
     props.write_text("".join(f"{key} = {value}\n" for key, value in mm2_properties(flow).items()))
     log4j.write_text(LOG4J)
     log = workdir / f"mm2-{flow.source_alias}.log"
-    command = [java_binary(), *JVM_OPTIONS, f"-Dlog4j.configuration=file:{log4j}", "-cp", f"{jars}/*",
-               MM2_MAIN_CLASS, str(props)]  # fmt: skip
+    command = [
+        java_binary(),
+        *JVM_OPTIONS,
+        f"-Dlog4j.configuration=file:{log4j}",
+        "-cp",
+        f"{jars}/*",
+        MM2_MAIN_CLASS,
+        str(props),
+    ]
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     return process, log
@@ -197,6 +220,15 @@ def run_mm2(flow: Mm2Flow, jars: Path, workdir: Path, nparts: int, timeout_s: fl
         sampler.stop()
         stopped, stop_s = stop(process)
     first, last = copy_window(samples, total)
-    return {"start": first.at, "end": last.at, "startup_s": first.at - started, "cpu_s": last.cpu_s - first.cpu_s,
-            "rss_mib": sampler.largest["jvm"], "pid": process.pid, "stopped": stopped, "stop_s": stop_s,
-            "polls": len(samples), "log": str(log)}  # fmt: skip
+    return {
+        "start": first.at,
+        "end": last.at,
+        "startup_s": first.at - started,
+        "cpu_s": last.cpu_s - first.cpu_s,
+        "rss_mib": sampler.largest["jvm"],
+        "pid": process.pid,
+        "stopped": stopped,
+        "stop_s": stop_s,
+        "polls": len(samples),
+        "log": str(log),
+    }

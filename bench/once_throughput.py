@@ -47,14 +47,25 @@ def main(argv: list[str] | None = None) -> int:
     if counted != filled["counts"]:
         raise SystemExit(f"target does not match the source: expected {filled['counts']}, counted {counted}")
     copy_s = run["end"] - run["start"]
-    print(json.dumps({
-        "records": args.records, "size": args.size, "partitions": args.partitions, "verified": True,
-        "copy_s": round(copy_s, 2), "records_per_s": round(args.records / copy_s),
-        "wall_s": round(run["wall_s"], 1), "startup_s": round(run["startup_s"], 1), "batches": run["batches"],
-        "rss_mib": {k: round(v) for k, v in run["rss"].items()},
-        "load_before": [round(x, 1) for x in load_before], "load_after": [round(x, 1) for x in load_after],
-        "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-    }))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "records": args.records,
+                "size": args.size,
+                "partitions": args.partitions,
+                "verified": True,
+                "copy_s": round(copy_s, 2),
+                "records_per_s": round(args.records / copy_s),
+                "wall_s": round(run["wall_s"], 1),
+                "startup_s": round(run["startup_s"], 1),
+                "batches": run["batches"],
+                "rss_mib": {k: round(v) for k, v in run["rss"].items()},
+                "load_before": [round(x, 1) for x in load_before],
+                "load_after": [round(x, 1) for x in load_after],
+                "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            }
+        )
+    )
     return 0
 
 

@@ -66,8 +66,13 @@ def main() -> int:
         create_topics(target.bootstrap_servers, ["west.src"], nparts)
         counts = produce_parallel(source.bootstrap_servers, "src", args.records, args.size, nparts, 2)["counts"]
         add_fences(source.bootstrap_servers, "src", nparts)
-        consumer_config = {"bootstrap.servers": source.bootstrap_servers, "group.id": "profile",
-                           "isolation.level": "read_committed", **CONSUMER_TUNING, **CONSUMER_REQUIRED}  # fmt: skip
+        consumer_config = {
+            "bootstrap.servers": source.bootstrap_servers,
+            "group.id": "profile",
+            "isolation.level": "read_committed",
+            **CONSUMER_TUNING,
+            **CONSUMER_REQUIRED,
+        }
         producer_config = {"bootstrap.servers": target.bootstrap_servers, **PRODUCER_TUNING, **SAFE_PRODUCER}
         ranges = [CopyRange("src", p, 0, counts[p], "west.src") for p in range(nparts)]
         profiler: Any = None
@@ -100,13 +105,17 @@ def main() -> int:
         if args.loop == "native" and not args.no_profile:
             timings = loop.timings()
             for part in ("consume", "produce", "poll", "position"):
-                print(f"  {part:>8}: {timings[part + '_ns'] / 1e9:6.2f} s wall in the loop thread "
-                      f"({timings[part + '_ns'] / copied:,.0f} ns/record)")  # fmt: skip
+                print(
+                    f"  {part:>8}: {timings[part + '_ns'] / 1e9:6.2f} s wall in the loop thread "
+                    f"({timings[part + '_ns'] / copied:,.0f} ns/record)"
+                )
         busy = sorted(((s, n) for n, s in threads.items() if s > 0.005), reverse=True)
         print("  CPU by thread: " + ", ".join(f"{n} {s:.2f} s ({s / copied * 1e6:.2f} us/record)" for s, n in busy))
-        print(f"{args.loop} loop: copied {copied:,} records in {wall:.2f} s: {copied / wall:,.0f} records/s, "
-              f"{cpu / copied * 1e6:.2f} us CPU/record in all threads, "
-              f"{main_cpu / copied * 1e6:.2f} us in the calling thread (verified)")  # fmt: skip
+        print(
+            f"{args.loop} loop: copied {copied:,} records in {wall:.2f} s: {copied / wall:,.0f} records/s, "
+            f"{cpu / copied * 1e6:.2f} us CPU/record in all threads, "
+            f"{main_cpu / copied * 1e6:.2f} us in the calling thread (verified)"
+        )
     return 0
 
 

@@ -18,9 +18,16 @@ from kmirror_engine.copying.range_copy import CONSUMER_TUNING, PRODUCER_TUNING
 
 def raw_mirror(source: str, target: str, src_topic: str, dst_topic: str, expected: dict[int, int]) -> dict[str, Any]:
     """Copy `expected[p]` records of each partition; returns first-read / last-delivery times (s)."""
-    consumer = Consumer({"bootstrap.servers": source, "group.id": "bench-raw", "enable.auto.commit": False,
-                         "isolation.level": "read_committed", **CONSUMER_TUNING,
-                         "enable.partition.eof": False})  # fmt: skip
+    consumer = Consumer(
+        {
+            "bootstrap.servers": source,
+            "group.id": "bench-raw",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            **CONSUMER_TUNING,
+            "enable.partition.eof": False,
+        }
+    )
     producer = Producer({"bootstrap.servers": target, **PRODUCER_TUNING, **SAFE_PRODUCER})
     errors: list[Any] = []
 
@@ -46,8 +53,15 @@ def raw_mirror(source: str, target: str, src_topic: str, dst_topic: str, expecte
                 remaining[p] -= 1
                 while True:
                     try:
-                        produce(dst_topic, msg.value(), msg.key(), p, on_delivery=delivered,
-                                timestamp=msg.timestamp()[1], headers=msg.headers())  # fmt: skip
+                        produce(
+                            dst_topic,
+                            msg.value(),
+                            msg.key(),
+                            p,
+                            on_delivery=delivered,
+                            timestamp=msg.timestamp()[1],
+                            headers=msg.headers(),
+                        )
                         break
                     except BufferError:
                         poll(0.05)

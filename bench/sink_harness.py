@@ -86,21 +86,31 @@ def main() -> int:
         create_topics(dst, ["west.src"], nparts)
         counts = produce_parallel(src, "src", args.records, args.size, nparts, 2)["counts"]
         add_fences(src, "src", nparts)
-        spec = {"id": "west->east", "source": {"alias": "west", "bootstrap_servers": src, "config": {}},
-                "target": {"alias": "east", "bootstrap_servers": dst, "config": {}}, "topics": ["src"],
-                "topics_exclude": [], "replication_policy": {"type": "default"},
-                "checkpoint_location": str(workdir / "unused")}  # fmt: skip
+        spec = {
+            "id": "west->east",
+            "source": {"alias": "west", "bootstrap_servers": src, "config": {}},
+            "target": {"alias": "east", "bootstrap_servers": dst, "config": {}},
+            "topics": ["src"],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+            "checkpoint_location": str(workdir / "unused"),
+        }
         ranges = [["src", p, 0, counts[p], "west.src"] for p in range(nparts)]
         spark = SparkSession.builder.master(args.master).config("spark.ui.enabled", "false").getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
         spark.dataSource.register(FixedRanges)
         spark.dataSource.register(MirrorSink)
         query = (
-            spark.readStream.format("kmirror-fixed-ranges").option("ranges", json.dumps(ranges))
-            .option("tasks", args.tasks).load()
-            .writeStream.format("kmirror-sink").option("flow_spec", json.dumps(spec))
-            .option("checkpointLocation", str(workdir / "checkpoint")).trigger(availableNow=True).start()
-        )  # fmt: skip
+            spark.readStream.format("kmirror-fixed-ranges")
+            .option("ranges", json.dumps(ranges))
+            .option("tasks", args.tasks)
+            .load()
+            .writeStream.format("kmirror-sink")
+            .option("flow_spec", json.dumps(spec))
+            .option("checkpointLocation", str(workdir / "checkpoint"))
+            .trigger(availableNow=True)
+            .start()
+        )
         query.awaitTermination()
         spark.stop()
         add_fences(dst, "west.src", nparts)

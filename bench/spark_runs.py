@@ -34,17 +34,24 @@ def flow_spec(source: str, target: str, topic: str, workdir: Path, alias: str = 
         "id": f"{alias}->east",
         "source": {"alias": alias, "bootstrap_servers": source, "config": {}},
         "target": {"alias": "east", "bootstrap_servers": target, "config": {}},
-        "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default", "separator": "."},
-        "checkpoint_location": str(workdir / f"checkpoint-{alias}-{topic}"), **options,
-    }  # fmt: skip
+        "topics": [topic],
+        "topics_exclude": [],
+        "replication_policy": {"type": "default", "separator": "."},
+        "checkpoint_location": str(workdir / f"checkpoint-{alias}-{topic}"),
+        **options,
+    }
     path = workdir / f"flow-{alias}-{topic}.json"
     path.write_text(json.dumps(spec))
     return path
 
 
 def _start_app(flow: Path, batch_log: Path, once: bool, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "KMIRROR_BATCH_LOG": str(batch_log), "PYSPARK_PYTHON": sys.executable,
-           "PYSPARK_DRIVER_PYTHON": sys.executable}  # fmt: skip
+    env = {
+        **os.environ,
+        "KMIRROR_BATCH_LOG": str(batch_log),
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+    }
     cmd = [sys.executable, "-m", "spark_app", "--flow", str(flow), "--master", "local[*]"] + (
         ["--once"] if once else []
     )
@@ -84,12 +91,21 @@ def run_spark_once(flow: Path, workdir: Path, timeout_s: float = 1800) -> dict[s
     first_read, last_delivery = min(reads) / 1000, max(b["last_delivery_ms"] for b in batches) / 1000
     middle = (first_read + last_delivery) / 2
     copying_s = sum(b["last_delivery_ms"] - b["first_read_ms"] for b in batches if b["first_read_ms"]) / 1000
-    return {"start": first_read, "end": last_delivery, "startup_s": first_read - started,
-            "wall_s": time.time() - started, "batches": len(batches), "rss": peaks,
-            "rss_largest": sampler.largest, "processes": sampler.processes,
-            "first_half": sampler.between(first_read, middle), "second_half": sampler.between(middle, last_delivery),
-            "between_batches_s": max(0.0, (last_delivery - first_read) - copying_s), "log": str(log),
-            "cpu_s": sampler.cpu_between(first_read, last_delivery)}  # fmt: skip
+    return {
+        "start": first_read,
+        "end": last_delivery,
+        "startup_s": first_read - started,
+        "wall_s": time.time() - started,
+        "batches": len(batches),
+        "rss": peaks,
+        "rss_largest": sampler.largest,
+        "processes": sampler.processes,
+        "first_half": sampler.between(first_read, middle),
+        "second_half": sampler.between(middle, last_delivery),
+        "between_batches_s": max(0.0, (last_delivery - first_read) - copying_s),
+        "log": str(log),
+        "cpu_s": sampler.cpu_between(first_read, last_delivery),
+    }
 
 
 def _rate_producer(
@@ -121,8 +137,14 @@ class _Tail(threading.Thread):
 
     def __init__(self, bootstrap: str, topic: str, nparts: int) -> None:
         super().__init__(daemon=True)
-        self.consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-tail", "fetch.wait.max.ms": 10,
-                                  "enable.auto.commit": False})  # fmt: skip
+        self.consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "bench-tail",
+                "fetch.wait.max.ms": 10,
+                "enable.auto.commit": False,
+            }
+        )
         self.consumer.assign([TopicPartition(topic, p, 0) for p in range(nparts)])
         self.latencies_ms: list[int] = []
         self.seen = 0  # every record, warm-up included
@@ -179,12 +201,18 @@ def run_latency(
         raise RuntimeError(f"latency run: {len(received)} of {sent} records arrived; see {workdir / 'lat.log'}")
     batches = [b for b in _batches(batch_log) if b["first_read_ms"] and b["first_read_ms"] / 1000 >= measuring_from]
     cycle_ms = [b2["first_read_ms"] - b1["first_read_ms"] for b1, b2 in itertools.pairwise(batches)]
-    return {"sent": sent, "p50_ms": received[len(received) // 2], "p99_ms": received[int(len(received) * 0.99)],
-            "max_ms": received[-1], "batches": len(batches),
-            "cycle_ms": sorted(cycle_ms)[len(cycle_ms) // 2] if cycle_ms else None,
-            "task_ms": sorted(b["tasks_ms"] for b in batches)[len(batches) // 2] if batches else None,
-            "listeners_ms": _median([b.get("listeners_ms") for b in batches]),
-            "rss": sampler.peaks, "log": str(workdir / "lat.log")}  # fmt: skip
+    return {
+        "sent": sent,
+        "p50_ms": received[len(received) // 2],
+        "p99_ms": received[int(len(received) * 0.99)],
+        "max_ms": received[-1],
+        "batches": len(batches),
+        "cycle_ms": sorted(cycle_ms)[len(cycle_ms) // 2] if cycle_ms else None,
+        "task_ms": sorted(b["tasks_ms"] for b in batches)[len(batches) // 2] if batches else None,
+        "listeners_ms": _median([b.get("listeners_ms") for b in batches]),
+        "rss": sampler.peaks,
+        "log": str(workdir / "lat.log"),
+    }
 
 
 def _warm_up(source: str, topic: str, nparts: int, tail: _Tail, app: subprocess.Popen[bytes]) -> None:

@@ -67,8 +67,9 @@ class CountingLog:
         return False
 
 
-def old_thin(pairs: list[tuple[int, int]], lag_max: int | None, anchor: Sync | None, keep_last: bool = False
-             ) -> list[tuple[int, int, bool]]:  # fmt: skip
+def old_thin(
+    pairs: list[tuple[int, int]], lag_max: int | None, anchor: Sync | None, keep_last: bool = False
+) -> list[tuple[int, int, bool]]:
     """The previous writer's rule (before issue 26): first and last pair of every range kept."""
     out: list[tuple[int, int, bool]] = []
     last = (anchor.upstream, anchor.downstream) if anchor is not None else None
@@ -111,12 +112,17 @@ def pairs_for(kind: str, start_up: int, start_down: int, records: int) -> tuple[
 
 
 def run(kind: str, rule: str, args: argparse.Namespace) -> tuple[int, int]:
-    spec = parse_flow_spec({
-        "id": "west->east", "checkpoint_location": "/tmp/x", "topics": ["orders"],
-        "topics_exclude": [], "replication_policy": {"type": "default"},
-        "source": {"alias": "west", "bootstrap_servers": "x:9092"},
-        "target": {"alias": "east", "bootstrap_servers": "y:9092"},
-    })  # fmt: skip
+    spec = parse_flow_spec(
+        {
+            "id": "west->east",
+            "checkpoint_location": "/tmp/x",
+            "topics": ["orders"],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+            "source": {"alias": "west", "bootstrap_servers": "x:9092"},
+            "target": {"alias": "east", "bootstrap_servers": "y:9092"},
+        }
+    )
     clock = [0.0]
     log = CountingLog()
     saved = offset_syncs.thin_pairs
@@ -131,8 +137,19 @@ def run(kind: str, rule: str, args: argparse.Namespace) -> tuple[int, int]:
             parts = []
             for p in range(args.partitions):
                 pairs, span_up, span_down = pairs_for(kind, up[p], down[p], args.records)
-                parts.append(PartitionProgress("orders", p, "west.orders", up[p], up[p] + span_up, args.records,
-                                               args.records * 100, None, pairs))  # fmt: skip
+                parts.append(
+                    PartitionProgress(
+                        "orders",
+                        p,
+                        "west.orders",
+                        up[p],
+                        up[p] + span_up,
+                        args.records,
+                        args.records * 100,
+                        None,
+                        pairs,
+                    )
+                )
                 up[p] += span_up
                 down[p] += span_down
             writer.record(BatchProgress(b, tuple(parts), 10, {("orders", p): up[p] for p in range(args.partitions)}))
@@ -150,16 +167,21 @@ def main() -> None:
     parser.add_argument("--batch-s", type=float, default=1.0)
     parser.add_argument("--records", type=int, default=100, help="records per partition per batch")
     args = parser.parse_args()
-    print(f"{args.partitions} partitions, a batch every {args.batch_s} s of {args.records} records per partition, "
-          f"checkpoint interval 60 s, offset.lag.max 100; {args.minutes} simulated minutes scaled to a day")
-    print(f"{'source':<14} {'before: syncs/day':>18} {'bytes/day':>12} {'after: syncs/day':>17} {'bytes/day':>12} "
-          f"{'ratio':>7}")  # fmt: skip
+    print(
+        f"{args.partitions} partitions, a batch every {args.batch_s} s of {args.records} records per partition, "
+        f"checkpoint interval 60 s, offset.lag.max 100; {args.minutes} simulated minutes scaled to a day"
+    )
+    print(
+        f"{'source':<14} {'before: syncs/day':>18} {'bytes/day':>12} {'after: syncs/day':>17} {'bytes/day':>12} "
+        f"{'ratio':>7}"
+    )
     for kind in ("continuous", "transactional", "compacted"):
         before = run(kind, "before", args)
         after = run(kind, "after", args)
         ratio = before[1] / after[1] if after[1] else float("inf")
-        print(f"{kind:<14} {before[0]:>18,} {_size(before[1]):>12} {after[0]:>17,} {_size(after[1]):>12} "
-              f"{ratio:>6.1f}x")  # fmt: skip
+        print(
+            f"{kind:<14} {before[0]:>18,} {_size(before[1]):>12} {after[0]:>17,} {_size(after[1]):>12} {ratio:>6.1f}x"
+        )
 
 
 def _size(n: float) -> str:

@@ -45,8 +45,15 @@ def main(argv: list[str] | None = None) -> int:
         add_fences(source.bootstrap_servers, src, args.partitions)  # tansu hides each partition's newest batch
         paths = {"copy": ("west", {}), "transform": ("wtx", {"transform": {"sql": KEEP_ALL}})}
         for name, (alias, options) in paths.items():
-            flow = flow_spec(source.bootstrap_servers, target.bootstrap_servers, src, workdir, alias=alias,
-                             emit_checkpoints=False, **options)  # fmt: skip
+            flow = flow_spec(
+                source.bootstrap_servers,
+                target.bootstrap_servers,
+                src,
+                workdir,
+                alias=alias,
+                emit_checkpoints=False,
+                **options,
+            )
             load = os.getloadavg()[0]
             run = run_spark_once(flow, workdir)
             add_fences(target.bootstrap_servers, f"{alias}.{src}", args.partitions)
@@ -56,8 +63,11 @@ def main(argv: list[str] | None = None) -> int:
             if counted != expected and counted != filled["counts"]:
                 raise SystemExit(f"{name}: target does not match the source: expected {expected}, counted {counted}")
             window_s = run["end"] - run["start"]
-            out[name] = {"records_per_s": round(args.records / window_s), "copy_window_s": round(window_s, 1),
-                         "load_avg_1m_before": round(load, 1)}  # fmt: skip
+            out[name] = {
+                "records_per_s": round(args.records / window_s),
+                "copy_window_s": round(window_s, 1),
+                "load_avg_1m_before": round(load, 1),
+            }
     copy, transform = out["copy"], out["transform"]
     assert isinstance(copy, dict) and isinstance(transform, dict)
     out["transform_to_copy_ratio"] = round(transform["records_per_s"] / copy["records_per_s"], 3)

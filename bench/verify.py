@@ -48,8 +48,14 @@ def read_span(
 ) -> dict[int, list[Record]]:
     """The records of `topic` at each partition's (start offset, count) span. Raises RuntimeError
     when a span is not complete within `timeout_s`."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-verify", "enable.auto.commit": False,
-                         "enable.partition.eof": False})  # fmt: skip
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-verify",
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, start) for p, (start, _) in spans.items()])
     out: dict[int, list[Record]] = {p: [] for p in spans}
     deadline = time.monotonic() + timeout_s

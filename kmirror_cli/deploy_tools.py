@@ -58,19 +58,31 @@ class Tool:
 
 TOOLS: tuple[Tool, ...] = (
     Tool(
-        "pulumi", "pulumi", "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi", "3.274.1",
+        "pulumi",
+        "pulumi",
+        "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi",
+        "3.274.1",
         ("-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v3.274.1",),
     ),
     Tool(
-        "pulumi-resource-kubernetes", "kubernetes-provider", "./cmd/pulumi-resource-kubernetes", K8S_PROVIDER_VERSION,
+        "pulumi-resource-kubernetes",
+        "kubernetes-provider",
+        "./cmd/pulumi-resource-kubernetes",
+        K8S_PROVIDER_VERSION,
         (f"-X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version={K8S_PROVIDER_VERSION}",),
         generate=True,
     ),
     Tool(
-        "etcd", "etcd", ".", "3.6.16",
+        "etcd",
+        "etcd",
+        ".",
+        "3.6.16",
     ),
     Tool(
-        "kube-apiserver", "kube-apiserver", "k8s.io/kubernetes/cmd/kube-apiserver", "1.34.4",
+        "kube-apiserver",
+        "kube-apiserver",
+        "k8s.io/kubernetes/cmd/kube-apiserver",
+        "1.34.4",
         (
             "-X k8s.io/component-base/version.gitVersion=v1.34.4",
             "-X k8s.io/component-base/version.gitMajor=1",
@@ -78,7 +90,10 @@ TOOLS: tuple[Tool, ...] = (
         ),
     ),
     Tool(
-        "kube-controller-manager", "kube-apiserver", "k8s.io/kubernetes/cmd/kube-controller-manager", "1.34.4",
+        "kube-controller-manager",
+        "kube-apiserver",
+        "k8s.io/kubernetes/cmd/kube-controller-manager",
+        "1.34.4",
         (
             "-X k8s.io/component-base/version.gitVersion=v1.34.4",
             "-X k8s.io/component-base/version.gitMajor=1",
@@ -86,13 +101,16 @@ TOOLS: tuple[Tool, ...] = (
         ),
     ),
     Tool(
-        "pulumi-language-yaml", "pulumi-yaml", "github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml", "1.25.0",
+        "pulumi-language-yaml",
+        "pulumi-yaml",
+        "github.com/pulumi/pulumi-yaml/cmd/pulumi-language-yaml",
+        "1.25.0",
         ("-X github.com/pulumi/pulumi-yaml/pkg/version.Version=v1.25.0",),
     ),
     # Pulumi's Node.js SDK generator for `pulumi package gen-sdk --language nodejs` without the
     # Node.js host (refused by the proxy): deploy-tools/pulumi-codegen-nodejs/main.go says how.
     Tool("pulumi-codegen-nodejs", "pulumi-codegen-nodejs", ".", "3.274.1"),
-)  # fmt: skip
+)
 BY_NAME = {t.name: t for t in TOOLS}
 
 

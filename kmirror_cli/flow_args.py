@@ -19,12 +19,14 @@ _NO_CHECKPOINTS = "/kmirror-operator-command-no-checkpoints"
 
 def add_flow_arguments(parser: Any, flow_help: str = "flow spec JSON file") -> None:
     """`--flow` (a file, or a flow id with `--topology`/`--stack`), `--topology` and `--stack`."""
-    parser.add_argument("--flow", required=True,
-                        help=f"{flow_help}; or a flow id ('a->b') with --topology or --stack")  # fmt: skip
+    parser.add_argument("--flow", required=True, help=f"{flow_help}; or a flow id ('a->b') with --topology or --stack")
     parser.add_argument("--topology", metavar="FILE", help="the topology file: --flow is then a flow id")
-    parser.add_argument("--stack", metavar="NAME",
-                        help="stack NAME (stacks/Pulumi.NAME.yaml): its topology (unless --topology), "
-                        "and the flow must run in its datacenter")  # fmt: skip
+    parser.add_argument(
+        "--stack",
+        metavar="NAME",
+        help="stack NAME (stacks/Pulumi.NAME.yaml): its topology (unless --topology), "
+        "and the flow must run in its datacenter",
+    )
 
 
 def load_flow(args: argparse.Namespace) -> FlowSpec:
@@ -48,11 +50,25 @@ def load_flow(args: argparse.Namespace) -> FlowSpec:
     plan = plan_topology(topology)
     known = [f.id for f in plan.flows]
     if args.flow not in known:
-        raise ValidationError([Problem("--flow", f"no flow {args.flow!r} in {topology_path}"
-                                       f"{did_you_mean(args.flow, known)}; flows: {', '.join(known)}")])  # fmt: skip
+        raise ValidationError(
+            [
+                Problem(
+                    "--flow",
+                    f"no flow {args.flow!r} in {topology_path}"
+                    f"{did_you_mean(args.flow, known)}; flows: {', '.join(known)}",
+                )
+            ]
+        )
     flow = plan.flow(args.flow)
     if datacenter is not None and flow.run_in != datacenter:
-        raise ValidationError([Problem("--flow", f"flow {args.flow!r} runs in datacenter {flow.run_in!r}, not in "
-                                       f"stack {stack!r}'s {datacenter!r}; use that datacenter's stack or "
-                                       "--topology alone")])  # fmt: skip
+        raise ValidationError(
+            [
+                Problem(
+                    "--flow",
+                    f"flow {args.flow!r} runs in datacenter {flow.run_in!r}, not in "
+                    f"stack {stack!r}'s {datacenter!r}; use that datacenter's stack or "
+                    "--topology alone",
+                )
+            ]
+        )
     return parse_flow_spec(flow_spec_for(topology, flow, _NO_CHECKPOINTS), source=f"{topology_path} flow {flow.id}")

@@ -46,12 +46,20 @@ class GroupResult:
 
 
 def add_group_arguments(parser: Any) -> None:
-    parser.add_argument("--group", action="append", metavar="GROUP",
-                        help="consumer group id (same id on both clusters); repeat it, or give a pattern "
-                        "('app-*') to move many groups, each on its own")  # fmt: skip
+    parser.add_argument(
+        "--group",
+        action="append",
+        metavar="GROUP",
+        help="consumer group id (same id on both clusters); repeat it, or give a pattern "
+        "('app-*') to move many groups, each on its own",
+    )
     parser.add_argument("--all-groups", action="store_true", help="every group the flow selects")
-    parser.add_argument("--format", choices=("text", "json"), default="text",
-                        help="json: one report of every group (always per group, even for one)")  # fmt: skip
+    parser.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="json: one report of every group (always per group, even for one)",
+    )
 
 
 def single_group(args: argparse.Namespace) -> str | None:
@@ -59,8 +67,14 @@ def single_group(args: argparse.Namespace) -> str | None:
     Raises ValidationError for both or neither of --group / --all-groups."""
     given = args.group or []
     if args.all_groups and given:
-        raise ValidationError([Problem("--all-groups", f"cannot be combined with --group {given[0]!r}; "
-                                       "give the groups or --all-groups, not both")])  # fmt: skip
+        raise ValidationError(
+            [
+                Problem(
+                    "--all-groups",
+                    f"cannot be combined with --group {given[0]!r}; give the groups or --all-groups, not both",
+                )
+            ]
+        )
     if not args.all_groups and not given:
         raise ValidationError([Problem("--group", "required: a group id or pattern ('app-*'), or pass --all-groups")])
     if len(given) == 1 and not any(c in given[0] for c in PATTERN_CHARS) and args.format == "text":
@@ -80,13 +94,21 @@ def chosen_groups(patterns: Sequence[str], all_groups: bool, candidates: Sequenc
         matched = [g for g in candidates if fnmatch.fnmatchcase(g, pattern)]
         if not matched:
             found = ", ".join(candidates[:10]) or "none"
-            why = (f"pattern {pattern!r} matches no group of the flow on {cluster} (groups there: {found}); "
-                   "check the pattern or the flow's `groups`")  # fmt: skip
+            why = (
+                f"pattern {pattern!r} matches no group of the flow on {cluster} (groups there: {found}); "
+                "check the pattern or the flow's `groups`"
+            )
             raise ValidationError([Problem("--group", why)])
         chosen.update(matched)
     if not chosen:
-        raise ValidationError([Problem("--all-groups", f"the flow selects no consumer group on {cluster}; "
-                                       "check the flow's `groups` selection")])  # fmt: skip
+        raise ValidationError(
+            [
+                Problem(
+                    "--all-groups",
+                    f"the flow selects no consumer group on {cluster}; check the flow's `groups` selection",
+                )
+            ]
+        )
     return sorted(chosen)
 
 
@@ -119,8 +141,9 @@ def checkpoint_summary(spec: Any, groups: Sequence[str]) -> tuple[dict[str, tupl
     now = int(time.time() * 1000)
     out: dict[str, tuple[int | None, int | None]] = {}
     for group in groups:
-        positions = positions_from_checkpoints(spec, latest_checkpoints(stamped, group), store, now,
-                                               sync_log.syncs.source_ends)  # fmt: skip
+        positions = positions_from_checkpoints(
+            spec, latest_checkpoints(stamped, group), store, now, sync_log.syncs.source_ends
+        )
         ages = [p.age_ms for p in positions if p.age_ms is not None]
         risks = [p.records_at_risk for p in positions if p.records_at_risk is not None]
         complete = len(positions) > 0 and len(ages) == len(risks) == len(positions)
@@ -129,9 +152,12 @@ def checkpoint_summary(spec: Any, groups: Sequence[str]) -> tuple[dict[str, tupl
 
 
 def run_each(
-    run_one: Callable[[argparse.Namespace], int], args: argparse.Namespace, groups: Sequence[str],
-    known: dict[str, tuple[int | None, int | None]], **overrides: Any,
-) -> list[GroupResult]:  # fmt: skip
+    run_one: Callable[[argparse.Namespace], int],
+    args: argparse.Namespace,
+    groups: Sequence[str],
+    known: dict[str, tuple[int | None, int | None]],
+    **overrides: Any,
+) -> list[GroupResult]:
     """Run the single-group command for each group, its output and error captured as the detail."""
     results = []
     for group in groups:
@@ -151,8 +177,18 @@ def run_each(
 def report(command: str, spec: Any, dry_run: bool, results: Sequence[GroupResult], fmt: str) -> int:
     refused = sum(r.result == "refused" for r in results)
     if fmt == "json":
-        print(json.dumps({"flow": spec.id, "command": command, "dry_run": dry_run, "moved": len(results) - refused,
-                          "refused": refused, "groups": [asdict(r) for r in results]}))  # fmt: skip
+        print(
+            json.dumps(
+                {
+                    "flow": spec.id,
+                    "command": command,
+                    "dry_run": dry_run,
+                    "moved": len(results) - refused,
+                    "refused": refused,
+                    "groups": [asdict(r) for r in results],
+                }
+            )
+        )
         return 1 if refused else 0
     from rich.console import Console
     from rich.table import Table

@@ -101,11 +101,15 @@ class LocalBroker(BrokerProcess):
         log_dir = Path(tempfile.mkdtemp(prefix=f"kmirror-{self.name}-"))
         self.log_path = log_dir / "tansu.log"
         cmd = [
-            tansu_binary(), "broker",
-            "--cluster-id", f"kmirror-{self.name}",
-            "--listener-url", f"tcp://127.0.0.1:{self.port}",
-            "--advertised-listener-url", f"tcp://127.0.0.1:{advertised}",
-        ]  # fmt: skip
+            tansu_binary(),
+            "broker",
+            "--cluster-id",
+            f"kmirror-{self.name}",
+            "--listener-url",
+            f"tcp://127.0.0.1:{self.port}",
+            "--advertised-listener-url",
+            f"tcp://127.0.0.1:{advertised}",
+        ]
         with self.log_path.open("wb") as log:
             self.process = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         wait_for_port(self.port)

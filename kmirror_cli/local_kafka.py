@@ -99,8 +99,10 @@ def kafka_jars(line: str = DEFAULT_LINE) -> Path:
         started = time.monotonic()
         done = subprocess.run(
             [mvn, "-q", "-B", "dependency:copy-dependencies", f"-DoutputDirectory={jars}"],
-            cwd=home, capture_output=True, text=True,
-        )  # fmt: skip
+            cwd=home,
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
             raise KmirrorError(f"fetching Apache Kafka {version} from Maven Central failed:\n{tail}")
@@ -230,20 +232,29 @@ class KafkaBroker(BrokerProcess):
 
     def _java(self, main_class: str, *args: str, heap_mb: int) -> list[str]:
         return [
-            java_binary(), f"-Xmx{heap_mb}m", "-Xms64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            "-Djava.awt.headless=true", "-Dorg.slf4j.simpleLogger.showDateTime=true",
+            java_binary(),
+            f"-Xmx{heap_mb}m",
+            "-Xms64m",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            "-Djava.awt.headless=true",
+            "-Dorg.slf4j.simpleLogger.showDateTime=true",
             "-Dorg.slf4j.simpleLogger.dateTimeFormat=HH:mm:ss.SSS",
             "-Dorg.slf4j.simpleLogger.log.org.apache.kafka.clients=warn",
-            *self.jvm_options, "-cp", os.pathsep.join([f"{kafka_jars(self.line)}/*", *self.classpath]),
-            main_class, *args,
-        ]  # fmt: skip
+            *self.jvm_options,
+            "-cp",
+            os.pathsep.join([f"{kafka_jars(self.line)}/*", *self.classpath]),
+            main_class,
+            *args,
+        ]
 
     def _format(self) -> None:
         assert self.work_dir is not None
         props = self.work_dir / "server.properties"
         props.write_text("".join(f"{k}={v}\n" for k, v in self.server_properties().items()))
-        command = self._java("kafka.tools.StorageTool", "format", "-t", random_cluster_id(), "-c", str(props),
-                             heap_mb=256)  # fmt: skip
+        command = self._java(
+            "kafka.tools.StorageTool", "format", "-t", random_cluster_id(), "-c", str(props), heap_mb=256
+        )
         for user, password in self.scram_users.items():
             command += ["--add-scram", f"SCRAM-SHA-512=[name={user},password={password}]"]
         done = subprocess.run(command, capture_output=True, text=True)

@@ -86,11 +86,26 @@ class PythonHost(language_pb2_grpc.LanguageRuntimeServicer):
         program_dir = (info.program_directory if info else "") or request.pwd or "."
         entry = (info.entry_point if info else "") or request.program or "."
         cmd = [
-            interpreter(info), "-u", exec_script, "--monitor", request.monitor_address, "--engine", self.engine,
-            "--project", request.project, "--stack", request.stack, "--pwd", request.pwd or program_dir,
-            "--dry_run", "true" if request.dryRun else "false", "--parallel", str(request.parallel),
-            "--organization", request.organization or "organization",
-        ]  # fmt: skip
+            interpreter(info),
+            "-u",
+            exec_script,
+            "--monitor",
+            request.monitor_address,
+            "--engine",
+            self.engine,
+            "--project",
+            request.project,
+            "--stack",
+            request.stack,
+            "--pwd",
+            request.pwd or program_dir,
+            "--dry_run",
+            "true" if request.dryRun else "false",
+            "--parallel",
+            str(request.parallel),
+            "--organization",
+            request.organization or "organization",
+        ]
         if info and info.root_directory:
             cmd += ["--root_directory", info.root_directory]
         cmd += [str(Path(program_dir) / entry) if entry != "." else program_dir, *request.args]
@@ -101,8 +116,10 @@ class PythonHost(language_pb2_grpc.LanguageRuntimeServicer):
         if done.returncode == 0:
             return language_pb2.RunResponse()
         # the program has reported its error to the engine already; say only that it failed
-        return language_pb2.RunResponse(bail=True) if done.returncode == 32 else language_pb2.RunResponse(
-            error=f"python program exited with code {done.returncode}"
+        return (
+            language_pb2.RunResponse(bail=True)
+            if done.returncode == 32
+            else language_pb2.RunResponse(error=f"python program exited with code {done.returncode}")
         )
 
     def RunPlugin(self, request: Any, context: Any) -> Iterator[Any]:
@@ -112,8 +129,11 @@ class PythonHost(language_pb2_grpc.LanguageRuntimeServicer):
         env.update(e.split("=", 1) for e in request.env if "=" in e)
         proc = subprocess.Popen(
             [interpreter(info), "-u", program_dir, *request.args],
-            cwd=request.pwd or program_dir, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            cwd=request.pwd or program_dir,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
         out: Queue[Any] = Queue()
 
         def pump(stream: Any, field: str) -> None:
@@ -121,8 +141,10 @@ class PythonHost(language_pb2_grpc.LanguageRuntimeServicer):
                 out.put(language_pb2.RunPluginResponse(**{field: chunk}))
             out.put(None)
 
-        threads = [threading.Thread(target=pump, args=(s, f), daemon=True) for s, f in
-                   ((proc.stdout, "stdout"), (proc.stderr, "stderr"))]  # fmt: skip
+        threads = [
+            threading.Thread(target=pump, args=(s, f), daemon=True)
+            for s, f in ((proc.stdout, "stdout"), (proc.stderr, "stderr"))
+        ]
         for t in threads:
             t.start()
         context.add_callback(proc.kill)

@@ -21,7 +21,7 @@ def _record(line: str, prefix: str, flow_id: str) -> dict[str, Any] | None:
     if not line.startswith(prefix):
         return None
     try:
-        record = json.loads(line[len(prefix):])
+        record = json.loads(line[len(prefix) :])
     except ValueError:
         return None
     return record if isinstance(record, dict) and record.get("flow") in (flow_id, None) else None

@@ -76,8 +76,9 @@ class PeriodicTask:
                 self.run_once()
             except Exception:  # outside the task's error policy: logged, counted, the loop goes on
                 self.failures += 1
-                log.exception("%s: unexpected failure (%d failures so far), retried next interval",
-                              self.name, self.failures)  # fmt: skip
+                log.exception(
+                    "%s: unexpected failure (%d failures so far), retried next interval", self.name, self.failures
+                )
 
     def stop(self) -> None:
         self._stop.set()

@@ -31,8 +31,9 @@ if __name__ == "__main__":
     print(f"{path} sha256={sha}")
     for arch in args.wheelhouse:
         try:
-            house = build_wheelhouse(ROOT / "scripts" / "app-requirements.txt", args.out / "wheelhouse", arch,
-                                     args.gssapi_wheels)  # fmt: skip
+            house = build_wheelhouse(
+                ROOT / "scripts" / "app-requirements.txt", args.out / "wheelhouse", arch, args.gssapi_wheels
+            )
         except WheelhouseError as error:
             sys.exit(f"build-bundle.py: {error}")
         print(f"{house.path} ({len(house.files) - 1} wheels)")

@@ -97,12 +97,16 @@ def main(argv: list[str] | None = None) -> int:
     paths = list(args.zips) + (installed_zips() if args.installed else [])
     for path in paths:
         if not zipfile.is_zipfile(path):
-            print(f"precompile-pyspark-zip: {path}: not a zip file; pass $SPARK_HOME/python/lib/pyspark.zip",
-                  file=sys.stderr)  # fmt: skip
+            print(
+                f"precompile-pyspark-zip: {path}: not a zip file; pass $SPARK_HOME/python/lib/pyspark.zip",
+                file=sys.stderr,
+            )
             return 2
     for path in paths:
-        print(f"precompile-pyspark-zip: {path}: {precompile(path)} modules compiled for Python "
-              f"{sys.version_info.major}.{sys.version_info.minor}")  # fmt: skip
+        print(
+            f"precompile-pyspark-zip: {path}: {precompile(path)} modules compiled for Python "
+            f"{sys.version_info.major}.{sys.version_info.minor}"
+        )
     return 0
 
 

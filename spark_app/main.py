@@ -147,8 +147,11 @@ PLANNER_RESTART_RESET_S = 600.0
 
 # How Spark reports a planning process it lost: it died (EOF read from it), or it did not connect
 # back within Spark's 10 s at its start (seen once in a CI run on a loaded 2-core machine).
-_PLANNER_LOST = ("java.io.EOFException", "Python worker failed to connect back",
-                 "Timed out while waiting for the Python worker to connect back")  # fmt: skip
+_PLANNER_LOST = (
+    "java.io.EOFException",
+    "Python worker failed to connect back",
+    "Timed out while waiting for the Python worker to connect back",
+)
 
 
 def planning_process_lost(exc: BaseException) -> bool:
@@ -188,8 +191,7 @@ def run_query(start: Callable[[], Any], stop: threading.Event, clock: Callable[[
             restarts = 1 if clock() - started >= PLANNER_RESTART_RESET_S else restarts + 1
             if restarts > PLANNER_RESTARTS or stop.is_set():
                 raise
-            log.warning("%s; starting the query again from its checkpoint (%d of %d)", exc, restarts,
-                        PLANNER_RESTARTS)  # fmt: skip
+            log.warning("%s; starting the query again from its checkpoint (%d of %d)", exc, restarts, PLANNER_RESTARTS)
             print(f"kmirror: {exc}; starting the query again from its checkpoint", file=sys.stderr, flush=True)
 
 
@@ -249,8 +251,9 @@ def run_flow(
         from spark_app.session import build_session
 
         # records stay out of the JVM unless a SQL transform runs over them
-        spark = build_session(master, app_name=f"kmirror {spec.id}", quick_start=True,
-                              quick_jit=spec.copy.transform_sql is None)  # fmt: skip
+        spark = build_session(
+            master, app_name=f"kmirror {spec.id}", quick_start=True, quick_jit=spec.copy.transform_sql is None
+        )
     tickers: list[Any] = []
     try:
         if spec.copy.transform_sql is not None:  # a bad query is refused before anything is written

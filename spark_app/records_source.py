@@ -52,9 +52,17 @@ def arrow_schema() -> Any:
     import pyarrow as pa
 
     header = pa.struct([("key", pa.string()), ("value", pa.binary())])
-    return pa.schema([("topic", pa.string()), ("partition", pa.int32()), ("offset", pa.int64()),
-                      ("key", pa.binary()), ("value", pa.binary()), ("headers", pa.list_(header)),
-                      ("timestamp", pa.timestamp("us", tz="UTC"))])  # fmt: skip
+    return pa.schema(
+        [
+            ("topic", pa.string()),
+            ("partition", pa.int32()),
+            ("offset", pa.int64()),
+            ("key", pa.binary()),
+            ("value", pa.binary()),
+            ("headers", pa.list_(header)),
+            ("timestamp", pa.timestamp("us", tz="UTC")),
+        ]
+    )
 
 
 class _Columns:

@@ -56,8 +56,13 @@ class _SourcePartition:
         syncs = list(self.syncs)
         if self.drift is not None and syncs[-1][0] != self.last_upstream:
             syncs.append([self.last_upstream, self.last_upstream + self.drift])
-        return {"records": self.records, "bytes": self.bytes, "syncs": syncs, "last_ts": self.last_ts,
-                "lat": self.lat if self.lat[3] else None}  # fmt: skip
+        return {
+            "records": self.records,
+            "bytes": self.bytes,
+            "syncs": syncs,
+            "last_ts": self.last_ts,
+            "lat": self.lat if self.lat[3] else None,
+        }
 
 
 class _Task:
@@ -128,8 +133,9 @@ class _Task:
         def delivered(err: Any, msg: Any) -> None:
             source, upstream, ts_ms = queue.popleft()
             if err is not None:
-                self.failures.append(f"delivery to {tp[0]}[{tp[1]}] failed for a transform row of source offset "
-                                     f"{upstream}: {err.str()}")  # fmt: skip
+                self.failures.append(
+                    f"delivery to {tp[0]}[{tp[1]}] failed for a transform row of source offset {upstream}: {err.str()}"
+                )
             elif source is not None:
                 self.parts[source].delivered(upstream, msg.offset(), ts_ms, self.now_ms)
 
@@ -143,8 +149,10 @@ class _Task:
         produce = self.producer.produce
         for i, (topic, partition, offset) in enumerate(zip(col["topic"], col["partition"], col["offset"], strict=True)):
             if topic is None or partition is None:
-                raise KmirrorError(f"flow {self.spec.id}: the transform returned a row with a null "
-                                   f"{'topic' if topic is None else 'partition'} (source offset {offset})")  # fmt: skip
+                raise KmirrorError(
+                    f"flow {self.spec.id}: the transform returned a row with a null "
+                    f"{'topic' if topic is None else 'partition'} (source offset {offset})"
+                )
             key, value = col["key"][i], col["value"][i]
             ts_ms = timestamps[i] // 1000 if timestamps[i] is not None else None
             headers = [(h["key"], h["value"]) for h in col["headers"][i] or []]
@@ -155,8 +163,7 @@ class _Task:
             queue.append((source, offset, ts_ms))
             while True:
                 try:
-                    produce(target, value, key, partition, on_delivery=callback, timestamp=ts_ms or 0,
-                            headers=headers)  # fmt: skip
+                    produce(target, value, key, partition, on_delivery=callback, timestamp=ts_ms or 0, headers=headers)
                     break
                 except BufferError:
                     self.poll(0.05)  # local queue full: serve delivery reports, then retry
@@ -189,8 +196,12 @@ class _Task:
 
     def summary(self, first_ms: int) -> dict[str, Any]:
         parts = [[t, p, part.summary()] for (t, p), part in sorted(self.parts.items())]
-        return {"parts": parts, "unattributed": self.unattributed, "first_ms": first_ms,
-                "last_ms": int(time.time() * 1000)}  # fmt: skip
+        return {
+            "parts": parts,
+            "unattributed": self.unattributed,
+            "first_ms": first_ms,
+            "last_ms": int(time.time() * 1000),
+        }
 
 
 def _producer(spec: Any) -> tuple[str, Any]:

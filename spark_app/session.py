@@ -123,8 +123,10 @@ def local_checkpoint_confs(jars: str | None = None) -> dict[str, str]:
             continue
         for manager in CHECKPOINT_MANAGERS:
             if manager.replace(".", "/") + ".class" in names:
-                return {"spark.sql.streaming.checkpointFileManagerClass": manager,
-                        "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem"}  # fmt: skip
+                return {
+                    "spark.sql.streaming.checkpointFileManagerClass": manager,
+                    "spark.hadoop.fs.file.impl": "org.apache.hadoop.fs.RawLocalFileSystem",
+                }
     return {}
 
 
@@ -154,9 +156,12 @@ QUICK_JIT = "-XX:TieredStopAtLevel=1"
 
 
 def build_session(
-    master: str | None = "local[*]", app_name: str = "kmirror", confs: dict[str, str] | None = None,
-    quick_start: bool = False, quick_jit: bool = False,
-) -> Any:  # fmt: skip
+    master: str | None = "local[*]",
+    app_name: str = "kmirror",
+    confs: dict[str, str] | None = None,
+    quick_start: bool = False,
+    quick_jit: bool = False,
+) -> Any:
     """Build (or get) the SparkSession; `confs` override the local defaults. For a JVM launched
     here: `quick_start` maps (or makes) the class archive (`spark_app.jvm_classes`: the caller
     then calls `jvm_classes.finish()` after `stop()`); `quick_jit` runs it without the

@@ -71,10 +71,19 @@ class MirrorStreamWriter(DataSourceStreamWriter):
         defer_pandas_import()  # a task's process: Spark's arrow path would import pandas for nothing
         # skipped_before: the reader's extra column (kmirror-source); plain range rows have none
         # rate_share: the flow's rate limits this range gets (kmirror-source; None: not planned)
-        ranges = [CopyRange(r.source_topic, r.partition, r.start_offset, r.end_offset, r.target_topic,
-                            getattr(r, "skipped_before", 0) or 0, getattr(r, "rate_share", None),
-                            getattr(r, "source_end", None))
-                  for r in iterator]  # fmt: skip
+        ranges = [
+            CopyRange(
+                r.source_topic,
+                r.partition,
+                r.start_offset,
+                r.end_offset,
+                r.target_topic,
+                getattr(r, "skipped_before", 0) or 0,
+                getattr(r, "rate_share", None),
+                getattr(r, "source_end", None),
+            )
+            for r in iterator
+        ]
         task_id = _task_id()
         if not ranges:
             return MirrorCommitMessage(task_id, (), None, _now_ms())
@@ -142,10 +151,18 @@ def aggregate(
 def _append_batch_log(
     path: str, batch: BatchProgress, first_read_ms: int | None, last_delivery_ms: int, listeners_ms: int
 ) -> None:
-    line = {"batch_id": batch.batch_id, "records": batch.records, "bytes": batch.bytes,
-            "tasks_ms": batch.duration_ms, "throttled_ms": batch.throttled_ms, "first_read_ms": first_read_ms,
-            "last_delivery_ms": last_delivery_ms, "committed_ms": _now_ms(), "listeners_ms": listeners_ms,
-            "commit_pid": os.getpid()}  # fmt: skip
+    line = {
+        "batch_id": batch.batch_id,
+        "records": batch.records,
+        "bytes": batch.bytes,
+        "tasks_ms": batch.duration_ms,
+        "throttled_ms": batch.throttled_ms,
+        "first_read_ms": first_read_ms,
+        "last_delivery_ms": last_delivery_ms,
+        "committed_ms": _now_ms(),
+        "listeners_ms": listeners_ms,
+        "commit_pid": os.getpid(),
+    }
     with open(path, "a") as log:
         log.write(json.dumps(line) + "\n")
 

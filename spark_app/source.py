@@ -46,5 +46,6 @@ class MirrorSource(DataSource):
         if mode not in ("once", "stream"):
             raise KmirrorError(f'option "mode" of {SOURCE_NAME} must be "once" or "stream", got {mode!r}')
         reader = reader_class(self.options.get("reader_api", "auto"))
-        return reader(spec_json, mode == "once", int(self.options.get("task_count", "2")),
-                      self.options.get("until_offsets"))  # fmt: skip
+        return reader(
+            spec_json, mode == "once", int(self.options.get("task_count", "2")), self.options.get("until_offsets")
+        )

@@ -89,8 +89,12 @@ class RangeReader(DataSourceStreamReader):
             # EOFException: print the Python stacks to stderr (the driver's log) first
             if not faulthandler.is_enabled():
                 faulthandler.enable()
-            self._planner = RangePlanner(parse_flow_spec(json.loads(self.spec_json)), self.once, self.task_count,
-                                         on_takeover=write_takeover_syncs)  # fmt: skip
+            self._planner = RangePlanner(
+                parse_flow_spec(json.loads(self.spec_json)),
+                self.once,
+                self.task_count,
+                on_takeover=write_takeover_syncs,
+            )
             if self.until_json:
                 self._planner.frozen_end = offsets_from_json(json.loads(self.until_json))
         return self._planner
@@ -112,11 +116,20 @@ class RangeReader(DataSourceStreamReader):
         skipped = planner.skipped_before
         shares = planner.rate_shares(tasks)  # bytes limit: by estimated bytes (issue 26)
         return [
-            RangeTask(i, tuple((*r.as_row(), skipped.get((r.source_topic, r.partition), 0), share,
-                                _source_end(planner.log_end, r.source_topic, r.partition, r.end_offset))
-                               for r, share in zip(task, task_shares, strict=True)))
+            RangeTask(
+                i,
+                tuple(
+                    (
+                        *r.as_row(),
+                        skipped.get((r.source_topic, r.partition), 0),
+                        share,
+                        _source_end(planner.log_end, r.source_topic, r.partition, r.end_offset),
+                    )
+                    for r, share in zip(task, task_shares, strict=True)
+                ),
+            )
             for i, (task, task_shares) in enumerate(zip(tasks, shares, strict=True))
-        ]  # fmt: skip
+        ]
 
     def read(self, partition: InputPartition) -> Iterator[tuple[Any, ...]]:
         assert isinstance(partition, RangeTask)

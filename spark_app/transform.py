@@ -38,12 +38,33 @@ from spark_app.records_source import RECORDS_SCHEMA, RecordsSource
 
 log = logging.getLogger("kmirror.transform")
 VIEW = "records"
-COLUMN_TYPES = {"topic": "string", "partition": "int", "offset": "bigint", "key": "binary", "value": "binary",
-                "headers": "array<struct<key:string,value:binary>>", "timestamp": "timestamp"}  # fmt: skip
+COLUMN_TYPES = {
+    "topic": "string",
+    "partition": "int",
+    "offset": "bigint",
+    "key": "binary",
+    "value": "binary",
+    "headers": "array<struct<key:string,value:binary>>",
+    "timestamp": "timestamp",
+}
 # Logical plan nodes that keep each input partition's rows in place and in order (analyzed plan).
-PER_RECORD_NODES = frozenset({"Project", "Filter", "SubqueryAlias", "View", "Generate", "WithCTE",
-                              "CTERelationDef", "CTERelationRef", "LocalRelation", "LogicalRDD",
-                              "ResolvedHint", "RelationV2", "DataSourceV2Relation"})  # fmt: skip
+PER_RECORD_NODES = frozenset(
+    {
+        "Project",
+        "Filter",
+        "SubqueryAlias",
+        "View",
+        "Generate",
+        "WithCTE",
+        "CTERelationDef",
+        "CTERelationRef",
+        "LocalRelation",
+        "LogicalRDD",
+        "ResolvedHint",
+        "RelationV2",
+        "DataSourceV2Relation",
+    }
+)
 _NODE = re.compile(r"^[\s:|+\-]*(\w+)")
 _VIEW_LOCK = threading.Lock()  # createOrReplaceTempView + sql as one step per process
 
@@ -84,12 +105,21 @@ def validate_transform(spark: Any, spec: FlowSpec) -> Transform:
         plan = result._jdf.queryExecution().analyzed().toString()
     except PySparkException as exc:
         raise _refused(spec, f"Spark refused the query: {_first_line(exc)}") from None
-    problems = [f"the result has no column `{name}` ({wanted}); it must have exactly the columns of records"
-                for name, wanted in COLUMN_TYPES.items() if name not in fields]  # fmt: skip
-    problems += [f"the result has a column `{name}` that records does not have; only records' columns are written"
-                 for name in fields if name not in COLUMN_TYPES]  # fmt: skip
-    problems += [_type_problem(name, got, COLUMN_TYPES[name]) for name, got in fields.items()
-                 if name in COLUMN_TYPES and got != COLUMN_TYPES[name]]  # fmt: skip
+    problems = [
+        f"the result has no column `{name}` ({wanted}); it must have exactly the columns of records"
+        for name, wanted in COLUMN_TYPES.items()
+        if name not in fields
+    ]
+    problems += [
+        f"the result has a column `{name}` that records does not have; only records' columns are written"
+        for name in fields
+        if name not in COLUMN_TYPES
+    ]
+    problems += [
+        _type_problem(name, got, COLUMN_TYPES[name])
+        for name, got in fields.items()
+        if name in COLUMN_TYPES and got != COLUMN_TYPES[name]
+    ]
     nodes = sorted({m.group(1) for line in plan.splitlines() if (m := _NODE.match(line))} - PER_RECORD_NODES)
     if nodes:
         problems.append(
@@ -100,8 +130,11 @@ def validate_transform(spark: Any, spec: FlowSpec) -> Transform:
         raise ValidationError([Problem("transform.sql", p) for p in problems], source=f"flow {spec.id}")
     source_ids, result_ids = _output_ids(empty), _output_ids(result)
     if result_ids["offset"] != source_ids["offset"]:
-        raise _refused(spec, "column `offset` must be records.offset unchanged (the mirror maps source offsets "
-                             "to target offsets with it)")  # fmt: skip
+        raise _refused(
+            spec,
+            "column `offset` must be records.offset unchanged (the mirror maps source offsets "
+            "to target offsets with it)",
+        )
     exact = all(result_ids[c] == source_ids[c] for c in ("topic", "partition"))
     return Transform(sql, exact_origin=exact)
 
@@ -123,8 +156,11 @@ class TransformBatch:
         from spark_app.records_writer import SUMMARY_SCHEMA, RecordsWriter
 
         rows = batch_df.collect()  # the planned ranges: one small row per source partition range
-        ranges = [OffsetRange(r.source_topic, r.partition, r.start_offset, r.end_offset, r.target_topic)
-                  for r in rows if r.end_offset > r.start_offset]  # fmt: skip
+        ranges = [
+            OffsetRange(r.source_topic, r.partition, r.start_offset, r.end_offset, r.target_topic)
+            for r in rows
+            if r.end_offset > r.start_offset
+        ]
         skipped = {(r.source_topic, r.partition): r.skipped_before or 0 for r in rows}
         started = int(time.time() * 1000)
         summaries: list[dict[str, Any]] = []
@@ -133,8 +169,12 @@ class TransformBatch:
             tasks = plan_tasks(ranges, self.task_count, self.spec.planning.max_records_per_task)
             session.dataSource.register(RecordsSource)
             task_json = json.dumps([[list(r.as_row()[:4]) for r in task] for task in tasks])
-            records = (session.read.format(RecordsSource.name()).option("flow_spec", self.spec_json)
-                       .option("tasks", task_json).load())  # fmt: skip
+            records = (
+                session.read.format(RecordsSource.name())
+                .option("flow_spec", self.spec_json)
+                .option("tasks", task_json)
+                .load()
+            )
             with _VIEW_LOCK:
                 records.createOrReplaceTempView(VIEW)
                 result = session.sql(self.transform.sql)
@@ -150,9 +190,12 @@ class TransformBatch:
 
 
 def batch_progress(
-    batch_id: int, ranges: list[OffsetRange], skipped: dict[tuple[str, int], int], summaries: list[dict[str, Any]],
+    batch_id: int,
+    ranges: list[OffsetRange],
+    skipped: dict[tuple[str, int], int],
+    summaries: list[dict[str, Any]],
     started_ms: int,
-) -> BatchProgress:  # fmt: skip
+) -> BatchProgress:
     """One PartitionProgress per planned range: next offset = the range's end (dropped records
     included), records/bytes/syncs from the writer tasks' summaries. Unattributed rows (routed
     elsewhere) are counted on the batch's first range so the batch's totals stay right."""
@@ -170,15 +213,24 @@ def batch_progress(
         syncs = [(int(u), int(d)) for u, d in parts.get(tp, {}).get("syncs", []) if r.start_offset <= u < r.end_offset]
         lat = part.get("lat")
         extra = unattributed if index == 0 else [0, 0]
-        progress.append(PartitionProgress(
-            source_topic=r.source_topic, partition=r.partition, target_topic=r.target_topic,
-            start_offset=r.start_offset, next_offset=r.end_offset,
-            records=part.get("records", 0) + extra[0], bytes=part.get("bytes", 0) + extra[1],
-            last_timestamp_ms=part.get("last_ts"), offset_syncs=tuple(syncs),
-            latency_min_ms=lat[0] if lat else None, latency_max_ms=lat[1] if lat else None,
-            latency_sum_ms=lat[2] if lat else 0, latency_count=lat[3] if lat else 0,
-            skipped_records=skipped.get(tp, 0),
-        ))  # fmt: skip
+        progress.append(
+            PartitionProgress(
+                source_topic=r.source_topic,
+                partition=r.partition,
+                target_topic=r.target_topic,
+                start_offset=r.start_offset,
+                next_offset=r.end_offset,
+                records=part.get("records", 0) + extra[0],
+                bytes=part.get("bytes", 0) + extra[1],
+                last_timestamp_ms=part.get("last_ts"),
+                offset_syncs=tuple(syncs),
+                latency_min_ms=lat[0] if lat else None,
+                latency_max_ms=lat[1] if lat else None,
+                latency_sum_ms=lat[2] if lat else 0,
+                latency_count=lat[3] if lat else 0,
+                skipped_records=skipped.get(tp, 0),
+            )
+        )
     firsts = [s["first_ms"] for s in summaries]
     last = max((s["last_ms"] for s in summaries), default=started_ms)
     return BatchProgress(batch_id, tuple(progress), last - min(firsts, default=started_ms))
@@ -193,9 +245,16 @@ def _batch_log(batch: BatchProgress, summaries: list[dict[str, Any]]) -> None:
         return
     first = min((s["first_ms"] for s in summaries), default=None)
     last = max((s["last_ms"] for s in summaries), default=int(time.time() * 1000))
-    line = {"batch_id": batch.batch_id, "records": batch.records, "bytes": batch.bytes, "tasks_ms": batch.duration_ms,
-            "first_read_ms": first, "last_delivery_ms": last, "committed_ms": int(time.time() * 1000),
-            "path": "transform"}  # fmt: skip
+    line = {
+        "batch_id": batch.batch_id,
+        "records": batch.records,
+        "bytes": batch.bytes,
+        "tasks_ms": batch.duration_ms,
+        "first_read_ms": first,
+        "last_delivery_ms": last,
+        "committed_ms": int(time.time() * 1000),
+        "path": "transform",
+    }
     with open(path, "a") as out:
         out.write(json.dumps(line) + "\n")
 
@@ -204,6 +263,9 @@ def transform_writer(spark: Any, ranges: Any, spec: FlowSpec, task_count: int) -
     """The DataStreamWriter of a transform flow; validates the query first (ValidationError)."""
     transform = validate_transform(spark, spec)
     if not transform.exact_origin:
-        log.warning("%s: the transform changes topic or partition; offset syncs stay exact unless it routes "
-                    "records into a partition the flow mirrors itself (docs/spark-app.md)", spec.id)  # fmt: skip
+        log.warning(
+            "%s: the transform changes topic or partition; offset syncs stay exact unless it routes "
+            "records into a partition the flow mirrors itself (docs/spark-app.md)",
+            spec.id,
+        )
     return ranges.writeStream.foreachBatch(TransformBatch(spec, transform, task_count))

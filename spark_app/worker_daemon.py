@@ -37,8 +37,14 @@ import runpy
 import sys
 
 DAEMON = "pyspark.daemon"
-PRELOAD = ("pyspark.worker", "spark_app.sink", "spark_app.source", "kmirror_engine.copying.batch_copy",
-           "kmirror_engine.copying.batch_net", "kmirror_engine.copying.native_copy")  # fmt: skip
+PRELOAD = (
+    "pyspark.worker",
+    "spark_app.sink",
+    "spark_app.source",
+    "kmirror_engine.copying.batch_copy",
+    "kmirror_engine.copying.batch_net",
+    "kmirror_engine.copying.native_copy",
+)
 # Spark's arrow path in the tasks (the reader's rows, the writer's commit message): preloaded only
 # where numpy and pyarrow may be (`preload`).
 ARROW_PRELOAD = ("numpy", "pyarrow", "pyarrow.ipc", "pyspark.sql.worker.plan_data_source_read")

@@ -77,8 +77,11 @@ def _adopt_read_before(since: float | None) -> None:
     archives have not changed since `since`."""
     if since is None:
         return
-    held = [(importer.archive, getattr(importer, "_files", None)) for importer in list(sys.path_importer_cache.values())
-            if isinstance(importer, zipimport.zipimporter)]  # fmt: skip
+    held = [
+        (importer.archive, getattr(importer, "_files", None))
+        for importer in list(sys.path_importer_cache.values())
+        if isinstance(importer, zipimport.zipimporter)
+    ]
     for archive, files in [*getattr(zipimport, "_zip_directory_cache", {}).items(), *held]:
         if files is None or id(files) in _READ:
             continue

@@ -36,8 +36,11 @@ def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[st
     deadline = time.monotonic() + 30
     while True:
         topic = admin.list_topics(name, timeout=10).topics.get(name)
-        if topic is not None and topic.error is None and len(topic.partitions) == partitions and all(
-            p.leader >= 0 for p in topic.partitions.values()
+        if (
+            topic is not None
+            and topic.error is None
+            and len(topic.partitions) == partitions
+            and all(p.leader >= 0 for p in topic.partitions.values())
         ):
             return
         assert time.monotonic() < deadline, f"topic {name} created but not in the broker's metadata after 30 s"
@@ -79,9 +82,13 @@ def consume_all(
     if not IS_TANSU or not fenced:
         return consume_to_end(bootstrap, topic, partitions, timeout_s, expect)
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "kmirror-test-reader", "enable.auto.commit": False,
-         "isolation.level": "read_committed"}
-    )  # fmt: skip
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "kmirror-test-reader",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: dict[int, list[Any]] = {p: [] for p in range(partitions)}
     done: set[int] = set()
@@ -109,9 +116,14 @@ def consume_to_end(
     read_committed: aborted records and control markers never show); waits until at least
     `expect` records arrived in all when given, and fails naming what it saw on timeout."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "kmirror-test-reader", "enable.auto.commit": False,
-         "isolation.level": "read_committed", "enable.partition.eof": True}
-    )  # fmt: skip
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "kmirror-test-reader",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "enable.partition.eof": True,
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     out: dict[int, list[Any]] = {p: [] for p in range(partitions)}
     at_end: set[int] = set()

@@ -44,11 +44,20 @@ GZIP = DefaultRecordBatchBuilder.CODEC_GZIP
 NONE = DefaultRecordBatchBuilder.CODEC_NONE
 
 
-def build(base: int, count: int, *, producer_id: int = -1, transactional: bool = False, codec: int = NONE,
-          offsets: list[int] | None = None, timestamp: int = 1_700_000_000_000) -> bytes:  # fmt: skip
+def build(
+    base: int,
+    count: int,
+    *,
+    producer_id: int = -1,
+    transactional: bool = False,
+    codec: int = NONE,
+    offsets: list[int] | None = None,
+    timestamp: int = 1_700_000_000_000,
+) -> bytes:
     """A record batch as a broker serves it: `count` records (or those at `offsets` deltas) at `base`."""
-    builder = DefaultRecordBatchBuilder(2, codec, transactional, producer_id, 0 if producer_id >= 0 else -1,
-                                        7 if producer_id >= 0 else -1, 1 << 20)  # fmt: skip
+    builder = DefaultRecordBatchBuilder(
+        2, codec, transactional, producer_id, 0 if producer_id >= 0 else -1, 7 if producer_id >= 0 else -1, 1 << 20
+    )
     for delta in offsets if offsets is not None else range(count):
         value = None if delta == 1 else f"value-{base + delta}".encode()
         builder.append(delta, timestamp + delta, f"key-{delta}".encode(), value, [("h", b"x"), ("dup", b"")])
@@ -107,8 +116,12 @@ def test_rewrite_changes_only_the_producer_fields_and_keeps_records_byte_identic
 
 
 @settings(max_examples=200, deadline=None)
-@given(body=st.binary(max_size=5000), zeros=st.integers(0, 1 << 23), before=st.binary(min_size=36, max_size=36),
-       after=st.binary(min_size=36, max_size=36))  # fmt: skip
+@given(
+    body=st.binary(max_size=5000),
+    zeros=st.integers(0, 1 << 23),
+    before=st.binary(min_size=36, max_size=36),
+    after=st.binary(min_size=36, max_size=36),
+)
 def test_the_crc_update_equals_the_crc_of_the_changed_bytes(
     body: bytes, zeros: int, before: bytes, after: bytes
 ) -> None:
@@ -144,8 +157,10 @@ def test_crc_tables_built_by_several_copier_threads_at_once_give_right_crcs(
     try:
         for _ in range(10):
             monkeypatch.setattr(batch_wire, "_SHIFTS", [])
-            threads = [threading.Thread(target=update, args=(os.urandom(36) + bytes(n),))
-                       for n in (1 << 20, 3 << 19, 1 << 21, 700_001)]  # fmt: skip
+            threads = [
+                threading.Thread(target=update, args=(os.urandom(36) + bytes(n),))
+                for n in (1 << 20, 3 << 19, 1 << 21, 700_001)
+            ]
             for thread in threads:
                 thread.start()
             for thread in threads:
@@ -286,20 +301,32 @@ def test_batches_that_need_per_record_work_fall_back_and_say_why() -> None:
 
 
 def test_link_config_translates_tls_and_scram_and_names_what_it_cannot() -> None:
-    settings, reasons = link_config({
-        "bootstrap.servers": "b:9093", "security.protocol": "sasl_ssl", "sasl.mechanisms": "SCRAM-SHA-512",
-        "sasl.username": "mirror", "sasl.password": "pw", "ssl.ca.location": "/ca.pem",
-        "ssl.endpoint.identification.algorithm": "none", "linger.ms": 5,
-    })  # fmt: skip
+    settings, reasons = link_config(
+        {
+            "bootstrap.servers": "b:9093",
+            "security.protocol": "sasl_ssl",
+            "sasl.mechanisms": "SCRAM-SHA-512",
+            "sasl.username": "mirror",
+            "sasl.password": "pw",
+            "ssl.ca.location": "/ca.pem",
+            "ssl.endpoint.identification.algorithm": "none",
+            "linger.ms": 5,
+        }
+    )
     assert reasons == []
     expected = {
-        "bootstrap_servers": "b:9093", "security_protocol": "SASL_SSL", "sasl_mechanism": "SCRAM-SHA-512",
-        "sasl_plain_username": "mirror", "sasl_plain_password": "pw", "ssl_cafile": "/ca.pem",
+        "bootstrap_servers": "b:9093",
+        "security_protocol": "SASL_SSL",
+        "sasl_mechanism": "SCRAM-SHA-512",
+        "sasl_plain_username": "mirror",
+        "sasl_plain_password": "pw",
+        "ssl_cafile": "/ca.pem",
         "ssl_check_hostname": False,
-    }  # fmt: skip
+    }
     assert {k: settings[k] for k in expected} == expected
-    _, reasons = link_config({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "GSSAPI",
-                              "sasl.kerberos.keytab": "/k"})  # fmt: skip
+    _, reasons = link_config(
+        {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "GSSAPI", "sasl.kerberos.keytab": "/k"}
+    )
     assert reasons == [
         "client property sasl.kerberos.keytab has no equivalent on the batch path",
         "SASL mechanism GSSAPI is not supported on the batch path (PLAIN and SCRAM are)",
@@ -307,12 +334,18 @@ def test_link_config_translates_tls_and_scram_and_names_what_it_cannot() -> None
 
 
 def _flow(**options: Any) -> Any:
-    return parse_flow_spec({
-        "id": "west->east", "topics": ["t"], "topics_exclude": [], "replication_policy": {"type": "default"},
-        "source": {"alias": "west", "bootstrap_servers": "w:9092"},
-        "target": {"alias": "east", "bootstrap_servers": "e:9092"},
-        "checkpoint_location": "/tmp/ckpt", **options,
-    })  # fmt: skip
+    return parse_flow_spec(
+        {
+            "id": "west->east",
+            "topics": ["t"],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+            "source": {"alias": "west", "bootstrap_servers": "w:9092"},
+            "target": {"alias": "east", "bootstrap_servers": "e:9092"},
+            "checkpoint_location": "/tmp/ckpt",
+            **options,
+        }
+    )
 
 
 def test_copy_loop_batch_is_an_option_refused_with_what_only_record_loops_serve() -> None:
@@ -320,8 +353,10 @@ def test_copy_loop_batch_is_an_option_refused_with_what_only_record_loops_serve(
     with pytest.raises(ValidationError) as caught:
         _flow(copy_loop="batch", dead_letter_topic="dlq", max_records_per_second=100)
     text = str(caught.value)
-    assert ("copy_loop: is 'batch', but dead_letter_topic is set and only the record loops serve it; set copy_loop "
-            "to auto (it picks a record loop for such a flow) or remove dead_letter_topic") in text  # fmt: skip
+    assert (
+        "copy_loop: is 'batch', but dead_letter_topic is set and only the record loops serve it; set copy_loop "
+        "to auto (it picks a record loop for such a flow) or remove dead_letter_topic"
+    ) in text
     assert "but max_records_per_second is set" in text
     with pytest.raises(ValidationError, match="but exactly_once is set"):
         _flow(copy_loop="batch", exactly_once=True)
@@ -415,9 +450,12 @@ def test_many_ranges_failing_retriably_at_once_cost_one_metadata_refresh_not_one
             return {(t, p): 1 for t in topics for p in range(partitions)}
 
     def fetched(request: Any) -> Any:
-        parts = [SimpleNamespace(partition_index=p, error_code=0, records=build(0, 5) if offset == 0 else b"",
-                                 aborted_transactions=[])
-                 for _, p, offset, _ in request.partitions]  # fmt: skip
+        parts = [
+            SimpleNamespace(
+                partition_index=p, error_code=0, records=build(0, 5) if offset == 0 else b"", aborted_transactions=[]
+            )
+            for _, p, offset, _ in request.partitions
+        ]
         return SimpleNamespace(responses=[SimpleNamespace(topic="t", partitions=parts)])
 
     tries: dict[int, int] = {}
@@ -488,8 +526,13 @@ def test_auto_flows_take_the_batch_path_unless_a_flow_needs_a_record_loop_or_the
     assert AUTO_ORDER[0] == "batch" and auto_copy_loop() == "batch"
     assert takes_batch_path(spec()) and takes_batch_path(spec(copy_loop="batch"))  # auto: the batch path
     assert not takes_batch_path(spec(copy_loop="native")) and not takes_batch_path(spec(copy_loop="python"))
-    needs_records = {"exactly_once": True, "dead_letter_topic": "dlq", "max_records_per_second": 10,
-                     "max_bytes_per_second": 10_000, "skip_offsets": ["orders:0:5"]}  # fmt: skip
+    needs_records = {
+        "exactly_once": True,
+        "dead_letter_topic": "dlq",
+        "max_records_per_second": 10,
+        "max_bytes_per_second": 10_000,
+        "skip_offsets": ["orders:0:5"],
+    }
     assert set(COPY_LOOP_CANNOT_SERVE["batch"]) <= {*needs_records, "provenance_headers"}
     for name, value in needs_records.items():  # each option the table names keeps its flow on a record loop
         assert not takes_batch_path(spec(**{name: value})), name
@@ -549,8 +592,9 @@ def test_a_kept_copier_renews_its_producer_id_and_forgets_old_topics_past_its_pa
 
     def fetched(request: Any) -> Any:
         topic, partition, offset, _ = request.partitions[0]
-        part = SimpleNamespace(partition_index=partition, error_code=0, records=build(offset, 2),
-                               aborted_transactions=[])  # fmt: skip
+        part = SimpleNamespace(
+            partition_index=partition, error_code=0, records=build(offset, 2), aborted_transactions=[]
+        )
         return SimpleNamespace(responses=[SimpleNamespace(topic=topic, partitions=[part])])
 
     def produced(request: Any) -> Any:
@@ -568,8 +612,7 @@ def test_a_kept_copier_renews_its_producer_id_and_forgets_old_topics_past_its_pa
         copier.copy([CopyRange(topic, 0, 0, 2, f"west.{topic}")])
     copier.copy([CopyRange("a", 0, 2, 4, "west.a")])
     # three partitions written: the fourth round starts with a new id, sequences from 0 again
-    assert sent == [("west.a", 100, 0), ("west.b", 100, 0), ("west.c", 100, 0), ("west.a", 101, 0),
-                    ("west.a", 101, 2)]  # fmt: skip
+    assert sent == [("west.a", 100, 0), ("west.b", 100, 0), ("west.c", 100, 0), ("west.a", 101, 0), ("west.a", 101, 2)]
     assert source.kept == [{"a"}] and target.kept == [{"west.a"}]
 
 
@@ -588,8 +631,9 @@ def test_small_batches_go_merged_in_one_request_and_their_offsets_map_exactly() 
         if type(request).__name__.startswith("InitProducerId"):
             return SimpleNamespace(error_code=0, producer_id=4711, producer_epoch=2)
         records = produced_records(request)
-        part = SimpleNamespace(index=0, error_code=0, base_offset=500 + sum(split_batches(b)[0].record_count
-                                                                            for b in produced_at))  # fmt: skip
+        part = SimpleNamespace(
+            index=0, error_code=0, base_offset=500 + sum(split_batches(b)[0].record_count for b in produced_at)
+        )
         produced_at.append(records)
         return SimpleNamespace(responses=[SimpleNamespace(name="west.t", partition_responses=[part])])
 

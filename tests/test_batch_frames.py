@@ -23,19 +23,40 @@ Partition = FetchResponse.FetchableTopicResponse.PartitionData
 
 def test_uvarint_is_kafkas_unsigned_varint() -> None:
     assert [uvarint(v) for v in (0, 1, 127, 128, 300, 2**21)] == [
-        b"\x00", b"\x01", b"\x7f", b"\x80\x01", b"\xac\x02", b"\x80\x80\x80\x01"]  # fmt: skip
+        b"\x00",
+        b"\x01",
+        b"\x7f",
+        b"\x80\x01",
+        b"\xac\x02",
+        b"\x80\x80\x80\x01",
+    ]
 
 
 def test_a_fetch_request_is_byte_for_byte_kafka_pythons() -> None:
     ours = fetch_request([("orders", 1, 42), ("orders", 0, 7), ("pay.ments", 3, 2**40)], wide=[("orders", 0)])
     ours.with_header(correlation_id=99, client_id="kmirror-batch")
-    parts = {t: [FetchRequest.FetchTopic.FetchPartition(partition=p, fetch_offset=o, partition_max_bytes=m,
-                                                        current_leader_epoch=-1, log_start_offset=-1)
-                 for tt, p, o, m in ours.partitions if tt == t] for t in ("orders", "pay.ments")}  # fmt: skip
+    parts = {
+        t: [
+            FetchRequest.FetchTopic.FetchPartition(
+                partition=p, fetch_offset=o, partition_max_bytes=m, current_leader_epoch=-1, log_start_offset=-1
+            )
+            for tt, p, o, m in ours.partitions
+            if tt == t
+        ]
+        for t in ("orders", "pay.ments")
+    }
     theirs = FetchRequest[12](
-        replica_id=-1, max_wait_ms=50, min_bytes=1, max_bytes=4 * 1024 * 1024, isolation_level=1, session_id=0,
-        session_epoch=-1, forgotten_topics_data=[], rack_id="",
-        topics=[FetchRequest.FetchTopic(topic=t, partitions=p) for t, p in parts.items()])  # fmt: skip
+        replica_id=-1,
+        max_wait_ms=50,
+        min_bytes=1,
+        max_bytes=4 * 1024 * 1024,
+        isolation_level=1,
+        session_id=0,
+        session_epoch=-1,
+        forgotten_topics_data=[],
+        rack_id="",
+        topics=[FetchRequest.FetchTopic(topic=t, partitions=p) for t, p in parts.items()],
+    )
     theirs.with_header(correlation_id=99, client_id="kmirror-batch")
     assert bytes(ours.encode(framed=True, header=True)) == bytes(theirs.encode(framed=True, header=True))
     assert ours.partitions[0][:2] == ("orders", 0)  # the wide partition first (KIP-74)
@@ -44,17 +65,31 @@ def test_a_fetch_request_is_byte_for_byte_kafka_pythons() -> None:
 def test_a_produce_request_is_kafka_pythons_with_each_batch_rewritten_once() -> None:
     first, second = build(0, 3), build(3, 2)
     [a], [b] = split_batches(first), split_batches(second)
-    items = [ProducedBatch("west.t", 0, a, 4711, 2, 0), ProducedBatch("west.t", 1, b, 4711, 2, 9),
-             ProducedBatch("west.u", 0, a, 4711, 2, 5)]  # fmt: skip
+    items = [
+        ProducedBatch("west.t", 0, a, 4711, 2, 0),
+        ProducedBatch("west.t", 1, b, 4711, 2, 9),
+        ProducedBatch("west.u", 0, a, 4711, 2, 5),
+    ]
     ours = ProduceCall(items, 30_000)
     ours.with_header(correlation_id=5, client_id="kmirror")
     data = ProduceRequest.TopicProduceData.PartitionProduceData
-    theirs = ProduceRequest[9](transactional_id=None, acks=-1, timeout_ms=30_000, topic_data=[
-        ProduceRequest.TopicProduceData(name="west.t", partition_data=[
-            data(index=0, records=bytes(rewrite(a, 4711, 2, 0))),
-            data(index=1, records=bytes(rewrite(b, 4711, 2, 9)))]),
-        ProduceRequest.TopicProduceData(name="west.u", partition_data=[
-            data(index=0, records=bytes(rewrite(a, 4711, 2, 5)))])])  # fmt: skip
+    theirs = ProduceRequest[9](
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=30_000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name="west.t",
+                partition_data=[
+                    data(index=0, records=bytes(rewrite(a, 4711, 2, 0))),
+                    data(index=1, records=bytes(rewrite(b, 4711, 2, 9))),
+                ],
+            ),
+            ProduceRequest.TopicProduceData(
+                name="west.u", partition_data=[data(index=0, records=bytes(rewrite(a, 4711, 2, 5)))]
+            ),
+        ],
+    )
     theirs.with_header(correlation_id=5, client_id="kmirror")
     encoded = ours.encode(framed=True, header=True)
     assert bytes(encoded) == bytes(theirs.encode(framed=True, header=True))
@@ -74,8 +109,13 @@ def test_a_gathered_produce_request_is_the_encoded_one_with_headers_rewritten_wh
     first, second = bytearray(build(0, 3)), bytearray(build(3, 2, codec=1))
     [a], [b] = split_batches(memoryview(first)), split_batches(memoryview(second))
     items = [ProducedBatch("west.t", 0, a, 4711, 2, 0), ProducedBatch("west.u", 1, b, 4711, 2, 9)]
-    encoded = ProduceCall([ProducedBatch(i.topic, i.partition, split_batches(bytes(i.batch.data))[0], 4711, 2,
-                                         i.base_sequence) for i in items], 30_000)  # fmt: skip
+    encoded = ProduceCall(
+        [
+            ProducedBatch(i.topic, i.partition, split_batches(bytes(i.batch.data))[0], 4711, 2, i.base_sequence)
+            for i in items
+        ],
+        30_000,
+    )
     encoded.with_header(correlation_id=5, client_id="kmirror")
     gathered = ProduceCall(items, 30_000)
     gathered.with_header(correlation_id=5, client_id="kmirror")
@@ -118,17 +158,44 @@ def test_gathered_requests_survive_partial_vectored_sends_in_order() -> None:
 
 def test_a_fetch_answer_is_read_as_kafka_python_encodes_it_and_records_stay_views() -> None:
     records = bytes(build(0, 3) + build(3, 4))
-    answer = FetchResponse[12](throttle_time_ms=3, error_code=0, session_id=0, responses=[
-        FetchResponse.FetchableTopicResponse(topic="orders", partitions=[
-            Partition(partition_index=1, error_code=0, high_watermark=7, last_stable_offset=7, log_start_offset=0,
-                      aborted_transactions=[Partition.AbortedTransaction(producer_id=9, first_offset=2),
-                                            Partition.AbortedTransaction(producer_id=11, first_offset=5)],
-                      preferred_read_replica=-1, records=records,
-                      diverging_epoch=Partition.EpochEndOffset(epoch=3, end_offset=4),
-                      current_leader=Partition.LeaderIdAndEpoch(leader_id=2, leader_epoch=8)),
-            Partition(partition_index=0, error_code=6, high_watermark=-1, last_stable_offset=-1, log_start_offset=-1,
-                      aborted_transactions=None, preferred_read_replica=-1, records=None)]),
-        FetchResponse.FetchableTopicResponse(topic="pay", partitions=[])])  # fmt: skip
+    answer = FetchResponse[12](
+        throttle_time_ms=3,
+        error_code=0,
+        session_id=0,
+        responses=[
+            FetchResponse.FetchableTopicResponse(
+                topic="orders",
+                partitions=[
+                    Partition(
+                        partition_index=1,
+                        error_code=0,
+                        high_watermark=7,
+                        last_stable_offset=7,
+                        log_start_offset=0,
+                        aborted_transactions=[
+                            Partition.AbortedTransaction(producer_id=9, first_offset=2),
+                            Partition.AbortedTransaction(producer_id=11, first_offset=5),
+                        ],
+                        preferred_read_replica=-1,
+                        records=records,
+                        diverging_epoch=Partition.EpochEndOffset(epoch=3, end_offset=4),
+                        current_leader=Partition.LeaderIdAndEpoch(leader_id=2, leader_epoch=8),
+                    ),
+                    Partition(
+                        partition_index=0,
+                        error_code=6,
+                        high_watermark=-1,
+                        last_stable_offset=-1,
+                        log_start_offset=-1,
+                        aborted_transactions=None,
+                        preferred_read_replica=-1,
+                        records=None,
+                    ),
+                ],
+            ),
+            FetchResponse.FetchableTopicResponse(topic="pay", partitions=[]),
+        ],
+    )
     answer.with_header(correlation_id=77)
     wire = answer.encode(framed=False, header=True)
     buffer = KafkaBytes(len(wire))  # what kafka-python's parser hands the decoder
@@ -197,14 +264,42 @@ def test_the_direct_parser_reads_answers_split_anyhow_into_their_frames_in_order
     from kmirror_engine.copying.batch_net import POOLED_MIN_BYTES, _DirectParser
 
     records = bytes(build(0, 3)) * (POOLED_MIN_BYTES // len(build(0, 3)) + 1)  # large enough for the pool
-    fetch = FetchResponse[12](throttle_time_ms=0, error_code=0, session_id=0, responses=[
-        FetchResponse.FetchableTopicResponse(topic="t", partitions=[Partition(
-            partition_index=0, error_code=0, high_watermark=3, last_stable_offset=3, log_start_offset=0,
-            aborted_transactions=None, preferred_read_replica=-1, records=records)])])  # fmt: skip
+    fetch = FetchResponse[12](
+        throttle_time_ms=0,
+        error_code=0,
+        session_id=0,
+        responses=[
+            FetchResponse.FetchableTopicResponse(
+                topic="t",
+                partitions=[
+                    Partition(
+                        partition_index=0,
+                        error_code=0,
+                        high_watermark=3,
+                        last_stable_offset=3,
+                        log_start_offset=0,
+                        aborted_transactions=None,
+                        preferred_read_replica=-1,
+                        records=records,
+                    )
+                ],
+            )
+        ],
+    )
     fetch.with_header(correlation_id=1)
-    produced = ProduceResponse[9](throttle_time_ms=0, responses=[ProduceResponse.TopicProduceResponse(
-        name="west.t", partition_responses=[ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
-            index=0, error_code=0, base_offset=96, log_append_time_ms=-1, log_start_offset=0)])])  # fmt: skip
+    produced = ProduceResponse[9](
+        throttle_time_ms=0,
+        responses=[
+            ProduceResponse.TopicProduceResponse(
+                name="west.t",
+                partition_responses=[
+                    ProduceResponse.TopicProduceResponse.PartitionProduceResponse(
+                        index=0, error_code=0, base_offset=96, log_append_time_ms=-1, log_start_offset=0
+                    )
+                ],
+            )
+        ],
+    )
     produced.with_header(correlation_id=2)
     wire = bytes(fetch.encode(framed=True, header=True)) + bytes(produced.encode(framed=True, header=True))
     parser = KafkaProtocol(client_id="t")

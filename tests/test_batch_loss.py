@@ -179,8 +179,12 @@ def _legacy_message_set(first: int, count: int, magic: int = 1) -> bytes:
 
     builder = LegacyRecordBatchBuilder(magic, LegacyRecordBatchBuilder.CODEC_GZIP, 1 << 20)
     for i in range(count):
-        builder.append(i if magic == 1 else first + i, 1_700_000_000_000 + i if magic else None, b"k",
-                       f"value-{first + i}".encode())  # fmt: skip
+        builder.append(
+            i if magic == 1 else first + i,
+            1_700_000_000_000 + i if magic else None,
+            b"k",
+            f"value-{first + i}".encode(),
+        )
     data = bytearray(builder.build())
     struct.pack_into(">q", data, 0, first + count - 1)  # the wrapper's offset: its last inner record's
     return bytes(data)
@@ -202,8 +206,11 @@ class RecordLoop:
             self.spans.append((r.start_offset, r.end_offset))
             n = r.end_offset - r.start_offset
             syncs = ((r.start_offset, r.start_offset), (r.end_offset - 1, r.end_offset - 1))
-            out.append(PartitionProgress(r.source_topic, r.partition, r.target_topic, r.start_offset, r.end_offset, n,
-                                         10 * n, None, syncs))  # fmt: skip
+            out.append(
+                PartitionProgress(
+                    r.source_topic, r.partition, r.target_topic, r.start_offset, r.end_offset, n, 10 * n, None, syncs
+                )
+            )
         return out
 
 
@@ -260,16 +267,22 @@ def test_malformed_fetched_batches_fail_naming_partition_and_offset_not_a_bare_i
     records = build(0, 3) + bytes(cut)
     broker = BrokerLog()
     copier = BatchRangeCopier(Source(records, broker), Target(broker), fallback=lambda: None)  # type: ignore[arg-type]
-    with pytest.raises(CopyError, match=r"fetching t\[0\] at offset 0: the fetched record batches are malformed "
-                       r"\(IndexError"):  # fmt: skip
+    with pytest.raises(
+        CopyError,
+        match=r"fetching t\[0\] at offset 0: the fetched record batches are malformed "
+        r"\(IndexError",
+    ):
         copier.copy([CopyRange("t", 0, 0, 4, "west.t")])
     # a magic 2 batch whose length is shorter than a batch header (struct.error at produce time before)
     short = bytearray(build(3, 2))
     struct.pack_into(">i", short, 8, 8)
     records = build(0, 3) + bytes(short[:20])
     copier = BatchRangeCopier(Source(records, broker), Target(broker), fallback=lambda: None)  # type: ignore[arg-type]
-    with pytest.raises(CopyError, match=r"fetching t\[0\] at offset 0: .*batch at offset 3 is 20 bytes, shorter "
-                       r"than a batch header"):  # fmt: skip
+    with pytest.raises(
+        CopyError,
+        match=r"fetching t\[0\] at offset 0: .*batch at offset 3 is 20 bytes, shorter "
+        r"than a batch header",
+    ):
         copier.copy([CopyRange("t", 0, 0, 5, "west.t")])
 
 
@@ -296,8 +309,9 @@ def test_a_record_older_than_its_batchs_first_goes_to_the_record_loop_under_a_ti
         return out
 
     day = 86_400_000
-    state = RangeInFlight(CopyRange("t", 0, 100, 200, "west.t"), TargetRules(create_time=True, before_max_ms=day),
-                          None, 100)  # fmt: skip
+    state = RangeInFlight(
+        CopyRange("t", 0, 100, 200, "west.t"), TargetRules(create_time=True, before_max_ms=day), None, 100
+    )
     hidden_old = batch([now - 1000, now - 30 * day, now - 500])  # first and highest fresh, the middle one not
     assert hidden_old.base_timestamp == now - 1000 and hidden_old.max_timestamp == now - 500
     assert fallback_reason(state, hidden_old, now) == "timestamps near the target's message.timestamp window"
@@ -344,7 +358,8 @@ def test_a_fetch_quota_pause_waits_for_the_broker_no_metadata_or_log_storm(caplo
     with caplog.at_level("WARNING", logger="kmirror.batch_copy"):
         [progress] = copier.copy([CopyRange("t", 0, 0, 6, "west.t")])
     assert progress.records == 6 and _values(broker) == [r.value for r in DefaultRecordBatch(bytes(build(0, 3)))] + [
-        r.value for r in DefaultRecordBatch(bytes(build(3, 3)))]  # fmt: skip
+        r.value for r in DefaultRecordBatch(bytes(build(3, 3)))
+    ]
     assert (source.refused, source.refreshed) == (0, 2)  # the refresh above and the copy's first
     assert not [r for r in caplog.records if "fetch from the source failed" in r.getMessage()]
 
@@ -355,8 +370,18 @@ def test_kafka_pythons_throttle_warning_is_kept_once_a_minute_not_once_an_answer
     from kmirror_engine.copying import batch_net  # noqa: F401  (installs the filter)
 
     logger = logging.getLogger("kafka.net.connection")
-    made = [logger.makeRecord(logger.name, logging.WARNING, __file__, 1, "%s: %s throttled by broker (%d ms)",
-                              ("<conn node=1>", "FetchResponse", 5), None) for _ in range(3)]  # fmt: skip
+    made = [
+        logger.makeRecord(
+            logger.name,
+            logging.WARNING,
+            __file__,
+            1,
+            "%s: %s throttled by broker (%d ms)",
+            ("<conn node=1>", "FetchResponse", 5),
+            None,
+        )
+        for _ in range(3)
+    ]
     other = logger.makeRecord(logger.name, logging.WARNING, __file__, 1, "connection reset", (), None)
     [throttle_filter] = [f for f in logger.filters if type(f).__name__ == "_OncePerMinute"]
     throttle_filter.last = float("-inf")

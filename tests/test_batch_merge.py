@@ -30,8 +30,9 @@ from kmirror_engine.copying.batch_wire import (
 NONE, GZIP = DefaultRecordBatchBuilder.CODEC_NONE, DefaultRecordBatchBuilder.CODEC_GZIP
 
 
-def _batch(base: int, records: list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes]]]],
-           codec: int = NONE) -> bytes:  # fmt: skip
+def _batch(
+    base: int, records: list[tuple[int, bytes | None, bytes | None, list[tuple[str, bytes]]]], codec: int = NONE
+) -> bytes:
     builder = DefaultRecordBatchBuilder(2, codec, False, 77, 0, 0, 1 << 24)
     for delta, (ts, key, value, headers) in enumerate(records):
         builder.append(delta, ts, key, value, headers)

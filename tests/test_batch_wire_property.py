@@ -46,8 +46,11 @@ def _v2(base: int, deltas: list[int], codec: int, producer_id: int = -1, transac
 
 
 # one part of a partition log: (kind, records, codec)
-PART = st.tuples(st.sampled_from(["plain", "compacted", "committed", "aborted", "v0", "v1"]), st.integers(1, 6),
-                 st.sampled_from([0, 1, 2, 3, 4]))  # fmt: skip
+PART = st.tuples(
+    st.sampled_from(["plain", "compacted", "committed", "aborted", "v0", "v1"]),
+    st.integers(1, 6),
+    st.sampled_from([0, 1, 2, 3, 4]),
+)
 
 
 def _log(parts: list[tuple[str, int, int]]) -> tuple[bytes, list[int]]:
@@ -130,12 +133,17 @@ class CodecBroker(BrokerLog):
         return error, base
 
 
-def _copy(records: bytes, end: int, stall_timeout_s: float = 5, aborted: list[tuple[int, int]] | None = None
-          ) -> tuple[CodecBroker, RecordLoop, Any]:  # fmt: skip
+def _copy(
+    records: bytes, end: int, stall_timeout_s: float = 5, aborted: list[tuple[int, int]] | None = None
+) -> tuple[CodecBroker, RecordLoop, Any]:
     broker, loop = CodecBroker(), RecordLoop()
     source = AbortingSource(records, broker, _aborted(records) if aborted is None else aborted)
-    copier = BatchRangeCopier(source, Target(broker), fallback=lambda: loop,  # type: ignore[arg-type]
-                              stall_timeout_s=stall_timeout_s)  # fmt: skip
+    copier = BatchRangeCopier(
+        source,
+        Target(broker),
+        fallback=lambda: loop,  # type: ignore[arg-type]
+        stall_timeout_s=stall_timeout_s,
+    )
     [progress] = copier.copy([CopyRange("t", 0, 0, end, "west.t")])
     return broker, loop, progress
 
@@ -156,15 +164,22 @@ def test_every_committed_record_lands_once_in_order_or_goes_to_the_record_loop(p
     assert set(landed) <= set(wanted)  # nothing aborted, nothing invented
     for (key, value, headers), offset in zip(broker.records, landed, strict=True):  # records as they were
         assert (key, value, headers) == (f"k{offset}".encode(), f"v{offset}".encode(), [("h", b"x")])
-    sent = {b.attributes & 0x07 for b in split_batches(records)
-            if b.magic == 2 and b.contiguous and not b.is_control and b.producer_id in (-1, *committed)}  # fmt: skip
+    sent = {
+        b.attributes & 0x07
+        for b in split_batches(records)
+        if b.magic == 2 and b.contiguous and not b.is_control and b.producer_id in (-1, *committed)
+    }
     assert sent - {0} <= set(broker.codecs)  # compressed batches keep their codec id
     assert progress.records == len(landed) + len(spans)  # (the fake record loop counts every offset it is given)
 
 
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(parts=st.lists(PART, min_size=1, max_size=4), at=st.integers(0, 10_000), byte=st.integers(0, 255),
-       cut=st.integers(0, 63))  # fmt: skip
+@given(
+    parts=st.lists(PART, min_size=1, max_size=4),
+    at=st.integers(0, 10_000),
+    byte=st.integers(0, 255),
+    cut=st.integers(0, 63),
+)
 def test_mutated_fetched_bytes_copy_or_fail_naming_partition_and_offset(
     parts: list[Any], at: int, byte: int, cut: int
 ) -> None:

@@ -37,8 +37,14 @@ def test_mm2_mirrors_one_topic_one_way_with_cores_as_tasks_and_our_producer_safe
 
 
 def test_the_copy_window_runs_from_the_first_record_seen_to_all_of_them() -> None:
-    polls = [Sample(10.0, 0, 1.0), Sample(10.05, 0, 1.5), Sample(10.1, 300, 1.6), Sample(12.0, 900, 4.0),
-             Sample(12.05, 1000, 4.2), Sample(12.1, 1000, 4.25)]  # fmt: skip
+    polls = [
+        Sample(10.0, 0, 1.0),
+        Sample(10.05, 0, 1.5),
+        Sample(10.1, 300, 1.6),
+        Sample(12.0, 900, 4.0),
+        Sample(12.05, 1000, 4.2),
+        Sample(12.1, 1000, 4.25),
+    ]
     first, last = copy_window(polls, 1000)
     assert (first.at, first.cpu_s, last.at, last.cpu_s) == (10.1, 1.6, 12.05, 4.2)
 

@@ -35,8 +35,12 @@ def test_previews_run_only_for_this_repositorys_branches_in_an_environment() -> 
 
 
 def test_the_pulumi_cli_is_pinned_to_the_sdks_version() -> None:
-    uses = [(name, step) for name, job in JOBS.items() for step in job["steps"]
-            if str(step.get("uses", "")).startswith("pulumi/actions@")]  # fmt: skip
+    uses = [
+        (name, step)
+        for name, job in JOBS.items()
+        for step in job["steps"]
+        if str(step.get("uses", "")).startswith("pulumi/actions@")
+    ]
     assert len(uses) == 2
     for name, step in uses:
         assert str(step["with"]["pulumi-version"]) == constraint("pulumi"), name
@@ -76,12 +80,22 @@ def deploy(tmp_path: Path, order: list[str], roles: dict[str, str], **env: str) 
         (bin_dir / name).chmod(0o755)
     log = tmp_path / "log"
     log.write_text("")
-    environ = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "LOG": str(log), "ORDER": json.dumps(order),
-               "IMAGE": IMAGE, "PULUMI_ORG": "acme", "AWS_DEPLOY_ROLES": json.dumps(roles),
-               "ACTIONS_ID_TOKEN_REQUEST_URL": "https://token?x=1", "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "req",
-               "KMIRROR": str(ROOT / ".venv" / "bin" / "kmirror"), **env}  # fmt: skip
-    done = subprocess.run([str(ROOT / "scripts" / "ci-deploy.sh")], cwd=ROOT, env=environ, capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    environ = {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "LOG": str(log),
+        "ORDER": json.dumps(order),
+        "IMAGE": IMAGE,
+        "PULUMI_ORG": "acme",
+        "AWS_DEPLOY_ROLES": json.dumps(roles),
+        "ACTIONS_ID_TOKEN_REQUEST_URL": "https://token?x=1",
+        "ACTIONS_ID_TOKEN_REQUEST_TOKEN": "req",
+        "KMIRROR": str(ROOT / ".venv" / "bin" / "kmirror"),
+        **env,
+    }
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "ci-deploy.sh")], cwd=ROOT, env=environ, capture_output=True, text=True, timeout=120
+    )
     return done.returncode, log.read_text().splitlines(), done.stderr
 
 
@@ -118,8 +132,17 @@ def test_a_failed_up_stops_the_following_stacks(tmp_path: Path) -> None:
 
 
 WHEEL_STEP = "the kafka-mirror wheel the policy pack's venv installs (policy/requirements.txt)"
-LOCK_WRITERS = ("pip-compile", "pip compile", "pip freeze", "pip lock", "--generate-hashes", "ci-lock-refresh",
-                "PIP_FIND_LINKS", "--find-links", "--extra-index-url")  # fmt: skip
+LOCK_WRITERS = (
+    "pip-compile",
+    "pip compile",
+    "pip freeze",
+    "pip lock",
+    "--generate-hashes",
+    "ci-lock-refresh",
+    "PIP_FIND_LINKS",
+    "--find-links",
+    "--extra-index-url",
+)
 
 
 def _uses_the_policy_pack(step: dict[str, Any]) -> bool:
@@ -145,10 +168,18 @@ def test_the_policy_pack_venv_installs_the_built_wheel_with_require_hashes(job: 
 
 def test_no_step_or_ci_script_resolves_rewrites_or_widens_a_lock() -> None:
     """Locks are refreshed by a maintainer (scripts/ci-lock-refresh.sh) and committed; CI installs them."""
-    texts = {f"{name}: {step.get('name', step.get('uses'))}": json.dumps(step)
-             for name, job in JOBS.items() for step in job["steps"]}  # fmt: skip
-    texts.update({str(p.relative_to(ROOT)): p.read_text() for p in (ROOT / "scripts").glob("ci-*.sh")
-                  if p.name != "ci-lock-refresh.sh"})  # fmt: skip
+    texts = {
+        f"{name}: {step.get('name', step.get('uses'))}": json.dumps(step)
+        for name, job in JOBS.items()
+        for step in job["steps"]
+    }
+    texts.update(
+        {
+            str(p.relative_to(ROOT)): p.read_text()
+            for p in (ROOT / "scripts").glob("ci-*.sh")
+            if p.name != "ci-lock-refresh.sh"
+        }
+    )
     texts["Makefile"] = (ROOT / "Makefile").read_text()  # `make setup` runs in every job
     found = {where: [w for w in LOCK_WRITERS if w in text] for where, text in texts.items()}
     assert {where: words for where, words in found.items() if words} == {}

@@ -137,9 +137,17 @@ def seam(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, dict[str, Any]]]:
 
 
 def endpoint(**config: Any) -> ClusterEndpoint:
-    return ClusterEndpoint("east", "t:1", {"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512",
-                                           "sasl.username": "mirror", "sasl.password": "${env:KMIRROR_TEST_PASSWORD}",
-                                           **config})  # fmt: skip
+    return ClusterEndpoint(
+        "east",
+        "t:1",
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanisms": "SCRAM-SHA-512",
+            "sasl.username": "mirror",
+            "sasl.password": "${env:KMIRROR_TEST_PASSWORD}",
+            **config,
+        },
+    )
 
 
 def test_every_role_gets_its_secrets_resolved(seam: list[tuple[str, dict[str, Any]]]) -> None:
@@ -186,15 +194,22 @@ def test_unsafe_producer_overrides_are_refused_naming_the_key_and_role(
         factory.new_producer(endpoint(), role="offset-syncs-producer", **{key: value})
     assert "offset-syncs-producer" in str(caught.value)
     with pytest.raises(ValidationError, match=rf"producer\.{key}: must"):
-        factory.new_delivery_producer({"bootstrap.servers": "t:1"}, role="x", what="y", error=KmirrorError,
-                                      **{key: value})  # fmt: skip
+        factory.new_delivery_producer(
+            {"bootstrap.servers": "t:1"}, role="x", what="y", error=KmirrorError, **{key: value}
+        )
     assert seam == []
 
 
 def test_safe_settings_already_made_by_producer_config_are_kept(seam: list[tuple[str, dict[str, Any]]]) -> None:
     """A config from `producer_config` (a flow's allowed overrides included) goes through as it is."""
-    made = {"bootstrap.servers": "t:1", "acks": -1, "enable.idempotence": "true", "transactional.id": "t-1",
-            "max.in.flight.requests.per.connection": 1, "retries": 2_147_483_647}  # fmt: skip
+    made = {
+        "bootstrap.servers": "t:1",
+        "acks": -1,
+        "enable.idempotence": "true",
+        "transactional.id": "t-1",
+        "max.in.flight.requests.per.connection": 1,
+        "retries": 2_147_483_647,
+    }
     factory.new_producer(made, role="transactional-producer")
     assert seam == [("FakeProducer", made)]
 
@@ -248,9 +263,12 @@ class SyncsError(KmirrorError):
 
 def test_a_delivery_error_raises_the_named_error_naming_the_topic() -> None:
     delivered: list[int] = []
-    producer = DeliveryConfirmingProducer(ScriptedProducer([None, "Broker: Topic authorization failed"]),
-                                          what="offset sync", error=SyncsError,
-                                          on_delivered=lambda msg: delivered.append(msg.offset()))  # fmt: skip
+    producer = DeliveryConfirmingProducer(
+        ScriptedProducer([None, "Broker: Topic authorization failed"]),
+        what="offset sync",
+        error=SyncsError,
+        on_delivered=lambda msg: delivered.append(msg.offset()),
+    )
     producer.produce("mm2-offset-syncs.west.internal", b"v", b"k", partition=0)
     producer.produce("mm2-offset-syncs.west.internal", b"v", b"k", partition=0)
     with pytest.raises(SyncsError) as caught:
@@ -296,8 +314,11 @@ def test_engine_writers_keep_their_messages_through_the_factory(
     monkeypatch.setattr(factory, "Producer", make)
     syncs = OffsetSyncTopic(endpoint(), "mm2-offset-syncs.west.internal")
     syncs.write("orders", 0, [Sync(5, 7)], 6)
-    with pytest.raises(OffsetSyncError, match=r"1 offset sync\(s\) failed, 0 unconfirmed; first: \['offset sync to "
-                       r"mm2-offset-syncs.west.internal failed: Broker: Not enough replicas'\]"):  # fmt: skip
+    with pytest.raises(
+        OffsetSyncError,
+        match=r"1 offset sync\(s\) failed, 0 unconfirmed; first: \['offset sync to "
+        r"mm2-offset-syncs.west.internal failed: Broker: Not enough replicas'\]",
+    ):
         syncs.flush()
     [(_, config)] = seam
     assert config["sasl.password"] == "s3cret" and config["acks"] == "all" and config["enable.idempotence"] is True
@@ -305,8 +326,11 @@ def test_engine_writers_keep_their_messages_through_the_factory(
     monkeypatch.setattr("kmirror_engine.clients.topic_admin.ensure_topic", lambda *args: None)
     registry = created_topics.CreatedTopics(endpoint(), "west", "west->east")
     scripted.outcomes = ["Broker: Topic authorization failed"]
-    with pytest.raises(KmirrorError, match=r"^recording created topics in kmirror-created-topics.west.internal on "
-                       r"'east' failed: Broker: Topic authorization failed$"):  # fmt: skip
+    with pytest.raises(
+        KmirrorError,
+        match=r"^recording created topics in kmirror-created-topics.west.internal on "
+        r"'east' failed: Broker: Topic authorization failed$",
+    ):
         registry.record([("west.orders", "orders")])
     # issue 41: the registry's producer lives as long as the planner: it is a renewing one (rebuilt
     # when the target's credentials rotate), or the first new topic after a rotation stops planning

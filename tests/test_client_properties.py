@@ -29,47 +29,89 @@ BASE: dict[str, Any] = {
 }
 # (where, overrides, the problem line `kmirror validate` must print)
 REFUSED = [
-    ("producer", {"linger.mss": 5},
-     "topologies[0].producer.linger.mss: unknown librdkafka producer property 'linger.mss'; did you mean 'linger.ms'?"),
-    ("producer", {"compression.type": "zstdx"},
-     "topologies[0].producer.compression.type: invalid value 'zstdx' for librdkafka's 'compression.type': "
-     "must be one of none, gzip, snappy, lz4, zstd"),
-    ("consumer", {"fetch.max.bytes": "lots"},
-     "topologies[0].consumer.fetch.max.bytes: invalid value 'lots' for librdkafka's 'fetch.max.bytes': "
-     "must be an integer in 0..2147483135"),
-    ("producer", {"linger.ms": 1_000_000},
-     "topologies[0].producer.linger.ms: invalid value 1000000 for librdkafka's 'linger.ms': must be a number in "
-     "0..900000"),
-    ("producer", {"enable.idempotence": "yes"},
-     "topologies[0].producer.enable.idempotence: invalid value 'yes' for librdkafka's 'enable.idempotence': "
-     "must be true or false"),
-    ("producer", {"acks": "all", "request.required.acks": -1},
-     "topologies[0].producer.request.required.acks: 'acks' and 'request.required.acks' both set librdkafka's "
-     "'request.required.acks' (one would silently win); keep only one"),
-    ("producer", {"linger.ms": 5, "queue.buffering.max.ms": 10},
-     "topologies[0].producer.queue.buffering.max.ms: 'linger.ms' and 'queue.buffering.max.ms' both set "
-     "librdkafka's 'queue.buffering.max.ms' (one would silently win); keep only one"),
-    ("producer", {"request.required.acks": 1},
-     "topologies[0].producer.request.required.acks: must stay 'all' (records could be lost), got 1; "
-     "remove the override"),
-    ("producer", {"acks": 1},
-     "topologies[0].producer.acks: must stay 'all' (records could be lost), got 1; remove the override"),
-    ("producer", {"max.in.flight": 10},
-     "topologies[0].producer.max.in.flight: must be 1..5 (ordering with idempotence), got 10"),
-    ("producer", {"delivery.timeout.ms": 0},
-     "topologies[0].producer.delivery.timeout.ms: must be a finite time in ms"),
-    ("consumer", {"linger.ms": 5},
-     "topologies[0].consumer.linger.ms: 'linger.ms' is a librdkafka producer property: a consumer ignores it; "
-     "move it to `producer`"),
-    ("producer", {"auto.offset.reset": "earliest"},
-     "topologies[0].producer.auto.offset.reset: 'auto.offset.reset' is a librdkafka consumer property: "
-     "a producer ignores it; move it to `consumer`"),
-    ("producer", {"max.request.size": 2_000_000},
-     "topologies[0].producer.max.request.size: unknown librdkafka producer property 'max.request.size'; it is a "
-     "Java-client (MirrorMaker 2) name: librdkafka's is 'message.max.bytes'"),
-    ("producer", {"dr_msg_cb": "x"},
-     "topologies[0].producer.dr_msg_cb: cannot be overridden: it makes every client run or load code"),
-]  # fmt: skip
+    (
+        "producer",
+        {"linger.mss": 5},
+        "topologies[0].producer.linger.mss: unknown librdkafka producer property 'linger.mss'; "
+        "did you mean 'linger.ms'?",
+    ),
+    (
+        "producer",
+        {"compression.type": "zstdx"},
+        "topologies[0].producer.compression.type: invalid value 'zstdx' for librdkafka's 'compression.type': "
+        "must be one of none, gzip, snappy, lz4, zstd",
+    ),
+    (
+        "consumer",
+        {"fetch.max.bytes": "lots"},
+        "topologies[0].consumer.fetch.max.bytes: invalid value 'lots' for librdkafka's 'fetch.max.bytes': "
+        "must be an integer in 0..2147483135",
+    ),
+    (
+        "producer",
+        {"linger.ms": 1_000_000},
+        "topologies[0].producer.linger.ms: invalid value 1000000 for librdkafka's 'linger.ms': must be a number in "
+        "0..900000",
+    ),
+    (
+        "producer",
+        {"enable.idempotence": "yes"},
+        "topologies[0].producer.enable.idempotence: invalid value 'yes' for librdkafka's 'enable.idempotence': "
+        "must be true or false",
+    ),
+    (
+        "producer",
+        {"acks": "all", "request.required.acks": -1},
+        "topologies[0].producer.request.required.acks: 'acks' and 'request.required.acks' both set librdkafka's "
+        "'request.required.acks' (one would silently win); keep only one",
+    ),
+    (
+        "producer",
+        {"linger.ms": 5, "queue.buffering.max.ms": 10},
+        "topologies[0].producer.queue.buffering.max.ms: 'linger.ms' and 'queue.buffering.max.ms' both set "
+        "librdkafka's 'queue.buffering.max.ms' (one would silently win); keep only one",
+    ),
+    (
+        "producer",
+        {"request.required.acks": 1},
+        "topologies[0].producer.request.required.acks: must stay 'all' (records could be lost), got 1; "
+        "remove the override",
+    ),
+    (
+        "producer",
+        {"acks": 1},
+        "topologies[0].producer.acks: must stay 'all' (records could be lost), got 1; remove the override",
+    ),
+    (
+        "producer",
+        {"max.in.flight": 10},
+        "topologies[0].producer.max.in.flight: must be 1..5 (ordering with idempotence), got 10",
+    ),
+    ("producer", {"delivery.timeout.ms": 0}, "topologies[0].producer.delivery.timeout.ms: must be a finite time in ms"),
+    (
+        "consumer",
+        {"linger.ms": 5},
+        "topologies[0].consumer.linger.ms: 'linger.ms' is a librdkafka producer property: a consumer ignores it; "
+        "move it to `producer`",
+    ),
+    (
+        "producer",
+        {"auto.offset.reset": "earliest"},
+        "topologies[0].producer.auto.offset.reset: 'auto.offset.reset' is a librdkafka consumer property: "
+        "a producer ignores it; move it to `consumer`",
+    ),
+    (
+        "producer",
+        {"max.request.size": 2_000_000},
+        "topologies[0].producer.max.request.size: unknown librdkafka producer property 'max.request.size'; it is a "
+        "Java-client (MirrorMaker 2) name: librdkafka's is 'message.max.bytes'",
+    ),
+    (
+        "producer",
+        {"dr_msg_cb": "x"},
+        "topologies[0].producer.dr_msg_cb: cannot be overridden: it makes every client run or load code",
+    ),
+]
 IDS = [f"{where}-{'+'.join(overrides)}" for where, overrides, _ in REFUSED]
 
 
@@ -110,19 +152,37 @@ def test_every_problem_of_every_layer_is_listed_at_once(tmp_path: Path, capsys: 
     raw["flows"] = {"west-1->east-1": {"producer": {"request.required.acks": "1"}}}
     code, err = validate(tmp_path, raw, capsys)
     assert code == EXIT_INVALID_INPUT
-    paths = ["topologies[0].producer.linger.mss", "topologies[0].producer.compression.type",
-             "defaults.consumer.fetch.max.bytes", "flows.west-1->east-1.producer.request.required.acks"]  # fmt: skip
+    paths = [
+        "topologies[0].producer.linger.mss",
+        "topologies[0].producer.compression.type",
+        "defaults.consumer.fetch.max.bytes",
+        "flows.west-1->east-1.producer.request.required.acks",
+    ]
     for path in paths:
         assert f"  - {path}: " in err, err
 
 
 VALID = {
-    "producer": {"acks": "all", "linger.ms": "5", "compression.type": "ZSTD", "enable.idempotence": "t",
-                 "max.in.flight": 5, "debug": "broker,topic", "batch.size": 1_000_000, "message.timeout.ms": 120_000,
-                 "sasl.oauthbearer.client.secret": "${env:SECRET}"},
-    "consumer": {"fetch.max.bytes": 52428800, "auto.offset.reset": "earliest", "isolation.level": "read_committed",
-                 "max.partition.fetch.bytes": "1048576", "check.crcs": True, "client.id": "mirror"},
-}  # fmt: skip
+    "producer": {
+        "acks": "all",
+        "linger.ms": "5",
+        "compression.type": "ZSTD",
+        "enable.idempotence": "t",
+        "max.in.flight": 5,
+        "debug": "broker,topic",
+        "batch.size": 1_000_000,
+        "message.timeout.ms": 120_000,
+        "sasl.oauthbearer.client.secret": "${env:SECRET}",
+    },
+    "consumer": {
+        "fetch.max.bytes": 52428800,
+        "auto.offset.reset": "earliest",
+        "isolation.level": "read_committed",
+        "max.partition.fetch.bytes": "1048576",
+        "check.crcs": True,
+        "client.id": "mirror",
+    },
+}
 
 
 def test_valid_overrides_pass_either_way(tmp_path: Path, capsys: Any, librdkafka: str) -> None:

@@ -49,6 +49,7 @@ def _released_by_a_future(bootstrap: str, payload: Any) -> tuple[str, weakref.fi
 
 def test_a_reference_dropped_by_a_future_is_dropped_on_librdkafkas_thread(clusters: Any) -> None:
     """The hazard itself, shown with a harmless object: it is destroyed on `rdk:bg`."""
+
     class Payload:
         pass
 
@@ -71,6 +72,7 @@ def test_a_consumer_in_a_cycle_collected_on_librdkafkas_thread_is_destroyed_on_t
 ) -> None:
     """A collection that runs on `rdk:bg` (here: started by a done-callback) finds a cycle holding
     a consumer: the consumer is kept, with its cycle, for the reaper, whose collection frees it."""
+
     class Holder:
         pass
 

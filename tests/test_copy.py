@@ -29,11 +29,22 @@ def copier_factory(clusters: Any, copy_loop: str) -> Iterator[Any]:
     made: list[Any] = []
 
     def make(producer: dict[str, Any] | None = None, **kwargs: Any) -> RangeCopier | NativeRangeCopier:
-        consumer_config = {"bootstrap.servers": clusters.source, "group.id": "kmirror-test-copy",
-                           "enable.auto.commit": False, "isolation.level": "read_committed",
-                           **CONSUMER_TUNING, **CONSUMER_REQUIRED}  # fmt: skip
-        config = {"bootstrap.servers": clusters.target, "acks": "all", "enable.idempotence": True,
-                  **PRODUCER_TUNING, "linger.ms": 5, **(producer or {})}  # fmt: skip
+        consumer_config = {
+            "bootstrap.servers": clusters.source,
+            "group.id": "kmirror-test-copy",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            **CONSUMER_TUNING,
+            **CONSUMER_REQUIRED,
+        }
+        config = {
+            "bootstrap.servers": clusters.target,
+            "acks": "all",
+            "enable.idempotence": True,
+            **PRODUCER_TUNING,
+            "linger.ms": 5,
+            **(producer or {}),
+        }
         kwargs = {"stall_timeout_s": 30, **kwargs}
         if copy_loop == "native":
             loop = new_loop(consumer_config, config)
@@ -50,10 +61,16 @@ def copier_factory(clusters: Any, copy_loop: str) -> Iterator[Any]:
 
 def _records(partitions: int, per_partition: int) -> list[dict[str, Any]]:
     return [
-        {"key": f"k{p}-{i}".encode(), "value": f"v{p}-{i}".encode() * 3, "partition": p,
-         "headers": [("h", f"{p}:{i}".encode()), ("empty", b"")], "timestamp": BASE_TIMESTAMP_MS + p * 1000 + i}
-        for p in range(partitions) for i in range(per_partition)
-    ]  # fmt: skip
+        {
+            "key": f"k{p}-{i}".encode(),
+            "value": f"v{p}-{i}".encode() * 3,
+            "partition": p,
+            "headers": [("h", f"{p}:{i}".encode()), ("empty", b"")],
+            "timestamp": BASE_TIMESTAMP_MS + p * 1000 + i,
+        }
+        for p in range(partitions)
+        for i in range(per_partition)
+    ]
 
 
 def test_copy_preserves_partition_key_value_headers_and_timestamp(
@@ -198,8 +215,11 @@ def test_a_failed_delivery_fails_the_copy_naming_the_source_record(
 
     # a target nobody listens on: the records wait in the producer until message.timeout.ms
     copier = copier_factory(producer={"bootstrap.servers": f"127.0.0.1:{free_port()}", "message.timeout.ms": 2000})
-    with pytest.raises(CopyError, match=rf"record\(s\) failed; first: delivery to {dst}\[0\] failed for source "
-                                        rf"record {src}\[0\]@0: "):  # fmt: skip
+    with pytest.raises(
+        CopyError,
+        match=rf"record\(s\) failed; first: delivery to {dst}\[0\] failed for source "
+        rf"record {src}\[0\]@0: ",
+    ):
         copier.copy([CopyRange(src, 0, 0, 2, dst)])
 
 

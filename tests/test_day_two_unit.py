@@ -53,8 +53,11 @@ def test_records_that_fit_are_never_dead_lettered_when_the_broker_rejects_their_
     """Before: all 4 fitting records became dead-letter pointers (the batch was rejected)."""
     broker = BatchRejectingBroker(1000)
     copier = RangeCopier(_fitting_source(), broker, dead_letter_topic="dlq", stall_timeout_s=5, limits={"w.t": 1000})
-    with pytest.raises(CopyError, match=r"t\[0\]@0 \(\d+ bytes\) fits w.t's limit of 1000 bytes but its batch was "
-                                        r"rejected as too large .* it is not dead-lettered"):  # fmt: skip
+    with pytest.raises(
+        CopyError,
+        match=r"t\[0\]@0 \(\d+ bytes\) fits w.t's limit of 1000 bytes but its batch was "
+        r"rejected as too large .* it is not dead-lettered",
+    ):
         copier.copy([CopyRange("t", 0, 0, 4, "w.t")])
     assert [entry for entry in broker.log if entry[0] == "dlq"] == []
 
@@ -70,15 +73,20 @@ def test_a_record_over_the_topic_limit_is_dead_lettered_before_it_is_produced() 
     assert value == b"x" * 5000 and ("kmirror.origin.offset", b"1") in headers  # the record itself (issue 25)
     error = b"refused by w.t: record of 5095 bytes over the topic's max.message.bytes (2000)"
     assert dict(headers)["kmirror.error"] == error
-    with pytest.raises(CopyError, match=r"t\[0\]@1 to w.t\[0\]: the target refuses it: record of 5095 bytes over the "
-                                        r"topic's max.message.bytes \(2000\)\. Ways out"):  # fmt: skip
-        RangeCopier(FakeConsumer(source.messages), LimitedBroker(10_000), stall_timeout_s=5,
-                    limits={"w.t": 2000}).copy([CopyRange("t", 0, 0, 3, "w.t")])  # fmt: skip
+    with pytest.raises(
+        CopyError,
+        match=r"t\[0\]@1 to w.t\[0\]: the target refuses it: record of 5095 bytes over the "
+        r"topic's max.message.bytes \(2000\)\. Ways out",
+    ):
+        RangeCopier(FakeConsumer(source.messages), LimitedBroker(10_000), stall_timeout_s=5, limits={"w.t": 2000}).copy(
+            [CopyRange("t", 0, 0, 3, "w.t")]
+        )
 
 
 def test_exactly_once_a_batch_rejected_as_too_large_fails_saying_the_transaction_is_aborted() -> None:
-    copier = RangeCopier(_fitting_source(), BatchRejectingBroker(1000), dead_letter_topic="dlq", stall_timeout_s=5,
-                         transactional=True)  # fmt: skip
+    copier = RangeCopier(
+        _fitting_source(), BatchRejectingBroker(1000), dead_letter_topic="dlq", stall_timeout_s=5, transactional=True
+    )
     with pytest.raises(CopyError, match="in exactly-once mode that makes the transaction abortable: it is aborted"):
         copier.copy([CopyRange("t", 0, 0, 4, "w.t")])
 
@@ -98,8 +106,11 @@ def test_producer_batches_are_capped_at_the_smallest_target_topic_limit() -> Non
 
 def test_committed_offsets_of_another_topic_incarnation_are_refused_never_trusted() -> None:
     ranges = [CopyRange("t", 0, 0, 50, "w.t"), CopyRange("t", 1, 0, 50, "w.t"), CopyRange("t", 2, 40, 50, "w.t")]
-    committed = {("w.t", 0): Committed(900, "old-id"), ("w.t", 1): Committed(50, "new-id"),
-                 ("w.t", 2): Committed(40, "old-id")}  # fmt: skip
+    committed = {
+        ("w.t", 0): Committed(900, "old-id"),
+        ("w.t", 1): Committed(50, "new-id"),
+        ("w.t", 2): Committed(40, "old-id"),
+    }
     problems = stale_offsets(ranges, committed, {"t": "new-id"}, lambda t, p: 10_000)
     assert problems == ["w.t[0] holds 900, committed for topic id old-id; t is now new-id"]
     # no id kept (tansu drops offset metadata): an offset past the partition's end is stale
@@ -111,9 +122,16 @@ def test_committed_offsets_of_another_topic_incarnation_are_refused_never_truste
 
 class ErrorConsumer:
     def committed(self, partitions: list[Any], timeout: float) -> list[Any]:
-        return [SimpleNamespace(topic=tp.topic, partition=tp.partition, offset=-1001, metadata=None,
-                                error=KafkaError(KafkaError.NOT_COORDINATOR) if tp.partition == 1 else None)
-                for tp in partitions]  # fmt: skip
+        return [
+            SimpleNamespace(
+                topic=tp.topic,
+                partition=tp.partition,
+                offset=-1001,
+                metadata=None,
+                error=KafkaError(KafkaError.NOT_COORDINATOR) if tp.partition == 1 else None,
+            )
+            for tp in partitions
+        ]
 
 
 def test_a_per_partition_error_reading_committed_offsets_raises_never_means_nothing_committed() -> None:
@@ -136,8 +154,11 @@ def test_a_topic_hidden_by_an_acl_change_is_kept_not_dropped(monkeypatch: pytest
     hidden = source.logs.pop("new")
     source.denied = {"new"}  # type: ignore[attr-defined]
     monkeypatch.setattr(kmirror_engine.planning.offset_queries, "ONCE_DEADLINE_S", 0.0)  # --once gives up at once here
-    with pytest.raises(ConnectionFailure, match=r"cannot tell whether planned topic new was deleted: Broker: Topic "
-                                                r"authorization failed \(grant Describe and Read on it"):  # fmt: skip
+    with pytest.raises(
+        ConnectionFailure,
+        match=r"cannot tell whether planned topic new was deleted: Broker: Topic "
+        r"authorization failed \(grant Describe and Read on it",
+    ):
         p.plan(start, end)
     source.logs["new"] = hidden  # the ACL is fixed: its planned range is still there
     assert sorted(r.source_topic for t in p.plan(start, end) for r in t) == ["new", "orders"]
@@ -149,8 +170,11 @@ def test_a_deleted_topic_with_planned_offsets_is_data_loss_when_fail_on_data_los
     start = p.initial_offsets()
     end = p.next_end(start, None)
     del source.logs["new"]
-    with pytest.raises(DataLossError, match=r"data loss on new\[0\]: topic new was deleted from 'west' "
-                                            r"\(describe: unknown topic\) with offsets 0..49 planned"):  # fmt: skip
+    with pytest.raises(
+        DataLossError,
+        match=r"data loss on new\[0\]: topic new was deleted from 'west' "
+        r"\(describe: unknown topic\) with offsets 0..49 planned",
+    ):
         p.plan(start, end)
 
 
@@ -189,9 +213,16 @@ def test_admin_clients_are_rebuilt_when_the_secret_changes_and_after_an_authenti
 
     secret = tmp_path / "password"
     secret.write_text("one")
-    endpoint = ClusterEndpoint("west", "127.0.0.1:1", {"security.protocol": "SASL_PLAINTEXT",
-                                                      "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "u",
-                                                      "sasl.password": f"${{file:{secret}}}"})  # fmt: skip
+    endpoint = ClusterEndpoint(
+        "west",
+        "127.0.0.1:1",
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "SCRAM-SHA-512",
+            "sasl.username": "u",
+            "sasl.password": f"${{file:{secret}}}",
+        },
+    )
     admin = admin_client(endpoint)
     admin.factory = FakeAdminClient  # type: ignore[attr-defined]  # the real one needs a SCRAM broker
     assert admin.list_offsets({})["t"].result() == "one"
@@ -258,11 +289,17 @@ def test_each_kerberos_principal_gets_its_own_private_ticket_cache(
     log = tmp_path / "kinit.log"
     caches = []
     for principal, make in (("west@EX.TEST", consumer_config), ("east@EX.TEST", producer_config)):
-        kerberos = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "GSSAPI",
-                    "sasl.kerberos.principal": principal, "sasl.kerberos.keytab": "/etc/k.keytab",
-                    "sasl.kerberos.kinit.cmd": KINIT_CMD}  # fmt: skip
-        flow = spec(source={"alias": "west", "bootstrap_servers": "s:1", "config": kerberos},
-                    target={"alias": "east", "bootstrap_servers": "t:1", "config": kerberos})  # fmt: skip
+        kerberos = {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "GSSAPI",
+            "sasl.kerberos.principal": principal,
+            "sasl.kerberos.keytab": "/etc/k.keytab",
+            "sasl.kerberos.kinit.cmd": KINIT_CMD,
+        }
+        flow = spec(
+            source={"alias": "west", "bootstrap_servers": "s:1", "config": kerberos},
+            target={"alias": "east", "bootstrap_servers": "t:1", "config": kerberos},
+        )
         config = make(flow)
         command = config["sasl.kerberos.kinit.cmd"]
         for name in ("sasl.kerberos.principal", "sasl.kerberos.keytab"):

@@ -106,14 +106,26 @@ def test_the_flow_option_reaches_the_selection_and_mm2s_setting_imports() -> Non
     from kmirror.flow.spec import parse_flow_spec
     from kmirror.mm2.config_import import import_mm2
 
-    base = {"id": "west->east", "topics": ["orders"], "source": {"alias": "west", "bootstrap_servers": "w:9092"},
-            "target": {"alias": "east", "bootstrap_servers": "e:9092"}, "checkpoint_location": "/tmp/c",
-            "topics_exclude": [], "replication_policy": {"type": "default"}}  # fmt: skip
+    base = {
+        "id": "west->east",
+        "topics": ["orders"],
+        "source": {"alias": "west", "bootstrap_servers": "w:9092"},
+        "target": {"alias": "east", "bootstrap_servers": "e:9092"},
+        "checkpoint_location": "/tmp/c",
+        "topics_exclude": [],
+        "replication_policy": {"type": "default"},
+    }
     assert parse_flow_spec(base).topic_selection.heartbeats is True
     assert parse_flow_spec({**base, "heartbeats_replication_enabled": False}).topic_selection.heartbeats is False
-    estate, dropped = import_mm2({"clusters": "west, east", "west->east.enabled": "true",
-                                  "west.bootstrap.servers": "w:9092", "east.bootstrap.servers": "e:9092",
-                                  "west->east.heartbeats.replication.enabled": "false"})  # fmt: skip
+    estate, dropped = import_mm2(
+        {
+            "clusters": "west, east",
+            "west->east.enabled": "true",
+            "west.bootstrap.servers": "w:9092",
+            "east.bootstrap.servers": "e:9092",
+            "west->east.heartbeats.replication.enabled": "false",
+        }
+    )
     assert not dropped
     assert _find_key(estate, "heartbeats_replication_enabled") == [False]
 

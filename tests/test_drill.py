@@ -25,9 +25,16 @@ from tests.e2e.test_failover_source_gone_e2e import mirror_until
 from tests.kafka_helpers import add_fences, create_topic, produce
 
 LOCAL_STEPS = [
-    "start brokers", "mirror A->B", "write on A, unmirrored", "source down", "failover",
-    "consumer resumes on B", "source back", "failback", "consumer resumes on A",
-]  # fmt: skip
+    "start brokers",
+    "mirror A->B",
+    "write on A, unmirrored",
+    "source down",
+    "failover",
+    "consumer resumes on B",
+    "source back",
+    "failback",
+    "consumer resumes on A",
+]
 
 
 def drill_json(capsys: Any, *args: str) -> tuple[int, dict[str, Any]]:
@@ -81,10 +88,12 @@ def test_a_dry_drill_needs_both_the_flow_and_the_group(capsys: Any) -> None:
 def test_a_dry_drill_from_the_topology_needs_a_known_flow_id(capsys: Any) -> None:
     assert main(["drill", "--topology", "stacks/topology.yaml", "--group", "g"]) == 2
     assert "--flow: required with --topology (the flow id to drill, e.g. 'a->b'); add --flow ID --group G" in (
-        capsys.readouterr().err)  # fmt: skip
+        capsys.readouterr().err
+    )
     assert main(["drill", "--topology", "stacks/topology.yaml", "--flow", "west-1->east1", "--group", "g"]) == 2
     assert "--flow: no flow 'west-1->east1' in stacks/topology.yaml (did you mean 'west-1->east-1'?)" in (
-        capsys.readouterr().err)  # fmt: skip
+        capsys.readouterr().err
+    )
 
 
 @pytest.mark.e2e
@@ -94,12 +103,17 @@ def test_dry_drill_stops_nothing_and_reports_what_the_target_knows(
     src, dst, topic, group = f"s{unique}", f"t{unique}", f"orders-{unique}", f"app-{unique}"
     remote = f"{src}.{topic}"
     raw = {
-        "id": f"{src}->{dst}", "checkpoint_location": str(tmp_path / "ckpt"),
+        "id": f"{src}->{dst}",
+        "checkpoint_location": str(tmp_path / "ckpt"),
         "source": {"alias": src, "bootstrap_servers": clusters.source},
         "target": {"alias": dst, "bootstrap_servers": clusters.target},
-        "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default"},
-        "groups": [group], "sync_group_offsets": False, "checkpoint_interval_ms": 3_600_000,
-    }  # fmt: skip
+        "topics": [topic],
+        "topics_exclude": [],
+        "replication_policy": {"type": "default"},
+        "groups": [group],
+        "sync_group_offsets": False,
+        "checkpoint_interval_ms": 3_600_000,
+    }
     (flow := tmp_path / "flow.json").write_text(json.dumps(raw))
     spec = parse_flow_spec(raw)
     create_topic(clusters.source, topic)
@@ -124,16 +138,33 @@ def test_dry_drill_stops_nothing_and_reports_what_the_target_knows(
     ]
     assert f"{remote}[0]: 4 -> 4, checkpoint " in report["steps"][0]["detail"]
     # the same drill from the topology alone (issue 46): the planner's flow spec, the same answer
-    (topology := tmp_path / "topology.yaml").write_text(yaml.safe_dump({
-        "clusters": {src: {"bootstrap_servers": clusters.source, "datacenter": "dc-s"},
-                     dst: {"bootstrap_servers": clusters.target, "datacenter": "dc-t"}},
-        "topologies": [{"name": "dr", "pattern": "active-passive", "primary": src, "standby": dst,
-                        "sync_group_offsets": False, "topics": [topic], "groups": [group]}],
-    }))  # fmt: skip
+    (topology := tmp_path / "topology.yaml").write_text(
+        yaml.safe_dump(
+            {
+                "clusters": {
+                    src: {"bootstrap_servers": clusters.source, "datacenter": "dc-s"},
+                    dst: {"bootstrap_servers": clusters.target, "datacenter": "dc-t"},
+                },
+                "topologies": [
+                    {
+                        "name": "dr",
+                        "pattern": "active-passive",
+                        "primary": src,
+                        "standby": dst,
+                        "sync_group_offsets": False,
+                        "topics": [topic],
+                        "groups": [group],
+                    }
+                ],
+            }
+        )
+    )
     code, planned = drill_json(capsys, "--topology", str(topology), "--flow", f"{src}->{dst}", "--group", group)
     assert code == 0, json.dumps(planned, indent=2)
     assert (planned["rpo_records"], [(s["step"], s["passed"]) for s in planned["steps"]]) == (
-        report["rpo_records"], [(s["step"], s["passed"]) for s in report["steps"]])  # fmt: skip
+        report["rpo_records"],
+        [(s["step"], s["passed"]) for s in report["steps"]],
+    )
     assert f"{remote}[0]: 4 -> 4, checkpoint " in planned["steps"][0]["detail"]
     # nothing was changed or stopped: the group has no offsets on the target, the source answers
     assert committed_offsets(admin_client(spec.target), group, dst) == {}

@@ -119,12 +119,19 @@ def test_failback_refuses_a_group_active_at_home(after_outage: dict[str, Any], c
 def reverse_spec(**options: Any) -> Any:
     from kmirror.flow.spec import parse_flow_spec
 
-    return parse_flow_spec({
-        "id": "east->west", "checkpoint_location": "/tmp/x", "topics": [".*"], "topics_exclude": ["west\\..*"],
-        "source": {"alias": "east", "bootstrap_servers": "e:9092"},
-        "target": {"alias": "west", "bootstrap_servers": "w:9092"},
-        "replication_policy": {"type": "default"}, "groups": ["app.*"], **options,
-    })  # fmt: skip
+    return parse_flow_spec(
+        {
+            "id": "east->west",
+            "checkpoint_location": "/tmp/x",
+            "topics": [".*"],
+            "topics_exclude": ["west\\..*"],
+            "source": {"alias": "east", "bootstrap_servers": "e:9092"},
+            "target": {"alias": "west", "bootstrap_servers": "w:9092"},
+            "replication_policy": {"type": "default"},
+            "groups": ["app.*"],
+            **options,
+        }
+    )
 
 
 class GroupsOnB(TargetAdmin):
@@ -160,8 +167,9 @@ def test_a_reverse_flow_checkpoints_the_forward_remote_topics_home_through_the_i
 
     admin = GroupsOnB({("west.orders", 0): 7, ("payments", 0): 1})
     own_syncs = SyncStore()  # the reverse flow's own history: east's `payments` never mirrored yet
-    emitter = CheckpointEmitter(reverse_spec(reverse_of="west"), own_syncs, admin, FakeProducer(),
-                                home_syncs=shifted_store())  # fmt: skip
+    emitter = CheckpointEmitter(
+        reverse_spec(reverse_of="west"), own_syncs, admin, FakeProducer(), home_syncs=shifted_store()
+    )
     assert emitter.emit()[0] == [Checkpoint("app-1", "orders", 0, 7, 4, "m")]  # = translate_back(.., 7)
     assert emitter.emit()[0] == []  # not again until the group moves
     admin.offsets[("west.orders", 0)] = 13  # read everything mirrored: resume after it at home
@@ -177,8 +185,14 @@ def test_a_second_reverse_writer_checkpoints_only_up_to_the_newest_forward_sync_
     from tests.test_failover_unit import FakeProducer
 
     admin = GroupsOnB({("west.orders", 0): 13})  # past the newest forward sync (9 -> 12)
-    second = CheckpointEmitter(reverse_spec(reverse_of="west"), SyncStore(), admin, FakeProducer(),
-                               within_known_history=True, home_syncs=shifted_store())  # fmt: skip
+    second = CheckpointEmitter(
+        reverse_spec(reverse_of="west"),
+        SyncStore(),
+        admin,
+        FakeProducer(),
+        within_known_history=True,
+        home_syncs=shifted_store(),
+    )
     assert second.emit()[0] == []  # a reader with newer forward syncs may translate it higher
     admin.offsets[("west.orders", 0)] = 12
     assert second.emit()[0] == [Checkpoint("app-1", "orders", 0, 12, 9, "m")]
@@ -267,5 +281,9 @@ def test_reverse_of_must_name_the_target_under_the_default_policy() -> None:
     ]
     # identity with provenance headers (issue 46): the forward flow's records on the standby carry their
     # origin, so the reverse flow skips them and its checkpoints translate them home
-    assert reverse_spec(replication_policy={"type": "identity"}, provenance_headers=True,
-                        reverse_of="west").checkpoints.reverse_of == "west"
+    assert (
+        reverse_spec(
+            replication_policy={"type": "identity"}, provenance_headers=True, reverse_of="west"
+        ).checkpoints.reverse_of
+        == "west"
+    )

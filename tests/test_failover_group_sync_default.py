@@ -32,7 +32,9 @@ def test_active_passive_syncs_group_offsets_by_default() -> None:
 
 def test_other_patterns_keep_the_flow_default() -> None:
     assert synced({"name": "aa", "pattern": "active-active", "clusters": ["west", "east"]}) == {
-        "east->west": False, "west->east": False}  # fmt: skip
+        "east->west": False,
+        "west->east": False,
+    }
 
 
 @pytest.mark.parametrize(
@@ -53,4 +55,6 @@ def test_a_flow_also_produced_by_a_custom_topology_keeps_the_default_without_a_c
     raw = {"clusters": CLUSTERS, "topologies": [AP, custom]}
     topology = parse_topology(raw)
     assert {f.id: f.settings.get("sync_group_offsets") for f in topology.flows.values()} == {
-        "east->west": None, "west->east": True}  # fmt: skip
+        "east->west": None,
+        "west->east": True,
+    }

@@ -33,12 +33,18 @@ from spark_app.sink import MirrorCommitMessage, MirrorStreamWriter
 
 def flow(**options: Any) -> dict[str, Any]:
     return {
-        "id": "west->east", "checkpoint_location": "/tmp/x", "topics": ["orders"], "topics_exclude": [],
+        "id": "west->east",
+        "checkpoint_location": "/tmp/x",
+        "topics": ["orders"],
+        "topics_exclude": [],
         "source": {"alias": "west", "bootstrap_servers": "w:9092"},
         "target": {"alias": "east", "bootstrap_servers": "e:9092", "config": {"sasl.username": "mirror"}},
-        "replication_policy": {"type": "default"}, "groups": ["app.*"], "sync_group_offsets": True,
-        "checkpoint_interval_ms": 0, **options,
-    }  # fmt: skip
+        "replication_policy": {"type": "default"},
+        "groups": ["app.*"],
+        "sync_group_offsets": True,
+        "checkpoint_interval_ms": 0,
+        **options,
+    }
 
 
 def done(value: Any) -> Future[Any]:
@@ -67,8 +73,15 @@ class FakeSyncLog:
     def catch_up(self, store: SyncStore, timeout_s: float = 60.0) -> int:
         return 0
 
-    def write(self, topic: str, partition: int, syncs: list[Any], next_offset: int, source_end: Any = None,
-              clean_until: int | None = None) -> None:
+    def write(
+        self,
+        topic: str,
+        partition: int,
+        syncs: list[Any],
+        next_offset: int,
+        source_end: Any = None,
+        clean_until: int | None = None,
+    ) -> None:
         self.written += [(topic, partition, s.upstream) for s in syncs]
 
     def flush(self) -> None:
@@ -139,8 +152,9 @@ class TargetAdmin:
         return {r.group_id: failed(error) for r in requests}
 
 
-def listener_with(spec: FlowSpec, producer: Any, sync_log: FakeSyncLog, target: TargetAdmin,
-                  ensure: Any = None) -> FailoverListener:  # fmt: skip
+def listener_with(
+    spec: FlowSpec, producer: Any, sync_log: FakeSyncLog, target: TargetAdmin, ensure: Any = None
+) -> FailoverListener:
     clients = FailoverClients(sync_log, producer, SourceAdmin(), target, lambda: [], ensure or (lambda t, c: None))
     return FailoverListener(spec, serve_metrics=False, heartbeats=True, clients=clients)
 
@@ -149,8 +163,17 @@ def commit_batch(monkeypatch: pytest.MonkeyPatch, listener: FailoverListener, ba
     """The sink's driver-side commit (what Spark calls before recording the batch as done)."""
     monkeypatch.setattr(sink, "listeners_for", lambda spec: [listener])
     first = batch_id * 10
-    part = PartitionProgress("orders", 0, "west.orders", first, first + 10, 10, 100, 1_000,
-                             offset_syncs=((first, first + 3), (first + 9, first + 12)))  # fmt: skip
+    part = PartitionProgress(
+        "orders",
+        0,
+        "west.orders",
+        first,
+        first + 10,
+        10,
+        100,
+        1_000,
+        offset_syncs=((first, first + 3), (first + 9, first + 12)),
+    )
     writer = MirrorStreamWriter(json.dumps(listener.spec.to_dict()))
     writer.commit([MirrorCommitMessage(0, (part,), 1_000, 1_100)], batch_id)
 
@@ -182,8 +205,11 @@ def test_failed_checkpoints_group_sync_and_heartbeats_leave_the_batch_committed(
     commit_batch(monkeypatch, listener, 0)  # returns: Spark records the batch, nothing is replayed
     assert sync_log.written == [("orders", 0, 0), ("orders", 0, 9)]  # the syncs were persisted
     assert failures(listener) == {"heartbeats_setup": 1.0, "heartbeats": 1.0, "checkpoints": 2.0, "offset_lag": 1.0}
-    lines = [json.loads(x.split(" ", 2)[2]) for x in capsys.readouterr().err.splitlines()
-             if x.startswith("kmirror failover ")]  # fmt: skip
+    lines = [
+        json.loads(x.split(" ", 2)[2])
+        for x in capsys.readouterr().err.splitlines()
+        if x.startswith("kmirror failover ")
+    ]
     assert {(r["work"], r["error"].split(":")[0]) for r in lines} >= {
         ("checkpoints", "group 'app-2' skipped this round"),
         ("checkpoints", "CheckpointError"),
@@ -227,10 +253,11 @@ class AclAdmin:
             "kmirror-offset-syncs-snapshot.west.internal": failed(
                 KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART))
             ),
-            "west.checkpoints.internal": done(SimpleNamespace(
-                authorized_operations=[AclOperation.READ, AclOperation.DESCRIBE])),
+            "west.checkpoints.internal": done(
+                SimpleNamespace(authorized_operations=[AclOperation.READ, AclOperation.DESCRIBE])
+            ),
             "heartbeats": failed(KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))),
-        }  # fmt: skip
+        }
         return {t: answers[t] for t in topics.topic_names}
 
     def create_topics(self, topics: list[Any], validate_only: bool = False, **_: Any) -> dict[str, Future[Any]]:
@@ -260,5 +287,7 @@ def test_missing_acls_on_internal_topics_are_reported_at_start_naming_topic_and_
     )
     # creation allowed: a missing topic is not a problem; a broker that does not answer: nothing
     assert [p.topic for p in report_internal_topic_access(spec, AclAdmin([AclOperation.CREATE]), io.StringIO())] == [
-        "heartbeats", "west.checkpoints.internal"]  # fmt: skip
+        "heartbeats",
+        "west.checkpoints.internal",
+    ]
     assert len(report_internal_topic_access(spec, AclAdmin(None), io.StringIO())) == 2

@@ -28,12 +28,18 @@ from kmirror_engine.failover.target_only import (
 
 
 def spec(source_bootstrap: str = "w:9092") -> FlowSpec:
-    return parse_flow_spec({
-        "id": "west->east", "checkpoint_location": "/tmp/x", "topics": ["orders.*"], "topics_exclude": [],
-        "source": {"alias": "west", "bootstrap_servers": source_bootstrap},
-        "target": {"alias": "east", "bootstrap_servers": "e:9092"},
-        "replication_policy": {"type": "default"}, "groups": ["app.*"],
-    })  # fmt: skip
+    return parse_flow_spec(
+        {
+            "id": "west->east",
+            "checkpoint_location": "/tmp/x",
+            "topics": ["orders.*"],
+            "topics_exclude": [],
+            "source": {"alias": "west", "bootstrap_servers": source_bootstrap},
+            "target": {"alias": "east", "bootstrap_servers": "e:9092"},
+            "replication_policy": {"type": "default"},
+            "groups": ["app.*"],
+        }
+    )
 
 
 def unused_port() -> int:
@@ -150,11 +156,23 @@ def test_translate_falls_back_to_checkpoints_with_one_line(source_gone: dict[str
         "source west unreachable after 5 s (Local: Broker transport failure); using the checkpoints on east\n"
     )
     assert json.loads(out.out) == [
-        {"topic": "west.orders", "partition": 0, "upstream_offset": 20, "downstream_offset": 21,
-         "checkpoint_age_ms": 6000, "records_at_risk": None},
-        {"topic": "west.orders", "partition": 1, "upstream_offset": 3, "downstream_offset": 3,
-         "checkpoint_age_ms": 1500, "records_at_risk": 4},
-    ]  # fmt: skip
+        {
+            "topic": "west.orders",
+            "partition": 0,
+            "upstream_offset": 20,
+            "downstream_offset": 21,
+            "checkpoint_age_ms": 6000,
+            "records_at_risk": None,
+        },
+        {
+            "topic": "west.orders",
+            "partition": 1,
+            "upstream_offset": 3,
+            "downstream_offset": 3,
+            "checkpoint_age_ms": 1500,
+            "records_at_risk": 4,
+        },
+    ]
 
 
 def test_translate_from_checkpoints_skips_the_probe(source_gone: dict[str, Any], capsys: Any) -> None:
@@ -184,8 +202,10 @@ def test_failover_with_the_source_gone_moves_the_group_from_checkpoints(
     )
     assert main(["failover", "--flow", flow, "--group", "app-1", "--from-checkpoints"]) == 0
     assert source_gone["target"].altered == [{("west.orders", 0): 21, ("west.orders", 1): 3}]
-    assert capsys.readouterr().out.endswith("moved group 'app-1' to east: 2 partition(s) written, 0 kept\n"
-                                            "  wrote west.orders[0] = 21\n  wrote west.orders[1] = 3\n")  # fmt: skip
+    assert capsys.readouterr().out.endswith(
+        "moved group 'app-1' to east: 2 partition(s) written, 0 kept\n"
+        "  wrote west.orders[0] = 21\n  wrote west.orders[1] = 3\n"
+    )
 
 
 def test_failover_with_the_source_gone_refuses_active_target_members(source_gone: dict[str, Any], capsys: Any) -> None:
@@ -208,7 +228,12 @@ class RecordingSyncLog:
         return 0
 
     def write(
-        self, topic: str, partition: int, syncs: list[Any], next_offset: int, source_end: int | None = None,
+        self,
+        topic: str,
+        partition: int,
+        syncs: list[Any],
+        next_offset: int,
+        source_end: int | None = None,
         clean_until: int | None = None,
     ) -> None:
         self.writes.append((topic, partition, next_offset, source_end))

@@ -32,12 +32,19 @@ def source_answers(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def spec(**options: Any) -> FlowSpec:
-    return parse_flow_spec({
-        "id": "west->east", "checkpoint_location": "/tmp/x", "topics": ["orders.*"], "topics_exclude": [],
-        "source": {"alias": "west", "bootstrap_servers": "w:9092"},
-        "target": {"alias": "east", "bootstrap_servers": "e:9092"},
-        "replication_policy": {"type": "default"}, "groups": ["app.*"], **options,
-    })  # fmt: skip
+    return parse_flow_spec(
+        {
+            "id": "west->east",
+            "checkpoint_location": "/tmp/x",
+            "topics": ["orders.*"],
+            "topics_exclude": [],
+            "source": {"alias": "west", "bootstrap_servers": "w:9092"},
+            "target": {"alias": "east", "bootstrap_servers": "e:9092"},
+            "replication_policy": {"type": "default"},
+            "groups": ["app.*"],
+            **options,
+        }
+    )
 
 
 def done(value: Any) -> Future[Any]:
@@ -139,7 +146,7 @@ def test_a_second_checkpoint_writer_only_checkpoints_inside_the_history_it_read(
     assert driver.emit(["app-1"])[0] == []  # the sink's listener, with newer syncs, checkpoints it
     assert CheckpointEmitter(spec(), store, admin, FakeProducer()).emit(["app-1"])[0] == [
         Checkpoint("app-1", "west.orders", 0, 14, 13, "")
-    ]  # fmt: skip  (a lone writer: MM2's +1 rule)
+    ]  # a lone writer: MM2's +1 rule
 
 
 def test_idle_checkpoint_rounds_count_failures_and_go_on() -> None:
@@ -204,8 +211,7 @@ def test_heartbeat_ticker_beats_while_idle_counts_failures_and_beats_last_at_sto
         if len(created) == 1:
             raise HeartbeatError("cannot create heartbeats on east: timed out")
 
-    ticker = HeartbeatTicker(spec(heartbeat_interval_ms=60_000), producer, clock_ms=lambda: now[0],
-                             ensure_topic=ensure)  # fmt: skip
+    ticker = HeartbeatTicker(spec(heartbeat_interval_ms=60_000), producer, clock_ms=lambda: now[0], ensure_topic=ensure)
     ticker.start()  # the target refuses the topic at first: counted, retried, the mirror goes on
     assert (len(created), ticker.failures, producer.sent) == (1, 1, [])
     ticker.tick()  # no batch ever runs: the driver's clock alone makes it beat
@@ -232,17 +238,47 @@ def test_heartbeats_refuse_a_policy_that_would_loop() -> None:
 
 def test_metrics_per_partition_in_prometheus_text_and_progress_log() -> None:
     metrics = FlowMetrics("west->east")
-    part = PartitionProgress("orders", 1, "west.orders", 100, 150, 50, 5000, 1_000, latency_min_ms=3,
-                             latency_max_ms=9, latency_sum_ms=300, latency_count=50)  # fmt: skip
+    part = PartitionProgress(
+        "orders",
+        1,
+        "west.orders",
+        100,
+        150,
+        50,
+        5000,
+        1_000,
+        latency_min_ms=3,
+        latency_max_ms=9,
+        latency_sum_ms=300,
+        latency_count=50,
+    )
     record = metrics.observe_batch(BatchProgress(7, (part,), 500, {("orders", 1): 160}), now_ms=1_250)
-    assert record == {"event": "mirror_metrics", "flow": "west->east", "batch_id": 7, "partitions": [{
-        "topic": "west.orders", "partition": 1, "record_count": 50, "byte_rate": 10000.0, "record_age_ms": 250,
-        "replication_latency_ms": {"min": 3.0, "max": 9.0, "avg": 6.0}, "offset_lag": 10}]}  # fmt: skip
+    assert record == {
+        "event": "mirror_metrics",
+        "flow": "west->east",
+        "batch_id": 7,
+        "partitions": [
+            {
+                "topic": "west.orders",
+                "partition": 1,
+                "record_count": 50,
+                "byte_rate": 10000.0,
+                "record_age_ms": 250,
+                "replication_latency_ms": {"min": 3.0, "max": 9.0, "avg": 6.0},
+                "offset_lag": 10,
+            }
+        ],
+    }
     text = metrics.text()
     labels = 'flow="west->east",partition="1",topic="west.orders"'
     avg = 'kmirror_replication_latency_ms{flow="west->east",partition="1",stat="avg",topic="west.orders"} 6.0'
-    for line in (f"kmirror_record_count_total{{{labels}}} 50.0", f"kmirror_offset_lag{{{labels}}} 10.0", avg,
-                 f"kmirror_record_age_ms{{{labels}}} 250.0", f"kmirror_byte_rate{{{labels}}} 10000.0"):  # fmt: skip
+    for line in (
+        f"kmirror_record_count_total{{{labels}}} 50.0",
+        f"kmirror_offset_lag{{{labels}}} 10.0",
+        avg,
+        f"kmirror_record_age_ms{{{labels}}} 250.0",
+        f"kmirror_byte_rate{{{labels}}} 10000.0",
+    ):
         assert line in text
 
 
@@ -266,7 +302,10 @@ def test_the_mirror_metrics_line_is_a_snapshot_at_most_every_interval_while_metr
     metrics.observe_batch_failure(6)
     lines = [json.loads(line.removeprefix(metrics_module.PREFIX)) for line in out.getvalue().splitlines()]
     assert [(line["event"], line["batch_id"]) for line in lines] == [
-        ("mirror_metrics", 0), ("mirror_metrics", 5), ("batch_failed", 6)]  # fmt: skip
+        ("mirror_metrics", 0),
+        ("mirror_metrics", 5),
+        ("batch_failed", 6),
+    ]
     assert 'kmirror_record_count_total{flow="west->east",partition="0",topic="west.orders"} 60.0' in metrics.text()
 
 
@@ -278,8 +317,9 @@ def write_flow(tmp_path: Any) -> str:
     return str(flow)
 
 
-def test_translate_json_leaves_out_untranslatable_partitions(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
-                                                             capsys: Any) -> None:  # fmt: skip
+def test_translate_json_leaves_out_untranslatable_partitions(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: Any
+) -> None:
     import kmirror_engine.failover.checkpoints
     from kmirror_engine.failover.checkpoints import Translation
 
@@ -294,12 +334,22 @@ def test_translate_json_leaves_out_untranslatable_partitions(monkeypatch: pytest
     assert capsys.readouterr().err.startswith("kmirror translate: group 'nobody' has no committed offsets on topics")
 
 
-def test_lag_watch_refreshes_the_table_until_interrupted(monkeypatch: pytest.MonkeyPatch, tmp_path: Any,
-                                                         capsys: Any) -> None:  # fmt: skip
+def test_lag_watch_refreshes_the_table_until_interrupted(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any, capsys: Any
+) -> None:
     import kmirror_cli.commands.lag as lag
 
-    row = {"group": "kmirror-west-to-east", "topic": "orders", "partition": 0, "offset": 90, "log_size": 100,
-           "lag": 10, "owner": "none", "target_topic": "west.orders", "delay_ms": 1234}  # fmt: skip
+    row = {
+        "group": "kmirror-west-to-east",
+        "topic": "orders",
+        "partition": 0,
+        "offset": 90,
+        "log_size": 100,
+        "lag": 10,
+        "owner": "none",
+        "target_topic": "west.orders",
+        "delay_ms": 1234,
+    }
     sleeps: list[float] = []
     real_sleep = lag.time.sleep
 
@@ -321,7 +371,15 @@ def test_lag_watch_refreshes_the_table_until_interrupted(monkeypatch: pytest.Mon
     assert out.count("kmirror lag: west->east") == 2 and sleeps == [2.0, 2.0]
     header = next(line for line in out.splitlines() if "Group" in line)
     assert [c.strip() for c in header.strip("┃ ").split("┃")] == [
-        "Group", "Topic", "Pid", "Offset", "logSize", "Lag", "Owner", "Delay (ms)"]  # fmt: skip
+        "Group",
+        "Topic",
+        "Pid",
+        "Offset",
+        "logSize",
+        "Lag",
+        "Owner",
+        "Delay (ms)",
+    ]
     assert "│ kmirror-west-to-east │ orders │   0 │     90 │     100 │  10 │ none  │       1234 │" in out
 
 
@@ -414,9 +472,23 @@ def test_the_mirror_metrics_line_stays_bounded_at_4000_partitions() -> None:
 
     out = io.StringIO()
     metrics = FlowMetrics("west->east", out=out, clock=lambda: 1000.0)
-    parts = tuple(PartitionProgress(f"topic-{i // 2}", i % 2, f"west.topic-{i // 2}", 0, 100, 100, 10_000, 1_000,
-                                    latency_min_ms=3, latency_max_ms=9, latency_sum_ms=600, latency_count=100)
-                  for i in range(4000))  # fmt: skip
+    parts = tuple(
+        PartitionProgress(
+            f"topic-{i // 2}",
+            i % 2,
+            f"west.topic-{i // 2}",
+            0,
+            100,
+            100,
+            10_000,
+            1_000,
+            latency_min_ms=3,
+            latency_max_ms=9,
+            latency_sum_ms=600,
+            latency_count=100,
+        )
+        for i in range(4000)
+    )
     ends = {(p.source_topic, p.partition): 100 + (i % 997) for i, p in enumerate(parts)}
     metrics.observe_batch(BatchProgress(1, parts, 1000, ends), now_ms=2_000)
     line = out.getvalue()

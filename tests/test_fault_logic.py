@@ -179,8 +179,9 @@ class LimitedBroker:
     def __init__(self, limit: int) -> None:
         self.limit, self.log, self.pending, self.next_offset = limit, [], [], 0  # type: ignore[var-annotated]
 
-    def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = 0, on_delivery: Any = None,
-                **kwargs: Any) -> None:  # fmt: skip
+    def produce(
+        self, topic: str, value: Any = None, key: Any = None, partition: int = 0, on_delivery: Any = None, **kwargs: Any
+    ) -> None:
         self.pending.append((topic, value, key, partition, on_delivery, kwargs.get("headers")))
 
     def poll(self, timeout: float = 0) -> int:
@@ -378,6 +379,7 @@ def test_an_unknown_end_offset_is_asked_again_never_taken_for_a_truncation() -> 
     offset (-1001), and the planner reported "data loss ... end offset went back from at least
     1000 to -1001". An unknown offset is a retriable failure naming the partition; the next
     answer is planned as usual."""
+
     class FrozenOnce(FakeAdmin):
         frozen = 0
 

@@ -25,17 +25,25 @@ from kmirror_engine.planning.internal_names import control_topic
 from tests.test_source_planner import FakeAdmin, planner, spec
 
 FLOW = {
-    "id": "west->east", "topics": ["orders"], "topics_exclude": [], "replication_policy": {"type": "default"},
-    "source": {"alias": "west", "bootstrap_servers": "s:1"}, "target": {"alias": "east", "bootstrap_servers": "t:1"},
+    "id": "west->east",
+    "topics": ["orders"],
+    "topics_exclude": [],
+    "replication_policy": {"type": "default"},
+    "source": {"alias": "west", "bootstrap_servers": "s:1"},
+    "target": {"alias": "east", "bootstrap_servers": "t:1"},
     "checkpoint_location": "/tmp/x",
-}  # fmt: skip
+}
 PAUSED = ControlState("paused", by="ops", at="2026-11-28T21:00:00Z", reason="target maintenance")
 
 
 def test_a_control_record_round_trips_and_junk_is_no_state() -> None:
     value = encode(PAUSED)
-    assert json.loads(value) == {"state": "paused", "by": "ops", "at": "2026-11-28T21:00:00Z",
-                                 "reason": "target maintenance"}  # fmt: skip
+    assert json.loads(value) == {
+        "state": "paused",
+        "by": "ops",
+        "at": "2026-11-28T21:00:00Z",
+        "reason": "target maintenance",
+    }
     assert decode(value) == PAUSED and decode(value).paused  # type: ignore[union-attr]
     assert decode(encode(ControlState("running", by="ops"))) == ControlState("running", by="ops")
     for junk in (None, b"", b"not json", b"[1]", b'{"state": "stopped"}'):
@@ -89,7 +97,7 @@ class FakeConsumer:
 
     def consume(self, n: int, timeout: float) -> list[FakeMessage]:
         self.consumes += 1
-        new, self.read = self.log[self.read:], len(self.log)
+        new, self.read = self.log[self.read :], len(self.log)
         return [FakeMessage(k, v) for k, v in new]
 
     def close(self) -> None:
@@ -116,8 +124,15 @@ def test_the_reader_reads_only_new_records_and_audits_each_change() -> None:
     consumer, clock = FakeConsumer(log), [0.0]
     r, out = reader(consumer, clock)
     assert r.current() == PAUSED  # the first read goes to the topic's end
-    assert audit_lines(out) == [{"flow": "west->east", "state": "paused", "by": "ops",
-                                 "at": "2026-11-28T21:00:00Z", "reason": "target maintenance"}]  # fmt: skip
+    assert audit_lines(out) == [
+        {
+            "flow": "west->east",
+            "state": "paused",
+            "by": "ops",
+            "at": "2026-11-28T21:00:00Z",
+            "reason": "target maintenance",
+        }
+    ]
     assert r.current() == PAUSED and len(audit_lines(out)) == 1  # unchanged: no new line
     log.append((b"other->east", encode(ControlState("running"))))
     assert r.current() == PAUSED
@@ -193,8 +208,9 @@ def test_a_paused_flow_plans_no_copy_work_and_resumes_where_it_stopped() -> None
     assert (rng.start_offset, rng.end_offset) == (0, 100)  # from where it stopped: nothing skipped
 
 
-def test_pause_and_resume_take_the_flow_selectors_and_write_the_record(monkeypatch: Any, tmp_path: Any,
-                                                                     capsys: Any) -> None:  # fmt: skip
+def test_pause_and_resume_take_the_flow_selectors_and_write_the_record(
+    monkeypatch: Any, tmp_path: Any, capsys: Any
+) -> None:
     from kmirror_cli.cli import main
     from kmirror_engine.planning import flow_control
 
@@ -205,15 +221,18 @@ def test_pause_and_resume_take_the_flow_selectors_and_write_the_record(monkeypat
     assert main(["pause", "--flow", str(flow), "--reason", "target maintenance"]) == 0
     assert main(["resume", "--flow", str(flow)]) == 0
     [(flow_id, paused), (_, resumed)] = written
-    assert flow_id == "west->east" and (paused.state, paused.reason, resumed.state, resumed.reason) == \
-        ("paused", "target maintenance", "running", None)  # fmt: skip
+    assert flow_id == "west->east" and (paused.state, paused.reason, resumed.state, resumed.reason) == (
+        "paused",
+        "target maintenance",
+        "running",
+        None,
+    )
     assert paused.by and paused.at and paused.at.endswith("Z")
     assert "flow west->east: paused" in capsys.readouterr().out
     assert main(["pause", "--flow", "nope", "--topology", str(tmp_path / "missing.yaml")]) == 2
 
 
-def test_a_failed_write_exits_1_naming_the_cluster_and_the_fix(monkeypatch: Any, tmp_path: Any,
-                                                               capsys: Any) -> None:  # fmt: skip
+def test_a_failed_write_exits_1_naming_the_cluster_and_the_fix(monkeypatch: Any, tmp_path: Any, capsys: Any) -> None:
     from kmirror_cli.cli import main
     from kmirror_engine.clients import topic_admin
 
@@ -247,19 +266,34 @@ def test_status_log_keeps_the_flows_newest_progress_control_and_problems() -> No
     summary = summarize(LOG.splitlines(keepends=True), "west->east")
     assert summary["last_progress"] == {"flow": "west->east", "batch": 0, "records": 100, "lag": 0}  # cut line: skipped
     assert summary["last_control"]["state"] == "paused"
-    assert summary["problems"] == [LOG.splitlines()[3], "kmirror: planning process died; starting the query again "
-                                   "from its checkpoint"]  # fmt: skip
+    assert summary["problems"] == [
+        LOG.splitlines()[3],
+        "kmirror: planning process died; starting the query again from its checkpoint",
+    ]
     assert summarize([], "west->east") == {"last_progress": None, "last_control": None, "problems": []}
 
 
-def test_status_with_a_log_reports_it_and_a_missing_log_is_bad_input(monkeypatch: Any, tmp_path: Any,
-                                                                      capsys: Any) -> None:  # fmt: skip
+def test_status_with_a_log_reports_it_and_a_missing_log_is_bad_input(
+    monkeypatch: Any, tmp_path: Any, capsys: Any
+) -> None:
     from kmirror_cli.cli import main
     from kmirror_cli.commands import status
 
-    monkeypatch.setattr(status, "flow_status", lambda spec, stale, now: {
-        "flow": spec.id, "running": True, "paused": True, "control": asdict(PAUSED), "heartbeat_age_ms": 1,
-        "last_copy_age_ms": None, "newest_checkpoint_age_ms": None, "lag": {}, "lag_total": 0})  # fmt: skip
+    monkeypatch.setattr(
+        status,
+        "flow_status",
+        lambda spec, stale, now: {
+            "flow": spec.id,
+            "running": True,
+            "paused": True,
+            "control": asdict(PAUSED),
+            "heartbeat_age_ms": 1,
+            "last_copy_age_ms": None,
+            "newest_checkpoint_age_ms": None,
+            "lag": {},
+            "lag_total": 0,
+        },
+    )
     flow, log = tmp_path / "flow.json", tmp_path / "driver.log"
     flow.write_text(json.dumps(FLOW))
     log.write_text(LOG)
@@ -274,14 +308,14 @@ def test_status_with_a_log_reports_it_and_a_missing_log_is_bad_input(monkeypatch
     assert "--log: cannot read" in capsys.readouterr().err
 
 
-def test_pause_from_the_topology_and_the_stack_writes_the_planned_flows_record(monkeypatch: Any,
-                                                                              capsys: Any) -> None:  # fmt: skip
+def test_pause_from_the_topology_and_the_stack_writes_the_planned_flows_record(monkeypatch: Any, capsys: Any) -> None:
     from kmirror_cli.cli import main
     from kmirror_engine.planning import flow_control
 
     written: list[tuple[str, str, str]] = []
-    monkeypatch.setattr(flow_control, "write_state",
-                        lambda s, state: written.append((s.id, s.target.alias, state.state)))  # fmt: skip
+    monkeypatch.setattr(
+        flow_control, "write_state", lambda s, state: written.append((s.id, s.target.alias, state.state))
+    )
     assert main(["pause", "--topology", "stacks/topology.yaml", "--flow", "west-1->east-1"]) == 0
     assert main(["resume", "--stack", "east", "--flow", "west-1->east-1", "--reason", "done"]) == 0
     assert written == [("west-1->east-1", "east-1", "paused"), ("west-1->east-1", "east-1", "running")]

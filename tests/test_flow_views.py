@@ -16,15 +16,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def spec(**options: Any) -> Any:
-    return parse_flow_spec({
-        "id": "west->east",
-        "source": {"alias": "west", "bootstrap_servers": "w:9092"},
-        "target": {"alias": "east", "bootstrap_servers": "e:9092"},
-        "topics": ["orders"], "topics_exclude": [],
-        "replication_policy": {"type": "default"},
-        "checkpoint_location": "/tmp/ck",
-        **options,
-    })  # fmt: skip
+    return parse_flow_spec(
+        {
+            "id": "west->east",
+            "source": {"alias": "west", "bootstrap_servers": "w:9092"},
+            "target": {"alias": "east", "bootstrap_servers": "e:9092"},
+            "topics": ["orders"],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+            "checkpoint_location": "/tmp/ck",
+            **options,
+        }
+    )
 
 
 def test_views_carry_the_declared_defaults() -> None:
@@ -42,9 +45,14 @@ def test_views_read_the_flows_options() -> None:
     flow = spec(
         consumer={"isolation.level": "read_uncommitted"},
         transform={"sql": "SELECT * FROM records"},
-        emit_checkpoints=False, checkpoint_interval_ms=5_000, metrics_port=9400,
-        emit_heartbeats=False, sync_topic_configs=False, sync_topic_acls=False, replication_factor=3,
-    )  # fmt: skip
+        emit_checkpoints=False,
+        checkpoint_interval_ms=5_000,
+        metrics_port=9400,
+        emit_heartbeats=False,
+        sync_topic_configs=False,
+        sync_topic_acls=False,
+        replication_factor=3,
+    )
     assert flow.planning.read_committed is False and flow.copy.read_committed is False
     limited = spec(max_bytes_per_second=1_000_000).copy  # (a rate limit and a transform are refused together)
     assert limited.rate_limited and limited.max_bytes_per_second == 1_000_000 and not flow.copy.rate_limited
@@ -89,6 +97,10 @@ def _option_reads(path: Path) -> list[str]:
 def test_the_engine_and_the_app_read_settings_through_views_only() -> None:
     """Issue 29: no part of the engine or the Spark glue reads a flow option by name; a new
     setting goes into its part's view (kmirror/flow/views.py)."""
-    reads = [r for pkg in ("kmirror_engine", "spark_app") for p in sorted((ROOT / pkg).rglob("*.py"))
-             for r in _option_reads(p)]  # fmt: skip
+    reads = [
+        r
+        for pkg in ("kmirror_engine", "spark_app")
+        for p in sorted((ROOT / pkg).rglob("*.py"))
+        for r in _option_reads(p)
+    ]
     assert reads == []

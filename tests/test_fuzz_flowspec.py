@@ -255,8 +255,13 @@ def test_properties_valid_only_together_are_not_reported_alone() -> None:
     password, SASL_SSL needs a mechanism this build has) are left to client creation."""
     from kmirror_engine.clients.factory import client_config_problems
 
-    source = {"security.protocol": "SASL_SSL", "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "u",
-              "ssl.keystore.location": "/ks.p12", "ssl.keystore.password": "${env:KS_PASSWORD}"}  # fmt: skip
+    source = {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanisms": "SCRAM-SHA-512",
+        "sasl.username": "u",
+        "ssl.keystore.location": "/ks.p12",
+        "ssl.keystore.password": "${env:KS_PASSWORD}",
+    }
     raw = with_change(("source", "config"), source)
     raw["target"]["config"] = {"linger.ms": "soon", "security.protocol": "SASL_PLAINTEXT"}
     # an invalid value alone is refused by the flow spec's own validation (issue 25), before the app

@@ -147,10 +147,26 @@ def mutations() -> st.SearchStrategy[tuple[dict[str, Any], str]]:
 
 _PATTERN_NAMES = ("active-passive", "active-active", "hub-and-spoke", "fan-out", "chain", "custom")
 _KNOWN_KEYS = {
-    "clusters", "defaults", "topologies", "flows", "bootstrap_servers", "datacenter", "security", "whitelist",
-    "blacklist", "run_in", "name", "pattern", "primary", "standby", "hub", "spokes", "bidirectional", "source",
+    "clusters",
+    "defaults",
+    "topologies",
+    "flows",
+    "bootstrap_servers",
+    "datacenter",
+    "security",
+    "whitelist",
+    "blacklist",
+    "run_in",
+    "name",
+    "pattern",
+    "primary",
+    "standby",
+    "hub",
+    "spokes",
+    "bidirectional",
+    "source",
     "targets",
-}  # fmt: skip
+}
 
 
 def test_the_base_topology_is_valid() -> None:
@@ -171,9 +187,12 @@ def test_every_invalid_topology_is_a_validation_error_naming_the_field(case: tup
 
 @pytest.mark.parametrize(
     ("path", "value"),
-    [(("topologies", 0, "name"), "dr\n"), (("clusters", "west", "bootstrap_servers"), "w1:9092\n"),
-     (("clusters", "west", "datacenter"), "dc-w\n")],
-)  # fmt: skip
+    [
+        (("topologies", 0, "name"), "dr\n"),
+        (("clusters", "west", "bootstrap_servers"), "w1:9092\n"),
+        (("clusters", "west", "datacenter"), "dc-w\n"),
+    ],
+)
 def test_a_trailing_newline_is_not_a_valid_name(path: tuple[Any, ...], value: str) -> None:
     with pytest.raises(ValidationError, match=dotted(path).replace("[", r"\[").replace("]", r"\]")):
         plan_topology(parse_topology(changed(path, value)))

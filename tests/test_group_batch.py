@@ -36,8 +36,10 @@ def test_a_pattern_matching_nothing_names_it_and_the_groups_found() -> None:
 @pytest.mark.parametrize("command", ["failover", "failback"])
 def test_both_or_neither_of_group_and_all_groups_is_refused(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([command, *FLOW, "--group", "app-1", "--all-groups"]) == 2
-    assert ("--all-groups: cannot be combined with --group 'app-1'; give the groups or --all-groups, not both"
-            in capsys.readouterr().err)  # fmt: skip
+    assert (
+        "--all-groups: cannot be combined with --group 'app-1'; give the groups or --all-groups, not both"
+        in capsys.readouterr().err
+    )
     assert main([command, *FLOW]) == 2
     assert "--group: required: a group id or pattern ('app-*'), or pass --all-groups" in capsys.readouterr().err
 

@@ -71,16 +71,36 @@ def resolve(python: str, arch: str, tmp_path: Path, glibc_minor: int = IMAGE_GLI
     """name -> version pip would install from scripts/app-requirements.txt for that interpreter."""
     abi = "cp" + python.replace(".", "")
     requirements = requirements_for(python, tmp_path / f"requirements-{python}.txt")
-    command = [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", "--ignore-installed",
-               "--only-binary=:all:", "--python-version", python, "--implementation", "cp", "--abi", abi,
-               *[f"--platform={p}" for p in _platforms(arch, glibc_minor)],
-               "--target", "/nonexistent/kmirror-resolve", "--report", "-",
-               "-r", str(requirements)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--dry-run",
+        "--quiet",
+        "--ignore-installed",
+        "--only-binary=:all:",
+        "--python-version",
+        python,
+        "--implementation",
+        "cp",
+        "--abi",
+        abi,
+        *[f"--platform={p}" for p in _platforms(arch, glibc_minor)],
+        "--target",
+        "/nonexistent/kmirror-resolve",
+        "--report",
+        "-",
+        "-r",
+        str(requirements),
+    ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=240, check=False)
     assert done.returncode == 0, f"Python {python} {arch}: {done.stderr[-2000:]}"
     report = json.loads(done.stdout)
-    return {re.sub(r"[-_.]+", "-", item["metadata"]["name"]).lower(): item["metadata"]["version"]
-            for item in report["install"]}  # fmt: skip
+    return {
+        re.sub(r"[-_.]+", "-", item["metadata"]["name"]).lower(): item["metadata"]["version"]
+        for item in report["install"]
+    }
 
 
 @pytest.mark.registry
@@ -88,9 +108,12 @@ def resolve(python: str, arch: str, tmp_path: Path, glibc_minor: int = IMAGE_GLI
 def test_the_app_requirements_resolve_for_the_image_python_and_platforms(arch: str, tmp_path: Path) -> None:
     resolved = resolve(IMAGE_PYTHON, arch, tmp_path)
     assert {k: resolved[k] for k in ("confluent-kafka", "pyarrow", "pandas", "pyyaml", "prometheus-client")} == {
-        "confluent-kafka": "2.16.1", "pyarrow": "25.0.1", "pandas": "2.3.3", "pyyaml": "6.0.3",
+        "confluent-kafka": "2.16.1",
+        "pyarrow": "25.0.1",
+        "pandas": "2.3.3",
+        "pyyaml": "6.0.3",
         "prometheus-client": "0.26.0",
-    }  # fmt: skip
+    }
     assert "pyspark" not in resolved  # the image's Spark distribution provides it
 
 

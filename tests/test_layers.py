@@ -13,15 +13,23 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
-PACKAGES = {"kmirror": "kmirror", "kmirror_engine": "kmirror_engine", "kmirror_cli": "kmirror_cli",
-            "spark_app": "spark_app", "kafka_mirror": "components/kafka_mirror"}  # fmt: skip
+PACKAGES = {
+    "kmirror": "kmirror",
+    "kmirror_engine": "kmirror_engine",
+    "kmirror_cli": "kmirror_cli",
+    "spark_app": "spark_app",
+    "kafka_mirror": "components/kafka_mirror",
+}
 
 
 def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [str(LINT_IMPORTS), "--no-cache", "--config", str(root / "pyproject.toml")],
-        capture_output=True, text=True, cwd=root, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"},
+    )
 
 
 def _copy_tree(tmp: Path) -> Path:

@@ -28,8 +28,13 @@ message = pa.record_batch([pa.array([b"pickled"])], names=["message"])
 
 
 def _run(script: str, **env: str) -> dict:
-    out = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(ROOT), **env},
-                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "PYTHONPATH": str(ROOT), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -66,8 +71,10 @@ def test_pandas_imported_later_gets_pyarrow_whole() -> None:
         "import json\nprint(json.dumps({'tz': str(tz), 'cat': cat, 'frame': frame, 'nat': nat,"
         " 'have': pa.lib._pandas_api.have_pandas}))\n"
     )
-    deferred = _run("from spark_app.lazy_pandas import defer_pandas_import\nimport pyarrow\n"
-                    "assert defer_pandas_import()\n" + SPARK_ARROW_CALLS + use)  # fmt: skip
+    deferred = _run(
+        "from spark_app.lazy_pandas import defer_pandas_import\nimport pyarrow\n"
+        "assert defer_pandas_import()\n" + SPARK_ARROW_CALLS + use
+    )
     plain = _run(SPARK_ARROW_CALLS + use)
     assert plain["nat"] == 1 and deferred["nat"] == "refused"
     assert {**deferred, "nat": 1} == plain
@@ -80,8 +87,11 @@ def test_nothing_deferred_where_pandas_is_there_or_switched_off() -> None:
         "print(json.dumps({'deferred': defer_pandas_import(), 'finders': len(sys.meta_path)}))"
     )
     assert _run(script)["deferred"] is False
-    off = _run("import json, sys\nfrom spark_app.lazy_pandas import defer_pandas_import\n"
-               "import pyarrow\nd = defer_pandas_import()\n" + SPARK_ARROW_CALLS +
-               "print(json.dumps({'deferred': d, 'pandas': 'pandas' in sys.modules}))",
-               KMIRROR_DEFER_PANDAS="0")  # fmt: skip
+    off = _run(
+        "import json, sys\nfrom spark_app.lazy_pandas import defer_pandas_import\n"
+        "import pyarrow\nd = defer_pandas_import()\n"
+        + SPARK_ARROW_CALLS
+        + "print(json.dumps({'deferred': d, 'pandas': 'pandas' in sys.modules}))",
+        KMIRROR_DEFER_PANDAS="0",
+    )
     assert off == {"deferred": False, "pandas": True}

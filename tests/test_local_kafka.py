@@ -34,8 +34,9 @@ def test_lines_resolve_to_their_pinned_versions_and_an_unknown_line_names_the_ch
 
 def test_server_properties_are_production_like_with_listeners_and_the_authorizer(tmp_path: Any) -> None:
     listener = local_kafka.Listener("SCRAM", "SASL_SSL", port=9999, settings={"sasl.enabled.mechanisms": "X"})
-    broker = local_kafka.KafkaBroker("b", port=1111, controller_port=2222, extra_listeners=(listener,),
-                                     work_dir=tmp_path)  # fmt: skip
+    broker = local_kafka.KafkaBroker(
+        "b", port=1111, controller_port=2222, extra_listeners=(listener,), work_dir=tmp_path
+    )
     props = broker.server_properties()
     assert props["listeners"] == "PLAINTEXT://127.0.0.1:1111,CONTROLLER://127.0.0.1:2222,SCRAM://127.0.0.1:9999"
     assert props["advertised.listeners"] == "PLAINTEXT://127.0.0.1:1111,SCRAM://127.0.0.1:9999"

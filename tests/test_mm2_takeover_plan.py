@@ -25,11 +25,18 @@ PATH = "starting_offsets.from_mm2"
 
 
 def flow(**options: Any) -> Any:
-    return parse_flow_spec({
-        "id": "A->B", "source": {"alias": "A", "bootstrap_servers": "a:9092"},
-        "target": {"alias": "B", "bootstrap_servers": "b:9092"}, "topics": ["orders"], "topics_exclude": [],
-        "replication_policy": {"type": "default"}, "checkpoint_location": "/tmp/ck", **options,
-    })  # fmt: skip
+    return parse_flow_spec(
+        {
+            "id": "A->B",
+            "source": {"alias": "A", "bootstrap_servers": "a:9092"},
+            "target": {"alias": "B", "bootstrap_servers": "b:9092"},
+            "topics": ["orders"],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+            "checkpoint_location": "/tmp/ck",
+            **options,
+        }
+    )
 
 
 def test_from_mm2_defaults_to_mm2_dedicated_modes_topic_names() -> None:
@@ -63,8 +70,9 @@ def test_from_mm2_problems_name_the_key_the_value_and_the_fix() -> None:
 
 def test_connect_offsets_records_of_mm2s_source_connector_decode() -> None:
     key = b'["MirrorSourceConnector",{"cluster":"A","partition":1,"topic":"orders"}]'
-    assert decode_source_offset(key, b'{"offset":299}') == Mm2SourceOffset("MirrorSourceConnector", "A", "orders",
-                                                                           1, 299)  # fmt: skip
+    assert decode_source_offset(key, b'{"offset":299}') == Mm2SourceOffset(
+        "MirrorSourceConnector", "A", "orders", 1, 299
+    )
     assert decode_source_offset(key, None) == Mm2SourceOffset("MirrorSourceConnector", "A", "orders", 1, None)
     # MM2's checkpoint connector shares the topic with another partition key; other writers' bytes
     checkpoint = b'["MirrorCheckpointConnector",{"group":"g","partition":0,"topic":"A.orders"}]'
@@ -80,13 +88,21 @@ def test_the_last_record_of_a_key_wins_and_a_tombstone_deletes_it() -> None:
     def record(partition: int, offset: int | None, cluster: str = "A", connector: str = "MirrorSourceConnector") -> Any:
         return Mm2SourceOffset(connector, cluster, "orders", partition, offset)
 
-    records = [record(0, 10), record(1, 20), record(0, 15), record(1, None), record(2, 5, cluster="X"),
-               record(3, 7, connector="other")]  # fmt: skip
+    records = [
+        record(0, 10),
+        record(1, 20),
+        record(0, 15),
+        record(1, None),
+        record(2, 5, cluster="X"),
+        record(3, 7, connector="other"),
+    ]
     assert committed_offsets(records, "MirrorSourceConnector", "A") == {("orders", 0): 15}
     assert alias_problems(records, "MirrorSourceConnector", "A", PATH) == []
-    expected = ("MM2's committed offsets name source cluster(s) 'X', not the flow's source alias 'A': MM2's remote "
-                "topics carry its alias, so name the flow's source cluster as MM2 did for the same remote topics to "
-                "continue")  # fmt: skip
+    expected = (
+        "MM2's committed offsets name source cluster(s) 'X', not the flow's source alias 'A': MM2's remote "
+        "topics carry its alias, so name the flow's source cluster as MM2 did for the same remote topics to "
+        "continue"
+    )
     assert alias_problems(records[4:5], "MirrorSourceConnector", "A", PATH) == [Problem(PATH, expected)]
 
 
@@ -96,8 +112,9 @@ def plan(committed: dict, synced: dict, bounds: dict, remote_ends: dict) -> Any:
 
 def test_each_partition_resumes_after_mm2s_committed_offset_else_its_newest_offset_sync() -> None:
     bounds = {("orders", 0): (0, 500), ("orders", 1): (0, 500), ("orders", 2): (40, 60)}
-    result = plan({("orders", 0): 249}, {("orders", 0): 299, ("orders", 1): 289}, bounds,
-                  {("orders", 0): 300, ("orders", 1): 300})  # fmt: skip
+    result = plan(
+        {("orders", 0): 249}, {("orders", 0): 299, ("orders", 1): 289}, bounds, {("orders", 0): 300, ("orders", 1): 300}
+    )
     assert result.problems == ()
     # partition 2: MM2 never copied it (its remote partition is empty): its log start, nothing twice
     assert result.resume == {("orders", 0): 250, ("orders", 1): 290, ("orders", 2): 40}
@@ -109,8 +126,7 @@ def test_each_partition_resumes_after_mm2s_committed_offset_else_its_newest_offs
 
 def test_partitions_that_cannot_resume_safely_are_refused_never_copied_from_the_start() -> None:
     bounds = {("orders", 0): (0, 500), ("orders", 1): (0, 500), ("orders", 2): (0, 100)}
-    result = plan({("orders", 1): 299, ("orders", 2): 299}, {}, bounds,
-                  {("orders", 0): 300, ("orders", 2): 300})  # fmt: skip
+    result = plan({("orders", 1): 299, ("orders", 2): 299}, {}, bounds, {("orders", 0): 300, ("orders", 2): 300})
     assert result.resume == {} and result.points == ()
     assert [str(p) for p in result.problems] == [
         f"{PATH}: orders[0]: remote partition A.orders[0] holds records (end offset 300) but neither MM2's committed "
@@ -130,8 +146,9 @@ def test_a_partition_mm2_copied_to_its_end_resumes_at_the_end() -> None:
     assert result.problems == () and result.resume == {("orders", 0): 300}
 
 
-def takeover_planner(monkeypatch: pytest.MonkeyPatch, committed: list[Mm2SourceOffset], synced: dict,
-                     target_logs: dict, written: list) -> Any:  # fmt: skip
+def takeover_planner(
+    monkeypatch: pytest.MonkeyPatch, committed: list[Mm2SourceOffset], synced: dict, target_logs: dict, written: list
+) -> Any:
     """A RangePlanner over fake clusters (tests/test_source_planner.py's FakeAdmin) whose MM2 topics
     hold `committed` and `synced`; `written` collects what `on_takeover` is given."""
     from kmirror_engine.planning import mm2_takeover
@@ -142,9 +159,13 @@ def takeover_planner(monkeypatch: pytest.MonkeyPatch, committed: list[Mm2SourceO
     monkeypatch.setattr(mm2_takeover, "mm2_synced", lambda endpoint, topic: synced)
     monkeypatch.setattr(mm2_takeover, "report_takeover", lambda flow_id, plan: None)
     source, target = FakeAdmin({"orders": [(0, 500), (0, 500)]}), FakeAdmin(target_logs)
-    return RangePlanner(flow(starting_offsets={"from_mm2": {}}), once=True, task_count=1,
-                        admin_factory=lambda endpoint: source if endpoint.alias == "A" else target,
-                        on_takeover=lambda spec, points: written.append((spec.id, list(points))))  # fmt: skip
+    return RangePlanner(
+        flow(starting_offsets={"from_mm2": {}}),
+        once=True,
+        task_count=1,
+        admin_factory=lambda endpoint: source if endpoint.alias == "A" else target,
+        on_takeover=lambda spec, points: written.append((spec.id, list(points))),
+    )
 
 
 def test_the_planner_starts_at_the_takeover_and_hands_its_points_to_the_sync_writer(
@@ -154,8 +175,15 @@ def test_the_planner_starts_at_the_takeover_and_hands_its_points_to_the_sync_wri
     committed = [Mm2SourceOffset("MirrorSourceConnector", "A", "orders", 0, 299)]
     p = takeover_planner(monkeypatch, committed, {("orders", 1): 279}, {"A.orders": [(0, 300), (0, 280)]}, written)
     assert p.initial_offsets() == {("orders", 0): 300, ("orders", 1): 280}
-    assert written == [("A->B", [TakeoverPoint("orders", 0, 300, 300, "committed offsets"),
-                                 TakeoverPoint("orders", 1, 280, 280, "offset syncs")])]  # fmt: skip
+    assert written == [
+        (
+            "A->B",
+            [
+                TakeoverPoint("orders", 0, 300, 300, "committed offsets"),
+                TakeoverPoint("orders", 1, 280, 280, "offset syncs"),
+            ],
+        )
+    ]
 
 
 def test_the_planner_refuses_before_creating_a_remote_topic_or_writing_a_sync(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -165,6 +193,8 @@ def test_the_planner_refuses_before_creating_a_remote_topic_or_writing_a_sync(mo
     with pytest.raises(ValidationError) as caught:
         p.initial_offsets()
     assert [p.path for p in caught.value.problems] == [PATH]  # partition 1: MM2 never copied it, no problem
-    assert "orders[0]: MM2's committed offsets say it copied up to offset 299, but remote partition A.orders[0] " \
-        "holds no record" in str(caught.value)  # fmt: skip
+    assert (
+        "orders[0]: MM2's committed offsets say it copied up to offset 299, but remote partition A.orders[0] "
+        "holds no record" in str(caught.value)
+    )
     assert written == [] and p.target_topics.target_admin.logs == {}

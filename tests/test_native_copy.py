@@ -17,12 +17,18 @@ from kmirror_engine.copying.range_copy import CopyRange
 
 
 def _spec(**options: Any) -> FlowSpec:
-    return parse_flow_spec({
-        "id": "west->east", "topics": ["t"], "topics_exclude": [], "replication_policy": {"type": "default"},
-        "source": {"alias": "west", "bootstrap_servers": "s:9092", "config": {}},
-        "target": {"alias": "east", "bootstrap_servers": "t:9092", "config": {}},
-        "checkpoint_location": "/tmp/ckpt", **options,
-    })  # fmt: skip
+    return parse_flow_spec(
+        {
+            "id": "west->east",
+            "topics": ["t"],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+            "source": {"alias": "west", "bootstrap_servers": "s:9092", "config": {}},
+            "target": {"alias": "east", "bootstrap_servers": "t:9092", "config": {}},
+            "checkpoint_location": "/tmp/ckpt",
+            **options,
+        }
+    )
 
 
 @pytest.fixture
@@ -49,9 +55,12 @@ def test_flows_only_the_python_loop_can_copy_fall_back_on_auto_and_fail_on_nativ
     exactly_once the Python loop ran silently; with dead_letter_topic every writer task failed)."""
     assert use_native_loop(_spec(**option)) is False
     name = next(iter(option))
-    with pytest.raises(KmirrorError, match=rf"copy_loop: is 'native', but {name} is set and only the Python "
-                       rf"loop serves it; set copy_loop to auto \(it picks the Python loop for such a flow\) "
-                       rf"or remove {name}"):
+    with pytest.raises(
+        KmirrorError,
+        match=rf"copy_loop: is 'native', but {name} is set and only the Python "
+        rf"loop serves it; set copy_loop to auto \(it picks the Python loop for such a flow\) "
+        rf"or remove {name}",
+    ):
         _spec(copy_loop="native", **option)
 
 
@@ -69,8 +78,11 @@ def test_one_table_decides_which_loop_serves_which_flow() -> None:
 
 def test_exactly_once_refuses_a_read_uncommitted_consumer() -> None:
     """Issue 41: exactly_once with `isolation.level: read_uncommitted` would copy aborted records."""
-    with pytest.raises(KmirrorError, match=r"consumer: isolation.level is 'read_uncommitted', but exactly_once "
-                       r"copies committed records only"):
+    with pytest.raises(
+        KmirrorError,
+        match=r"consumer: isolation.level is 'read_uncommitted', but exactly_once "
+        r"copies committed records only",
+    ):
         _spec(exactly_once=True, consumer={"isolation.level": "read_uncommitted"})
     assert _spec(exactly_once=True, consumer={"isolation.level": "read_committed"}).exactly_once
     assert not _spec(consumer={"isolation.level": "read_uncommitted"}).exactly_once  # at-least-once may
@@ -91,7 +103,11 @@ def test_client_configs_with_python_callables_need_the_python_loop(built: None) 
 
 def test_native_config_gives_librdkafka_strings() -> None:
     assert native_config({"enable.idempotence": True, "linger.ms": 100, "acks": "all", "x": False}) == {
-        "enable.idempotence": "true", "linger.ms": "100", "acks": "all", "x": "false"}  # fmt: skip
+        "enable.idempotence": "true",
+        "linger.ms": "100",
+        "acks": "all",
+        "x": "false",
+    }
 
 
 def test_an_unknown_copy_loop_is_a_flow_spec_problem() -> None:
@@ -117,8 +133,9 @@ def test_a_target_topic_librdkafka_refuses_a_handle_for_fails_the_round_by_name(
     module = native_copy.native_module()
     if module is None:
         pytest.skip("native module not built here")
-    loop = native_copy.new_loop({"bootstrap.servers": "127.0.0.1:1", "group.id": "g"},
-                                {"bootstrap.servers": "127.0.0.1:1"})  # fmt: skip
+    loop = native_copy.new_loop(
+        {"bootstrap.servers": "127.0.0.1:1", "group.id": "g"}, {"bootstrap.servers": "127.0.0.1:1"}
+    )
     try:
         with pytest.raises(module.CopyFailure, match=r"target topic x+: librdkafka refused a handle for it"):
             loop.start([("t", 0, 0, 10, "x" * 600, 2**62, -1)])

@@ -21,12 +21,18 @@ PARTITIONS = 4
 
 
 def spec(checkpoint_interval_ms: int = 60_000) -> FlowSpec:
-    return parse_flow_spec({
-        "id": "west->east", "checkpoint_location": "/tmp/x", "topics": ["orders"], "topics_exclude": [],
-        "source": {"alias": "west", "bootstrap_servers": "w:9092"},
-        "target": {"alias": "east", "bootstrap_servers": "e:9092"},
-        "replication_policy": {"type": "default"}, "checkpoint_interval_ms": checkpoint_interval_ms,
-    })  # fmt: skip
+    return parse_flow_spec(
+        {
+            "id": "west->east",
+            "checkpoint_location": "/tmp/x",
+            "topics": ["orders"],
+            "topics_exclude": [],
+            "source": {"alias": "west", "bootstrap_servers": "w:9092"},
+            "target": {"alias": "east", "bootstrap_servers": "e:9092"},
+            "replication_policy": {"type": "default"},
+            "checkpoint_interval_ms": checkpoint_interval_ms,
+        }
+    )
 
 
 class Metrics:
@@ -56,8 +62,15 @@ class RecordingLog:
     def load(self, store: SyncStore) -> int:
         return 0
 
-    def write(self, topic: str, partition: int, syncs: list[Sync], next_offset: int, source_end: Any = None,
-              clean_until: int | None = None) -> None:  # fmt: skip
+    def write(
+        self,
+        topic: str,
+        partition: int,
+        syncs: list[Sync],
+        next_offset: int,
+        source_end: Any = None,
+        clean_until: int | None = None,
+    ) -> None:
         for i, sync in enumerate(syncs):
             self.writes.append((topic, partition, sync, next_offset, clean_until if i == len(syncs) - 1 else None))
 
@@ -87,11 +100,19 @@ class RecordingLog:
 
 def continuous_batch(batch: int, records: int = 100) -> BatchProgress:
     parts = tuple(
-        PartitionProgress("orders", p, "west.orders", batch * records, (batch + 1) * records, records, records * 10,
-                          None, ((batch * records, batch * records + 5), ((batch + 1) * records - 1,
-                                                                          (batch + 1) * records + 4)))
+        PartitionProgress(
+            "orders",
+            p,
+            "west.orders",
+            batch * records,
+            (batch + 1) * records,
+            records,
+            records * 10,
+            None,
+            ((batch * records, batch * records + 5), ((batch + 1) * records - 1, (batch + 1) * records + 4)),
+        )
         for p in range(PARTITIONS)
-    )  # fmt: skip
+    )
     return BatchProgress(batch, parts, 10, {("orders", p): (batch + 1) * records for p in range(PARTITIONS)})
 
 
@@ -165,8 +186,17 @@ class FailingFlushLog(RecordingLog):
 
 
 def _range(start: int, end: int, drift: int) -> BatchProgress:
-    part = PartitionProgress("orders", 0, "west.orders", start, end, end - start, 0, None,
-                             ((start, start + drift), (end - 1, end - 1 + drift)))  # fmt: skip
+    part = PartitionProgress(
+        "orders",
+        0,
+        "west.orders",
+        start,
+        end,
+        end - start,
+        0,
+        None,
+        ((start, start + drift), (end - 1, end - 1 + drift)),
+    )
     return BatchProgress(start, (part,), 10, {("orders", 0): end})
 
 

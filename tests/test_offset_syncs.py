@@ -171,8 +171,10 @@ def test_offset_lag_max_bounds_the_syncs_of_a_compacted_source_and_keeps_range_e
 
 def test_offset_lag_max_keeps_a_continuous_history_exact_and_tiny() -> None:
     store = SyncStore(offset_lag_max=100)
-    added = [store.add_segment("t", 0, b * 10, b * 10 + 10, [(b * 10, b * 10 + 3), (b * 10 + 9, b * 10 + 12)])
-             for b in range(50)]  # fmt: skip
+    added = [
+        store.add_segment("t", 0, b * 10, b * 10 + 10, [(b * 10, b * 10 + 3), (b * 10 + 9, b * 10 + 12)])
+        for b in range(50)
+    ]
     assert added[0] == [Sync(0, 3)] and not any(added[1:])  # the drift never changed: one sync in all
     assert store.clean_until("t", 0) == 500
     assert [store.translate("t", 0, u) for u in (0, 5, 250, 499, 500)] == [3, 8, 253, 502, 503]

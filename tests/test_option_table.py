@@ -113,8 +113,14 @@ def test_an_option_is_declared_once() -> None:
 def test_the_project_tables_share_the_flow_spec_options() -> None:
     # Every flow-spec option but the planner-owned producer/consumer is a topology setting, the same Option.
     assert all(SETTINGS[name] is OPTIONS[name] for name in OPTIONS if name not in ("producer", "consumer"))
-    assert set(SPARK_OPTIONS) == {"executors", "driver_cores", "driver_memory", "executor_cores",
-                                  "executor_memory", "options"}  # fmt: skip
+    assert set(SPARK_OPTIONS) == {
+        "executors",
+        "driver_cores",
+        "driver_memory",
+        "executor_cores",
+        "executor_memory",
+        "options",
+    }
 
 
 def test_sites_word_their_problems_through_the_table() -> None:
@@ -127,8 +133,12 @@ def test_sites_word_their_problems_through_the_table() -> None:
         Problem("defaults.spark.executors", "must be an integer >= 1, got 0"),
     ]
     problems = flow_spec_problems({"max_records_per_triger": 1, "producer": {"sasl.kerberos.kinit.cmd": "x"}})
-    assert Problem("max_records_per_triger", "unknown key (did you mean 'max_records_per_trigger'?); "
-                   "see docs/spark-app.md") in problems  # fmt: skip
+    assert (
+        Problem(
+            "max_records_per_triger", "unknown key (did you mean 'max_records_per_trigger'?); see docs/spark-app.md"
+        )
+        in problems
+    )
     assert any(p.path == "producer.sasl.kerberos.kinit.cmd" for p in problems)  # the nested override check ran
 
 

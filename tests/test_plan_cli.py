@@ -26,10 +26,13 @@ def test_plan_json_is_the_documented_contract(capsys: Any) -> None:
     assert ids == sorted(ids)
     dr = next(f for f in plan["flows"] if f["id"] == "west-1->east-1")
     assert {k: dr[k] for k in ("source", "target", "topology", "run_in", "topics", "topics_exclude")} == {
-        "source": "west-1", "target": "east-1", "topology": "dr", "run_in": "east",
+        "source": "west-1",
+        "target": "east-1",
+        "topology": "dr",
+        "run_in": "east",
         "topics": ["orders.*", "payments.*"],
         "topics_exclude": [".*[-.]internal", ".*\\.replica", "__.*", "tmp.*"],  # MM2's excludes + the flow's
-    }  # fmt: skip
+    }
     assert dr["replication_policy"] == {"type": "default", "separator": "."}
     assert dr["producer"] == {"compression.type": "zstd"}
     assert dr["groups_exclude"] == ["console-consumer-.*", "connect-.*", "__.*"]
@@ -74,8 +77,10 @@ def test_validate_exit_codes_and_messages(tmp_path: Path, capsys: Any) -> None:
     code, out, _ = run_cli(["validate", "--topology", TOPOLOGY], capsys)
     assert code == 0 and out.endswith("valid; 11 flow(s) in 6 datacenter(s)\n")
     bad = tmp_path / "bad.yaml"
-    bad.write_text("clusters:\n  west-1: {bootstrap_servers: 'w:1', datacenter: west}\n"
-                   "topologies: [{name: dr, pattern: active-passive, primary: west-1, standby: eas-1}]\n")  # fmt: skip
+    bad.write_text(
+        "clusters:\n  west-1: {bootstrap_servers: 'w:1', datacenter: west}\n"
+        "topologies: [{name: dr, pattern: active-passive, primary: west-1, standby: eas-1}]\n"
+    )
     code, out, err = run_cli(["validate", "--topology", str(bad)], capsys)
     assert code == 2 and out == ""
     assert err == (

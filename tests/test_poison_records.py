@@ -29,10 +29,15 @@ HOUR_MS = 3_600_000
 
 def _flow(**options: Any) -> dict[str, Any]:
     return {
-        "id": "west->east", "source": {"alias": "west", "bootstrap_servers": "s:9092"},
-        "target": {"alias": "east", "bootstrap_servers": "t:9092"}, "topics": [".*"], "topics_exclude": [],
-        "replication_policy": {"type": "default"}, "checkpoint_location": "/tmp/cp", **options,
-    }  # fmt: skip
+        "id": "west->east",
+        "source": {"alias": "west", "bootstrap_servers": "s:9092"},
+        "target": {"alias": "east", "bootstrap_servers": "t:9092"},
+        "topics": [".*"],
+        "topics_exclude": [],
+        "replication_policy": {"type": "default"},
+        "checkpoint_location": "/tmp/cp",
+        **options,
+    }
 
 
 class StampedMessage(FakeMessage):
@@ -82,8 +87,9 @@ class RecordingBroker(LimitedBroker):
         super().__init__(10**9)
         self.refuse, self.timestamps = refuse, []  # type: ignore[var-annotated]
 
-    def produce(self, topic: str, value: Any = None, key: Any = None, partition: int = 0, on_delivery: Any = None,
-                **kwargs: Any) -> None:  # fmt: skip
+    def produce(
+        self, topic: str, value: Any = None, key: Any = None, partition: int = 0, on_delivery: Any = None, **kwargs: Any
+    ) -> None:
         self.timestamps.append((topic, kwargs.get("timestamp")))
         super().produce(topic, value, key, partition, on_delivery, **kwargs)
 
@@ -108,17 +114,27 @@ def test_skip_offsets_entries_parse_to_single_offsets_and_ranges() -> None:
 @pytest.mark.parametrize(
     ("value", "path", "message"),
     [
-        (["orders:3"], "skip_offsets[0]", "must be 'topic:partition:offset' or 'topic:partition:first-last' "
-         "(source topic, e.g. 'orders:3:1234-1240'), got 'orders:3'"),
+        (
+            ["orders:3"],
+            "skip_offsets[0]",
+            "must be 'topic:partition:offset' or 'topic:partition:first-last' "
+            "(source topic, e.g. 'orders:3:1234-1240'), got 'orders:3'",
+        ),
         (["ok:0:1", "orders:x:5"], "skip_offsets[1]", "got 'orders:x:5'"),
-        (["orders:1:9-3"], "skip_offsets[0]", "range 'orders:1:9-3' ends before it starts: write first-last "
-         "with first <= last"),
+        (
+            ["orders:1:9-3"],
+            "skip_offsets[0]",
+            "range 'orders:1:9-3' ends before it starts: write first-last with first <= last",
+        ),
         (["orders:1:-3"], "skip_offsets[0]", "got 'orders:1:-3'"),
         ([5], "skip_offsets[0]", "got 5"),
-        ("orders:3:1234", "skip_offsets", 'must be a list of "topic:partition:offset" or '
-         '"topic:partition:first-last" strings, got \'orders:3:1234\''),
+        (
+            "orders:3:1234",
+            "skip_offsets",
+            'must be a list of "topic:partition:offset" or "topic:partition:first-last" strings, got \'orders:3:1234\'',
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_malformed_skip_offsets_entry_is_refused_naming_its_path_value_and_form(
     value: Any, path: str, message: str
 ) -> None:
@@ -143,10 +159,15 @@ def test_named_offsets_are_skipped_logged_and_counted_and_drift_stays_right(caps
     assert (progress.records, progress.skipped_by_option, progress.next_offset) == (4, 2, 6)
     # upstream 4 landed at downstream 2: the skip is a drift change, kept as an offset sync
     assert progress.offset_syncs == ((0, 0), (4, 2), (5, 3))
-    lines = [json.loads(line.removeprefix("kmirror skipped ")) for line in capsys.readouterr().err.splitlines()
-             if line.startswith("kmirror skipped ")]  # fmt: skip
+    lines = [
+        json.loads(line.removeprefix("kmirror skipped "))
+        for line in capsys.readouterr().err.splitlines()
+        if line.startswith("kmirror skipped ")
+    ]
     assert [(line["source_topic"], line["partition"], line["offset"], line["reason"]) for line in lines] == [
-        ("t", 0, 2, "skip_offsets"), ("t", 0, 3, "skip_offsets")]  # fmt: skip
+        ("t", 0, 2, "skip_offsets"),
+        ("t", 0, 3, "skip_offsets"),
+    ]
 
 
 def test_skipped_records_are_exported_with_reason_skip_offsets() -> None:
@@ -193,8 +214,14 @@ def _stamped_source() -> FakeConsumer:
 
 def test_a_record_outside_the_timestamp_window_is_dead_lettered_with_its_value_and_origin() -> None:
     broker = RecordingBroker()
-    copier = RangeCopier(_stamped_source(), broker, dead_letter_topic="dlq", stall_timeout_s=5,
-                         rules={"w.t": WINDOW}, source_cluster="west")  # fmt: skip
+    copier = RangeCopier(
+        _stamped_source(),
+        broker,
+        dead_letter_topic="dlq",
+        stall_timeout_s=5,
+        rules={"w.t": WINDOW},
+        source_cluster="west",
+    )
     [progress] = copier.copy([CopyRange("t", 0, 0, 5, "w.t")])
 
     assert [value for topic, value, _ in broker.log if topic == "w.t"] == [b"v0", b"v1", b"v3"]
@@ -291,19 +318,27 @@ def test_a_dead_letter_the_dead_letter_topic_refuses_fails_the_copy() -> None:
                 on_delivery(error, FakeMessage(topic, partition, 0, value, key))
             return 0
 
-    with pytest.raises(CopyError, match=r"t\[0\]@2 was refused by w.t \(timestamp .*\) and then by the dead-letter "
-                                        r"topic dlq: Broker: Invalid timestamp"):  # fmt: skip
-        RangeCopier(_stamped_source(), RefusingDlq(), dead_letter_topic="dlq", stall_timeout_s=5,
-                    rules={"w.t": WINDOW}).copy([CopyRange("t", 0, 0, 5, "w.t")])  # fmt: skip
+    with pytest.raises(
+        CopyError,
+        match=r"t\[0\]@2 was refused by w.t \(timestamp .*\) and then by the dead-letter "
+        r"topic dlq: Broker: Invalid timestamp",
+    ):
+        RangeCopier(
+            _stamped_source(), RefusingDlq(), dead_letter_topic="dlq", stall_timeout_s=5, rules={"w.t": WINDOW}
+        ).copy([CopyRange("t", 0, 0, 5, "w.t")])
 
 
 def test_target_rules_come_from_the_topic_configs_and_log_append_time_refuses_no_timestamp() -> None:
     def entry(value: str) -> Any:
         return SimpleNamespace(value=value)
 
-    configs = {"max.message.bytes": entry("2000"), "message.timestamp.type": entry("CreateTime"),
-               "message.timestamp.before.max.ms": entry("60000"), "message.timestamp.after.max.ms": entry("3600000"),
-               "cleanup.policy": entry("compact,delete")}  # fmt: skip
+    configs = {
+        "max.message.bytes": entry("2000"),
+        "message.timestamp.type": entry("CreateTime"),
+        "message.timestamp.before.max.ms": entry("60000"),
+        "message.timestamp.after.max.ms": entry("3600000"),
+        "cleanup.policy": entry("compact,delete"),
+    }
     rules = rules_from_configs(configs)
     assert rules == TargetRules(2000, True, 60_000, HOUR_MS, True)
     assert rules.refusal(b"k", b"v", [], NOW_MS - 120_000, NOW_MS) is not None
@@ -326,8 +361,11 @@ def test_a_3x_target_windows_timestamps_by_its_difference_max_ms() -> None:
     old = {"message.timestamp.type": entry("CreateTime"), "message.timestamp.difference.max.ms": entry("60000")}
     assert rules_from_configs(old) == TargetRules(None, True, 60_000, 60_000, None)
     assert rules_from_configs(old).refusal(b"k", b"v", [], NOW_MS - 120_000, NOW_MS) is not None
-    defaults = {**old, "message.timestamp.before.max.ms": entry(unbounded),
-                "message.timestamp.after.max.ms": entry(unbounded)}  # fmt: skip
+    defaults = {
+        **old,
+        "message.timestamp.before.max.ms": entry(unbounded),
+        "message.timestamp.after.max.ms": entry(unbounded),
+    }
     assert rules_from_configs(defaults) == TargetRules(None, True, 60_000, 60_000, None)
     explicit = {**defaults, "message.timestamp.before.max.ms": entry("5000")}
     assert rules_from_configs(explicit) == TargetRules(None, True, 5_000, 60_000, None)

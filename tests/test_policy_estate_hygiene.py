@@ -30,8 +30,11 @@ topologies:
 
 
 def stack_file(project: Path, stack: str, datacenter: str, spark: dict[str, Any] | None = None) -> None:
-    config = {"kafka-mirror:datacenter": datacenter, "kafka-mirror:topology": "stacks/topology.yaml",
-              "kafka-mirror:spark": spark or {"platform": "eks"}}  # fmt: skip
+    config = {
+        "kafka-mirror:datacenter": datacenter,
+        "kafka-mirror:topology": "stacks/topology.yaml",
+        "kafka-mirror:spark": spark or {"platform": "eks"},
+    }
     (project / "stacks" / f"Pulumi.{stack}.yaml").write_text(json.dumps({"config": config}))
 
 
@@ -46,26 +49,39 @@ def project(tmp_path: Path) -> Path:
 
 def flow_spec(flow_id: str) -> dict[str, Any]:
     source, target = flow_id.split("->")
-    return {"id": flow_id, "source": {"alias": source, "bootstrap_servers": f"{source}:9092", "config": {}},
-            "target": {"alias": target, "bootstrap_servers": f"{target}:9092", "config": {}},
-            "topics": ["orders.*"], "replication_policy": {"type": "default"},
-            "checkpoint_location": "/tmp/c"}  # fmt: skip
+    return {
+        "id": flow_id,
+        "source": {"alias": source, "bootstrap_servers": f"{source}:9092", "config": {}},
+        "target": {"alias": target, "bootstrap_servers": f"{target}:9092", "config": {}},
+        "topics": ["orders.*"],
+        "replication_policy": {"type": "default"},
+        "checkpoint_location": "/tmp/c",
+    }
 
 
 def eks_app(flow_id: str) -> list[rules.Resource]:
     spec = flow_spec(flow_id)
-    return [(rules.CONFIG_MAP, flow_config_map(spec, "kafka-mirror")),
-            (SA, spark_application_manifest(spec, {}, EksSettings(image=DIGEST)))]  # fmt: skip
+    return [
+        (rules.CONFIG_MAP, flow_config_map(spec, "kafka-mirror")),
+        (SA, spark_application_manifest(spec, {}, EksSettings(image=DIGEST))),
+    ]
 
 
 def emr_step(flow_id: str, app: str | None = None) -> list[rules.Resource]:
     """What MirrorDeployment renders on EMR: the flow object and the step function's Invocation."""
     key = f"flows/{app or 'mirror-x'}/0123456789abcdef/flow.json"
-    step = {"cluster_id": "j-1", "name": app or "mirror-x", "region": "eu-central-1", "stop_timeout_s": 600,
-            "args": ["spark-submit", "s3://bucket/bundle.zip", f"s3://bucket/{key}#flow.json"]}  # fmt: skip
+    step = {
+        "cluster_id": "j-1",
+        "name": app or "mirror-x",
+        "region": "eu-central-1",
+        "stop_timeout_s": 600,
+        "args": ["spark-submit", "s3://bucket/bundle.zip", f"s3://bucket/{key}#flow.json"],
+    }
     invocation = {"functionName": "central-emr-steps", "lifecycleScope": "CRUD", "input": json.dumps(step)}
-    return [(rules.BUCKET_OBJECT, {"bucket": "bucket", "key": key, "content": json.dumps(flow_spec(flow_id))}),
-            (rules.LAMBDA_INVOCATION, invocation)]  # fmt: skip
+    return [
+        (rules.BUCKET_OBJECT, {"bucket": "bucket", "key": key, "content": json.dumps(flow_spec(flow_id))}),
+        (rules.LAMBDA_INVOCATION, invocation),
+    ]
 
 
 # --- one-stack-per-flow -------------------------------------------------------------------------
@@ -155,15 +171,24 @@ def _bucket(name: str) -> hygiene.StackResource:
 
 def _sse(bucket_urn: str | None, bucket: Any, algorithm: str = "AES256") -> hygiene.StackResource:
     props = {"bucket": bucket, "rules": [{"applyServerSideEncryptionByDefault": {"sseAlgorithm": algorithm}}]}
-    return hygiene.StackResource(hygiene.BUCKET_ENCRYPTION[0], props, "urn:sse", "sse",
-                                 {"bucket": (bucket_urn,)} if bucket_urn else {})  # fmt: skip
+    return hygiene.StackResource(
+        hygiene.BUCKET_ENCRYPTION[0], props, "urn:sse", "sse", {"bucket": (bucket_urn,)} if bucket_urn else {}
+    )
 
 
 def test_every_bucket_needs_server_side_encryption() -> None:
     data, logs, old = _bucket("data"), _bucket("logs"), _bucket("old")
-    legacy = hygiene.StackResource("aws:s3/bucketV2:BucketV2", {"bucket": "legacy", "serverSideEncryptionConfiguration":
-                                   {"rule": {"applyServerSideEncryptionByDefault": {"sseAlgorithm": "aws:kms"}}}},
-                                   "urn:legacy", "legacy")  # fmt: skip
+    legacy = hygiene.StackResource(
+        "aws:s3/bucketV2:BucketV2",
+        {
+            "bucket": "legacy",
+            "serverSideEncryptionConfiguration": {
+                "rule": {"applyServerSideEncryptionByDefault": {"sseAlgorithm": "aws:kms"}}
+            },
+        },
+        "urn:legacy",
+        "legacy",
+    )
     resources = [data, logs, old, legacy, _sse(data.urn, None), _sse(None, "old"), _sse(logs.urn, None, "none")]
     assert hygiene.bucket_encryption_violations(resources) == [
         "S3 bucket logs has no server-side encryption; add an aws.s3.BucketServerSideEncryptionConfiguration "
@@ -217,8 +242,14 @@ def test_public_eks_endpoints_need_the_stack_configs_consent(project: Path) -> N
 
 
 class Res:
-    def __init__(self, resource_type: str, props: Mapping[str, Any], name: str, stack: str = "sa",
-                 deps: dict[str, list[Res]] | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        resource_type: str,
+        props: Mapping[str, Any],
+        name: str,
+        stack: str = "sa",
+        deps: dict[str, list[Res]] | None = None,
+    ) -> None:
         self.resource_type, self.props, self.name = resource_type, props, name
         self.urn = f"urn:pulumi:{stack}::kafka-mirror::{resource_type}::{name}"
         self.property_dependencies = deps or {}
@@ -235,8 +266,12 @@ class Args:
 def test_the_pack_reports_estate_and_hygiene_violations_through_pulumi_policy(project: Path) -> None:
     policies: dict[str, Any] = {p.name: p for p in build_policies()}
     assert [p.name for p in build_policies()][-5:] == [
-        "one-stack-per-flow", "image-by-digest", "encrypted-buckets", "no-wildcard-iam", "no-public-eks-endpoint"
-    ]  # fmt: skip
+        "one-stack-per-flow",
+        "image-by-digest",
+        "encrypted-buckets",
+        "no-wildcard-iam",
+        "no-public-eks-endpoint",
+    ]
     config = {"project_dir": str(project)}
     bucket = Res("aws:s3/bucket:Bucket", {"bucket": "b"}, "bucket")
     resources = [Res(t, p, f"r{i}") for i, (t, p) in enumerate([*eks_app("a-1->b-1"), *eks_app("b-1->a-1")])]
@@ -267,12 +302,20 @@ def test_the_pack_is_publishable_on_its_own() -> None:
     settings = (pack / "PulumiPolicy.yaml").read_text()
     assert "../" not in settings and "virtualenv: venv" in settings
     lines = (pack / "requirements.txt").read_text().replace("\\\n", " ").splitlines()  # hashed pins: joined
-    required = {Requirement(line.split(" --hash=")[0]).name.lower() for line in lines
-                if line and not line.startswith(("#", "-r "))}  # fmt: skip
+    required = {
+        Requirement(line.split(" --hash=")[0]).name.lower()
+        for line in lines
+        if line and not line.startswith(("#", "-r "))
+    }
     if "-r ../dist/kafka-mirror-wheel.txt" in lines:  # the built wheel's pin (scripts/ci-kafka-mirror-wheel.sh)
         required.add("kafka-mirror")
-    provides = {"kmirror": "kafka-mirror", "kafka_mirror": "kafka-mirror", "pulumi_policy": "pulumi-policy",
-                "pulumi": "pulumi", "yaml": "pyyaml"}  # fmt: skip
+    provides = {
+        "kmirror": "kafka-mirror",
+        "kafka_mirror": "kafka-mirror",
+        "pulumi_policy": "pulumi-policy",
+        "pulumi": "pulumi",
+        "yaml": "pyyaml",
+    }
     for path in pack.rglob("*.py"):
         if "venv" in path.parts:
             continue
@@ -289,8 +332,17 @@ def test_the_pack_is_publishable_on_its_own() -> None:
                     assert provides[top] in required, (path, top)
                 else:
                     __import__(top)  # the standard library
-                    assert top in {"ast", "collections", "dataclasses", "functools", "json", "os", "pathlib",
-                                   "re", "typing"}, (path, top)  # fmt: skip
+                    assert top in {
+                        "ast",
+                        "collections",
+                        "dataclasses",
+                        "functools",
+                        "json",
+                        "os",
+                        "pathlib",
+                        "re",
+                        "typing",
+                    }, (path, top)
 
 
 def test_the_pack_finds_the_project_in_its_working_directory_then_its_parent(

@@ -23,8 +23,13 @@ def _script() -> ModuleType:
 
 
 def _import_in_zip(archive: Path, code: str) -> str:
-    done = subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(archive), "PATH": "/usr/bin:/bin"},
-                          capture_output=True, text=True, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": str(archive), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout.strip()
 
@@ -85,8 +90,12 @@ def test_a_symlink_rewrites_its_target_and_stays_a_link(archive: Path) -> None:
 def test_a_path_that_is_not_a_zip_is_refused_by_name(tmp_path: Path) -> None:
     bad = tmp_path / "pyspark.zip"
     bad.write_text("not a zip")
-    done = subprocess.run([sys.executable, str(ROOT / "scripts" / "precompile-pyspark-zip.py"), str(bad)],
-                          capture_output=True, text=True, check=False)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "precompile-pyspark-zip.py"), str(bad)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     assert done.returncode == 2 and f"{bad}: not a zip file" in done.stderr
 
 

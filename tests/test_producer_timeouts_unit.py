@@ -30,12 +30,15 @@ def test_an_infinite_timeout_in_the_target_cluster_config_is_refused_too() -> No
     from kmirror.flow.spec import parse_flow_spec
     from kmirror_engine.clients.factory import client_config_problems
 
-    spec = parse_flow_spec({
-        "id": "west->east",
-        "source": {"alias": "west", "bootstrap_servers": "127.0.0.1:1", "config": {}},
-        "target": {"alias": "east", "bootstrap_servers": "127.0.0.1:2", "config": {"message.timeout.ms": "0"}},
-        "topics": ["orders"], "topics_exclude": [],
-        "replication_policy": {"type": "default", "separator": "."},
-        "checkpoint_location": "/tmp/unused",
-    })  # fmt: skip
+    spec = parse_flow_spec(
+        {
+            "id": "west->east",
+            "source": {"alias": "west", "bootstrap_servers": "127.0.0.1:1", "config": {}},
+            "target": {"alias": "east", "bootstrap_servers": "127.0.0.1:2", "config": {"message.timeout.ms": "0"}},
+            "topics": ["orders"],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default", "separator": "."},
+            "checkpoint_location": "/tmp/unused",
+        }
+    )
     assert [p.path for p in client_config_problems(spec)] == ["target.config.message.timeout.ms"]

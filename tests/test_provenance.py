@@ -44,8 +44,13 @@ class StampedMessage(FakeMessage):
 def test_the_record_loop_copies_own_records_stamped_and_counts_the_ones_from_its_target() -> None:
     """a->b over a log holding a's own records and records a got from b: only a's go to b."""
     from_b, from_c = (PROVENANCE_HEADER, b"b"), (PROVENANCE_HEADER, b"c")
-    log = [StampedMessage(0, [USER]), StampedMessage(1, [from_b]), StampedMessage(2, None),
-           StampedMessage(3, [USER, from_b]), StampedMessage(4, [from_c])]  # fmt: skip
+    log = [
+        StampedMessage(0, [USER]),
+        StampedMessage(1, [from_b]),
+        StampedMessage(2, None),
+        StampedMessage(3, [USER, from_b]),
+        StampedMessage(4, [from_c]),
+    ]
     broker = LimitedBroker(10_000)
     copier = RangeCopier(FakeConsumer(log), broker, stall_timeout_s=5, provenance=Provenance("a", "b"))
     (progress,) = copier.copy([CopyRange("events", 0, 0, 5, "events")])
@@ -73,9 +78,11 @@ def test_the_progress_line_and_metrics_count_records_not_copied_back() -> None:
     assert (record["records"], record["returned_home"]) == (3, 2)
 
 
-CLUSTERS = {"a": {"bootstrap_servers": "a:9092", "datacenter": "dc-a"},
-            "b": {"bootstrap_servers": "b:9092", "datacenter": "dc-b"},
-            "c": {"bootstrap_servers": "c:9092", "datacenter": "dc-c"}}  # fmt: skip
+CLUSTERS = {
+    "a": {"bootstrap_servers": "a:9092", "datacenter": "dc-a"},
+    "b": {"bootstrap_servers": "b:9092", "datacenter": "dc-b"},
+    "c": {"bootstrap_servers": "c:9092", "datacenter": "dc-c"},
+}
 IDENTITY = {"type": "identity"}
 
 
@@ -107,10 +114,19 @@ def test_validate_accepts_identity_active_active_only_with_provenance_headers_on
 
 def test_a_flow_among_the_loops_clusters_without_provenance_keeps_the_cycle_refused() -> None:
     """a<->b with provenance, plus b->c->a without: records can still come home through c."""
-    raw = {"clusters": CLUSTERS, "topologies": [
-        {"name": "aa", "pattern": "active-active", "clusters": ["a", "b"], "replication_policy": IDENTITY,
-         "provenance_headers": True},
-        {"name": "ring", "pattern": "chain", "clusters": ["b", "c", "a"], "replication_policy": IDENTITY}]}  # fmt: skip
+    raw = {
+        "clusters": CLUSTERS,
+        "topologies": [
+            {
+                "name": "aa",
+                "pattern": "active-active",
+                "clusters": ["a", "b"],
+                "replication_policy": IDENTITY,
+                "provenance_headers": True,
+            },
+            {"name": "ring", "pattern": "chain", "clusters": ["b", "c", "a"], "replication_policy": IDENTITY},
+        ],
+    }
     cycles = [p for p in problems_of(raw) if "cycle" in p]
     assert cycles and all("flows 'b->c', 'c->a' copy without provenance_headers" in p for p in cycles), cycles
     # with provenance everywhere no cycle is refused, but two identity flows still write one name
@@ -121,9 +137,16 @@ def test_a_flow_among_the_loops_clusters_without_provenance_keeps_the_cycle_refu
 
 
 def _spec(**options: Any) -> dict[str, Any]:
-    return {"id": "a->b", "source": {"alias": "a", "bootstrap_servers": "a:9092"},
-            "target": {"alias": "b", "bootstrap_servers": "b:9092"}, "topics": [".*"], "topics_exclude": [],
-            "replication_policy": IDENTITY, "checkpoint_location": "/tmp/ck", **options}  # fmt: skip
+    return {
+        "id": "a->b",
+        "source": {"alias": "a", "bootstrap_servers": "a:9092"},
+        "target": {"alias": "b", "bootstrap_servers": "b:9092"},
+        "topics": [".*"],
+        "topics_exclude": [],
+        "replication_policy": IDENTITY,
+        "checkpoint_location": "/tmp/ck",
+        **options,
+    }
 
 
 def test_only_the_python_record_loop_copies_a_flow_with_provenance_headers(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -171,8 +171,9 @@ def test_the_reader_gives_every_planned_range_its_share() -> None:
 
     reader = PositionTrackingReader("{}", once=True, task_count=2)
     reader._planner = planner(FakeAdmin({"orders": [(0, 1000), (0, 3000)], "new": [(0, 1000)]}))
-    tasks = reader.partitions({"orders": {"0": 0, "1": 0}, "new": {"0": 0}},
-                              {"orders": {"0": 1000, "1": 3000}, "new": {"0": 1000}})  # fmt: skip
+    tasks = reader.partitions(
+        {"orders": {"0": 0, "1": 0}, "new": {"0": 0}}, {"orders": {"0": 1000, "1": 3000}, "new": {"0": 1000}}
+    )
     rows = [row for task in tasks for row in task.ranges]  # type: ignore[attr-defined]
     assert len(tasks) == 2
     assert {(r[0], r[1]): r[6] for r in rows} == {("orders", 0): 0.2, ("orders", 1): 0.6, ("new", 0): 0.2}
@@ -194,8 +195,9 @@ def test_a_byte_limited_flow_bounds_its_consumers_prefetch_unless_the_user_set_i
     assert (paced["fetch.max.bytes"], paced["queued.max.messages.kbytes"]) == (2_000_000, 1953)
     small = paced_consumer_config(spec(max_bytes_per_second=1000), base)
     assert small["max.partition.fetch.bytes"] == 1024 * 1024  # never below 1 MiB
-    user = paced_consumer_config(spec(max_bytes_per_second=1000, consumer={"fetch.max.bytes": 5_000_000}),
-                                 {**base, "fetch.max.bytes": 5_000_000})  # fmt: skip
+    user = paced_consumer_config(
+        spec(max_bytes_per_second=1000, consumer={"fetch.max.bytes": 5_000_000}), {**base, "fetch.max.bytes": 5_000_000}
+    )
     assert user["fetch.max.bytes"] == 5_000_000
 
 
@@ -293,8 +295,7 @@ def test_the_progress_line_of_a_limited_flow_shows_its_rate_limit_and_throttling
     from kmirror_engine.observability.progress_log import progress_record
 
     record = progress_record(spec(max_bytes_per_second=1_000_000), _batch(1500), None)
-    assert (record["bytes_per_s"], record["max_bytes_per_second"], record["throttled_s"]) == (1_000_000, 1_000_000,
-                                                                                               1.5)  # fmt: skip
+    assert (record["bytes_per_s"], record["max_bytes_per_second"], record["throttled_s"]) == (1_000_000, 1_000_000, 1.5)
     assert "throttled_s" not in progress_record(spec(), _batch(0), None)
 
 
@@ -302,8 +303,11 @@ def test_the_commit_sums_the_tasks_throttled_time() -> None:
     from spark_app.sink import MirrorCommitMessage, aggregate
 
     part = PartitionProgress("orders", 0, "west.orders", 0, 10, 10, 100, None)
-    messages = [MirrorCommitMessage(0, (part,), 1000, 3000, 1200),
-                MirrorCommitMessage(1, (), 1000, 2000, 800), MirrorCommitMessage(2, (), None, 0)]  # fmt: skip
+    messages = [
+        MirrorCommitMessage(0, (part,), 1000, 3000, 1200),
+        MirrorCommitMessage(1, (), 1000, 2000, 800),
+        MirrorCommitMessage(2, (), None, 0),
+    ]
     batch, _, _ = aggregate(messages, 5)  # type: ignore[arg-type]
     assert batch.throttled_ms == 2000
 
@@ -436,9 +440,11 @@ class SamplingConsumer:
 
 
 def test_record_sizes_are_sampled_from_each_ranges_start_and_kept_a_while() -> None:
-    data = {("media", 0): [(o, b"x" * 1000) for o in range(10, 30)],
-            ("clicks", 0): [(5, b"ab"), (7, b"abcd")],  # a hole (markers): 6 B over offsets 5..7
-            ("empty", 0): []}  # fmt: skip
+    data = {
+        ("media", 0): [(o, b"x" * 1000) for o in range(10, 30)],
+        ("clicks", 0): [(5, b"ab"), (7, b"abcd")],  # a hole (markers): 6 B over offsets 5..7
+        ("empty", 0): [],
+    }
     made: list[SamplingConsumer] = []
     clock = FakeClock()
 
@@ -447,8 +453,11 @@ def test_record_sizes_are_sampled_from_each_ranges_start_and_kept_a_while() -> N
         return made[-1]
 
     sizes = RecordSizes(make, clock=clock)
-    ranges = [OffsetRange("media", 0, 10, 1000, "w.media"), OffsetRange("clicks", 0, 5, 8, "w.clicks"),
-              OffsetRange("empty", 0, 0, 4, "w.empty")]  # fmt: skip
+    ranges = [
+        OffsetRange("media", 0, 10, 1000, "w.media"),
+        OffsetRange("clicks", 0, 5, 8, "w.clicks"),
+        OffsetRange("empty", 0, 0, 4, "w.empty"),
+    ]
     assert sizes.bytes_per_offset(ranges) == {("media", 0): 1000.0, ("clicks", 0): 2.0}
     assert made[0].closed and made[0].assigned[0] == ("media", 0, 10)
     clock.now += SIZE_SAMPLE_TTL_S - 1
@@ -466,13 +475,18 @@ def test_a_byte_limited_planner_splits_by_sampled_bytes() -> None:
     data = {("orders", 0): [(o, b"v") for o in range(5)], ("orders", 1): [(o, b"v" * 1000) for o in range(5)]}
     p.record_sizes = RecordSizes(lambda: SamplingConsumer(data))
     tasks = p.plan({("orders", 0): 0, ("orders", 1): 0}, {("orders", 0): 1000, ("orders", 1): 10})
-    shares = {r.partition: s for task, ts in zip(tasks, p.rate_shares(tasks), strict=True)
-              for r, s in zip(task, ts, strict=True)}  # fmt: skip
+    shares = {
+        r.partition: s
+        for task, ts in zip(tasks, p.rate_shares(tasks), strict=True)
+        for r, s in zip(task, ts, strict=True)
+    }
     assert shares == {0: pytest.approx(0.0909, abs=1e-3), 1: pytest.approx(0.9091, abs=1e-3)}  # was 0.99 / 0.01
     unlimited = planner(source)
     assert unlimited.record_sizes.make_consumer is None
-    assert [s for ts in unlimited.rate_shares(tasks) for s in ts] == [pytest.approx(1000 / 1010),
-                                                                      pytest.approx(10 / 1010)]  # fmt: skip
+    assert [s for ts in unlimited.rate_shares(tasks) for s in ts] == [
+        pytest.approx(1000 / 1010),
+        pytest.approx(10 / 1010),
+    ]
 
 
 class TransactionalBroker(LimitedBroker):
@@ -502,8 +516,9 @@ class TransactionalBroker(LimitedBroker):
 
 class OffsetsGroup:
     def committed(self, tps: list[Any], timeout: float) -> list[Any]:
-        return [SimpleNamespace(topic=tp.topic, partition=tp.partition, offset=-1, error=None, metadata=None)
-                for tp in tps]  # fmt: skip
+        return [
+            SimpleNamespace(topic=tp.topic, partition=tp.partition, offset=-1, error=None, metadata=None) for tp in tps
+        ]
 
     def consumer_group_metadata(self) -> str:
         return "group-metadata"
@@ -530,8 +545,9 @@ def test_no_pacing_wait_inside_an_open_transaction_outlasts_its_budget(record_by
     blob, count = b"x" * (record_bytes - 1), 60
     source = FakeConsumer([FakeMessage("media", 0, i, blob) for i in range(count)])
     pacer = Pacer(bytes_per_s=bytes_per_s, clock=clock, sleep=sleep)
-    copier = TransactionalCopier(source, target, OffsetsGroup(), pacer=pacer, max_seconds=PACED_TRANSACTION_S,
-                                 stall_timeout_s=5)  # fmt: skip
+    copier = TransactionalCopier(
+        source, target, OffsetsGroup(), pacer=pacer, max_seconds=PACED_TRANSACTION_S, stall_timeout_s=5
+    )
     start = clock.now
     [progress] = copier.copy([CopyRange("media", 0, 0, count, "w.media")])
 

@@ -48,8 +48,9 @@ def test_failures_are_counted_reported_and_never_raised() -> None:
             raise outcome
         return outcome
 
-    task = PeriodicTask("t", 1.0, action, errors=(KmirrorError,),
-                        on_failure=lambda t, exc: reported.append((t.failures, str(exc))))  # fmt: skip
+    task = PeriodicTask(
+        "t", 1.0, action, errors=(KmirrorError,), on_failure=lambda t, exc: reported.append((t.failures, str(exc)))
+    )
     assert [task.run_once(), task.run_once(), task.run_once()] == [None, 7, None]
     assert task.failures == 2 and reported == [(1, "timed out"), (2, "again")]
 

@@ -106,14 +106,23 @@ def secret(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 def spec(password_file: Path) -> FlowSpec:
-    scram = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "SCRAM-SHA-512", "sasl.username": "mirror",
-             "sasl.password": f"${{file:{password_file}}}"}  # fmt: skip
-    return parse_flow_spec({
-        "id": "west->east", "checkpoint_location": "/tmp/x", "topics": ["orders"], "topics_exclude": [],
-        "source": {"alias": "west", "bootstrap_servers": "w:9092", "config": scram},
-        "target": {"alias": "east", "bootstrap_servers": "e:9092", "config": scram},
-        "replication_policy": {"type": "default"},
-    })  # fmt: skip
+    scram = {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanisms": "SCRAM-SHA-512",
+        "sasl.username": "mirror",
+        "sasl.password": f"${{file:{password_file}}}",
+    }
+    return parse_flow_spec(
+        {
+            "id": "west->east",
+            "checkpoint_location": "/tmp/x",
+            "topics": ["orders"],
+            "topics_exclude": [],
+            "source": {"alias": "west", "bootstrap_servers": "w:9092", "config": scram},
+            "target": {"alias": "east", "bootstrap_servers": "e:9092", "config": scram},
+            "replication_policy": {"type": "default"},
+        }
+    )
 
 
 def test_offset_syncs_after_a_rotated_password_go_through_a_producer_with_the_new_one(secret: Path) -> None:
@@ -157,8 +166,11 @@ def test_records_the_replaced_producer_cannot_deliver_fail_loudly_in_the_batch_c
     old.stuck = True
     secret.write_text("after-rotation")
     syncs.write("orders", 0, [Sync(5, 5)], 6)
-    with pytest.raises(OffsetSyncError, match=r"^1 offset sync\(s\) failed, 0 unconfirmed; first: \['offset sync to "
-                       r"mm2-offset-syncs.west.internal failed: Local: Purged in queue'\]$"):  # fmt: skip
+    with pytest.raises(
+        OffsetSyncError,
+        match=r"^1 offset sync\(s\) failed, 0 unconfirmed; first: \['offset sync to "
+        r"mm2-offset-syncs.west.internal failed: Local: Purged in queue'\]$",
+    ):
         syncs.flush()
     assert [p.password for p in FakeProducer.made] == ["before-rotation", "after-rotation"]
     assert FakeProducer.made[1].delivered == ["mm2-offset-syncs.west.internal"] and old.delivered == []
@@ -175,8 +187,13 @@ def test_a_client_the_retire_step_cannot_empty_is_kept_never_dropped(tmp_path: P
         made.append(FakeProducer({"sasl.password": config["sasl.password"]}))
         return made[-1]
 
-    producer = RenewingProducer(lambda: {"sasl.password": secret.read_text()}, make, lambda old: len(old) == 0,
-                                role="checkpoints-producer", recheck_s=0.0)  # fmt: skip
+    producer = RenewingProducer(
+        lambda: {"sasl.password": secret.read_text()},
+        make,
+        lambda old: len(old) == 0,
+        role="checkpoints-producer",
+        recheck_s=0.0,
+    )
     producer.produce("t")
     made[0].stuck = True
     secret.write_text("two")
@@ -204,8 +221,9 @@ def test_the_config_is_read_at_most_every_recheck_interval_or_at_once_after_an_a
         made.append((config["sasl.password"], renewal))
         return FakeProducer(dict(config))
 
-    producer = RenewingProducer(resolve, make, retire_producer, role="checkpoints-producer", recheck_s=30.0,
-                                clock=lambda: now[0])  # fmt: skip
+    producer = RenewingProducer(
+        resolve, make, retire_producer, role="checkpoints-producer", recheck_s=30.0, clock=lambda: now[0]
+    )
     producer.produce("t")
     secret.write_text("two")
     now[0] += 29.0

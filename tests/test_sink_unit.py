@@ -18,10 +18,11 @@ SPEC = {
     "id": "west->east",
     "source": {"alias": "west", "bootstrap_servers": "127.0.0.1:1", "config": {}},
     "target": {"alias": "east", "bootstrap_servers": "127.0.0.1:2", "config": {}},
-    "topics": ["orders"], "topics_exclude": [],
+    "topics": ["orders"],
+    "topics_exclude": [],
     "replication_policy": {"type": "default", "separator": "."},
     "checkpoint_location": "/tmp/unused",
-}  # fmt: skip
+}
 
 
 def _progress(topic: str, partition: int, records: int) -> PartitionProgress:
@@ -96,8 +97,9 @@ def test_commit_calls_listeners_built_once_per_flow_and_writes_the_batch_log(
     assert len(listener.idle) == 2
     lines = [json.loads(line) for line in (tmp_path / "batches.jsonl").read_text().splitlines()]
     assert [(x["batch_id"], x["records"], x["first_read_ms"], x["last_delivery_ms"]) for x in lines] == [
-        (0, 15, 1_000, 1_900), (1, 12, 1_000, 1_400)
-    ]  # fmt: skip
+        (0, 15, 1_000, 1_900),
+        (1, 12, 1_000, 1_400),
+    ]
     listeners_module.close_listeners(True)
     assert listener.closed == [True]
 
@@ -152,9 +154,10 @@ def test_a_side_work_failure_after_delivery_never_fails_the_delivered_batch(
     assert len(after.idle) == 1
     [line] = [x for x in capsys.readouterr().err.splitlines() if x.startswith("kmirror side_work_failed ")]
     assert json.loads(line.removeprefix("kmirror side_work_failed ")) == {
-        "flow": "west->east", "work": "FailingListener",
+        "flow": "west->east",
+        "work": "FailingListener",
         "error": "RuntimeError: TopicAuthorizationFailed: mm2-offset-syncs.east.internal",
-    }  # fmt: skip
+    }
     listeners_module.close_listeners(False)
 
 
@@ -183,9 +186,13 @@ def test_the_planners_source_end_offsets_travel_with_the_batch_so_listeners_need
     assert _source_end({("orders", 0): 90}, "orders", 0, 100) is None  # a replanned batch: unknown
     assert _source_end({}, "orders", 1, 100) is None
     messages = [
-        MirrorCommitMessage(0, (replace(_progress("orders", 0, 5), source_end=120),
-                                replace(_progress("orders", 1, 7), source_end=None)), 1_000, 1_400),
-    ]  # fmt: skip
+        MirrorCommitMessage(
+            0,
+            (replace(_progress("orders", 0, 5), source_end=120), replace(_progress("orders", 1, 7), source_end=None)),
+            1_000,
+            1_400,
+        ),
+    ]
     batch, _, _ = aggregate(messages, batch_id=3)
     assert batch.source_end_offsets == {("orders", 0): 120}
 

@@ -133,12 +133,21 @@ def test_once_mirrors_everything_in_bounded_batches_and_exits(
 
     topic = f"compat-{unique}"
     create_topic(clusters.source, topic, partitions=2)
-    produce(clusters.source, topic, [{"key": f"k{i}".encode(), "value": b"v" * 50, "partition": i % 2}
-                                     for i in range(1000)])  # fmt: skip
+    produce(
+        clusters.source, topic, [{"key": f"k{i}".encode(), "value": b"v" * 50, "partition": i % 2} for i in range(1000)]
+    )
     add_fences(clusters.source, topic, 2)  # makes the records visible to offset queries on tansu
     checkpoint = tmp_path / "checkpoint"
-    spec = flow("west", clusters.source, "east", clusters.target, [f"compat-{unique}"], checkpoint,
-                max_records_per_trigger=150, heartbeats_replication_enabled=False)  # fmt: skip  (this topic alone)
+    spec = flow(
+        "west",
+        clusters.source,
+        "east",
+        clusters.target,
+        [f"compat-{unique}"],
+        checkpoint,
+        max_records_per_trigger=150,
+        heartbeats_replication_enabled=False,
+    )  # this topic alone
     started = time.monotonic()
     run_flow(spec, spark=spark, once=True, reader_api=reader_api)
     elapsed = time.monotonic() - started

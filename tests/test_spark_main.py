@@ -143,11 +143,18 @@ def test_local_python_workers_import_the_installed_pyspark_not_its_zip(tmp_path:
     for cluster in ("spark://127.0.0.1:7077", "yarn", "k8s://https://api:443", "localhost-cluster"):
         assert "spark.python.daemon.module" not in session_confs(cluster), cluster  # executors elsewhere
     # and a worker really runs without the zip: pyspark comes from the package, compiled
-    probe = "import sys, zipimport; import spark_app.worker_daemon as d; d.drop_installed_zips(); import pyspark; " \
-            "print(pyspark.__file__); print(sum(isinstance(f, zipimport.zipimporter) " \
-            "for f in sys.path_importer_cache.values()))"  # fmt: skip
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60,
-                            env={"PYTHONPATH": ":".join(pip_zips), "PATH": "/usr/bin:/bin"})  # fmt: skip
+    probe = (
+        "import sys, zipimport; import spark_app.worker_daemon as d; d.drop_installed_zips(); import pyspark; "
+        "print(pyspark.__file__); print(sum(isinstance(f, zipimport.zipimporter) "
+        "for f in sys.path_importer_cache.values()))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PYTHONPATH": ":".join(pip_zips), "PATH": "/usr/bin:/bin"},
+    )
     assert result.returncode == 0, result.stderr
     where, zip_importers = result.stdout.split()
     assert where == str(home / "__init__.py")
@@ -199,8 +206,13 @@ print(loaded, d.threads(), "spark_app.sink" in sys.modules, "numpy" in sys.modul
 """
     root = Path(__file__).resolve().parents[1]
     base = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_NUM_THREADS", "JE_ARROW_MALLOC_CONF")}
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
-                            env={**base, "PYTHONPATH": str(root), **(env or {})})  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**base, "PYTHONPATH": str(root), **(env or {})},
+    )
     assert result.returncode == 0, result.stderr
     return result.stdout.split(maxsplit=5)
 
@@ -239,8 +251,13 @@ loaded = d.prepare()
 print(loaded, gc.get_freeze_count(), len(gc.get_objects()))
 """
     root = Path(__file__).resolve().parents[1]
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
-                            env={**os.environ, "PYTHONPATH": str(root)})  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(root)},
+    )
     assert result.returncode == 0, result.stderr
     loaded, frozen, tracked = result.stdout.split()
     assert loaded == "True"

@@ -52,10 +52,23 @@ def test_cli_derives_the_order_from_kmirror_diff(tmp_path: Path) -> None:
     (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
     (tmp_path / "head.yaml").write_text(yaml.safe_dump(head))
     done = subprocess.run(
-        [sys.executable, "-m", "kmirror_cli.cli", "diff", str(tmp_path / "base.yaml"), str(tmp_path / "head.yaml"),
-         "--format", "stack-order", "--stacks-dir", str(ROOT / "stacks")],
-        capture_output=True, text=True, check=False, cwd=ROOT,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "kmirror_cli.cli",
+            "diff",
+            str(tmp_path / "base.yaml"),
+            str(tmp_path / "head.yaml"),
+            "--format",
+            "stack-order",
+            "--stacks-dir",
+            str(ROOT / "stacks"),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     order = json.loads(done.stdout)
     assert order.index("east") < order.index("west") and sorted(order) == ["central", "east", "local", "west"]

@@ -32,12 +32,20 @@ def entry(value: str | None, default: bool = False, read_only: bool = False) -> 
 
 
 def test_config_changes_set_what_differs_delete_what_the_source_no_longer_sets_and_skip_excludes() -> None:
-    source = {"retention.ms": entry("7200000"), "cleanup.policy": entry("delete", default=True),
-              "max.message.bytes": entry("2000000"), "min.insync.replicas": entry("2"),
-              "segment.bytes": entry("1073741824", read_only=True)}  # fmt: skip
-    target = {"retention.ms": entry("3600000"), "cleanup.policy": entry("compact"),
-              "max.message.bytes": entry("2000000"), "min.insync.replicas": entry("1"),
-              "compression.type": entry("zstd")}  # fmt: skip
+    source = {
+        "retention.ms": entry("7200000"),
+        "cleanup.policy": entry("delete", default=True),
+        "max.message.bytes": entry("2000000"),
+        "min.insync.replicas": entry("2"),
+        "segment.bytes": entry("1073741824", read_only=True),
+    }
+    target = {
+        "retention.ms": entry("3600000"),
+        "cleanup.policy": entry("compact"),
+        "max.message.bytes": entry("2000000"),
+        "min.insync.replicas": entry("1"),
+        "compression.type": entry("zstd"),
+    }
     assert config_changes("west.orders", source, target) == [
         ConfigChange("west.orders", "cleanup.policy", "DELETE", None, "compact"),
         ConfigChange("west.orders", "retention.ms", "SET", "7200000", "3600000"),
@@ -81,8 +89,9 @@ class FakeAclAdmin:
         self.deleted: list[Any] = []
 
     def list_topics(self, timeout: float) -> Any:
-        return SimpleNamespace(topics={n: SimpleNamespace(error=None, partitions=dict.fromkeys(range(c)))
-                                       for n, c in self.topics.items()})  # fmt: skip
+        return SimpleNamespace(
+            topics={n: SimpleNamespace(error=None, partitions=dict.fromkeys(range(c))) for n, c in self.topics.items()}
+        )
 
     def describe_acls(self, acl_filter: Any, request_timeout: float) -> Future:
         self.filters.append(acl_filter)
@@ -121,26 +130,35 @@ def binding(topic: str, principal: str, operation: AclOperation, permission: Acl
     return AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, principal, "*", operation, permission)
 
 
-SPEC = parse_flow_spec({
-    "id": "west->east", "checkpoint_location": "/tmp/x", "topics": ["orders", "pay.*"], "topics_exclude": [],
-    "source": {"alias": "west", "bootstrap_servers": "127.0.0.1:1"},
-    "target": {"alias": "east", "bootstrap_servers": "127.0.0.1:2"},
-    "replication_policy": {"type": "default"},
-})  # fmt: skip
+SPEC = parse_flow_spec(
+    {
+        "id": "west->east",
+        "checkpoint_location": "/tmp/x",
+        "topics": ["orders", "pay.*"],
+        "topics_exclude": [],
+        "source": {"alias": "west", "bootstrap_servers": "127.0.0.1:1"},
+        "target": {"alias": "east", "bootstrap_servers": "127.0.0.1:2"},
+        "replication_policy": {"type": "default"},
+    }
+)
 
 
 def test_acl_sync_creates_only_missing_read_acls_and_prints_one_line_each() -> None:
-    source = FakeAclAdmin({"orders": 2, "pay.eu": 1, "other": 1}, [
-        binding("orders", "User:alice", AclOperation.READ, AclPermissionType.ALLOW),
-        binding("pay.eu", "User:bob", AclOperation.ALL, AclPermissionType.ALLOW),
-        binding("pay.eu", "User:bob", AclOperation.WRITE, AclPermissionType.ALLOW),
-        binding("other", "User:alice", AclOperation.READ, AclPermissionType.ALLOW),
-    ])  # fmt: skip
+    source = FakeAclAdmin(
+        {"orders": 2, "pay.eu": 1, "other": 1},
+        [
+            binding("orders", "User:alice", AclOperation.READ, AclPermissionType.ALLOW),
+            binding("pay.eu", "User:bob", AclOperation.ALL, AclPermissionType.ALLOW),
+            binding("pay.eu", "User:bob", AclOperation.WRITE, AclPermissionType.ALLOW),
+            binding("other", "User:alice", AclOperation.READ, AclPermissionType.ALLOW),
+        ],
+    )
     target = FakeAclAdmin({}, [binding("west.orders", "User:alice", AclOperation.READ, AclPermissionType.ALLOW)])
     out = io.StringIO()
     ledger = MemoryLedger()
-    sync = AclSync(SPEC, admin_factory=lambda endpoint: source if endpoint.alias == "west" else target, out=out,
-                   ledger=ledger)  # fmt: skip
+    sync = AclSync(
+        SPEC, admin_factory=lambda endpoint: source if endpoint.alias == "west" else target, out=out, ledger=ledger
+    )
     assert sync.run() == [TopicAcl("west.pay.eu", "User:bob", "*", "READ", "ALLOW")]
     assert target.created == [binding("west.pay.eu", "User:bob", AclOperation.READ, AclPermissionType.ALLOW)]
     # recorded as synced (the hand-made west.orders ACL, already there, is not)
@@ -155,8 +173,16 @@ def test_acl_sync_creates_only_missing_read_acls_and_prints_one_line_each() -> N
         AclPermissionType.ANY,
     )
     assert [json.loads(line.split(" ", 2)[2]) for line in out.getvalue().splitlines()] == [
-        {"flow": "west->east", "action": "created", "topic": "west.pay.eu", "principal": "User:bob", "host": "*",
-         "operation": "READ", "permission": "ALLOW"}]  # fmt: skip
+        {
+            "flow": "west->east",
+            "action": "created",
+            "topic": "west.pay.eu",
+            "principal": "User:bob",
+            "host": "*",
+            "operation": "READ",
+            "permission": "ALLOW",
+        }
+    ]
     assert sync.run() == [] and sync.created == 1  # in step: the next round creates nothing
 
 
@@ -168,8 +194,9 @@ def test_a_failed_sync_round_is_counted_and_retried_never_raised() -> None:
             return future
 
     admin = Refusing({"orders": 1}, [])
-    spec = parse_flow_spec({**SPEC.to_dict(), "sync_topic_configs": False, "sync_topic_acls": True,
-                            "sync_topic_acls_interval_ms": 5000})  # fmt: skip
+    spec = parse_flow_spec(
+        {**SPEC.to_dict(), "sync_topic_configs": False, "sync_topic_acls": True, "sync_topic_acls_interval_ms": 5000}
+    )
     now = [100.0]
     ticker = SyncTicker(spec, once=True, admin_factory=lambda endpoint: admin, clock=lambda: now[0]).start()
     assert ticker.failures == 1
@@ -210,8 +237,9 @@ def test_deny_read_acls_reach_every_remote_topic_they_cover_prefixed_allows_do_n
 
 
 def test_plan_acl_sync_revokes_only_acls_it_synced_that_the_source_no_longer_has() -> None:
-    alice, bob, carol, dave = (TopicAcl("west.orders", f"User:{who}", "*", "READ", "ALLOW")
-                               for who in ("alice", "bob", "carol", "dave"))  # fmt: skip
+    alice, bob, carol, dave = (
+        TopicAcl("west.orders", f"User:{who}", "*", "READ", "ALLOW") for who in ("alice", "bob", "carol", "dave")
+    )
     hand_made = TopicAcl("west.orders", "User:ops", "*", "READ", "ALLOW")
     old_topic = TopicAcl("west.retired", "User:alice", "*", "READ", "ALLOW")
     plan = plan_acl_sync(
@@ -227,15 +255,19 @@ def test_plan_acl_sync_revokes_only_acls_it_synced_that_the_source_no_longer_has
 
 
 def test_acl_sync_deletes_the_acls_it_created_once_revoked_at_the_source_never_hand_made_ones() -> None:
-    source = FakeAclAdmin({"orders": 1}, [
-        binding("orders", "User:alice", AclOperation.READ, AclPermissionType.ALLOW),
-        binding("orders", "User:eve", AclOperation.READ, AclPermissionType.DENY),
-    ])  # fmt: skip
+    source = FakeAclAdmin(
+        {"orders": 1},
+        [
+            binding("orders", "User:alice", AclOperation.READ, AclPermissionType.ALLOW),
+            binding("orders", "User:eve", AclOperation.READ, AclPermissionType.DENY),
+        ],
+    )
     hand_made = binding("west.orders", "User:ops", AclOperation.READ, AclPermissionType.ALLOW)
     target = FakeAclAdmin({}, [hand_made])
     out, ledger = io.StringIO(), MemoryLedger()
-    sync = AclSync(SPEC, admin_factory=lambda endpoint: source if endpoint.alias == "west" else target, out=out,
-                   ledger=ledger)  # fmt: skip
+    sync = AclSync(
+        SPEC, admin_factory=lambda endpoint: source if endpoint.alias == "west" else target, out=out, ledger=ledger
+    )
     sync.run()
     deny = binding("west.orders", "User:eve", AclOperation.READ, AclPermissionType.DENY)
     allow = binding("west.orders", "User:alice", AclOperation.READ, AclPermissionType.ALLOW)
@@ -245,11 +277,15 @@ def test_acl_sync_deletes_the_acls_it_created_once_revoked_at_the_source_never_h
     assert sync.run() == []
     assert target.bindings == [hand_made]
     assert (sync.created, sync.deleted, ledger.synced) == (2, 2, set())
-    assert [(line["action"], line["principal"], line["permission"])
-            for line in (json.loads(text.split(" ", 2)[2]) for text in out.getvalue().splitlines())] == [
-        ("created", "User:alice", "ALLOW"), ("created", "User:eve", "DENY"),
-        ("deleted", "User:alice", "ALLOW"), ("deleted", "User:eve", "DENY"),
-    ]  # fmt: skip
+    assert [
+        (line["action"], line["principal"], line["permission"])
+        for line in (json.loads(text.split(" ", 2)[2]) for text in out.getvalue().splitlines())
+    ] == [
+        ("created", "User:alice", "ALLOW"),
+        ("created", "User:eve", "DENY"),
+        ("deleted", "User:alice", "ALLOW"),
+        ("deleted", "User:eve", "DENY"),
+    ]
     assert sync.run() == [] and len(target.deleted) == 2  # in step: nothing more to delete
 
 

@@ -41,31 +41,53 @@ def flow_ids(raw: dict[str, Any]) -> list[str]:
     ("decl", "expected"),
     [
         ({"pattern": "active-passive", "primary": "west-1", "standby": "east-1"}, ["west-1->east-1"]),
-        ({"pattern": "active-active", "clusters": ["west-1", "east-1", "central"]},
-         ["central->east-1", "central->west-1", "east-1->central", "east-1->west-1", "west-1->central",
-          "west-1->east-1"]),
-        ({"pattern": "hub-and-spoke", "hub": "central", "spokes": ["west-1", "east-1"]},
-         ["east-1->central", "west-1->central"]),
-        ({"pattern": "hub-and-spoke", "hub": "central", "spokes": ["west-1"], "bidirectional": True},
-         ["central->west-1", "west-1->central"]),
-        ({"pattern": "fan-out", "source": "central", "targets": ["west-1", "east-1"]},
-         ["central->east-1", "central->west-1"]),
+        (
+            {"pattern": "active-active", "clusters": ["west-1", "east-1", "central"]},
+            [
+                "central->east-1",
+                "central->west-1",
+                "east-1->central",
+                "east-1->west-1",
+                "west-1->central",
+                "west-1->east-1",
+            ],
+        ),
+        (
+            {"pattern": "hub-and-spoke", "hub": "central", "spokes": ["west-1", "east-1"]},
+            ["east-1->central", "west-1->central"],
+        ),
+        (
+            {"pattern": "hub-and-spoke", "hub": "central", "spokes": ["west-1"], "bidirectional": True},
+            ["central->west-1", "west-1->central"],
+        ),
+        (
+            {"pattern": "fan-out", "source": "central", "targets": ["west-1", "east-1"]},
+            ["central->east-1", "central->west-1"],
+        ),
         ({"pattern": "chain", "clusters": ["dc-old", "aws-1", "aws-2"]}, ["aws-1->aws-2", "dc-old->aws-1"]),
-        ({"pattern": "custom", "flows": ["west-1->east-1", "east-1 -> central"]},
-         ["east-1->central", "west-1->east-1"]),
+        (
+            {"pattern": "custom", "flows": ["west-1->east-1", "east-1 -> central"]},
+            ["east-1->central", "west-1->east-1"],
+        ),
     ],
-)  # fmt: skip
+)
 def test_patterns_expand_to_directed_flows(decl: dict[str, Any], expected: list[str]) -> None:
     assert flow_ids(topo({"name": "t", **decl})) == expected
 
 
 def test_settings_resolve_defaults_then_topology_then_flow_override() -> None:
     raw = topo(
-        {"name": "dr", "pattern": "active-passive", "primary": "west-1", "standby": "east-1", "topics": ["orders.*"],
-         "producer": {"linger.ms": 5}},
+        {
+            "name": "dr",
+            "pattern": "active-passive",
+            "primary": "west-1",
+            "standby": "east-1",
+            "topics": ["orders.*"],
+            "producer": {"linger.ms": 5},
+        },
         defaults={"topics_exclude": ["tmp.*"], "producer": {"compression.type": "lz4"}, "spark": {"executors": 2}},
         flows={"west-1->east-1": {"producer": {"compression.type": "zstd"}, "run_in": "west", "exactly_once": True}},
-    )  # fmt: skip
+    )
     (flow,) = plan_topology(parse_topology(raw)).flows
     assert flow.topics == ("orders.*",)
     assert flow.topics_exclude == (".*[-.]internal", ".*\\.replica", "__.*", "tmp.*")  # added to MM2's excludes
@@ -77,19 +99,31 @@ def test_settings_resolve_defaults_then_topology_then_flow_override() -> None:
 
 
 def test_placement_is_the_target_datacenter_and_every_datacenter_is_listed() -> None:
-    plan = plan_topology(parse_topology(topo({"name": "p", "pattern": "fan-out", "source": "central",
-                                              "targets": ["west-1", "east-1"]})))  # fmt: skip
+    plan = plan_topology(
+        parse_topology(topo({"name": "p", "pattern": "fan-out", "source": "central", "targets": ["west-1", "east-1"]}))
+    )
     assert plan.to_dict()["datacenters"] == {
-        "aws": [], "central": [], "east": ["central->east-1"], "onprem": [], "west": ["central->west-1"],
-    }  # fmt: skip
+        "aws": [],
+        "central": [],
+        "east": ["central->east-1"],
+        "onprem": [],
+        "west": ["central->west-1"],
+    }
     assert [f.id for f in plan.flows_in("west")] == ["central->west-1"]
 
 
 def test_a_flow_exclude_adds_to_the_defaults_unless_it_says_replace() -> None:
-    raw = topo({"name": "dr", "pattern": "active-passive", "primary": "west-1", "standby": "east-1",
-                "topics_exclude": ["audit.*"]},
-               defaults={"topics_exclude": ["tmp.*"], "groups_exclude": ["probe-.*"]},
-               flows={"west-1->east-1": {"topics_exclude": ["scratch.*"]}})  # fmt: skip
+    raw = topo(
+        {
+            "name": "dr",
+            "pattern": "active-passive",
+            "primary": "west-1",
+            "standby": "east-1",
+            "topics_exclude": ["audit.*"],
+        },
+        defaults={"topics_exclude": ["tmp.*"], "groups_exclude": ["probe-.*"]},
+        flows={"west-1->east-1": {"topics_exclude": ["scratch.*"]}},
+    )
     (flow,) = plan_topology(parse_topology(raw)).flows
     assert flow.topics_exclude == (".*[-.]internal", ".*\\.replica", "__.*", "tmp.*", "audit.*", "scratch.*")
     assert flow.groups_exclude == ("console-consumer-.*", "connect-.*", "__.*", "probe-.*")
@@ -104,20 +138,31 @@ def test_a_flow_exclude_adds_to_the_defaults_unless_it_says_replace() -> None:
 
 
 def test_mirrormaker_1_aliases_and_comma_lists() -> None:
-    raw = topo({"name": "dr", "pattern": "active-passive", "primary": "west-1", "standby": "east-1",
-                "whitelist": "orders,payments.*", "blacklist": ["payments.tmp"]})  # fmt: skip
+    raw = topo(
+        {
+            "name": "dr",
+            "pattern": "active-passive",
+            "primary": "west-1",
+            "standby": "east-1",
+            "whitelist": "orders,payments.*",
+            "blacklist": ["payments.tmp"],
+        }
+    )
     (flow,) = plan_topology(parse_topology(raw)).flows
     assert flow.topics == ("orders,payments.*",) and flow.topics_exclude[-1] == "payments.tmp"
     spec = parse_flow_spec(flow_spec_for(parse_topology(raw), flow, "/ckpt"))
     selection = spec.topic_selection
     assert [t for t in ("orders", "payments.eu", "payments.tmp", "ordersx") if selection.matches(t)] == [
-        "orders", "payments.eu",
-    ]  # fmt: skip
+        "orders",
+        "payments.eu",
+    ]
 
 
 def test_the_same_flow_from_two_topologies_is_merged_when_identical_and_rejected_when_not() -> None:
-    same = topo({"name": "a", "pattern": "active-passive", "primary": "west-1", "standby": "east-1"},
-                {"name": "b", "pattern": "custom", "flows": ["west-1->east-1"]})  # fmt: skip
+    same = topo(
+        {"name": "a", "pattern": "active-passive", "primary": "west-1", "standby": "east-1"},
+        {"name": "b", "pattern": "custom", "flows": ["west-1->east-1"]},
+    )
     assert flow_ids(same) == ["west-1->east-1"]
     conflicting = copy.deepcopy(same)
     conflicting["topologies"][1]["topics"] = ["x"]
@@ -163,8 +208,10 @@ def test_self_flow_unknown_override_and_unknown_run_in() -> None:
     assert problems_of(topo({"name": "c", "pattern": "custom", "flows": ["west-1->west-1"]})) == [
         "topologies[0]: flow 'west-1->west-1' goes from a cluster to itself; a mirror needs two clusters"
     ]
-    raw = topo({"name": "dr", "pattern": "active-passive", "primary": "west-1", "standby": "east-1"},
-               flows={"west-1->east-1": {"run_in": "easst"}, "east-1->west-1": {}})  # fmt: skip
+    raw = topo(
+        {"name": "dr", "pattern": "active-passive", "primary": "west-1", "standby": "east-1"},
+        flows={"west-1->east-1": {"run_in": "easst"}, "east-1->west-1": {}},
+    )
     assert problems_of(raw) == [
         "flows.east-1->west-1: no topology produces flow 'east-1->west-1' (did you mean 'west-1->east-1'?); "
         "add it to a topology (e.g. a custom one) or remove the override",
@@ -174,9 +221,10 @@ def test_self_flow_unknown_override_and_unknown_run_in() -> None:
 
 
 def test_identity_cycles_name_the_clusters_that_loop() -> None:
-    raw = topo({"name": "ring", "pattern": "chain", "clusters": ["west-1", "east-1", "central"]},
-               {"name": "back", "pattern": "custom", "flows": ["central->west-1"],
-                "replication_policy": {"type": "identity"}})  # fmt: skip
+    raw = topo(
+        {"name": "ring", "pattern": "chain", "clusters": ["west-1", "east-1", "central"]},
+        {"name": "back", "pattern": "custom", "flows": ["central->west-1"], "replication_policy": {"type": "identity"}},
+    )
     (problem,) = problems_of(raw)
     assert problem.startswith("topologies: identity replication cycle central -> west-1 -> east-1 -> central:")
     # the same ring with the default policy everywhere is stopped by name (MM2's isCycle): valid
@@ -185,22 +233,34 @@ def test_identity_cycles_name_the_clusters_that_loop() -> None:
 
 
 def test_identity_fan_in_collisions_are_rejected_unless_topics_are_disjoint() -> None:
-    hub = {"name": "hub", "pattern": "hub-and-spoke", "hub": "central", "spokes": ["west-1", "east-1"],
-           "replication_policy": {"type": "identity"}}  # fmt: skip
+    hub = {
+        "name": "hub",
+        "pattern": "hub-and-spoke",
+        "hub": "central",
+        "spokes": ["west-1", "east-1"],
+        "replication_policy": {"type": "identity"},
+    }
     (problem,) = problems_of(topo(hub))
     assert problem == (
         "flows.west-1->central: flows 'east-1->central' and 'west-1->central' both write the same topic names into "
         "'central' (identity policy); use the default policy on one, or give them disjoint topics"
     )
-    disjoint = topo(hub, flows={"west-1->central": {"topics": ["west-orders"]},
-                                "east-1->central": {"topics": ["east-orders", "east\\.audit"]}})  # fmt: skip
+    disjoint = topo(
+        hub,
+        flows={
+            "west-1->central": {"topics": ["west-orders"]},
+            "east-1->central": {"topics": ["east-orders", "east\\.audit"]},
+        },
+    )
     assert flow_ids(disjoint) == ["east-1->central", "west-1->central"]
 
 
 def test_active_active_loop_with_two_separators_is_refused_naming_the_journey() -> None:
     """Before: valid. b->a cannot read a->b's `a_` prefix, so MM2's loop check never fires."""
-    raw = topo({"name": "aa", "pattern": "active-active", "clusters": ["west-1", "east-1"]},
-               flows={"west-1->east-1": {"replication_policy": {"separator": "_"}}})  # fmt: skip
+    raw = topo(
+        {"name": "aa", "pattern": "active-active", "clusters": ["west-1", "east-1"]},
+        flows={"west-1->east-1": {"replication_policy": {"separator": "_"}}},
+    )
     assert problems_of(raw) == [
         "flows.west-1->east-1.replication_policy.separator: flows 'east-1->west-1' (separator '.') and "
         "'west-1->east-1' (separator '_') are on the replication loop east-1 -> west-1 -> east-1; a flow cannot "
@@ -213,9 +273,15 @@ def test_active_active_loop_with_two_separators_is_refused_naming_the_journey() 
 
 
 def test_three_cluster_loop_mixing_separators_is_refused_but_separate_loops_may_differ() -> None:
-    ring = topo({"name": "ring", "pattern": "custom", "flows": ["west-1->east-1", "east-1->central"],
-                 "replication_policy": {"separator": "_"}},
-                {"name": "back", "pattern": "custom", "flows": ["central->west-1"]})  # fmt: skip
+    ring = topo(
+        {
+            "name": "ring",
+            "pattern": "custom",
+            "flows": ["west-1->east-1", "east-1->central"],
+            "replication_policy": {"separator": "_"},
+        },
+        {"name": "back", "pattern": "custom", "flows": ["central->west-1"]},
+    )
     (problem,) = problems_of(ring)
     assert problem.startswith(
         "flows.west-1->east-1.replication_policy.separator: flows 'central->west-1' (separator '.') and "
@@ -223,18 +289,25 @@ def test_three_cluster_loop_mixing_separators_is_refused_but_separate_loops_may_
     )
     assert "orders -> central.orders -> west-1_central.orders -> east-1_west-1_central.orders -> " in problem
     # two active-active pairs sharing east-1, each with its own separator: every topic stops after one hop
-    pairs = topo({"name": "p1", "pattern": "active-active", "clusters": ["west-1", "east-1"]},
-                 {"name": "p2", "pattern": "active-active", "clusters": ["east-1", "central"],
-                  "replication_policy": {"separator": "_"}})  # fmt: skip
+    pairs = topo(
+        {"name": "p1", "pattern": "active-active", "clusters": ["west-1", "east-1"]},
+        {
+            "name": "p2",
+            "pattern": "active-active",
+            "clusters": ["east-1", "central"],
+            "replication_policy": {"separator": "_"},
+        },
+    )
     assert len(flow_ids(pairs)) == 4
 
 
 def test_identity_and_prefix_flows_writing_one_name_on_a_target_are_refused() -> None:
     """Before: valid. west-1->central copies east-1.orders (mirrored to west-1 earlier) unchanged,
     while east-1->central writes its own orders as east-1.orders: two writers, one topic."""
-    raw = topo({"name": "idn", "pattern": "custom", "flows": ["west-1->central"],
-                "replication_policy": {"type": "identity"}},
-               {"name": "pfx", "pattern": "custom", "flows": ["east-1->central"]})  # fmt: skip
+    raw = topo(
+        {"name": "idn", "pattern": "custom", "flows": ["west-1->central"], "replication_policy": {"type": "identity"}},
+        {"name": "pfx", "pattern": "custom", "flows": ["east-1->central"]},
+    )
     assert problems_of(raw) == [
         "flows.west-1->central: flows 'west-1->central' (identity policy) and 'east-1->central' (prefix "
         "'east-1.') may both write topics named east-1.<topic> into 'central': the identity flow copies such a "
@@ -250,8 +323,14 @@ def test_identity_and_prefix_flows_writing_one_name_on_a_target_are_refused() ->
 
 
 def test_alias_containing_the_separator_is_rejected() -> None:
-    raw = topo({"name": "dr", "pattern": "custom", "flows": ["west-1->east-1"],
-                "replication_policy": {"type": "default", "separator": "-"}})  # fmt: skip
+    raw = topo(
+        {
+            "name": "dr",
+            "pattern": "custom",
+            "flows": ["west-1->east-1"],
+            "replication_policy": {"type": "default", "separator": "-"},
+        }
+    )
     assert problems_of(raw) == [
         "topologies[0].replication_policy.separator: cluster alias 'east-1' contains the separator '-'; remote topic "
         "names could not be traced back to their source: choose another separator or alias",
@@ -264,9 +343,18 @@ def test_not_a_mapping_and_bad_settings_types() -> None:
     assert problems_of([1]) == [
         "a topology file must be a mapping with clusters, defaults, topologies, flows; got list"
     ]
-    raw = topo({"name": "dr", "pattern": "active-passive", "primary": "west-1", "standby": "east-1",
-                "spark": {"executors": 0, "executor_memory": "lots"}, "max_records_per_trigger": -1,
-                "whitelist": ["a"], "topics": ["b"]})  # fmt: skip
+    raw = topo(
+        {
+            "name": "dr",
+            "pattern": "active-passive",
+            "primary": "west-1",
+            "standby": "east-1",
+            "spark": {"executors": 0, "executor_memory": "lots"},
+            "max_records_per_trigger": -1,
+            "whitelist": ["a"],
+            "topics": ["b"],
+        }
+    )
     assert problems_of(raw) == [
         "topologies[0].max_records_per_trigger: must be an integer >= 1, got -1",
         "topologies[0].spark.executor_memory: must be a size such as '2g' or '512m', got 'lots'",
@@ -308,9 +396,12 @@ def test_mm1_alias_beside_its_mm2_name_names_the_alias_in_either_order() -> None
     for raw in ({"whitelist": ["a"], "topics": ["b"]}, {"topics": ["b"], "whitelist": ["a"]}):
         _, problems = normalise(raw, "flows[0]")
         assert [(p.path, p.message) for p in problems] == [
-            ("flows[0].whitelist", "'whitelist' is MirrorMaker 1's name for 'topics', which is also given; "
-             "keep only 'topics' (merge the two lists into it)")
-        ]  # fmt: skip
+            (
+                "flows[0].whitelist",
+                "'whitelist' is MirrorMaker 1's name for 'topics', which is also given; "
+                "keep only 'topics' (merge the two lists into it)",
+            )
+        ]
     _, problems = normalise({"topics_exclude": ["x"], "blacklist": ["y"]}, "t")
     assert [p.path for p in problems] == ["t.blacklist"]
     assert "'blacklist' is MirrorMaker 1's name" in problems[0].message
@@ -336,18 +427,27 @@ def test_option_combinations_the_app_refuses_at_start_are_refused_by_validation(
 
 
 def test_an_unknown_key_does_not_hide_an_identity_cycle() -> None:
-    raw = topo({"name": "ring", "pattern": "chain", "clusters": ["west-1", "east-1", "central"]},
-               {"name": "back", "pattern": "custom", "flows": ["central->west-1"],
-                "replication_policy": {"type": "identity"}}, flowz={})  # fmt: skip
+    raw = topo(
+        {"name": "ring", "pattern": "chain", "clusters": ["west-1", "east-1", "central"]},
+        {"name": "back", "pattern": "custom", "flows": ["central->west-1"], "replication_policy": {"type": "identity"}},
+        flowz={},
+    )
     found = problems_of(raw)
     assert len(found) == 2, found
     assert found[0].startswith("flowz: unknown key") or found[1].startswith("flowz: unknown key")
-    assert any(p.startswith("topologies: identity replication cycle central -> west-1 -> east-1 -> central:")
-               for p in found)  # fmt: skip
+    assert any(
+        p.startswith("topologies: identity replication cycle central -> west-1 -> east-1 -> central:") for p in found
+    )
 
 
-DR_WITH_REVERSE = {"name": "dr", "pattern": "active-passive", "primary": "west-1", "standby": "east-1",
-                   "reverse_flow": True, "topics": ["orders.*"]}  # fmt: skip
+DR_WITH_REVERSE = {
+    "name": "dr",
+    "pattern": "active-passive",
+    "primary": "west-1",
+    "standby": "east-1",
+    "reverse_flow": True,
+    "topics": ["orders.*"],
+}
 
 
 def test_reverse_flow_adds_standby_to_primary_run_at_home_never_mirroring_the_remote_topics_back() -> None:
@@ -362,7 +462,9 @@ def test_reverse_flow_adds_standby_to_primary_run_at_home_never_mirroring_the_re
     spec = parse_flow_spec(flow_spec_for(topology, reverse, "/ckpt"))
     assert spec.checkpoints.reverse_of == "west-1"
     assert [t for t in ("orders.eu", "west-1.orders.eu", "central.orders") if spec.topic_selection.matches(t)] == [
-        "orders.eu", "central.orders"]  # fmt: skip
+        "orders.eu",
+        "central.orders",
+    ]
     assert parse_flow_spec(flow_spec_for(topology, forward, "/ckpt")).checkpoints.reverse_of is None
     # the loop exclude follows the separator and survives an override replacing the excludes
     raw["defaults"] = {"replication_policy": {"type": "default", "separator": "_"}}
@@ -384,8 +486,11 @@ def test_reverse_flow_is_shown_by_plan_and_needs_the_default_policy() -> None:
         "provenance_headers: true (records carry their origin cluster; docs/active-active.md) or remove reverse_flow"
     )
     # identity with provenance headers on both flows: accepted (issue 46), the reverse flow keeps its names
-    plan = plan_topology(parse_topology(topo({**DR_WITH_REVERSE, "replication_policy": {"type": "identity"},
-                                              "provenance_headers": True})))  # fmt: skip
+    plan = plan_topology(
+        parse_topology(
+            topo({**DR_WITH_REVERSE, "replication_policy": {"type": "identity"}, "provenance_headers": True})
+        )
+    )
     reverse = plan.flow("east-1->west-1")
     assert reverse.options["reverse_of"] == "west-1" and reverse.options["provenance_headers"] is True
     assert problems_of(topo({**DR_WITH_REVERSE, "reverse_flow": "yes"})) == [
@@ -394,18 +499,22 @@ def test_reverse_flow_is_shown_by_plan_and_needs_the_default_policy() -> None:
 
 
 def test_reverse_of_set_by_hand_must_name_the_target_and_agree_with_the_reverse_flow() -> None:
-    assert problems_of(topo({"name": "c", "pattern": "custom", "flows": ["east-1->west-1"],
-                             "reverse_of": "central"})) == [
+    assert problems_of(
+        topo({"name": "c", "pattern": "custom", "flows": ["east-1->west-1"], "reverse_of": "central"})
+    ) == [
         "topologies[0].reverse_of: (flow east-1->west-1) reverse_of must name the flow's target 'west-1' (the "
         "forward flow's source), got 'central'"
-    ]  # fmt: skip
-    assert problems_of(topo(DR_WITH_REVERSE, {"name": "c", "pattern": "custom", "flows": ["east-1->west-1"],
-                                              "topics": ["orders.*"]})) == [
+    ]
+    assert problems_of(
+        topo(DR_WITH_REVERSE, {"name": "c", "pattern": "custom", "flows": ["east-1->west-1"], "topics": ["orders.*"]})
+    ) == [
         "topologies[1]: flow 'east-1->west-1' is also produced by topologies[0].reverse_flow (topology 'dr') with "
         "different reverse_of; make them agree or set them once under flows.east-1->west-1"
-    ]  # fmt: skip
-    by_hand = topo({"name": "c", "pattern": "custom", "flows": ["west-1->east-1", "east-1->west-1"]},
-                   flows={"east-1->west-1": {"reverse_of": "west-1"}})  # fmt: skip
+    ]
+    by_hand = topo(
+        {"name": "c", "pattern": "custom", "flows": ["west-1->east-1", "east-1->west-1"]},
+        flows={"east-1->west-1": {"reverse_of": "west-1"}},
+    )
     assert plan_topology(parse_topology(by_hand)).flow("east-1->west-1").topics_exclude[-1] == "west-1\\..*"
 
 
@@ -413,12 +522,22 @@ def test_an_unknown_key_in_the_same_declaration_does_not_hide_its_identity_cycle
     """Issue 25 item 2: every problem at once, also inside one declaration: a typo and an MM1
     alias beside its MM2 name are reported together with the loop they used to hide."""
     raw = {
-        "clusters": {"a": {"bootstrap_servers": "a:9092", "datacenter": "x"},
-                     "b": {"bootstrap_servers": "b:9092", "datacenter": "y"}},
-        "topologies": [{"name": "m", "pattern": "active-active", "clusters": ["a", "b"],
-                        "replication_policy": {"type": "identity"}, "topicz": ["y.*"],
-                        "whitelist": ["x.*"], "topics": ["y.*"]}],
-    }  # fmt: skip
+        "clusters": {
+            "a": {"bootstrap_servers": "a:9092", "datacenter": "x"},
+            "b": {"bootstrap_servers": "b:9092", "datacenter": "y"},
+        },
+        "topologies": [
+            {
+                "name": "m",
+                "pattern": "active-active",
+                "clusters": ["a", "b"],
+                "replication_policy": {"type": "identity"},
+                "topicz": ["y.*"],
+                "whitelist": ["x.*"],
+                "topics": ["y.*"],
+            }
+        ],
+    }
     found = problems_of(raw)
     assert any(p.startswith("topologies: identity replication cycle a -> b -> a") for p in found), found
     assert any(p.startswith("topologies[0].topicz: unknown key") for p in found), found

@@ -35,8 +35,11 @@ def topologies(draw: Any) -> dict[str, Any]:
         elif pattern in ("active-active", "chain"):
             decl["clusters"] = draw(some)
         elif pattern == "hub-and-spoke":
-            decl.update(hub=draw(st.sampled_from(aliases)), spokes=draw(some)[:-1] or [aliases[0]],
-                        bidirectional=draw(st.booleans()))  # fmt: skip
+            decl.update(
+                hub=draw(st.sampled_from(aliases)),
+                spokes=draw(some)[:-1] or [aliases[0]],
+                bidirectional=draw(st.booleans()),
+            )
         elif pattern == "fan-out":
             decl.update(source=draw(st.sampled_from(aliases)), targets=draw(some))
         else:
@@ -121,10 +124,15 @@ def flow_graphs(draw: Any) -> dict[str, Any]:
     chosen = draw(st.lists(st.sampled_from(pairs), min_size=1, max_size=8, unique=True))
     clusters = {a: {"bootstrap_servers": f"{a}:9092", "datacenter": "dc1"} for a in ALIASES}
     decls = [
-        {"name": f"t{i}", "pattern": "custom", "flows": [f"{s}->{t}"], "topics": [f"topic{i}"],
-         "replication_policy": draw(st.sampled_from(POLICIES))}
+        {
+            "name": f"t{i}",
+            "pattern": "custom",
+            "flows": [f"{s}->{t}"],
+            "topics": [f"topic{i}"],
+            "replication_policy": draw(st.sampled_from(POLICIES)),
+        }
         for i, (s, t) in enumerate(chosen)
-    ]  # fmt: skip
+    ]
     return {"clusters": clusters, "topologies": decls}
 
 

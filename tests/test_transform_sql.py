@@ -30,12 +30,21 @@ REFUSED = [
     ("SELECT r1.* FROM records r1 JOIN records r2 ON r1.offset = r2.offset", "a JOIN", REORDERS),
     ("SELECT * FROM records, records", "a CROSS JOIN", REORDERS),
     ("SELECT * FROM records LEFT ANTI JOIN records r2 ON true", "a LEFT ANTI JOIN", REORDERS),
-    ("SELECT * FROM records WHERE key IN (SELECT key FROM records)", "an IN subquery (Spark plans it as a join)",
-     REORDERS),
-    ("SELECT * FROM records WHERE EXISTS (SELECT 1 FROM records r2 WHERE r2.offset > 1)",
-     "an EXISTS subquery (Spark plans it as a join)", REORDERS),
-    ("SELECT * FROM records WHERE offset > (SELECT max(offset) FROM records)",
-     "a scalar subquery (Spark plans it as a join)", REORDERS),
+    (
+        "SELECT * FROM records WHERE key IN (SELECT key FROM records)",
+        "an IN subquery (Spark plans it as a join)",
+        REORDERS,
+    ),
+    (
+        "SELECT * FROM records WHERE EXISTS (SELECT 1 FROM records r2 WHERE r2.offset > 1)",
+        "an EXISTS subquery (Spark plans it as a join)",
+        REORDERS,
+    ),
+    (
+        "SELECT * FROM records WHERE offset > (SELECT max(offset) FROM records)",
+        "a scalar subquery (Spark plans it as a join)",
+        REORDERS,
+    ),
     ("SELECT * FROM records WHERE key = ANY (SELECT key FROM records)", "an ANY subquery", REORDERS),
     ("SELECT * FROM records, LATERAL (SELECT 1)", "a CROSS JOIN", REORDERS),
     ("SELECT max(offset) AS offset FROM records", "the aggregate function max()", REORDERS),
@@ -43,8 +52,11 @@ REFUSED = [
     ("SELECT * FROM records GROUP BY ALL", "a GROUP BY", REORDERS),
     ("SELECT try_sum(offset) FROM records", "the aggregate function try_sum()", REORDERS),
     ("SELECT DISTINCT * FROM records", "a DISTINCT", REORDERS),
-    ("SELECT *, row_number() OVER (PARTITION BY partition ORDER BY offset) AS n FROM records",
-     "the window function row_number()", REORDERS),
+    (
+        "SELECT *, row_number() OVER (PARTITION BY partition ORDER BY offset) AS n FROM records",
+        "the window function row_number()",
+        REORDERS,
+    ),
     ("SELECT *, lag(value) OVER (ORDER BY offset) AS prev FROM records", "the window function lag()", REORDERS),
     ("SELECT * FROM records WINDOW w AS (ORDER BY offset)", "a WINDOW clause (w)", REORDERS),
     ("SELECT * FROM records ORDER BY key", "an ORDER BY", REORDERS),
@@ -62,22 +74,34 @@ REFUSED = [
     ("ADD JAR 's3://bucket/evil.jar'", "the statement `ADD JAR 's3://bucket/evil.jar'`", RUNS_CODE),
     ("ADD FILE '/etc/passwd'", "the statement `ADD FILE '/etc/passwd'`", RUNS_CODE),
     ("CREATE TEMPORARY FUNCTION f AS 'com.example.Evil'", "the statement `CREATE TEMPORARY FUNCTION`", RUNS_CODE),
-    ("SELECT reflect('java.lang.Runtime', 'getRuntime') AS key, value FROM records",
-     "the function reflect() (it calls any JVM method)", RUNS_CODE),
-    ("SELECT *, java_method('java.lang.System', 'exit', 0) AS x FROM records",
-     "the function java_method() (it calls any JVM method)", RUNS_CODE),
-    ("SELECT TRANSFORM(key, value) USING 'sh -c id' AS (key, value) FROM records",
-     "TRANSFORM ... USING (it runs a script on the executors)", RUNS_CODE),
+    (
+        "SELECT reflect('java.lang.Runtime', 'getRuntime') AS key, value FROM records",
+        "the function reflect() (it calls any JVM method)",
+        RUNS_CODE,
+    ),
+    (
+        "SELECT *, java_method('java.lang.System', 'exit', 0) AS x FROM records",
+        "the function java_method() (it calls any JVM method)",
+        RUNS_CODE,
+    ),
+    (
+        "SELECT TRANSFORM(key, value) USING 'sh -c id' AS (key, value) FROM records",
+        "TRANSFORM ... USING (it runs a script on the executors)",
+        RUNS_CODE,
+    ),
     ("SELECT mydb.my_udf(value) AS value FROM records", "the catalog function mydb.my_udf()", RUNS_CODE),
-    ("SELECT * FROM records LATERAL VIEW explode(array(reflect('a', 'b'))) t AS x",
-     "the function reflect() (it calls any JVM method)", RUNS_CODE),
+    (
+        "SELECT * FROM records LATERAL VIEW explode(array(reflect('a', 'b'))) t AS x",
+        "the function reflect() (it calls any JVM method)",
+        RUNS_CODE,
+    ),
     ("SET spark.sql.ansi.enabled=false", "the statement `SET", RUNS_CODE),
     ("SELECT * FROM other_topic", "the table other_topic", NOT_RECORDS),
     ("SELECT * FROM global_temp.records", "the table global_temp.records", NOT_RECORDS),
     ("SELECT * FROM parquet.`/data/x`", "the table parquet.`/data/x`", NOT_RECORDS),
     ("SELECT * FROM range(10)", "the table function RANGE(10)", NOT_RECORDS),
     ("SELECT 1 AS offset", "a SELECT without FROM", NOT_RECORDS),
-]  # fmt: skip
+]
 
 
 @pytest.mark.parametrize(("sql", "what", "why"), REFUSED, ids=[r[0][:60] for r in REFUSED])
@@ -100,11 +124,18 @@ def test_the_message_names_the_construct_the_reason_and_the_fix() -> None:
 
 
 def test_every_construct_is_reported_once_and_the_window_not_also_as_its_order_by() -> None:
-    sql = ("SELECT *, rank() OVER (ORDER BY offset) AS r, reflect('a', 'b') AS x FROM records r1 "
-           "JOIN records r2 USING (offset) ORDER BY key LIMIT 3")  # fmt: skip
+    sql = (
+        "SELECT *, rank() OVER (ORDER BY offset) AS r, reflect('a', 'b') AS x FROM records r1 "
+        "JOIN records r2 USING (offset) ORDER BY key LIMIT 3"
+    )
     found = [p.split(" would ")[0] for p in transform_sql_problems(sql)]
-    assert sorted(found) == ["a JOIN", "a LIMIT", "an ORDER BY", "the function reflect() (it calls any JVM method)",
-                             "the window function rank()"]  # fmt: skip
+    assert sorted(found) == [
+        "a JOIN",
+        "a LIMIT",
+        "an ORDER BY",
+        "the function reflect() (it calls any JVM method)",
+        "the window function rank()",
+    ]
 
 
 @pytest.mark.parametrize(
@@ -134,8 +165,9 @@ def test_more_than_one_statement_is_refused(sql: str) -> None:
 def test_what_the_parser_cannot_parse_is_refused_naming_the_parse_error(sql: str, error: str) -> None:
     [problem] = transform_sql_problems(sql)
     assert problem.startswith("could not be parsed as Spark SQL: "), problem
-    assert error in problem and problem.endswith("; fix the syntax (SELECT <columns, functions, CASE, casts> "
-                                                 "FROM records [WHERE ...])"), problem  # fmt: skip
+    assert error in problem and problem.endswith(
+        "; fix the syntax (SELECT <columns, functions, CASE, casts> FROM records [WHERE ...])"
+    ), problem
 
 
 @pytest.mark.parametrize("sql", [";", "-- nothing but a comment"])
@@ -195,9 +227,16 @@ def test_any_text_gives_a_list_of_messages_and_never_raises(sql: str) -> None:
 
 
 def flow(sql: str) -> dict[str, Any]:
-    return {"id": "west->east", "checkpoint_location": "/tmp/cp", "topics": ["orders"], "topics_exclude": [],
-            "source": {"alias": "west", "bootstrap_servers": "w:9092"}, "replication_policy": {"type": "default"},
-            "target": {"alias": "east", "bootstrap_servers": "e:9092"}, "transform": {"sql": sql}}  # fmt: skip
+    return {
+        "id": "west->east",
+        "checkpoint_location": "/tmp/cp",
+        "topics": ["orders"],
+        "topics_exclude": [],
+        "source": {"alias": "west", "bootstrap_servers": "w:9092"},
+        "replication_policy": {"type": "default"},
+        "target": {"alias": "east", "bootstrap_servers": "e:9092"},
+        "transform": {"sql": sql},
+    }
 
 
 def test_the_flow_spec_refuses_it_at_transform_sql_with_every_problem() -> None:
@@ -242,5 +281,7 @@ def test_a_pulumi_preview_refuses_it_before_creating_anything(tmp_path: Path) ->
     with pytest.raises(Exception) as info:  # the SDK may wrap the program's ValidationError
         run_program("east", stack_config("east", topology=str(path)))
     assert type(info.value).__name__ == "ValidationError"
-    assert "topologies[0].transform.sql: an IN subquery (Spark plans it as a join) would reorder records within " \
-           "a partition" in str(info.value)  # fmt: skip
+    assert (
+        "topologies[0].transform.sql: an IN subquery (Spark plans it as a join) would reorder records within "
+        "a partition" in str(info.value)
+    )

@@ -126,7 +126,12 @@ for _ in range(3):
 print(reads.count({str(archive)!r}))
 """
     root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": str(root)},
-                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        env={**os.environ, "PYTHONPATH": str(root)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "1"

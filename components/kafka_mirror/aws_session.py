@@ -23,8 +23,9 @@ def aws_settings(region: str | None, profile: str | None, assume_roles: Any) -> 
     Raises ValidationError when no region is configured: falling back to us-east-1 would run
     every call against another region than the cluster's."""
     if not region:
-        raise ValidationError([Problem("aws:region", "required: the region of the EMR cluster "
-                                       "(pulumi config set aws:region REGION)")])  # fmt: skip
+        raise ValidationError(
+            [Problem("aws:region", "required: the region of the EMR cluster (pulumi config set aws:region REGION)")]
+        )
     roles = [assume_roles] if isinstance(assume_roles, Mapping) else list(assume_roles or [])
     chain = []
     for index, role in enumerate(roles):

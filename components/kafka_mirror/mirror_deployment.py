@@ -160,9 +160,13 @@ class MirrorDeployment(pulumi.ComponentResource):
         )
         if args.get("pod_monitor"):
             self.pod_monitor = k8s.apiextensions.CustomResource(
-                f"{name}-pod-monitor", api_version="monitoring.coreos.com/v1", kind="PodMonitor",
-                metadata=part("pod_monitor.metadata"), spec=part("pod_monitor.spec"), opts=opts,
-            )  # fmt: skip
+                f"{name}-pod-monitor",
+                api_version="monitoring.coreos.com/v1",
+                kind="PodMonitor",
+                metadata=part("pod_monitor.metadata"),
+                spec=part("pod_monitor.spec"),
+                opts=opts,
+            )
         self.step_id = pulumi.Output.from_input(cast(str | None, None))
         return out.apply(lambda r: r["endpoint"]), {}
 

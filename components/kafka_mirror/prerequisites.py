@@ -41,25 +41,61 @@ def _emr(spark: Any) -> list[Prerequisite]:
     p = f"{NS}:spark"
     found: list[Prerequisite] = []
     if spark.vpc_id:
-        found.append(Prerequisite(f"{p}.vpc_id", "vpc", spark.vpc_id, "the network team's VPC (the platform tags it "
-                                  "for-use-with-amazon-emr-managed-policies)"))  # fmt: skip
+        found.append(
+            Prerequisite(
+                f"{p}.vpc_id",
+                "vpc",
+                spark.vpc_id,
+                "the network team's VPC (the platform tags it for-use-with-amazon-emr-managed-policies)",
+            )
+        )
     if spark.subnet_id:
-        found.append(Prerequisite(f"{p}.subnet_id", "subnet", spark.subnet_id, "a private subnet of vpc_id with a "
-                                  "route to S3 and the brokers", {"vpc_id": spark.vpc_id} if spark.vpc_id else None))
+        found.append(
+            Prerequisite(
+                f"{p}.subnet_id",
+                "subnet",
+                spark.subnet_id,
+                "a private subnet of vpc_id with a route to S3 and the brokers",
+                {"vpc_id": spark.vpc_id} if spark.vpc_id else None,
+            )
+        )
     if spark.encryption is not None:
-        found.append(Prerequisite(f"{p}.encryption.kms_key_arn", "kms_key", spark.encryption.kms_key_arn,
-                                  "a customer-managed key whose key policy lets IAM policies grant its use (AWS's "
-                                  "default key policy)"))  # fmt: skip
-        found.append(Prerequisite(f"{p}.encryption.certificates_zip", "s3_object", spark.encryption.certificates_zip,
-                                  "the PEM certificates zip EMR's in-transit encryption reads"))  # fmt: skip
+        found.append(
+            Prerequisite(
+                f"{p}.encryption.kms_key_arn",
+                "kms_key",
+                spark.encryption.kms_key_arn,
+                "a customer-managed key whose key policy lets IAM policies grant its use (AWS's default key policy)",
+            )
+        )
+        found.append(
+            Prerequisite(
+                f"{p}.encryption.certificates_zip",
+                "s3_object",
+                spark.encryption.certificates_zip,
+                "the PEM certificates zip EMR's in-transit encryption reads",
+            )
+        )
     if not spark.create_bucket:
         found.append(Prerequisite(f"{p}.bucket", "bucket", spark.bucket, "the app bucket (create_bucket: false)"))
     for index, arn in enumerate(spark.alarm_actions):
-        found.append(Prerequisite(f"{p}.alarm_actions[{index}]", "sns_topic", arn, "an SNS topic whose policy lets "
-                                  "cloudwatch.amazonaws.com and events.amazonaws.com publish"))  # fmt: skip
+        found.append(
+            Prerequisite(
+                f"{p}.alarm_actions[{index}]",
+                "sns_topic",
+                arn,
+                "an SNS topic whose policy lets cloudwatch.amazonaws.com and events.amazonaws.com publish",
+            )
+        )
     if spark.prometheus is not None and spark.prometheus.security_group_id:
-        found.append(Prerequisite(f"{p}.prometheus.security_group_id", "security_group",
-                                  spark.prometheus.security_group_id, "the Prometheus scrapers' security group"))
+        found.append(
+            Prerequisite(
+                f"{p}.prometheus.security_group_id",
+                "security_group",
+                spark.prometheus.security_group_id,
+                "the Prometheus scrapers' security group",
+            )
+        )
     return found
 
 
@@ -67,25 +103,57 @@ def _eks(spark: Any) -> list[Prerequisite]:
     p = f"{NS}:spark"
     found: list[Prerequisite] = []
     if spark.checkpoint_root and (bucket := _bucket_of(spark.checkpoint_root)):
-        found.append(Prerequisite(f"{p}.checkpoint_root", "bucket", bucket, "a versioned, encrypted bucket for the "
-                                  "flows' checkpoints (never deleted with a stack: it holds the flows' progress)"))
+        found.append(
+            Prerequisite(
+                f"{p}.checkpoint_root",
+                "bucket",
+                bucket,
+                "a versioned, encrypted bucket for the "
+                "flows' checkpoints (never deleted with a stack: it holds the flows' progress)",
+            )
+        )
     if spark.irsa_role_arn:
-        found.append(Prerequisite(f"{p}.irsa_role_arn", "iam_role", spark.irsa_role_arn, "the apps' IRSA role, "
-                                  "trusting the cluster's OIDC provider for NAMESPACE/SERVICE_ACCOUNT"))
+        found.append(
+            Prerequisite(
+                f"{p}.irsa_role_arn",
+                "iam_role",
+                spark.irsa_role_arn,
+                "the apps' IRSA role, trusting the cluster's OIDC provider for NAMESPACE/SERVICE_ACCOUNT",
+            )
+        )
     cluster = spark.cluster
     if cluster.create:
         if cluster.vpc_id:
             found.append(Prerequisite(f"{p}.cluster.vpc_id", "vpc", cluster.vpc_id, "the network team's VPC"))
         for index, subnet in enumerate(cluster.subnet_ids):
             expect = {"vpc_id": cluster.vpc_id} if cluster.vpc_id else None
-            found.append(Prerequisite(f"{p}.cluster.subnet_ids[{index}]", "subnet", subnet, "a private subnet of "
-                                      "cluster.vpc_id (two availability zones at least)", expect))  # fmt: skip
+            found.append(
+                Prerequisite(
+                    f"{p}.cluster.subnet_ids[{index}]",
+                    "subnet",
+                    subnet,
+                    "a private subnet of cluster.vpc_id (two availability zones at least)",
+                    expect,
+                )
+            )
         if cluster.kms_key_arn:
-            found.append(Prerequisite(f"{p}.cluster.kms_key_arn", "kms_key", cluster.kms_key_arn,
-                                      "a customer-managed key for secrets envelope encryption"))  # fmt: skip
+            found.append(
+                Prerequisite(
+                    f"{p}.cluster.kms_key_arn",
+                    "kms_key",
+                    cluster.kms_key_arn,
+                    "a customer-managed key for secrets envelope encryption",
+                )
+            )
         if cluster.runner_security_group_id:
-            found.append(Prerequisite(f"{p}.cluster.runner_security_group_id", "security_group",
-                                      cluster.runner_security_group_id, "the self-hosted deploy runner's group"))
+            found.append(
+                Prerequisite(
+                    f"{p}.cluster.runner_security_group_id",
+                    "security_group",
+                    cluster.runner_security_group_id,
+                    "the self-hosted deploy runner's group",
+                )
+            )
     return found
 
 
@@ -114,8 +182,13 @@ def check_prerequisites(items: list[Prerequisite], lookup: Lookup) -> list[Probl
             found = lookup(item.kind, item.identifier)
         except Exception as exc:  # the provider's "not found" / access errors, whatever their class
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            problems.append(Problem(item.path, f"{item.kind} {item.identifier!r} cannot be read ({reason}); it is "
-                                    f"created by hand before the first `up`: {item.fix} (docs/deploy.md)"))
+            problems.append(
+                Problem(
+                    item.path,
+                    f"{item.kind} {item.identifier!r} cannot be read ({reason}); it is "
+                    f"created by hand before the first `up`: {item.fix} (docs/deploy.md)",
+                )
+            )
             continue
         if (wrong := _mismatch(item, found)) is not None:
             problems.append(Problem(item.path, f"{item.kind} {item.identifier!r} {wrong}; {item.fix}"))

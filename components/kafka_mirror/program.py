@@ -102,9 +102,14 @@ def render_dir(stack: StackConfig, environ: Mapping[str, str]) -> str | None:
         return None
     if (stack.get("cluster") or {}).get("create"):
         raise ValidationError(
-            [Problem(f"{NS}:spark.cluster.create", f"${RENDER_DIR_ENV} is set: a stack that creates its cluster "
-                     "cannot be rendered; unset it, or render a stack on an existing cluster")]
-        )  # fmt: skip
+            [
+                Problem(
+                    f"{NS}:spark.cluster.create",
+                    f"${RENDER_DIR_ENV} is set: a stack that creates its cluster "
+                    "cannot be rendered; unset it, or render a stack on an existing cluster",
+                )
+            ]
+        )
     return str(Path(root).expanduser().resolve() / stack.datacenter)
 
 
@@ -167,9 +172,7 @@ class EksStack:
                 monitoring["install_crds"] = True
             args["monitoring"] = monitoring
         name = f"{stack.datacenter}-eks"
-        platform = EksSparkPlatform(
-            name, cast(EksSparkPlatformArgs, args), stack_secrets=secrets, render_dir=rendered
-        )
+        platform = EksSparkPlatform(name, cast(EksSparkPlatformArgs, args), stack_secrets=secrets, render_dir=rendered)
         flow_args = {"eks": platform.deployment_target, "pod_monitor": self.settings.monitoring.pod_monitor}
         providers = [platform.k8s_provider] if platform.k8s_provider is not None else []
         return DeployedPlatform(platform, flow_args, providers)

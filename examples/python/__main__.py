@@ -26,22 +26,33 @@ topology = ReplicationTopology(
                     "datacenter": "east",
                     "security": {
                         "protocol": "SASL_SSL",
-                        "scram": {"mechanism": "SCRAM-SHA-512", "username": "mirrormaker",
-                                  "password": {"k8s_secret": "east-1-scram", "key": "password"}},
+                        "scram": {
+                            "mechanism": "SCRAM-SHA-512",
+                            "username": "mirrormaker",
+                            "password": {"k8s_secret": "east-1-scram", "key": "password"},
+                        },
                     },
                 },
             },
             "topologies": [
-                {"name": "dr", "pattern": "active-passive", "primary": "west-1", "standby": "east-1",
-                 "topics": ["orders.*", "payments.*"]},
+                {
+                    "name": "dr",
+                    "pattern": "active-passive",
+                    "primary": "west-1",
+                    "standby": "east-1",
+                    "topics": ["orders.*", "payments.*"],
+                },
             ],
         },
     },
 )
 scram = ScramSecret(
     "east-1-scram",
-    {"username": "mirrormaker", "password": config.require_secret("eastScramPassword"),
-     "store": {"secret_name": "east-1-scram", "namespace": "kafka-mirror"}},
+    {
+        "username": "mirrormaker",
+        "password": config.require_secret("eastScramPassword"),
+        "store": {"secret_name": "east-1-scram", "namespace": "kafka-mirror"},
+    },
 )
 platform = EksSparkPlatform("east-eks", {"namespace": "kafka-mirror", "image": "ghcr.io/acme/kafka-mirror:0.1.0"})
 flow = "west-1->east-1"

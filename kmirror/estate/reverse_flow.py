@@ -95,8 +95,13 @@ def reverse_of_problems(
             continue
         path = _path_of(fid, edges, overrides)
         if forward != flow.target:
-            problems.append(Problem(path, f"(flow {fid}) reverse_of must name the flow's target {flow.target!r} "
-                                    f"(the forward flow's source), got {forward!r}"))  # fmt: skip
+            problems.append(
+                Problem(
+                    path,
+                    f"(flow {fid}) reverse_of must name the flow's target {flow.target!r} "
+                    f"(the forward flow's source), got {forward!r}",
+                )
+            )
         identity = flow.settings["replication_policy"].get("type") == "identity"
         if identity and flow.settings.get("provenance_headers") is not True:
             problems.append(Problem(path, _identity_message(fid, flow.target)))

@@ -213,7 +213,7 @@ def _graph_buildable(found: list[Problem], index: int, pattern: Pattern) -> bool
     for problem in found:
         if not problem.path.startswith(prefix):
             return False
-        key = problem.path[len(prefix):].split(".", 1)[0].split("[", 1)[0]
+        key = problem.path[len(prefix) :].split(".", 1)[0].split("[", 1)[0]
         if key in known:
             return False
     return True
@@ -427,9 +427,15 @@ def parse_topology(raw: Any, source: str = "topology") -> Topology:
             skipped = True
             continue
         settings = {k: v for k, v in settings.items() if k in SETTING_KEYS or k in FLOW_ONLY_KEYS}
-        edges += [(name, edge, edge_settings(decl, edge, settings),
-                   f"topologies[{index}]" + (f".{REVERSE_FLOW}" if edge == reverse_edge(decl) else ""))
-                  for edge in pattern.expand(decl)]  # fmt: skip
+        edges += [
+            (
+                name,
+                edge,
+                edge_settings(decl, edge, settings),
+                f"topologies[{index}]" + (f".{REVERSE_FLOW}" if edge == reverse_edge(decl) else ""),
+            )
+            for edge in pattern.expand(decl)
+        ]
         implied += [(flow_id(*edge), PATTERN_DEFAULTS.get(pattern.name, {})) for edge in pattern.expand(decl)]
     # Every problem at once: a declaration with problems contributes no edges, but the graph of
     # the others is still built and checked (an unknown key elsewhere does not hide a loop).

@@ -111,8 +111,13 @@ def _exclude_problems(value: Any, path: str) -> list[Problem]:
     """An exclude list (added to the layers below) or `{replace: [...]}` (replacing them)."""
     if isinstance(value, dict):
         if set(value) != {REPLACE}:
-            return [Problem(path, f"must be a list of regular expressions (added to the default excludes) or "
-                                  f"{{replace: [...]}} (instead of them), got {value!r}")]  # fmt: skip
+            return [
+                Problem(
+                    path,
+                    f"must be a list of regular expressions (added to the default excludes) or "
+                    f"{{replace: [...]}} (instead of them), got {value!r}",
+                )
+            ]
         return pattern_problems(value[REPLACE], f"{path}.{REPLACE}")
     return pattern_problems(value, path)
 
@@ -126,8 +131,12 @@ SETTINGS = OptionTable(
         if key not in EXCLUDE_KEYS
     ),
     *(
-        Option(key, MM2_DEFAULTS[key], "regexes of the names left out, added to the defaults' ({replace: [...]}: "
-               "instead of them)", nested=_exclude_problems)
+        Option(
+            key,
+            MM2_DEFAULTS[key],
+            "regexes of the names left out, added to the defaults' ({replace: [...]}: instead of them)",
+            nested=_exclude_problems,
+        )
         for key in EXCLUDE_KEYS
     ),
     Option("replication_policy", MM2_DEFAULTS["replication_policy"], "remote topic naming", nested=policy_problems),

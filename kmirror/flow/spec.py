@@ -58,8 +58,10 @@ def _starting_offsets(value: Any) -> str | None:
         return None
     if isinstance(value, dict) and set(value) == {"from_mm2"} and isinstance(value["from_mm2"], dict):
         return None  # its keys: _from_mm2_problems
-    return (f"must be 'earliest', 'latest', {{timestamp_ms: <epoch ms>}} or {{from_mm2: {{...}}}} (a takeover from "
-            f"a stopped MirrorMaker 2, docs/migrate-from-mm2.md), got {value!r}")  # fmt: skip
+    return (
+        f"must be 'earliest', 'latest', {{timestamp_ms: <epoch ms>}} or {{from_mm2: {{...}}}} (a takeover from "
+        f"a stopped MirrorMaker 2, docs/migrate-from-mm2.md), got {value!r}"
+    )
 
 
 def _non_empty_str(value: Any) -> str | None:
@@ -99,8 +101,9 @@ def _from_mm2_problems(value: Any, path: str) -> list[Problem]:
     """Unknown keys and bad values inside `starting_offsets.from_mm2`, each at its own path."""
     if not isinstance(value, dict) or "from_mm2" not in value:
         return []
-    return FROM_MM2.problems(value["from_mm2"], f"{path}.from_mm2", list_allowed=True,
-                             hint="see docs/migrate-from-mm2.md")  # fmt: skip
+    return FROM_MM2.problems(
+        value["from_mm2"], f"{path}.from_mm2", list_allowed=True, hint="see docs/migrate-from-mm2.md"
+    )
 
 
 def _rate(unit: str) -> Check:
@@ -475,13 +478,21 @@ def _reverse_of_problems(raw: dict[str, Any]) -> list[Problem]:
         return []
     problems = []
     if forward != alias:
-        problems.append(Problem("reverse_of", f"must name this flow's target {alias!r} (the forward flow's source), "
-                                f"got {forward!r}"))  # fmt: skip
+        problems.append(
+            Problem(
+                "reverse_of", f"must name this flow's target {alias!r} (the forward flow's source), got {forward!r}"
+            )
+        )
     identity = isinstance(raw.get("replication_policy"), dict) and raw["replication_policy"].get("type") == "identity"
     if identity and raw.get("provenance_headers") is not True:  # with them: records of the target's origin are skipped
-        problems.append(Problem("reverse_of", "needs the default replication policy: with identity the "
-                                "forward flow's remote topics keep their names, so they cannot be translated "
-                                "back (unless provenance_headers is on: docs/active-active.md)"))  # fmt: skip
+        problems.append(
+            Problem(
+                "reverse_of",
+                "needs the default replication policy: with identity the "
+                "forward flow's remote topics keep their names, so they cannot be translated "
+                "back (unless provenance_headers is on: docs/active-active.md)",
+            )
+        )
     return problems
 
 
@@ -498,8 +509,13 @@ def option_conflict_problems(raw: dict[str, Any]) -> list[Problem]:
                 "at-least-once, like the copy path without it)",
             )
         )
-    return (problems + _rate_limit_problems(raw) + _copy_loop_problems(raw) + _exactly_once_problems(raw)
-            + _provenance_problems(raw))
+    return (
+        problems
+        + _rate_limit_problems(raw)
+        + _copy_loop_problems(raw)
+        + _exactly_once_problems(raw)
+        + _provenance_problems(raw)
+    )
 
 
 # Which copy loop serves which flow: the options each loop cannot serve (a flow setting one is
@@ -524,8 +540,13 @@ def _provenance_problems(raw: dict[str, Any]) -> list[Problem]:
     writes rows it built itself. (The copy loops that cannot stamp it are in `COPY_LOOP_CANNOT_SERVE`.)"""
     if raw.get("provenance_headers") is not True or raw.get("transform") is None:
         return []
-    return [Problem("transform", "cannot be combined with provenance_headers yet (only the copy "
-                    "path stamps and filters provenance); remove the transform or provenance_headers")]  # fmt: skip
+    return [
+        Problem(
+            "transform",
+            "cannot be combined with provenance_headers yet (only the copy "
+            "path stamps and filters provenance); remove the transform or provenance_headers",
+        )
+    ]
 
 
 def unserved_options(loop: str, options: Mapping[str, Any]) -> list[str]:
@@ -538,12 +559,22 @@ def _copy_loop_problems(raw: dict[str, Any]) -> list[Problem]:
     loop = raw.get("copy_loop")
     if loop not in ("native", "batch"):
         return []
-    serves, picks = ("the Python loop serves", "the Python loop") if loop == "native" else (
-        "the record loops serve", "a record loop")  # fmt: skip
-    named = [name for name in unserved_options(str(loop), raw)
-             if not (loop == "native" and name in RATE_LIMITS)]  # `_rate_limit_problems` names those  # fmt: skip
-    return [Problem("copy_loop", f"is '{loop}', but {name} is set and only {serves} it; set copy_loop to auto (it "
-                    f"picks {picks} for such a flow) or remove {name}") for name in named]  # fmt: skip
+    serves, picks = (
+        ("the Python loop serves", "the Python loop")
+        if loop == "native"
+        else ("the record loops serve", "a record loop")
+    )
+    named = [
+        name for name in unserved_options(str(loop), raw) if not (loop == "native" and name in RATE_LIMITS)
+    ]  # `_rate_limit_problems` names those
+    return [
+        Problem(
+            "copy_loop",
+            f"is '{loop}', but {name} is set and only {serves} it; set copy_loop to auto (it "
+            f"picks {picks} for such a flow) or remove {name}",
+        )
+        for name in named
+    ]
 
 
 def _exactly_once_problems(raw: dict[str, Any]) -> list[Problem]:
@@ -554,9 +585,14 @@ def _exactly_once_problems(raw: dict[str, Any]) -> list[Problem]:
     level = consumer.get("isolation.level")
     if level in (None, "read_committed"):
         return []
-    return [Problem("consumer", f"isolation.level is {level!r}, but exactly_once copies committed records only "
-                    "(a read_uncommitted consumer copies aborted transactions' records); remove the override "
-                    "or set it to read_committed")]  # fmt: skip
+    return [
+        Problem(
+            "consumer",
+            f"isolation.level is {level!r}, but exactly_once copies committed records only "
+            "(a read_uncommitted consumer copies aborted transactions' records); remove the override "
+            "or set it to read_committed",
+        )
+    ]
 
 
 def _rate_limit_problems(raw: dict[str, Any]) -> list[Problem]:
@@ -566,12 +602,22 @@ def _rate_limit_problems(raw: dict[str, Any]) -> list[Problem]:
         return []
     problems = []
     if raw.get("copy_loop") == "native":
-        problems.append(Problem("copy_loop", f"is 'native', but {' and '.join(limits)} is set and only the Python "
-                                "loop paces its copy; set copy_loop to auto (it picks the Python loop for a "
-                                "rate-limited flow) or python, or remove the limit"))  # fmt: skip
+        problems.append(
+            Problem(
+                "copy_loop",
+                f"is 'native', but {' and '.join(limits)} is set and only the Python "
+                "loop paces its copy; set copy_loop to auto (it picks the Python loop for a "
+                "rate-limited flow) or python, or remove the limit",
+            )
+        )
     if raw.get("transform") is not None:
-        problems.append(Problem("transform", f"cannot be combined with {' and '.join(limits)} yet (only the copy "
-                                "path is paced); remove the transform or the limit"))  # fmt: skip
+        problems.append(
+            Problem(
+                "transform",
+                f"cannot be combined with {' and '.join(limits)} yet (only the copy "
+                "path is paced); remove the transform or the limit",
+            )
+        )
     return problems
 
 

@@ -32,22 +32,100 @@ DIALECT = "spark"
 SHAPE = "SELECT <columns, functions, CASE, casts> FROM records [WHERE ...]"
 # Spark aggregate functions sqlglot has no class for (it parses them as anonymous calls); any
 # `*_agg` name is an aggregate too (hll_sketch_agg, theta_union_agg, ...).
-SPARK_AGGREGATES = frozenset({
-    "any", "any_value", "approx_count_distinct", "approx_percentile", "approx_top_k", "array_agg", "avg",
-    "bit_and", "bit_or", "bit_xor", "bool_and", "bool_or", "collect_list", "collect_set", "corr", "count",
-    "count_if", "count_min_sketch", "covar_pop", "covar_samp", "every", "first", "first_value", "grouping",
-    "grouping_id", "histogram_numeric", "kurtosis", "last", "last_value", "listagg", "max", "max_by",
-    "mean", "median", "min", "min_by", "mode", "percentile", "percentile_approx", "percentile_cont",
-    "percentile_disc", "regr_avgx", "regr_avgy", "regr_count", "regr_intercept", "regr_r2", "regr_slope",
-    "regr_sxx", "regr_sxy", "regr_syy", "skewness", "some", "std", "stddev", "stddev_pop", "stddev_samp",
-    "string_agg", "sum", "try_avg", "try_sum", "var_pop", "var_samp", "variance",
-})  # fmt: skip
+SPARK_AGGREGATES = frozenset(
+    {
+        "any",
+        "any_value",
+        "approx_count_distinct",
+        "approx_percentile",
+        "approx_top_k",
+        "array_agg",
+        "avg",
+        "bit_and",
+        "bit_or",
+        "bit_xor",
+        "bool_and",
+        "bool_or",
+        "collect_list",
+        "collect_set",
+        "corr",
+        "count",
+        "count_if",
+        "count_min_sketch",
+        "covar_pop",
+        "covar_samp",
+        "every",
+        "first",
+        "first_value",
+        "grouping",
+        "grouping_id",
+        "histogram_numeric",
+        "kurtosis",
+        "last",
+        "last_value",
+        "listagg",
+        "max",
+        "max_by",
+        "mean",
+        "median",
+        "min",
+        "min_by",
+        "mode",
+        "percentile",
+        "percentile_approx",
+        "percentile_cont",
+        "percentile_disc",
+        "regr_avgx",
+        "regr_avgy",
+        "regr_count",
+        "regr_intercept",
+        "regr_r2",
+        "regr_slope",
+        "regr_sxx",
+        "regr_sxy",
+        "regr_syy",
+        "skewness",
+        "some",
+        "std",
+        "stddev",
+        "stddev_pop",
+        "stddev_samp",
+        "string_agg",
+        "sum",
+        "try_avg",
+        "try_sum",
+        "var_pop",
+        "var_samp",
+        "variance",
+    }
+)
 CODE_FUNCTIONS = frozenset({"reflect", "java_method", "try_reflect"})  # call any static JVM method
 # Parts of a SELECT and of a table reference that are fine or refused by their own node below
 # (`_reordering`); any other part sqlglot knows (INTO, CONNECT BY, time travel, ...) is refused by name.
-SELECT_PARTS = frozenset({"with_", "expressions", "from_", "where", "laterals", "hint", "distinct", "joins",
-                          "pivots", "group", "having", "qualify", "windows", "distribute", "sort", "cluster",
-                          "order", "limit", "offset", "sample"})  # fmt: skip
+SELECT_PARTS = frozenset(
+    {
+        "with_",
+        "expressions",
+        "from_",
+        "where",
+        "laterals",
+        "hint",
+        "distinct",
+        "joins",
+        "pivots",
+        "group",
+        "having",
+        "qualify",
+        "windows",
+        "distribute",
+        "sort",
+        "cluster",
+        "order",
+        "limit",
+        "offset",
+        "sample",
+    }
+)
 TABLE_PARTS = frozenset({"this", "alias", "joins", "laterals", "pivots", "sample", "hints"})
 _TABLE_PART_NAMES = {"version": "time travel (TIMESTAMP/VERSION AS OF)", "when": "time travel (AT/BEFORE)"}
 
@@ -82,8 +160,10 @@ def transform_sql_problems(sql: str) -> list[str]:
     if not statements:
         return [f"has no statement; write {SHAPE}"]
     if len(statements) > 1:
-        return [f"has {len(statements)} statements: more than one could run commands or load code on the cluster; "
-                f"a transform is exactly one query ({SHAPE})"]  # fmt: skip
+        return [
+            f"has {len(statements)} statements: more than one could run commands or load code on the cluster; "
+            f"a transform is exactly one query ({SHAPE})"
+        ]
     [root] = statements
     if isinstance(root, exp.Values):
         return [_not_records("VALUES")]

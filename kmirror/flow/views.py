@@ -87,8 +87,10 @@ class Mm2Takeover:
         """(Connect offsets topic on the target, offset syncs topic on `offset_syncs_cluster`), as
         MM2 dedicated mode names them: its syncs topic is named after the other cluster."""
         other = target_alias if self.offset_syncs_cluster == "source" else source_alias
-        return (self.offsets_topic or f"mm2-offsets.{source_alias}.internal",
-                self.offset_syncs_topic or f"mm2-offset-syncs.{other}.internal")  # fmt: skip
+        return (
+            self.offsets_topic or f"mm2-offsets.{source_alias}.internal",
+            self.offset_syncs_topic or f"mm2-offset-syncs.{other}.internal",
+        )
 
     @classmethod
     def parse(cls, starting_offsets: Any) -> Mm2Takeover | None:
@@ -96,9 +98,12 @@ class Mm2Takeover:
         if not isinstance(starting_offsets, Mapping) or "from_mm2" not in starting_offsets:
             return None
         raw = starting_offsets["from_mm2"]
-        return cls(raw.get("offsets_topic"), raw.get("offset_syncs_topic"),
-                   raw.get("offset_syncs_cluster", MM2_OFFSET_SYNCS_CLUSTER),
-                   raw.get("connector", MM2_SOURCE_CONNECTOR))  # fmt: skip
+        return cls(
+            raw.get("offsets_topic"),
+            raw.get("offset_syncs_topic"),
+            raw.get("offset_syncs_cluster", MM2_OFFSET_SYNCS_CLUSTER),
+            raw.get("connector", MM2_SOURCE_CONNECTOR),
+        )
 
 
 @dataclass(frozen=True)

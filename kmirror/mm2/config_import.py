@@ -58,8 +58,11 @@ _SECONDS_SETTINGS["refresh.topics.interval.seconds"] = "topic_refresh_interval_m
 _INT_SETTINGS = {"offset.lag.max": "offset_lag_max"}
 # Topics kafka-mirror writes like MM2 does, created with the broker's default replication factor:
 # MM2's -1 (the broker default) is carried over; any other value has no equivalent yet.
-_INTERNAL_RF = ("checkpoints.topic.replication.factor", "heartbeats.topic.replication.factor",
-                "offset-syncs.topic.replication.factor")  # fmt: skip
+_INTERNAL_RF = (
+    "checkpoints.topic.replication.factor",
+    "heartbeats.topic.replication.factor",
+    "offset-syncs.topic.replication.factor",
+)
 # Settings of Kafka Connect itself (MM2 runs on it; kafka-mirror does not): nothing to carry over,
 # each still listed by name. Anything else without an equivalent is lossy (refused unless --allow-lossy).
 _NOT_APPLICABLE_PREFIXES = ("offset.storage.", "status.storage.", "config.storage.", "offset.flush.")

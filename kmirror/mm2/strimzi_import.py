@@ -78,8 +78,12 @@ def _cluster(out: _Out, spec: Mapping[str, Any], path: str, *, target: bool = Fa
                 out.set(f"{alias}.{key}", item, f"{where}.{key}")
         elif field in ("tls", "authentication"):
             kind = value.get("type", "tls") if isinstance(value, Mapping) else value
-            out.drop(where, kind, f"security: set clusters.{alias}.security (protocol, tls, scram/plain/"
-                                  "oauthbearer with secret references; docs/security.md)")  # fmt: skip
+            out.drop(
+                where,
+                kind,
+                f"security: set clusters.{alias}.security (protocol, tls, scram/plain/"
+                "oauthbearer with secret references; docs/security.md)",
+            )
         elif target and field in _TARGET_CONNECT_FIELDS:
             out.drop(where, value, "Kafka Connect's own group/topics; kafka-mirror keeps no Connect state", lossy=False)
         else:
@@ -137,12 +141,17 @@ def strimzi_properties(resource: Any) -> tuple[dict[str, str], list[NotCarried]]
             else:
                 out.drop(where, value, "no kafka-mirror equivalent")
         # Strimzi runs only the connectors the mirror declares: no checkpointConnector, no checkpoints
-        for connector, prop in (("checkpointConnector", "emit.checkpoints.enabled"),
-                                ("heartbeatConnector", "emit.heartbeats.enabled")):  # fmt: skip
+        for connector, prop in (
+            ("checkpointConnector", "emit.checkpoints.enabled"),
+            ("heartbeatConnector", "emit.heartbeats.enabled"),
+        ):
             if connector not in mirror:
                 out.set(f"{fid}.{prop}", "false", f"{path}.{connector}")
         if "sourceConnector" not in mirror:
-            out.drop(f"{path}.sourceConnector", "", "absent: Strimzi copies no records for this mirror; "
-                                                     "kafka-mirror would copy them")  # fmt: skip
+            out.drop(
+                f"{path}.sourceConnector",
+                "",
+                "absent: Strimzi copies no records for this mirror; kafka-mirror would copy them",
+            )
     out.props["clusters"] = ", ".join(dict.fromkeys(aliases))
     return out.props, out.not_carried

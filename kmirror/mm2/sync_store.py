@@ -48,8 +48,9 @@ def spaced(newer: OffsetSync, older: OffsetSync, i: int) -> bool:
     return newer is older or (bound >= 0 and newer.upstream_offset >= bound)
 
 
-def _replacement_for(syncs: list[OffsetSync], original: list[OffsetSync], current: int,
-                     replacement: OffsetSync, index: int) -> tuple[OffsetSync, int]:  # fmt: skip
+def _replacement_for(
+    syncs: list[OffsetSync], original: list[OffsetSync], current: int, replacement: OffsetSync, index: int
+) -> tuple[OffsetSync, int]:
     """The best sync of the previous state that may fill slot `current` (MM2 prefers keeping old,
     distinct syncs over repeating the new one); returns it and the next index to consider."""
     previous = current - 1

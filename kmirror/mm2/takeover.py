@@ -82,8 +82,10 @@ def decode_source_offset(key: bytes | None, value: bytes | None) -> Mm2SourceOff
         return None
     cluster, topic, number = partition["cluster"], partition["topic"], partition["partition"]
     if not (isinstance(cluster, str) and isinstance(topic, str) and _is_int(number)):
-        raise FormatError(f"Connect offsets key {key!r}: cluster and topic must be strings and partition an "
-                          "integer, as MM2's MirrorSourceTask writes them")  # fmt: skip
+        raise FormatError(
+            f"Connect offsets key {key!r}: cluster and topic must be strings and partition an "
+            "integer, as MM2's MirrorSourceTask writes them"
+        )
     if value is None:
         return Mm2SourceOffset(connector, cluster, topic, number, None)
     try:
@@ -119,9 +121,14 @@ def alias_problems(records: Iterable[Mm2SourceOffset], connector: str, source_al
     aliases = sorted({r.cluster for r in records})
     if not records or source_alias in aliases:
         return []
-    return [Problem(path, f"MM2's committed offsets name source cluster(s) {', '.join(map(repr, aliases))}, not "
-                    f"the flow's source alias {source_alias!r}: MM2's remote topics carry its alias, so name the "
-                    "flow's source cluster as MM2 did for the same remote topics to continue")]  # fmt: skip
+    return [
+        Problem(
+            path,
+            f"MM2's committed offsets name source cluster(s) {', '.join(map(repr, aliases))}, not "
+            f"the flow's source alias {source_alias!r}: MM2's remote topics carry its alias, so name the "
+            "flow's source cluster as MM2 did for the same remote topics to continue",
+        )
+    ]
 
 
 def plan_takeover(
@@ -150,24 +157,39 @@ def plan_takeover(
         copied, found_in = (committed[tp], "committed offsets") if tp in committed else (synced.get(tp), "offset syncs")
         if copied is None:
             if remote_end > 0:
-                problems.append(Problem(path, f"{topic}[{partition}]: remote partition {remote} holds records "
-                                        f"(end offset {remote_end}) but neither MM2's committed offsets nor its "
-                                        "offset syncs name a source offset for it; resuming from the start would "
-                                        "copy them again. Check offsets_topic and offset_syncs_topic, or choose "
-                                        "another starting_offsets knowingly"))  # fmt: skip
+                problems.append(
+                    Problem(
+                        path,
+                        f"{topic}[{partition}]: remote partition {remote} holds records "
+                        f"(end offset {remote_end}) but neither MM2's committed offsets nor its "
+                        "offset syncs name a source offset for it; resuming from the start would "
+                        "copy them again. Check offsets_topic and offset_syncs_topic, or choose "
+                        "another starting_offsets knowingly",
+                    )
+                )
             else:
                 resume[tp] = start  # MM2 never copied this partition: nothing can be copied twice
             continue
         if remote_end == 0:
-            problems.append(Problem(path, f"{topic}[{partition}]: MM2's {found_in} say it copied up to offset "
-                                    f"{copied}, but remote partition {remote} holds no record: the flow's "
-                                    "replication_policy must name remote topics as MM2 did (MM2's default: "
-                                    "'<source alias>.<topic>')"))  # fmt: skip
+            problems.append(
+                Problem(
+                    path,
+                    f"{topic}[{partition}]: MM2's {found_in} say it copied up to offset "
+                    f"{copied}, but remote partition {remote} holds no record: the flow's "
+                    "replication_policy must name remote topics as MM2 did (MM2's default: "
+                    "'<source alias>.<topic>')",
+                )
+            )
             continue
         if copied + 1 > end:
-            problems.append(Problem(path, f"{topic}[{partition}]: MM2's {found_in} say it copied up to offset "
-                                    f"{copied}, past the partition's end offset {end}: the source topic was "
-                                    "recreated since MM2 ran; choose another starting_offsets knowingly"))  # fmt: skip
+            problems.append(
+                Problem(
+                    path,
+                    f"{topic}[{partition}]: MM2's {found_in} say it copied up to offset "
+                    f"{copied}, past the partition's end offset {end}: the source topic was "
+                    "recreated since MM2 ran; choose another starting_offsets knowingly",
+                )
+            )
             continue
         resume[tp] = copied + 1
         points.append(TakeoverPoint(topic, partition, copied + 1, remote_end, found_in))

@@ -63,8 +63,10 @@ def kafka_principal(security: Mapping[str, Any] | None, tls_subject: str | None 
         return "User:" + oauth.get("principal", oauth["client_id"])
     if tls_subject:
         return "User:" + tls_subject
-    raise KmirrorError("the mirror has no authenticated identity on this cluster (PLAINTEXT or server-only TLS); "
-                       "ACLs need kerberos, scram or a client certificate (pass its subject)")  # fmt: skip
+    raise KmirrorError(
+        "the mirror has no authenticated identity on this cluster (PLAINTEXT or server-only TLS); "
+        "ACLs need kerberos, scram or a client certificate (pass its subject)"
+    )
 
 
 def _resource_words(grant: AclGrant) -> list[str]:
@@ -72,14 +74,17 @@ def _resource_words(grant: AclGrant) -> list[str]:
         return ["--cluster"]
     option = RESOURCE_OPTIONS.get(grant.resource_type)
     if option is None:
-        raise KmirrorError(f"ACL grant {grant.name!r}: resource_type {grant.resource_type!r} cannot be rendered; "
-                           f"use one of {', '.join([*RESOURCE_OPTIONS, CLUSTER])}")  # fmt: skip
+        raise KmirrorError(
+            f"ACL grant {grant.name!r}: resource_type {grant.resource_type!r} cannot be rendered; "
+            f"use one of {', '.join([*RESOURCE_OPTIONS, CLUSTER])}"
+        )
     words = [option, grant.name]
     if grant.pattern == "PREFIXED":
         words += ["--resource-pattern-type", "prefixed"]
     elif grant.pattern != "LITERAL":
-        raise KmirrorError(f"ACL grant {grant.name!r}: pattern {grant.pattern!r} cannot be granted; "
-                           "use LITERAL or PREFIXED")  # fmt: skip
+        raise KmirrorError(
+            f"ACL grant {grant.name!r}: pattern {grant.pattern!r} cannot be granted; use LITERAL or PREFIXED"
+        )
     return words
 
 

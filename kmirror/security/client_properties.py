@@ -289,8 +289,13 @@ def client_property_problems(
             continue
         first = seen.setdefault(canonical(name), name)
         if first != name:
-            problems.append(Problem(where, f"'{first}' and '{name}' both set librdkafka's '{canonical(name)}' "
-                                           f"(one would silently win); keep only one"))  # fmt: skip
+            problems.append(
+                Problem(
+                    where,
+                    f"'{first}' and '{name}' both set librdkafka's '{canonical(name)}' "
+                    f"(one would silently win); keep only one",
+                )
+            )
             continue
         reason = role_reason(name, role) if role and known(name) else None
         if known(name) and PROPERTIES[name]["type"] == "api":
@@ -328,8 +333,9 @@ def _in_flight_reason(value: Any) -> str | None:
 def _retries_reason(value: Any) -> str | None:
     if _as_text(value).strip() == str(UNBOUNDED_RETRIES):
         return None
-    return (f"must stay unbounded (a failed send fails the batch instead of retrying), got {value!r}; "
-            "remove the override")  # fmt: skip
+    return (
+        f"must stay unbounded (a failed send fails the batch instead of retrying), got {value!r}; remove the override"
+    )
 
 
 def _timeout_reason(value: Any) -> str | None:
@@ -337,8 +343,10 @@ def _timeout_reason(value: Any) -> str | None:
     would then wait forever instead of failing the batch (the task hangs, nothing is reported)."""
     if _as_text(value).strip() not in {"0", "0.0"}:
         return None
-    return (f"must be a finite time in ms (0 means wait forever: a target outage would hang the copy tasks), "
-            f"got {value!r}; remove the override or set e.g. 300000")  # fmt: skip
+    return (
+        f"must be a finite time in ms (0 means wait forever: a target outage would hang the copy tasks), "
+        f"got {value!r}; remove the override or set e.g. 300000"
+    )
 
 
 # By canonical name, so every alias is held to the same rule.

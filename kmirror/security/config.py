@@ -47,8 +47,14 @@ SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 SASL_SECTIONS = ("kerberos", "scram", "plain", "oauthbearer", "msk_iam")
 SECTION_KEYS = {"protocol", "tls", *SASL_SECTIONS}
 # field -> (is a secret, must be a file)
-TLS_REFS = {"ca": (False, False), "cert": (False, False), "key": (True, False), "key_password": (True, False),
-            "pkcs12": (True, True), "pkcs12_password": (True, False)}  # fmt: skip
+TLS_REFS = {
+    "ca": (False, False),
+    "cert": (False, False),
+    "key": (True, False),
+    "key_password": (True, False),
+    "pkcs12": (True, True),
+    "pkcs12_password": (True, False),
+}
 TLS_KEYS = set(TLS_REFS) | {"verify_hostname"}
 KERBEROS_KEYS = {"principal", "keytab", "krb5_conf", "realm", "kdcs", "service_name"}
 SCRAM_KEYS = {"mechanism", "username", "password"}
@@ -69,9 +75,17 @@ KRB5_KDCS_PROPERTY = "kmirror.krb5.kdcs"
 KMIRROR_PROPERTY_PREFIX = "kmirror."
 REDACTED = "<redacted>"
 # sasl.jaas.config: a JVM client's JAAS line may carry password="..." (PLAIN/SCRAM).
-SENSITIVE_KEYS = frozenset({"sasl.password", "ssl.key.password", "ssl.keystore.password", "ssl.key.pem",
-                            "sasl.oauthbearer.client.secret", "ssl.truststore.password",
-                            "sasl.jaas.config"})  # fmt: skip
+SENSITIVE_KEYS = frozenset(
+    {
+        "sasl.password",
+        "ssl.key.password",
+        "ssl.keystore.password",
+        "ssl.key.pem",
+        "sasl.oauthbearer.client.secret",
+        "ssl.truststore.password",
+        "sasl.jaas.config",
+    }
+)
 _SENSITIVE_RE = re.compile(r"password|secret", re.IGNORECASE)
 
 
@@ -120,9 +134,11 @@ def _kerberos_problems(krb: dict[str, Any], path: str) -> list[Problem]:
         problems.append(Problem(path, "realm and kdcs go together (kmirror renders krb5.conf from them)"))
     if "realm" in krb and not (isinstance(krb["realm"], str) and NAME_RE.fullmatch(krb["realm"])):
         problems.append(
-            Problem(f"{path}.realm", f"must be a realm name such as EXAMPLE.COM (letters, digits, . _ -), "
-                    f"got {krb['realm']!r}")
-        )  # fmt: skip
+            Problem(
+                f"{path}.realm",
+                f"must be a realm name such as EXAMPLE.COM (letters, digits, . _ -), got {krb['realm']!r}",
+            )
+        )
     kdcs = krb.get("kdcs", ["x"])
     if not isinstance(kdcs, list) or not kdcs or not all(isinstance(k, str) and KDC_RE.fullmatch(k) for k in kdcs):
         problems.append(Problem(f"{path}.kdcs", f"must be a non-empty list of host[:port], got {kdcs!r}"))
@@ -171,8 +187,9 @@ def _oauthbearer_problems(oauth: dict[str, Any], path: str) -> list[Problem]:
     problems += [Problem(f"{path}.{k}", "required key is missing") for k in sorted(OAUTH_REQUIRED - set(oauth))]
     endpoint = oauth.get("token_endpoint")
     if endpoint is not None and not (isinstance(endpoint, str) and _URL_RE.fullmatch(endpoint)):
-        problems.append(Problem(f"{path}.token_endpoint",
-                                f"must be the OIDC provider's token URL (https://...), got {endpoint!r}"))  # fmt: skip
+        problems.append(
+            Problem(f"{path}.token_endpoint", f"must be the OIDC provider's token URL (https://...), got {endpoint!r}")
+        )
     if "client_id" in oauth:
         problems += _text_problem(oauth["client_id"], f"{path}.client_id", "the OIDC client id (a non-empty string)")
     if "client_secret" in oauth:
@@ -180,8 +197,9 @@ def _oauthbearer_problems(oauth: dict[str, Any], path: str) -> list[Problem]:
     if "scope" in oauth:
         problems += _text_problem(oauth["scope"], f"{path}.scope", "the scopes to ask for, space-separated")
     if "principal" in oauth:
-        problems += _text_problem(oauth["principal"], f"{path}.principal",
-                                  "the token's subject the brokers see (sub claim)")  # fmt: skip
+        problems += _text_problem(
+            oauth["principal"], f"{path}.principal", "the token's subject the brokers see (sub claim)"
+        )
     extensions = oauth.get("extensions", {})
     if not isinstance(extensions, dict):
         problems.append(Problem(f"{path}.extensions", f"must be a mapping of name: value, got {extensions!r}"))
@@ -241,9 +259,14 @@ def security_problems(raw: Any, path: str) -> list[Problem]:
         problems.append(
             Problem(f"{path}.protocol", f"must be one of {', '.join(PROTOCOLS)}, got {raw['protocol']!r}{hint}")
         )
-    checks = {"tls": _tls_problems, "kerberos": _kerberos_problems, "scram": _scram_problems,
-              "plain": _plain_problems, "oauthbearer": _oauthbearer_problems,
-              "msk_iam": msk_iam_problems}  # fmt: skip
+    checks = {
+        "tls": _tls_problems,
+        "kerberos": _kerberos_problems,
+        "scram": _scram_problems,
+        "plain": _plain_problems,
+        "oauthbearer": _oauthbearer_problems,
+        "msk_iam": msk_iam_problems,
+    }
     for name, check in checks.items():
         if name in raw:
             shape = _mapping(raw[name], f"{path}.{name}")
@@ -298,12 +321,22 @@ def client_config(security: Mapping[str, Any] | None) -> dict[str, str]:
         config.update(_kerberos_config(security["kerberos"]))
     if "scram" in security:
         scram = security["scram"]
-        config.update({"sasl.mechanisms": scram["mechanism"], "sasl.username": scram["username"],
-                       "sasl.password": ref_value(scram["password"])})  # fmt: skip
+        config.update(
+            {
+                "sasl.mechanisms": scram["mechanism"],
+                "sasl.username": scram["username"],
+                "sasl.password": ref_value(scram["password"]),
+            }
+        )
     if "plain" in security:
         plain = security["plain"]
-        config.update({"sasl.mechanisms": "PLAIN", "sasl.username": plain["username"],
-                       "sasl.password": ref_value(plain["password"])})  # fmt: skip
+        config.update(
+            {
+                "sasl.mechanisms": "PLAIN",
+                "sasl.username": plain["username"],
+                "sasl.password": ref_value(plain["password"]),
+            }
+        )
     if "oauthbearer" in security:
         config.update(oauthbearer_config(security["oauthbearer"]))
     if "msk_iam" in security:

@@ -178,8 +178,7 @@ def jvm_options(krb5_conf_path: str, jaas_path: str | None = None) -> list[str]:
 
 def jvm_client_properties(protocol: str = "SASL_PLAINTEXT", service_name: str = "kafka") -> str:
     """client.properties lines matching the JAAS section (for kafka-console-* and kafka-acls)."""
-    return (f"security.protocol={protocol}\nsasl.mechanism=GSSAPI\n"
-            f"sasl.kerberos.service.name={service_name}\n")  # fmt: skip
+    return f"security.protocol={protocol}\nsasl.mechanism=GSSAPI\nsasl.kerberos.service.name={service_name}\n"
 
 
 def create_keytab(

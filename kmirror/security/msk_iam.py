@@ -74,8 +74,9 @@ def msk_iam_problems(msk: dict[str, Any], path: str) -> list[Problem]:
         problems.append(Problem(f"{path}.region", f"must be an AWS region such as eu-west-1, got {region!r}"))
     role = msk.get("role_arn")
     if role is not None and not (isinstance(role, str) and ROLE_ARN_RE.fullmatch(role)):
-        problems.append(Problem(f"{path}.role_arn",
-                                f"must be an IAM role ARN (arn:aws:iam::ACCOUNT:role/NAME), got {role!r}"))  # fmt: skip
+        problems.append(
+            Problem(f"{path}.role_arn", f"must be an IAM role ARN (arn:aws:iam::ACCOUNT:role/NAME), got {role!r}")
+        )
     profile = msk.get("profile")
     if profile is not None and not (isinstance(profile, str) and profile.strip() and profile.isprintable()):
         problems.append(Problem(f"{path}.profile", f"must be the name of an AWS profile, got {profile!r}"))
@@ -87,8 +88,12 @@ def msk_iam_problems(msk: dict[str, Any], path: str) -> list[Problem]:
     if cluster is not None:
         match = CLUSTER_ARN_RE.fullmatch(cluster) if isinstance(cluster, str) else None
         if match is None:
-            problems.append(Problem(f"{path}.cluster_arn", "must be an MSK cluster ARN "
-                                    f"(arn:aws:kafka:REGION:ACCOUNT:cluster/NAME/UUID), got {cluster!r}"))  # fmt: skip
+            problems.append(
+                Problem(
+                    f"{path}.cluster_arn",
+                    f"must be an MSK cluster ARN (arn:aws:kafka:REGION:ACCOUNT:cluster/NAME/UUID), got {cluster!r}",
+                )
+            )
         elif isinstance(region, str) and match.group(2) != region:
             wrong = f"is in region {match.group(2)!r} but region is {region!r}; make them agree"
             problems.append(Problem(f"{path}.cluster_arn", wrong))
@@ -129,8 +134,11 @@ def msk_iam_config_problems(config: Mapping[str, Any], path: str) -> list[Proble
         wrong = f"MSK IAM tokens travel over OAUTHBEARER, got {mechanism!r}; set it to OAUTHBEARER"
         problems.append(Problem(f"{path}.sasl.mechanisms", wrong))
     if "sasl.oauthbearer.method" in config:
-        problems.append(Problem(f"{path}.sasl.oauthbearer.method",
-                                "MSK IAM makes its own tokens; remove sasl.oauthbearer.method (oidc)"))  # fmt: skip
+        problems.append(
+            Problem(
+                f"{path}.sasl.oauthbearer.method", "MSK IAM makes its own tokens; remove sasl.oauthbearer.method (oidc)"
+            )
+        )
     return problems
 
 
@@ -144,8 +152,10 @@ def _base(config: Mapping[str, Any]) -> tuple[str, str]:
     if cluster:
         match = CLUSTER_ARN_RE.fullmatch(str(cluster))
         if match is None:
-            raise KmirrorError(f"{CLUSTER_ARN_PROPERTY}: {cluster!r} is not an MSK cluster ARN "
-                               "(arn:aws:kafka:REGION:ACCOUNT:cluster/NAME/UUID)")  # fmt: skip
+            raise KmirrorError(
+                f"{CLUSTER_ARN_PROPERTY}: {cluster!r} is not an MSK cluster ARN "
+                "(arn:aws:kafka:REGION:ACCOUNT:cluster/NAME/UUID)"
+            )
         partition, region, account, name, uuid = match.groups()
         return f"arn:{partition}:kafka:{region}:{account}", f"{name}/{uuid}"
     region = config.get(REGION_PROPERTY)
@@ -172,8 +182,10 @@ def grant_actions(grant: Any) -> list[str]:
     for operation in grant.operations:
         found = ACTIONS.get((grant.resource_type, operation))
         if found is None:
-            raise KmirrorError(f"grant {grant.name!r}: {grant.resource_type} {operation} has no MSK IAM action; "
-                               "extend kmirror.security.msk_iam.ACTIONS")  # fmt: skip
+            raise KmirrorError(
+                f"grant {grant.name!r}: {grant.resource_type} {operation} has no MSK IAM action; "
+                "extend kmirror.security.msk_iam.ACTIONS"
+            )
         actions.update(found)
     return sorted(f"kafka-cluster:{a}" for a in actions)
 
@@ -186,12 +198,18 @@ def grant_statement(config: Mapping[str, Any], grant: Any) -> dict[str, Any]:
 def iam_policy(config: Mapping[str, Any], grants: Iterable[Any]) -> dict[str, Any]:
     """The IAM policy document of one cluster: Connect (and DescribeCluster) on the cluster, then
     one statement per grant, in the grants' order."""
-    connect = {"Effect": "Allow", "Action": ["kafka-cluster:Connect", "kafka-cluster:DescribeCluster"],
-               "Resource": [f"{_base(config)[0]}:cluster/{_base(config)[1]}"]}  # fmt: skip
+    connect = {
+        "Effect": "Allow",
+        "Action": ["kafka-cluster:Connect", "kafka-cluster:DescribeCluster"],
+        "Resource": [f"{_base(config)[0]}:cluster/{_base(config)[1]}"],
+    }
     return {"Version": "2012-10-17", "Statement": [connect, *(grant_statement(config, g) for g in grants)]}
 
 
 def mirror_iam_policies(configs: Mapping[str, Mapping[str, Any]], grants: Sequence[Any]) -> dict[str, dict[str, Any]]:
     """side -> IAM policy, for each side ("source", "target") whose config uses MSK IAM."""
-    return {side: iam_policy(config, [g for g in grants if g.side == side])
-            for side, config in configs.items() if is_msk_iam(config)}  # fmt: skip
+    return {
+        side: iam_policy(config, [g for g in grants if g.side == side])
+        for side, config in configs.items()
+        if is_msk_iam(config)
+    }

@@ -97,8 +97,10 @@ def client_override_problems(overrides: Mapping[str, Any], path: str, role: str 
     properties, literal secrets, references outside secret properties, what librdkafka would
     refuse, and (producer) unsafe settings. `role` defaults to the last part of `path`
     (`topologies[0].producer` -> producer), as every caller names the map by its key."""
-    literal = ("a literal secret is not allowed in overrides (kmirror plan, diffs and flow specs print "
-               f"them); {SECURITY_FIX}, or write a reference such as ${{env:VAR}} or ${{file:/abs/path}}")  # fmt: skip
+    literal = (
+        "a literal secret is not allowed in overrides (kmirror plan, diffs and flow specs print "
+        f"them); {SECURITY_FIX}, or write a reference such as ${{env:VAR}} or ${{file:/abs/path}}"
+    )
     role = role or _role_of(path)
     problems = []
     for name, value in overrides.items():
@@ -138,8 +140,10 @@ def _value_problems(name: str, value: Any, path: str, literal_secret_message: st
 def cluster_config_problems(config: Mapping[str, Any], path: str, allowed_code: Mapping[str, str]) -> list[Problem]:
     """Problems of a flow spec's `source.config` / `target.config` (written by the planner, which
     puts only references and the `allowed_code` values there, e.g. its own kinit command)."""
-    literal = (f"a literal secret is not allowed in a flow spec; {SECURITY_FIX} and plan again, "
-               "or write a reference such as ${env:VAR} or ${file:/abs/path}")  # fmt: skip
+    literal = (
+        f"a literal secret is not allowed in a flow spec; {SECURITY_FIX} and plan again, "
+        "or write a reference such as ${env:VAR} or ${file:/abs/path}"
+    )
     problems = []
     for name, value in config.items():
         name = str(name)

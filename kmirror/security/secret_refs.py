@@ -32,8 +32,13 @@ SECRETS_ROOT = "/etc/kmirror/secrets"
 PULUMI_CONFIG_SECRET_KEY = "value"
 REF_KINDS = ("file", "env", "k8s_secret", "aws_secret", "pulumi_config")
 REF_HINT = "{env: VAR}, {file: PATH}, {k8s_secret: NAME, key: KEY} or {pulumi_config: KEY}"
-_REF_KEYS = {"file": {"file"}, "env": {"env"}, "k8s_secret": {"k8s_secret", "key"},
-             "aws_secret": {"aws_secret", "key"}, "pulumi_config": {"pulumi_config"}}  # fmt: skip
+_REF_KEYS = {
+    "file": {"file"},
+    "env": {"env"},
+    "k8s_secret": {"k8s_secret", "key"},
+    "aws_secret": {"aws_secret", "key"},
+    "pulumi_config": {"pulumi_config"},
+}
 _ENV_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _DNS_RE = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 _SECRET_KEY_RE = re.compile(r"^[-._a-zA-Z0-9]+$")

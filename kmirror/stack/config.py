@@ -106,8 +106,14 @@ def _message(error: Any, root: type[BaseModel]) -> str:
         bounds = f">= {ctx['ge']}" if "ge" in ctx else f"<= {ctx['le']}"
         return bound_message(bounds, value)
     if kind in ("int_type", "bool_type", "string_type", "list_type", "dict_type", "model_type"):
-        wanted = {"int": "an integer", "bool": "true or false", "string": "a string", "list": "a list",
-                  "dict": "a mapping", "model": "a mapping"}[kind.split("_")[0]]  # fmt: skip
+        wanted = {
+            "int": "an integer",
+            "bool": "true or false",
+            "string": "a string",
+            "list": "a list",
+            "dict": "a mapping",
+            "model": "a mapping",
+        }[kind.split("_")[0]]
         return f"must be {wanted}, got {value!r}"
     if kind == "literal_error":
         return f"must be one of {ctx.get('expected')}, got {value!r}"
@@ -142,31 +148,52 @@ def _eks_rules(spark: Mapping[str, Any], path: str) -> list[Problem]:
         )
     root, pvc = spark.get("checkpoint_root"), spark.get("checkpoint_pvc")
     if root is None and pvc is None:
-        problems.append(Problem(f"{path}.checkpoint_root",
-                                "required (e.g. s3a://BUCKET/checkpoints) unless checkpoint_pvc is set"))  # fmt: skip
+        problems.append(
+            Problem(f"{path}.checkpoint_root", "required (e.g. s3a://BUCKET/checkpoints) unless checkpoint_pvc is set")
+        )
     elif isinstance(root, str) and root.startswith("/") and not root.startswith(CHECKPOINT_MOUNT):
         # A path inside the pod is lost with the pod: the mirror would restart from starting_offsets.
-        problems.append(Problem(f"{path}.checkpoint_root", f"{root!r} is not durable on Kubernetes; use "
-                                f"s3a://BUCKET/PREFIX or checkpoint_pvc (mounted at {CHECKPOINT_MOUNT})"))  # fmt: skip
+        problems.append(
+            Problem(
+                f"{path}.checkpoint_root",
+                f"{root!r} is not durable on Kubernetes; use "
+                f"s3a://BUCKET/PREFIX or checkpoint_pvc (mounted at {CHECKPOINT_MOUNT})",
+            )
+        )
     if isinstance(pvc, dict):
         mode = pvc.get("access_mode", RWX)
         if mode != RWX:
-            problems.append(Problem(f"{path}.checkpoint_pvc.access_mode", f"{mode!r} refused: the driver and every "
-                                    "executor of every flow mount the claim, on different nodes; a ReadWriteOnce "
-                                    "volume (EBS) attaches to one node and the other pods fail with Multi-Attach "
-                                    "errors. Use ReadWriteMany with an RWX class (EFS: efs-sc) or checkpoint_root: "
-                                    "s3a://BUCKET/PREFIX"))  # fmt: skip
+            problems.append(
+                Problem(
+                    f"{path}.checkpoint_pvc.access_mode",
+                    f"{mode!r} refused: the driver and every "
+                    "executor of every flow mount the claim, on different nodes; a ReadWriteOnce "
+                    "volume (EBS) attaches to one node and the other pods fail with Multi-Attach "
+                    "errors. Use ReadWriteMany with an RWX class (EFS: efs-sc) or checkpoint_root: "
+                    "s3a://BUCKET/PREFIX",
+                )
+            )
         if not pvc.get("storage_class"):
-            problems.append(Problem(f"{path}.checkpoint_pvc.storage_class", "required: a ReadWriteMany storage "
-                                    "class (the cluster's default class is usually ReadWriteOnce EBS)"))  # fmt: skip
+            problems.append(
+                Problem(
+                    f"{path}.checkpoint_pvc.storage_class",
+                    "required: a ReadWriteMany storage "
+                    "class (the cluster's default class is usually ReadWriteOnce EBS)",
+                )
+            )
     monitoring: dict[str, Any] = spark["monitoring"] if isinstance(spark.get("monitoring"), dict) else {}
     wanted = [k for k in ("pod_monitor", "prometheus_rule") if monitoring.get(k) is True]  # else: a type error
     if wanted and not monitoring.get("prometheus"):
         # PodMonitors and rules nobody evaluates page nobody: the operator's CRDs alone are not monitoring.
-        problems.append(Problem(f"{path}.monitoring.prometheus", f"required with {' and '.join(wanted)}: the "
-                                "NAMESPACE/NAME of the Prometheus that selects them (with Alertmanager and "
-                                "kube-state-metrics, e.g. kube-prometheus-stack's monitoring/kube-prometheus-stack-"
-                                "prometheus); a cluster without one: install it first, or turn these off"))  # fmt: skip
+        problems.append(
+            Problem(
+                f"{path}.monitoring.prometheus",
+                f"required with {' and '.join(wanted)}: the "
+                "NAMESPACE/NAME of the Prometheus that selects them (with Alertmanager and "
+                "kube-state-metrics, e.g. kube-prometheus-stack's monitoring/kube-prometheus-stack-"
+                "prometheus); a cluster without one: install it first, or turn these off",
+            )
+        )
     cluster: dict[str, Any] = spark["cluster"] if isinstance(spark.get("cluster"), dict) else {}
     if cluster.get("create"):
         for key in ("subnet_ids", "vpc_id"):
@@ -179,14 +206,24 @@ def _eks_rules(spark: Mapping[str, Any], path: str) -> list[Problem]:
         problems += _first_up_problems(spark, cluster, path)
     else:
         if spark.get("irsa_policy_arns"):
-            problems.append(Problem(f"{path}.irsa_policy_arns", "only used for the IRSA role a created "
-                                    "cluster's stack makes (cluster.create: true); attach them to irsa_role_arn "
-                                    "instead"))  # fmt: skip
+            problems.append(
+                Problem(
+                    f"{path}.irsa_policy_arns",
+                    "only used for the IRSA role a created "
+                    "cluster's stack makes (cluster.create: true); attach them to irsa_role_arn "
+                    "instead",
+                )
+            )
         kube = spark.get("kubeconfig")
         if not isinstance(kube, dict) or not (kube.get("config") or kube.get("file")):
-            problems.append(Problem(f"{path}.kubeconfig", "required for an existing cluster: {config: SECRET_KEY} "
-                                    "(pulumi config set --secret SECRET_KEY \"$(cat kubeconfig)\") or {file: PATH, "
-                                    "context: NAME}; the ambient kubeconfig is never used"))  # fmt: skip
+            problems.append(
+                Problem(
+                    f"{path}.kubeconfig",
+                    "required for an existing cluster: {config: SECRET_KEY} "
+                    '(pulumi config set --secret SECRET_KEY "$(cat kubeconfig)") or {file: PATH, '
+                    "context: NAME}; the ambient kubeconfig is never used",
+                )
+            )
         elif kube.get("config") and kube.get("file"):
             problems.append(Problem(f"{path}.kubeconfig", "give either config or file, not both"))
     return problems
@@ -198,22 +235,38 @@ def _first_up_problems(spark: Mapping[str, Any], cluster: Mapping[str, Any], pat
     if not cluster.get("endpoint_public_access") and not cluster.get("deploy_from_vpc"):
         # Pulumi's Kubernetes provider talks to the new API endpoint in the same run: from a hosted
         # runner a private-only endpoint times out after the cluster exists, half-applied.
-        problems.append(Problem(f"{path}.cluster.endpoint_public_access", "false (private API endpoint) but nothing "
-                                "says the deploying runner can reach it: set cluster.deploy_from_vpc: true when "
-                                "`pulumi up` runs inside the VPC (self-hosted runner, VPN), or endpoint_public_access: "
-                                "true with public_access_cidrs: [the runners' egress CIDRs]"))  # fmt: skip
-    if cluster.get("deploy_from_vpc") and not (cluster.get("runner_security_group_id")
-                                               or cluster.get("runner_cidr_blocks")):  # fmt: skip
+        problems.append(
+            Problem(
+                f"{path}.cluster.endpoint_public_access",
+                "false (private API endpoint) but nothing "
+                "says the deploying runner can reach it: set cluster.deploy_from_vpc: true when "
+                "`pulumi up` runs inside the VPC (self-hosted runner, VPN), or endpoint_public_access: "
+                "true with public_access_cidrs: [the runners' egress CIDRs]",
+            )
+        )
+    if cluster.get("deploy_from_vpc") and not (
+        cluster.get("runner_security_group_id") or cluster.get("runner_cidr_blocks")
+    ):
         # pulumi-eks admits only its nodes to the endpoint: inside the VPC the runner still times out.
-        problems.append(Problem(f"{path}.cluster.deploy_from_vpc", "true but the runner is not admitted to the "
-                                "private API endpoint (pulumi-eks opens 443 to the nodes only): set "
-                                "cluster.runner_security_group_id (the self-hosted runner's security group) or "
-                                "cluster.runner_cidr_blocks (its subnets)"))  # fmt: skip
+        problems.append(
+            Problem(
+                f"{path}.cluster.deploy_from_vpc",
+                "true but the runner is not admitted to the "
+                "private API endpoint (pulumi-eks opens 443 to the nodes only): set "
+                "cluster.runner_security_group_id (the self-hosted runner's security group) or "
+                "cluster.runner_cidr_blocks (its subnets)",
+            )
+        )
     if spark.get("irsa_role_arn"):
         # A role made before this run cannot trust the OIDC provider this run creates: pods get no AWS credentials.
-        problems.append(Problem(f"{path}.irsa_role_arn", f"{spark['irsa_role_arn']!r} cannot trust the OIDC provider "
-                                "of a cluster this stack creates; remove it: the stack then creates the IRSA role "
-                                "(S3 access to checkpoint_root, plus irsa_policy_arns)"))  # fmt: skip
+        problems.append(
+            Problem(
+                f"{path}.irsa_role_arn",
+                f"{spark['irsa_role_arn']!r} cannot trust the OIDC provider "
+                "of a cluster this stack creates; remove it: the stack then creates the IRSA role "
+                "(S3 access to checkpoint_root, plus irsa_policy_arns)",
+            )
+        )
     return problems
 
 
@@ -234,18 +287,25 @@ def _emr_rules(spark: Mapping[str, Any], path: str) -> list[Problem]:
             problems.append(Problem(f"{path}.vpc_id", "required with prometheus: the metrics security group's VPC"))
     if spark.get("protect", True) and spark.get("alarms", True) and not spark.get("alarm_actions"):
         # A production (protected) cluster whose alarms notify nobody pages nobody on day one.
-        problems.append(Problem(f"{path}.alarm_actions", "required for a production stack (protect: true): the SNS "
-                                "topic ARNs the CloudWatch alarms and the step FAILED/CANCELLED rule notify, e.g. "
-                                "[arn:aws:sns:REGION:ACCOUNT:kafka-mirror-oncall]; or protect: false for a test "
-                                "stack"))  # fmt: skip
+        problems.append(
+            Problem(
+                f"{path}.alarm_actions",
+                "required for a production stack (protect: true): the SNS "
+                "topic ARNs the CloudWatch alarms and the step FAILED/CANCELLED rule notify, e.g. "
+                "[arn:aws:sns:REGION:ACCOUNT:kafka-mirror-oncall]; or protect: false for a test "
+                "stack",
+            )
+        )
     window = spark.get("secret_recovery_window_days")
     if isinstance(window, int) and 0 < window < 7:
-        problems.append(Problem(f"{path}.secret_recovery_window_days",
-                                f"must be 0 (delete at once) or 7-30, got {window}"))  # fmt: skip
+        problems.append(
+            Problem(f"{path}.secret_recovery_window_days", f"must be 0 (delete at once) or 7-30, got {window}")
+        )
     prom = spark.get("prometheus")
     if isinstance(prom, dict) and not (prom.get("security_group_id") or prom.get("cidr_blocks")):
-        problems.append(Problem(f"{path}.prometheus",
-                                "give security_group_id or cidr_blocks of the Prometheus scrapers"))  # fmt: skip
+        problems.append(
+            Problem(f"{path}.prometheus", "give security_group_id or cidr_blocks of the Prometheus scrapers")
+        )
     return problems
 
 

@@ -42,8 +42,9 @@ class _Strict(BaseModel):
 
 class _Common(_Strict):
     check_prerequisites: bool = Field(
-        True, description="check what the platform team creates by hand before creating anything (docs/deploy.md); "
-        "false only for a test bed without AWS"
+        True,
+        description="check what the platform team creates by hand before creating anything (docs/deploy.md); "
+        "false only for a test bed without AWS",
     )
     checkpoint_root: str | None = Field(None, description="durable directory of the flows' checkpoints")
     executors: PositiveInt | None = Field(None, description="default executors per flow")
@@ -122,8 +123,9 @@ class MonitoringConfig(_Strict):
     dashboard: bool = Field(False, description="the Grafana dashboard as a ConfigMap (sidecar-loaded)")
     labels: dict[str, str] = Field(default_factory=dict, description="labels the Prometheus operator selects")
     prometheus: str | None = Field(
-        None, description="NAMESPACE/NAME of the Prometheus (operator) that scrapes the PodMonitors and evaluates "
-        "the rules, with an Alertmanager and kube-state-metrics; required with pod_monitor or prometheus_rule"
+        None,
+        description="NAMESPACE/NAME of the Prometheus (operator) that scrapes the PodMonitors and evaluates "
+        "the rules, with an Alertmanager and kube-state-metrics; required with pod_monitor or prometheus_rule",
     )
     install_crds: bool | None = Field(
         None, description="install the Prometheus operator's CRDs first (default: when the stack creates the cluster)"

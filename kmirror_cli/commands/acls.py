@@ -31,8 +31,12 @@ from kmirror_cli.flow_args import add_flow_arguments, load_flow
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("acls", help="Print the kafka-acls.sh commands one flow's mirror principal needs.")
     add_flow_arguments(parser)
-    parser.add_argument("--topic", action="append", default=[],
-                        help="a mirrored source topic (repeat; default: the topics the flow selects now)")  # fmt: skip
+    parser.add_argument(
+        "--topic",
+        action="append",
+        default=[],
+        help="a mirrored source topic (repeat; default: the topics the flow selects now)",
+    )
     parser.add_argument("--principal", help="the mirror's principal, e.g. User:mirrormaker")
     parser.add_argument("--source-command-config", help="kafka-acls --command-config file for the source")
     parser.add_argument("--target-command-config", help="kafka-acls --command-config file for the target")
@@ -45,8 +49,9 @@ def _selected_topics(spec: Any) -> list[str]:
     from kmirror_engine.clients.factory import admin_client
     from kmirror_engine.planning.discovery import TopicDiscovery
 
-    discovery = TopicDiscovery(admin_client(spec.source), spec.source, spec.topic_selection, spec.policy,
-                               spec.target.alias, 0)  # fmt: skip
+    discovery = TopicDiscovery(
+        admin_client(spec.source), spec.source, spec.topic_selection, spec.policy, spec.target.alias, 0
+    )
     return sorted(t.source_topic for t in discovery.topics().values())
 
 
@@ -62,8 +67,10 @@ def run(args: argparse.Namespace) -> int:
     policies = mirror_iam_policies(configs, grants)
     # the principal of the clusters that take Kafka ACLs (an MSK IAM side has none: its role is the identity)
     principal = args.principal or principal_hint(next((configs[s] for s in configs if s not in policies), {}))
-    sides = {"source": AclSide(spec.source.bootstrap_servers, args.source_command_config),
-             "target": AclSide(spec.target.bootstrap_servers, args.target_command_config)}  # fmt: skip
+    sides = {
+        "source": AclSide(spec.source.bootstrap_servers, args.source_command_config),
+        "target": AclSide(spec.target.bootstrap_servers, args.target_command_config),
+    }
     if args.format == "json":
         items: list[dict[str, Any]] = []
         for g in grants:

@@ -81,8 +81,14 @@ def fill_source(bootstrap: str, topics: tuple[DemoTopic, ...] = DEMO_TOPICS) -> 
     for topic in topics:
         for i in range(topic.records):
             value = json.dumps({"topic": topic.name, "n": i, "amount": i % 977}).encode()
-            producer.produce(topic.name, value, key=f"key-{i % 500}".encode(), partition=i % topic.partitions,
-                             headers=[("origin", b"kmirror-demo")], on_delivery=_collect(errors))  # fmt: skip
+            producer.produce(
+                topic.name,
+                value,
+                key=f"key-{i % 500}".encode(),
+                partition=i % topic.partitions,
+                headers=[("origin", b"kmirror-demo")],
+                on_delivery=_collect(errors),
+            )
             if i % 5_000 == 0:
                 producer.poll(0)
     _flush(producer, errors)
@@ -123,8 +129,12 @@ class TargetCounter:
     def __init__(self, bootstrap: str, topics: tuple[DemoTopic, ...]) -> None:
         from kmirror_engine.clients.factory import new_consumer
 
-        config = {"bootstrap.servers": bootstrap, "group.id": "kmirror-demo-counter", "enable.auto.commit": False,
-                  "topic.metadata.refresh.interval.ms": 1000}  # fmt: skip
+        config = {
+            "bootstrap.servers": bootstrap,
+            "group.id": "kmirror-demo-counter",
+            "enable.auto.commit": False,
+            "topic.metadata.refresh.interval.ms": 1000,
+        }
         self.consumer = new_consumer(config, role="demo-counter")
         self.topics = topics
         self.counts = {remote_name(t.name): 0 for t in topics}
@@ -171,8 +181,14 @@ def render(counter: TargetCounter, elapsed_s: float) -> Any:
     for t in counter.topics:
         mirrored = counter.counts[remote_name(t.name)]
         lag = t.records - mirrored if t.mirrored else 0
-        table.add_row(t.name, remote_name(t.name) if t.mirrored else "-", str(t.records), str(mirrored), str(lag),
-                      t.note or ("caught up" if lag == 0 else "mirroring"))  # fmt: skip
+        table.add_row(
+            t.name,
+            remote_name(t.name) if t.mirrored else "-",
+            str(t.records),
+            str(mirrored),
+            str(lag),
+            t.note or ("caught up" if lag == 0 else "mirroring"),
+        )
     return table
 
 
@@ -188,11 +204,19 @@ def verdict(counter: TargetCounter) -> list[str]:
 
 
 def _start_app(flow_path: Path, master: str, log_path: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
-           "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable)}  # fmt: skip
+    env = {
+        **os.environ,
+        "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
+        "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable),
+    }
     with log_path.open("wb") as log:
-        return subprocess.Popen([sys.executable, "-m", "spark_app", "--flow", str(flow_path), "--master", master],
-                                stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)  # fmt: skip
+        return subprocess.Popen(
+            [sys.executable, "-m", "spark_app", "--flow", str(flow_path), "--master", master],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
 
 
 def _stop_app(app: subprocess.Popen[bytes]) -> int:

@@ -55,9 +55,13 @@ def register(subparsers: Any) -> None:
     parser.add_argument("head", nargs="?", metavar="HEAD", help="topology file, plan JSON file or git:REF[:PATH]")
     parser.add_argument("--git-base", metavar="REF", help="compare the working tree's topology with REF")
     parser.add_argument("--topology", metavar="FILE", help=f"topology for --git-base (default {DEFAULT_TOPOLOGY})")
-    parser.add_argument("--format", choices=("markdown", "json", "text", "stack-order"), default="text",
-                        help="stack-order: a JSON list of every stack (stacks/Pulumi.*.yaml), each stack "
-                        "losing a moved flow before the one gaining it; the order CI runs `pulumi up` in")  # fmt: skip
+    parser.add_argument(
+        "--format",
+        choices=("markdown", "json", "text", "stack-order"),
+        default="text",
+        help="stack-order: a JSON list of every stack (stacks/Pulumi.*.yaml), each stack "
+        "losing a moved flow before the one gaining it; the order CI runs `pulumi up` in",
+    )
     parser.add_argument("--stacks-dir", default="stacks", help="where the stack configs are (stack-order)")
     parser.add_argument("--exit-code", action="store_true", help="exit 1 when changed, 0 when not (2: invalid input)")
     parser.add_argument("--topics-file", metavar="FILE", help="YAML/JSON {cluster: [topic names]}")

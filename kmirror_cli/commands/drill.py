@@ -74,21 +74,33 @@ class DrillReport:
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("drill", help="Fail over and back on a pair of clusters; report RPO and RTO.")
-    parser.add_argument("--broker", choices=BROKERS, default=None,
-                        help="local pair: kafka-4.1 if its jars are cached (make kafka-dists), else tansu")  # fmt: skip
+    parser.add_argument(
+        "--broker",
+        choices=BROKERS,
+        default=None,
+        help="local pair: kafka-4.1 if its jars are cached (make kafka-dists), else tansu",
+    )
     parser.add_argument("--partitions", type=int, default=3, help="local: partitions of the drill topic")
     parser.add_argument("--records", type=int, default=20, help="local: records per partition the mirror copies")
-    parser.add_argument("--at-risk", type=int, default=5,
-                        help="local: records per partition written after the last mirror pass")  # fmt: skip
-    parser.add_argument("--read-on-target", type=int, default=3,
-                        help="local: records per partition the group reads on B before failing back")  # fmt: skip
+    parser.add_argument(
+        "--at-risk", type=int, default=5, help="local: records per partition written after the last mirror pass"
+    )
+    parser.add_argument(
+        "--read-on-target",
+        type=int,
+        default=3,
+        help="local: records per partition the group reads on B before failing back",
+    )
     parser.add_argument(
         "--from-checkpoints",
         action="store_true",
         help="local: fail over without the 5 s source probe (`kmirror failover --from-checkpoints`)",
     )
-    parser.add_argument("--flow", help="dry drill against real clusters: the flow spec JSON, or a flow id "
-                        "('a->b') with --topology or --stack (nothing is stopped)")  # fmt: skip
+    parser.add_argument(
+        "--flow",
+        help="dry drill against real clusters: the flow spec JSON, or a flow id "
+        "('a->b') with --topology or --stack (nothing is stopped)",
+    )
     parser.add_argument("--topology", metavar="FILE", help="dry drill: the topology file (--flow is a flow id)")
     parser.add_argument("--stack", metavar="NAME", help="dry drill: stack NAME's topology and datacenter")
     parser.add_argument("--group", help="dry drill: the consumer group to plan for")
@@ -99,8 +111,10 @@ def register(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     if args.flow is None and (args.topology or args.stack):
         given = "--topology" if args.topology else "--stack"
-        raise ValidationError([Problem("--flow", f"required with {given} (the flow id to drill, e.g. 'a->b'); "
-                                       "add --flow ID --group G")], "kmirror drill")  # fmt: skip
+        raise ValidationError(
+            [Problem("--flow", f"required with {given} (the flow id to drill, e.g. 'a->b'); add --flow ID --group G")],
+            "kmirror drill",
+        )
     if (args.flow is None) != (args.group is None):
         given, missing = ("--flow", "--group") if args.flow else ("--group", "--flow")
         raise ValidationError([Problem(missing, f"required with {given} (a dry drill needs both)")], "kmirror drill")
@@ -190,13 +204,19 @@ def check_sizes(args: argparse.Namespace) -> None:
     if not 1 <= args.partitions <= 50:
         problems.append(Problem("--partitions", f"between 1 and 50, got {args.partitions}"))
     if args.records < 2 * args.partitions + 2:
-        problems.append(Problem("--records", f"at least 2 x partitions + 2 ({2 * args.partitions + 2}), got "
-                                f"{args.records}: the group stands mid-way, one apart per partition"))  # fmt: skip
+        problems.append(
+            Problem(
+                "--records",
+                f"at least 2 x partitions + 2 ({2 * args.partitions + 2}), got "
+                f"{args.records}: the group stands mid-way, one apart per partition",
+            )
+        )
     if args.at_risk < 0:
         problems.append(Problem("--at-risk", f"0 or more, got {args.at_risk}"))
     if not 1 <= args.read_on_target <= args.records // 2:
-        problems.append(Problem("--read-on-target", f"between 1 and records/2 ({args.records // 2}), "
-                                f"got {args.read_on_target}"))  # fmt: skip
+        problems.append(
+            Problem("--read-on-target", f"between 1 and records/2 ({args.records // 2}), got {args.read_on_target}")
+        )
     if problems:
         raise ValidationError(problems, "kmirror drill")
 
@@ -213,12 +233,17 @@ def group_at(records: int, partition: int) -> int:
 
 def flow_raw(source: str, target: str, workdir: Path) -> dict[str, Any]:
     return {
-        "id": f"{SOURCE_ALIAS}->{TARGET_ALIAS}", "checkpoint_location": str(workdir / "checkpoints"),
+        "id": f"{SOURCE_ALIAS}->{TARGET_ALIAS}",
+        "checkpoint_location": str(workdir / "checkpoints"),
         "source": {"alias": SOURCE_ALIAS, "bootstrap_servers": source},
         "target": {"alias": TARGET_ALIAS, "bootstrap_servers": target},
-        "topics": [TOPIC], "topics_exclude": [], "replication_policy": {"type": "default"},
-        "groups": [GROUP], "sync_group_offsets": False, "checkpoint_interval_ms": 3_600_000,
-    }  # fmt: skip
+        "topics": [TOPIC],
+        "topics_exclude": [],
+        "replication_policy": {"type": "default"},
+        "groups": [GROUP],
+        "sync_group_offsets": False,
+        "checkpoint_interval_ms": 3_600_000,
+    }
 
 
 def produce(bootstrap: str, topic: str, records: list[tuple[int, bytes | None, bytes]]) -> None:
@@ -231,8 +256,9 @@ def produce(bootstrap: str, topic: str, records: list[tuple[int, bytes | None, b
         if error is not None:
             errors.append(error)
 
-    producer = new_producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True},
-                            role="drill-producer")  # fmt: skip
+    producer = new_producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True}, role="drill-producer"
+    )
     for partition, key, data in records:
         producer.produce(topic, data, key=key, partition=partition, on_delivery=delivered)
     if producer.flush(60) or errors:
@@ -265,8 +291,9 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
 
     consumer = new_consumer({"bootstrap.servers": bootstrap}, role="drill-ends", group_id="kmirror-drill-ends")
     try:
-        return {p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1])
-                for p in range(partitions)}  # fmt: skip
+        return {
+            p: int(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]) for p in range(partitions)
+        }
     finally:
         consumer.close()
 
@@ -276,8 +303,9 @@ def commit_group(bootstrap: str, topic: str, offsets: dict[int, int]) -> None:
 
     from kmirror_engine.clients.factory import new_consumer
 
-    consumer = new_consumer({"bootstrap.servers": bootstrap}, role="drill-app", group_id=GROUP,
-                            **{"enable.auto.commit": False})  # fmt: skip
+    consumer = new_consumer(
+        {"bootstrap.servers": bootstrap}, role="drill-app", group_id=GROUP, **{"enable.auto.commit": False}
+    )
     try:
         consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in offsets.items()], asynchronous=False)
     finally:
@@ -321,8 +349,12 @@ def read_group(
 
     from kmirror_engine.clients.factory import new_consumer
 
-    consumer = new_consumer({"bootstrap.servers": bootstrap}, role="drill-app", group_id=GROUP,
-                            **{"enable.auto.commit": False, "auto.offset.reset": "latest"})  # fmt: skip
+    consumer = new_consumer(
+        {"bootstrap.servers": bootstrap},
+        role="drill-app",
+        group_id=GROUP,
+        **{"enable.auto.commit": False, "auto.offset.reset": "latest"},
+    )
     got: dict[int, list[Any]] = {p: [] for p in range(partitions)}
     first_at: float | None = None
     try:
@@ -335,8 +367,10 @@ def read_group(
                     got[msg.partition()].append((msg.offset(), msg.value()))
         short = {p: len(v) for p, v in got.items() if len(v) < want(p)}
         if short or first_at is None:
-            raise KmirrorError(f"group {GROUP} read too few records on {topic} within {READ_TIMEOUT_S:g} s: "
-                               f"{short} (partition: records); is the cluster serving?")  # fmt: skip
+            raise KmirrorError(
+                f"group {GROUP} read too few records on {topic} within {READ_TIMEOUT_S:g} s: "
+                f"{short} (partition: records); is the cluster serving?"
+            )
         reads = [TopicPartition(topic, p, v[-1][0] + 1) for p, v in got.items() if v]
         if reads:
             consumer.commit(offsets=reads, asynchronous=False)
@@ -411,15 +445,18 @@ def run_outage(pair: Pair, args: argparse.Namespace, report: DrillReport) -> Non
     with timed(report, "consumer resumes on B") as step:
         got, first_at = read_group(target.bootstrap_servers, args.partitions, REMOTE, lambda p: args.read_on_target)
         report.rto_s = round(first_at - decided, 2)
-        expected = {p: [(FOREIGN + at + i, value(p, at + i)) for i in range(args.read_on_target)]
-                    for p, at in pair.home.items()}  # fmt: skip
+        expected = {
+            p: [(FOREIGN + at + i, value(p, at + i)) for i in range(args.read_on_target)] for p, at in pair.home.items()
+        }
         detail = resume_detail("B", got, expected)
         check(step, got == expected, f"{detail}; committed {args.read_on_target} read(s) on B")
     fail_back(pair, report)
     with timed(report, "consumer resumes on A") as step:
         # the first record not read on B, then the rest: the mirrored ones, then the records at risk
-        unread = {p: [*range(at + args.read_on_target, args.records),
-                      *range(pair.mirrored[p], pair.ends[p] - pair.fences)] for p, at in pair.home.items()}  # fmt: skip
+        unread = {
+            p: [*range(at + args.read_on_target, args.records), *range(pair.mirrored[p], pair.ends[p] - pair.fences)]
+            for p, at in pair.home.items()
+        }
         got, _ = read_group(source.bootstrap_servers, args.partitions, TOPIC, lambda p: len(unread[p]))
         expected = {p: [(o, value(p, o)) for o in offsets] for p, offsets in unread.items()}
         check(step, got == expected, resume_detail("A", got, expected) + " (the records at risk included)")
@@ -440,16 +477,20 @@ def mirror_and_write_on(pair: Pair, args: argparse.Namespace, report: DrillRepor
         pair.mirrored = mirror_pass(load_flow_spec(str(pair.flow)), end_offsets(a, TOPIC, n))
         fence(kind, b, REMOTE, n)
         mirror_fences(kind, b)
-        step.detail = (f"{n} partition(s) x {args.records} records copied ({FOREIGN} of B's own first: offsets "
-                       f"shift); group {GROUP} committed on A at {pair.home}")  # fmt: skip
+        step.detail = (
+            f"{n} partition(s) x {args.records} records copied ({FOREIGN} of B's own first: offsets "
+            f"shift); group {GROUP} committed on A at {pair.home}"
+        )
     with timed(report, "write on A, unmirrored") as step:
         produce(a, TOPIC, [(p, b"k", value(p, pair.mirrored[p] + i)) for p in range(n) for i in range(args.at_risk)])
         pair.fences = fence(kind, a, TOPIC, n)
         pair.ends = end_offsets(a, TOPIC, n)
         report.rpo_records = sum(pair.ends[p] - pair.mirrored[p] - pair.fences for p in range(n))
-        step.detail = (f"A ends at {pair.ends}; mirrored until {pair.mirrored}: {report.rpo_records} record(s) at "
-                       "risk, written after the mirror's last batch (so the target's records at risk, its last "
-                       "known lag, is a lower bound)")  # fmt: skip
+        step.detail = (
+            f"A ends at {pair.ends}; mirrored until {pair.mirrored}: {report.rpo_records} record(s) at "
+            "risk, written after the mirror's last batch (so the target's records at risk, its last "
+            "known lag, is a lower bound)"
+        )
 
 
 def fail_over(pair: Pair, args: argparse.Namespace, report: DrillReport) -> float:
@@ -463,8 +504,14 @@ def fail_over(pair: Pair, args: argparse.Namespace, report: DrillReport) -> floa
             step.detail = "A killed (SIGKILL), the clock starts: the decision"
     decided = time.monotonic()
     with timed(report, "failover") as step:
-        code, out = call_command(failover.run, flow=str(pair.flow), group=GROUP, dry_run=False,
-                                 from_checkpoints=args.from_checkpoints, allow_partial=False)  # fmt: skip
+        code, out = call_command(
+            failover.run,
+            flow=str(pair.flow),
+            group=GROUP,
+            dry_run=False,
+            from_checkpoints=args.from_checkpoints,
+            allow_partial=False,
+        )
         check(step, code == 0, f"kmirror failover --flow F --group {GROUP} -> exit {code}\n{out}")
         if code != 0:
             raise _Abort
@@ -531,8 +578,9 @@ def dry_drill(flow: str, group: str, topology: str | None = None, stack: str | N
         code, out = call_command(failover.run, dry_run=True, allow_partial=False, **common)
         check(step, code == 0, out)
     with contextlib.suppress(_Abort), timed(report, "failback --dry-run") as step:
-        code, out = call_command(failback.run, flow=flow, group=group, topology=topology, stack=stack, dry_run=True,
-                                 allow_partial=False)  # fmt: skip
+        code, out = call_command(
+            failback.run, flow=flow, group=group, topology=topology, stack=stack, dry_run=True, allow_partial=False
+        )
         never_moved = code != 0 and "nothing to fail back" in out  # no offsets on the target yet
         check(step, code == 0 or never_moved, out)
         if never_moved:
@@ -545,8 +593,10 @@ def describe_row(row: dict[str, Any]) -> str:
     """`orders[0]: 4 -> 7, checkpoint 6.2 s old, records at risk: 5` (a `translate` JSON row)."""
     age = "unknown age" if row["checkpoint_age_ms"] is None else f"{row['checkpoint_age_ms'] / 1000:.1f} s old"
     risk = "unknown" if row["records_at_risk"] is None else row["records_at_risk"]
-    return (f"{row['topic']}[{row['partition']}]: {row['upstream_offset']} -> {row['downstream_offset']}, "
-            f"checkpoint {age}, records at risk: {risk}")  # fmt: skip
+    return (
+        f"{row['topic']}[{row['partition']}]: {row['upstream_offset']} -> {row['downstream_offset']}, "
+        f"checkpoint {age}, records at risk: {risk}"
+    )
 
 
 def print_report(report: DrillReport) -> None:
@@ -565,8 +615,10 @@ def print_report(report: DrillReport) -> None:
     console.print(table)
     rpo = "unknown" if report.rpo_records is None else str(report.rpo_records)
     if report.dry:
-        line = (f"dry drill: RPO {rpo} record(s) at risk as the target knows it, plan {report.plan_s:.1f} s "
-                "(translate, failover --dry-run, failback --dry-run); nothing was stopped")  # fmt: skip
+        line = (
+            f"dry drill: RPO {rpo} record(s) at risk as the target knows it, plan {report.plan_s:.1f} s "
+            "(translate, failover --dry-run, failback --dry-run); nothing was stopped"
+        )
         console.print(line, markup=False)
     else:
         rto = "unknown" if report.rto_s is None else f"{report.rto_s:.1f}"

@@ -25,8 +25,9 @@ def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "failback", help="Move a stopped consumer group from the target back home to the source."
     )
-    add_group_move_arguments(parser, flow_help="the flow spec JSON file the group failed over along",
-                             partial_start="source's")  # fmt: skip
+    add_group_move_arguments(
+        parser, flow_help="the flow spec JSON file the group failed over along", partial_start="source's"
+    )
     parser.set_defaults(func=dispatch)
 
 
@@ -71,10 +72,22 @@ def run(args: argparse.Namespace) -> int:
         )
     source_admin = admin_client(spec.source)
     planned = {(m.source_topic, m.partition): m.upstream_offset for m in moves if m.upstream_offset is not None}
-    labelled = [(f"{m.remote_topic}[{m.partition}]@{m.downstream_offset}", (m.source_topic, m.partition))
-                for m in missing]  # fmt: skip
+    labelled = [
+        (f"{m.remote_topic}[{m.partition}]@{m.downstream_offset}", (m.source_topic, m.partition)) for m in missing
+    ]
     start_at_earliest(source_admin, home, labelled, f"{home}'s", planned)
-    lines = [f"{m.remote_topic}[{m.partition}]@{m.downstream_offset} -> {m.source_topic}[{m.partition}] "
-             f"{planned[(m.source_topic, m.partition)]}" for m in moves]  # fmt: skip
-    return move_group(source_admin, group, home, planned, to=f"home to {home}", dry_run=args.dry_run,
-                      active_note="group is ACTIVE there: a real run would refuse", plan_lines=lines)  # fmt: skip
+    lines = [
+        f"{m.remote_topic}[{m.partition}]@{m.downstream_offset} -> {m.source_topic}[{m.partition}] "
+        f"{planned[(m.source_topic, m.partition)]}"
+        for m in moves
+    ]
+    return move_group(
+        source_admin,
+        group,
+        home,
+        planned,
+        to=f"home to {home}",
+        dry_run=args.dry_run,
+        active_note="group is ACTIVE there: a real run would refuse",
+        plan_lines=lines,
+    )

@@ -33,8 +33,11 @@ def register(subparsers: Any) -> None:
         "failover", help="Move a stopped consumer group to the target at translated offsets."
     )
     add_group_move_arguments(parser, flow_help="flow spec JSON file", partial_start="target's")
-    parser.add_argument("--from-checkpoints", action="store_true",
-                        help="the source is gone: use the target's checkpoints without trying the source")  # fmt: skip
+    parser.add_argument(
+        "--from-checkpoints",
+        action="store_true",
+        help="the source is gone: use the target's checkpoints without trying the source",
+    )
     parser.set_defaults(func=dispatch)
 
 
@@ -53,8 +56,10 @@ def dispatch(args: argparse.Namespace) -> int:
     why = None if args.from_checkpoints else source_reachable(spec.source)
     gone = args.from_checkpoints or why is not None
     if gone and not args.from_checkpoints:
-        print(f"source {spec.source.alias} unreachable ({why}); every group from the checkpoints on "
-              f"{spec.target.alias}", file=sys.stderr)  # fmt: skip
+        print(
+            f"source {spec.source.alias} unreachable ({why}); every group from the checkpoints on {spec.target.alias}",
+            file=sys.stderr,
+        )
     names = batch.checkpoint_summary(spec, [])[1] if gone else list_groups(admin_client(spec.source), spec.source.alias)
     where = f"{spec.target.alias}'s checkpoints" if gone else spec.source.alias
     groups = batch.chosen_groups(args.group or [], args.all_groups, batch.flow_groups(spec, names), where)
@@ -96,23 +101,35 @@ def refuse_active_group(admin: Any, group: str, cluster: str, doing: str) -> Non
 
 
 def start_at_earliest(
-    admin: Any, cluster: str, missing: Sequence[tuple[str, tuple[str, int]]], where: str,
+    admin: Any,
+    cluster: str,
+    missing: Sequence[tuple[str, tuple[str, int]]],
+    where: str,
     planned: dict[tuple[str, int], int],
-) -> None:  # fmt: skip
+) -> None:
     """`--allow-partial`: plan each untranslated partition (`label`, its (topic, partition) on
     `cluster`) at `cluster`'s earliest offset, so its consumers re-read rather than skip; says so
     per partition (`where`: whose offset, e.g. "the target's")."""
     earliest = earliest_offsets(admin, [key for _, key in missing], cluster)
     for label, (topic, partition) in missing:
         planned[(topic, partition)] = earliest[(topic, partition)]
-        print(f"partial: {label} has no translated offset; {topic}[{partition}] starts at {where} earliest "
-              f"offset {planned[(topic, partition)]} (re-read)")  # fmt: skip
+        print(
+            f"partial: {label} has no translated offset; {topic}[{partition}] starts at {where} earliest "
+            f"offset {planned[(topic, partition)]} (re-read)"
+        )
 
 
 def move_group(
-    admin: Any, group: str, cluster: str, planned: dict[tuple[str, int], int], *, to: str, dry_run: bool,
-    active_note: str, plan_lines: Sequence[str],
-) -> int:  # fmt: skip
+    admin: Any,
+    group: str,
+    cluster: str,
+    planned: dict[tuple[str, int], int],
+    *,
+    to: str,
+    dry_run: bool,
+    active_note: str,
+    plan_lines: Sequence[str],
+) -> int:
     """Write `planned` into `group` on `cluster` (forward only, refused while the group is active
     there: `sync_group`) and report each partition; `--dry-run` prints `plan_lines` instead,
     with `active_note` when a real run would be refused. `to`: "to east", "home to west"."""
@@ -190,9 +207,18 @@ def run(args: argparse.Namespace) -> int:
             "them first, or pass --allow-partial to start them at the target's earliest offset (re-read, not skip)"
         )
     target_admin = admin_client(spec.target)
-    labelled = [(f"{t.source_topic}[{t.partition}]@{t.upstream_offset}", (t.target_topic, t.partition))
-                for t in missing]  # fmt: skip
+    labelled = [
+        (f"{t.source_topic}[{t.partition}]@{t.upstream_offset}", (t.target_topic, t.partition)) for t in missing
+    ]
     start_at_earliest(target_admin, target, labelled, "the target's", planned)
     lines = [f"{topic}[{partition}] -> {offset}" for (topic, partition), offset in sorted(planned.items())]
-    return move_group(target_admin, group, target, planned, to=f"to {target}", dry_run=args.dry_run,
-                      active_note="target group is ACTIVE: a real run would refuse", plan_lines=lines)  # fmt: skip
+    return move_group(
+        target_admin,
+        group,
+        target,
+        planned,
+        to=f"to {target}",
+        dry_run=args.dry_run,
+        active_note="target group is ACTIVE: a real run would refuse",
+        plan_lines=lines,
+    )

@@ -44,8 +44,12 @@ def lag_rows(spec: FlowSpec) -> list[dict[str, Any]]:
     offsets = committed_offsets(admin, group, spec.source.alias)
     owners = describe_group(admin, group, spec.source.alias).owners
     source = new_consumer(spec.source, role="lag-source-reader", group_id=group, **{"enable.auto.commit": False})
-    target = new_consumer(spec.target, role="lag-target-reader", group_id=f"{group}-lag",
-                          **{"enable.auto.commit": False, "enable.partition.eof": True})  # fmt: skip
+    target = new_consumer(
+        spec.target,
+        role="lag-target-reader",
+        group_id=f"{group}-lag",
+        **{"enable.auto.commit": False, "enable.partition.eof": True},
+    )
     rows = []
     try:
         for (topic, partition), (offset, _metadata) in sorted(offsets.items()):
@@ -53,11 +57,19 @@ def lag_rows(spec: FlowSpec) -> list[dict[str, Any]]:
             remote = spec.policy.format_remote_topic(spec.source.alias, topic)
             last_ms = _last_timestamp_ms(target, remote, partition)
             delay_ms = None if last_ms is None else max(int(time.time() * 1000) - last_ms, 0)
-            rows.append({
-                "group": group, "topic": topic, "partition": partition, "offset": offset, "log_size": log_size,
-                "lag": max(log_size - offset, 0), "owner": owners.get((topic, partition), "none"),
-                "target_topic": remote, "delay_ms": delay_ms,
-            })  # fmt: skip
+            rows.append(
+                {
+                    "group": group,
+                    "topic": topic,
+                    "partition": partition,
+                    "offset": offset,
+                    "log_size": log_size,
+                    "lag": max(log_size - offset, 0),
+                    "owner": owners.get((topic, partition), "none"),
+                    "target_topic": remote,
+                    "delay_ms": delay_ms,
+                }
+            )
     finally:
         source.close()
         target.close()
@@ -95,8 +107,16 @@ def render(rows: list[dict[str, Any]], spec: FlowSpec) -> Any:
         table.add_column(column, justify="left" if column in ("Group", "Topic", "Owner") else "right")
     for r in rows:
         delay = "-" if r["delay_ms"] is None else str(r["delay_ms"])
-        table.add_row(r["group"], r["topic"], str(r["partition"]), str(r["offset"]), str(r["log_size"]),
-                      str(r["lag"]), r["owner"], delay)  # fmt: skip
+        table.add_row(
+            r["group"],
+            r["topic"],
+            str(r["partition"]),
+            str(r["offset"]),
+            str(r["log_size"]),
+            str(r["lag"]),
+            r["owner"],
+            delay,
+        )
     return table
 
 

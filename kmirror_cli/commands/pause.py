@@ -42,6 +42,9 @@ def run(args: argparse.Namespace) -> int:
     at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
     state = ControlState(args.control_state, by=user(), at=at, reason=args.reason)
     write_state(spec, state)
-    print(f"flow {spec.id}: {state.state} (by {state.by} at {state.at}"
-          + (f", reason: {state.reason}" if state.reason else "") + f"); control record written on {spec.target.alias}")
+    print(
+        f"flow {spec.id}: {state.state} (by {state.by} at {state.at}"
+        + (f", reason: {state.reason}" if state.reason else "")
+        + f"); control record written on {spec.target.alias}"
+    )
     return 0

@@ -35,10 +35,18 @@ from kmirror_cli.flow_args import add_flow_arguments, load_flow
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser("status", help="Is a flow running; lag, last copy and checkpoint age.")
     add_flow_arguments(parser)
-    parser.add_argument("--stale-after", type=float, default=60.0, metavar="S",
-                        help="a heartbeat older than S seconds means the flow is not running (default 60)")  # fmt: skip
-    parser.add_argument("--log", metavar="FILE",
-                        help="the driver's log (its stderr): adds its newest progress and control lines and problems")
+    parser.add_argument(
+        "--stale-after",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="a heartbeat older than S seconds means the flow is not running (default 60)",
+    )
+    parser.add_argument(
+        "--log",
+        metavar="FILE",
+        help="the driver's log (its stderr): adds its newest progress and control lines and problems",
+    )
     parser.add_argument("--format", choices=("text", "json"), default="text")
     parser.set_defaults(func=run)
 
@@ -73,20 +81,31 @@ def flow_status(spec: Any, stale_after_s: float, now_ms: int) -> dict[str, Any]:
     running = None
     if spec.option("emit_heartbeats"):
         running = heartbeat_age is not None and heartbeat_age <= stale_after_s * 1000
-    return {"flow": spec.id, "running": running, "heartbeat_age_ms": heartbeat_age,
-            "last_copy_age_ms": newest_age_ms(syncs, now_ms),
-            "newest_checkpoint_age_ms": newest_age_ms(checkpoints, now_ms),
-            "lag": dict(sorted(lag.items())), "lag_total": sum(lag.values()),
-            "paused": control is not None and control.paused,
-            "control": None if control is None else asdict(control)}  # fmt: skip
+    return {
+        "flow": spec.id,
+        "running": running,
+        "heartbeat_age_ms": heartbeat_age,
+        "last_copy_age_ms": newest_age_ms(syncs, now_ms),
+        "newest_checkpoint_age_ms": newest_age_ms(checkpoints, now_ms),
+        "lag": dict(sorted(lag.items())),
+        "lag_total": sum(lag.values()),
+        "paused": control is not None and control.paused,
+        "control": None if control is None else asdict(control),
+    }
 
 
 def run(args: argparse.Namespace) -> int:
     from kmirror.errors import Problem, ValidationError
 
     if args.stale_after <= 0:
-        raise ValidationError([Problem("--stale-after", f"{args.stale_after:g} is not a positive number of seconds; "
-                                       "give e.g. --stale-after 60")])  # fmt: skip
+        raise ValidationError(
+            [
+                Problem(
+                    "--stale-after",
+                    f"{args.stale_after:g} is not a positive number of seconds; give e.g. --stale-after 60",
+                )
+            ]
+        )
     spec = load_flow(args)
     status = flow_status(spec, args.stale_after, int(time.time() * 1000))
     if args.log is not None:
@@ -98,16 +117,21 @@ def run(args: argparse.Namespace) -> int:
         print(f"flow {spec.id}: {state}")
         if status["control"] is not None:
             c = status["control"]
-            print(f"  control: {c['state'].upper() if status['paused'] else c['state']} (by {c['by']} at {c['at']}"
-                  + (f", reason: {c['reason']}" if c["reason"] else "") + ")")
+            print(
+                f"  control: {c['state'].upper() if status['paused'] else c['state']} (by {c['by']} at {c['at']}"
+                + (f", reason: {c['reason']}" if c["reason"] else "")
+                + ")"
+            )
         for key in ("heartbeat_age_ms", "last_copy_age_ms", "newest_checkpoint_age_ms"):
             value, label = status[key], key.removesuffix("_ms").replace("_", " ")
             print(f"  {label}: {'none' if value is None else f'{value / 1000:.1f} s'}")
         print(f"  lag: {status['lag_total']} record(s)" + "".join(f"\n    {t}: {n}" for t, n in status["lag"].items()))
         if "log" in status:
             print(f"  last progress: {json.dumps(status['log']['last_progress'])}")
-            print(f"  problems in the log: {len(status['log']['problems'])}"
-                  + "".join(f"\n    {line}" for line in status["log"]["problems"]))
+            print(
+                f"  problems in the log: {len(status['log']['problems'])}"
+                + "".join(f"\n    {line}" for line in status["log"]["problems"])
+            )
     return 4 if status["paused"] else {True: 0, False: 1, None: 3}[status["running"]]
 
 
@@ -119,5 +143,12 @@ def _read_log(path: str, flow_id: str) -> dict[str, Any]:
         with open(path, encoding="utf-8", errors="replace") as log:
             return summarize(log, flow_id)
     except OSError as exc:
-        raise ValidationError([Problem("--log", f"cannot read {path!r}: {exc.strerror}; give the driver's log file "
-                                       "(its stderr), or leave --log out")]) from exc  # fmt: skip
+        raise ValidationError(
+            [
+                Problem(
+                    "--log",
+                    f"cannot read {path!r}: {exc.strerror}; give the driver's log file "
+                    "(its stderr), or leave --log out",
+                )
+            ]
+        ) from exc

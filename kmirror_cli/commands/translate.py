@@ -32,8 +32,11 @@ def register(subparsers: Any) -> None:
     add_flow_arguments(parser)
     parser.add_argument("--group", required=True, help="consumer group id on the source cluster")
     parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument("--from-checkpoints", action="store_true",
-                        help="read only the target's checkpoints (do not try the source first)")  # fmt: skip
+    parser.add_argument(
+        "--from-checkpoints",
+        action="store_true",
+        help="read only the target's checkpoints (do not try the source first)",
+    )
     parser.set_defaults(func=run)
 
 
@@ -50,8 +53,11 @@ def group_position(
         why = source_reachable(spec.source) if probed is False else probed
         if why is None:
             return translate_group(spec, group), None
-        print(f"source {spec.source.alias} unreachable after {SOURCE_PROBE_S:g} s ({why}); "
-              f"using the checkpoints on {spec.target.alias}", file=sys.stderr)  # fmt: skip
+        print(
+            f"source {spec.source.alias} unreachable after {SOURCE_PROBE_S:g} s ({why}); "
+            f"using the checkpoints on {spec.target.alias}",
+            file=sys.stderr,
+        )
     positions = group_from_checkpoints(spec, group)
     return [p.translation for p in positions], positions
 
@@ -73,11 +79,21 @@ def run(args: argparse.Namespace) -> int:
     done = [t for t in translations if t.downstream_offset is not None]
     for t in translations:
         if t.downstream_offset is None:
-            print(f"untranslatable: {t.source_topic}[{t.partition}]@{t.upstream_offset} is before every "
-                  "mirrored record of that partition", file=sys.stderr)  # fmt: skip
+            print(
+                f"untranslatable: {t.source_topic}[{t.partition}]@{t.upstream_offset} is before every "
+                "mirrored record of that partition",
+                file=sys.stderr,
+            )
     if args.format == "json":
-        rows = [{"topic": t.target_topic, "partition": t.partition, "upstream_offset": t.upstream_offset,
-                 "downstream_offset": t.downstream_offset} for t in done]  # fmt: skip
+        rows = [
+            {
+                "topic": t.target_topic,
+                "partition": t.partition,
+                "upstream_offset": t.upstream_offset,
+                "downstream_offset": t.downstream_offset,
+            }
+            for t in done
+        ]
         for row in rows if positions is not None else []:
             p = extra[(row["topic"], row["partition"])]
             row.update(checkpoint_age_ms=p.age_ms, records_at_risk=p.records_at_risk)
@@ -95,8 +111,10 @@ def run(args: argparse.Namespace) -> int:
         cells = [t.target_topic, str(t.partition), str(t.upstream_offset), str(t.downstream_offset)]
         if positions is not None:
             p = extra[(t.target_topic, t.partition)]
-            cells += ["unknown" if p.age_ms is None else f"{p.age_ms / 1000:.1f} s",
-                      "unknown" if p.records_at_risk is None else str(p.records_at_risk)]  # fmt: skip
+            cells += [
+                "unknown" if p.age_ms is None else f"{p.age_ms / 1000:.1f} s",
+                "unknown" if p.records_at_risk is None else str(p.records_at_risk),
+            ]
         table.add_row(*cells)
     Console().print(table)
     return 0

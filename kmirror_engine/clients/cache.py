@@ -219,8 +219,12 @@ class RenewingClient:
                 if self._client is None:
                     raise
                 # a secret file being replaced (rename, rewrite): the old credentials may still work
-                log.warning("%s: resolving its config failed, the current client is kept (retried in %.0f s): %s",
-                            self.role, recheck_s, exc)  # fmt: skip
+                log.warning(
+                    "%s: resolving its config failed, the current client is kept (retried in %.0f s): %s",
+                    self.role,
+                    recheck_s,
+                    exc,
+                )
                 self._checked = self.clock()
                 return self._client
             key = config_key(config)
@@ -229,8 +233,12 @@ class RenewingClient:
                 return self._client
             if self._client is not None:
                 if not self.retire(self._client):
-                    log.warning("%s: new credentials found, but the old client still holds records; "
-                                "kept until delivered or failed (retried in %.0f s)", self.role, recheck_s)  # fmt: skip
+                    log.warning(
+                        "%s: new credentials found, but the old client still holds records; "
+                        "kept until delivered or failed (retried in %.0f s)",
+                        self.role,
+                        recheck_s,
+                    )
                     return self._client
                 self.rebuilds += 1
                 log.info("%s: rebuilt with rotated credentials", self.role)

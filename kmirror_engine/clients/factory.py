@@ -291,8 +291,9 @@ def renewing_delivery_producer(
 ) -> DeliveryConfirmingProducer:
     """A `renewing_producer` whose records are confirmed or reported (`DeliveryConfirmingProducer`)."""
     producer = renewing_producer(target, role=role)
-    return DeliveryConfirmingProducer(producer, what=what, error=error, counted=counted, describe=describe,
-                                      on_delivered=on_delivered)  # fmt: skip
+    return DeliveryConfirmingProducer(
+        producer, what=what, error=error, counted=counted, describe=describe, on_delivered=on_delivered
+    )
 
 
 def renewing_consumer(resolve: Callable[[], Mapping[str, Any]], *, role: str) -> RenewingClient:
@@ -323,8 +324,15 @@ def probe_client(config: Mapping[str, Any]) -> Any:
 
 
 # Errors after which a client is rebuilt: the credentials or certificates it holds are refused.
-AUTH_ERRORS = frozenset({KafkaError._AUTHENTICATION, KafkaError._SSL, KafkaError.SASL_AUTHENTICATION_FAILED,
-                         KafkaError.ILLEGAL_SASL_STATE, KafkaError.UNSUPPORTED_SASL_MECHANISM})  # fmt: skip
+AUTH_ERRORS = frozenset(
+    {
+        KafkaError._AUTHENTICATION,
+        KafkaError._SSL,
+        KafkaError.SASL_AUTHENTICATION_FAILED,
+        KafkaError.ILLEGAL_SASL_STATE,
+        KafkaError.UNSUPPORTED_SASL_MECHANISM,
+    }
+)
 
 
 def is_auth_error(exc: BaseException) -> bool:
@@ -380,8 +388,9 @@ class RefreshingAdmin:
         from kmirror_engine.clients.group_offsets import group_offsets_futures
 
         def reader(group: str) -> Any:
-            return new_consumer(self.endpoint, role="group-offsets-reader", group_id=group,
-                                **{"enable.auto.commit": False})  # fmt: skip
+            return new_consumer(
+                self.endpoint, role="group-offsets-reader", group_id=group, **{"enable.auto.commit": False}
+            )
 
         return group_offsets_futures(reader, requests, request_timeout)  # each reader resolves the secrets anew
 

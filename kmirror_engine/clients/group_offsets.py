@@ -23,8 +23,12 @@ def all_partitions(consumer: Any, timeout_s: float) -> list[TopicPartition]:
     """Every partition of every topic on the cluster (what the admin API's "all the group
     committed" reads): a group's committed offsets can only be for partitions that exist."""
     metadata = consumer.list_topics(timeout=timeout_s)
-    return [TopicPartition(name, p) for name, topic in sorted(metadata.topics.items())
-            if topic.error is None for p in sorted(topic.partitions)]  # fmt: skip
+    return [
+        TopicPartition(name, p)
+        for name, topic in sorted(metadata.topics.items())
+        if topic.error is None
+        for p in sorted(topic.partitions)
+    ]
 
 
 def read_group_offsets(new_consumer: Any, request: Any, timeout_s: float = DEFAULT_TIMEOUT_S) -> Any:

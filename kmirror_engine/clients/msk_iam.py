@@ -41,8 +41,9 @@ def _signer(region: str, role_arn: str | None, profile: str | None) -> Signer:
     return lambda: provider.generate_auth_token(region)
 
 
-def token_callback(region: str, role_arn: str | None = None, profile: str | None = None,
-                   signer: Signer | None = None) -> Callable[[Any], tuple[str, float]]:  # fmt: skip
+def token_callback(
+    region: str, role_arn: str | None = None, profile: str | None = None, signer: Signer | None = None
+) -> Callable[[Any], tuple[str, float]]:
     """confluent-kafka's `oauth_cb`: `(token, expiry in seconds since the epoch)`.
 
     A credential failure raises KmirrorError naming the region and the credential source (never
@@ -56,9 +57,11 @@ def token_callback(region: str, role_arn: str | None = None, profile: str | None
         try:
             token, expiry_ms = sign()
         except Exception as exc:
-            raise KmirrorError(f"MSK IAM: no token for region {region} from {source}: "
-                               f"{type(exc).__name__}: {exc}; check the app's AWS credentials "
-                               "(IRSA service account, instance profile, AWS_PROFILE)") from exc  # fmt: skip
+            raise KmirrorError(
+                f"MSK IAM: no token for region {region} from {source}: "
+                f"{type(exc).__name__}: {exc}; check the app's AWS credentials "
+                "(IRSA service account, instance profile, AWS_PROFILE)"
+            ) from exc
         log.debug("MSK IAM token for %s from %s, expires at %d ms", region, source, expiry_ms)
         return token, expiry_ms / 1000.0
 
@@ -73,8 +76,10 @@ def with_msk_iam(config: Mapping[str, Any], signer: Signer | None = None) -> dic
     out = {name: value for name, value in config.items() if not name.startswith(PREFIX)}
     region = config.get(REGION_PROPERTY)
     if not region:
-        raise KmirrorError(f"{REGION_PROPERTY} is missing: MSK IAM signs its token for the cluster's region; "
-                           "set security.msk_iam.region")  # fmt: skip
+        raise KmirrorError(
+            f"{REGION_PROPERTY} is missing: MSK IAM signs its token for the cluster's region; "
+            "set security.msk_iam.region"
+        )
     out["oauth_cb"] = token_callback(str(region), config.get(ROLE_ARN_PROPERTY), config.get(PROFILE_PROPERTY), signer)
     out.setdefault("sasl.mechanisms", "OAUTHBEARER")
     return out

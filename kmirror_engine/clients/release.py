@@ -82,8 +82,11 @@ def _reap() -> None:
         clients.clear()
         gc.collect()
         released_off_thread += count
-        log.debug("%d Kafka client(s) (%s) released on a librdkafka thread destroyed on the reaper thread",
-                  count, ", ".join(kinds))  # fmt: skip
+        log.debug(
+            "%d Kafka client(s) (%s) released on a librdkafka thread destroyed on the reaper thread",
+            count,
+            ", ".join(kinds),
+        )
 
 
 _inherited: list[Any] = []  # a parent's queue in a forked child: never emptied there

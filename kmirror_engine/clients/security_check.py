@@ -35,8 +35,11 @@ GSSAPI_HOWTO = (
 )
 SSL_HOWTO = "install a confluent-kafka built with OpenSSL (the PyPI wheel has it: pip install confluent-kafka)"
 # an OIDC probe client needs these set; nothing is fetched from the placeholder (the client is dropped at once)
-_OIDC_PLACEHOLDERS = {"sasl.oauthbearer.client.id": "probe", "sasl.oauthbearer.client.secret": "probe",
-                      "sasl.oauthbearer.token.endpoint.url": "http://127.0.0.1:9/probe"}  # fmt: skip
+_OIDC_PLACEHOLDERS = {
+    "sasl.oauthbearer.client.id": "probe",
+    "sasl.oauthbearer.client.secret": "probe",
+    "sasl.oauthbearer.token.endpoint.url": "http://127.0.0.1:9/probe",
+}
 _VERIFY_FAILED = "certificate verify failed"
 _BROKER_URL = re.compile(r"\b(?:plaintext|ssl|sasl_plaintext|sasl_ssl)://\S*", re.IGNORECASE)
 
@@ -81,8 +84,10 @@ def _check_msk_iam(alias: str, config: Mapping[str, Any]) -> None:
     if problems:
         raise KmirrorError(f"cluster {alias!r}: " + "; ".join(f"{p.path}: {p.message}" for p in problems))
     if importlib.util.find_spec("aws_msk_iam_sasl_signer") is None:
-        raise KmirrorError(f"cluster {alias!r} uses MSK IAM, but aws-msk-iam-sasl-signer-python is not installed; "
-                           "pip install 'kafka-mirror[app]' (the app's image has it)")  # fmt: skip
+        raise KmirrorError(
+            f"cluster {alias!r} uses MSK IAM, but aws-msk-iam-sasl-signer-python is not installed; "
+            "pip install 'kafka-mirror[app]' (the app's image has it)"
+        )
 
 
 def check_client_support(alias: str, config: Mapping[str, Any]) -> None:

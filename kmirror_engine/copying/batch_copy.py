@@ -106,9 +106,15 @@ def fetch_request(positions: Sequence[tuple[str, int, int]], wide: Iterable[tupl
     per-partition limit is only served whole to the first partition (KIP-74), never cut."""
     wide = set(wide)
     ordered = sorted(positions, key=lambda p: (p[0], p[1]) not in wide)
-    return FetchCall([(topic, partition, offset, FETCH_MAX_BYTES if (topic, partition) in wide else
-                       PARTITION_FETCH_BYTES) for topic, partition, offset in ordered],
-                     FETCH_MAX_WAIT_MS, FETCH_MAX_BYTES, READ_COMMITTED)  # fmt: skip
+    return FetchCall(
+        [
+            (topic, partition, offset, FETCH_MAX_BYTES if (topic, partition) in wide else PARTITION_FETCH_BYTES)
+            for topic, partition, offset in ordered
+        ],
+        FETCH_MAX_WAIT_MS,
+        FETCH_MAX_BYTES,
+        READ_COMMITTED,
+    )
 
 
 class BatchRangeCopier:
@@ -120,10 +126,15 @@ class BatchRangeCopier:
     `close()` ends the connections and the fallback loop's clients."""
 
     def __init__(
-        self, source: BrokerLink, target: BrokerLink, fallback: Callable[[], Any],
-        limits: Mapping[str, int | None] | None = None, rules: Mapping[str, TargetRules] | None = None,
-        stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S, poll_timeout_s: float = 0.1,
-    ) -> None:  # fmt: skip
+        self,
+        source: BrokerLink,
+        target: BrokerLink,
+        fallback: Callable[[], Any],
+        limits: Mapping[str, int | None] | None = None,
+        rules: Mapping[str, TargetRules] | None = None,
+        stall_timeout_s: float = DEFAULT_STALL_TIMEOUT_S,
+        poll_timeout_s: float = 0.1,
+    ) -> None:
         self.source, self.target = source, target
         self.make_fallback = fallback
         self.limits = dict(limits or {})
@@ -167,8 +178,12 @@ class BatchRangeCopier:
         return copy_in_rounds(ranges, self._copy_round)
 
     def _copy_round(self, ranges: Sequence[CopyRange]) -> list[PartitionProgress]:
-        states = [RangeInFlight(r, self.rules.get(r.target_topic) or TargetRules(), self.limits.get(r.target_topic),
-                             r.start_offset) for r in ranges]  # fmt: skip
+        states = [
+            RangeInFlight(
+                r, self.rules.get(r.target_topic) or TargetRules(), self.limits.get(r.target_topic), r.start_offset
+            )
+            for r in ranges
+        ]
         active = [s for s in states if not s.done]
         self._errors = []
         if active:
@@ -193,8 +208,11 @@ class BatchRangeCopier:
             return
         if self._in_flight:
             return
-        log.info("batch copy: a new producer id after %d target partitions and %.0f h", len(self._sequences),
-                 (now - self._producer_since) / 3600)  # fmt: skip
+        log.info(
+            "batch copy: a new producer id after %d target partitions and %.0f h",
+            len(self._sequences),
+            (now - self._producer_since) / 3600,
+        )
         self._producer, self._sequences, self._producer_since = None, {}, now
         self.source.forget({s.rng.source_topic for s in active})
         self.target.forget({s.rng.target_topic for s in active})
@@ -236,8 +254,11 @@ class BatchRangeCopier:
             if moved or marks != [(s.position, s.records) for s in live]:
                 last_move = time.monotonic()
             elif time.monotonic() - last_move > self.stall_timeout_s:
-                stuck = ", ".join(f"{s.rng.source_topic}[{s.rng.partition}] at {s.position} end {s.rng.end_offset}"
-                                  for s in live if not s.done)  # fmt: skip
+                stuck = ", ".join(
+                    f"{s.rng.source_topic}[{s.rng.partition}] at {s.position} end {s.rng.end_offset}"
+                    for s in live
+                    if not s.done
+                )
                 raise CopyError(f"no progress for {self.stall_timeout_s:.0f} s before the planned end: {stuck}")
 
     # -- fetching ---------------------------------------------------------------------------
@@ -260,8 +281,9 @@ class BatchRangeCopier:
         for node, states in by_node.items():
             for s in states:
                 s.fetching = True
-            request = fetch_request([(s.rng.source_topic, s.rng.partition, s.position) for s in states],
-                                    [s.key for s in states if s.wide])  # fmt: skip
+            request = fetch_request(
+                [(s.rng.source_topic, s.rng.partition, s.position) for s in states], [s.key for s in states if s.wide]
+            )
             wanted = {s.key: s for s in states}
             self.source.send(request, node).add_both(self._guarded(self._fetched, wanted))
 
@@ -300,21 +322,26 @@ class BatchRangeCopier:
         except CopyError:
             raise
         except (BatchFormatError, IndexError, ValueError, struct.error) as exc:
-            raise CopyError(f"fetching {s.rng.source_topic}[{s.rng.partition}] at offset {s.position}: the "
-                            f"fetched record batches are malformed ({type(exc).__name__}: {exc or 'truncated'})"
-                            ) from exc  # fmt: skip
+            raise CopyError(
+                f"fetching {s.rng.source_topic}[{s.rng.partition}] at offset {s.position}: the "
+                f"fetched record batches are malformed ({type(exc).__name__}: {exc or 'truncated'})"
+            ) from exc
 
     def _take(self, s: RangeInFlight, part: Any) -> None:
         """Queue what a partition's fetch answer holds: batches to produce, spans for the record loop."""
         if part.error_code == OFFSET_OUT_OF_RANGE:
-            raise CopyError(f"fetching {s.rng.source_topic}[{s.rng.partition}] at offset {s.position}: the offset is "
-                            "out of range (deleted by retention after planning?); the batch is retried")  # fmt: skip
+            raise CopyError(
+                f"fetching {s.rng.source_topic}[{s.rng.partition}] at offset {s.position}: the offset is "
+                "out of range (deleted by retention after planning?); the batch is retried"
+            )
         if part.error_code in RETRIABLE:
             self._source_leaders.pop(s.key, None)
             return
         if part.error_code != 0:
-            raise CopyError(f"fetching {s.rng.source_topic}[{s.rng.partition}] at offset {s.position} failed: "
-                            f"{_error_name(part.error_code)}")  # fmt: skip
+            raise CopyError(
+                f"fetching {s.rng.source_topic}[{s.rng.partition}] at offset {s.position} failed: "
+                f"{_error_name(part.error_code)}"
+            )
         batches = [b for b in split_batches(part.records or b"") if b.next_offset > s.position]
         s.wide = bool(part.records) and not batches  # only a cut batch came: fetch it whole next time
         if not batches:
@@ -364,8 +391,10 @@ class BatchRangeCopier:
         try:
             merged = merge(run, _native_append_records())
         except BatchFormatError as exc:
-            raise CopyError(f"copying {s.rng.source_topic}[{s.rng.partition}] from offset {run[0].base_offset}: "
-                            f"{exc}; nothing of it was produced") from exc  # fmt: skip
+            raise CopyError(
+                f"copying {s.rng.source_topic}[{s.rng.partition}] from offset {run[0].base_offset}: "
+                f"{exc}; nothing of it was produced"
+            ) from exc
         for batch in run if s.limit is not None and len(merged.data) > s.limit else [merged]:
             s.pending.append(SentBatch(batch))
             s.pending_bytes += len(batch.data)
@@ -373,8 +402,13 @@ class BatchRangeCopier:
     def _log_once(self, reason: str, s: RangeInFlight) -> None:
         if reason not in self._logged:
             self._logged.add(reason)
-            log.warning("batch copy: the record loop copies %s (first at %s[%d]@%d)", reason, s.rng.source_topic,
-                        s.rng.partition, s.position)  # fmt: skip
+            log.warning(
+                "batch copy: the record loop copies %s (first at %s[%d]@%d)",
+                reason,
+                s.rng.source_topic,
+                s.rng.partition,
+                s.position,
+            )
 
     # -- producing --------------------------------------------------------------------------
 
@@ -421,9 +455,15 @@ class BatchRangeCopier:
             s.in_flight.append(item)
             by_node.setdefault(node, []).append((s, item))
         for node, items in by_node.items():
-            request = ProduceCall([ProducedBatch(s.rng.target_topic, s.rng.partition, item.batch, producer_id, epoch,
-                                                 item.sequence) for s, item in items if item.sequence is not None],
-                                  PRODUCE_TIMEOUT_MS, self._buffers)  # fmt: skip
+            request = ProduceCall(
+                [
+                    ProducedBatch(s.rng.target_topic, s.rng.partition, item.batch, producer_id, epoch, item.sequence)
+                    for s, item in items
+                    if item.sequence is not None
+                ],
+                PRODUCE_TIMEOUT_MS,
+                self._buffers,
+            )
             self._requests[node] = self._requests.get(node, 0) + 1
             self._in_flight += 1
             sent = {s.target: (s, item) for s, item in items}
@@ -458,9 +498,11 @@ class BatchRangeCopier:
         if not s.answered(item):
             return
         if error not in (0, DUPLICATE_SEQUENCE):
-            raise CopyError(f"producing source records {s.rng.source_topic}[{s.rng.partition}]@{item.source_base}.."
-                            f"{item.source_base + item.count - 1} to {s.rng.target_topic}[{s.rng.partition}] failed: "
-                            f"{_error_name(error)}")  # fmt: skip
+            raise CopyError(
+                f"producing source records {s.rng.source_topic}[{s.rng.partition}]@{item.source_base}.."
+                f"{item.source_base + item.count - 1} to {s.rng.target_topic}[{s.rng.partition}] failed: "
+                f"{_error_name(error)}"
+            )
         if error == 0:
             s.mapped(item.source_base, base_offset)
             s.mapped(item.source_base + item.count - 1, base_offset + item.count - 1)
@@ -547,8 +589,9 @@ def new_batch_copier(
     def record_loop() -> Any:
         consumer = new_consumer(dict(consumer_config), role="batch-fallback-consumer")
         producer = new_producer(dict(producer_config), role="batch-fallback-producer")
-        return RangeCopier(consumer, producer, limits=copier.limits, rules=copier.rules,
-                           stall_timeout_s=stall_timeout_s)  # fmt: skip
+        return RangeCopier(
+            consumer, producer, limits=copier.limits, rules=copier.rules, stall_timeout_s=stall_timeout_s
+        )
 
     copier = BatchRangeCopier(source, target, record_loop, stall_timeout_s=stall_timeout_s)
     return copier

@@ -84,8 +84,11 @@ class _Call:
 
     def _head(self) -> bytes:
         assert self.header is not None, "with_header() first"
-        return _REQUEST_HEAD.pack(self.API_KEY, self.API_VERSION, self.header.correlation_id,
-                                  len(self._client_id)) + self._client_id + b"\x00"  # fmt: skip
+        return (
+            _REQUEST_HEAD.pack(self.API_KEY, self.API_VERSION, self.header.correlation_id, len(self._client_id))
+            + self._client_id
+            + b"\x00"
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(v{self.API_VERSION})"
@@ -259,8 +262,12 @@ class FetchCall(_Call):
     API_KEY, API_VERSION, RESPONSE = FETCH_KEY, FETCH_VERSION, FetchAnswer
 
     def __init__(
-        self, partitions: Sequence[tuple[str, int, int, int]], max_wait_ms: int, max_bytes: int, isolation: int,
-    ) -> None:  # fmt: skip
+        self,
+        partitions: Sequence[tuple[str, int, int, int]],
+        max_wait_ms: int,
+        max_bytes: int,
+        isolation: int,
+    ) -> None:
         topics: dict[str, list[tuple[int, int, int]]] = {}
         for topic, partition, offset, limit in partitions:
             topics.setdefault(topic, []).append((partition, offset, limit))
@@ -341,8 +348,15 @@ class ProduceCall(_Call):
             at += len(piece)
         for index, item in placed:
             begin = offsets[index]
-            patch_header(out, begin, begin + len(item.batch.data), item.batch.attributes, item.producer_id,
-                         item.producer_epoch, item.base_sequence)  # fmt: skip
+            patch_header(
+                out,
+                begin,
+                begin + len(item.batch.data),
+                item.batch.attributes,
+                item.producer_id,
+                item.producer_epoch,
+                item.base_sequence,
+            )
         return out
 
     def gather(self) -> Gather | None:
@@ -354,8 +368,9 @@ class ProduceCall(_Call):
         pieces, placed = self._layout(True)
         for _, item in placed:
             data = item.batch.data
-            patch_header(data, 0, len(data), item.batch.attributes, item.producer_id, item.producer_epoch,
-                         item.base_sequence)  # fmt: skip
+            patch_header(
+                data, 0, len(data), item.batch.attributes, item.producer_id, item.producer_epoch, item.base_sequence
+            )
         batches = {index for index, _ in placed}
         out: list[bytes | memoryview] = [_I32.pack(sum(len(p) for p in pieces))]
         for index, piece in enumerate(pieces):  # the framing between two batches as one piece

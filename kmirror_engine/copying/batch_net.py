@@ -67,8 +67,16 @@ _SAME_VALUE = {
 }
 _SASL_MECHANISMS = frozenset({"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"})
 # Security properties with nothing to translate to: the flow copies with the record loops.
-_UNTRANSLATED_PREFIXES = ("ssl.keystore.", "ssl.truststore.", "ssl.certificate.pem", "ssl.key.pem", "ssl.ca.pem",
-                          "sasl.kerberos.", "sasl.oauthbearer.", "sasl.jaas.")  # fmt: skip
+_UNTRANSLATED_PREFIXES = (
+    "ssl.keystore.",
+    "ssl.truststore.",
+    "ssl.certificate.pem",
+    "ssl.key.pem",
+    "ssl.ca.pem",
+    "sasl.kerberos.",
+    "sasl.oauthbearer.",
+    "sasl.jaas.",
+)
 # Fetch answers carry whole batches: one over the fetch limit still comes whole (KIP-74), so the
 # frame limit leaves room for topics with a large max.message.bytes.
 RECEIVE_MAX_BYTES = 80 * 1024 * 1024
@@ -117,8 +125,9 @@ def _tls_reasons(config: Mapping[str, Any]) -> list[str]:
         reasons.append("client property enable.ssl.certificate.verification=false is not applied on the batch path")
     ca = config.get("ssl.ca.location")
     if isinstance(ca, str) and ca and (ca == "probe" or os.path.isdir(ca)):
-        reasons.append(f"client property ssl.ca.location {ca!r} is a directory or 'probe' (the batch path takes "
-                       "one CA file)")  # fmt: skip
+        reasons.append(
+            f"client property ssl.ca.location {ca!r} is a directory or 'probe' (the batch path takes one CA file)"
+        )
     return reasons
 
 
@@ -343,9 +352,12 @@ class BrokerLink:
     Not thread-safe: one copying thread owns it (the selector runs inside `poll`)."""
 
     def __init__(
-        self, config: Mapping[str, Any], role: str, net: NetworkSelector | None = None,
+        self,
+        config: Mapping[str, Any],
+        role: str,
+        net: NetworkSelector | None = None,
         timeout_ms: int = CONNECT_TIMEOUT_MS,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """Connect to the cluster `config` names (bootstrap and metadata within `timeout_ms`).
         `net`: another link's selector, so that one `poll` serves both clusters."""
         settings, reasons = link_config(config)

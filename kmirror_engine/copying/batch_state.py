@@ -121,13 +121,23 @@ class RangeInFlight:
         counted = self.lat_count > 0
         r = self.rng
         return PartitionProgress(
-            source_topic=r.source_topic, partition=r.partition, target_topic=r.target_topic,
-            start_offset=r.start_offset, next_offset=r.end_offset, records=self.records, bytes=self.bytes,
-            last_timestamp_ms=self.last_timestamp_ms, offset_syncs=syncs,
-            latency_min_ms=self.lat_min if counted else None, latency_max_ms=self.lat_max if counted else None,
-            latency_sum_ms=self.lat_sum, latency_count=self.lat_count, skipped_records=r.skipped_before,
-            source_end=r.source_end, fallback_records=self.fallback_records,
-        )  # fmt: skip
+            source_topic=r.source_topic,
+            partition=r.partition,
+            target_topic=r.target_topic,
+            start_offset=r.start_offset,
+            next_offset=r.end_offset,
+            records=self.records,
+            bytes=self.bytes,
+            last_timestamp_ms=self.last_timestamp_ms,
+            offset_syncs=syncs,
+            latency_min_ms=self.lat_min if counted else None,
+            latency_max_ms=self.lat_max if counted else None,
+            latency_sum_ms=self.lat_sum,
+            latency_count=self.lat_count,
+            skipped_records=r.skipped_before,
+            source_end=r.source_end,
+            fallback_records=self.fallback_records,
+        )
 
 
 def fallback_reason(s: RangeInFlight, batch: Batch, now_ms: int) -> str | None:

@@ -112,10 +112,22 @@ def split_batches(records: bytes | memoryview) -> list[Batch]:
         if magic != MAGIC_V2:
             out.append(Batch(view[at : at + size], base_offset, magic, 0, 0, -1, -1, NO_PRODUCER_ID, 1))
         else:
-            (_, _, _, _, _, attributes, last_delta, base_ts, max_ts, producer_id, _, _,
-             count) = _HEADER.unpack_from(view, at)  # fmt: skip
-            out.append(Batch(view[at : at + size], base_offset, magic, attributes, last_delta, base_ts, max_ts,
-                             producer_id, count))  # fmt: skip
+            (_, _, _, _, _, attributes, last_delta, base_ts, max_ts, producer_id, _, _, count) = _HEADER.unpack_from(
+                view, at
+            )
+            out.append(
+                Batch(
+                    view[at : at + size],
+                    base_offset,
+                    magic,
+                    attributes,
+                    last_delta,
+                    base_ts,
+                    max_ts,
+                    producer_id,
+                    count,
+                )
+            )
         at += size
     return out
 
@@ -128,8 +140,15 @@ def rewrite(batch: Batch, producer_id: int, producer_epoch: int, base_sequence: 
     return out
 
 
-def patch_header(out: bytearray | memoryview, at: int, end: int, attributes: int, producer_id: int, producer_epoch: int,
-                 base_sequence: int) -> None:  # fmt: skip
+def patch_header(
+    out: bytearray | memoryview,
+    at: int,
+    end: int,
+    attributes: int,
+    producer_id: int,
+    producer_epoch: int,
+    base_sequence: int,
+) -> None:
     """Rewrite in place the header of the batch at out[at:end]: baseOffset 0, partitionLeaderEpoch
     -1, this producer's id, epoch and sequence, the transactional bit cleared (`attributes` as
     fetched), and the CRC32C updated for the changed bytes (`crc_update`). Everything else
@@ -422,8 +441,9 @@ def merge(batches: Sequence[Batch], append_records: AppendRecords | None = None)
         return batches[0]
     for batch in batches:
         if batch.magic == MAGIC_V2 and len(batch.data) >= HEADER_BYTES and not crc_ok(batch.data):
-            raise BatchFormatError(f"batch at offset {batch.base_offset} does not match its CRC32C (corrupted "
-                                   "at the source or on the way)")  # fmt: skip
+            raise BatchFormatError(
+                f"batch at offset {batch.base_offset} does not match its CRC32C (corrupted at the source or on the way)"
+            )
     append = append_records or _append_records
     first = batches[0]
     out = bytearray(HEADER_BYTES)
@@ -431,8 +451,9 @@ def merge(batches: Sequence[Batch], append_records: AppendRecords | None = None)
     max_ts = first.max_timestamp
     for batch in batches:
         if not mergeable(batch) or batch.base_offset != first.base_offset + count:
-            raise BatchFormatError(f"batch at offset {batch.base_offset} cannot be merged after offset "
-                                   f"{first.base_offset + count - 1}")  # fmt: skip
+            raise BatchFormatError(
+                f"batch at offset {batch.base_offset} cannot be merged after offset {first.base_offset + count - 1}"
+            )
         try:
             append(
                 out, batch.data, HEADER_BYTES, batch.record_count, count, batch.base_timestamp - first.base_timestamp
@@ -441,11 +462,27 @@ def merge(batches: Sequence[Batch], append_records: AppendRecords | None = None)
             raise BatchFormatError(f"batch {batch.base_offset}: {exc}") from None
         count += batch.record_count
         max_ts = max(max_ts, batch.max_timestamp)
-    _HEADER.pack_into(out, 0, first.base_offset, len(out) - LOG_OVERHEAD, -1, MAGIC_V2, 0, 0, count - 1,
-                      first.base_timestamp, max_ts, NO_PRODUCER_ID, -1, -1, count)  # fmt: skip
+    _HEADER.pack_into(
+        out,
+        0,
+        first.base_offset,
+        len(out) - LOG_OVERHEAD,
+        -1,
+        MAGIC_V2,
+        0,
+        0,
+        count - 1,
+        first.base_timestamp,
+        max_ts,
+        NO_PRODUCER_ID,
+        -1,
+        -1,
+        count,
+    )
     _CRC.pack_into(out, CRC_AT, crc32c(memoryview(out)[ATTRIBUTES_AT:]))
-    return Batch(memoryview(out), first.base_offset, MAGIC_V2, 0, count - 1, first.base_timestamp, max_ts,
-                 NO_PRODUCER_ID, count)  # fmt: skip
+    return Batch(
+        memoryview(out), first.base_offset, MAGIC_V2, 0, count - 1, first.base_timestamp, max_ts, NO_PRODUCER_ID, count
+    )
 
 
 def _append_records(out: bytearray, view: memoryview, at: int, count: int, offset_shift: int, ts_shift: int) -> None:

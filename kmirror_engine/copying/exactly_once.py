@@ -178,8 +178,9 @@ class TransactionalCopier:
     ) -> None:
         self.consumer, self.producer, self.offsets_consumer = consumer, producer, offsets_consumer
         self.source_admin, self.group = source_admin, group
-        self.copier = RangeCopier(consumer, producer, transactional=True, max_bytes=max_transaction_bytes,
-                                  **copier_kwargs)  # fmt: skip
+        self.copier = RangeCopier(
+            consumer, producer, transactional=True, max_bytes=max_transaction_bytes, **copier_kwargs
+        )
 
     def copy(self, ranges: Sequence[CopyRange]) -> list[PartitionProgress]:
         """Copy and commit atomically, transaction by transaction; raises (after aborting the
@@ -260,8 +261,9 @@ def _positions(ranges: Sequence[CopyRange], progress: Sequence[PartitionProgress
     not copied to its end (or the end of its last), and the source topic."""
     out: dict[tuple[str, int], Any] = {}
     stopped: set[tuple[str, int]] = set()
-    for r, p in sorted(zip(ranges, progress, strict=True), key=lambda rp: (rp[0].target_topic, rp[0].partition,
-                                                                         rp[0].start_offset)):  # fmt: skip
+    for r, p in sorted(
+        zip(ranges, progress, strict=True), key=lambda rp: (rp[0].target_topic, rp[0].partition, rp[0].start_offset)
+    ):
         key = (r.target_topic, r.partition)
         if key in stopped:
             continue

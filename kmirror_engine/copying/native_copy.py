@@ -142,8 +142,17 @@ class NativeRangeCopier:
         for r in ranges:
             limit = self.limits.get(r.target_topic)
             check_above = limit - BATCH_OVERHEAD_BYTES - RECORD_OVERHEAD_BYTES if limit is not None else 2**62
-            rows.append((r.source_topic, r.partition, r.start_offset, r.end_offset, r.target_topic, check_above,
-                         -1 if limit is None else limit))  # fmt: skip
+            rows.append(
+                (
+                    r.source_topic,
+                    r.partition,
+                    r.start_offset,
+                    r.end_offset,
+                    r.target_topic,
+                    check_above,
+                    -1 if limit is None else limit,
+                )
+            )
         self.loop.start(rows)
         try:
             self._pump()
@@ -161,8 +170,11 @@ class NativeRangeCopier:
         while True:
             active, moved, transients = self.loop.pump(PUMP_BUDGET_MS, self.poll_timeout_ms)
             for text in transients:
-                log.warning("source consumer: %s (retrying; the copy fails after %.0f s without progress)",
-                            text, self.stall_timeout_s)  # fmt: skip
+                log.warning(
+                    "source consumer: %s (retrying; the copy fails after %.0f s without progress)",
+                    text,
+                    self.stall_timeout_s,
+                )
             self._raise_failure()
             if not active:
                 return
@@ -186,10 +198,20 @@ def _progress(rng: CopyRange, row: tuple[Any, ...]) -> PartitionProgress:
     syncs = closed_syncs([(s[0], s[1]) for s in syncs], drift, last_upstream)
     counted = lat_count > 0
     return PartitionProgress(
-        source_topic=rng.source_topic, partition=rng.partition, target_topic=rng.target_topic,
-        start_offset=rng.start_offset, next_offset=rng.end_offset, records=records, bytes=size,
-        last_timestamp_ms=last_ts, offset_syncs=syncs,
-        latency_min_ms=lat_min if counted else None, latency_max_ms=lat_max if counted else None,
-        latency_sum_ms=lat_sum, latency_count=lat_count, dead_lettered=0, skipped_records=rng.skipped_before,
+        source_topic=rng.source_topic,
+        partition=rng.partition,
+        target_topic=rng.target_topic,
+        start_offset=rng.start_offset,
+        next_offset=rng.end_offset,
+        records=records,
+        bytes=size,
+        last_timestamp_ms=last_ts,
+        offset_syncs=syncs,
+        latency_min_ms=lat_min if counted else None,
+        latency_max_ms=lat_max if counted else None,
+        latency_sum_ms=lat_sum,
+        latency_count=lat_count,
+        dead_lettered=0,
+        skipped_records=rng.skipped_before,
         source_end=rng.source_end,
-    )  # fmt: skip
+    )

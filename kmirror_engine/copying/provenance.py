@@ -68,4 +68,3 @@ def origin_of(headers: Sequence[tuple[str, Any]] | None) -> str | None:
 def provenance_for(options: dict[str, Any], source: str, target: str) -> Provenance | None:
     """The flow's `Provenance` when its `provenance_headers` option is on, else None."""
     return Provenance(source, target) if options.get(PROVENANCE_OPTION) else None
-

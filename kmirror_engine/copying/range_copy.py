@@ -90,9 +90,17 @@ CONSUMER_TUNING: dict[str, Any] = {
 CONSUMER_REQUIRED: dict[str, Any] = {"enable.partition.eof": True, "auto.offset.reset": "error"}
 # Consumer events that only mean "a broker is unreachable for now": librdkafka reconnects by
 # itself, so they are logged and the copy waits (bounded by the stall timeout).
-TRANSIENT = frozenset({KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN, KafkaError._TIMED_OUT,
-                       KafkaError.REQUEST_TIMED_OUT, KafkaError.NOT_LEADER_FOR_PARTITION,
-                       KafkaError.LEADER_NOT_AVAILABLE, KafkaError._RESOLVE})  # fmt: skip
+TRANSIENT = frozenset(
+    {
+        KafkaError._TRANSPORT,
+        KafkaError._ALL_BROKERS_DOWN,
+        KafkaError._TIMED_OUT,
+        KafkaError.REQUEST_TIMED_OUT,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+        KafkaError.LEADER_NOT_AVAILABLE,
+        KafkaError._RESOLVE,
+    }
+)
 PRODUCER_TUNING: dict[str, Any] = {
     "linger.ms": 100,
     "batch.size": 1024 * 1024,
@@ -124,9 +132,14 @@ class _RangeState:
     """Counters of one range in flight; `on_delivery` is its one bound delivery callback."""
 
     def __init__(
-        self, rng: CopyRange, failures: list[str], rules: TargetRules | None = None, limit: int | None = None,
-        transactional: bool = False, skips: Sequence[OffsetSkip] = (),
-    ) -> None:  # fmt: skip
+        self,
+        rng: CopyRange,
+        failures: list[str],
+        rules: TargetRules | None = None,
+        limit: int | None = None,
+        transactional: bool = False,
+        skips: Sequence[OffsetSkip] = (),
+    ) -> None:
         self.rng = rng
         self.limit = limit  # the target topic's max.message.bytes (None: unknown)
         # what the target topic refuses record by record (`limit` is its max.message.bytes)
@@ -244,15 +257,25 @@ class _RangeState:
         counted = self.lat_count > 0
         r = self.rng
         return PartitionProgress(
-            source_topic=r.source_topic, partition=r.partition, target_topic=r.target_topic,
-            start_offset=r.start_offset, next_offset=r.end_offset if self.cut is None else self.cut,
-            records=self.records, bytes=self.bytes,
-            last_timestamp_ms=self.last_timestamp_ms, offset_syncs=syncs,
-            latency_min_ms=self.lat_min if counted else None, latency_max_ms=self.lat_max if counted else None,
+            source_topic=r.source_topic,
+            partition=r.partition,
+            target_topic=r.target_topic,
+            start_offset=r.start_offset,
+            next_offset=r.end_offset if self.cut is None else self.cut,
+            records=self.records,
+            bytes=self.bytes,
+            last_timestamp_ms=self.last_timestamp_ms,
+            offset_syncs=syncs,
+            latency_min_ms=self.lat_min if counted else None,
+            latency_max_ms=self.lat_max if counted else None,
             latency_sum_ms=self.lat_sum,
-            latency_count=self.lat_count, dead_lettered=self.dead_lettered, skipped_records=r.skipped_before,
-            skipped_by_option=self.skipped, source_end=r.source_end, returned_home=self.returned_home,
-        )  # fmt: skip
+            latency_count=self.lat_count,
+            dead_lettered=self.dead_lettered,
+            skipped_records=r.skipped_before,
+            skipped_by_option=self.skipped,
+            source_end=r.source_end,
+            returned_home=self.returned_home,
+        )
 
 
 class RangeCopier:
@@ -346,9 +369,17 @@ class RangeCopier:
 
     def _copy_round(self, ranges: Sequence[CopyRange]) -> list[PartitionProgress]:
         failures = self._failures = []
-        states = {(r.source_topic, r.partition): _RangeState(r, failures, self.rules.get(r.target_topic),
-                                                             self.limits.get(r.target_topic), self.transactional,
-                                                             self.skip_offsets) for r in ranges}  # fmt: skip
+        states = {
+            (r.source_topic, r.partition): _RangeState(
+                r,
+                failures,
+                self.rules.get(r.target_topic),
+                self.limits.get(r.target_topic),
+                self.transactional,
+                self.skip_offsets,
+            )
+            for r in ranges
+        }
         active = {key: s for key, s in states.items() if not s.done}
         self._states = list(states.values())
         if active:
@@ -369,8 +400,9 @@ class RangeCopier:
         pacer, paid = self.pacer, (0, 0)  # paid: records and bytes of this round charged to the pacer
         stamp = self.provenance.stamp if self.provenance is not None else None
         while active:
-            msgs = consume(CONSUME_BATCH if pacer is None else pacer.batch_size(CONSUME_BATCH),
-                           timeout=self.poll_timeout_s)  # fmt: skip
+            msgs = consume(
+                CONSUME_BATCH if pacer is None else pacer.batch_size(CONSUME_BATCH), timeout=self.poll_timeout_s
+            )
             for msg in msgs:
                 err = msg.error()
                 if err is not None:
@@ -393,13 +425,23 @@ class RangeCopier:
                         continue
                 value, key, ts = msg.value(), msg.key(), msg.timestamp()[1]
                 size = (len(value) if value else 0) + (len(key) if key else 0)
-                if (size > state.check_above or not state.oldest_ms <= ts <= state.newest_ms or
-                        (key is None and state.needs_key)) and self._refused(state, msg):  # fmt: skip
+                if (
+                    size > state.check_above
+                    or not state.oldest_ms <= ts <= state.newest_ms
+                    or (key is None and state.needs_key)
+                ) and self._refused(state, msg):
                     continue  # dead-lettered before it was produced
                 state.push(offset)
                 try:
-                    produce(state.target, value, key, state.partition, on_delivery=state.on_delivery,
-                            timestamp=ts if ts > 0 else 0, headers=headers)  # fmt: skip
+                    produce(
+                        state.target,
+                        value,
+                        key,
+                        state.partition,
+                        on_delivery=state.on_delivery,
+                        timestamp=ts if ts > 0 else 0,
+                        headers=headers,
+                    )
                 except (BufferError, KafkaException) as exc:
                     if not self._produce_slow(state, msg, exc, headers):
                         continue
@@ -503,8 +545,15 @@ class RangeCopier:
             else:  # the target topic grew (TargetTopics) after this producer cached its metadata
                 refresh_metadata(self.producer, rng.target_topic)
             try:
-                self.producer.produce(rng.target_topic, value, key, rng.partition, on_delivery=state.on_delivery,
-                                      timestamp=ts if ts > 0 else 0, headers=headers)  # fmt: skip
+                self.producer.produce(
+                    rng.target_topic,
+                    value,
+                    key,
+                    rng.partition,
+                    on_delivery=state.on_delivery,
+                    timestamp=ts if ts > 0 else 0,
+                    headers=headers,
+                )
                 return True
             except (BufferError, KafkaException) as again:
                 exc = again
@@ -512,9 +561,12 @@ class RangeCopier:
         error = exc.args[0]
         # too large for the producer's own message.max.bytes (a `producer` override below the
         # topic's limit, or a limit not read): not the target's refusal, so never a dead letter
-        hint = ("; the producer's message.max.bytes is below the record: raise it in the flow's producer "
-                "overrides, or skip it with skip_offsets (docs/reliability.md#poison-records)"
-                if error.code() in TOO_LARGE else "")  # fmt: skip
+        hint = (
+            "; the producer's message.max.bytes is below the record: raise it in the flow's producer "
+            "overrides, or skip it with skip_offsets (docs/reliability.md#poison-records)"
+            if error.code() in TOO_LARGE
+            else ""
+        )
         raise CopyError(
             f"cannot produce source record {rng.source_topic}[{rng.partition}]@{offset} "
             f"({len(value or b'')} bytes) to {rng.target_topic}[{rng.partition}]: {error.str()}{hint}"
@@ -522,8 +574,11 @@ class RangeCopier:
 
     def _on_consumer_event(self, msg: Any, err: KafkaError, active: dict[tuple[str, int], _RangeState]) -> None:
         if err.code() in TRANSIENT and not err.fatal():
-            log.warning("source consumer: %s (retrying; the copy fails after %.0f s without progress)",
-                        err.str(), self.stall_timeout_s)  # fmt: skip
+            log.warning(
+                "source consumer: %s (retrying; the copy fails after %.0f s without progress)",
+                err.str(),
+                self.stall_timeout_s,
+            )
             return
         if err.code() in UNREADABLE:
             self._unreadable(msg, err, active)
@@ -598,19 +653,29 @@ class RangeCopier:
 
         def delivered(err: KafkaError | None, _msg: Any) -> None:
             if err is not None:
-                self._failures.append(f"{where} was refused by {rng.target_topic} ({reason}) and then by the "
-                                      f"dead-letter topic {self.dead_letter_topic}: {err.str()}")  # fmt: skip
+                self._failures.append(
+                    f"{where} was refused by {rng.target_topic} ({reason}) and then by the "
+                    f"dead-letter topic {self.dead_letter_topic}: {err.str()}"
+                )
 
         while True:
             try:
-                self.producer.produce(self.dead_letter_topic, value, key, headers=headers, on_delivery=delivered,
-                                      timestamp=ts if ts > 0 else 0)  # fmt: skip
+                self.producer.produce(
+                    self.dead_letter_topic,
+                    value,
+                    key,
+                    headers=headers,
+                    on_delivery=delivered,
+                    timestamp=ts if ts > 0 else 0,
+                )
                 return
             except BufferError:
                 self.producer.poll(0.05)  # local queue full: serve delivery reports, then retry
             except KafkaException as exc:
-                raise CopyError(f"{where} was refused by {rng.target_topic} ({reason}) and cannot be dead-lettered "
-                                f"to {self.dead_letter_topic} either: {exc.args[0].str()}") from exc  # fmt: skip
+                raise CopyError(
+                    f"{where} was refused by {rng.target_topic} ({reason}) and cannot be dead-lettered "
+                    f"to {self.dead_letter_topic} either: {exc.args[0].str()}"
+                ) from exc
 
 
 def _timestamp_gate(rules: TargetRules, now_ms: int) -> tuple[float, float]:
@@ -627,8 +692,15 @@ def _timestamp_gate(rules: TargetRules, now_ms: int) -> tuple[float, float]:
 def _log_skipped(rng: CopyRange, offset: int, reason: str, timestamp_ms: int | None) -> None:
     """The audit line of a record not copied: `kmirror skipped {json}` on stderr, where the
     progress lines go (a Spark worker's logging is not configured)."""
-    line = {"event": "skipped", "reason": reason, "source_topic": rng.source_topic, "partition": rng.partition,
-            "offset": offset, "target_topic": rng.target_topic, "timestamp_ms": timestamp_ms}  # fmt: skip
+    line = {
+        "event": "skipped",
+        "reason": reason,
+        "source_topic": rng.source_topic,
+        "partition": rng.partition,
+        "offset": offset,
+        "target_topic": rng.target_topic,
+        "timestamp_ms": timestamp_ms,
+    }
     print(SKIPPED_PREFIX + json.dumps(line, sort_keys=True), file=sys.stderr, flush=True)
 
 

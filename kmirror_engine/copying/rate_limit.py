@@ -158,8 +158,9 @@ def pacer_for(spec: FlowSpec, share: float, **kwargs: Any) -> Pacer | None:
         return None
     share = min(1.0, max(share, 1e-9))
     bytes_per_s, records_per_s = spec.copy.max_bytes_per_second, spec.copy.max_records_per_second
-    return Pacer(bytes_per_s * share if bytes_per_s else None, records_per_s * share if records_per_s else None,
-                 **kwargs)  # fmt: skip
+    return Pacer(
+        bytes_per_s * share if bytes_per_s else None, records_per_s * share if records_per_s else None, **kwargs
+    )
 
 
 def range_shares(sizes: Sequence[Sequence[float]]) -> list[list[float]]:

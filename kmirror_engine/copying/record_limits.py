@@ -113,11 +113,15 @@ class TargetRules:
             return f"record of {full} bytes over the topic's {LIMIT_CONFIG} ({self.max_message_bytes})"
         if self.create_time and timestamp_ms > 0:
             if self.before_max_ms is not None and now_ms - timestamp_ms > self.before_max_ms:
-                return (f"timestamp {timestamp_ms} is {now_ms - timestamp_ms} ms in the past, over the topic's "
-                        f"{BEFORE_CONFIG} ({self.before_max_ms})")  # fmt: skip
+                return (
+                    f"timestamp {timestamp_ms} is {now_ms - timestamp_ms} ms in the past, over the topic's "
+                    f"{BEFORE_CONFIG} ({self.before_max_ms})"
+                )
             if self.after_max_ms is not None and timestamp_ms - now_ms > self.after_max_ms:
-                return (f"timestamp {timestamp_ms} is {timestamp_ms - now_ms} ms in the future, over the topic's "
-                        f"{AFTER_CONFIG} ({self.after_max_ms})")  # fmt: skip
+                return (
+                    f"timestamp {timestamp_ms} is {timestamp_ms - now_ms} ms in the future, over the topic's "
+                    f"{AFTER_CONFIG} ({self.after_max_ms})"
+                )
         if self.compacted and key is None:
             return f"a record without a key, refused by a compacted topic ({CLEANUP_CONFIG}=compact)"
         return None
@@ -163,8 +167,11 @@ def topic_rules(admin: Any, topics: Iterable[str], timeout_s: float = 10.0) -> d
         try:
             out[resource.name] = rules_from_configs(future.result(timeout=timeout_s))
         except (KafkaException, FutureTimeout) as exc:
-            log.warning("cannot read the configs of target topic %s (records are checked by the broker only): %s",
-                        resource.name, exc or f"no answer within {timeout_s:g} s")  # fmt: skip
+            log.warning(
+                "cannot read the configs of target topic %s (records are checked by the broker only): %s",
+                resource.name,
+                exc or f"no answer within {timeout_s:g} s",
+            )
     return out
 
 

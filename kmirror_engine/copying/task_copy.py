@@ -66,9 +66,11 @@ AUTO_COPY_LOOPS = ("batch", "record")  # its values; unset or empty: batch
 
 
 def copy_natively(
-    consumer_conf: dict[str, Any], producer_conf: dict[str, Any], ranges: Sequence[CopyRange],
+    consumer_conf: dict[str, Any],
+    producer_conf: dict[str, Any],
+    ranges: Sequence[CopyRange],
     limits: dict[str, int | None],
-) -> list[PartitionProgress]:  # fmt: skip
+) -> list[PartitionProgress]:
     """The native loop (`kmirror_engine.copying.native_copy`): `COPY_THREADS_PER_TASK` loops on disjoint source
     partitions, each on a native consumer/producer pair kept across tasks like the Python ones."""
     key = config_key(consumer_conf, producer_conf, {"copy_loop": "native"})
@@ -85,9 +87,12 @@ def copy_natively(
 
 
 def copy_in_batches(
-    consumer_conf: dict[str, Any], producer_conf: dict[str, Any], ranges: Sequence[CopyRange],
-    limits: dict[str, int | None], rules: dict[str, TargetRules],
-) -> list[PartitionProgress]:  # fmt: skip
+    consumer_conf: dict[str, Any],
+    producer_conf: dict[str, Any],
+    ranges: Sequence[CopyRange],
+    limits: dict[str, int | None],
+    rules: dict[str, TargetRules],
+) -> list[PartitionProgress]:
     """The batch path (`kmirror_engine.copying.batch_copy`): `BATCH_COPIERS_PER_TASK` copiers on disjoint
     source partitions, each (links, producer id, sequences) kept across tasks like the other loops."""
     from kmirror_engine.copying.batch_copy import new_batch_copier
@@ -127,8 +132,10 @@ def auto_copy_loop() -> str:
     the driver's environment, so a task reading its own would ignore the setting."""
     value = os.environ.get(AUTO_COPY_LOOP_ENV, "").strip() or "batch"
     if value not in AUTO_COPY_LOOPS:
-        raise KmirrorError(f"{AUTO_COPY_LOOP_ENV} is {value!r}; set it to one of {', '.join(AUTO_COPY_LOOPS)} "
-                           "(record: copy_loop auto flows use the record loops) or unset it (batch)")  # fmt: skip
+        raise KmirrorError(
+            f"{AUTO_COPY_LOOP_ENV} is {value!r}; set it to one of {', '.join(AUTO_COPY_LOOPS)} "
+            "(record: copy_loop auto flows use the record loops) or unset it (batch)"
+        )
     return value
 
 
@@ -180,8 +187,12 @@ def copy_task_ranges(
     # what the target refuses record by record, the skips and the provenance of dead letters (poison records)
     # and the provenance headers the record loop stamps and filters (provenance_headers)
     provenance = provenance_for(spec.options, spec.source.alias, spec.target.alias)
-    poison: dict[str, Any] = {"rules": cached_rules(spec, limits), "skip_offsets": spec.copy.skip_offsets,
-                              "source_cluster": spec.source.alias, "provenance": provenance}  # fmt: skip
+    poison: dict[str, Any] = {
+        "rules": cached_rules(spec, limits),
+        "skip_offsets": spec.copy.skip_offsets,
+        "source_cluster": spec.source.alias,
+        "provenance": provenance,
+    }
     if not spec.exactly_once:
         producer_conf = capped_producer_config({**PRODUCER_TUNING, **producer_config(spec)}, limits.values())
         batch = takes_batch_path(spec, auto_loop)
@@ -191,8 +202,13 @@ def copy_task_ranges(
         fell_back = bool(blockers) and spec.copy.copy_loop == "batch"  # auto: a record loop by rule, not a fallback
         for reason in set(blockers) - _BLOCKERS_LOGGED:
             _BLOCKERS_LOGGED.add(reason)
-            log.log(logging.WARNING if fell_back else logging.INFO, "flow %s: copy_loop is %s but %s: a record "
-                    "loop copies it", spec.id, spec.copy.copy_loop, reason)  # fmt: skip
+            log.log(
+                logging.WARNING if fell_back else logging.INFO,
+                "flow %s: copy_loop is %s but %s: a record loop copies it",
+                spec.id,
+                spec.copy.copy_loop,
+                reason,
+            )
         if use_native_loop(spec, consumer_conf, producer_conf):
             return copy_natively(consumer_conf, producer_conf, ranges, limits)
         key = config_key(consumer_conf, producer_conf)
@@ -206,8 +222,14 @@ def copy_task_ranges(
             pacer = pacer_for(spec, sum(r.rate_share or 0.0 for r in group))
             try:
                 with CLIENTS.lease(key, make) as clients:
-                    copier = RangeCopier(clients.consumer, clients.producer, dead_letter_topic=dead_letter_topic,
-                                         limits=limits, pacer=pacer, **poison)  # fmt: skip
+                    copier = RangeCopier(
+                        clients.consumer,
+                        clients.producer,
+                        dead_letter_topic=dead_letter_topic,
+                        limits=limits,
+                        pacer=pacer,
+                        **poison,
+                    )
                     copied = copier.copy(group)
                     return _fell_back(copied) if fell_back else copied
             finally:
@@ -222,15 +244,27 @@ def copy_task_ranges(
         txn_id = transactional_id(spec, task_id)
         producer_conf = {**PRODUCER_TUNING, **producer_config(spec, transactional_id=txn_id)}
         producer = new_producer(capped_producer_config(producer_conf, limits.values()), role="transactional-producer")
-        offsets = new_consumer(spec.target, role="exactly-once-offsets-consumer", group_id=offsets_group(spec),
-                               **{"enable.auto.commit": False})  # fmt: skip
+        offsets = new_consumer(
+            spec.target,
+            role="exactly-once-offsets-consumer",
+            group_id=offsets_group(spec),
+            **{"enable.auto.commit": False},
+        )
         pacer = pacer_for(spec, sum(r.rate_share or 0.0 for r in ranges))
         # a paced transaction is cut by time too, well inside transaction.timeout.ms
         paced: dict[str, Any] = {} if pacer is None else {"pacer": pacer, "max_seconds": PACED_TRANSACTION_S}
         try:
-            copier = TransactionalCopier(consumer, producer, offsets, source_admin=admin_client(spec.source),
-                                         group=offsets_group(spec), dead_letter_topic=dead_letter_topic,
-                                         limits=limits, **paced, **poison)  # fmt: skip
+            copier = TransactionalCopier(
+                consumer,
+                producer,
+                offsets,
+                source_admin=admin_client(spec.source),
+                group=offsets_group(spec),
+                dead_letter_topic=dead_letter_topic,
+                limits=limits,
+                **paced,
+                **poison,
+            )
             return copier.copy(ranges)
         finally:
             throttled.add(pacer.throttled_s if pacer is not None else 0.0)
@@ -290,8 +324,9 @@ def fence_for_query(spec: FlowSpec) -> list[str]:
     from kmirror_engine.copying.exactly_once import fence_previous_generation
     from kmirror_engine.planning.discovery import TopicDiscovery
 
-    discovery = TopicDiscovery(admin_client(spec.source), spec.source, spec.topic_selection, spec.policy,
-                               spec.target.alias, 0)  # fmt: skip
+    discovery = TopicDiscovery(
+        admin_client(spec.source), spec.source, spec.topic_selection, spec.policy, spec.target.alias, 0
+    )
     partitions = sum(t.partitions for t in discovery.topics().values())
     return fence_previous_generation(
         spec, partitions, lambda txn_id: new_producer(producer_config(spec, transactional_id=txn_id), role="fencer")

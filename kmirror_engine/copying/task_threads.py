@@ -28,8 +28,9 @@ def partition_groups(ranges: Sequence[CopyRange], groups: int) -> list[list[int]
     by_partition: dict[tuple[str, int], list[int]] = {}
     for index, rng in enumerate(ranges):
         by_partition.setdefault((rng.source_topic, rng.partition), []).append(index)
-    sizes = {tp: sum(max(0, ranges[i].end_offset - ranges[i].start_offset) for i in idx)
-             for tp, idx in by_partition.items()}  # fmt: skip
+    sizes = {
+        tp: sum(max(0, ranges[i].end_offset - ranges[i].start_offset) for i in idx) for tp, idx in by_partition.items()
+    }
     out: list[list[int]] = [[] for _ in range(max(1, min(groups, len(by_partition))))]
     loads = [0] * len(out)
     for tp in sorted(by_partition, key=lambda t: (-sizes[t], t)):
@@ -57,8 +58,9 @@ def copy_in_threads(
             failures.append(exc)
 
     # daemon: a worker process Spark stops (query stopped, task killed) must not wait for them
-    workers = [threading.Thread(target=run, args=(g,), name=f"kmirror-copy-{n}", daemon=True)
-               for n, g in enumerate(groups[1:])]  # fmt: skip
+    workers = [
+        threading.Thread(target=run, args=(g,), name=f"kmirror-copy-{n}", daemon=True) for n, g in enumerate(groups[1:])
+    ]
     for worker in workers:
         worker.start()
     run(groups[0])  # the task's own thread copies the first group

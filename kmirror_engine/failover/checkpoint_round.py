@@ -54,17 +54,29 @@ class HomeSyncs:
 
 
 class CheckpointRound:
-    def __init__(self, spec: FlowSpec, syncs: OffsetSyncWriter, clients: Any, metrics: FailoverMetrics,
-                 second_writer: bool = False, home_log: Any = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        spec: FlowSpec,
+        syncs: OffsetSyncWriter,
+        clients: Any,
+        metrics: FailoverMetrics,
+        second_writer: bool = False,
+        home_log: Any = None,
+    ) -> None:
         """`clients`: a FailoverClients. `second_writer`: checkpoints only inside the syncs read
         so far (see CheckpointEmitter). `home_log`: on a reverse flow, the forward flow's sync log
         (default: `SyncLog(spec.source, spec.checkpoints.reverse_of)`); ignored on other flows."""
         self.spec, self.syncs, self.clients, self.metrics = spec, syncs, clients, metrics
         home = spec.checkpoints.reverse_of
         self.home = HomeSyncs(home_log or SyncLog(spec.source, home)) if home is not None else None
-        self.emitter = CheckpointEmitter(spec, syncs.store, clients.source_admin, clients.producer,
-                                         within_known_history=second_writer,
-                                         home_syncs=self.home.store if self.home is not None else None)  # fmt: skip
+        self.emitter = CheckpointEmitter(
+            spec,
+            syncs.store,
+            clients.source_admin,
+            clients.producer,
+            within_known_history=second_writer,
+            home_syncs=self.home.store if self.home is not None else None,
+        )
         self.ready = False
 
     def prepare(self) -> None:

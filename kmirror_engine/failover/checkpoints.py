@@ -110,9 +110,10 @@ class CheckpointEmitter:
         """Source groups this flow checkpoints: selected by groups/groups_exclude, not the mirror's own."""
         selection = self.spec.group_selection
         return [
-            g for g in list_groups(self.source_admin, self.spec.source.alias)
+            g
+            for g in list_groups(self.source_admin, self.spec.source.alias)
             if selection.matches(g) and g != self.spec.consumer_group
-        ]  # fmt: skip
+        ]
 
     def checkpoints_for(self, group: str, offsets: dict[tuple[str, int], tuple[int, str]]) -> list[Checkpoint]:
         """New checkpoints of one group (pure given the store and what was emitted before)."""
@@ -148,8 +149,9 @@ class CheckpointEmitter:
             if self.within_known_history and (not syncs or h.downstream_offset > syncs[-1].downstream):
                 continue
             metadata = offsets[(h.remote_topic, h.partition)][1]
-            checkpoint = Checkpoint(group, h.source_topic, h.partition, h.downstream_offset, h.upstream_offset,
-                                    metadata)  # fmt: skip
+            checkpoint = Checkpoint(
+                group, h.source_topic, h.partition, h.downstream_offset, h.upstream_offset, metadata
+            )
             if is_more_recent(checkpoint, self.last.get((group, h.source_topic, h.partition))):
                 out.append(checkpoint)
         return out
@@ -210,6 +212,9 @@ def with_mm2_syncs(spec: FlowSpec, translations: list[Translation]) -> list[Tran
     from kmirror_engine.failover.mm2_offset_syncs import load_mm2_syncs
 
     mm2 = load_mm2_syncs(spec)
-    return [t if t.downstream_offset is not None
-            else replace(t, downstream_offset=mm2.translate(t.source_topic, t.partition, t.upstream_offset))
-            for t in translations]  # fmt: skip
+    return [
+        t
+        if t.downstream_offset is not None
+        else replace(t, downstream_offset=mm2.translate(t.source_topic, t.partition, t.upstream_offset))
+        for t in translations
+    ]

@@ -70,10 +70,13 @@ class FailoverClients:
         # long-lived: rebuilt when the target's credentials rotate (the admin clients re-check at every call)
         producer = renewing_producer(lambda: producer_config(spec), role="checkpoints-producer")
         return cls(
-            SyncLog(spec.target, spec.source.alias), producer, admin_client(spec.source),
-            admin_client(spec.target), lambda: read_checkpoints(spec.target, checkpoints_topic(spec.source.alias)),
+            SyncLog(spec.target, spec.source.alias),
+            producer,
+            admin_client(spec.source),
+            admin_client(spec.target),
+            lambda: read_checkpoints(spec.target, checkpoints_topic(spec.source.alias)),
             lambda topic, config: ensure_topic(spec.target, topic, config),
-        )  # fmt: skip
+        )
 
 
 class FailoverListener:
@@ -212,9 +215,13 @@ class IdleCheckpoints:
             lambda: FailoverListener(spec, serve_metrics=False, heartbeats=False, second_writer=True)
         )
         self.listener: Any = None
-        self.task = PeriodicTask(f"kmirror-checkpoints {spec.id}",
-                                 max(spec.checkpoints.interval_ms, 100) / 1000, self._round,
-                                 errors=(KmirrorError, KafkaException), on_failure=self._report)  # fmt: skip
+        self.task = PeriodicTask(
+            f"kmirror-checkpoints {spec.id}",
+            max(spec.checkpoints.interval_ms, 100) / 1000,
+            self._round,
+            errors=(KmirrorError, KafkaException),
+            on_failure=self._report,
+        )
 
     @property
     def failures(self) -> int:
@@ -230,8 +237,9 @@ class IdleCheckpoints:
         return int(self.listener.checkpoint_now())
 
     def _report(self, task: PeriodicTask, exc: BaseException) -> None:
-        log.warning("flow %s: idle checkpoint round failed (%d failures so far, retried): %s",
-                    self.spec.id, task.failures, exc)  # fmt: skip
+        log.warning(
+            "flow %s: idle checkpoint round failed (%d failures so far, retried): %s", self.spec.id, task.failures, exc
+        )
 
     def start(self) -> IdleCheckpoints:
         self.task.start()

@@ -47,8 +47,14 @@ class FailoverMetrics:
     def report_failure(self, work: str, exc: BaseException | str) -> None:
         count = self.flow.observe_work_failure(work)
         error = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
-        record = {"event": "failover_work_failed", "flow": self.spec.id, "work": work, "failures": count,
-                  "error": error, "retry": "next round"}  # fmt: skip
+        record = {
+            "event": "failover_work_failed",
+            "flow": self.spec.id,
+            "work": work,
+            "failures": count,
+            "error": error,
+            "retry": "next round",
+        }
         if "AUTHORIZATION" in error.upper():
             record["hint"] = "grant the mirror's principal the ACLs named in the start-up warnings (kafka-acls.sh)"
         log.warning("flow %s: %s failed (%d so far, retried next round): %s", self.spec.id, work, count, error)

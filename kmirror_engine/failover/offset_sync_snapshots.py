@@ -139,8 +139,9 @@ def read_newest_generation(
     from kmirror_engine.clients.factory import new_consumer
 
     deadline = time.monotonic() + timeout_s
-    probe = new_consumer(endpoint, role="internal-topic-reader", group_id=f"kmirror-reader-{topic}",
-                         **{"enable.auto.commit": False})  # fmt: skip
+    probe = new_consumer(
+        endpoint, role="internal-topic-reader", group_id=f"kmirror-reader-{topic}", **{"enable.auto.commit": False}
+    )
     try:
         metadata = probe.list_topics(topic, timeout=30).topics.get(topic)
         if metadata is None or metadata.error is not None or 0 not in metadata.partitions:
@@ -173,8 +174,10 @@ def read_newest_generation(
 
 def freeze(store: SyncStore) -> dict[tuple[str, int], PartitionSyncs]:
     """A copy of every partition's state that later batches do not change (syncs are immutable)."""
-    return {key: PartitionSyncs(list(state.syncs), state.mirrored_until, state.clean_until)
-            for key, state in store.partitions.items()}  # fmt: skip
+    return {
+        key: PartitionSyncs(list(state.syncs), state.mirrored_until, state.clean_until)
+        for key, state in store.partitions.items()
+    }
 
 
 @dataclass(frozen=True)
@@ -239,19 +242,28 @@ class SyncLog:
         skipped = max(high - max(self.syncs.read_until, low) - self.max_tail_syncs, 0)
         if skipped:
             self.syncs.read_until = high - self.max_tail_syncs
-            problems.append(f"the tail after the newest snapshot holds {skipped + self.max_tail_syncs} syncs; "
-                            f"read the newest {self.max_tail_syncs} only ({skipped} older ones not loaded: "
-                            "groups behind them translate by MM2's rule or not at all)")  # fmt: skip
+            problems.append(
+                f"the tail after the newest snapshot holds {skipped + self.max_tail_syncs} syncs; "
+                f"read the newest {self.max_tail_syncs} only ({skipped} older ones not loaded: "
+                "groups behind them translate by MM2's rule or not at all)"
+            )
         remaining = max(timeout_s - (time.monotonic() - started), 1.0)
         skip = {key: s.syncs_offset for key, s in snapshots.items()}
         tail = self.syncs.load(store, remaining, skip_below=skip, after_gap=bool(skipped))
         self.since_snapshot = tail
-        self.last_load = {"snapshot_records": snapshot_records, "partitions": len(snapshots), "tail_records": tail,
-                          "tail_skipped": skipped}  # fmt: skip
+        self.last_load = {
+            "snapshot_records": snapshot_records,
+            "partitions": len(snapshots),
+            "tail_records": tail,
+            "tail_skipped": skipped,
+        }
         for problem in problems:
             log.warning("offset sync history of %s: %s", self.syncs.topic, problem)
-            print("kmirror offset_sync_load " + json.dumps({"topic": self.syncs.topic, "problem": problem}),
-                  file=sys.stderr, flush=True)  # fmt: skip
+            print(
+                "kmirror offset_sync_load " + json.dumps({"topic": self.syncs.topic, "problem": problem}),
+                file=sys.stderr,
+                flush=True,
+            )
         return tail
 
     def catch_up(self, store: SyncStore, timeout_s: float = 60.0) -> int:
@@ -292,8 +304,10 @@ class SyncLog:
     def write_captured(self, job: SnapshotJob, timeout_s: float = 30.0) -> int:
         """Write a generation of a captured store; returns the partition records written. Raises
         OffsetSyncError on a failed delivery. One at a time (it owns the snapshot producer)."""
-        records = [encode_partition(PartitionSnapshot(t, p, job.syncs_offset, state))
-                   for (t, p), state in sorted(job.states.items())]  # fmt: skip
+        records = [
+            encode_partition(PartitionSnapshot(t, p, job.syncs_offset, state))
+            for (t, p), state in sorted(job.states.items())
+        ]
         if not records:
             return 0
         for key, value in records:
@@ -310,8 +324,13 @@ class SyncLog:
             from kmirror_engine.clients.factory import renewing_delivery_producer
 
             self._producer = renewing_delivery_producer(
-                self.target, role="offset-sync-snapshots-producer", what="offset-sync snapshot",
-                counted="snapshot record", error=OffsetSyncError, on_delivered=self._delivered)  # fmt: skip
+                self.target,
+                role="offset-sync-snapshots-producer",
+                what="offset-sync snapshot",
+                counted="snapshot record",
+                error=OffsetSyncError,
+                on_delivered=self._delivered,
+            )
         self._producer.produce(self.snapshot_topic, value, key, partition=0)
 
     def _delivered(self, msg: Any) -> None:

@@ -57,8 +57,9 @@ class OffsetSyncWriter:
         for p in sorted(batch.partitions, key=lambda p: (p.source_topic, p.partition, p.start_offset)):
             key = (p.source_topic, p.partition)
             head_due = key in self.lost or now - self.last_written.get(key, float("-inf")) >= self.head_interval_s
-            added = self.store.add_segment(p.source_topic, p.partition, p.start_offset, p.next_offset,
-                                           p.offset_syncs, keep_last=head_due)  # fmt: skip
+            added = self.store.add_segment(
+                p.source_topic, p.partition, p.start_offset, p.next_offset, p.offset_syncs, keep_last=head_due
+            )
             end = batch.source_end_offsets.get(key)
             self.next_offsets[key] = (p.next_offset, end)
             if added:
@@ -101,9 +102,11 @@ class OffsetSyncWriter:
             return  # the previous generation is still being written
         job = self.sync_log.capture(self.store)
         self._snapshot = threading.Thread(
-            target=self.metrics.side_work, args=("offset_sync_snapshot", lambda: self.sync_log.write_captured(job)),
-            name="kmirror-offset-sync-snapshot", daemon=True,
-        )  # fmt: skip
+            target=self.metrics.side_work,
+            args=("offset_sync_snapshot", lambda: self.sync_log.write_captured(job)),
+            name="kmirror-offset-sync-snapshot",
+            daemon=True,
+        )
         self._snapshot.start()
 
     def wait_for_snapshot(self, timeout_s: float = SNAPSHOT_JOIN_S) -> None:
@@ -121,8 +124,9 @@ class OffsetSyncWriter:
             known = self.persisted_clean.get(key, -1)
             if clean is None or not syncs or clean <= known or clean - 1 <= syncs[-1].upstream:
                 continue
-            head = self.store.add_segment(key[0], key[1], clean - 1, next_offset,
-                                          [(clean - 1, syncs[-1].drift + clean - 1)], keep_last=True)  # fmt: skip
+            head = self.store.add_segment(
+                key[0], key[1], clean - 1, next_offset, [(clean - 1, syncs[-1].drift + clean - 1)], keep_last=True
+            )
             if head:
                 self._write(key, head, next_offset, end, self.clock())
                 written += len(head)

@@ -162,8 +162,7 @@ class SyncStore:
 
     def restore(self, topic: str, partition: int, state: PartitionSyncs) -> None:
         """Replace one partition's history with a snapshot of it (`kmirror_engine.failover.offset_sync_snapshots`)."""
-        self.partitions[(topic, partition)] = PartitionSyncs(list(state.syncs), state.mirrored_until,
-                                                             state.clean_until)  # fmt: skip
+        self.partitions[(topic, partition)] = PartitionSyncs(list(state.syncs), state.mirrored_until, state.clean_until)
         self._bound(self.partitions[(topic, partition)])
 
     @staticmethod
@@ -315,8 +314,12 @@ class OffsetSyncTopic:
             from kmirror_engine.clients.factory import renewing_delivery_producer
 
             self._producer = renewing_delivery_producer(
-                self.target, role="offset-syncs-producer", what="offset sync", error=OffsetSyncError,
-                on_delivered=self._delivered)  # fmt: skip
+                self.target,
+                role="offset-syncs-producer",
+                what="offset sync",
+                error=OffsetSyncError,
+                on_delivered=self._delivered,
+            )
         for i, sync in enumerate(syncs):
             key, value = encode_offset_sync(OffsetSync(source_topic, partition, sync.upstream, sync.downstream))
             headers = [
@@ -335,8 +338,12 @@ class OffsetSyncTopic:
 
         from kmirror_engine.clients.factory import new_consumer
 
-        consumer = new_consumer(self.target, role="internal-topic-reader", group_id=f"kmirror-reader-{self.topic}",
-                                **{"enable.auto.commit": False})  # fmt: skip
+        consumer = new_consumer(
+            self.target,
+            role="internal-topic-reader",
+            group_id=f"kmirror-reader-{self.topic}",
+            **{"enable.auto.commit": False},
+        )
         try:
             metadata = consumer.list_topics(self.topic, timeout=timeout_s).topics.get(self.topic)
             if metadata is None or metadata.error is not None or 0 not in metadata.partitions:
@@ -389,8 +396,13 @@ class OffsetSyncTopic:
             seen.add(key)
             sync = Sync(decoded.upstream_offset, decoded.downstream_offset, continuous)
             raw_clean = headers.get(CLEAN_UNTIL_HEADER)
-            store.add_loaded(decoded.topic, decoded.partition, sync, int(raw_next) if raw_next else None,
-                             int(raw_clean) if raw_clean else None)  # fmt: skip
+            store.add_loaded(
+                decoded.topic,
+                decoded.partition,
+                sync,
+                int(raw_next) if raw_next else None,
+                int(raw_clean) if raw_clean else None,
+            )
         return count
 
     def close(self) -> None:
@@ -409,8 +421,9 @@ def read_partition0(
 
     from kmirror_engine.clients.factory import new_consumer
 
-    consumer = new_consumer(endpoint, role="internal-topic-reader", group_id=f"kmirror-reader-{topic}",
-                            **{"enable.auto.commit": False})  # fmt: skip
+    consumer = new_consumer(
+        endpoint, role="internal-topic-reader", group_id=f"kmirror-reader-{topic}", **{"enable.auto.commit": False}
+    )
     try:
         metadata = consumer.list_topics(topic, timeout=30).topics.get(topic)
         if metadata is None or metadata.error is not None or 0 not in metadata.partitions:

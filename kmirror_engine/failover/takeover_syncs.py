@@ -36,8 +36,9 @@ def write_takeover_syncs(spec: FlowSpec, points: Sequence[TakeoverPoint]) -> int
         sync_log.ensure_exists()
         for point in points:
             # next_offset = resume_offset: nothing past the takeover point is mirrored yet
-            sync_log.write(point.topic, point.partition, [Sync(point.resume_offset, point.target_offset)],
-                           point.resume_offset)  # fmt: skip
+            sync_log.write(
+                point.topic, point.partition, [Sync(point.resume_offset, point.target_offset)], point.resume_offset
+            )
         sync_log.flush()
     finally:
         sync_log.close()

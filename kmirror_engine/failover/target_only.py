@@ -89,8 +89,14 @@ def positions_from_checkpoints(
         source_topic = spec.policy.upstream_topic(remote) or remote  # identity policy: same name
         if spec.policy.format_remote_topic(spec.source.alias, source_topic) != remote:
             continue
-        translation = Translation(source_topic, partition, remote, checkpoint.upstream_offset,
-                                  checkpoint.downstream_offset, checkpoint.metadata)  # fmt: skip
+        translation = Translation(
+            source_topic,
+            partition,
+            remote,
+            checkpoint.upstream_offset,
+            checkpoint.downstream_offset,
+            checkpoint.metadata,
+        )
         age = None if timestamp_ms is None or timestamp_ms <= 0 else max(now_ms - timestamp_ms, 0)
         end = (source_ends or {}).get((source_topic, partition))
         mirrored = store.mirrored_until(source_topic, partition)
@@ -127,5 +133,7 @@ def describe_position(p: CheckpointedPosition) -> str:
     age = "unknown age" if p.age_ms is None else f"{p.age_ms / 1000:.1f} s old"
     risk = "unknown" if p.records_at_risk is None else str(p.records_at_risk)
     t = p.translation
-    return (f"{t.target_topic}[{t.partition}]: upstream {t.upstream_offset} -> {t.downstream_offset}, "
-            f"checkpoint {age}, records at risk: {risk}")  # fmt: skip
+    return (
+        f"{t.target_topic}[{t.partition}]: upstream {t.upstream_offset} -> {t.downstream_offset}, "
+        f"checkpoint {age}, records at risk: {risk}"
+    )

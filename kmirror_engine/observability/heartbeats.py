@@ -48,8 +48,7 @@ class HeartbeatEmitter:
         self.target_alias = spec.target.alias
         self.interval_ms = spec.heartbeats.interval_ms
         self.producer = producer
-        self.delivery = DeliveryConfirmingProducer(producer, what="heartbeat", error=HeartbeatError,
-                                                   describe=_message)  # fmt: skip
+        self.delivery = DeliveryConfirmingProducer(producer, what="heartbeat", error=HeartbeatError, describe=_message)
         self.last_ms: int | None = None
         self.sent = 0
 
@@ -96,9 +95,13 @@ class HeartbeatTicker:
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self.ensure_topic = ensure_topic or ensure_heartbeats_topic
         self._topic_ready = False
-        self.task = PeriodicTask(f"kmirror-heartbeats {self.flow_id}", max(self.emitter.interval_ms, 100) / 1000,
-                                 self._beat, errors=(KmirrorError, KafkaException, BufferError),
-                                 on_failure=self._report)  # fmt: skip
+        self.task = PeriodicTask(
+            f"kmirror-heartbeats {self.flow_id}",
+            max(self.emitter.interval_ms, 100) / 1000,
+            self._beat,
+            errors=(KmirrorError, KafkaException, BufferError),
+            on_failure=self._report,
+        )
 
     @property
     def failures(self) -> int:
@@ -115,8 +118,9 @@ class HeartbeatTicker:
         self.emitter.maybe_emit(self.clock_ms())
 
     def _report(self, task: PeriodicTask, exc: BaseException) -> None:
-        log.warning("%s: heartbeat failed (%d failures so far, retried next tick): %s",
-                    self.flow_id, task.failures, exc)  # fmt: skip
+        log.warning(
+            "%s: heartbeat failed (%d failures so far, retried next tick): %s", self.flow_id, task.failures, exc
+        )
 
     def start(self) -> HeartbeatTicker:
         self.task.start(run_now=True)

@@ -106,36 +106,52 @@ class FlowMetrics:
         self.registry = CollectorRegistry()
         r = self.registry
         self.batch_duration = Histogram(
-            "kmirror_batch_duration_seconds", "Copy time of a committed batch, first read to last delivery.",
-            ("flow",), buckets=BATCH_DURATION_BUCKETS, registry=r,
-        )  # fmt: skip
-        self.failed_batches = Counter(
-            "kmirror_failed_batches", "Batches Spark aborted (a task failed; Spark retries the batch).", ("flow",),
+            "kmirror_batch_duration_seconds",
+            "Copy time of a committed batch, first read to last delivery.",
+            ("flow",),
+            buckets=BATCH_DURATION_BUCKETS,
             registry=r,
-        )  # fmt: skip
+        )
+        self.failed_batches = Counter(
+            "kmirror_failed_batches",
+            "Batches Spark aborted (a task failed; Spark retries the batch).",
+            ("flow",),
+            registry=r,
+        )
         self.failed_batches.labels(flow_id)  # exported as 0 from the start: increase() needs a first sample
         self.last_commit_s = clock()
         self.checkpoint_age = Gauge(
-            "kmirror_checkpoint_age_seconds", "Seconds since the last committed batch (Spark's checkpoint last "
-            "advanced); since the metrics started before the first commit.", ("flow",), registry=r,
-        )  # fmt: skip
+            "kmirror_checkpoint_age_seconds",
+            "Seconds since the last committed batch (Spark's checkpoint last "
+            "advanced); since the metrics started before the first commit.",
+            ("flow",),
+            registry=r,
+        )
         self.checkpoint_age.labels(flow_id).set_function(lambda: max(self.clock() - self.last_commit_s, 0.0))
         self.record_count = Counter("kmirror_record_count", "Records mirrored (MM2 record-count).", LABELS, registry=r)
         self.byte_count = Counter("kmirror_byte_count", "Bytes mirrored (MM2 byte-count).", LABELS, registry=r)
         self.skipped = Counter(
-            "kmirror_skipped_records", "Source records not mirrored: reason=retention, offsets deleted at the "
+            "kmirror_skipped_records",
+            "Source records not mirrored: reason=retention, offsets deleted at the "
             "source first (fail_on_data_loss=false); reason=skip_offsets, named by the flow's skip_offsets "
             "(MM2 has none); reason=provenance, records whose provenance header names the target as their "
-            "origin (provenance_headers: never copied back).", (*LABELS, "reason"), registry=r,
-        )  # fmt: skip
+            "origin (provenance_headers: never copied back).",
+            (*LABELS, "reason"),
+            registry=r,
+        )
         self.dead_lettered = Counter(
-            "kmirror_dead_lettered_records", "Records the target refuses (too large, timestamp outside its window, "
-            "no key for a compacted topic), sent to the dead-letter topic.", LABELS, registry=r,
-        )  # fmt: skip
+            "kmirror_dead_lettered_records",
+            "Records the target refuses (too large, timestamp outside its window, "
+            "no key for a compacted topic), sent to the dead-letter topic.",
+            LABELS,
+            registry=r,
+        )
         self.fallback = Counter(
-            "kmirror_batch_fallback_records", "copy_loop batch: records a record loop copied instead of the batch "
-            "path (the reason is in the log).", LABELS, registry=r,
-        )  # fmt: skip
+            "kmirror_batch_fallback_records",
+            "copy_loop batch: records a record loop copied instead of the batch path (the reason is in the log).",
+            LABELS,
+            registry=r,
+        )
         self.byte_rate = Gauge(
             "kmirror_byte_rate", "Bytes per second over the last batch (MM2 byte-rate).", LABELS, registry=r
         )
@@ -155,22 +171,31 @@ class FlowMetrics:
             "kmirror_offset_lag", "Source end offset minus next offset to mirror.", LABELS, registry=r
         )
         self.checkpoint_latency = Gauge(
-            "kmirror_checkpoint_latency_ms", "Offsets read to checkpoints delivered (MM2 checkpoint-latency-ms).",
-            ("flow", "group"), registry=r,
-        )  # fmt: skip
+            "kmirror_checkpoint_latency_ms",
+            "Offsets read to checkpoints delivered (MM2 checkpoint-latency-ms).",
+            ("flow", "group"),
+            registry=r,
+        )
         self.work_failures = Counter(
-            "kmirror_failover_work_failures", "Failed rounds of side work (checkpoints, group offset sync, "
+            "kmirror_failover_work_failures",
+            "Failed rounds of side work (checkpoints, group offset sync, "
             "heartbeats, offset-sync snapshots); logged and retried, never failing a delivered batch.",
-            ("flow", "work"), registry=r,
-        )  # fmt: skip
+            ("flow", "work"),
+            registry=r,
+        )
         self.rate_limit = Gauge(
-            "kmirror_rate_limit", "Configured bandwidth limit of the flow's copy (max_bytes_per_second, "
-            "max_records_per_second), over all copy tasks of a batch.", ("flow", "unit"), registry=r,
-        )  # fmt: skip
+            "kmirror_rate_limit",
+            "Configured bandwidth limit of the flow's copy (max_bytes_per_second, "
+            "max_records_per_second), over all copy tasks of a batch.",
+            ("flow", "unit"),
+            registry=r,
+        )
         self.throttled = Counter(
-            "kmirror_throttled_seconds", "Seconds the copy loops waited to stay under the flow's rate limits, "
-            "summed over the loops of each batch.", ("flow",), registry=r,
-        )  # fmt: skip
+            "kmirror_throttled_seconds",
+            "Seconds the copy loops waited to stay under the flow's rate limits, summed over the loops of each batch.",
+            ("flow",),
+            registry=r,
+        )
         self._failures: dict[str, int] = {}
         self._server: Any = None
         self.port: int | None = None
@@ -205,8 +230,12 @@ class FlowMetrics:
             self.dead_lettered.labels(*labels).inc(p.dead_lettered)
             if p.fallback_records:
                 self.fallback.labels(*labels).inc(p.fallback_records)
-            row: dict[str, Any] = {"topic": p.target_topic, "partition": p.partition, "record_count": p.records,
-                                   "byte_rate": round(p.bytes / seconds, 1)}  # fmt: skip
+            row: dict[str, Any] = {
+                "topic": p.target_topic,
+                "partition": p.partition,
+                "record_count": p.records,
+                "byte_rate": round(p.bytes / seconds, 1),
+            }
             if p.last_timestamp_ms is not None:
                 row["record_age_ms"] = now_ms - p.last_timestamp_ms
                 self.record_age.labels(*labels).set(row["record_age_ms"])
@@ -220,8 +249,7 @@ class FlowMetrics:
                 row["offset_lag"] = max(end - p.next_offset, 0)
                 self.offset_lag.labels(*labels).set(row["offset_lag"])
             rows.append(row)
-        record = {"event": "mirror_metrics", "flow": self.flow_id, "batch_id": batch.batch_id,
-                  **bounded_rows(rows)}  # fmt: skip
+        record = {"event": "mirror_metrics", "flow": self.flow_id, "batch_id": batch.batch_id, **bounded_rows(rows)}
         if batch.throttled_ms:
             record["throttled_s"] = round(batch.throttled_ms / 1000.0, 3)
         if self._last_snapshot is None or self.last_commit_s - self._last_snapshot >= SNAPSHOT_INTERVAL_S:

@@ -55,9 +55,13 @@ class CreatedTopics:
             return
         self.ensure_exists()
         if self._producer is None:  # kept for the planner's life: rebuilt when the target's credentials rotate
-            self._producer = renewing_delivery_producer(self.target, role="created-topics-producer",
-                                                        what="created topic record", error=ConnectionFailure,
-                                                        describe=self._message)  # fmt: skip
+            self._producer = renewing_delivery_producer(
+                self.target,
+                role="created-topics-producer",
+                what="created topic record",
+                error=ConnectionFailure,
+                describe=self._message,
+            )
         now = int(time.time() * 1000)
         for remote, source in pairs:
             value = json.dumps({"flow": self.flow_id, "source_topic": source, "created_ms": now})
@@ -85,8 +89,12 @@ def load_created(target: ClusterEndpoint, topic: str, timeout_s: float = 30.0) -
 
     from kmirror_engine.clients.factory import new_consumer
 
-    consumer = new_consumer(target, role="created-topics-reader", group_id=f"kmirror-reader-{topic}",
-                            **{"enable.auto.commit": False, "enable.partition.eof": True})  # fmt: skip
+    consumer = new_consumer(
+        target,
+        role="created-topics-reader",
+        group_id=f"kmirror-reader-{topic}",
+        **{"enable.auto.commit": False, "enable.partition.eof": True},
+    )
     try:
         metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if metadata is None or metadata.error is not None or 0 not in metadata.partitions:

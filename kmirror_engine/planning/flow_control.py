@@ -76,8 +76,9 @@ def newest_record(records: Iterable[tuple[bytes | None, bytes | None]], flow_id:
     return newest
 
 
-def newest_state(records: Iterable[tuple[bytes | None, bytes | None]], flow_id: str,
-                 current: ControlState = RUNNING) -> ControlState:  # fmt: skip
+def newest_state(
+    records: Iterable[tuple[bytes | None, bytes | None]], flow_id: str, current: ControlState = RUNNING
+) -> ControlState:
     """The state after `records`: their newest record of `flow_id`, else `current`."""
     return newest_record(records, flow_id) or current
 
@@ -90,8 +91,13 @@ class ControlReader:
     """The newest control state of one flow, read incrementally (see module doc). `make_consumer`
     returns an assign()-able consumer of the target (tests pass fakes); `out` gets the audit lines."""
 
-    def __init__(self, spec: FlowSpec, make_consumer: Callable[[], Any] | None = None,
-                 out: Any = None, clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+    def __init__(
+        self,
+        spec: FlowSpec,
+        make_consumer: Callable[[], Any] | None = None,
+        out: Any = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.flow_id = spec.id
         self.topic = control_topic()
         self._make = make_consumer or (lambda: _target_consumer(spec))
@@ -112,8 +118,11 @@ class ControlReader:
         try:
             records = self._read()
         except Exception as exc:  # a control topic we cannot read never stops the mirror
-            print(f"{PREFIX.strip()}: reading {self.topic} failed, keeping state {self.state.state!r}: {exc}",
-                  file=self._out or sys.stderr, flush=True)  # fmt: skip
+            print(
+                f"{PREFIX.strip()}: reading {self.topic} failed, keeping state {self.state.state!r}: {exc}",
+                file=self._out or sys.stderr,
+                flush=True,
+            )
             self.close()
             self._first_end = None
             self._retry_at = self._clock() + RETRY_MISSING_S
@@ -180,8 +189,12 @@ def _target_consumer(spec: FlowSpec) -> Any:
     from kmirror_engine.clients.factory import new_consumer
 
     # the group id the ACL list grants (`internal_topics.reader_group`); never committed to
-    return new_consumer(spec.target, role="control-reader", group_id=f"kmirror-reader-{control_topic()}",
-                        **{"enable.auto.commit": False})  # fmt: skip
+    return new_consumer(
+        spec.target,
+        role="control-reader",
+        group_id=f"kmirror-reader-{control_topic()}",
+        **{"enable.auto.commit": False},
+    )
 
 
 def write_state(spec: FlowSpec, state: ControlState) -> None:
@@ -192,14 +205,20 @@ def write_state(spec: FlowSpec, state: ControlState) -> None:
     from kmirror_engine.clients.topic_admin import ensure_topic
 
     target = spec.target
-    fix = (f"check that {target.alias} ({target.bootstrap_servers}) is reachable and that this principal may "
-           f"create and write topic {control_topic()} (see `kmirror acls`), then run the command again")  # fmt: skip
+    fix = (
+        f"check that {target.alias} ({target.bootstrap_servers}) is reachable and that this principal may "
+        f"create and write topic {control_topic()} (see `kmirror acls`), then run the command again"
+    )
     try:
         ensure_topic(target, control_topic(), CONTROL_TOPIC_CONFIG)
         producer = new_producer(target, role="control-writer")
         errors: list[Any] = []
-        producer.produce(control_topic(), key=spec.id.encode(), value=encode(state),
-                         on_delivery=lambda err, _msg: errors.append(err) if err is not None else None)  # fmt: skip
+        producer.produce(
+            control_topic(),
+            key=spec.id.encode(),
+            value=encode(state),
+            on_delivery=lambda err, _msg: errors.append(err) if err is not None else None,
+        )
         left = producer.flush(30)
     except Exception as exc:
         cause = f"cannot write the control record of {spec.id} on {target.alias}: {exc}; {fix}"

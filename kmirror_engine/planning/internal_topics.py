@@ -57,18 +57,21 @@ def needed_access(spec: FlowSpec) -> dict[str, tuple[str, tuple[str, ...]]]:
     source = spec.source.alias
     out: dict[str, tuple[str, tuple[str, ...]]] = {
         offset_syncs_topic(source): ("offset syncs; without them batches fail", ("Read", "Write")),
-        snapshot_topic(source): ("offset-sync snapshots; without them restarts read the whole history",
-                                 ("Read", "Write")),
-        created_topics_topic(source): ("the registry of remote topics the mirror created (config sync)",
-                                       ("Read", "Write")),
-    }  # fmt: skip
+        snapshot_topic(source): (
+            "offset-sync snapshots; without them restarts read the whole history",
+            ("Read", "Write"),
+        ),
+        created_topics_topic(source): (
+            "the registry of remote topics the mirror created (config sync)",
+            ("Read", "Write"),
+        ),
+    }
     if spec.checkpoints.emit:
         out[checkpoints_topic(source)] = ("MM2 checkpoints", ("Read", "Write"))
     if spec.heartbeats.emit:
         out[HEARTBEATS_TOPIC] = ("MM2 heartbeats", ("Write",))
     if spec.topic_sync.acls:
-        out[synced_acls_topic(source)] = ("the record of ACLs ACL sync created, for revoking them",
-                                          ("Read", "Write"))  # fmt: skip
+        out[synced_acls_topic(source)] = ("the record of ACLs ACL sync created, for revoking them", ("Read", "Write"))
     if spec.copy.dead_letter_topic:  # without Write a record the target refuses fails its batch after all
         out[spec.copy.dead_letter_topic] = ("dead letters: records the target refuses", ("Write",))
     return out
@@ -93,13 +96,30 @@ def mirror_acls(spec: FlowSpec, source_topics: list[str]) -> list[AclGrant]:
     the source cluster (DescribeAcls), Alter on the target cluster (CreateAcls, DeleteAcls) and
     its record topic. `kmirror.security.acls.mirror_acl_commands` renders exactly this list."""
     remote_prefix = spec.policy.format_remote_topic(spec.source.alias, "")
-    grants = [AclGrant("source", "TOPIC", topic, "LITERAL", ("Read", "Describe", "DescribeConfigs"),
-                       "the mirrored topic") for topic in sorted(source_topics)]  # fmt: skip
-    grants.append(AclGrant("source", "GROUP", spec.consumer_group, "LITERAL", ("Read", "Describe"),
-                           "the mirror's committed source positions"))  # fmt: skip
-    grants.append(AclGrant("target", "TOPIC", remote_prefix, "PREFIXED",
-                           ("Create", "Write", "Describe", "DescribeConfigs", "Alter", "AlterConfigs"),
-                           "the remote topics"))  # fmt: skip
+    grants = [
+        AclGrant("source", "TOPIC", topic, "LITERAL", ("Read", "Describe", "DescribeConfigs"), "the mirrored topic")
+        for topic in sorted(source_topics)
+    ]
+    grants.append(
+        AclGrant(
+            "source",
+            "GROUP",
+            spec.consumer_group,
+            "LITERAL",
+            ("Read", "Describe"),
+            "the mirror's committed source positions",
+        )
+    )
+    grants.append(
+        AclGrant(
+            "target",
+            "TOPIC",
+            remote_prefix,
+            "PREFIXED",
+            ("Create", "Write", "Describe", "DescribeConfigs", "Alter", "AlterConfigs"),
+            "the remote topics",
+        )
+    )
     for topic, (purpose, operations) in sorted(needed_access(spec).items()):
         wanted = tuple(dict.fromkeys(("Create", "Describe", *operations)))
         grants.append(AclGrant("target", "TOPIC", topic, "LITERAL", wanted, purpose))
@@ -107,33 +127,69 @@ def mirror_acls(spec: FlowSpec, source_topics: list[str]) -> list[AclGrant]:
             continue
         # its readers (offset syncs, snapshots, the registry) consume with this group id, and a
         # consumer with a group id asks its coordinator: Describe on the group, or the read fails
-        grants.append(AclGrant("target", "GROUP", reader_group(topic), "LITERAL", ("Read", "Describe"),
-                               f"reading {topic}"))  # fmt: skip
+        grants.append(
+            AclGrant("target", "GROUP", reader_group(topic), "LITERAL", ("Read", "Describe"), f"reading {topic}")
+        )
     # pause/resume (issue 46): the planner reads the flow's control record; `kmirror pause` writes it
-    grants.append(AclGrant("target", "TOPIC", control_topic(), "LITERAL", ("Read", "Describe"),
-                           "pause/resume control records"))  # fmt: skip
-    grants.append(AclGrant("target", "GROUP", reader_group(control_topic()), "LITERAL", ("Read", "Describe"),
-                           f"reading {control_topic()}"))  # fmt: skip
+    grants.append(
+        AclGrant("target", "TOPIC", control_topic(), "LITERAL", ("Read", "Describe"), "pause/resume control records")
+    )
+    grants.append(
+        AclGrant(
+            "target",
+            "GROUP",
+            reader_group(control_topic()),
+            "LITERAL",
+            ("Read", "Describe"),
+            f"reading {control_topic()}",
+        )
+    )
     if spec.exactly_once:
         prefix = transactional_id(spec, 0).rsplit("-", 1)[0]
-        grants.append(AclGrant("target", "TRANSACTIONAL_ID", prefix, "PREFIXED", ("Write", "Describe"),
-                               "exactly-once transactions"))  # fmt: skip
-        grants.append(AclGrant("target", "GROUP", offsets_group(spec), "LITERAL", ("Read", "Describe"),
-                               "exactly-once source positions"))  # fmt: skip
+        grants.append(
+            AclGrant(
+                "target", "TRANSACTIONAL_ID", prefix, "PREFIXED", ("Write", "Describe"), "exactly-once transactions"
+            )
+        )
+        grants.append(
+            AclGrant(
+                "target", "GROUP", offsets_group(spec), "LITERAL", ("Read", "Describe"), "exactly-once source positions"
+            )
+        )
     forward = spec.checkpoints.reverse_of
     if forward is not None and spec.checkpoints.emit:
         # a reverse flow reads the forward flow's offset syncs and their snapshots on its source
         # (the forward flow's target) and the groups committed there on the forward remote topics
         for topic in (offset_syncs_topic(forward), snapshot_topic(forward)):
-            grants.append(AclGrant("source", "TOPIC", topic, "LITERAL", ("Read", "Describe"),
-                                   "the forward flow's offset syncs (reverse checkpoints)"))  # fmt: skip
-            grants.append(AclGrant("source", "GROUP", reader_group(topic), "LITERAL", ("Read", "Describe"),
-                                   f"reading {topic}"))  # fmt: skip
+            grants.append(
+                AclGrant(
+                    "source",
+                    "TOPIC",
+                    topic,
+                    "LITERAL",
+                    ("Read", "Describe"),
+                    "the forward flow's offset syncs (reverse checkpoints)",
+                )
+            )
+            grants.append(
+                AclGrant("source", "GROUP", reader_group(topic), "LITERAL", ("Read", "Describe"), f"reading {topic}")
+            )
     if spec.topic_sync.acls:
-        grants.append(AclGrant("source", "CLUSTER", "kafka-cluster", "LITERAL", ("Describe",),
-                               "ACL sync lists the source's topic ACLs"))  # fmt: skip
-        grants.append(AclGrant("target", "CLUSTER", "kafka-cluster", "LITERAL", ("Alter",),
-                               "ACL sync creates and revokes ACLs of remote topics"))  # fmt: skip
+        grants.append(
+            AclGrant(
+                "source", "CLUSTER", "kafka-cluster", "LITERAL", ("Describe",), "ACL sync lists the source's topic ACLs"
+            )
+        )
+        grants.append(
+            AclGrant(
+                "target",
+                "CLUSTER",
+                "kafka-cluster",
+                "LITERAL",
+                ("Alter",),
+                "ACL sync creates and revokes ACLs of remote topics",
+            )
+        )
     return grants
 
 
@@ -206,8 +262,9 @@ def _creation_problems(
     from confluent_kafka.admin import NewTopic
 
     try:
-        futures = admin.create_topics([NewTopic(topic, 1) for topic in topics], validate_only=True,
-                                      request_timeout=ADMIN_TIMEOUT_S)  # fmt: skip
+        futures = admin.create_topics(
+            [NewTopic(topic, 1) for topic in topics], validate_only=True, request_timeout=ADMIN_TIMEOUT_S
+        )
     except Exception:  # not knowing is not a problem to report; creating the topic will say
         return []
     refused, creatable = [], []
@@ -220,14 +277,24 @@ def _creation_problems(
             if code in (KafkaError.TOPIC_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED):
                 refused.append(topic)
     problems = [
-        AccessProblem(topic, needs[topic][0] + "; it does not exist yet and the mirror may not create it",
-                      ("Create",), _grant(spec, topic, ("Create",)))
+        AccessProblem(
+            topic,
+            needs[topic][0] + "; it does not exist yet and the mirror may not create it",
+            ("Create",),
+            _grant(spec, topic, ("Create",)),
+        )
         for topic in refused
-    ]  # fmt: skip
+    ]
     for topic in creatable:
         if "Read" in needs[topic][1] and _read_refused(admin, topic):
-            problems.append(AccessProblem(topic, needs[topic][0] + "; the mirror may create it but not read it",
-                                          ("Read",), _grant(spec, topic, ("Read",))))  # fmt: skip
+            problems.append(
+                AccessProblem(
+                    topic,
+                    needs[topic][0] + "; the mirror may create it but not read it",
+                    ("Read",),
+                    _grant(spec, topic, ("Read",)),
+                )
+            )
     return problems
 
 
@@ -265,9 +332,18 @@ def report_internal_topic_access(spec: FlowSpec, admin: Any, out: TextIO | None 
         return []
     for problem in problems:
         log.warning("%s", problem.message(spec))
-        _write(out, {"event": "internal_topic_access", "flow": spec.id, "cluster": spec.target.alias,
-                     "topic": problem.topic, "missing": list(problem.missing), "grant": problem.grant,
-                     "message": problem.message(spec)})  # fmt: skip
+        _write(
+            out,
+            {
+                "event": "internal_topic_access",
+                "flow": spec.id,
+                "cluster": spec.target.alias,
+                "topic": problem.topic,
+                "missing": list(problem.missing),
+                "grant": problem.grant,
+                "message": problem.message(spec),
+            },
+        )
     return problems
 
 

@@ -52,8 +52,12 @@ def read_topic(endpoint: ClusterEndpoint, topic: str, timeout_s: float = READ_TI
     ConnectionFailure naming the cluster and topic on a read error or after `timeout_s`."""
     from kmirror_engine.clients.factory import new_consumer
 
-    consumer = new_consumer(endpoint, role="mm2-takeover-reader", group_id=f"kmirror-takeover-{topic}",
-                            **{"enable.auto.commit": False, "enable.partition.eof": True})  # fmt: skip
+    consumer = new_consumer(
+        endpoint,
+        role="mm2-takeover-reader",
+        group_id=f"kmirror-takeover-{topic}",
+        **{"enable.auto.commit": False, "enable.partition.eof": True},
+    )
     where = f"{topic} on {endpoint.alias!r} ({endpoint.bootstrap_servers})"
     try:
         metadata = consumer.list_topics(topic, timeout=30).topics.get(topic)
@@ -94,8 +98,10 @@ def mm2_committed(target: ClusterEndpoint, topic: str) -> list[Mm2SourceOffset]:
         try:
             record = decode_source_offset(msg.key(), msg.value())
         except FormatError as exc:
-            raise FormatError(f"{topic} on {target.alias!r}, partition {msg.partition()} offset {msg.offset()}: "
-                              f"{exc}; only Kafka Connect should write that topic") from None  # fmt: skip
+            raise FormatError(
+                f"{topic} on {target.alias!r}, partition {msg.partition()} offset {msg.offset()}: "
+                f"{exc}; only Kafka Connect should write that topic"
+            ) from None
         if record is not None:
             out.append(record)
     return out
@@ -109,8 +115,10 @@ def mm2_synced(endpoint: ClusterEndpoint, topic: str) -> dict[tuple[str, int], i
         try:
             sync = decode_offset_sync(msg.key() or b"", msg.value() or b"")
         except FormatError as exc:
-            raise FormatError(f"{topic} on {endpoint.alias!r}, offset {msg.offset()}: not an MM2 offset sync "
-                              f"({exc}); check starting_offsets.from_mm2.offset_syncs_topic") from None  # fmt: skip
+            raise FormatError(
+                f"{topic} on {endpoint.alias!r}, offset {msg.offset()}: not an MM2 offset sync "
+                f"({exc}); check starting_offsets.from_mm2.offset_syncs_topic"
+            ) from None
         out[(sync.topic, sync.partition)] = sync.upstream_offset
     return out
 
@@ -118,14 +126,18 @@ def mm2_synced(endpoint: ClusterEndpoint, topic: str) -> dict[tuple[str, int], i
 def _remote_ends(target_admin: Any, spec: FlowSpec, topics: dict[str, MirroredTopic]) -> dict[tuple[str, int], int]:
     """End offsets of the remote partitions that exist on the target, by SOURCE (topic, partition)."""
     existing = list_topic_partitions(target_admin, spec.target, 30.0)
-    by_remote = {(t.target_topic, p): (t.source_topic, p) for t in topics.values()
-                 for p in range(min(t.partitions, existing.get(t.target_topic, 0)))}  # fmt: skip
+    by_remote = {
+        (t.target_topic, p): (t.source_topic, p)
+        for t in topics.values()
+        for p in range(min(t.partitions, existing.get(t.target_topic, 0)))
+    }
     ends = query_offsets(target_admin, spec.target, list(by_remote), "latest", read_committed=False)
     return {by_remote[tp]: end for tp, end in ends.items()}
 
 
-def plan_mm2_takeover(spec: FlowSpec, takeover: Mm2Takeover, topics: dict[str, MirroredTopic],
-                      source_admin: Any, target_admin: Any) -> TakeoverPlan:  # fmt: skip
+def plan_mm2_takeover(
+    spec: FlowSpec, takeover: Mm2Takeover, topics: dict[str, MirroredTopic], source_admin: Any, target_admin: Any
+) -> TakeoverPlan:
     """Where each mirrored partition resumes after MM2; raises ValidationError listing every
     partition that cannot resume safely (see the module doc)."""
     offsets_topic, syncs_topic = takeover.topics(spec.source.alias, spec.target.alias)
@@ -144,8 +156,10 @@ def plan_mm2_takeover(spec: FlowSpec, takeover: Mm2Takeover, topics: dict[str, M
         lambda topic: spec.policy.format_remote_topic(spec.source.alias, topic),
         OPTION_PATH,
     )
-    problems = Problems(f"flow {spec.id}: taking over from MirrorMaker 2 ({offsets_topic} on {spec.target.alias!r}, "
-                        f"{syncs_topic} on {syncs_on.alias!r})")  # fmt: skip
+    problems = Problems(
+        f"flow {spec.id}: taking over from MirrorMaker 2 ({offsets_topic} on {spec.target.alias!r}, "
+        f"{syncs_topic} on {syncs_on.alias!r})"
+    )
     problems.extend(alias_problems(records, takeover.connector, spec.source.alias, OPTION_PATH))
     problems.extend(plan.problems)
     problems.raise_if_any()
@@ -158,5 +172,10 @@ def report_takeover(flow_id: str, plan: TakeoverPlan) -> None:
     configured; stderr reaches the driver's log, like the data-loss lines)."""
     for point in plan.points:
         print(TAKEOVER_PREFIX + json.dumps({"flow": flow_id, **asdict(point)}), file=sys.stderr, flush=True)
-    log.info("%s: taking over from MirrorMaker 2: %d partition(s) resume where MM2 stopped, %d it never copied "
-             "start at their log start", flow_id, len(plan.points), len(plan.resume) - len(plan.points))  # fmt: skip
+    log.info(
+        "%s: taking over from MirrorMaker 2: %d partition(s) resume where MM2 stopped, %d it never copied "
+        "start at their log start",
+        flow_id,
+        len(plan.points),
+        len(plan.resume) - len(plan.points),
+    )

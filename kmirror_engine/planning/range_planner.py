@@ -55,8 +55,14 @@ def report_data_loss(flow_id: str, tp: tuple[str, int], first: int, skipped: int
     """One structured stderr line per tolerated loss (fail_on_data_loss=false). The planner runs
     in a Python worker whose logging is not configured; stderr reaches the driver's log, like
     the progress lines. `skipped` is None when the count is unknown (a rewound partition)."""
-    record = {"flow": flow_id, "topic": tp[0], "partition": tp[1], "first_lost_offset": first,
-              "skipped": skipped, "cause": cause}  # fmt: skip
+    record = {
+        "flow": flow_id,
+        "topic": tp[0],
+        "partition": tp[1],
+        "first_lost_offset": first,
+        "skipped": skipped,
+        "cause": cause,
+    }
     print(DATA_LOSS_PREFIX + json.dumps(record), file=sys.stderr, flush=True)
 
 
@@ -64,9 +70,13 @@ class RangePlanner:
     """Driver-side planning with Kafka clients: discovery, target topics, offsets, data loss."""
 
     def __init__(
-        self, spec: FlowSpec, once: bool, task_count: int, admin_factory: Any = None,
+        self,
+        spec: FlowSpec,
+        once: bool,
+        task_count: int,
+        admin_factory: Any = None,
         on_takeover: Callable[[FlowSpec, Sequence[TakeoverPoint]], object] | None = None,
-    ) -> None:  # fmt: skip
+    ) -> None:
         """`on_takeover`: writes kafka-mirror's first offset syncs at an MM2 takeover (the
         failover side's, passed in by the Spark glue: planning never imports failover)."""
         real_clients = admin_factory is None  # fakes (tests) get no created-topics registry
@@ -155,9 +165,12 @@ class RangePlanner:
 
         assert self.spec.planning.from_mm2 is not None
         topics = self._retry(self.discovery.topics, "topic discovery")
-        plan = self._retry(lambda: plan_mm2_takeover(self.spec, self.spec.planning.from_mm2, topics,
-                                                     self.source_admin, self.target_topics.target_admin),
-                           "reading where MirrorMaker 2 stopped")  # fmt: skip
+        plan = self._retry(
+            lambda: plan_mm2_takeover(
+                self.spec, self.spec.planning.from_mm2, topics, self.source_admin, self.target_topics.target_admin
+            ),
+            "reading where MirrorMaker 2 stopped",
+        )
         self.mirrored()
         if self.on_takeover is not None:
             self._retry(lambda: self.on_takeover(self.spec, plan.points), "writing the takeover offset syncs")
@@ -202,9 +215,16 @@ class RangePlanner:
         for tp in self._deleted([tp for tp in wanted if tp not in log_start], start, end):
             first = start.get(tp, 0)
             report_data_loss(self.spec.id, tp, first, max(0, end[tp] - first), "topic deleted or deselected")
-            log.warning("%s: %s[%d] is gone from %r (deleted or no longer selected) with offsets %d..%d planned; "
-                        "they are not mirrored", self.spec.id, tp[0], tp[1], self.spec.source.alias, first,
-                        end[tp] - 1)  # fmt: skip
+            log.warning(
+                "%s: %s[%d] is gone from %r (deleted or no longer selected) with offsets %d..%d planned; "
+                "they are not mirrored",
+                self.spec.id,
+                tp[0],
+                tp[1],
+                self.spec.source.alias,
+                first,
+                end[tp] - 1,
+            )
         ranges = []
         for tp in wanted:
             if tp not in log_start:
@@ -221,8 +241,7 @@ class RangePlanner:
             from kmirror_engine.planning.replays import check_replays
 
             self.replays_checked = True
-            check_replays(self.source_admin, self.spec.id, self.spec.consumer_group, ranges,
-                          self.spec.exactly_once)  # fmt: skip
+            check_replays(self.source_admin, self.spec.id, self.spec.consumer_group, ranges, self.spec.exactly_once)
         return plan_tasks(
             ranges,
             self.task_count,
@@ -234,8 +253,9 @@ class RangePlanner:
         """Each planned range's share of the flow's rate limits (`split_rate_limits`); the shares
         of a batch sum to 1. A byte-limited flow samples the partitions it has no fresh figure for."""
         copy = self.spec.copy
-        per_offset = self.record_sizes.bytes_per_offset([r for task in tasks for r in task]) \
-            if copy.max_bytes_per_second else {}  # fmt: skip
+        per_offset = (
+            self.record_sizes.bytes_per_offset([r for task in tasks for r in task]) if copy.max_bytes_per_second else {}
+        )
         return split_rate_limits(tasks, per_offset, records_limited=bool(copy.max_records_per_second))
 
     def _size_sampler(self) -> Any:
@@ -243,8 +263,12 @@ class RangePlanner:
         few records per partition, not a full prefetch."""
         from kmirror_engine.clients.factory import consumer_config, new_consumer
 
-        config = {**consumer_config(self.spec), "fetch.max.bytes": 4 * 1024 * 1024,
-                  "max.partition.fetch.bytes": 64 * 1024, "enable.partition.eof": True}  # fmt: skip
+        config = {
+            **consumer_config(self.spec),
+            "fetch.max.bytes": 4 * 1024 * 1024,
+            "max.partition.fetch.bytes": 64 * 1024,
+            "enable.partition.eof": True,
+        }
         return new_consumer(config, role="record-size-sampler")
 
     def _deleted(self, missing: list[tuple[str, int]], start: Offsets, end: Offsets) -> list[tuple[str, int]]:
@@ -356,9 +380,10 @@ class RangePlanner:
 
 
 def split_rate_limits(
-    tasks: Sequence[Sequence[OffsetRange]], bytes_per_offset: Mapping[tuple[str, int], float],
+    tasks: Sequence[Sequence[OffsetRange]],
+    bytes_per_offset: Mapping[tuple[str, int], float],
     records_limited: bool = False,
-) -> list[list[float]]:  # fmt: skip
+) -> list[list[float]]:
     """Each range's share of the flow's limits, per task; they sum to 1 over the batch.
 
     Without byte figures: offsets over the batch's. With them (a bytes limit): estimated bytes
@@ -373,8 +398,9 @@ def split_rate_limits(
     if not known:
         return offsets
     fallback = sum(known) / len(known)
-    estimated = [[r.size * bytes_per_offset.get((r.source_topic, r.partition), fallback) for r in task]
-                 for task in tasks]  # fmt: skip
+    estimated = [
+        [r.size * bytes_per_offset.get((r.source_topic, r.partition), fallback) for r in task] for task in tasks
+    ]
     by_bytes = _normalized(estimated)
     if not records_limited:
         return by_bytes
@@ -399,8 +425,11 @@ class RecordSizes:
     def bytes_per_offset(self, ranges: Sequence[OffsetRange]) -> dict[tuple[str, int], float]:
         """The figure of every range's partition that has one, sampling the stale ones first."""
         now = self.clock()
-        stale = [r for r in ranges if now - self.known.get((r.source_topic, r.partition), (-1e18, 0.0))[0]
-                 >= SIZE_SAMPLE_TTL_S and r.size > 0]  # fmt: skip
+        stale = [
+            r
+            for r in ranges
+            if now - self.known.get((r.source_topic, r.partition), (-1e18, 0.0))[0] >= SIZE_SAMPLE_TTL_S and r.size > 0
+        ]
         if stale and self.make_consumer is not None:
             for tp, value in self._sample(stale).items():
                 self.known[tp] = (now, value)

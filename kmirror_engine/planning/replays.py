@@ -89,6 +89,10 @@ def check_replays(admin: Any, flow: str, group: str, ranges: list[OffsetRange], 
         return 0
     total = report_replays(find_replays(flow, ranges, committed, exactly_once))
     if total:
-        log.warning("%s: the first batch after the start replays %d delivered offset(s): at-least-once, "
-                    "the target may hold up to that many duplicates", flow, total)  # fmt: skip
+        log.warning(
+            "%s: the first batch after the start replays %d delivered offset(s): at-least-once, "
+            "the target may hold up to that many duplicates",
+            flow,
+            total,
+        )
     return total

@@ -50,8 +50,16 @@ def _topic_acl_filter() -> Any:
 
     # None: any name, principal and host (the stubs say str; the client takes None, as Kafka's null);
     # ANY pattern: prefixed DENYs on the source must reach the remote topics they cover
-    return AclBindingFilter(ResourceType.TOPIC, None, ResourcePatternType.ANY, None, None,  # type: ignore[arg-type]
-                            AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
+    anything: Any = None
+    return AclBindingFilter(
+        ResourceType.TOPIC,
+        anything,
+        ResourcePatternType.ANY,
+        anything,
+        anything,
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
 
 
 def list_topic_acls(admin: Any, alias: str) -> list[TopicAcl]:
@@ -63,17 +71,27 @@ def list_topic_acls(admin: Any, alias: str) -> list[TopicAcl]:
     try:
         bindings = admin.describe_acls(_topic_acl_filter(), request_timeout=TIMEOUT_S).result(timeout=TIMEOUT_S)
     except (KafkaException, FutureTimeout) as exc:
-        raise KmirrorError(f"listing topic ACLs of {alias!r} failed: {exc} (the mirror needs Describe on its "
-                           "cluster resource)") from None  # fmt: skip
-    return [TopicAcl(b.name, b.principal, b.host, b.operation.name, b.permission_type.name,
-                     b.resource_pattern_type.name) for b in bindings]  # fmt: skip
+        raise KmirrorError(
+            f"listing topic ACLs of {alias!r} failed: {exc} (the mirror needs Describe on its cluster resource)"
+        ) from None
+    return [
+        TopicAcl(b.name, b.principal, b.host, b.operation.name, b.permission_type.name, b.resource_pattern_type.name)
+        for b in bindings
+    ]
 
 
 def _binding(acl: TopicAcl) -> Any:
     from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
-    return AclBinding(ResourceType.TOPIC, acl.topic, ResourcePatternType[acl.pattern], acl.principal, acl.host,
-                      AclOperation[acl.operation], AclPermissionType[acl.permission])  # fmt: skip
+    return AclBinding(
+        ResourceType.TOPIC,
+        acl.topic,
+        ResourcePatternType[acl.pattern],
+        acl.principal,
+        acl.host,
+        AclOperation[acl.operation],
+        AclPermissionType[acl.permission],
+    )
 
 
 def _exact_filter(acl: TopicAcl) -> Any:
@@ -85,8 +103,15 @@ def _exact_filter(acl: TopicAcl) -> Any:
         ResourceType,
     )
 
-    return AclBindingFilter(ResourceType.TOPIC, acl.topic, ResourcePatternType[acl.pattern], acl.principal,
-                            acl.host, AclOperation[acl.operation], AclPermissionType[acl.permission])  # fmt: skip
+    return AclBindingFilter(
+        ResourceType.TOPIC,
+        acl.topic,
+        ResourcePatternType[acl.pattern],
+        acl.principal,
+        acl.host,
+        AclOperation[acl.operation],
+        AclPermissionType[acl.permission],
+    )
 
 
 class SyncedAclLedger(Protocol):
@@ -121,8 +146,9 @@ class SyncedAcls:
             return
         ensure_topic(self.target, self.topic, TOPIC_CONFIG)
         if self._producer is None:
-            self._producer = new_delivery_producer(self.target, role="synced-acls-producer", what="synced ACL record",
-                                                   error=ConnectionFailure)  # fmt: skip
+            self._producer = new_delivery_producer(
+                self.target, role="synced-acls-producer", what="synced ACL record", error=ConnectionFailure
+            )
         value = json.dumps({"flow": self.flow_id, "synced_ms": int(time.time() * 1000)}).encode() if synced else None
         for acl in acls:
             self._producer.produce(self.topic, value, _key(self.flow_id, acl))
@@ -148,8 +174,12 @@ def _read_to_end(target: ClusterEndpoint, topic: str, timeout_s: float) -> list[
 
     from kmirror_engine.clients.factory import new_consumer
 
-    consumer = new_consumer(target, role="synced-acls-reader", group_id=f"kmirror-reader-{topic}",
-                            **{"enable.auto.commit": False, "enable.partition.eof": True})  # fmt: skip
+    consumer = new_consumer(
+        target,
+        role="synced-acls-reader",
+        group_id=f"kmirror-reader-{topic}",
+        **{"enable.auto.commit": False, "enable.partition.eof": True},
+    )
     try:
         metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
         if metadata is None or metadata.error is not None or 0 not in metadata.partitions:
@@ -163,8 +193,10 @@ def _read_to_end(target: ClusterEndpoint, topic: str, timeout_s: float) -> list[
                 if error is not None and error.code() == KafkaError._PARTITION_EOF:
                     return records
                 if error is not None:
-                    raise ConnectionFailure(f"reading {topic} on {target.alias!r} failed: {error.str()} "
-                                            "(the revocation record of ACL sync; docs/security.md)")  # fmt: skip
+                    raise ConnectionFailure(
+                        f"reading {topic} on {target.alias!r} failed: {error.str()} "
+                        "(the revocation record of ACL sync; docs/security.md)"
+                    )
                 if msg.key():
                     records.append((msg.key(), msg.value()))
         raise ConnectionFailure(f"reading {topic} on {target.alias!r} did not reach its end in {timeout_s:.0f} s")
@@ -196,8 +228,9 @@ class AclSync:
         from kmirror_engine.planning.discovery import TopicDiscovery
 
         spec = self.spec
-        discovery = TopicDiscovery(self.source_admin, spec.source, spec.topic_selection, spec.policy,
-                                   spec.target.alias, 0)  # fmt: skip
+        discovery = TopicDiscovery(
+            self.source_admin, spec.source, spec.topic_selection, spec.policy, spec.target.alias, 0
+        )
         remote = {t.source_topic: t.target_topic for t in discovery.topics().values()}
         wanted = remote_read_acls(list_topic_acls(self.source_admin, spec.source.alias), remote)
         present = list_topic_acls(self.target_admin, spec.target.alias)
@@ -217,8 +250,14 @@ class AclSync:
     def _create(self, acls: Iterable[TopicAcl]) -> None:
         futures = self.target_admin.create_acls([_binding(acl) for acl in acls], request_timeout=TIMEOUT_S)
         for binding, future in futures.items():
-            acl = TopicAcl(binding.name, binding.principal, binding.host, binding.operation.name,
-                           binding.permission_type.name, binding.resource_pattern_type.name)  # fmt: skip
+            acl = TopicAcl(
+                binding.name,
+                binding.principal,
+                binding.host,
+                binding.operation.name,
+                binding.permission_type.name,
+                binding.resource_pattern_type.name,
+            )
             self._confirm(future, acl, "creating")
             self.created += 1
             self._print("created", acl)
@@ -239,11 +278,20 @@ class AclSync:
         try:
             future.result(timeout=TIMEOUT_S)
         except (KafkaException, FutureTimeout) as exc:
-            raise KmirrorError(f"{self.spec.id}: {doing} ACL {acl} on {self.spec.target.alias!r} failed: {exc} "
-                               "(the mirror needs Alter on the target's cluster resource)") from None  # fmt: skip
+            raise KmirrorError(
+                f"{self.spec.id}: {doing} ACL {acl} on {self.spec.target.alias!r} failed: {exc} "
+                "(the mirror needs Alter on the target's cluster resource)"
+            ) from None
 
     def _print(self, action: str, acl: TopicAcl) -> None:
-        record = {"flow": self.spec.id, "action": action, "topic": acl.topic, "principal": acl.principal,
-                  "host": acl.host, "operation": acl.operation, "permission": acl.permission}  # fmt: skip
+        record = {
+            "flow": self.spec.id,
+            "action": action,
+            "topic": acl.topic,
+            "principal": acl.principal,
+            "host": acl.host,
+            "operation": acl.operation,
+            "permission": acl.permission,
+        }
         log.info("%s: %s %s", self.spec.id, action, record)
         print(PREFIX + json.dumps(record), file=self.out or sys.stderr, flush=True)

@@ -88,12 +88,16 @@ class ConfigSync:
         from kmirror_engine.planning.discovery import TopicDiscovery, list_topic_partitions
 
         spec = self.spec
-        discovery = TopicDiscovery(self.source_admin, spec.source, spec.topic_selection, spec.policy,
-                                   spec.target.alias, 0)  # fmt: skip
+        discovery = TopicDiscovery(
+            self.source_admin, spec.source, spec.topic_selection, spec.policy, spec.target.alias, 0
+        )
         existing = list_topic_partitions(self.target_admin, spec.target, TIMEOUT_S)
         owned = self.owned()
-        pairs = {t.source_topic: t.target_topic for t in discovery.topics().values()
-                 if t.target_topic in existing and (owned is None or t.target_topic in owned)}  # fmt: skip
+        pairs = {
+            t.source_topic: t.target_topic
+            for t in discovery.topics().values()
+            if t.target_topic in existing and (owned is None or t.target_topic in owned)
+        }
         if not pairs:
             return []
         source = _describe(self.source_admin, list(pairs), spec.source.alias)
@@ -116,14 +120,29 @@ class ConfigSync:
             for future in self.target_admin.incremental_alter_configs([resource]).values():
                 future.result(timeout=TIMEOUT_S)
         except KafkaException as exc:
-            raise KmirrorError(f"{self.spec.id}: altering configs of {remote} on {self.spec.target.alias!r} "
-                               f"failed: {exc.args[0].str()} (grant AlterConfigs on it)") from None  # fmt: skip
+            raise KmirrorError(
+                f"{self.spec.id}: altering configs of {remote} on {self.spec.target.alias!r} "
+                f"failed: {exc.args[0].str()} (grant AlterConfigs on it)"
+            ) from None
         for change in changes:
             self.changes += 1
-            record = {"flow": self.spec.id, "topic": change.topic, "config": change.name, "operation": change.operation,
-                      "from": change.previous, "to": change.value}  # fmt: skip
-            log.info("%s: %s %s.%s (%s -> %s)", self.spec.id, change.operation, remote, change.name,
-                     change.previous, change.value)  # fmt: skip
+            record = {
+                "flow": self.spec.id,
+                "topic": change.topic,
+                "config": change.name,
+                "operation": change.operation,
+                "from": change.previous,
+                "to": change.value,
+            }
+            log.info(
+                "%s: %s %s.%s (%s -> %s)",
+                self.spec.id,
+                change.operation,
+                remote,
+                change.name,
+                change.previous,
+                change.value,
+            )
             print(PREFIX + json.dumps(record), file=self.out or sys.stderr, flush=True)
 
 

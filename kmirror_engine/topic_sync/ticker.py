@@ -26,8 +26,9 @@ log = logging.getLogger("kmirror.sync_ticker")
 
 
 class SyncTicker:
-    def __init__(self, spec: FlowSpec, once: bool, admin_factory: Any = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+    def __init__(
+        self, spec: FlowSpec, once: bool, admin_factory: Any = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         from kmirror_engine.topic_sync.acls import AclSync
         from kmirror_engine.topic_sync.configs import ConfigSync
 
@@ -42,13 +43,22 @@ class SyncTicker:
         self.task = PeriodicTask(f"kmirror-sync {spec.id}", 1.0, self.tick, join_timeout_s=5.0)
 
     def _add(self, what: str, sync: Any, interval_ms: int) -> None:
-        self.jobs.append(PeriodicTask(what, interval_ms / 1000, sync.run, errors=(KmirrorError, KafkaException),
-                                      on_failure=self._report))  # fmt: skip
+        self.jobs.append(
+            PeriodicTask(
+                what, interval_ms / 1000, sync.run, errors=(KmirrorError, KafkaException), on_failure=self._report
+            )
+        )
 
     def _report(self, job: PeriodicTask, exc: BaseException) -> None:
         self.failures += 1
-        log.warning("%s: %s failed (%d failures so far, retried in %.0f s): %s",
-                    self.spec.id, job.name, self.failures, job.interval_s, exc)  # fmt: skip
+        log.warning(
+            "%s: %s failed (%d failures so far, retried in %.0f s): %s",
+            self.spec.id,
+            job.name,
+            self.failures,
+            job.interval_s,
+            exc,
+        )
 
     def tick(self) -> None:
         """Run every job whose interval elapsed; failures are logged and counted, never raised."""

@@ -55,8 +55,10 @@ def estate_violations(stack: str, resources: Iterable[Resource], estate: Estate)
     """Apps of `stack` whose flow another stack is planned to run too, or that its own plan does not run."""
     if stack not in estate.stack_flows:
         known = ", ".join(sorted(estate.stack_flows)) or "none"
-        return [f"stack {stack}: no stacks/Pulumi.{stack}.yaml in the project (stacks: {known}); the estate "
-                "cannot be checked for flows deployed twice"]  # fmt: skip
+        return [
+            f"stack {stack}: no stacks/Pulumi.{stack}.yaml in the project (stacks: {known}); the estate "
+            "cannot be checked for flows deployed twice"
+        ]
     datacenter = estate.stack_datacenters[stack]
     out = []
     for app, found in app_flow_ids(resources):
@@ -75,7 +77,7 @@ def estate_violations(stack: str, resources: Iterable[Resource], estate: Estate)
                 f"{app} runs flow {flow_id}, which stack {dcs} also deploys: two writers on one target; "
                 "give each datacenter exactly one stack and each flow one run_in"
             )
-    return out  # fmt: skip
+    return out
 
 
 def public_endpoint_allowed(stack: str, estate: Estate) -> bool:

@@ -133,21 +133,26 @@ def _wildcards(where: str, document: Any) -> list[str]:
             continue
         actions = [a for a in _as_list(statement.get("Action")) if a in WILDCARD_ACTIONS]
         if actions:
-            out.append(f"{where}: Statement[{index}] allows {', '.join(map(repr, actions))} on Resource '*'; "
-                       "name the actions and the ARNs (the bucket, the secrets) the mirror needs")  # fmt: skip
+            out.append(
+                f"{where}: Statement[{index}] allows {', '.join(map(repr, actions))} on Resource '*'; "
+                "name the actions and the ARNs (the bucket, the secrets) the mirror needs"
+            )
     return out
 
 
 def wildcard_iam_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]:
     """Allow statements granting `*` or `s3:*` on every resource, in roles' inline policies and policy resources."""
     if resource_type in IAM_POLICY_PROPS:
-        return _wildcards(f"{resource_type.rsplit(':', 1)[-1]} {props.get('name') or '<unnamed>'}",
-                          props.get(IAM_POLICY_PROPS[resource_type]))  # fmt: skip
+        return _wildcards(
+            f"{resource_type.rsplit(':', 1)[-1]} {props.get('name') or '<unnamed>'}",
+            props.get(IAM_POLICY_PROPS[resource_type]),
+        )
     if resource_type == IAM_ROLE:
         out = []
         for inline in props.get("inlinePolicies") or []:
-            out += _wildcards(f"Role {props.get('name') or '<unnamed>'} inline policy {inline.get('name')}",
-                              inline.get("policy"))  # fmt: skip
+            out += _wildcards(
+                f"Role {props.get('name') or '<unnamed>'} inline policy {inline.get('name')}", inline.get("policy")
+            )
         return out
     return []
 
@@ -162,6 +167,8 @@ def public_endpoint_violations(resource_type: str, props: Mapping[str, Any], all
         return []
     if public is False or allowed:
         return []
-    return [f"EKS cluster {props.get('name') or '<unnamed>'}: the API endpoint is public (endpointPublicAccess "
-            f"{public!r}); keep it private or set kafka-mirror:spark.cluster.endpoint_public_access: true "
-            "(with public_access_cidrs) in the stack config"]  # fmt: skip
+    return [
+        f"EKS cluster {props.get('name') or '<unnamed>'}: the API endpoint is public (endpointPublicAccess "
+        f"{public!r}); keep it private or set kafka-mirror:spark.cluster.endpoint_public_access: true "
+        "(with public_access_cidrs) in the stack config"
+    ]

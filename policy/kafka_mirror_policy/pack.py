@@ -25,9 +25,14 @@ from . import estate, hygiene, paging, rules
 
 PACK_NAME = "kafka-mirror"
 PROJECT_DIR_SCHEMA = PolicyConfigSchema(
-    properties={"project_dir": {"type": "string", "description": "the project holding stacks/ (default: "
-                                "$KMIRROR_PROJECT_DIR, else the pack's parent directory)"}}
-)  # fmt: skip
+    properties={
+        "project_dir": {
+            "type": "string",
+            "description": "the project holding stacks/ (default: "
+            "$KMIRROR_PROJECT_DIR, else the pack's parent directory)",
+        }
+    }
+)
 
 
 def _resource_policy(name: str, description: str, rule: Callable[[str, Any], list[str]]) -> ResourceValidationPolicy:
@@ -67,10 +72,15 @@ def _one_stack_per_flow(args: StackValidationArgs, report_violation: ReportViola
 
 def _encrypted_buckets(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     resources = [
-        hygiene.StackResource(r.resource_type, r.props, r.urn, r.name,
-                              {k: tuple(d.urn for d in v) for k, v in (r.property_dependencies or {}).items()})
+        hygiene.StackResource(
+            r.resource_type,
+            r.props,
+            r.urn,
+            r.name,
+            {k: tuple(d.urn for d in v) for k, v in (r.property_dependencies or {}).items()},
+        )
         for r in args.resources
-    ]  # fmt: skip
+    ]
     for message in hygiene.bucket_encryption_violations(resources):
         report_violation(message, None)
 
@@ -84,8 +94,9 @@ def _no_public_eks_endpoint(args: ResourceValidationArgs, report_violation: Repo
 
 
 def _mandatory(kind: type[Any], name: str, description: str, validate: Any, **extra: Any) -> Any:
-    return kind(name=name, description=description, validate=validate,
-                enforcement_level=EnforcementLevel.MANDATORY, **extra)  # fmt: skip
+    return kind(
+        name=name, description=description, validate=validate, enforcement_level=EnforcementLevel.MANDATORY, **extra
+    )
 
 
 def build_policies() -> list[Policy]:
@@ -111,23 +122,35 @@ def build_policies() -> list[Policy]:
             "Flows under the identity policy never form a cycle (the planner's validation).",
             rules.identity_cycle_violations,
         ),
-        _stack_policy("production-emr-pages",
-                      "A protected EMR cluster's alarms notify someone and its failed or cancelled steps page.",
-                      paging.production_emr_paging_violations),
+        _stack_policy(
+            "production-emr-pages",
+            "A protected EMR cluster's alarms notify someone and its failed or cancelled steps page.",
+            paging.production_emr_paging_violations,
+        ),
         _mandatory(
-            StackValidationPolicy, "one-stack-per-flow",
+            StackValidationPolicy,
+            "one-stack-per-flow",
             "Each app runs a flow the planner places in this stack's datacenter, and no other stack runs it.",
-            _one_stack_per_flow, config_schema=PROJECT_DIR_SCHEMA,
+            _one_stack_per_flow,
+            config_schema=PROJECT_DIR_SCHEMA,
         ),
-        _resource_policy("image-by-digest", "SparkApplication images are pinned by digest.",
-                         hygiene.image_digest_violations),
-        _mandatory(StackValidationPolicy, "encrypted-buckets", "Every S3 bucket has server-side encryption.",
-                   _encrypted_buckets),
-        _resource_policy("no-wildcard-iam", "No IAM Allow of '*' or 's3:*' on Resource '*'.",
-                         hygiene.wildcard_iam_violations),
+        _resource_policy(
+            "image-by-digest", "SparkApplication images are pinned by digest.", hygiene.image_digest_violations
+        ),
         _mandatory(
-            ResourceValidationPolicy, "no-public-eks-endpoint",
-            "EKS API endpoints are private unless the stack config sets cluster.endpoint_public_access.",
-            _no_public_eks_endpoint, config_schema=PROJECT_DIR_SCHEMA,
+            StackValidationPolicy,
+            "encrypted-buckets",
+            "Every S3 bucket has server-side encryption.",
+            _encrypted_buckets,
         ),
-    ]  # fmt: skip
+        _resource_policy(
+            "no-wildcard-iam", "No IAM Allow of '*' or 's3:*' on Resource '*'.", hygiene.wildcard_iam_violations
+        ),
+        _mandatory(
+            ResourceValidationPolicy,
+            "no-public-eks-endpoint",
+            "EKS API endpoints are private unless the stack config sets cluster.endpoint_public_access.",
+            _no_public_eks_endpoint,
+            config_schema=PROJECT_DIR_SCHEMA,
+        ),
+    ]

@@ -50,6 +50,8 @@ def production_emr_paging_violations(resources: Iterable[tuple[str, Mapping[str,
         if t == METRIC_ALARM and p.get("namespace") == EMR_NAMESPACE and not p.get("alarmActions")
     ]
     if not any(t == EVENT_RULE and _pages_step_failures(p.get("eventPattern")) for t, p in found):
-        messages.append("no EventBridge rule pages on the EMR cluster's steps FAILED or CANCELLED: a flow that stops "
-                        "mirroring goes unnoticed (EmrSparkPlatform creates one with alarms: true)")  # fmt: skip
+        messages.append(
+            "no EventBridge rule pages on the EMR cluster's steps FAILED or CANCELLED: a flow that stops "
+            "mirroring goes unnoticed (EmrSparkPlatform creates one with alarms: true)"
+        )
     return messages

@@ -70,13 +70,22 @@ class ClusterApp(MirrorApp):
             submit = self.cluster.submit_command("pyspark-shell")[1:]  # the same confs, for pyspark's launcher
             submit = submit[submit.index("--deploy-mode") :]  # --master comes from the app's own flag
             env["PYSPARK_SUBMIT_ARGS"] = subprocess.list2cmdline(submit)
-            command = [sys.executable, "-m", "spark_app", "--flow", str(self.flow_path), "--master",
-                       self.cluster.url, *extra]  # fmt: skip
+            command = [
+                sys.executable,
+                "-m",
+                "spark_app",
+                "--flow",
+                str(self.flow_path),
+                "--master",
+                self.cluster.url,
+                *extra,
+            ]
         with self.log_path.open("ab") as log:
             log.write(f"===== run {self.runs} ({self.via}) =====\n".encode())
             log.flush()
-            self.proc = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
-                                         start_new_session=True)  # fmt: skip
+            self.proc = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=ROOT, start_new_session=True
+            )
         return self
 
     def stop(self, timeout_s: float = 90.0) -> int:
@@ -87,8 +96,11 @@ class ClusterApp(MirrorApp):
         assert self.proc is not None
         if self.via != "submit":
             return super().stop(timeout_s)
-        drivers = [pid for pid in _descendants(self.proc.pid) if "kmirror_main.py" in _cmdline(pid)
-                   and "SparkSubmit" not in _cmdline(pid)]  # fmt: skip
+        drivers = [
+            pid
+            for pid in _descendants(self.proc.pid)
+            if "kmirror_main.py" in _cmdline(pid) and "SparkSubmit" not in _cmdline(pid)
+        ]
         assert drivers, f"no Python driver under spark-submit ({self.proc.pid}):\n{self.log()[-3000:]}"
         os.kill(drivers[0], signal.SIGTERM)
         try:

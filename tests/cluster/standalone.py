@@ -104,8 +104,11 @@ class StandaloneCluster:
         with log.open("ab") as out:
             proc = subprocess.Popen(
                 [os.path.join(spark_home(), "bin", "spark-class"), *args],
-                stdout=out, stderr=subprocess.STDOUT, env=self.env(), start_new_session=True,
-            )  # fmt: skip
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env(),
+                start_new_session=True,
+            )
         return Daemon(name, proc, log, webui_port)
 
     def start(self) -> StandaloneCluster:
@@ -121,8 +124,19 @@ class StandaloneCluster:
         )
         self.port = free_port()
         ui = free_port()
-        self.master = self._spawn("master", ["org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
-                                             "--port", str(self.port), "--webui-port", str(ui)], ui)  # fmt: skip
+        self.master = self._spawn(
+            "master",
+            [
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--webui-port",
+                str(ui),
+            ],
+            ui,
+        )
         self._wait(lambda: self._state() is not None, "the master's web UI")
         for _ in range(self.workers):
             self.add_worker()
@@ -133,9 +147,24 @@ class StandaloneCluster:
         ui = free_port()
         work = self.base / "work" / f"worker-{index}"
         work.mkdir(parents=True, exist_ok=True)
-        daemon = self._spawn(f"worker-{index}", ["org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                                                 "--cores", "1", "--memory", WORKER_MEMORY, "--work-dir", str(work),
-                                                 "--webui-port", str(ui), self.url], ui)  # fmt: skip
+        daemon = self._spawn(
+            f"worker-{index}",
+            [
+                "org.apache.spark.deploy.worker.Worker",
+                "--host",
+                "127.0.0.1",
+                "--cores",
+                "1",
+                "--memory",
+                WORKER_MEMORY,
+                "--work-dir",
+                str(work),
+                "--webui-port",
+                str(ui),
+                self.url,
+            ],
+            ui,
+        )
         self.worker_daemons.append(daemon)
         self._wait(lambda: self.alive_workers() >= sum(d.alive for d in self.worker_daemons), f"worker {index}")
         return daemon
@@ -171,8 +200,9 @@ class StandaloneCluster:
         found: dict[int, list[int]] = {}
         for index, daemon in enumerate(self.worker_daemons):
             if daemon.alive:
-                found[index] = [pid for pid in _descendants(daemon.proc.pid)
-                                if "CoarseGrainedExecutorBackend" in _cmdline(pid)]  # fmt: skip
+                found[index] = [
+                    pid for pid in _descendants(daemon.proc.pid) if "CoarseGrainedExecutorBackend" in _cmdline(pid)
+                ]
         return found
 
     def logs_tail(self, chars: int = 3000) -> str:
@@ -204,8 +234,19 @@ class StandaloneCluster:
         properties = self.base / "conf" / f"submit-{len(list((self.base / 'conf').glob('submit-*')))}.properties"
         properties.touch(mode=0o600)
         properties.write_text("".join(f"{key} {value}\n" for key, value in conf.items()))
-        return [os.path.join(spark_home(), "bin", "spark-submit"), "--master", self.url, "--deploy-mode", "client",
-                "--driver-memory", "512m", "--properties-file", str(properties), entry, *args]  # fmt: skip
+        return [
+            os.path.join(spark_home(), "bin", "spark-submit"),
+            "--master",
+            self.url,
+            "--deploy-mode",
+            "client",
+            "--driver-memory",
+            "512m",
+            "--properties-file",
+            str(properties),
+            entry,
+            *args,
+        ]
 
 
 def _children(pid: int) -> list[int]:

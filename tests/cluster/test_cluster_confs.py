@@ -7,8 +7,12 @@ from kafka_mirror.eks.specs import EksSettings, spark_application_manifest
 from kafka_mirror.emr.specs import EmrSettings, emr_step_args
 from tests.cluster.standalone import DEPLOY_EXECUTOR_CONFS
 
-FLOW = {"id": "west->east", "source": {"alias": "west", "bootstrap_servers": "w:9092"},
-        "target": {"alias": "east", "bootstrap_servers": "e:9092"}, "topics": [".*"]}  # fmt: skip
+FLOW = {
+    "id": "west->east",
+    "source": {"alias": "west", "bootstrap_servers": "w:9092"},
+    "target": {"alias": "east", "bootstrap_servers": "e:9092"},
+    "topics": [".*"],
+}
 
 
 def test_harness_executor_confs_are_the_deployments() -> None:

@@ -37,16 +37,22 @@ RATE = 1000  # records/s of the whole flow: each batch takes seconds, so a kill 
 
 
 def first_durable_batch(app: ClusterApp, flow: dict[str, Any], source: str, topic: str, partitions: int) -> None:
-    wait_until("a first durable batch",
-               lambda: any(o > 0 for o in committed(source, group_of(flow), topic, partitions).values()),
-               FIRST_BATCH_TIMEOUT_S, app)  # fmt: skip
+    wait_until(
+        "a first durable batch",
+        lambda: any(o > 0 for o in committed(source, group_of(flow), topic, partitions).values()),
+        FIRST_BATCH_TIMEOUT_S,
+        app,
+    )
 
 
 def running_executors(cluster: StandaloneCluster, app: ClusterApp) -> dict[int, list[int]]:
     found: dict[int, list[int]] = {}
-    wait_until("an executor on each worker",
-               lambda: len(found.update(cluster.executor_pids()) or {w: p for w, p in found.items() if p}) >= 2,
-               60, app)  # fmt: skip
+    wait_until(
+        "an executor on each worker",
+        lambda: len(found.update(cluster.executor_pids()) or {w: p for w, p in found.items() if p}) >= 2,
+        60,
+        app,
+    )
     return found
 
 
@@ -65,9 +71,13 @@ def target_records(bootstrap: str, topic: str, partitions: int) -> int:
 
 @pytest.mark.parametrize("exactly_once", [False, True], ids=["at-least-once", "exactly-once"])
 def test_executor_killed_mid_copy_is_rescheduled_on_the_other_worker_and_loses_nothing(
-    clusters: Any, unique: str, tmp_path: Path, cluster_app: Callable[..., ClusterApp], standalone: StandaloneCluster,
+    clusters: Any,
+    unique: str,
+    tmp_path: Path,
+    cluster_app: Callable[..., ClusterApp],
+    standalone: StandaloneCluster,
     exactly_once: bool,
-) -> None:  # fmt: skip
+) -> None:
     """kill -9 of one executor JVM while its task copies: one rate-limited batch of every record (two
     tasks, one per executor, each paced at its share for seconds), killed once records reach the
     target and before the batch commits. Spark retries the task on the other executor; nothing is
@@ -76,13 +86,25 @@ def test_executor_killed_mid_copy_is_rescheduled_on_the_other_worker_and_loses_n
     topic, remote, partitions, count = f"exk-{unique}", f"west.exk-{unique}", 4, 1500
     create_topic(clusters.source, topic, partitions)
     ends = produce_values(clusters.source, topic, partitions, count, "a")
-    flow = flow_spec(unique, clusters.source, clusters.target, [topic], tmp_path, exactly_once=exactly_once,
-                     copy_loop="python", max_records_per_second=RATE,
-                     max_records_per_trigger=partitions * (count + 1))  # fmt: skip
+    flow = flow_spec(
+        unique,
+        clusters.source,
+        clusters.target,
+        [topic],
+        tmp_path,
+        exactly_once=exactly_once,
+        copy_loop="python",
+        max_records_per_second=RATE,
+        max_records_per_trigger=partitions * (count + 1),
+    )
     clock = Clock()
     app = cluster_app(flow).start()
-    wait_until("records on the target", lambda: target_records(clusters.target, remote, partitions) > 0,
-               FIRST_BATCH_TIMEOUT_S, app)  # fmt: skip
+    wait_until(
+        "records on the target",
+        lambda: target_records(clusters.target, remote, partitions) > 0,
+        FIRST_BATCH_TIMEOUT_S,
+        app,
+    )
     copy_started = time.monotonic()
     clock.lap("copying")
     executors = running_executors(standalone, app)
@@ -98,8 +120,13 @@ def test_executor_killed_mid_copy_is_rescheduled_on_the_other_worker_and_loses_n
     sent = expected_values(partitions, count, "a")
     got = target_values(clusters.target, remote, partitions, read_committed=exactly_once)
     written = target_values(clusters.target, remote, partitions) if exactly_once else got
-    figures = report(f"cluster executor kill -9 ({'exactly-once' if exactly_once else 'at-least-once'})", sent, got,
-                     written_with_aborted=len(written), seconds=clock.laps)  # fmt: skip
+    figures = report(
+        f"cluster executor kill -9 ({'exactly-once' if exactly_once else 'at-least-once'})",
+        sent,
+        got,
+        written_with_aborted=len(written),
+        seconds=clock.laps,
+    )
     assert figures.missing == 0
     if exactly_once:
         assert figures.duplicates == 0
@@ -116,8 +143,16 @@ def test_worker_lost_for_good_then_driver_killed_and_restarted_loses_nothing(
     topic, remote, partitions = f"wl-{unique}", f"west.wl-{unique}", 4
     create_topic(clusters.source, topic, partitions)
     produce_values(clusters.source, topic, partitions, 1500, "a")
-    flow = flow_spec(unique, clusters.source, clusters.target, [topic], tmp_path, copy_loop="python",
-                     max_records_per_second=2 * RATE, max_records_per_trigger=1000)  # fmt: skip
+    flow = flow_spec(
+        unique,
+        clusters.source,
+        clusters.target,
+        [topic],
+        tmp_path,
+        copy_loop="python",
+        max_records_per_second=2 * RATE,
+        max_records_per_trigger=1000,
+    )
     clock = Clock()
     app = cluster_app(flow).start()
     first_durable_batch(app, flow, clusters.source, topic, partitions)
@@ -135,8 +170,11 @@ def test_worker_lost_for_good_then_driver_killed_and_restarted_loses_nothing(
     wait_mirrored(app, clusters.source, flow, topic, third, timeout_s=240)
     clock.lap("resumed after the driver's restart")
     assert app.stop() == 0, app.log()[-3000:]
-    sent = [*expected_values(partitions, 1500, "a"), *expected_values(partitions, 500, "b"),
-            *expected_values(partitions, 300, "c")]  # fmt: skip
+    sent = [
+        *expected_values(partitions, 1500, "a"),
+        *expected_values(partitions, 500, "b"),
+        *expected_values(partitions, 300, "c"),
+    ]
     got = target_values(clusters.target, remote, partitions)
     figures = report("cluster worker lost, then driver kill -9 and restart", sent, got, seconds=clock.laps)
     assert figures.missing == 0

@@ -27,8 +27,11 @@ from tests.kafka_helpers import add_fences, create_topic, produce
 pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.spark40]
 
 
-@pytest.mark.parametrize(("loop", "via"), [("python", "submit"), ("native", "python"), ("batch", "submit")],
-                         ids=["python-spark-submit", "native-python-m-spark_app", "batch-spark-submit"])  # fmt: skip
+@pytest.mark.parametrize(
+    ("loop", "via"),
+    [("python", "submit"), ("native", "python"), ("batch", "submit")],
+    ids=["python-spark-submit", "native-python-m-spark_app", "batch-spark-submit"],
+)
 def test_once_copies_every_record_offset_syncs_and_checkpoints_on_the_cluster(
     clusters: Any, unique: str, tmp_path: Path, cluster_app: Callable[..., ClusterApp], loop: str, via: str
 ) -> None:
@@ -44,8 +47,17 @@ def test_once_copies_every_record_offset_syncs_and_checkpoints_on_the_cluster(
     consumer = Consumer({"bootstrap.servers": clusters.source, "group.id": group})
     consumer.commit(offsets=[TopicPartition(topic, 0, 120)], asynchronous=False)
     consumer.close()
-    flow = flow_spec(unique, clusters.source, clusters.target, [f"cl-{unique}\\..*"], tmp_path, copy_loop=loop,
-                     max_records_per_trigger=500, emit_checkpoints=True, groups=[group])  # fmt: skip
+    flow = flow_spec(
+        unique,
+        clusters.source,
+        clusters.target,
+        [f"cl-{unique}\\..*"],
+        tmp_path,
+        copy_loop=loop,
+        max_records_per_trigger=500,
+        emit_checkpoints=True,
+        groups=[group],
+    )
 
     cluster_app(flow, via=via).run("--once")
 
@@ -75,8 +87,9 @@ def test_transform_on_the_cluster_drops_and_keeps_metadata(
     create_topic(clusters.source, topic, 2)
     produce(clusters.source, topic, source_records(60))
     add_fences(clusters.source, topic, 2)
-    sql = ("SELECT * FROM records WHERE CAST(key AS STRING) NOT LIKE 'drop-%' "
-           "AND NOT exists(headers, h -> h.key = 'pii')")  # fmt: skip
+    sql = (
+        "SELECT * FROM records WHERE CAST(key AS STRING) NOT LIKE 'drop-%' AND NOT exists(headers, h -> h.key = 'pii')"
+    )
     flow = flow_spec(unique, clusters.source, clusters.target, [topic], tmp_path, transform={"sql": sql})
 
     cluster_app(flow).run("--once")

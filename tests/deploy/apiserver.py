@@ -48,23 +48,33 @@ def write_certs(out: Path) -> None:
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kmirror-test-ca")])
     ca = (
-        x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=2))
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(ca_key, hashes.SHA256())
-    )  # fmt: skip
+    )
     key = ec.generate_private_key(ec.SECP256R1())
     import ipaddress
 
     cert = (
-        x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
-        .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=2))
-        .add_extension(x509.SubjectAlternativeName(
-            [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]), critical=False)
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kube-apiserver")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=2))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
         .sign(ca_key, hashes.SHA256())
-    )  # fmt: skip
+    )
     (out / "ca.crt").write_bytes(ca.public_bytes(serialization.Encoding.PEM))
     (out / "apiserver.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     (out / "apiserver.key").write_bytes(_pem_key(key))
@@ -90,13 +100,24 @@ class ControlPlane:
         ca = (self.root / "ca.crt").read_text()
         import base64
 
-        return yaml.safe_dump({
-            "apiVersion": "v1", "kind": "Config", "current-context": context,
-            "clusters": [{"name": "test", "cluster": {
-                "server": self.url, "certificate-authority-data": base64.b64encode(ca.encode()).decode()}}],
-            "users": [{"name": "admin", "user": {"token": self.token}}],
-            "contexts": [{"name": context, "context": {"cluster": "test", "user": "admin"}}],
-        })  # fmt: skip
+        return yaml.safe_dump(
+            {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "current-context": context,
+                "clusters": [
+                    {
+                        "name": "test",
+                        "cluster": {
+                            "server": self.url,
+                            "certificate-authority-data": base64.b64encode(ca.encode()).decode(),
+                        },
+                    }
+                ],
+                "users": [{"name": "admin", "user": {"token": self.token}}],
+                "contexts": [{"name": context, "context": {"cluster": "test", "user": "admin"}}],
+            }
+        )
 
     def _spawn(self, name: str, cmd: list[str]) -> None:
         log = (self.root / f"{name}.log").open("wb")
@@ -108,35 +129,82 @@ class ControlPlane:
         (self.root / "tokens.csv").write_text(f'{self.token},kmirror-admin,kmirror-admin,"system:masters"\n')
         etcd_port, peer_port, self.port = free_port(), free_port(), free_port()
         etcd = f"http://127.0.0.1:{etcd_port}"
-        self._spawn("etcd", [
-            str(tool_path("etcd")), "--data-dir", str(self.root / "etcd"), "--unsafe-no-fsync",
-            "--listen-client-urls", etcd, "--advertise-client-urls", etcd,
-            "--listen-peer-urls", f"http://127.0.0.1:{peer_port}",
-            "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer_port}",
-            "--initial-cluster", f"default=http://127.0.0.1:{peer_port}",
-        ])  # fmt: skip
+        self._spawn(
+            "etcd",
+            [
+                str(tool_path("etcd")),
+                "--data-dir",
+                str(self.root / "etcd"),
+                "--unsafe-no-fsync",
+                "--listen-client-urls",
+                etcd,
+                "--advertise-client-urls",
+                etcd,
+                "--listen-peer-urls",
+                f"http://127.0.0.1:{peer_port}",
+                "--initial-advertise-peer-urls",
+                f"http://127.0.0.1:{peer_port}",
+                "--initial-cluster",
+                f"default=http://127.0.0.1:{peer_port}",
+            ],
+        )
         r = self.root
-        self._spawn("kube-apiserver", [
-            str(tool_path("kube-apiserver")), "--etcd-servers", etcd, "--bind-address", "127.0.0.1",
-            "--advertise-address", "127.0.0.1", "--secure-port", str(self.port),
-            "--tls-cert-file", str(r / "apiserver.crt"), "--tls-private-key-file", str(r / "apiserver.key"),
-            "--client-ca-file", str(r / "ca.crt"), "--token-auth-file", str(r / "tokens.csv"),
-            "--authorization-mode", "RBAC", "--service-cluster-ip-range", "10.0.0.0/24", "--allow-privileged",
-            "--service-account-issuer", "https://kubernetes.default.svc",
-            "--service-account-key-file", str(r / "sa.key"), "--service-account-signing-key-file", str(r / "sa.key"),
-            "--cert-dir", str(r / "certs"),
-        ])  # fmt: skip
+        self._spawn(
+            "kube-apiserver",
+            [
+                str(tool_path("kube-apiserver")),
+                "--etcd-servers",
+                etcd,
+                "--bind-address",
+                "127.0.0.1",
+                "--advertise-address",
+                "127.0.0.1",
+                "--secure-port",
+                str(self.port),
+                "--tls-cert-file",
+                str(r / "apiserver.crt"),
+                "--tls-private-key-file",
+                str(r / "apiserver.key"),
+                "--client-ca-file",
+                str(r / "ca.crt"),
+                "--token-auth-file",
+                str(r / "tokens.csv"),
+                "--authorization-mode",
+                "RBAC",
+                "--service-cluster-ip-range",
+                "10.0.0.0/24",
+                "--allow-privileged",
+                "--service-account-issuer",
+                "https://kubernetes.default.svc",
+                "--service-account-key-file",
+                str(r / "sa.key"),
+                "--service-account-signing-key-file",
+                str(r / "sa.key"),
+                "--cert-dir",
+                str(r / "certs"),
+            ],
+        )
         self.kubeconfig_path.write_text(self.kubeconfig())
         self._wait_ready()
-        self._spawn("kube-controller-manager", [
-            str(tool_path("kube-controller-manager")), "--kubeconfig", str(self.kubeconfig_path),
-            # what `destroy` needs: a deleted namespace finalized, owned objects collected, PVCs released
-            "--controllers",
-            "namespace-controller,garbage-collector-controller,persistentvolumeclaim-protection-controller",
-            "--leader-elect=false",
-            "--bind-address", "127.0.0.1", "--secure-port", "0",
-            "--service-account-private-key-file", str(r / "sa.key"), "--use-service-account-credentials=false",
-        ])  # fmt: skip
+        self._spawn(
+            "kube-controller-manager",
+            [
+                str(tool_path("kube-controller-manager")),
+                "--kubeconfig",
+                str(self.kubeconfig_path),
+                # what `destroy` needs: a deleted namespace finalized, owned objects collected, PVCs released
+                "--controllers",
+                "namespace-controller,garbage-collector-controller,persistentvolumeclaim-protection-controller",
+                "--leader-elect=false",
+                "--bind-address",
+                "127.0.0.1",
+                "--secure-port",
+                "0",
+                "--service-account-private-key-file",
+                str(r / "sa.key"),
+                "--use-service-account-credentials=false",
+            ],
+        )
         return self
 
     def _wait_ready(self, timeout: float = 120.0) -> None:

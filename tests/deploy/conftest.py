@@ -81,10 +81,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
 
     cp = ControlPlane(tmp_path_factory.mktemp("control-plane")).start()
     try:
-        cp.apply({
-            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass", "metadata": {"name": "nfs-client"},
-            "provisioner": "cluster.local/nfs-subdir-external-provisioner", "volumeBindingMode": "WaitForFirstConsumer",
-        }, "/apis/storage.k8s.io/v1/storageclasses")  # fmt: skip
+        cp.apply(
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {"name": "nfs-client"},
+                "provisioner": "cluster.local/nfs-subdir-external-provisioner",
+                "volumeBindingMode": "WaitForFirstConsumer",
+            },
+            "/apis/storage.k8s.io/v1/storageclasses",
+        )
         crds = [*prometheus_crds(), *operator_crds()]
         for crd in crds:
             cp.apply(crd, CRDS)

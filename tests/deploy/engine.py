@@ -82,9 +82,7 @@ class Engine:
 
     def state_text(self) -> str:
         """Every byte the file backend holds (state, history, backups), as text."""
-        return "\n".join(
-            p.read_text(errors="replace") for p in sorted((self.root / "state").rglob("*")) if p.is_file()
-        )
+        return "\n".join(p.read_text(errors="replace") for p in sorted((self.root / "state").rglob("*")) if p.is_file())
 
 
 def copy_project(dest: Path) -> Path:

@@ -31,16 +31,32 @@ def test_render_dir_writes_every_object_of_the_local_stack_without_a_cluster(
     forget_stack(engine, project, "local")
     engine.run("stack", "init", "local", "--secrets-provider", "passphrase", cwd=project)
     # the stack's kubeconfig (~/.kube/config, context kind-kind) is not read when rendering
-    engine.run("config", "set", "--path", "kafka-mirror:spark.kubeconfig.file", "/nonexistent/kubeconfig",
-               "-s", "local", cwd=project)  # fmt: skip
+    engine.run(
+        "config",
+        "set",
+        "--path",
+        "kafka-mirror:spark.kubeconfig.file",
+        "/nonexistent/kubeconfig",
+        "-s",
+        "local",
+        cwd=project,
+    )
     engine.run("config", "set", "--path", "kafka-mirror:spark.operator.install", "false", "-s", "local", cwd=project)
     engine.run("up", "--yes", "--skip-preview", "-s", "local", cwd=project, env=env)
     objects = rendered(out / "local")
     apps = [a["metadata"]["name"] for a in objects.get("SparkApplication", [])]
     assert apps, f"rendered: {sorted(objects)}"
     assert [n["metadata"]["name"] for n in objects["Namespace"]] == ["kafka-mirror"]
-    for kind in ("ServiceAccount", "Role", "RoleBinding", "NetworkPolicy", "PersistentVolumeClaim", "ConfigMap",
-                 "Service", "PodDisruptionBudget"):  # fmt: skip
+    for kind in (
+        "ServiceAccount",
+        "Role",
+        "RoleBinding",
+        "NetworkPolicy",
+        "PersistentVolumeClaim",
+        "ConfigMap",
+        "Service",
+        "PodDisruptionBudget",
+    ):
         assert objects.get(kind), f"no {kind} rendered: {sorted(objects)}"
     assert {f"{a}-metrics" for a in apps} <= {s["metadata"]["name"] for s in objects["Service"]}
     engine.run("destroy", "--yes", "--skip-preview", "-s", "local", cwd=project, env=env)

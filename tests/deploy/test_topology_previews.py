@@ -66,13 +66,15 @@ def move_flow(doc: dict) -> None:
 
 @pytest.mark.parametrize(
     ("edit", "flow", "ops", "clusters"),
-    [(add_flow, "west-1->west-2", {"create"}, set()),
-     # the flow's config is a ConfigMap: the provider replaces one whose data changes (named, so delete first)
-     (change_topics, "east-2->west-2", {"update", "replace"}, set()),
-     # west-1 is the target of no other flow run in west: its KafkaCluster component goes with the flow
-     (move_flow, "east-2->west-1", {"delete"}, {"west-topology-west-1"})],
+    [
+        (add_flow, "west-1->west-2", {"create"}, set()),
+        # the flow's config is a ConfigMap: the provider replaces one whose data changes (named, so delete first)
+        (change_topics, "east-2->west-2", {"update", "replace"}, set()),
+        # west-1 is the target of no other flow run in west: its KafkaCluster component goes with the flow
+        (move_flow, "east-2->west-1", {"delete"}, {"west-topology-west-1"}),
+    ],
     ids=["add-a-flow", "change-a-topic-pattern", "move-a-flow-to-east"],
-)  # fmt: skip
+)
 def test_a_topology_edit_previews_exactly_the_affected_flows_resources(
     engine: Engine, west: Path, edit: object, flow: str, ops: set[str], clusters: set[str]
 ) -> None:
@@ -126,14 +128,25 @@ def test_the_deploy_script_runs_the_real_cli_with_the_policy_pack(
         (stubs / name).chmod(0o755)
     image = "123456789012.dkr.ecr.us-west-2.amazonaws.com/kafka-mirror@sha256:" + "cd" * 32
     env = engine.env(
-        ORDER='["west"]', IMAGE=image, PULUMI_ORG="organization", LOG=str(tmp_path / "log"),
-        ACTIONS_ID_TOKEN_REQUEST_URL="https://token?x=1", ACTIONS_ID_TOKEN_REQUEST_TOKEN="req",
+        ORDER='["west"]',
+        IMAGE=image,
+        PULUMI_ORG="organization",
+        LOG=str(tmp_path / "log"),
+        ACTIONS_ID_TOKEN_REQUEST_URL="https://token?x=1",
+        ACTIONS_ID_TOKEN_REQUEST_TOKEN="req",
         AWS_DEPLOY_ROLES=json.dumps({"west": "arn:aws:iam::123456789012:role/deploy-west"}),
         KMIRROR=str(Path(sys.executable).parent / "kmirror"),
-    )  # fmt: skip
+    )
     env["PATH"] = f"{stubs}:{env['PATH']}"
-    done = subprocess.run(["bash", str(REPO / "scripts" / "ci-deploy.sh")], cwd=west, env=env,
-                          capture_output=True, text=True, timeout=900, check=False)  # fmt: skip
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "ci-deploy.sh")],
+        cwd=west,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-3000:]
     assert PACK_NAME in done.stdout, "the policy pack ran with the deploy"
     apps = cluster.get("/apis/sparkoperator.k8s.io/v1beta2/namespaces/kafka-mirror/sparkapplications") or {}

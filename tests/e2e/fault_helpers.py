@@ -47,8 +47,10 @@ class MirrorApp:
             log.flush()
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "spark_app", "--flow", str(self.flow_path), "--master", "local[2]", *extra],
-                stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            )  # fmt: skip
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         return self
 
     @property
@@ -107,12 +109,17 @@ def flow_spec(
         "id": f"west-{unique}->east",
         "source": {"alias": "west", "bootstrap_servers": source, "config": {}},
         "target": {"alias": "east", "bootstrap_servers": target, "config": {}},
-        "topics": topics, "topics_exclude": [], "replication_policy": {"type": "default"},
+        "topics": topics,
+        "topics_exclude": [],
+        "replication_policy": {"type": "default"},
         "checkpoint_location": str(tmp_path / "checkpoint"),
-        "emit_checkpoints": False, "emit_heartbeats": False,
-        "trigger_interval_ms": 500, "topic_refresh_interval_ms": 1000, "max_records_per_trigger": 600,
+        "emit_checkpoints": False,
+        "emit_heartbeats": False,
+        "trigger_interval_ms": 500,
+        "topic_refresh_interval_ms": 1000,
+        "max_records_per_trigger": 600,
         **options,
-    }  # fmt: skip
+    }
 
 
 def group_of(flow: dict[str, Any]) -> str:
@@ -150,8 +157,9 @@ def expected_values(partitions: int, count: int, tag: str) -> list[bytes]:
 
 def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:
     """The group's committed offsets (empty while the cluster does not answer)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "log_level": 0})  # fmt: skip
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False, "log_level": 0}
+    )
     try:
         found = consumer.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=5)
         return {tp.partition: tp.offset for tp in found}
@@ -176,8 +184,9 @@ def wait_until(what: str, condition: Callable[[], bool], timeout_s: float, app: 
     return time.monotonic() - started
 
 
-def wait_mirrored(app: MirrorApp, source: str, flow: dict[str, Any], topic: str, ends: dict[int, int],
-                  timeout_s: float = 90.0) -> float:  # fmt: skip
+def wait_mirrored(
+    app: MirrorApp, source: str, flow: dict[str, Any], topic: str, ends: dict[int, int], timeout_s: float = 90.0
+) -> float:
     """Until the mirror's source group committed at least `ends` (every delivery acknowledged)."""
     group = group_of(flow)
 
@@ -197,8 +206,14 @@ def target_values(bootstrap: str, topic: str, partitions: int, read_committed: b
         producer.produce(topic, b"", end_key, p)
     assert producer.flush(30) == 0
     add_fences(bootstrap, topic, partitions)
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "fault-reader", "enable.auto.commit": False,
-                         "isolation.level": "read_committed" if read_committed else "read_uncommitted"})  # fmt: skip
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "fault-reader",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed" if read_committed else "read_uncommitted",
+        }
+    )
     consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
     values: list[bytes] = []
     ended: set[int] = set()

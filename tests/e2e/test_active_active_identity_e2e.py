@@ -36,17 +36,31 @@ USER_HEADER = ("app.trace", b"t-1")
 
 def planned(clusters: Any, a: str, b: str, unique: str, root: Path) -> tuple[FlowSpec, FlowSpec]:
     """The two flow specs the planner makes of the active/active identity topology."""
-    topology = parse_topology({
-        "clusters": {a: {"bootstrap_servers": clusters.source, "datacenter": "dc-a"},
-                     b: {"bootstrap_servers": clusters.target, "datacenter": "dc-b"}},
-        "defaults": {"heartbeat_interval_ms": 200},
-        "topologies": [{"name": "aa", "pattern": "active-active", "clusters": [a, b],
-                        "replication_policy": {"type": "identity"}, "provenance_headers": True,
-                        "topics": [f"events-{unique}"], "groups": [f"app-{unique}-.*"]}],
-    })  # fmt: skip
+    topology = parse_topology(
+        {
+            "clusters": {
+                a: {"bootstrap_servers": clusters.source, "datacenter": "dc-a"},
+                b: {"bootstrap_servers": clusters.target, "datacenter": "dc-b"},
+            },
+            "defaults": {"heartbeat_interval_ms": 200},
+            "topologies": [
+                {
+                    "name": "aa",
+                    "pattern": "active-active",
+                    "clusters": [a, b],
+                    "replication_policy": {"type": "identity"},
+                    "provenance_headers": True,
+                    "topics": [f"events-{unique}"],
+                    "groups": [f"app-{unique}-.*"],
+                }
+            ],
+        }
+    )
     plan = plan_topology(topology)
-    return (parse_flow_spec(flow_spec_for(topology, plan.flow(f"{a}->{b}"), str(root))),
-            parse_flow_spec(flow_spec_for(topology, plan.flow(f"{b}->{a}"), str(root))))  # fmt: skip
+    return (
+        parse_flow_spec(flow_spec_for(topology, plan.flow(f"{a}->{b}"), str(root))),
+        parse_flow_spec(flow_spec_for(topology, plan.flow(f"{b}->{a}"), str(root))),
+    )
 
 
 def producer_thread(bootstrap: str, topic: str, tag: str, errors: list[BaseException]) -> threading.Thread:
@@ -56,11 +70,19 @@ def producer_thread(bootstrap: str, topic: str, tag: str, errors: list[BaseExcep
     def run() -> None:
         try:
             for burst in range(PRODUCE_BURSTS):
-                produce(bootstrap, topic, [
-                    {"key": f"{tag}-{i}".encode(), "value": f"{tag}-{i}".encode(), "partition": i % PARTITIONS,
-                     "headers": [USER_HEADER]}
-                    for i in range(burst * per_burst, (burst + 1) * per_burst)
-                ])  # fmt: skip
+                produce(
+                    bootstrap,
+                    topic,
+                    [
+                        {
+                            "key": f"{tag}-{i}".encode(),
+                            "value": f"{tag}-{i}".encode(),
+                            "partition": i % PARTITIONS,
+                            "headers": [USER_HEADER],
+                        }
+                        for i in range(burst * per_burst, (burst + 1) * per_burst)
+                    ],
+                )
                 time.sleep(0.5)
         except BaseException as exc:  # reported by the test, not lost in the thread
             errors.append(exc)
@@ -100,8 +122,10 @@ def test_both_clusters_produce_to_the_same_names_and_each_ends_with_every_record
         create_topic(bootstrap, topic, PARTITIONS)
 
     errors: list[BaseException] = []
-    producers = [producer_thread(clusters.source, topic, "a", errors),
-                 producer_thread(clusters.target, topic, "b", errors)]
+    producers = [
+        producer_thread(clusters.source, topic, "a", errors),
+        producer_thread(clusters.target, topic, "b", errors),
+    ]
     for thread in producers:
         thread.start()
     rounds = 0
@@ -140,5 +164,7 @@ def test_both_clusters_produce_to_the_same_names_and_each_ends_with_every_record
     on_b = {c.group for c in read_checkpoints(forward.target, checkpoints_topic(a))}
     on_a = {c.group for c in read_checkpoints(backward.target, checkpoints_topic(b))}
     assert f"app-{unique}-a" in on_b and f"app-{unique}-b" in on_a
-    print(f"active/active identity: {PER_CLUSTER} records produced on each cluster, {rounds} rounds while "
-          f"producing + 3 after; each cluster holds {2 * PER_CLUSTER}, each record once")
+    print(
+        f"active/active identity: {PER_CLUSTER} records produced on each cluster, {rounds} rounds while "
+        f"producing + 3 after; each cluster holds {2 * PER_CLUSTER}, each record once"
+    )

@@ -29,12 +29,15 @@ PARTITIONS = 2
 def records(prefix: str, count: int) -> list[dict[str, Any]]:
     """Keys, values (every 7th null), repeated and empty headers, explicit timestamps."""
     return [
-        {"key": f"{prefix}-k{i}".encode() if i % 5 else None,
-         "value": None if i % 7 == 3 else f"{prefix}-value-{i}-".encode() * (1 + i % 4),
-         "partition": i % PARTITIONS, "timestamp": BASE_TIMESTAMP_MS + i,
-         "headers": [("n", str(i).encode()), ("dup", b"a"), ("dup", b""), ("nil", None)] if i % 3 else None}
+        {
+            "key": f"{prefix}-k{i}".encode() if i % 5 else None,
+            "value": None if i % 7 == 3 else f"{prefix}-value-{i}-".encode() * (1 + i % 4),
+            "partition": i % PARTITIONS,
+            "timestamp": BASE_TIMESTAMP_MS + i,
+            "headers": [("n", str(i).encode()), ("dup", b"a"), ("dup", b""), ("nil", None)] if i % 3 else None,
+        }
         for i in range(count)
-    ]  # fmt: skip
+    ]
 
 
 def produce_with(bootstrap: str, topic: str, data: list[dict[str, Any]], **config: Any) -> None:
@@ -47,15 +50,28 @@ def produce_with(bootstrap: str, topic: str, data: list[dict[str, Any]], **confi
             errors.append(err)
 
     for r in data:
-        producer.produce(topic, r["value"], r["key"], r["partition"], timestamp=r["timestamp"], headers=r["headers"],
-                         on_delivery=delivered)  # fmt: skip
+        producer.produce(
+            topic,
+            r["value"],
+            r["key"],
+            r["partition"],
+            timestamp=r["timestamp"],
+            headers=r["headers"],
+            on_delivery=delivered,
+        )
     assert producer.flush(60) == 0 and not errors, errors[:3]
 
 
 def source_consumer(clusters: Any) -> dict[str, Any]:
     """The read_committed consumer config the batch copier tests hand `new_batch_copier`."""
-    return {"bootstrap.servers": clusters.source, "group.id": "kmirror-test-batch", "enable.auto.commit": False,
-            "isolation.level": "read_committed", **CONSUMER_TUNING, **CONSUMER_REQUIRED}  # fmt: skip
+    return {
+        "bootstrap.servers": clusters.source,
+        "group.id": "kmirror-test-batch",
+        "enable.auto.commit": False,
+        "isolation.level": "read_committed",
+        **CONSUMER_TUNING,
+        **CONSUMER_REQUIRED,
+    }
 
 
 def produce_transactions(bootstrap: str, topic: str, unique: str) -> None:
@@ -65,8 +81,9 @@ def produce_transactions(bootstrap: str, topic: str, unique: str) -> None:
     for part, commit in (("t1", True), ("aborted", False), ("t2", True)):
         producer.begin_transaction()
         for r in records(part, 40):
-            producer.produce(topic, r["value"], r["key"], r["partition"], timestamp=r["timestamp"],
-                             headers=r["headers"])  # fmt: skip
+            producer.produce(
+                topic, r["value"], r["key"], r["partition"], timestamp=r["timestamp"], headers=r["headers"]
+            )
         producer.flush(30)
         producer.commit_transaction(30) if commit else producer.abort_transaction(30)
 
@@ -79,35 +96,49 @@ def batch_shapes(bootstrap: str, topic: str, partition: int) -> list[tuple[int, 
         answer = link.wait(link.send(fetch_request([(topic, partition, 0)]), leader), 30, "fetch")
         [part] = answer.responses[0].partitions
         aborted = [AbortedTransaction(a.producer_id, a.first_offset) for a in part.aborted_transactions or ()]
-        return [(b.record_count, b.attributes & 7, b.is_transactional)
-                for b in committed(split_batches(part.records), aborted)]  # fmt: skip
+        return [
+            (b.record_count, b.attributes & 7, b.is_transactional)
+            for b in committed(split_batches(part.records), aborted)
+        ]
     finally:
         link.close()
 
 
 def as_compared(messages: dict[int, list[Any]]) -> dict[int, list[tuple[Any, ...]]]:
-    return {p: [(m.key(), m.value(), m.headers(), m.timestamp(), m.partition()) for m in msgs]
-            for p, msgs in messages.items()}  # fmt: skip
+    return {
+        p: [(m.key(), m.value(), m.headers(), m.timestamp(), m.partition()) for m in msgs]
+        for p, msgs in messages.items()
+    }
 
 
 def test_batch_flow_copies_compressed_and_transactional_topics_byte_for_byte(
     spark: Any, clusters: Any, unique: str, tmp_path: Path
 ) -> None:
-    topics = {f"bc-{unique}.plain": {}, f"bc-{unique}.lz4": {"compression.type": "lz4"},
-              f"bc-{unique}.zstd": {"compression.type": "zstd"}}  # fmt: skip
+    topics = {
+        f"bc-{unique}.plain": {},
+        f"bc-{unique}.lz4": {"compression.type": "lz4"},
+        f"bc-{unique}.zstd": {"compression.type": "zstd"},
+    }
     for topic, config in topics.items():
         create_topic(clusters.source, topic, PARTITIONS)
         produce_with(clusters.source, topic, records(topic, 600), **config)
     txn = f"bc-{unique}.txn"
     create_topic(clusters.source, txn, PARTITIONS)
     produce_transactions(clusters.source, txn, unique)
-    spec = parse_flow_spec({
-        "id": f"w{unique}->e{unique}", "topics": [f"bc-{unique}\\..*"], "topics_exclude": [],
-        "replication_policy": {"type": "default"}, "checkpoint_location": str(tmp_path / "ckpt"),
-        "source": {"alias": f"w{unique}", "bootstrap_servers": clusters.source},
-        "target": {"alias": f"e{unique}", "bootstrap_servers": clusters.target},
-        "emit_checkpoints": False, "emit_heartbeats": False, "copy_loop": "batch",
-    })  # fmt: skip
+    spec = parse_flow_spec(
+        {
+            "id": f"w{unique}->e{unique}",
+            "topics": [f"bc-{unique}\\..*"],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+            "checkpoint_location": str(tmp_path / "ckpt"),
+            "source": {"alias": f"w{unique}", "bootstrap_servers": clusters.source},
+            "target": {"alias": f"e{unique}", "bootstrap_servers": clusters.target},
+            "emit_checkpoints": False,
+            "emit_heartbeats": False,
+            "copy_loop": "batch",
+        }
+    )
 
     run_flow(spec, spark=spark, once=True)
 
@@ -158,13 +189,16 @@ def test_batch_copier_sends_a_compacted_target_to_the_record_loop_and_counts_it(
         produce_with(clusters.source, plain, data[chunk : chunk + 20])
         produce_with(clusters.source, keyed, data[chunk : chunk + 20])
     consumer_config = source_consumer(clusters)
-    copier = new_batch_copier(consumer_config, {"bootstrap.servers": clusters.target, "acks": "all",
-                                                "enable.idempotence": True}, stall_timeout_s=30)  # fmt: skip
+    copier = new_batch_copier(
+        consumer_config,
+        {"bootstrap.servers": clusters.target, "acks": "all", "enable.idempotence": True},
+        stall_timeout_s=30,
+    )
     try:
         copier.use_rules({}, {topic: TargetRules(compacted=True), keyed: TargetRules(compacted=True)})
-        compacted, straight, in_place = copier.copy([CopyRange(topic, 0, 0, 200, topic),
-                                                     CopyRange(plain, 0, 0, 200, plain),
-                                                     CopyRange(keyed, 0, 0, 200, keyed)])  # fmt: skip
+        compacted, straight, in_place = copier.copy(
+            [CopyRange(topic, 0, 0, 200, topic), CopyRange(plain, 0, 0, 200, plain), CopyRange(keyed, 0, 0, 200, keyed)]
+        )
         # again from the middle of the batches: the first batch straddles the start, the rest go as they are
         [resumed] = copier.copy([CopyRange(plain, 0, 150, 200, plain)])
     finally:
@@ -191,8 +225,11 @@ def test_a_batch_the_target_refuses_fails_the_copy_naming_partition_and_offsets(
     consumer_config = source_consumer(clusters)
     copier = new_batch_copier(consumer_config, {"bootstrap.servers": clusters.target}, stall_timeout_s=30)
     try:
-        with pytest.raises(CopyError, match=rf"producing source records {topic}\[0\]@0\.\.\d+ to {topic}\[0\] "
-                           r"failed: MessageSizeTooLargeError \(10\)"):  # fmt: skip
+        with pytest.raises(
+            CopyError,
+            match=rf"producing source records {topic}\[0\]@0\.\.\d+ to {topic}\[0\] "
+            r"failed: MessageSizeTooLargeError \(10\)",
+        ):
             copier.copy([CopyRange(topic, 0, 0, 100, topic)])
     finally:
         copier.close()
@@ -223,8 +260,11 @@ def test_a_batch_corrupted_on_the_way_is_refused_by_the_target_not_copied(
     consumer_config = source_consumer(clusters)
     copier = new_batch_copier(consumer_config, {"bootstrap.servers": clusters.target}, stall_timeout_s=30)
     try:
-        with pytest.raises(CopyError, match=rf"producing source records {topic}\[0\]@0\.\.\d+ to {topic}\[0\] "
-                           r"failed: CorruptRecordError \(2\)"):  # fmt: skip
+        with pytest.raises(
+            CopyError,
+            match=rf"producing source records {topic}\[0\]@0\.\.\d+ to {topic}\[0\] "
+            r"failed: CorruptRecordError \(2\)",
+        ):
             copier.copy([CopyRange(topic, 0, 0, 100, topic)])
     finally:
         copier.close()
@@ -289,9 +329,10 @@ def _producer_quota(bootstrap: str, client_id: str, byte_rate: float | None) -> 
 
     link = BrokerLink({"bootstrap.servers": bootstrap}, "test-quota")
     try:
-        entry = Alter.EntryData(entity=[Alter.EntryData.EntityData(entity_type="client-id", entity_name=client_id)],
-                                ops=[Alter.EntryData.OpData(key="producer_byte_rate", value=byte_rate or 0.0,
-                                                            remove=byte_rate is None)])  # fmt: skip
+        entry = Alter.EntryData(
+            entity=[Alter.EntryData.EntityData(entity_type="client-id", entity_name=client_id)],
+            ops=[Alter.EntryData.OpData(key="producer_byte_rate", value=byte_rate or 0.0, remove=byte_rate is None)],
+        )
         request = Alter[1](entries=[entry], validate_only=False)
         answer = link.wait(link.send(request, link.manager.least_loaded_node()), 30, "AlterClientQuotas")
         assert all(e.error_code == 0 for e in answer.entries), answer
@@ -306,12 +347,21 @@ def test_a_target_throttled_by_a_producer_quota_gets_every_record_once_in_order(
     topic, client_id = f"bcq-{unique}", f"kmirror-quota-{unique}"
     create_topic(clusters.source, topic, 1)
     create_topic(clusters.target, topic, 1)
-    data = [{"key": f"k{i}".encode(), "value": f"{i:08d}".encode() * 128, "partition": 0,
-             "timestamp": BASE_TIMESTAMP_MS + i, "headers": None} for i in range(20_000)]  # fmt: skip
+    data = [
+        {
+            "key": f"k{i}".encode(),
+            "value": f"{i:08d}".encode() * 128,
+            "partition": 0,
+            "timestamp": BASE_TIMESTAMP_MS + i,
+            "headers": None,
+        }
+        for i in range(20_000)
+    ]
     produce_with(clusters.source, topic, data, **{"batch.size": 64 * 1024})
     _producer_quota(clusters.target, client_id, 1024 * 1024)
-    copier = new_batch_copier(source_consumer(clusters), {"bootstrap.servers": clusters.target, "client.id": client_id},
-                              stall_timeout_s=120)  # fmt: skip
+    copier = new_batch_copier(
+        source_consumer(clusters), {"bootstrap.servers": clusters.target, "client.id": client_id}, stall_timeout_s=120
+    )
     try:
         [progress] = copier.copy([CopyRange(topic, 0, 0, 20_000, topic)])
     finally:

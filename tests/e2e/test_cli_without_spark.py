@@ -34,18 +34,29 @@ def no_spark_python(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = getattr(sys, "_base_executable", sys.executable)
     subprocess.run([base, "-m", "venv", str(venv)], check=True)
     python = venv / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "-c", str(ROOT / "constraints.txt"), *OPERATOR_DEPS],
-                   check=True, capture_output=True)  # fmt: skip
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "-c", str(ROOT / "constraints.txt"), *OPERATOR_DEPS],
+        check=True,
+        capture_output=True,
+    )
     probe = "import importlib.util as u; print([m for m in ('pyspark', 'pyarrow', 'pandas') if u.find_spec(m)])"
-    assert subprocess.run([str(python), "-c", probe], capture_output=True, text=True, check=True,
-                          cwd=venv).stdout.strip() == "[]"  # fmt: skip
+    assert (
+        subprocess.run([str(python), "-c", probe], capture_output=True, text=True, check=True, cwd=venv).stdout.strip()
+        == "[]"
+    )
     return python
 
 
 def kmirror(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
     code = "import sys; from kmirror_cli.cli import main; sys.exit(main(sys.argv[1:]))"
-    return subprocess.run([str(python), "-c", code, *args], capture_output=True, text=True, timeout=120,
-                          cwd=ROOT.parent, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})  # fmt: skip
+    return subprocess.run(
+        [str(python), "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT.parent,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    )
 
 
 @pytest.mark.e2e
@@ -56,13 +67,18 @@ def test_lag_translate_and_failover_run_in_a_venv_without_pyspark(
     topic, group, other = f"orders-{unique}", f"app-{unique}", f"other-{unique}"
     remote = f"{src_alias}.{topic}"
     raw = {
-        "id": f"{src_alias}->{dst_alias}", "checkpoint_location": str(tmp_path / "ckpt"),
+        "id": f"{src_alias}->{dst_alias}",
+        "checkpoint_location": str(tmp_path / "ckpt"),
         "source": {"alias": src_alias, "bootstrap_servers": clusters.source},
         "target": {"alias": dst_alias, "bootstrap_servers": clusters.target},
-        "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default"},
-        "groups": [f"app-{unique}"], "sync_group_offsets": False, "metrics_port": 0,
+        "topics": [topic],
+        "topics_exclude": [],
+        "replication_policy": {"type": "default"},
+        "groups": [f"app-{unique}"],
+        "sync_group_offsets": False,
+        "metrics_port": 0,
         "checkpoint_interval_ms": 3_600_000,
-    }  # fmt: skip
+    }
     flow = tmp_path / "flow.json"
     flow.write_text(json.dumps(raw))
     spec = parse_flow_spec(raw)
@@ -90,7 +106,12 @@ def test_lag_translate_and_failover_run_in_a_venv_without_pyspark(
     assert lag.returncode == 0, lag.stderr
     (row,) = json.loads(lag.stdout)
     assert (row["topic"], row["partition"], row["offset"], row["lag"], row["target_topic"]) == (
-        topic, 0, end, 0, remote)  # fmt: skip
+        topic,
+        0,
+        end,
+        0,
+        remote,
+    )
     dry = kmirror(no_spark_python, "failover", "--flow", str(flow), "--group", other, "--dry-run")
     assert dry.returncode == 0, dry.stderr
     assert dry.stdout == f"dry run: would move group '{other}' to {dst_alias}:\n  {remote}[0] -> {5 + FOREIGN}\n"

@@ -25,13 +25,19 @@ pytestmark = [pytest.mark.e2e, pytest.mark.spark40]
 
 
 def _spec(clusters: Any, unique: str, **options: Any) -> FlowSpec:
-    return parse_flow_spec({
-        "id": f"west-{unique}->east", "checkpoint_location": "/tmp/unused",
-        "source": {"alias": "west", "bootstrap_servers": clusters.source, "config": {}},
-        "target": {"alias": "east", "bootstrap_servers": clusters.target, "config": {}},
-        "topics": [f".*-{unique}"], "topics_exclude": [], "replication_policy": {"type": "default"},
-        "topic_refresh_interval_ms": 0, **options,
-    })  # fmt: skip
+    return parse_flow_spec(
+        {
+            "id": f"west-{unique}->east",
+            "checkpoint_location": "/tmp/unused",
+            "source": {"alias": "west", "bootstrap_servers": clusters.source, "config": {}},
+            "target": {"alias": "east", "bootstrap_servers": clusters.target, "config": {}},
+            "topics": [f".*-{unique}"],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+            "topic_refresh_interval_ms": 0,
+            **options,
+        }
+    )
 
 
 def test_records_over_the_target_topic_limit_are_dead_lettered_and_the_rest_mirrored(
@@ -64,17 +70,33 @@ def eos_task(clusters: Any) -> Iterator[Any]:
     consumers: list[Consumer] = []
 
     def make(spec: FlowSpec, task_id: int, **kwargs: Any) -> TransactionalCopier:
-        source = Consumer({"bootstrap.servers": clusters.source, "group.id": spec.consumer_group,
-                           "isolation.level": "read_committed", "enable.auto.commit": False,
-                           **CONSUMER_TUNING, **CONSUMER_REQUIRED})  # fmt: skip
-        offsets = Consumer({"bootstrap.servers": clusters.target, "group.id": offsets_group(spec),
-                            "enable.auto.commit": False})  # fmt: skip
+        source = Consumer(
+            {
+                "bootstrap.servers": clusters.source,
+                "group.id": spec.consumer_group,
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                **CONSUMER_TUNING,
+                **CONSUMER_REQUIRED,
+            }
+        )
+        offsets = Consumer(
+            {"bootstrap.servers": clusters.target, "group.id": offsets_group(spec), "enable.auto.commit": False}
+        )
         consumers.extend([source, offsets])
-        producer = Producer({"bootstrap.servers": clusters.target, "transactional.id": transactional_id(spec, task_id),
-                             "acks": "all", "enable.idempotence": True, "linger.ms": 5})  # fmt: skip
+        producer = Producer(
+            {
+                "bootstrap.servers": clusters.target,
+                "transactional.id": transactional_id(spec, task_id),
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+            }
+        )
         admin = AdminClient({"bootstrap.servers": clusters.source})
-        return TransactionalCopier(source, producer, offsets, source_admin=admin, group=offsets_group(spec),
-                                   stall_timeout_s=30, **kwargs)  # fmt: skip
+        return TransactionalCopier(
+            source, producer, offsets, source_admin=admin, group=offsets_group(spec), stall_timeout_s=30, **kwargs
+        )
 
     yield make
     for consumer in consumers:
@@ -103,9 +125,13 @@ def test_exactly_once_offsets_of_a_recreated_topic_fail_instead_of_skipping_it(
 
     # Apache Kafka names topic ids (the commit's metadata holds the old one); tansu has none, so
     # there the offset past the new log's end is the sign
-    stale = (rf"belong to an earlier incarnation of the source topic: {dst}\[0\] holds 120, committed for topic "
-             rf"id [^;]+; {src} is now [^;]+; " if not IS_TANSU else rf"{dst}\[0\] holds 120, past the end of "
-             rf"{src}\[0\] \(3\d\); ")  # fmt: skip
+    stale = (
+        rf"belong to an earlier incarnation of the source topic: {dst}\[0\] holds 120, committed for topic "
+        rf"id [^;]+; {src} is now [^;]+; "
+        if not IS_TANSU
+        else rf"{dst}\[0\] holds 120, past the end of "
+        rf"{src}\[0\] \(3\d\); "
+    )
     with pytest.raises(StaleOffsetsError, match=stale + r"nothing was skipped or copied\. Reset that group"):
         eos_task(spec, 0).copy([CopyRange(src, 0, 0, 30, dst)])
     add_fences(clusters.target, dst, 1)
@@ -127,8 +153,11 @@ def test_a_deleted_topic_with_planned_offsets_fails_when_fail_on_data_loss_is_on
     admin = AdminClient({"bootstrap.servers": clusters.source})
     for future in admin.delete_topics([doomed], operation_timeout=30).values():
         future.result(timeout=30)
-    with pytest.raises(DataLossError, match=rf"data loss on {doomed}\[0\]: topic {doomed} was deleted from 'west' "
-                                            r"\(describe: unknown topic\) with offsets 0\.\.\d+ planned"):  # fmt: skip
+    with pytest.raises(
+        DataLossError,
+        match=rf"data loss on {doomed}\[0\]: topic {doomed} was deleted from 'west' "
+        r"\(describe: unknown topic\) with offsets 0\.\.\d+ planned",
+    ):
         planner.plan(start, end)
 
 

@@ -27,23 +27,44 @@ def test_resume_ranges_skips_what_a_previous_transaction_committed() -> None:
 
 @pytest.fixture
 def eos(clusters: Any, unique: str) -> Iterator[Any]:
-    spec = parse_flow_spec({
-        "id": f"west-{unique}->east", "exactly_once": True, "checkpoint_location": "/tmp/unused",
-        "source": {"alias": "west", "bootstrap_servers": clusters.source, "config": {}},
-        "target": {"alias": "east", "bootstrap_servers": clusters.target, "config": {}},
-        "topics": [".*"], "topics_exclude": [], "replication_policy": {"type": "default"},
-    })  # fmt: skip
+    spec = parse_flow_spec(
+        {
+            "id": f"west-{unique}->east",
+            "exactly_once": True,
+            "checkpoint_location": "/tmp/unused",
+            "source": {"alias": "west", "bootstrap_servers": clusters.source, "config": {}},
+            "target": {"alias": "east", "bootstrap_servers": clusters.target, "config": {}},
+            "topics": [".*"],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+        }
+    )
     consumers: list[Consumer] = []
 
     def task(task_id: int) -> TransactionalCopier:
-        source = Consumer({"bootstrap.servers": clusters.source, "group.id": spec.consumer_group,
-                           "isolation.level": "read_committed", "enable.auto.commit": False,
-                           **CONSUMER_TUNING, **CONSUMER_REQUIRED})  # fmt: skip
-        offsets = Consumer({"bootstrap.servers": clusters.target, "group.id": offsets_group(spec),
-                            "enable.auto.commit": False})  # fmt: skip
+        source = Consumer(
+            {
+                "bootstrap.servers": clusters.source,
+                "group.id": spec.consumer_group,
+                "isolation.level": "read_committed",
+                "enable.auto.commit": False,
+                **CONSUMER_TUNING,
+                **CONSUMER_REQUIRED,
+            }
+        )
+        offsets = Consumer(
+            {"bootstrap.servers": clusters.target, "group.id": offsets_group(spec), "enable.auto.commit": False}
+        )
         consumers.extend([source, offsets])
-        producer = Producer({"bootstrap.servers": clusters.target, "transactional.id": transactional_id(spec, task_id),
-                             "acks": "all", "enable.idempotence": True, "linger.ms": 5})  # fmt: skip
+        producer = Producer(
+            {
+                "bootstrap.servers": clusters.target,
+                "transactional.id": transactional_id(spec, task_id),
+                "acks": "all",
+                "enable.idempotence": True,
+                "linger.ms": 5,
+            }
+        )
         return TransactionalCopier(source, producer, offsets, stall_timeout_s=30)
 
     yield spec, task

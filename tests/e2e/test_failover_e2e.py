@@ -85,9 +85,13 @@ def mirror_pass(spec: FlowSpec, topic: str, remote: str, end: int, batch_id: int
 def target_records_from(bootstrap: str, topic: str, offset: int) -> list[bytes]:
     """Values from `offset` to the end (the fence on tansu, the end offset on Apache Kafka)."""
     consumer = Consumer(
-        {"bootstrap.servers": bootstrap, "group.id": "failover-e2e-reader", "enable.auto.commit": False,
-         "enable.partition.eof": True}
-    )  # fmt: skip
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "failover-e2e-reader",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     consumer.assign([TopicPartition(topic, 0, offset)])
     values: list[bytes] = []
     try:
@@ -112,13 +116,18 @@ def test_failover_resumes_at_exactly_the_shifted_offsets(
     topic, group = f"orders-{unique}", f"app-{unique}"
     remote = f"{src_alias}.{topic}"
     raw = {
-        "id": f"{src_alias}->{dst_alias}", "checkpoint_location": str(tmp_path / "ckpt"),
+        "id": f"{src_alias}->{dst_alias}",
+        "checkpoint_location": str(tmp_path / "ckpt"),
         "source": {"alias": src_alias, "bootstrap_servers": clusters.source},
         "target": {"alias": dst_alias, "bootstrap_servers": clusters.target},
-        "topics": [f"orders-{unique}"], "topics_exclude": [], "replication_policy": {"type": "default"},
-        "groups": [f"app.*-{unique}"], "sync_group_offsets": True, "metrics_port": 0,
+        "topics": [f"orders-{unique}"],
+        "topics_exclude": [],
+        "replication_policy": {"type": "default"},
+        "groups": [f"app.*-{unique}"],
+        "sync_group_offsets": True,
+        "metrics_port": 0,
         "checkpoint_interval_ms": 3_600_000,
-    }  # fmt: skip
+    }
     flow = tmp_path / "flow.json"
     flow.write_text(json.dumps(raw))
     spec = parse_flow_spec(raw)
@@ -180,7 +189,12 @@ def test_failover_resumes_at_exactly_the_shifted_offsets(
     assert main(["lag", "--flow", str(flow), "--format", "json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)
     assert (row["group"], row["topic"], row["partition"], row["offset"], row["lag"]) == (
-        spec.consumer_group, topic, 0, END, 0)  # fmt: skip
+        spec.consumer_group,
+        topic,
+        0,
+        END,
+        0,
+    )
     assert row["target_topic"] == remote and row["delay_ms"] >= 0
     produce(clusters.source, topic, [{"value": f"late{i}".encode(), "partition": 0} for i in range(5)])
     add_fences(clusters.source, topic, 1)
@@ -211,12 +225,19 @@ def offset_of(bootstrap: str, topic: str, value: bytes) -> int:
 def test_translation_stays_exact_across_a_restart_and_a_new_shift(clusters: Any, unique: str, tmp_path: Path) -> None:
     src_alias, dst_alias = f"s{unique}", f"t{unique}"
     topic, group, remote = f"events-{unique}", f"app-{unique}", f"s{unique}.events-{unique}"
-    spec = parse_flow_spec({
-        "id": f"{src_alias}->{dst_alias}", "checkpoint_location": str(tmp_path), "emit_heartbeats": False,
-        "source": {"alias": src_alias, "bootstrap_servers": clusters.source},
-        "target": {"alias": dst_alias, "bootstrap_servers": clusters.target},
-        "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default"}, "groups": [group],
-    })  # fmt: skip
+    spec = parse_flow_spec(
+        {
+            "id": f"{src_alias}->{dst_alias}",
+            "checkpoint_location": str(tmp_path),
+            "emit_heartbeats": False,
+            "source": {"alias": src_alias, "bootstrap_servers": clusters.source},
+            "target": {"alias": dst_alias, "bootstrap_servers": clusters.target},
+            "topics": [topic],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+            "groups": [group],
+        }
+    )
     create_topic(clusters.source, topic)
     create_topic(clusters.target, remote)
     produce(clusters.target, remote, [{"value": b"unrelated", "partition": 0}] * 3)
@@ -258,20 +279,26 @@ def test_spark_once_run_leaves_checkpoints_group_offsets_and_lag_behind(
     topic, group = f"pay-{unique}", f"app-{unique}"
     remote = f"{src_alias}.{topic}"
     raw = {
-        "id": f"{src_alias}->{dst_alias}", "checkpoint_location": str(tmp_path / "ckpt"),
+        "id": f"{src_alias}->{dst_alias}",
+        "checkpoint_location": str(tmp_path / "ckpt"),
         "source": {"alias": src_alias, "bootstrap_servers": clusters.source},
         "target": {"alias": dst_alias, "bootstrap_servers": clusters.target},
-        "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default"},
-        "groups": [group], "sync_group_offsets": True, "metrics_port": free_port(),
-    }  # fmt: skip
+        "topics": [topic],
+        "topics_exclude": [],
+        "replication_policy": {"type": "default"},
+        "groups": [group],
+        "sync_group_offsets": True,
+        "metrics_port": free_port(),
+    }
     flow = tmp_path / "flow.json"
     flow.write_text(json.dumps(raw))
     spec = parse_flow_spec(raw)
     create_topic(clusters.source, topic, 2)
     create_topic(clusters.target, remote, 2)
     produce(clusters.target, remote, [{"value": b"unrelated", "partition": 0}] * FOREIGN)  # shifts p0 only
-    produce(clusters.source, topic, [{"value": f"p{p}-{i}".encode(), "partition": p} for p in (0, 1)
-                                     for i in range(10)])  # fmt: skip
+    produce(
+        clusters.source, topic, [{"value": f"p{p}-{i}".encode(), "partition": p} for p in (0, 1) for i in range(10)]
+    )
     add_fences(clusters.source, topic, 2)  # offset 10 of each partition
     consumer = Consumer({"bootstrap.servers": clusters.source, "group.id": group, "enable.auto.commit": False})
     consumer.commit(offsets=[TopicPartition(topic, 0, 4), TopicPartition(topic, 1, 7)], asynchronous=False)
@@ -297,14 +324,19 @@ def test_spark_once_run_leaves_checkpoints_group_offsets_and_lag_behind(
     capsys.readouterr()
     assert main(["translate", "--flow", str(flow), "--group", group, "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == expected
-    latest = {(c.topic, c.partition): c for c in read_checkpoints(spec.target, checkpoints_topic(src_alias))
-              if c.group == group}  # fmt: skip
+    latest = {
+        (c.topic, c.partition): c
+        for c in read_checkpoints(spec.target, checkpoints_topic(src_alias))
+        if c.group == group
+    }
     assert latest == {
         (remote, 0): Checkpoint(group, remote, 0, 4, 4 + FOREIGN, ""),
         (remote, 1): Checkpoint(group, remote, 1, 7, 7, ""),
     }
     assert committed_offsets(admin_client(spec.target), group, dst_alias) == {
-        (remote, 0): (4 + FOREIGN, ""), (remote, 1): (7, "")}  # fmt: skip
+        (remote, 0): (4 + FOREIGN, ""),
+        (remote, 1): (7, ""),
+    }
     assert target_records_from(clusters.target, remote, 4 + FOREIGN) == [f"p0-{i}".encode() for i in range(4, 10)]
     beats = [decode_heartbeat(m.key(), m.value()) for m in read_partition0(spec.target, "heartbeats")]
     assert any((b.source_cluster_alias, b.target_cluster_alias) == (src_alias, dst_alias) for b in beats)
@@ -313,7 +345,9 @@ def test_spark_once_run_leaves_checkpoints_group_offsets_and_lag_behind(
     assert main(["lag", "--flow", str(flow), "--format", "json"]) == 0
     rows = [r for r in json.loads(capsys.readouterr().out) if r["topic"] == topic]
     assert [(r["topic"], r["partition"], r["offset"], r["lag"], r["target_topic"]) for r in rows] == [
-        (topic, 0, END, 0, remote), (topic, 1, END, 0, remote)]  # fmt: skip
+        (topic, 0, END, 0, remote),
+        (topic, 1, END, 0, remote),
+    ]
     produce(clusters.source, topic, [{"value": b"late", "partition": 1}] * 5)
     add_fences(clusters.source, topic, 2)
     assert main(["lag", "--flow", str(flow), "--format", "json"]) == 0
@@ -332,8 +366,11 @@ def test_spark_once_run_leaves_checkpoints_group_offsets_and_lag_behind(
     fence(clusters.target, offset_syncs_topic(src_alias), encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
     run_flow(spec, spark=spark, once=True)
     fence(clusters.target, checkpoints_topic(src_alias), encode_checkpoint(Checkpoint("fence", "f", 0, 0, 0)))
-    latest = {(c.topic, c.partition): c for c in read_checkpoints(spec.target, checkpoints_topic(src_alias))
-              if c.group == group}  # fmt: skip
+    latest = {
+        (c.topic, c.partition): c
+        for c in read_checkpoints(spec.target, checkpoints_topic(src_alias))
+        if c.group == group
+    }
     assert latest[(remote, 0)] == Checkpoint(group, remote, 0, 8, 8 + FOREIGN, "")
     assert committed_offsets(admin_client(spec.target), group, dst_alias)[(remote, 0)] == (8 + FOREIGN, "")
 
@@ -348,18 +385,22 @@ def test_failover_refuses_an_unmirrored_partition_unless_allow_partial(
     src_alias, dst_alias = f"s{unique}", f"t{unique}"
     topic, group, remote = f"part-{unique}", f"app-{unique}", f"s{unique}.part-{unique}"
     raw = {
-        "id": f"{src_alias}->{dst_alias}", "checkpoint_location": str(tmp_path), "emit_heartbeats": False,
+        "id": f"{src_alias}->{dst_alias}",
+        "checkpoint_location": str(tmp_path),
+        "emit_heartbeats": False,
         "source": {"alias": src_alias, "bootstrap_servers": clusters.source},
         "target": {"alias": dst_alias, "bootstrap_servers": clusters.target},
-        "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default"}, "groups": [group],
-    }  # fmt: skip
+        "topics": [topic],
+        "topics_exclude": [],
+        "replication_policy": {"type": "default"},
+        "groups": [group],
+    }
     flow = tmp_path / "flow.json"
     flow.write_text(json.dumps(raw))
     spec = parse_flow_spec(raw)
     create_topic(clusters.source, topic, 2)
     create_topic(clusters.target, remote, 2)
-    produce(clusters.source, topic, [{"value": f"p{p}-{i}".encode(), "partition": p} for p in (0, 1)
-                                     for i in range(6)])  # fmt: skip
+    produce(clusters.source, topic, [{"value": f"p{p}-{i}".encode(), "partition": p} for p in (0, 1) for i in range(6)])
     consumer = Consumer({"bootstrap.servers": clusters.source, "group.id": group, "enable.auto.commit": False})
     consumer.commit(offsets=[TopicPartition(topic, 0, 4), TopicPartition(topic, 1, 2)], asynchronous=False)
     consumer.close()

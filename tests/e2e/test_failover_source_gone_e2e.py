@@ -51,8 +51,9 @@ def mirror_until(spec: Any, topic: str, remote: str, end: int, listener: Any) ->
 
 def first_record_of_group(bootstrap: str, group: str, topic: str) -> bytes:
     """The first value a consumer of `group` reads on topic[0], starting at its committed offset."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False,
-                         "auto.offset.reset": "latest"})  # fmt: skip
+    consumer = Consumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False, "auto.offset.reset": "latest"}
+    )
     try:
         consumer.assign([TopicPartition(topic, 0)])  # no offset: the group's committed one
         deadline = time.monotonic() + 30
@@ -87,21 +88,29 @@ def mirror_then_lose_the_source(clusters: Any, unique: str, tmp_path: Path) -> O
     source = new_broker(f"gone-src-{unique}").start()
     try:
         raw = {
-            "id": f"{src_alias}->{dst_alias}", "checkpoint_location": str(tmp_path / "ckpt"),
+            "id": f"{src_alias}->{dst_alias}",
+            "checkpoint_location": str(tmp_path / "ckpt"),
             "source": {"alias": src_alias, "bootstrap_servers": source.bootstrap_servers},
             "target": {"alias": dst_alias, "bootstrap_servers": clusters.target},
-            "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default"},
-            "groups": [f"app.*-{unique}"], "sync_group_offsets": False, "metrics_port": 0,
+            "topics": [topic],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+            "groups": [f"app.*-{unique}"],
+            "sync_group_offsets": False,
+            "metrics_port": 0,
             "checkpoint_interval_ms": 3_600_000,
-        }  # fmt: skip
+        }
         flow = tmp_path / "flow.json"
         flow.write_text(json.dumps(raw))
         spec = parse_flow_spec(raw)
         create_topic(source.bootstrap_servers, topic)
         create_topic(clusters.target, remote)
         produce(clusters.target, remote, [{"value": f"unrelated-{i}".encode(), "partition": 0} for i in range(FOREIGN)])
-        produce(source.bootstrap_servers, topic,
-                [{"value": f"v{i}".encode(), "key": b"k", "partition": 0} for i in range(10)])  # fmt: skip
+        produce(
+            source.bootstrap_servers,
+            topic,
+            [{"value": f"v{i}".encode(), "key": b"k", "partition": 0} for i in range(10)],
+        )
         add_fences(source.bootstrap_servers, topic, 1)
         late = [{"value": f"late{i}".encode(), "partition": 0} for i in range(UNMIRRORED)]
         produce(source.bootstrap_servers, topic, late)
@@ -127,8 +136,18 @@ def test_translate_and_failover_work_with_the_source_stopped(
     # the source broker is stopped now: nothing listens on its port.
     # A separate process, as a user runs it: its stderr is exactly what reaches the terminal
     started = time.monotonic()
-    command = [sys.executable, "-m", "kmirror_cli.cli", "translate", "--flow", str(flow), "--group", group,
-               "--format", "json"]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "kmirror_cli.cli",
+        "translate",
+        "--flow",
+        str(flow),
+        "--group",
+        group,
+        "--format",
+        "json",
+    ]
     run = subprocess.run(command, capture_output=True, text=True, timeout=120, check=False)
     translate_s = time.monotonic() - started
     assert run.returncode == 0, run.stderr

@@ -50,8 +50,11 @@ __all__ = ["app_factory"]  # a fixture, used by name
 # ---------- crash ----------
 
 
-@pytest.mark.parametrize(("exactly_once", "loop"), [(False, "python"), (False, "native"), (True, "python")],
-                         ids=["at-least-once-python", "at-least-once-native", "exactly-once"])  # fmt: skip
+@pytest.mark.parametrize(
+    ("exactly_once", "loop"),
+    [(False, "python"), (False, "native"), (True, "python")],
+    ids=["at-least-once-python", "at-least-once-native", "exactly-once"],
+)
 def test_kill_9_mid_stream_then_restart_from_the_checkpoint_loses_nothing(
     clusters: Any, unique: str, tmp_path: Path, app_factory: Callable[..., MirrorApp], exactly_once: bool, loop: str
 ) -> None:
@@ -61,18 +64,29 @@ def test_kill_9_mid_stream_then_restart_from_the_checkpoint_loses_nothing(
     topic, remote, partitions = f"crash-{unique}", f"west.crash-{unique}", 2
     create_topic(clusters.source, topic, partitions)
     fences = produce_values(clusters.source, topic, partitions, 1500, "a")  # each partition's fence offset
-    flow = flow_spec(unique, clusters.source, clusters.target, [topic], tmp_path, exactly_once=exactly_once,
-                     copy_loop=require_copy_loop(loop))  # fmt: skip
+    flow = flow_spec(
+        unique,
+        clusters.source,
+        clusters.target,
+        [topic],
+        tmp_path,
+        exactly_once=exactly_once,
+        copy_loop=require_copy_loop(loop),
+    )
     clock = Clock()
     app = app_factory(flow).start()
     eos_group = "kmirror-eos-" + flow["id"].replace("->", "-to-")
     # the first sign that a batch's writes are durable: the EOS offsets on the target, or the
     # source group commit (at-least-once; written by the sink commit, before Spark's commit log)
-    group, bootstrap, watched = (eos_group, clusters.target, remote) if exactly_once else (
-        group_of(flow), clusters.source, topic)  # fmt: skip
-    wait_until("a first durable batch",
-               lambda: any(o > 0 for o in committed(bootstrap, group, watched, partitions).values()),
-               APP_START_TIMEOUT_S, app)  # fmt: skip
+    group, bootstrap, watched = (
+        (eos_group, clusters.target, remote) if exactly_once else (group_of(flow), clusters.source, topic)
+    )
+    wait_until(
+        "a first durable batch",
+        lambda: any(o > 0 for o in committed(bootstrap, group, watched, partitions).values()),
+        APP_START_TIMEOUT_S,
+        app,
+    )
     clock.lap("first batch")
     # poll fast with one consumer: the window before Spark's commit log is a fraction of a second
     watcher = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
@@ -101,15 +115,31 @@ def test_kill_9_mid_stream_then_restart_from_the_checkpoint_loses_nothing(
     got = target_values(clusters.target, remote, partitions, read_committed=True)
     restart_log = app.log().split("===== run 2 =====")[-1]
     # only this test's topic: MM2 mirrors every heartbeats topic, and other tests leave some on the source
-    replay_lines = [r for r in (json.loads(line.split("kmirror replay ", 1)[1]) for line in restart_log.splitlines()
-                                if line.startswith("kmirror replay ")) if r["topic"] == topic]  # fmt: skip
+    replay_lines = [
+        r
+        for r in (
+            json.loads(line.split("kmirror replay ", 1)[1])
+            for line in restart_log.splitlines()
+            if line.startswith("kmirror replay ")
+        )
+        if r["topic"] == topic
+    ]
     reported = sum(r["possible_duplicates"] for r in replay_lines if not r["exactly_once"])
     # a replayed range can hold the fence record after the data: copied twice, but not a data value
-    fences_replayed = sum(1 for r in replay_lines if not r["exactly_once"]
-                          and r["first_offset"] <= fences[r["partition"]] < r["delivered_to"])  # fmt: skip
-    figures = report(f"crash kill -9 ({'exactly-once' if exactly_once else 'at-least-once'})", sent, got,
-                     committed_at_kill=at_kill, replayed_batches=replayed, app_reported_duplicates=reported,
-                     seconds=clock.laps)  # fmt: skip
+    fences_replayed = sum(
+        1
+        for r in replay_lines
+        if not r["exactly_once"] and r["first_offset"] <= fences[r["partition"]] < r["delivered_to"]
+    )
+    figures = report(
+        f"crash kill -9 ({'exactly-once' if exactly_once else 'at-least-once'})",
+        sent,
+        got,
+        committed_at_kill=at_kill,
+        replayed_batches=replayed,
+        app_reported_duplicates=reported,
+        seconds=clock.laps,
+    )
     # the app's own count of replayed, already delivered records is what the target shows
     # (the kill follows the source group commit of a batch; a batch in flight at a crash can add
     # duplicates the app cannot see: up to max_records_per_trigger)
@@ -170,8 +200,9 @@ def test_broker_outages_unreachable_at_start_then_target_then_source_frozen(
     with new_broker(f"outage-src-{unique}", freezes=True) as src:
         create_topic(src.bootstrap_servers, topic, partitions)
         ends = produce_values(src.bootstrap_servers, topic, partitions, 500, "a")
-        flow = flow_spec(unique, src.bootstrap_servers, f"127.0.0.1:{target_port}", [topic], tmp_path,
-                         copy_loop=copy_loop)  # fmt: skip
+        flow = flow_spec(
+            unique, src.bootstrap_servers, f"127.0.0.1:{target_port}", [topic], tmp_path, copy_loop=copy_loop
+        )
         app = app_factory(flow).start()
         wait_until("a retry report", lambda: "retrying in" in app.log(), 60, app)
         clock.lap("unreachable target reported")
@@ -181,8 +212,12 @@ def test_broker_outages_unreachable_at_start_then_target_then_source_frozen(
             wait_mirrored(app, src.bootstrap_servers, flow, topic, ends, timeout_s=APP_START_TIMEOUT_S)
             clock.lap("mirrored once the target came up")
             sent = expected_values(partitions, 500, "a")
-            report("unreachable target at start (streaming)", sent,
-                   target_values(dst.bootstrap_servers, remote, partitions), seconds=dict(clock.laps))  # fmt: skip
+            report(
+                "unreachable target at start (streaming)",
+                sent,
+                target_values(dst.bootstrap_servers, remote, partitions),
+                seconds=dict(clock.laps),
+            )
 
             for phase, frozen in (("target", dst), ("source", src)):
                 tag = f"{phase[0]}"
@@ -201,8 +236,7 @@ def test_broker_outages_unreachable_at_start_then_target_then_source_frozen(
                 recovered = wait_mirrored(app, src.bootstrap_servers, flow, topic, ends, timeout_s=120)
                 clock.lap(f"recovered from {phase} outage")
                 got = target_values(dst.bootstrap_servers, remote, partitions)
-                figures = report(f"{phase} frozen 20 s (SIGSTOP/SIGCONT)", sent, got,
-                                 recovery_s=round(recovered, 1))  # fmt: skip
+                figures = report(f"{phase} frozen 20 s (SIGSTOP/SIGCONT)", sent, got, recovery_s=round(recovered, 1))
                 assert figures.missing == 0
             assert app.stop() == 0, app.log()[-3000:]
     log = app.log()
@@ -227,9 +261,12 @@ def test_topics_added_and_deleted_under_load_are_picked_up_or_reported(
     flow = flow_spec(unique, clusters.source, clusters.target, [f"{prefix}-.*"], tmp_path)
     app = app_factory(flow).start()
     group = group_of(flow)
-    wait_until("a first batch of the doomed topic",
-               lambda: any(o > 0 for o in committed(clusters.source, group, doomed, partitions).values()),
-               APP_START_TIMEOUT_S, app)  # fmt: skip
+    wait_until(
+        "a first batch of the doomed topic",
+        lambda: any(o > 0 for o in committed(clusters.source, group, doomed, partitions).values()),
+        APP_START_TIMEOUT_S,
+        app,
+    )
     admin = AdminClient({"bootstrap.servers": clusters.source})
     for future in admin.delete_topics([doomed], operation_timeout=30).values():
         future.result(timeout=30)
@@ -291,8 +328,11 @@ def test_offsets_gone_before_they_were_mirrored_fail_naming_them_or_the_new_log_
     run_flow(in_process_flow(unique, clusters, [topic], tmp_path, fail_on_data_loss=False), spark=spark, once=True)
 
     got = target_values(clusters.target, remote, 1)
-    figures = report("source offsets went back (topic recreated), fail_on_data_loss=false",
-                     expected_values(1, 100, "a") + expected_values(1, 30, "b"), got)  # fmt: skip
+    figures = report(
+        "source offsets went back (topic recreated), fail_on_data_loss=false",
+        expected_values(1, 100, "a") + expected_values(1, 30, "b"),
+        got,
+    )
     assert figures.missing == 0 and figures.duplicates == 0
 
 
@@ -314,8 +354,10 @@ def test_oversized_records_fail_the_batch_or_go_to_the_dead_letter_topic(
     topic, remote, dlq = f"big-{unique}", f"west.big-{unique}", f"dlq-{unique}"
     create_topic(clusters.source, topic, 1)
     create_topic(clusters.target, dlq, 1)
-    small = [{"key": f"k{i}".encode(), "value": f"s-0-{i}".encode(), "partition": 0, "headers": POISON_HEADERS}
-             for i in range(10)]  # fmt: skip
+    small = [
+        {"key": f"k{i}".encode(), "value": f"s-0-{i}".encode(), "partition": 0, "headers": POISON_HEADERS}
+        for i in range(10)
+    ]
     big = {"key": b"big", "value": b"x" * 60_000, "partition": 0}
     produce(clusters.source, topic, [*small[:5], big, *small[5:]])
     add_fences(clusters.source, topic, 1)
@@ -328,8 +370,12 @@ def test_oversized_records_fail_the_batch_or_go_to_the_dead_letter_topic(
     run_flow(in_process_flow(unique, clusters, [topic], tmp_path, dead_letter_topic=dlq), spark=spark, once=True)
 
     mirrored = read_all(clusters.target, remote)
-    figures = report("oversized record (60 kB > 20 kB limit), dead-letter topic on", [r["value"] for r in small],
-                     [m.value() for m in mirrored], dead_lettered=1)  # fmt: skip
+    figures = report(
+        "oversized record (60 kB > 20 kB limit), dead-letter topic on",
+        [r["value"] for r in small],
+        [m.value() for m in mirrored],
+        dead_lettered=1,
+    )
     assert figures.missing == 0
     assert all(m.headers() == POISON_HEADERS for m in mirrored)
     [pointer] = read_all(clusters.target, dlq)

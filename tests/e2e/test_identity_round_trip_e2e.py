@@ -38,22 +38,36 @@ ON_B = 30  # records producers write to b during the outage
 
 def topology_of(clusters: Any, a: str, b: str, unique: str) -> dict[str, Any]:
     return {
-        "clusters": {a: {"bootstrap_servers": clusters.source, "datacenter": "dc-a"},
-                     b: {"bootstrap_servers": clusters.target, "datacenter": "dc-b"}},
+        "clusters": {
+            a: {"bootstrap_servers": clusters.source, "datacenter": "dc-a"},
+            b: {"bootstrap_servers": clusters.target, "datacenter": "dc-b"},
+        },
         "defaults": {"emit_heartbeats": False},
-        "topologies": [{"name": "dr", "pattern": "active-passive", "primary": a, "standby": b, "reverse_flow": True,
-                        "replication_policy": {"type": "identity"}, "provenance_headers": True,
-                        # off (the active-passive default is on), so the failover and failback commands do the moves
-                        "sync_group_offsets": False,
-                        "topics": [f"orders-{unique}"], "groups": [f"app-{unique}"]}],
-    }  # fmt: skip
+        "topologies": [
+            {
+                "name": "dr",
+                "pattern": "active-passive",
+                "primary": a,
+                "standby": b,
+                "reverse_flow": True,
+                "replication_policy": {"type": "identity"},
+                "provenance_headers": True,
+                # off (the active-passive default is on), so the failover and failback commands do the moves
+                "sync_group_offsets": False,
+                "topics": [f"orders-{unique}"],
+                "groups": [f"app-{unique}"],
+            }
+        ],
+    }
 
 
 def planned(raw: dict[str, Any], a: str, b: str, root: Path) -> tuple[dict[str, Any], dict[str, Any]]:
     topology = parse_topology(raw)
     plan = plan_topology(topology)
-    return (flow_spec_for(topology, plan.flow(f"{a}->{b}"), str(root)),
-            flow_spec_for(topology, plan.flow(f"{b}->{a}"), str(root)))  # fmt: skip
+    return (
+        flow_spec_for(topology, plan.flow(f"{a}->{b}"), str(root)),
+        flow_spec_for(topology, plan.flow(f"{b}->{a}"), str(root)),
+    )
 
 
 def values(bootstrap: str, topic: str) -> list[str]:
@@ -88,8 +102,9 @@ def test_identity_failover_then_failback_through_the_reverse_flow_loses_and_dupl
         {"topic": orders, "partition": 0, "upstream_offset": GROUP_AT, "downstream_offset": GROUP_AT}
     ]
     assert main(["failover", *flow, "--group", group]) == 0
-    assert capsys.readouterr().out == (f"moved group {group!r} to {b}: 1 partition(s) written, 0 kept\n"
-                                       f"  wrote {orders}[0] = {GROUP_AT}\n")  # fmt: skip
+    assert capsys.readouterr().out == (
+        f"moved group {group!r} to {b}: 1 partition(s) written, 0 kept\n  wrote {orders}[0] = {GROUP_AT}\n"
+    )
     assert committed_offsets(admin_client(forward.target), group, b) == {(orders, 0): (GROUP_AT, "")}
     # the outage: producers write b's orders, the group reads on to READ_ON_B
     produce(clusters.target, orders, [{"value": f"b-{i}".encode(), "partition": 0} for i in range(ON_B)])
@@ -108,9 +123,11 @@ def test_identity_failover_then_failback_through_the_reverse_flow_loses_and_dupl
     # fail back: the group resumes at home where it stood on b (a-70, the first record it had not read)
     capsys.readouterr()
     assert main(["failback", *flow, "--group", group, "--dry-run"]) == 0
-    assert capsys.readouterr().out == (f"dry run: would move group {group!r} home to {a}:\n"
-                                       f"  {orders}[0]@{READ_ON_B} -> {orders}[0] {READ_ON_B}\n")  # fmt: skip
+    assert capsys.readouterr().out == (
+        f"dry run: would move group {group!r} home to {a}:\n  {orders}[0]@{READ_ON_B} -> {orders}[0] {READ_ON_B}\n"
+    )
     assert main(["failback", *flow, "--group", group]) == 0
-    assert capsys.readouterr().out == (f"moved group {group!r} home to {a}: 1 partition(s) written, 0 kept\n"
-                                       f"  wrote {orders}[0] = {READ_ON_B}\n")  # fmt: skip
+    assert capsys.readouterr().out == (
+        f"moved group {group!r} home to {a}: 1 partition(s) written, 0 kept\n  wrote {orders}[0] = {READ_ON_B}\n"
+    )
     assert committed_offsets(admin_client(forward.source), group, a) == {(orders, 0): (READ_ON_B, "")}

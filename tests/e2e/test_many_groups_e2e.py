@@ -41,11 +41,22 @@ def test_many_groups_fail_over_and_back_each_on_its_own(
     topic, remote = f"orders-{unique}", f"s{unique}.orders-{unique}"
     g1, g2, g3 = f"app1-{unique}", f"app2-{unique}", f"app3-{unique}"
     raw = {
-        "clusters": {a: {"bootstrap_servers": clusters.source, "datacenter": "dc-a"},
-                     b: {"bootstrap_servers": clusters.target, "datacenter": "dc-b"}},
-        "topologies": [{"name": "dr", "pattern": "active-passive", "primary": a, "standby": b,
-                        "sync_group_offsets": False, "topics": [topic], "groups": [f"app.*-{unique}"]}],
-    }  # fmt: skip
+        "clusters": {
+            a: {"bootstrap_servers": clusters.source, "datacenter": "dc-a"},
+            b: {"bootstrap_servers": clusters.target, "datacenter": "dc-b"},
+        },
+        "topologies": [
+            {
+                "name": "dr",
+                "pattern": "active-passive",
+                "primary": a,
+                "standby": b,
+                "sync_group_offsets": False,
+                "topics": [topic],
+                "groups": [f"app.*-{unique}"],
+            }
+        ],
+    }
     (topology_file := tmp_path / "topology.yaml").write_text(yaml.safe_dump(raw))
     topology = parse_topology(raw)
     spec = parse_flow_spec(flow_spec_for(topology, plan_topology(topology).flow(f"{a}->{b}"), str(tmp_path)))

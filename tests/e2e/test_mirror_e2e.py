@@ -238,10 +238,21 @@ def test_streaming_mode_picks_up_new_topics_beats_and_checkpoints_while_idle_and
     create_topic(clusters.source, first, 2)
     produce(clusters.source, first, [r for p in range(2) for r in records("a", p, 50)])
     add_fences(clusters.source, first, 2)
-    spec = flow(src_alias, clusters.source, dst_alias, clusters.target, [f"st-{unique}\\..*"], tmp_path / "ckpt",
-                emit_heartbeats=True, heartbeat_interval_ms=300, topic_refresh_interval_ms=0,
-                trigger_interval_ms=200, emit_checkpoints=True, checkpoint_interval_ms=500,
-                groups=[f"idle-{unique}"])  # fmt: skip
+    spec = flow(
+        src_alias,
+        clusters.source,
+        dst_alias,
+        clusters.target,
+        [f"st-{unique}\\..*"],
+        tmp_path / "ckpt",
+        emit_heartbeats=True,
+        heartbeat_interval_ms=300,
+        topic_refresh_interval_ms=0,
+        trigger_interval_ms=200,
+        emit_checkpoints=True,
+        checkpoint_interval_ms=500,
+        groups=[f"idle-{unique}"],
+    )
     stop, failures = threading.Event(), list[Exception]()
 
     def mirror() -> None:
@@ -261,8 +272,9 @@ def test_streaming_mode_picks_up_new_topics_beats_and_checkpoints_while_idle_and
         # an application consumes while the source is idle (no batches): the driver's own
         # checkpoint rounds translate its new position
         sync_key, sync_value = encode_offset_sync(OffsetSync("__fence", 0, 0, 0))  # tansu: see kafka_helpers
-        produce(clusters.target, offset_syncs_topic(src_alias), [{"key": sync_key, "value": sync_value,
-                                                                  "partition": 0}])  # fmt: skip
+        produce(
+            clusters.target, offset_syncs_topic(src_alias), [{"key": sync_key, "value": sync_value, "partition": 0}]
+        )
         consumer = Consumer({"bootstrap.servers": clusters.source, "group.id": f"idle-{unique}"})
         consumer.commit(offsets=[TopicPartition(first, 0, 20)], asynchronous=False)
         consumer.close()

@@ -33,8 +33,10 @@ def delete_control_topic(bootstrap: str) -> None:
 
 
 def records(prefix: str, count: int) -> list[dict[str, Any]]:
-    return [{"key": f"{prefix}-{i}".encode(), "value": f"{prefix}-value-{i}".encode(), "partition": i % 2}
-            for i in range(count)]  # fmt: skip
+    return [
+        {"key": f"{prefix}-{i}".encode(), "value": f"{prefix}-value-{i}".encode(), "partition": i % 2}
+        for i in range(count)
+    ]
 
 
 def target_count(bootstrap: str, topic: str) -> int:
@@ -81,20 +83,30 @@ def status(flow: Path, log: DriverLog, *extra: str) -> tuple[int, dict[str, Any]
 
 
 def test_a_paused_flow_copies_nothing_keeps_its_heartbeats_and_resumes_exactly_once(
-    spark: Any, clusters: Any, unique: str, tmp_path: Path, capfd: pytest.CaptureFixture[str],
+    spark: Any,
+    clusters: Any,
+    unique: str,
+    tmp_path: Path,
+    capfd: pytest.CaptureFixture[str],
     request: pytest.FixtureRequest,
 ) -> None:
     topic = f"pause-{unique}"
     create_topic(clusters.source, topic, 2)
     produce(clusters.source, topic, records("a", 100))
     raw = {
-        "id": f"pw{unique}->pe{unique}", "topics": [topic], "topics_exclude": [],
-        "replication_policy": {"type": "default"}, "checkpoint_location": str(tmp_path / "ckpt"),
+        "id": f"pw{unique}->pe{unique}",
+        "topics": [topic],
+        "topics_exclude": [],
+        "replication_policy": {"type": "default"},
+        "checkpoint_location": str(tmp_path / "ckpt"),
         "source": {"alias": f"pw{unique}", "bootstrap_servers": clusters.source},
         "target": {"alias": f"pe{unique}", "bootstrap_servers": clusters.target},
-        "emit_checkpoints": False, "emit_heartbeats": True, "heartbeat_interval_ms": 500,
-        "heartbeats_replication_enabled": False, "trigger_interval_ms": 200,
-    }  # fmt: skip
+        "emit_checkpoints": False,
+        "emit_heartbeats": True,
+        "heartbeat_interval_ms": 500,
+        "heartbeats_replication_enabled": False,
+        "trigger_interval_ms": 200,
+    }
     spec = parse_flow_spec(raw)
     flow = tmp_path / "flow.json"
     flow.write_text(json.dumps(raw))
@@ -144,5 +156,6 @@ def test_a_paused_flow_copies_nothing_keeps_its_heartbeats_and_resumes_exactly_o
     assert not runner.is_alive() and failures == []
     source = consume_all(clusters.source, topic, 2)
     assert sum(len(v) for v in source.values()) == 200
-    assert {p: [(m.key(), m.value()) for m in v] for p, v in got.items()} == \
-        {p: [(m.key(), m.value()) for m in v] for p, v in source.items()}  # fmt: skip
+    assert {p: [(m.key(), m.value()) for m in v] for p, v in got.items()} == {
+        p: [(m.key(), m.value()) for m in v] for p, v in source.items()
+    }

@@ -54,8 +54,10 @@ def _descends_from_this_process(pid: int) -> bool:
 
 
 def records(prefix: str, count: int) -> list[dict[str, Any]]:
-    return [{"key": f"{prefix}-{i}".encode(), "value": f"{prefix}-value-{i}".encode(), "partition": i % 2}
-            for i in range(count)]  # fmt: skip
+    return [
+        {"key": f"{prefix}-{i}".encode(), "value": f"{prefix}-value-{i}".encode(), "partition": i % 2}
+        for i in range(count)
+    ]
 
 
 def test_a_killed_planning_process_restarts_the_query_and_nothing_is_lost_or_doubled(
@@ -64,13 +66,20 @@ def test_a_killed_planning_process_restarts_the_query_and_nothing_is_lost_or_dou
     topic = f"pk-{unique}"
     create_topic(clusters.source, topic, 2)
     produce(clusters.source, topic, records("a", 200))
-    spec = parse_flow_spec({
-        "id": f"pw{unique}->pe{unique}", "topics": [topic], "topics_exclude": [],
-        "replication_policy": {"type": "default"}, "checkpoint_location": str(tmp_path / "ckpt"),
-        "source": {"alias": f"pw{unique}", "bootstrap_servers": clusters.source},
-        "target": {"alias": f"pe{unique}", "bootstrap_servers": clusters.target},
-        "emit_checkpoints": False, "emit_heartbeats": False, "trigger_interval_ms": 200,
-    })  # fmt: skip
+    spec = parse_flow_spec(
+        {
+            "id": f"pw{unique}->pe{unique}",
+            "topics": [topic],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+            "checkpoint_location": str(tmp_path / "ckpt"),
+            "source": {"alias": f"pw{unique}", "bootstrap_servers": clusters.source},
+            "target": {"alias": f"pe{unique}", "bootstrap_servers": clusters.target},
+            "emit_checkpoints": False,
+            "emit_heartbeats": False,
+            "trigger_interval_ms": 200,
+        }
+    )
     remote = f"pw{unique}.{topic}"
     stop, failures = threading.Event(), list[Exception]()
 
@@ -101,6 +110,7 @@ def test_a_killed_planning_process_restarts_the_query_and_nothing_is_lost_or_dou
         runner.join(timeout=120)
     assert not runner.is_alive() and failures == []
     source = consume_all(clusters.source, topic, 2)
-    assert {p: [(m.key(), m.value()) for m in v] for p, v in got.items()} == \
-        {p: [(m.key(), m.value()) for m in v] for p, v in source.items()}  # fmt: skip
+    assert {p: [(m.key(), m.value()) for m in v] for p, v in got.items()} == {
+        p: [(m.key(), m.value()) for m in v] for p, v in source.items()
+    }
     assert "starting the query again from its checkpoint" in capfd.readouterr().err

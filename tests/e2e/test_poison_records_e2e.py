@@ -24,13 +24,19 @@ OLD_MS = 1_500_000_000_000  # 2017: far outside a one-minute window
 
 
 def _spec(clusters: Any, unique: str, **options: Any) -> FlowSpec:
-    return parse_flow_spec({
-        "id": f"west-{unique}->east", "checkpoint_location": "/tmp/unused",
-        "source": {"alias": "west", "bootstrap_servers": clusters.source, "config": {}},
-        "target": {"alias": "east", "bootstrap_servers": clusters.target, "config": {}},
-        "topics": [f".*-{unique}"], "topics_exclude": [], "replication_policy": {"type": "default"},
-        "copy_loop": "python", **options,
-    })  # fmt: skip
+    return parse_flow_spec(
+        {
+            "id": f"west-{unique}->east",
+            "checkpoint_location": "/tmp/unused",
+            "source": {"alias": "west", "bootstrap_servers": clusters.source, "config": {}},
+            "target": {"alias": "east", "bootstrap_servers": clusters.target, "config": {}},
+            "topics": [f".*-{unique}"],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+            "copy_loop": "python",
+            **options,
+        }
+    )
 
 
 def _poisoned(clusters: Any, unique: str) -> tuple[str, str]:
@@ -39,10 +45,20 @@ def _poisoned(clusters: Any, unique: str) -> tuple[str, str]:
     create_topic(clusters.source, src, 1)
     create_topic(clusters.target, dst, 1, {"message.timestamp.before.max.ms": "60000"})
     now = int(time.time() * 1000)
-    produce(clusters.source, src, [
-        {"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": 0, "headers": [("h", str(i).encode())],
-         "timestamp": OLD_MS if i == 2 else now} for i in range(5)
-    ])  # fmt: skip
+    produce(
+        clusters.source,
+        src,
+        [
+            {
+                "key": f"k{i}".encode(),
+                "value": f"v{i}".encode(),
+                "partition": 0,
+                "headers": [("h", str(i).encode())],
+                "timestamp": OLD_MS if i == 2 else now,
+            }
+            for i in range(5)
+        ],
+    )
     add_fences(clusters.source, src, 1)
     return src, dst
 
@@ -89,6 +105,9 @@ def test_with_skip_offsets_the_record_is_skipped_and_logged(
     assert (progress.records, progress.skipped_by_option, progress.next_offset) == (4, 1, 5)
     add_fences(clusters.target, dst, 1)
     assert [m.value() for m in consume_all(clusters.target, dst, 1)[0]] == [b"v0", b"v1", b"v3", b"v4"]
-    [line] = [json.loads(x.removeprefix("kmirror skipped ")) for x in capsys.readouterr().err.splitlines()
-              if x.startswith("kmirror skipped ")]  # fmt: skip
+    [line] = [
+        json.loads(x.removeprefix("kmirror skipped "))
+        for x in capsys.readouterr().err.splitlines()
+        if x.startswith("kmirror skipped ")
+    ]
     assert (line["source_topic"], line["partition"], line["offset"], line["reason"]) == (src, 0, 2, "skip_offsets")

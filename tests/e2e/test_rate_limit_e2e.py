@@ -45,8 +45,10 @@ class TargetSampler(threading.Thread):
         try:
             while not self.stop.is_set():
                 try:
-                    ends = [self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=2)[1]
-                            for p in range(PARTITIONS)]  # fmt: skip
+                    ends = [
+                        self.consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=2)[1]
+                        for p in range(PARTITIONS)
+                    ]
                     self.samples.append((time.monotonic(), sum(ends)))
                 except Exception:  # no answer in time (a loaded machine): ask for fresh metadata, sample again
                     self.consumer.list_topics(self.topic, timeout=2)
@@ -61,20 +63,34 @@ def test_a_rate_limited_backfill_stays_under_its_limit_in_order(
     topic = f"rate-{unique}"
     remote = f"w{unique}.{topic}"
     create_topic(clusters.source, topic, PARTITIONS)
-    produce(clusters.source, topic, [{"key": key(p, i), "value": value(p, i), "partition": p}
-                                     for p in range(PARTITIONS) for i in range(PER_PARTITION)])  # fmt: skip
+    produce(
+        clusters.source,
+        topic,
+        [
+            {"key": key(p, i), "value": value(p, i), "partition": p}
+            for p in range(PARTITIONS)
+            for i in range(PER_PARTITION)
+        ],
+    )
     add_fences(clusters.source, topic, PARTITIONS)
     record_bytes = len(key(0, 0)) + VALUE_BYTES
     total = PARTITIONS * PER_PARTITION * record_bytes
     port = free_port()
-    spec = parse_flow_spec({
-        "id": f"w{unique}->e{unique}", "checkpoint_location": str(tmp_path / "ckpt"),
-        "source": {"alias": f"w{unique}", "bootstrap_servers": clusters.source},
-        "target": {"alias": f"e{unique}", "bootstrap_servers": clusters.target},
-        "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default"},
-        "emit_checkpoints": False, "emit_heartbeats": False, "metrics_port": port,
-        "max_bytes_per_second": LIMIT,
-    })  # fmt: skip
+    spec = parse_flow_spec(
+        {
+            "id": f"w{unique}->e{unique}",
+            "checkpoint_location": str(tmp_path / "ckpt"),
+            "source": {"alias": f"w{unique}", "bootstrap_servers": clusters.source},
+            "target": {"alias": f"e{unique}", "bootstrap_servers": clusters.target},
+            "topics": [topic],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+            "emit_checkpoints": False,
+            "emit_heartbeats": False,
+            "metrics_port": port,
+            "max_bytes_per_second": LIMIT,
+        }
+    )
     # the remote topic exists before the run (as the mirror would create it: same partitions), so
     # the sampler sees it from its first sample; created by the app mid-run, a loaded machine's
     # sampler could miss it all run long (its cached metadata said "unknown topic")
@@ -150,13 +166,20 @@ def test_a_partition_of_large_records_gets_its_byte_share(
     small = [{"key": key(1, i), "value": b"s" * 50, "partition": 1} for i in range(20_000)]
     produce(clusters.source, topic, big + small)
     total = 30 * 100_008 + 20_000 * 58
-    spec = parse_flow_spec({
-        "id": f"w{unique}->e{unique}", "checkpoint_location": str(tmp_path / "ckpt"),
-        "source": {"alias": f"w{unique}", "bootstrap_servers": clusters.source},
-        "target": {"alias": f"e{unique}", "bootstrap_servers": clusters.target},
-        "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default"},
-        "emit_checkpoints": False, "emit_heartbeats": False, "max_bytes_per_second": LIMIT,
-    })  # fmt: skip
+    spec = parse_flow_spec(
+        {
+            "id": f"w{unique}->e{unique}",
+            "checkpoint_location": str(tmp_path / "ckpt"),
+            "source": {"alias": f"w{unique}", "bootstrap_servers": clusters.source},
+            "target": {"alias": f"e{unique}", "bootstrap_servers": clusters.target},
+            "topics": [topic],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+            "emit_checkpoints": False,
+            "emit_heartbeats": False,
+            "max_bytes_per_second": LIMIT,
+        }
+    )
     started = time.monotonic()
     run_flow(spec, spark=spark, once=True)
     elapsed = time.monotonic() - started

@@ -50,12 +50,16 @@ def test_a_broker_killed_with_9_and_restarted_mid_copy_loses_nothing(
     with new_broker(f"kill-src-{unique}") as src, new_broker(f"kill-dst-{unique}") as dst:
         create_topic(src.bootstrap_servers, topic, partitions)
         ends = produce_values(src.bootstrap_servers, topic, partitions, 3000, "a")
-        flow = flow_spec(unique, src.bootstrap_servers, dst.bootstrap_servers, [topic], tmp_path,
-                         max_records_per_trigger=400)  # fmt: skip
+        flow = flow_spec(
+            unique, src.bootstrap_servers, dst.bootstrap_servers, [topic], tmp_path, max_records_per_trigger=400
+        )
         app = app_factory(flow).start()
-        wait_until("a first mirrored batch",
-                   lambda: any(o > 0 for o in committed(src.bootstrap_servers, group_of(flow), topic,
-                                                        partitions).values()), APP_START_TIMEOUT_S, app)  # fmt: skip
+        wait_until(
+            "a first mirrored batch",
+            lambda: any(o > 0 for o in committed(src.bootstrap_servers, group_of(flow), topic, partitions).values()),
+            APP_START_TIMEOUT_S,
+            app,
+        )
         clock.lap("first batch")
         broker = dst if killed == "target" else src
         broker.kill()
@@ -93,8 +97,16 @@ def test_exactly_once_killed_with_a_transaction_open_leaves_no_visible_duplicate
     topic, remote, partitions = f"eos-kill-{unique}", f"west.eos-kill-{unique}", 1
     create_topic(clusters.source, topic, partitions)
     ends = produce_values(clusters.source, topic, partitions, 4000, "a")
-    flow = flow_spec(unique, clusters.source, clusters.target, [topic], tmp_path, exactly_once=True,
-                     max_records_per_trigger=2000, max_records_per_second=400)  # fmt: skip
+    flow = flow_spec(
+        unique,
+        clusters.source,
+        clusters.target,
+        [topic],
+        tmp_path,
+        exactly_once=True,
+        max_records_per_trigger=2000,
+        max_records_per_second=400,
+    )
     app = app_factory(flow).start()
     clock = Clock()
 
@@ -117,9 +129,14 @@ def test_exactly_once_killed_with_a_transaction_open_leaves_no_visible_duplicate
     sent = expected_values(partitions, 4000, "a")
     committed_view = target_values(clusters.target, remote, partitions, read_committed=True)
     uncommitted_view = target_values(clusters.target, remote, partitions, read_committed=False)
-    figures = report("exactly-once kill -9 with a transaction open", sent, committed_view,
-                     high_watermark_at_kill=at_kill, read_uncommitted=len(uncommitted_view),
-                     seconds=clock.laps)  # fmt: skip
+    figures = report(
+        "exactly-once kill -9 with a transaction open",
+        sent,
+        committed_view,
+        high_watermark_at_kill=at_kill,
+        read_uncommitted=len(uncommitted_view),
+        seconds=clock.laps,
+    )
     assert (figures.missing, figures.duplicates) == (0, 0)
     assert len(uncommitted_view) > len(committed_view), "the kill did not hit an open transaction"
 
@@ -144,8 +161,7 @@ def test_partitions_added_at_the_source_are_mirrored_from_their_start(
     target = AdminClient({"bootstrap.servers": clusters.target})
     assert len(target.list_topics(timeout=10).topics[remote].partitions) == 4
     got = target_values(clusters.target, remote, 4)
-    figures = report("partitions added at the source", expected_values(2, 200, "a") + expected_values(4, 100, "b"),
-                     got)  # fmt: skip
+    figures = report("partitions added at the source", expected_values(2, 200, "a") + expected_values(4, 100, "b"), got)
     assert figures.missing == 0
     reader = Consumer({"bootstrap.servers": clusters.target, "group.id": "kmirror-grow-reader"})
     try:

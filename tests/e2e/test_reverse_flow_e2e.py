@@ -35,18 +35,33 @@ WRITTEN_ON_B = 5  # records producers wrote to B's own topic during the outage
 def planned(clusters: Any, a: str, b: str, unique: str, root: Path) -> tuple[FlowSpec, FlowSpec]:
     """The forward and reverse flow specs the planner makes of an active-passive topology with
     `reverse_flow: true` (topics matching the remote name too, so only the loop rules keep it out)."""
-    topology = parse_topology({
-        "clusters": {a: {"bootstrap_servers": clusters.source, "datacenter": "dc-a"},
-                     b: {"bootstrap_servers": clusters.target, "datacenter": "dc-b"}},
-        "defaults": {"emit_heartbeats": False},
-        "topologies": [{"name": "dr", "pattern": "active-passive", "primary": a, "standby": b, "reverse_flow": True,
-                        "topics": [f".*orders-{unique}"], "groups": [f"app-{unique}"]}],
-    })  # fmt: skip
+    topology = parse_topology(
+        {
+            "clusters": {
+                a: {"bootstrap_servers": clusters.source, "datacenter": "dc-a"},
+                b: {"bootstrap_servers": clusters.target, "datacenter": "dc-b"},
+            },
+            "defaults": {"emit_heartbeats": False},
+            "topologies": [
+                {
+                    "name": "dr",
+                    "pattern": "active-passive",
+                    "primary": a,
+                    "standby": b,
+                    "reverse_flow": True,
+                    "topics": [f".*orders-{unique}"],
+                    "groups": [f"app-{unique}"],
+                }
+            ],
+        }
+    )
     plan = plan_topology(topology)
     forward, reverse = plan.flow(f"{a}->{b}"), plan.flow(f"{b}->{a}")
     assert (forward.run_in, reverse.run_in) == ("dc-b", "dc-a")
-    return (parse_flow_spec(flow_spec_for(topology, forward, str(root))),
-            parse_flow_spec(flow_spec_for(topology, reverse, str(root))))  # fmt: skip
+    return (
+        parse_flow_spec(flow_spec_for(topology, forward, str(root))),
+        parse_flow_spec(flow_spec_for(topology, reverse, str(root))),
+    )
 
 
 def topics_of(bootstrap: str) -> set[str]:
@@ -92,7 +107,7 @@ def test_the_reverse_flow_checkpoints_groups_home_and_never_mirrors_the_remote_t
     assert f"{b}.{remote}" not in on_a  # the remote topic never went back
     assert [m.value() for m in consume_all(clusters.source, f"{b}.{orders}", 1)[0]] == [
         f"b{i}".encode() for i in range(WRITTEN_ON_B)
-    ]  # fmt: skip
+    ]
     # the reverse flow's group offset sync (active-passive default) moved the idle group home
     assert committed_offsets(admin_client(reverse.target), group, a) == {(orders, 0): (READ_ON_B, "")}
     assert first_record_of_group(clusters.source, group, orders) == f"v{READ_ON_B}".encode()

@@ -19,24 +19,39 @@ def test_writer_tasks_copy_their_ranges_through_spark(spark: Any, clusters: Any,
     src, dst = f"sink-{unique}", f"west.sink-{unique}"
     create_topic(clusters.source, src, 3)
     create_topic(clusters.target, dst, 3)
-    records = [{"key": f"k{i}".encode(), "value": f"v{p}-{i}".encode(), "partition": p, "headers": [("h", b"x")]}
-               for p in range(3) for i in range(30)]  # fmt: skip
+    records = [
+        {"key": f"k{i}".encode(), "value": f"v{p}-{i}".encode(), "partition": p, "headers": [("h", b"x")]}
+        for p in range(3)
+        for i in range(30)
+    ]
     produce(clusters.source, src, records)
     add_fences(clusters.source, src, 3)
-    spec = {"id": f"west-{unique}->east", "topics": [src], "topics_exclude": [],
-            "source": {"alias": "west", "bootstrap_servers": clusters.source, "config": {}},
-            "target": {"alias": "east", "bootstrap_servers": clusters.target, "config": {}},
-            "replication_policy": {"type": "default"}, "checkpoint_location": str(tmp_path / "unused"),
-            "emit_checkpoints": False, "emit_heartbeats": False}  # fmt: skip
+    spec = {
+        "id": f"west-{unique}->east",
+        "topics": [src],
+        "topics_exclude": [],
+        "source": {"alias": "west", "bootstrap_servers": clusters.source, "config": {}},
+        "target": {"alias": "east", "bootstrap_servers": clusters.target, "config": {}},
+        "replication_policy": {"type": "default"},
+        "checkpoint_location": str(tmp_path / "unused"),
+        "emit_checkpoints": False,
+        "emit_heartbeats": False,
+    }
     ranges = [[src, p, 0, 30, dst] for p in range(3)]
     spark.dataSource.register(FixedRanges)
     spark.dataSource.register(MirrorSink)
 
     query = (
-        spark.readStream.format("kmirror-fixed-ranges").option("ranges", json.dumps(ranges)).option("tasks", 2).load()
-        .writeStream.format("kmirror-sink").option("flow_spec", json.dumps(spec))
-        .option("checkpointLocation", str(tmp_path / "checkpoint")).trigger(availableNow=True).start()
-    )  # fmt: skip
+        spark.readStream.format("kmirror-fixed-ranges")
+        .option("ranges", json.dumps(ranges))
+        .option("tasks", 2)
+        .load()
+        .writeStream.format("kmirror-sink")
+        .option("flow_spec", json.dumps(spec))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
     query.awaitTermination(300)
 
     assert query.exception() is None

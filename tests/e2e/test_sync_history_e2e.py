@@ -43,8 +43,11 @@ def compacted_batch(topic: str, remote: str, batch: int) -> BatchProgress:
     for p in range(PARTITIONS):
         start = batch * 2 * RECORDS
         pairs = tuple((start + 2 * i, batch * RECORDS + i) for i in range(RECORDS))
-        parts.append(PartitionProgress(topic, p, remote, start, start + 2 * RECORDS, RECORDS, RECORDS * 10, None,
-                                       offset_syncs=pairs))  # fmt: skip
+        parts.append(
+            PartitionProgress(
+                topic, p, remote, start, start + 2 * RECORDS, RECORDS, RECORDS * 10, None, offset_syncs=pairs
+            )
+        )
     return BatchProgress(batch, tuple(parts), 10, {(topic, p): (batch + 1) * 2 * RECORDS for p in range(PARTITIONS)})
 
 
@@ -63,11 +66,17 @@ def test_restart_and_translate_time_stay_flat_as_batches_accumulate(
     src, dst = f"s{unique}", f"t{unique}"
     topic, group, remote = f"hist-{unique}", f"app-{unique}", f"s{unique}.hist-{unique}"
     flow = {
-        "id": f"{src}->{dst}", "checkpoint_location": str(tmp_path), "emit_heartbeats": False,
-        "emit_checkpoints": False, "source": {"alias": src, "bootstrap_servers": clusters.source},
+        "id": f"{src}->{dst}",
+        "checkpoint_location": str(tmp_path),
+        "emit_heartbeats": False,
+        "emit_checkpoints": False,
+        "source": {"alias": src, "bootstrap_servers": clusters.source},
         "target": {"alias": dst, "bootstrap_servers": clusters.target},
-        "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default"}, "groups": [group],
-    }  # fmt: skip
+        "topics": [topic],
+        "topics_exclude": [],
+        "replication_policy": {"type": "default"},
+        "groups": [group],
+    }
     spec = parse_flow_spec(flow)
     (tmp_path / "flow.json").write_text(json.dumps(flow))
     create_topic(clusters.source, topic, PARTITIONS)
@@ -82,8 +91,11 @@ def test_restart_and_translate_time_stay_flat_as_batches_accumulate(
             batch += 1
         writer.syncs.wait_for_snapshot()  # written off the commit path, by a background thread
         # tansu hides the newest batch from offset queries: a valid MM2 record after ours
-        produce(clusters.target, offset_syncs_topic(src), [{"key": k, "value": v, "partition": 0}
-                for k, v in [encode_offset_sync(OffsetSync("__fence", 0, 0, 0))]])  # fmt: skip
+        produce(
+            clusters.target,
+            offset_syncs_topic(src),
+            [{"key": k, "value": v, "partition": 0} for k, v in [encode_offset_sync(OffsetSync("__fence", 0, 0, 0))]],
+        )
         group_at = (batches - 1) * 2 * RECORDS + 20  # mid-way through the newest batch
         commit_group(clusters.source, group, topic, group_at)
 
@@ -109,9 +121,17 @@ def test_restart_and_translate_time_stay_flat_as_batches_accumulate(
         started = time.monotonic()
         history = OffsetSyncTopic(spec.target, offset_syncs_topic(src)).load(SyncStore())  # every sync, from 0
         full_s = time.monotonic() - started
-        figures.append({"batches": batches, "load_s": round(load_s, 3), "translate_s": round(translate_s, 3),
-                        **sync_log.last_load, "history_syncs": history, "full_replay_s": round(full_s, 3),
-                        "copy_loop_syncs": batches * PARTITIONS * RECORDS})  # fmt: skip
+        figures.append(
+            {
+                "batches": batches,
+                "load_s": round(load_s, 3),
+                "translate_s": round(translate_s, 3),
+                **sync_log.last_load,
+                "history_syncs": history,
+                "full_replay_s": round(full_s, 3),
+                "copy_loop_syncs": batches * PARTITIONS * RECORDS,
+            }
+        )
     writer.close(final=False)
     print("sync history figures:", json.dumps(figures))
     if os.environ.get("KMIRROR_SYNC_FIGURES"):
@@ -130,19 +150,25 @@ def test_restart_and_translate_time_stay_flat_as_batches_accumulate(
 
 
 @pytest.mark.e2e
-def test_restart_stays_bounded_when_snapshots_keep_failing(clusters: Any, unique: str, tmp_path: Path,
-                                                           capsys: Any) -> None:  # fmt: skip
+def test_restart_stays_bounded_when_snapshots_keep_failing(
+    clusters: Any, unique: str, tmp_path: Path, capsys: Any
+) -> None:
     """Snapshots never written (a refused or broken snapshot topic): the tail grows with the
     history, but a load reads at most `max_tail_syncs` of it, says so, and still translates
     safely (never past what the writer's full history gives)."""
     src, dst = f"s{unique}", f"t{unique}"
     topic, remote = f"hist-{unique}", f"s{unique}.hist-{unique}"
     flow = {
-        "id": f"{src}->{dst}", "checkpoint_location": str(tmp_path), "emit_heartbeats": False,
-        "emit_checkpoints": False, "source": {"alias": src, "bootstrap_servers": clusters.source},
+        "id": f"{src}->{dst}",
+        "checkpoint_location": str(tmp_path),
+        "emit_heartbeats": False,
+        "emit_checkpoints": False,
+        "source": {"alias": src, "bootstrap_servers": clusters.source},
         "target": {"alias": dst, "bootstrap_servers": clusters.target},
-        "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default"},
-    }  # fmt: skip
+        "topics": [topic],
+        "topics_exclude": [],
+        "replication_policy": {"type": "default"},
+    }
     spec = parse_flow_spec(flow)
     create_topic(clusters.source, topic, PARTITIONS)
     clients = FailoverClients.connect(spec)

@@ -35,13 +35,20 @@ pytestmark = [pytest.mark.e2e, pytest.mark.real_kafka, pytest.mark.spark40]
 
 
 def sync_flow(clusters: Any, unique: str, topics: list[str], checkpoint: Path, **options: Any) -> FlowSpec:
-    return parse_flow_spec({
-        "id": f"w{unique}->e{unique}", "checkpoint_location": str(checkpoint),
-        "source": {"alias": f"w{unique}", "bootstrap_servers": clusters.source},
-        "target": {"alias": f"e{unique}", "bootstrap_servers": clusters.target},
-        "topics": topics, "topics_exclude": [], "replication_policy": {"type": "default"},
-        "emit_heartbeats": False, "emit_checkpoints": False, **options,
-    })  # fmt: skip
+    return parse_flow_spec(
+        {
+            "id": f"w{unique}->e{unique}",
+            "checkpoint_location": str(checkpoint),
+            "source": {"alias": f"w{unique}", "bootstrap_servers": clusters.source},
+            "target": {"alias": f"e{unique}", "bootstrap_servers": clusters.target},
+            "topics": topics,
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+            "emit_heartbeats": False,
+            "emit_checkpoints": False,
+            **options,
+        }
+    )
 
 
 def configs(bootstrap: str, topic: str) -> dict[str, str]:
@@ -54,8 +61,11 @@ def set_on_topic(bootstrap: str, topic: str) -> dict[str, str]:
     """The configs set on the topic itself (source DYNAMIC_TOPIC_CONFIG), as the broker reports."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     (future,) = admin.describe_configs([ConfigResource(ResourceType.TOPIC, topic)]).values()
-    return {name: e.value for name, e in future.result(timeout=30).items()
-            if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value}  # fmt: skip
+    return {
+        name: e.value
+        for name, e in future.result(timeout=30).items()
+        if e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    }
 
 
 def set_broker_default(bootstrap: str, name: str, value: str) -> None:
@@ -63,8 +73,9 @@ def set_broker_default(bootstrap: str, name: str, value: str) -> None:
     refuses the cluster-wide resource, whose name is empty)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     entry = ConfigEntry(name, value, incremental_operation=AlterConfigOpType.SET)
-    for future in admin.incremental_alter_configs([ConfigResource(ResourceType.BROKER, "1",
-                                                                  incremental_configs=[entry])]).values():  # fmt: skip
+    for future in admin.incremental_alter_configs(
+        [ConfigResource(ResourceType.BROKER, "1", incremental_configs=[entry])]
+    ).values():
         future.result(timeout=30)
 
 
@@ -86,16 +97,23 @@ def test_broker_defaults_are_never_pinned_on_remote_topics_and_a_settled_sync_ch
     spec = sync_flow(clusters, unique, [topic], tmp_path / "cp")
     run_flow(spec, spark=spark, once=True)
     assert set_on_topic(clusters.target, f"w{unique}.{topic}") == {
-        "retention.ms": "86400000", "cleanup.policy": "compact,delete"}  # fmt: skip
+        "retention.ms": "86400000",
+        "cleanup.policy": "compact,delete",
+    }
     assert ConfigSync(spec).run() == []  # settled: no SET, no DELETE every interval
 
 
 def alter(bootstrap: str, topic: str, **changes: str | None) -> None:
-    ops = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET if v else
-                       AlterConfigOpType.DELETE) for k, v in changes.items()]  # fmt: skip
+    ops = [
+        ConfigEntry(
+            k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET if v else AlterConfigOpType.DELETE
+        )
+        for k, v in changes.items()
+    ]
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.incremental_alter_configs([ConfigResource(ResourceType.TOPIC, topic,
-                                                                  incremental_configs=ops)]).values():  # fmt: skip
+    for future in admin.incremental_alter_configs(
+        [ConfigResource(ResourceType.TOPIC, topic, incremental_configs=ops)]
+    ).values():
         future.result(timeout=30)
 
 
@@ -120,13 +138,19 @@ def test_configs_follow_the_source_on_topics_the_mirror_created_and_only_there(
     remote = configs(clusters.target, f"w{unique}.{ours}")
     assert (remote.get("retention.ms"), remote.get("max.message.bytes")) == ("7200000", "2000000")
     assert set_on_topic(clusters.target, f"w{unique}.{theirs}") == {"retention.ms": "1000"}  # never touched
-    lines = [json.loads(line.split(" ", 2)[2]) for line in capfd.readouterr().err.splitlines()
-             if line.startswith("kmirror config_sync ")]  # fmt: skip
+    lines = [
+        json.loads(line.split(" ", 2)[2])
+        for line in capfd.readouterr().err.splitlines()
+        if line.startswith("kmirror config_sync ")
+    ]
     changed = {(line["config"], line["operation"], line["to"]) for line in lines if line["flow"] == spec.id}
     assert ("retention.ms", "SET", "7200000") in changed
     # heartbeats topics (mirrored whatever the selection; other tests leave some) are the mirror's too
-    assert all(line["topic"] in (f"w{unique}.{ours}",) or line["topic"].endswith("heartbeats")
-               for line in lines if line["flow"] == spec.id), lines  # fmt: skip
+    assert all(
+        line["topic"] in (f"w{unique}.{ours}",) or line["topic"].endswith("heartbeats")
+        for line in lines
+        if line["flow"] == spec.id
+    ), lines
 
     # a config the source stops setting is deleted on the remote topic (the interval's round)
     alter(clusters.source, ours, max_message_bytes=None)
@@ -154,17 +178,34 @@ def test_read_acls_of_mirrored_topics_reach_the_remote_topics(
     create_topic(clusters.source, topic, 1)
     create_topic(clusters.source, other, 1)
 
-    def acl(name: str, principal: str, op: AclOperation, permission: AclPermissionType = AclPermissionType.ALLOW,
-            pattern: ResourcePatternType = ResourcePatternType.LITERAL) -> AclBinding:  # fmt: skip
+    def acl(
+        name: str,
+        principal: str,
+        op: AclOperation,
+        permission: AclPermissionType = AclPermissionType.ALLOW,
+        pattern: ResourcePatternType = ResourcePatternType.LITERAL,
+    ) -> AclBinding:
         return AclBinding(ResourceType.TOPIC, name, pattern, principal, "*", op, permission)
 
     analytics = acl(topic, f"User:analytics-{unique}", AclOperation.ALL)
     eve = acl(topic, f"User:eve-{unique}", AclOperation.READ, AclPermissionType.DENY)
-    mallory = acl(f"orders-{unique}"[:-2], f"User:mallory-{unique}", AclOperation.READ, AclPermissionType.DENY,
-                  ResourcePatternType.PREFIXED)  # fmt: skip
+    mallory = acl(
+        f"orders-{unique}"[:-2],
+        f"User:mallory-{unique}",
+        AclOperation.READ,
+        AclPermissionType.DENY,
+        ResourcePatternType.PREFIXED,
+    )
     source = AdminClient({"bootstrap.servers": clusters.source})
-    for future in source.create_acls([analytics, eve, mallory, acl(topic, f"User:writer-{unique}", AclOperation.WRITE),
-                                      acl(other, f"User:analytics-{unique}", AclOperation.READ)]).values():  # fmt: skip
+    for future in source.create_acls(
+        [
+            analytics,
+            eve,
+            mallory,
+            acl(topic, f"User:writer-{unique}", AclOperation.WRITE),
+            acl(other, f"User:analytics-{unique}", AclOperation.READ),
+        ]
+    ).values():
         future.result(timeout=30)
     run_flow(sync_flow(clusters, unique, [topic], tmp_path / "cp", sync_topic_acls=True), spark=spark, once=True)
     assert target_acls(clusters.target, unique) == {
@@ -176,9 +217,14 @@ def test_read_acls_of_mirrored_topics_reach_the_remote_topics(
     target = AdminClient({"bootstrap.servers": clusters.target})
     for future in target.create_acls([acl(remote, f"User:ops-{unique}", AclOperation.READ)]).values():
         future.result(timeout=30)
-    for future in source.delete_acls([AclBindingFilter(b.restype, b.name, b.resource_pattern_type, b.principal,
-                                                       b.host, b.operation, b.permission_type)
-                                      for b in (analytics, eve)]).values():  # fmt: skip
+    for future in source.delete_acls(
+        [
+            AclBindingFilter(
+                b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation, b.permission_type
+            )
+            for b in (analytics, eve)
+        ]
+    ).values():
         future.result(timeout=30)
     run_flow(sync_flow(clusters, unique, [topic], tmp_path / "cp", sync_topic_acls=True), spark=spark, once=True)
     assert target_acls(clusters.target, unique) == {
@@ -188,9 +234,19 @@ def test_read_acls_of_mirrored_topics_reach_the_remote_topics(
     # opted out (the default): nothing more copied, nothing revoked
     for future in source.create_acls([acl(topic, f"User:late-{unique}", AclOperation.READ)]).values():
         future.result(timeout=30)
-    for future in source.delete_acls([AclBindingFilter(mallory.restype, mallory.name, mallory.resource_pattern_type,
-                                                       mallory.principal, mallory.host, mallory.operation,
-                                                       mallory.permission_type)]).values():  # fmt: skip
+    for future in source.delete_acls(
+        [
+            AclBindingFilter(
+                mallory.restype,
+                mallory.name,
+                mallory.resource_pattern_type,
+                mallory.principal,
+                mallory.host,
+                mallory.operation,
+                mallory.permission_type,
+            )
+        ]
+    ).values():
         future.result(timeout=30)
     run_flow(sync_flow(clusters, unique, [topic], tmp_path / "cp"), spark=spark, once=True)
     assert len(target_acls(clusters.target, unique)) == 2
@@ -200,7 +256,17 @@ def target_acls(bootstrap: str, unique: str) -> set[tuple[str, str, str, str]]:
     """The target's literal topic ACLs of this test's principals (the broker's own answer)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     found = admin.describe_acls(
-        AclBindingFilter(ResourceType.TOPIC, None, ResourcePatternType.LITERAL, None, None,  # type: ignore[arg-type]
-                         AclOperation.ANY, AclPermissionType.ANY), request_timeout=30).result(timeout=30)  # fmt: skip
-    return {(b.name, b.principal, b.operation.name, b.permission_type.name) for b in found
-            if b.principal.endswith(unique)}  # fmt: skip
+        AclBindingFilter(
+            ResourceType.TOPIC,
+            None,
+            ResourcePatternType.LITERAL,
+            None,
+            None,  # type: ignore[arg-type]
+            AclOperation.ANY,
+            AclPermissionType.ANY,
+        ),
+        request_timeout=30,
+    ).result(timeout=30)
+    return {
+        (b.name, b.principal, b.operation.name, b.permission_type.name) for b in found if b.principal.endswith(unique)
+    }

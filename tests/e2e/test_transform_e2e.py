@@ -26,14 +26,22 @@ pytestmark = [pytest.mark.e2e, pytest.mark.spark40]
 
 
 def transform_flow(clusters: Any, unique: str, topic: str, sql: str, checkpoint: Path, **options: Any) -> FlowSpec:
-    return parse_flow_spec({
-        "id": f"w{unique}->e{unique}", "checkpoint_location": str(checkpoint),
-        "source": {"alias": f"w{unique}", "bootstrap_servers": clusters.source},
-        "target": {"alias": f"e{unique}", "bootstrap_servers": clusters.target},
-        "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default"},
-        "emit_heartbeats": False, "emit_checkpoints": False, "offset_lag_max": 1,
-        "transform": {"sql": sql}, **options,
-    })  # fmt: skip
+    return parse_flow_spec(
+        {
+            "id": f"w{unique}->e{unique}",
+            "checkpoint_location": str(checkpoint),
+            "source": {"alias": f"w{unique}", "bootstrap_servers": clusters.source},
+            "target": {"alias": f"e{unique}", "bootstrap_servers": clusters.target},
+            "topics": [topic],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+            "emit_heartbeats": False,
+            "emit_checkpoints": False,
+            "offset_lag_max": 1,
+            "transform": {"sql": sql},
+            **options,
+        }
+    )
 
 
 def source_records(count: int, first: int = 0) -> list[dict[str, Any]]:
@@ -42,8 +50,15 @@ def source_records(count: int, first: int = 0) -> list[dict[str, Any]]:
     for i in range(first, first + count):
         headers = [("pii", b"1")] if i % 5 == 4 else [("trace", f"t{i}".encode())]
         key = f"drop-{i}" if i % 3 == 2 else f"k{i}"
-        out.append({"key": key.encode(), "value": f"v{i}".encode(), "partition": i % 2, "headers": headers,
-                    "timestamp": BASE_TIMESTAMP_MS + i})  # fmt: skip
+        out.append(
+            {
+                "key": key.encode(),
+                "value": f"v{i}".encode(),
+                "partition": i % 2,
+                "headers": headers,
+                "timestamp": BASE_TIMESTAMP_MS + i,
+            }
+        )
     return out
 
 
@@ -83,8 +98,9 @@ def test_drop_by_key_and_header_keeps_order_metadata_and_maps_dropped_offsets_fo
     create_topic(clusters.source, topic, 2)
     produce(clusters.source, topic, source_records(60))
     add_fences(clusters.source, topic, 2)  # tansu hides the newest batch; the fence passes the filter
-    sql = ("SELECT * FROM records WHERE CAST(key AS STRING) NOT LIKE 'drop-%' "
-           "AND NOT exists(headers, h -> h.key = 'pii')")  # fmt: skip
+    sql = (
+        "SELECT * FROM records WHERE CAST(key AS STRING) NOT LIKE 'drop-%' AND NOT exists(headers, h -> h.key = 'pii')"
+    )
     spec = transform_flow(clusters, unique, topic, sql, tmp_path / "cp")
     run_flow(spec, spark=spark, once=True)
     # its listeners ran in this driver (foreachBatch); their clients and threads end with the run
@@ -118,8 +134,10 @@ def test_drop_by_key_and_header_keeps_order_metadata_and_maps_dropped_offsets_fo
 def test_mask_a_json_field_with_from_json_and_to_json(clusters: Any, spark: Any, unique: str, tmp_path: Path) -> None:
     topic = f"users-{unique}"
     create_topic(clusters.source, topic, 1)
-    rows = [{"key": f"u{i}".encode(), "value": json.dumps({"name": f"n{i}", "card": f"4111-{i:04d}"}).encode()}
-            for i in range(10)]  # fmt: skip
+    rows = [
+        {"key": f"u{i}".encode(), "value": json.dumps({"name": f"n{i}", "card": f"4111-{i:04d}"}).encode()}
+        for i in range(10)
+    ]
     produce(clusters.source, topic, rows)
     add_fences(clusters.source, topic, 1)
     sql = (
@@ -137,8 +155,14 @@ def test_mask_a_json_field_with_from_json_and_to_json(clusters: Any, spark: Any,
 def test_route_a_subset_to_another_topic(clusters: Any, spark: Any, unique: str, tmp_path: Path) -> None:
     topic = f"pay-{unique}"
     create_topic(clusters.source, topic, 2)
-    produce(clusters.source, topic, [{"key": f"{'eu' if i % 2 else 'us'}-{i}".encode(), "value": f"v{i}".encode(),
-                                      "partition": (i // 10) % 2} for i in range(20)])  # fmt: skip
+    produce(
+        clusters.source,
+        topic,
+        [
+            {"key": f"{'eu' if i % 2 else 'us'}-{i}".encode(), "value": f"v{i}".encode(), "partition": (i // 10) % 2}
+            for i in range(20)
+        ],
+    )
     add_fences(clusters.source, topic, 2)  # kept in the main topic (its key is not eu-)
     sql = (
         "SELECT CASE WHEN CAST(key AS STRING) LIKE 'eu-%' THEN concat(topic, '-eu') ELSE topic END AS topic, "

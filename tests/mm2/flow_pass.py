@@ -13,17 +13,23 @@ from typing import Any
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
 
 
-def flow_spec(flow_id: str, source: tuple[str, str], target: tuple[str, str], workdir: Path,
-              **options: Any) -> FlowSpec:  # fmt: skip
+def flow_spec(
+    flow_id: str, source: tuple[str, str], target: tuple[str, str], workdir: Path, **options: Any
+) -> FlowSpec:
     """A flow `flow_id` from (alias, bootstrap) `source` to `target`, with a small refresh interval."""
     raw = {
-        "id": flow_id, "checkpoint_location": str(workdir / flow_id.replace(">", "")),
+        "id": flow_id,
+        "checkpoint_location": str(workdir / flow_id.replace(">", "")),
         "source": {"alias": source[0], "bootstrap_servers": source[1]},
         "target": {"alias": target[0], "bootstrap_servers": target[1]},
-        "topics": [".*"], "topics_exclude": [], "replication_policy": {"type": "default", "separator": "."},
-        "sync_group_offsets": False, "topic_refresh_interval_ms": 0, "checkpoint_interval_ms": 0,
+        "topics": [".*"],
+        "topics_exclude": [],
+        "replication_policy": {"type": "default", "separator": "."},
+        "sync_group_offsets": False,
+        "topic_refresh_interval_ms": 0,
+        "checkpoint_interval_ms": 0,
         **options,
-    }  # fmt: skip
+    }
     return parse_flow_spec(json.loads(json.dumps(raw)))
 
 
@@ -49,8 +55,11 @@ class FlowRun:
 
         started = time.monotonic()
         end = self.planner.next_end(self.offsets, None)
-        ranges = [CopyRange(r.source_topic, r.partition, r.start_offset, r.end_offset, r.target_topic)
-                  for task in self.planner.plan(self.offsets, end) for r in task]  # fmt: skip
+        ranges = [
+            CopyRange(r.source_topic, r.partition, r.start_offset, r.end_offset, r.target_topic)
+            for task in self.planner.plan(self.offsets, end)
+            for r in task
+        ]
         progress = []
         if ranges:
             consumer = new_consumer({**consumer_config(self.spec), "enable.partition.eof": True}, role="test-mirror")

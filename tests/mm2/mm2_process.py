@@ -23,14 +23,27 @@ def start_mm2(jars: Path, properties: Path, workdir: Path) -> tuple[subprocess.P
     config is written under `workdir`, off the classpath of the Java caller the tests compile."""
     log, log4j = workdir / "mm2.log", workdir / "mm2-log4j.properties"
     # the checkpoint task's translations at DEBUG: what a checkpoint that never came shows
-    log4j.write_text(LOG4J + "".join(f"log4j.logger.org.apache.kafka.connect.mirror.{name}=DEBUG\n"
-                                     for name in ("MirrorCheckpointTask", "OffsetSyncStore")))
+    log4j.write_text(
+        LOG4J
+        + "".join(
+            f"log4j.logger.org.apache.kafka.connect.mirror.{name}=DEBUG\n"
+            for name in ("MirrorCheckpointTask", "OffsetSyncStore")
+        )
+    )
     with log.open("wb") as out:
         process = subprocess.Popen(
-            ["java", "-Xmx512m", f"-Dlog4j.configuration=file:{log4j}", "-cp", f"{jars}/*",
-             "org.apache.kafka.connect.mirror.MirrorMaker", str(properties)],
-            stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            [
+                "java",
+                "-Xmx512m",
+                f"-Dlog4j.configuration=file:{log4j}",
+                "-cp",
+                f"{jars}/*",
+                "org.apache.kafka.connect.mirror.MirrorMaker",
+                str(properties),
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
     return process, log
 
 
@@ -42,8 +55,9 @@ def wait_for(what: str, condition: Callable[[], bool], timeout_s: float, log: Pa
         time.sleep(1)
 
 
-def wait_for_first_syncs(source: str, syncs_topic: str, topic: str, partitions: int, log: Path,
-                         timeout_s: float = 60) -> None:
+def wait_for_first_syncs(
+    source: str, syncs_topic: str, topic: str, partitions: int, log: Path, timeout_s: float = 60
+) -> None:
     """Until MM2's offset-syncs topic (on `source`) holds a sync of every partition of `topic`.
 
     A fixture produces one record per partition, waits here, then produces the rest. MM2's
@@ -58,12 +72,16 @@ def wait_for_first_syncs(source: str, syncs_topic: str, topic: str, partitions: 
     from kmirror_engine.planning.mm2_takeover import mm2_synced
 
     endpoint = ClusterEndpoint("source", source)
-    wait_for(f"MM2's offset syncs of every partition of {topic!r}",
-             lambda: {(topic, p) for p in range(partitions)} <= mm2_synced(endpoint, syncs_topic).keys(),
-             timeout_s, log)  # fmt: skip
+    wait_for(
+        f"MM2's offset syncs of every partition of {topic!r}",
+        lambda: {(topic, p) for p in range(partitions)} <= mm2_synced(endpoint, syncs_topic).keys(),
+        timeout_s,
+        log,
+    )
 
 
 def wait_for_stores(log: Path, timeout_s: float = 120) -> None:
     """Until MM2's log says its checkpoint task started its offset sync store (`STORES_STARTED`)."""
-    wait_for("MM2's checkpoint task started its offset sync store", lambda: STORES_STARTED in log.read_text(),
-             timeout_s, log)  # fmt: skip
+    wait_for(
+        "MM2's checkpoint task started its offset sync store", lambda: STORES_STARTED in log.read_text(), timeout_s, log
+    )

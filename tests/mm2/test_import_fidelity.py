@@ -32,11 +32,17 @@ def test_kafka_sample_refuses_internal_rf_it_cannot_keep_then_carries_the_rest(t
     sample = DATA / "connect-mirror-maker.properties"
     code, err, out = _run(tmp_path, capsys, "mm2", str(sample))
     assert code == 1 and not out.exists()
-    for key in ("checkpoints.topic.replication.factor", "heartbeats.topic.replication.factor",
-                "offset-syncs.topic.replication.factor"):  # fmt: skip
+    for key in (
+        "checkpoints.topic.replication.factor",
+        "heartbeats.topic.replication.factor",
+        "offset-syncs.topic.replication.factor",
+    ):
         assert f"refused: {key}=1: lossy:" in err
-    for key in ("offset.storage.replication.factor", "status.storage.replication.factor",
-                "config.storage.replication.factor"):  # fmt: skip
+    for key in (
+        "offset.storage.replication.factor",
+        "status.storage.replication.factor",
+        "config.storage.replication.factor",
+    ):
         assert f"not carried over: {key}=1: not applicable:" in err
     code, err, out = _run(tmp_path, capsys, "mm2", str(sample), "--allow-lossy")
     assert code == 0
@@ -46,8 +52,16 @@ def test_kafka_sample_refuses_internal_rf_it_cannot_keep_then_carries_the_rest(t
     assert {f.settings["replication_policy"]["type"] for f in topo.flows.values()} == {"default"}
     # every property of the sample is either in the topology or named on stderr (and in the file)
     props = parse_properties(sample.read_text())
-    carried = {"clusters", "A.bootstrap.servers", "B.bootstrap.servers", "A->B.enabled", "B->A.enabled",
-               "A->B.topics", "B->A.topics", "replication.factor"}  # fmt: skip
+    carried = {
+        "clusters",
+        "A.bootstrap.servers",
+        "B.bootstrap.servers",
+        "A->B.enabled",
+        "B->A.enabled",
+        "A->B.topics",
+        "B->A.topics",
+        "replication.factor",
+    }
     assert set(props) == carried | _named(err)
     for key in _named(err):
         assert f"# not carried over: {key}=" in out.read_text()
@@ -57,18 +71,36 @@ def test_kafka_sample_refuses_internal_rf_it_cannot_keep_then_carries_the_rest(t
 @pytest.mark.parametrize(
     ("sample", "refused", "expected"),
     [
-        ("strimzi-mm2.yaml", {"cluster-a->cluster-b.offset-syncs.topic.replication.factor",
-                              "cluster-a->cluster-b.checkpoints.topic.replication.factor"},
-         {"replication_factor": 1, "sync_topic_acls": False, "emit_heartbeats": False}),
-        ("strimzi-mm2-tls.yaml", {"spec.clusters[0].tls", "spec.clusters[1].tls"},
-         {"replication_factor": None, "sync_topic_acls": False, "emit_heartbeats": False}),
-        ("strimzi-mm2-sync-groups.yaml", set(),
-         {"replication_factor": None, "sync_group_offsets": True, "emit_heartbeats": False}),
-        ("strimzi-mm2-custom-replication-policy.yaml", {"cluster-a->cluster-b.refresh.groups.interval.seconds"},
-         {"replication_policy": {"type": "identity"}, "topic_refresh_interval_ms": 600_000,
-          "sync_group_offsets": False, "emit_heartbeats": False}),
+        (
+            "strimzi-mm2.yaml",
+            {
+                "cluster-a->cluster-b.offset-syncs.topic.replication.factor",
+                "cluster-a->cluster-b.checkpoints.topic.replication.factor",
+            },
+            {"replication_factor": 1, "sync_topic_acls": False, "emit_heartbeats": False},
+        ),
+        (
+            "strimzi-mm2-tls.yaml",
+            {"spec.clusters[0].tls", "spec.clusters[1].tls"},
+            {"replication_factor": None, "sync_topic_acls": False, "emit_heartbeats": False},
+        ),
+        (
+            "strimzi-mm2-sync-groups.yaml",
+            set(),
+            {"replication_factor": None, "sync_group_offsets": True, "emit_heartbeats": False},
+        ),
+        (
+            "strimzi-mm2-custom-replication-policy.yaml",
+            {"cluster-a->cluster-b.refresh.groups.interval.seconds"},
+            {
+                "replication_policy": {"type": "identity"},
+                "topic_refresh_interval_ms": 600_000,
+                "sync_group_offsets": False,
+                "emit_heartbeats": False,
+            },
+        ),
     ],
-)  # fmt: skip
+)
 def test_strimzi_samples_round_trip_or_name_what_they_lose(tmp_path, capsys, sample, refused, expected):
     code, err, out = _run(tmp_path, capsys, "strimzi", str(DATA / sample))
     refused_lines = {line.split(": ", 1)[1].split("=", 1)[0] for line in err.splitlines() if line.startswith("refused")}

@@ -32,9 +32,9 @@ EXPECTED = {
     "A": {"x", "heartbeats", "B.y", "B.heartbeats"},
     "B": {"y", "heartbeats", "A.x", "A.heartbeats"},
     # MM2's B->C, then kafka-mirror's A->C
-    "C": {"heartbeats", "B.y", "B.A.x", "B.heartbeats", "B.A.heartbeats"} | {"A.x", "A.B.y", "A.heartbeats",
-                                                                            "A.B.heartbeats"},
-}  # fmt: skip
+    "C": {"heartbeats", "B.y", "B.A.x", "B.heartbeats", "B.A.heartbeats"}
+    | {"A.x", "A.B.y", "A.heartbeats", "A.B.heartbeats"},
+}
 # who wrote the heartbeats each topic holds: (source alias, target alias) of the emitting flow
 HEARTBEATS = {
     ("A", "heartbeats"): {("B", "A")},  # MM2 B->A
@@ -60,13 +60,28 @@ def _mm2_properties(bootstrap: dict[str, str]) -> str:
     lines += [f"{alias}.bootstrap.servers = {servers}" for alias, servers in bootstrap.items()]
     for flow in ("B->A", "B->C"):
         lines += [f"{flow}.enabled = true", f"{flow}.topics = .*", f"{flow}.emit.heartbeats.enabled = true"]
-    lines += ["topics.exclude = mm2.*[.]internal, kmirror-.*[.]internal, .*[.]replica, __.*",
-              "B->A.offset-syncs.topic.location = target", "emit.heartbeats.enabled = false",
-              "emit.heartbeats.interval.seconds = 1", "replication.factor = 1",
-              "refresh.topics.interval.seconds = 1", "refresh.groups.interval.seconds = 1",
-              "emit.checkpoints.interval.seconds = 1", "sync.group.offsets.enabled = false"]  # fmt: skip
-    lines += [f"{t}.replication.factor = 1" for t in ("checkpoints.topic", "heartbeats.topic", "offset-syncs.topic",
-                                                     "offset.storage", "status.storage", "config.storage")]  # fmt: skip
+    lines += [
+        "topics.exclude = mm2.*[.]internal, kmirror-.*[.]internal, .*[.]replica, __.*",
+        "B->A.offset-syncs.topic.location = target",
+        "emit.heartbeats.enabled = false",
+        "emit.heartbeats.interval.seconds = 1",
+        "replication.factor = 1",
+        "refresh.topics.interval.seconds = 1",
+        "refresh.groups.interval.seconds = 1",
+        "emit.checkpoints.interval.seconds = 1",
+        "sync.group.offsets.enabled = false",
+    ]
+    lines += [
+        f"{t}.replication.factor = 1"
+        for t in (
+            "checkpoints.topic",
+            "heartbeats.topic",
+            "offset-syncs.topic",
+            "offset.storage",
+            "status.storage",
+            "config.storage",
+        )
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -95,8 +110,14 @@ def _user_topics(bootstrap: str) -> set[str]:
 def _heartbeat_writers(bootstrap: str, topic: str) -> set[tuple[str, str]]:
     from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "hb-reader", "enable.auto.commit": False,
-                         "enable.partition.eof": True})  # fmt: skip
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "hb-reader",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     consumer.assign([TopicPartition(topic, 0, 0)])
     writers: set[tuple[str, str]] = set()
     try:
@@ -132,8 +153,9 @@ def estate(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         props.write_text(_mm2_properties(bootstrap))
         mm = subprocess.Popen(
             ["java", "-Xmx512m", "-cp", f"{jars}/*", "org.apache.kafka.connect.mirror.MirrorMaker", str(props)],
-            stdout=(tmp / "mm2.log").open("w"), stderr=subprocess.STDOUT,
-        )  # fmt: skip
+            stdout=(tmp / "mm2.log").open("w"),
+            stderr=subprocess.STDOUT,
+        )
         runs = [FlowRun(flow_spec(f"A->{t}", ("A", bootstrap["A"]), (t, bootstrap[t]), tmp)) for t in "BC"]
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
@@ -181,11 +203,17 @@ def test_heartbeats_arrive_under_mm2s_names_from_the_flow_that_wrote_them(estate
 def test_no_internal_topic_is_mirrored(estate):
     """Kafka's, Connect's and MM2's own topics (`__consumer_offsets`, `mm2-offsets.B.internal`,
     `B.checkpoints.internal`, `mm2-offset-syncs.*.internal`...) exist, but no remote copy of them."""
-    internal = {alias: {t for t in _topics(s) if t.startswith("__") or t.endswith(".internal")}
-                for alias, s in estate["bootstrap"].items()}  # fmt: skip
+    internal = {
+        alias: {t for t in _topics(s) if t.startswith("__") or t.endswith(".internal")}
+        for alias, s in estate["bootstrap"].items()
+    }
     assert {"mm2-offsets.B.internal", "B.checkpoints.internal", "mm2-offset-syncs.B.internal"} <= internal["A"]
     assert "mm2-offset-syncs.A.internal" in internal["B"]  # kafka-mirror's A->B syncs, on its target
     every = set().union(*internal.values())
-    copies = {(alias, t) for alias, topics in internal.items() for t in topics
-              if t.split(".", 1)[0] in estate["bootstrap"] and t.split(".", 1)[1] in every}  # fmt: skip
+    copies = {
+        (alias, t)
+        for alias, topics in internal.items()
+        for t in topics
+        if t.split(".", 1)[0] in estate["bootstrap"] and t.split(".", 1)[1] in every
+    }
     assert copies == set()

@@ -107,8 +107,15 @@ def mm2_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
                 }
             )
         )
-        yield {"java": java, "spec": spec, "jars": jars, "classes": tmp, "target": b.bootstrap_servers,
-               "source": a.bootstrap_servers, "tmp": tmp}  # fmt: skip
+        yield {
+            "java": java,
+            "spec": spec,
+            "jars": jars,
+            "classes": tmp,
+            "target": b.bootstrap_servers,
+            "source": a.bootstrap_servers,
+            "tmp": tmp,
+        }
     finally:
         if mm is not None:
             mm.terminate()

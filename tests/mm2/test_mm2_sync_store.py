@@ -72,13 +72,20 @@ def _scenarios(seed: int) -> tuple[list[str], list[tuple[int, int, int]]]:
 @pytest.mark.e2e
 def test_translations_equal_mm2s_own_offset_sync_store(tmp_path):
     jars = fetch_mm2()
-    subprocess.run(["javac", "-d", str(tmp_path), "-cp", f"{jars}/*", str(ROOT / "tests/mm2/Mm2SyncReplay.java")],
-                   check=True, timeout=120)  # fmt: skip
+    subprocess.run(
+        ["javac", "-d", str(tmp_path), "-cp", f"{jars}/*", str(ROOT / "tests/mm2/Mm2SyncReplay.java")],
+        check=True,
+        timeout=120,
+    )
     lines, queries = _scenarios(seed=23)
     java = subprocess.run(
         ["java", "-cp", f"{jars}/*:{tmp_path}", "org.apache.kafka.connect.mirror.Mm2SyncReplay"],
-        input="\n".join(lines) + "\n", capture_output=True, text=True, timeout=120, check=True,
-    ).stdout.split()  # fmt: skip
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.split()
     assert len(java) == len(queries)
     store, ours, done = Mm2SyncStore(), [], 0
     for partition, upstream, position in queries:
@@ -102,20 +109,37 @@ def test_what_kafka_mirror_cannot_translate_is_translated_from_mm2s_syncs(monkey
     from kmirror.flow.spec import parse_flow_spec
     from kmirror_engine.failover.checkpoints import Translation, with_mm2_syncs
 
-    spec = parse_flow_spec({"id": "A->B", "checkpoint_location": "/tmp/x", "topics": ["orders"], "topics_exclude": [],
-                            "replication_policy": {"type": "default"},
-                            "source": {"alias": "A", "bootstrap_servers": "a:9092"},
-                            "target": {"alias": "B", "bootstrap_servers": "b:9092"}})  # fmt: skip
+    spec = parse_flow_spec(
+        {
+            "id": "A->B",
+            "checkpoint_location": "/tmp/x",
+            "topics": ["orders"],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+            "source": {"alias": "A", "bootstrap_servers": "a:9092"},
+            "target": {"alias": "B", "bootstrap_servers": "b:9092"},
+        }
+    )
     read: list[str] = []
 
     def load(s):
         read.append(s.source.alias)
-        return Mm2SyncStore([OffsetSync("orders", 0, 0, 0), OffsetSync("orders", 0, 40, 40),
-                             OffsetSync("orders", 1, 0, 0), OffsetSync("orders", 1, 200, 180)])  # fmt: skip
+        return Mm2SyncStore(
+            [
+                OffsetSync("orders", 0, 0, 0),
+                OffsetSync("orders", 0, 40, 40),
+                OffsetSync("orders", 1, 0, 0),
+                OffsetSync("orders", 1, 200, 180),
+            ]
+        )
 
     monkeypatch.setattr(mm2_offset_syncs, "load_mm2_syncs", load)
-    rows = [Translation("orders", 0, "A.orders", 55, 11), Translation("orders", 0, "A.orders", 20, None),
-            Translation("orders", 1, "A.orders", 250, None), Translation("orders", 2, "A.orders", 7, None)]  # fmt: skip
+    rows = [
+        Translation("orders", 0, "A.orders", 55, 11),
+        Translation("orders", 0, "A.orders", 20, None),
+        Translation("orders", 1, "A.orders", 250, None),
+        Translation("orders", 2, "A.orders", 7, None),
+    ]
     assert [t.downstream_offset for t in with_mm2_syncs(spec, rows)] == [11, 1, 181, None]
     assert read == ["A"]
     assert mm2_offset_syncs.mm2_syncs_topic(spec) == "mm2-offset-syncs.B.internal"

@@ -65,8 +65,14 @@ def _commit(bootstrap: str, group: str, topic: str, offsets: dict[int, int]) -> 
 
 def _target_log(bootstrap: str, topic: str, partition: int) -> list[bytes]:
     """Every record value of one target partition, by offset (the remote topic starts at 0)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "takeover-check", "enable.auto.commit": False,
-                         "enable.partition.eof": True})  # fmt: skip
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "takeover-check",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     consumer.assign([TopicPartition(topic, partition, 0)])
     values: list[bytes] = []
     deadline = time.monotonic() + 60
@@ -104,16 +110,23 @@ def _remote_ends(bootstrap: str, topic: str) -> dict[int, int]:
 
 
 def _mm2_properties(src: str, dst: str, source: str, target: str, topic: str) -> str:
-    internal = ("checkpoints.topic", "heartbeats.topic", "offset-syncs.topic", "offset.storage", "status.storage",
-                "config.storage")  # fmt: skip
+    internal = (
+        "checkpoints.topic",
+        "heartbeats.topic",
+        "offset-syncs.topic",
+        "offset.storage",
+        "status.storage",
+        "config.storage",
+    )
     return (
         f"clusters = {src}, {dst}\n{src}.bootstrap.servers = {source}\n{dst}.bootstrap.servers = {target}\n"
         f"{src}->{dst}.enabled = true\n{src}->{dst}.topics = {topic}\n{dst}->{src}.enabled = false\n"
-        "replication.factor = 1\n" + "".join(f"{name}.replication.factor = 1\n" for name in internal) +
-        f"offset.lag.max = {OFFSET_LAG_MAX}\nemit.checkpoints.interval.seconds = 1\n"
+        "replication.factor = 1\n"
+        + "".join(f"{name}.replication.factor = 1\n" for name in internal)
+        + f"offset.lag.max = {OFFSET_LAG_MAX}\nemit.checkpoints.interval.seconds = 1\n"
         "refresh.groups.interval.seconds = 1\nrefresh.topics.interval.seconds = 1\n"
         "sync.group.offsets.enabled = false\nsync.topic.acls.enabled = false\n"
-    )  # fmt: skip
+    )
 
 
 @pytest.fixture(scope="module")
@@ -143,22 +156,30 @@ def mm2_stopped(clusters: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
     props = tmp / "mm2.properties"
     props.write_text(_mm2_properties(src, dst, clusters.source, clusters.target, topic))
     mm2, log = start_mm2(jars, props, tmp)
-    spec = parse_flow_spec({
-        "id": f"{src}->{dst}", "checkpoint_location": str(tmp / "ckpt"), "topics": [topic], "topics_exclude": [],
-        "replication_policy": {"type": "default"}, "groups": [f"before{unique}", f"after{unique}"],
-        "source": {"alias": src, "bootstrap_servers": clusters.source},
-        "target": {"alias": dst, "bootstrap_servers": clusters.target},
-        "starting_offsets": {"from_mm2": {}},
-    })  # fmt: skip
+    spec = parse_flow_spec(
+        {
+            "id": f"{src}->{dst}",
+            "checkpoint_location": str(tmp / "ckpt"),
+            "topics": [topic],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+            "groups": [f"before{unique}", f"after{unique}"],
+            "source": {"alias": src, "bootstrap_servers": clusters.source},
+            "target": {"alias": dst, "bootstrap_servers": clusters.target},
+            "starting_offsets": {"from_mm2": {}},
+        }
+    )
     offsets_topic, syncs_topic = spec.planning.from_mm2.topics(src, dst)  # type: ignore[union-attr]
     try:
         wait_for_stores(log)  # the records only then (tests/mm2/mm2_process.py, STORES_STARTED)
         produce(clusters.source, topic, [{"value": _value(p, 0), "partition": p} for p in (0, 1)])
         wait_for_first_syncs(clusters.source, syncs_topic, topic, 2, log)  # offset 0 synced: why, there
-        produce(clusters.source, topic, [{"value": _value(p, i), "partition": p} for p in (0, 1)
-                                         for i in range(1, BEFORE)])  # fmt: skip
-        wait_for("MM2 copied every record", lambda: _remote_ends(clusters.target, remote) == {0: BEFORE, 1: BEFORE},
-              120, log)  # fmt: skip
+        produce(
+            clusters.source, topic, [{"value": _value(p, i), "partition": p} for p in (0, 1) for i in range(1, BEFORE)]
+        )
+        wait_for(
+            "MM2 copied every record", lambda: _remote_ends(clusters.target, remote) == {0: BEFORE, 1: BEFORE}, 120, log
+        )
 
         def checkpointed() -> bool:
             groups = read_checkpoints(spec.target, checkpoints_topic(src))
@@ -178,38 +199,63 @@ def mm2_stopped(clusters: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
         assert json.loads(raw[p][0]) == ["MirrorSourceConnector", {"cluster": src, "partition": p, "topic": topic}]
         assert raw[p][1] == b'{"offset":%d}' % (BEFORE - 1)
     synced = mm2_synced(spec.source, syncs_topic)
-    mm2_checkpoints = {c.partition: c for c in read_checkpoints(spec.target, checkpoints_topic(src))
-                       if c.group == before_group}  # fmt: skip
+    mm2_checkpoints = {
+        c.partition: c for c in read_checkpoints(spec.target, checkpoints_topic(src)) if c.group == before_group
+    }
     # partition 0 as after a crash before MM2's last commit; partition 1 without a committed offset
     producer = Producer({"bootstrap.servers": clusters.target})
     producer.produce(offsets_topic, key=raw[0][0], value=b'{"offset":%d}' % (BEFORE - 1 - REWOUND), partition=raw[0][2])
     producer.produce(offsets_topic, key=raw[1][0], value=None, partition=raw[1][2])
     producer.flush(30)
-    produce(clusters.source, topic, [{"value": _value(p, i), "partition": p} for p in (0, 1)
-                                     for i in range(BEFORE, BEFORE + AFTER)])  # fmt: skip
-    yield {"spec": spec, "raw": spec.to_dict(), "tmp": tmp, "topic": topic, "remote": remote,
-           "synced": {p: synced[(topic, p)] for p in (0, 1)}, "mm2_checkpoints": mm2_checkpoints,
-           "groups": (before_group, f"after{unique}")}  # fmt: skip
+    produce(
+        clusters.source,
+        topic,
+        [{"value": _value(p, i), "partition": p} for p in (0, 1) for i in range(BEFORE, BEFORE + AFTER)],
+    )
+    yield {
+        "spec": spec,
+        "raw": spec.to_dict(),
+        "tmp": tmp,
+        "topic": topic,
+        "remote": remote,
+        "synced": {p: synced[(topic, p)] for p in (0, 1)},
+        "mm2_checkpoints": mm2_checkpoints,
+        "groups": (before_group, f"after{unique}"),
+    }
 
 
 def _checkpoint_diagnosis(spec: Any, src: str, syncs_topic: str, group: str, log: Path) -> str:
     """What MM2 had done when its checkpoint of `group` did not come: the group's checkpoints, the
     newest offset sync per partition, and the checkpoint task's and warning lines of its log."""
-    seen = [(c.partition, c.upstream_offset, c.downstream_offset) for c in read_checkpoints(spec.target,
-            checkpoints_topic(src)) if c.group == group]  # fmt: skip
-    lines = [line for line in log.read_text(errors="replace").splitlines()
-             if any(word in line for word in ("MirrorCheckpointTask", "OffsetSync", "ERROR", " WARN "))]  # fmt: skip
-    return (f"checkpoints of the group (partition, upstream, downstream): {seen}\n"
-            f"newest offset syncs: {mm2_synced(spec.source, syncs_topic)}\n"
-            f"MM2 log ({len(lines)} such lines, the last 25):\n" + "\n".join(line[:300] for line in lines[-25:]))
+    seen = [
+        (c.partition, c.upstream_offset, c.downstream_offset)
+        for c in read_checkpoints(spec.target, checkpoints_topic(src))
+        if c.group == group
+    ]
+    lines = [
+        line
+        for line in log.read_text(errors="replace").splitlines()
+        if any(word in line for word in ("MirrorCheckpointTask", "OffsetSync", "ERROR", " WARN "))
+    ]
+    return (
+        f"checkpoints of the group (partition, upstream, downstream): {seen}\n"
+        f"newest offset syncs: {mm2_synced(spec.source, syncs_topic)}\n"
+        f"MM2 log ({len(lines)} such lines, the last 25):\n" + "\n".join(line[:300] for line in lines[-25:])
+    )
 
 
 def _offsets_records(bootstrap: str, offsets_topic: str, topic: str) -> dict[int, tuple[bytes, bytes, int]]:
     """MM2's newest Connect offsets record of each partition of `topic`: (key, value, the offsets
     topic partition holding it: Connect hashes keys with Java's murmur2, so a replacement is
     written where the original is)."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "takeover-check", "enable.auto.commit": False,
-                         "enable.partition.eof": True})  # fmt: skip
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "takeover-check",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     metadata = consumer.list_topics(offsets_topic, timeout=10).topics[offsets_topic]
     consumer.assign([TopicPartition(offsets_topic, p, 0) for p in metadata.partitions])
     out: dict[int, tuple[bytes, bytes, int]] = {}
@@ -237,8 +283,10 @@ def _translate(flow: Path, group: str, capsys: Any, *extra: str) -> dict[int, in
 
 def test_takeover_refuses_partitions_neither_offsets_nor_syncs_cover(mm2_stopped: dict[str, Any]) -> None:
     """Pointed at topics MM2 never wrote, the planner refuses (nothing copied from offset 0)."""
-    raw = {**mm2_stopped["raw"], "starting_offsets": {"from_mm2": {"offsets_topic": "no-such-offsets",
-                                                                   "offset_syncs_topic": "no-such-syncs"}}}  # fmt: skip
+    raw = {
+        **mm2_stopped["raw"],
+        "starting_offsets": {"from_mm2": {"offsets_topic": "no-such-offsets", "offset_syncs_topic": "no-such-syncs"}},
+    }
     with pytest.raises(ValidationError) as failure:
         RangePlanner(parse_flow_spec(raw), once=True, task_count=1).initial_offsets()
     remote, topic = mm2_stopped["remote"], mm2_stopped["topic"]
@@ -263,8 +311,10 @@ def test_takeover_resumes_where_mm2_stopped_and_translates_across_it(
     logs = {p: _target_log(clusters.target, remote, p) for p in (0, 1)}
     duplicates = {p: len(logs[p]) - (BEFORE + AFTER) for p in (0, 1)}
     with capsys.disabled():  # the measured figure, shown with -s
-        print(f"takeover duplicates: {duplicates} (partition 0: MM2's offset rewound by {REWOUND}; partition 1: "
-              f"from MM2's offset sync at {synced})")  # fmt: skip
+        print(
+            f"takeover duplicates: {duplicates} (partition 0: MM2's offset rewound by {REWOUND}; partition 1: "
+            f"from MM2's offset sync at {synced})"
+        )
     for p in (0, 1):
         # every source record, kafka-mirror's copies starting right after MM2's at the resume point
         assert sorted(set(logs[p])) == sorted(_value(p, i) for i in range(BEFORE + AFTER))

@@ -46,8 +46,14 @@ def main(program: Path, secrets: dict[str, str]) -> None:
     run()
     import kafka_mirror
 
-    print(json.dumps({"kafka_mirror": kafka_mirror.__file__, "resources": registered, "exports": exports},
-                     indent=2, sort_keys=True, default=str))  # fmt: skip
+    print(
+        json.dumps(
+            {"kafka_mirror": kafka_mirror.__file__, "resources": registered, "exports": exports},
+            indent=2,
+            sort_keys=True,
+            default=str,
+        )
+    )
 
 
 if __name__ == "__main__":

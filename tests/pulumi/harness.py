@@ -66,10 +66,16 @@ SUBNET_VPCS = {
     "subnet-0a1b2c3d4e5f60001": "vpc-0a1b2c3d4e5f60001",
     "subnet-0a1b2c3d4e5f60002": "vpc-0a1b2c3d4e5f60001",
 }
-INVOKE_IDS = {"aws:ec2/getVpc:getVpc": "id", "aws:ec2/getSubnet:getSubnet": "id", "aws:kms/getKey:getKey": "keyId",
-              "aws:s3/getBucket:getBucket": "bucket", "aws:s3/getObject:getObject": "key",
-              "aws:sns/getTopic:getTopic": "name", "aws:ec2/getSecurityGroup:getSecurityGroup": "id",
-              "aws:iam/getRole:getRole": "name"}  # fmt: skip
+INVOKE_IDS = {
+    "aws:ec2/getVpc:getVpc": "id",
+    "aws:ec2/getSubnet:getSubnet": "id",
+    "aws:kms/getKey:getKey": "keyId",
+    "aws:s3/getBucket:getBucket": "bucket",
+    "aws:s3/getObject:getObject": "key",
+    "aws:sns/getTopic:getTopic": "name",
+    "aws:ec2/getSecurityGroup:getSecurityGroup": "id",
+    "aws:iam/getRole:getRole": "name",
+}
 
 
 TIMEOUT_KINDS = ("create", "update", "delete")
@@ -90,10 +96,13 @@ class Mocks(pulumi.runtime.Mocks):
         if args.typ == "eks:index:Cluster":  # pulumi-eks (a remote component under mocks)
             kubeconfig = {"apiVersion": "v1", "kind": "Config", "clusters": [{"name": args.name}]}
             out = {}  # its inputs hold resource references (instance roles) the mocks cannot echo
-            out.update(kubeconfigJson=json.dumps(kubeconfig), kubeconfig=kubeconfig,
-                       oidcProviderArn="arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-east-1.amazonaws.com/id/EX",
-                       oidcProviderUrl="oidc.eks.us-east-1.amazonaws.com/id/EX",
-                       clusterSecurityGroupId="sg-0eks0cluster0000")  # fmt: skip
+            out.update(
+                kubeconfigJson=json.dumps(kubeconfig),
+                kubeconfig=kubeconfig,
+                oidcProviderArn="arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-east-1.amazonaws.com/id/EX",
+                oidcProviderUrl="oidc.eks.us-east-1.amazonaws.com/id/EX",
+                clusterSecurityGroupId="sg-0eks0cluster0000",
+            )
         if args.typ == "eks:index:ManagedNodeGroup":
             return f"{args.name}-id", {}
         if args.typ == "aws:kms/key:Key":

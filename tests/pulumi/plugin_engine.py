@@ -61,9 +61,19 @@ def _delegate(method: str) -> Any:
     return lambda self, request, context: getattr(self.monitor, method)(request)
 
 
-for _method in ("GetDeploymentInfo", "Invoke", "ReadResource", "RegisterResource", "RegisterResourceOutputs",
-                "RegisterPackage", "RegisterStackTransform", "RegisterStackInvokeTransform", "RegisterResourceHook",
-                "RegisterErrorHook", "SignalAndWaitForShutdown"):  # fmt: skip
+for _method in (
+    "GetDeploymentInfo",
+    "Invoke",
+    "ReadResource",
+    "RegisterResource",
+    "RegisterResourceOutputs",
+    "RegisterPackage",
+    "RegisterStackTransform",
+    "RegisterStackInvokeTransform",
+    "RegisterResourceHook",
+    "RegisterErrorHook",
+    "SignalAndWaitForShutdown",
+):
     setattr(_MonitorService, _method, _delegate(_method))
 
 
@@ -100,13 +110,18 @@ class PluginEngine:
     def __enter__(self) -> PluginEngine:
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
         resource_pb2_grpc.add_ResourceMonitorServicer_to_server(
-            _MonitorService(_Monitor(self.run, self.project, self.stack)), self.server)  # fmt: skip
+            _MonitorService(_Monitor(self.run, self.project, self.stack)), self.server
+        )
         engine_pb2_grpc.add_EngineServicer_to_server(self.engine, self.server)
         self.address = f"127.0.0.1:{self.server.add_insecure_port('127.0.0.1:0')}"
         self.server.start()
-        self.plugin = subprocess.Popen([sys.executable, str(ROOT / "components"), self.address],
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                       cwd=ROOT / "components")  # fmt: skip
+        self.plugin = subprocess.Popen(
+            [sys.executable, str(ROOT / "components"), self.address],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT / "components",
+        )
         port = self.plugin.stdout.readline().strip() if self.plugin.stdout else ""
         if not port.isdigit():
             self.__exit__()
@@ -114,7 +129,8 @@ class PluginEngine:
         self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
         self.provider = provider_pb2_grpc.ResourceProviderStub(self.channel)
         self.configured = self.provider.Configure(
-            provider_pb2.ConfigureRequest(acceptSecrets=True, acceptResources=True), timeout=60)  # fmt: skip
+            provider_pb2.ConfigureRequest(acceptSecrets=True, acceptResources=True), timeout=60
+        )
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -128,20 +144,37 @@ class PluginEngine:
         """As the engine sends an input: an output value (secretness and dependencies inside) to a
         provider that accepts outputs, else a secret-wrapped or plain value."""
         if self.configured.acceptOutputs and (value.secret or value.deps):
-            return {rpc._special_sig_key: OUTPUT_VALUE, "value": value.data, "secret": value.secret,
-                    "dependencies": sorted(value.deps)}  # fmt: skip
+            return {
+                rpc._special_sig_key: OUTPUT_VALUE,
+                "value": value.data,
+                "secret": value.secret,
+                "dependencies": sorted(value.deps),
+            }
         return {rpc._special_sig_key: rpc._special_secret_sig, "value": value.data} if value.secret else value.data
 
     def construct(self, name: str, typ: str, inputs: dict[str, Value], depends_on: list[str]) -> Constructed:
         wire = struct_pb2.Struct()
         wire.update({k: self._wire_input(v) for k, v in inputs.items()})
         request = provider_pb2.ConstructRequest(
-            project=self.project, stack=self.stack, config=self.config, configSecretKeys=self.secret_keys,
-            dryRun=False, parallel=8, monitorEndpoint=self.address, type=typ, name=name, parent=self.stack_urn,
-            inputs=wire, dependencies=depends_on, organization="organization",
-            inputDependencies={k: provider_pb2.ConstructRequest.PropertyDependencies(urns=sorted(v.deps))
-                               for k, v in inputs.items() if v.deps},
-        )  # fmt: skip
+            project=self.project,
+            stack=self.stack,
+            config=self.config,
+            configSecretKeys=self.secret_keys,
+            dryRun=False,
+            parallel=8,
+            monitorEndpoint=self.address,
+            type=typ,
+            name=name,
+            parent=self.stack_urn,
+            inputs=wire,
+            dependencies=depends_on,
+            organization="organization",
+            inputDependencies={
+                k: provider_pb2.ConstructRequest.PropertyDependencies(urns=sorted(v.deps))
+                for k, v in inputs.items()
+                if v.deps
+            },
+        )
         self.requests[name] = json_format.MessageToDict(wire)
         reply = self.provider.Construct(request, timeout=300)
         self.states[reply.urn] = reply.state

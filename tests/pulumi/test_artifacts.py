@@ -162,8 +162,17 @@ def _pins(lines: list[str]) -> dict[str, str]:
 def test_app_requirements_match_the_constraints_pins() -> None:
     project = _pins((ROOT / "constraints.txt").read_text().splitlines())
     app = _pins((ROOT / "scripts" / "app-requirements.txt").read_text().splitlines())
-    assert set(app) == {"confluent-kafka", "prometheus-client", "pyyaml", "pyarrow", "pandas", "sqlglot",
-                        "kafka-python", "google-crc32c", "aws-msk-iam-sasl-signer-python"}  # fmt: skip
+    assert set(app) == {
+        "confluent-kafka",
+        "prometheus-client",
+        "pyyaml",
+        "pyarrow",
+        "pandas",
+        "sqlglot",
+        "kafka-python",
+        "google-crc32c",
+        "aws-msk-iam-sasl-signer-python",
+    }
     assert {k: project[k] for k in app} == app
 
 

@@ -107,8 +107,13 @@ def test_the_emr_service_role_may_use_the_ebs_key(built: Run) -> None:
     key = "arn:aws:kms:eu-central-1:123456789012:key/1b2c3d4e-5f60-4718-293a-4b5c6d7e8f90"
     policy = json.loads(unwrap(built.named("central-emr-service-ebs-key").inputs)["policy"])
     use, grant = policy["Statement"]
-    assert sorted(use["Action"]) == ["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKeyWithoutPlaintext",
-                                     "kms:ReEncryptFrom", "kms:ReEncryptTo"]  # fmt: skip
+    assert sorted(use["Action"]) == [
+        "kms:Decrypt",
+        "kms:DescribeKey",
+        "kms:GenerateDataKeyWithoutPlaintext",
+        "kms:ReEncryptFrom",
+        "kms:ReEncryptTo",
+    ]
     assert use["Resource"] == grant["Resource"] == key and grant["Action"] == "kms:CreateGrant"
     assert grant["Condition"] == {"Bool": {"kms:GrantIsForAWSResource": "true"}}
     role = built.named("central-emr-service-role")

@@ -33,8 +33,9 @@ def east() -> Run:
 
 
 def custom(run: Run, kind: str) -> list[Registered]:
-    return [r for r in run.resources if r.typ.startswith("kubernetes:monitoring.coreos.com/") and
-            r.typ.endswith(f":{kind}")]  # fmt: skip
+    return [
+        r for r in run.resources if r.typ.startswith("kubernetes:monitoring.coreos.com/") and r.typ.endswith(f":{kind}")
+    ]
 
 
 def test_monitoring_objects_wait_for_the_prometheus_crds_of_a_new_cluster() -> None:
@@ -119,10 +120,15 @@ def test_the_operator_crds_are_applied_by_pulumi_and_upgraded_with_the_chart() -
 
     assert SPARK_OPERATOR_CHART_VERSION in SPARK_OPERATOR_CRDS.name
     run = east()
-    crds = {unwrap(r.inputs)["metadata"]["name"]: r for r in run.of_type(
-        "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")}  # fmt: skip
-    assert set(crds) == {"sparkapplications.sparkoperator.k8s.io", "scheduledsparkapplications.sparkoperator.k8s.io",
-                         "sparkconnects.sparkoperator.k8s.io"}  # fmt: skip
+    crds = {
+        unwrap(r.inputs)["metadata"]["name"]: r
+        for r in run.of_type("kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
+    }
+    assert set(crds) == {
+        "sparkapplications.sparkoperator.k8s.io",
+        "scheduledsparkapplications.sparkoperator.k8s.io",
+        "sparkconnects.sparkoperator.k8s.io",
+    }
     for crd in crds.values():
         annotations = unwrap(crd.inputs)["metadata"]["annotations"]
         assert annotations["kafka-mirror/chart-version"] == SPARK_OPERATOR_CHART_VERSION

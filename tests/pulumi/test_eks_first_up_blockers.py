@@ -121,8 +121,11 @@ def test_monitoring_without_a_declared_prometheus_is_refused() -> None:
     spark = json.loads(config["kafka-mirror:spark"])
     del spark["monitoring"]["prometheus"]
     config["kafka-mirror:spark"] = json.dumps(spark)
-    with pytest.raises(ValidationError, match=r"spark\.monitoring\.prometheus: required with pod_monitor and "
-                                              r"prometheus_rule: the NAMESPACE/NAME of the Prometheus"):
+    with pytest.raises(
+        ValidationError,
+        match=r"spark\.monitoring\.prometheus: required with pod_monitor and "
+        r"prometheus_rule: the NAMESPACE/NAME of the Prometheus",
+    ):
         run_program("west", config)
 
 

@@ -57,8 +57,16 @@ def test_no_disruption_budget_blocks_a_drain(stack: str) -> None:
         assert policy["type"] == "Always" and policy["onFailureRetryInterval"] > 0, policy
 
 
-RESTRICTED_VOLUMES = {"configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim",
-                      "projected", "secret"}  # fmt: skip
+RESTRICTED_VOLUMES = {
+    "configMap",
+    "csi",
+    "downwardAPI",
+    "emptyDir",
+    "ephemeral",
+    "persistentVolumeClaim",
+    "projected",
+    "secret",
+}
 
 
 def restricted_violations(app: dict[str, Any]) -> list[str]:

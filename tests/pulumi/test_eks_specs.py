@@ -115,13 +115,19 @@ def test_pods_are_hardened_and_secret_files_readable_by_the_spark_group_only() -
     for role in ("driver", "executor"):
         pod = spec[role]
         assert pod["podSecurityContext"] == {
-            "runAsNonRoot": True, "runAsUser": 185, "runAsGroup": 185, "fsGroup": 185,
+            "runAsNonRoot": True,
+            "runAsUser": 185,
+            "runAsGroup": 185,
+            "fsGroup": 185,
             "seccompProfile": {"type": "RuntimeDefault"},
-        }  # fmt: skip
+        }
         assert pod["securityContext"] == {
-            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "readOnlyRootFilesystem": True,
-            "runAsNonRoot": True, "seccompProfile": {"type": "RuntimeDefault"},
-        }  # fmt: skip
+            "allowPrivilegeEscalation": False,
+            "capabilities": {"drop": ["ALL"]},
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
     assert {"name": "tmp", "emptyDir": {}} in spec["volumes"]
     writable = EksSettings(namespace="mirror", image="img:1", read_only_root_filesystem=False)
     relaxed = spark_application_manifest(FLOW, {}, writable)["spec"]
@@ -131,8 +137,13 @@ def test_pods_are_hardened_and_secret_files_readable_by_the_spark_group_only() -
 
 def test_drivers_survive_node_churn_and_pods_take_scheduling_options() -> None:
     tolerations = [{"key": "dedicated", "operator": "Equal", "value": "streaming", "effect": "NoSchedule"}]
-    settings = EksSettings(namespace="mirror", image="img:1", priority_class_name="critical",
-                           node_selector={"workload": "streaming"}, tolerations=tolerations)  # fmt: skip
+    settings = EksSettings(
+        namespace="mirror",
+        image="img:1",
+        priority_class_name="critical",
+        node_selector={"workload": "streaming"},
+        tolerations=tolerations,
+    )
     app = spark_application_manifest(FLOW, {}, settings)
     validate_spark_application(app)
     driver, executor = app["spec"]["driver"], app["spec"]["executor"]
@@ -294,12 +305,16 @@ def test_secrets_manifest_and_bootstrap_args() -> None:
     assert secrets_manifest([("arn:2", "b"), ("arn:1", "a"), ("arn:1", "a")]) == "arn:1\ta\narn:2\tb\n"
     args = bootstrap_args(EMR, gssapi=True)
     assert args == [
-        "--wheelhouse", "s3://acme/bootstrap/wheelhouse",
-        "--secrets", "s3://acme/bootstrap/secrets.tsv",
-        "--sync", "s3://acme/bootstrap/kmirror-sync-secrets.py",
-        "--region", "eu-central-1",
+        "--wheelhouse",
+        "s3://acme/bootstrap/wheelhouse",
+        "--secrets",
+        "s3://acme/bootstrap/secrets.tsv",
+        "--sync",
+        "s3://acme/bootstrap/kmirror-sync-secrets.py",
+        "--region",
+        "eu-central-1",
         "--gssapi",
-    ]  # fmt: skip
+    ]
     assert bootstrap_args(EMR, gssapi=False) == args[:-1]
     assert not [a for a in args if "app/" in a or "bundle" in a]  # nothing that changes with a release
 
@@ -355,8 +370,11 @@ def test_the_renderers_settings_default_as_the_stack_model_does() -> None:
     from kmirror.stack.models import EksSparkConfig
 
     renderer = {f.name: f for f in dataclasses.fields(EksSettings)}
-    shared = [name for name, f in EksSparkConfig.model_fields.items()
-              if name in renderer and f.default is not PydanticUndefined]  # fmt: skip
+    shared = [
+        name
+        for name, f in EksSparkConfig.model_fields.items()
+        if name in renderer and f.default is not PydanticUndefined
+    ]
     assert len(shared) >= 7, shared
     for name in shared:
         field = renderer[name]

@@ -50,25 +50,42 @@ def cluster(endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_ENDPOINT_URL_EMR", endpoint)
     emr = boto3.client("emr", region_name=REGION, endpoint_url=endpoint)
-    return str(emr.run_job_flow(
-        Name="kafka-mirror-central", ReleaseLabel="emr-7.9.0", JobFlowRole="EMR_EC2_DefaultRole",
-        ServiceRole="EMR_DefaultRole",
-        Instances={"InstanceCount": 1, "MasterInstanceType": "m5.xlarge", "KeepJobFlowAliveWhenNoSteps": True},
-    )["JobFlowId"])  # fmt: skip
+    return str(
+        emr.run_job_flow(
+            Name="kafka-mirror-central",
+            ReleaseLabel="emr-7.9.0",
+            JobFlowRole="EMR_EC2_DefaultRole",
+            ServiceRole="EMR_DefaultRole",
+            Instances={"InstanceCount": 1, "MasterInstanceType": "m5.xlarge", "KeepJobFlowAliveWhenNoSteps": True},
+        )["JobFlowId"]
+    )
 
 
 def event(cluster_id: str, **extra: Any) -> dict[str, Any]:
-    return {"cluster_id": cluster_id, "name": "mirror-a-to-b", "region": REGION, "stop_timeout_s": 5,
-            "args": ["python", "-c", "...", "--tag", "kmirror-a-to-b", "--", "spark-submit", "v1"],
-            "tf": {"action": "create", "prev_input": None}, **extra}  # fmt: skip
+    return {
+        "cluster_id": cluster_id,
+        "name": "mirror-a-to-b",
+        "region": REGION,
+        "stop_timeout_s": 5,
+        "args": ["python", "-c", "...", "--tag", "kmirror-a-to-b", "--", "spark-submit", "v1"],
+        "tf": {"action": "create", "prev_input": None},
+        **extra,
+    }
 
 
 def other_flow_running(cluster_id: str) -> None:
     """Another flow's step holds the cluster's only step slot (StepConcurrencyLevel 1)."""
     emr = boto3.client("emr", region_name=REGION)
-    emr.add_job_flow_steps(JobFlowId=cluster_id, Steps=[{"Name": "mirror-other", "ActionOnFailure": "CONTINUE",
-                                                         "HadoopJarStep": {"Jar": "command-runner.jar",
-                                                                           "Args": ["x"]}}])  # fmt: skip
+    emr.add_job_flow_steps(
+        JobFlowId=cluster_id,
+        Steps=[
+            {
+                "Name": "mirror-other",
+                "ActionOnFailure": "CONTINUE",
+                "HadoopJarStep": {"Jar": "command-runner.jar", "Args": ["x"]},
+            }
+        ],
+    )
 
 
 def test_create_returns_once_the_step_runs(cluster: str) -> None:
@@ -83,8 +100,11 @@ def test_a_step_still_pending_fails_the_up_after_its_start_timeout(cluster: str)
     with pytest.raises(StepNotRunning) as raised:
         handler(event(cluster, start_timeout_s=2), None)
     assert 2 <= time.monotonic() - started < 10
-    [step_id] = [s["Id"] for s in boto3.client("emr", region_name=REGION).list_steps(ClusterId=cluster)["Steps"]
-                 if s["Name"] == "mirror-a-to-b"]  # fmt: skip
+    [step_id] = [
+        s["Id"]
+        for s in boto3.client("emr", region_name=REGION).list_steps(ClusterId=cluster)["Steps"]
+        if s["Name"] == "mirror-a-to-b"
+    ]
     assert str(raised.value) == (
         f"EMR step {step_id} (mirror-a-to-b) on cluster {cluster} is still PENDING 2 s after it was added "
         "(start_timeout_s): a step slot or the cluster is busy; see the cluster's steps in the EMR console, then "
@@ -97,8 +117,9 @@ def test_a_step_that_fails_before_running_fails_the_up_at_once(cluster: str) -> 
     emr = boto3.client("emr", region_name=REGION)
 
     def fail_it() -> None:  # EMR: the step's command failed (a bad argument, a missing file)
-        found = wait_for(lambda: [s["Id"] for s in emr.list_steps(ClusterId=cluster)["Steps"]
-                                  if s["Name"] == "mirror-a-to-b"])  # fmt: skip
+        found = wait_for(
+            lambda: [s["Id"] for s in emr.list_steps(ClusterId=cluster)["Steps"] if s["Name"] == "mirror-a-to-b"]
+        )
         set_step_state(cluster, found[0], "FAILED")
 
     threading.Thread(target=fail_it).start()
@@ -138,8 +159,13 @@ def test_the_old_wrappers_exit_kill_spares_the_replacement(yarn: FakeYarn) -> No
     (bin_dir / "spark-submit").write_text(f"#!{sys.executable}\n{FAKE_TABLE}\n{stuck}")
     emr = FaithfulEmr(yarn)
     runner = StepRunner(lambda region: emr)
-    step = {"cluster_id": "j-1", "name": "mirror-a-to-b", "args": step_args(stop_timeout_s=30),
-            "region": REGION, "stop_timeout_s": 30}  # fmt: skip
+    step = {
+        "cluster_id": "j-1",
+        "name": "mirror-a-to-b",
+        "args": step_args(stop_timeout_s=30),
+        "region": REGION,
+        "stop_timeout_s": 30,
+    }
     apply_action(runner, {**step, "tf": {"action": "create", "prev_input": None}})
     [first] = wait_for(yarn.live)
     new_args = [*step["args"][:-1], "flow-v2.json"]

@@ -141,8 +141,9 @@ class FakeYarn:
 
     def start(self, args: list[str], **env: str) -> subprocess.Popen[str]:
         # its own process group: the teardown ends the fake spark-submits it started, too
-        proc = subprocess.Popen(runnable(args), env={**self.env, **env}, text=True, stderr=subprocess.PIPE,
-                                start_new_session=True)  # fmt: skip
+        proc = subprocess.Popen(
+            runnable(args), env={**self.env, **env}, text=True, stderr=subprocess.PIPE, start_new_session=True
+        )
         self.procs.append(proc)
         return proc
 
@@ -241,7 +242,8 @@ def test_a_kill_that_never_takes_effect_fails_the_stop_naming_the_app(yarn: Fake
     assert wrapper.returncode == 3 and time.monotonic() - started >= 2  # its bound: half the provider's
     assert re.search(  # its own run's tag (kmirror-a-to-b-run-<random>): never another step's application
         rf"kmirror-step: YARN application\(s\) {app} with tag kmirror-a-to-b-run-[0-9a-f]{{12}} still live 2 s after "
-        r"yarn application -kill; the step stopped but they may still write\. Kill them on the primary node", stderr
+        r"yarn application -kill; the step stopped but they may still write\. Kill them on the primary node",
+        stderr,
     )
 
 
@@ -306,8 +308,7 @@ class FakeEmr:
 def replace_the_step(emr: FakeEmr, args: list[str]) -> None:
     """Create a step, then update it with new args, as the step function's Invocation does."""
     runner = StepRunner(lambda region: emr)
-    step = {"cluster_id": "j-1", "name": "mirror-a-to-b", "args": args, "region": "eu-central-1",
-            "stop_timeout_s": 6}  # fmt: skip
+    step = {"cluster_id": "j-1", "name": "mirror-a-to-b", "args": args, "region": "eu-central-1", "stop_timeout_s": 6}
     apply_action(runner, {**step, "tf": {"action": "create", "prev_input": None}})
     wait_for(emr.yarn.live)
     news = {**step, "args": [*args[:-1], "flow-v2.json"]}

@@ -45,9 +45,14 @@ def test_every_expression_uses_metrics_the_app_exports() -> None:
     exprs += [r["expr"] for r in alert_rules("mirror", "spark-operator")]
     used = set().union(*(_metrics_in(e) for e in exprs))
     assert used and used <= known, used - known
-    assert {"kmirror_record_count_total", "kmirror_offset_lag", "kmirror_checkpoint_latency_ms",
-            "kmirror_batch_duration_seconds_bucket", "kmirror_failed_batches_total",
-            "kmirror_checkpoint_age_seconds"} <= used  # fmt: skip
+    assert {
+        "kmirror_record_count_total",
+        "kmirror_offset_lag",
+        "kmirror_checkpoint_latency_ms",
+        "kmirror_batch_duration_seconds_bucket",
+        "kmirror_failed_batches_total",
+        "kmirror_checkpoint_age_seconds",
+    } <= used
 
 
 def test_batch_duration_failed_batches_and_checkpoint_age_use_the_apps_metrics() -> None:
@@ -65,8 +70,14 @@ def test_batch_duration_failed_batches_and_checkpoint_age_use_the_apps_metrics()
 def test_the_dashboard_covers_strimzis_mm2_panels_and_the_issues_list() -> None:
     titles = {p["title"] for p in grafana_dashboard()["panels"]}
     assert set(STRIMZI_MM2_COVERAGE.values()) <= titles
-    for wanted in ("Records/s", "Bytes/s", "Offset lag per partition", "Replication latency", "Failed batches",
-                   "Checkpoint age"):  # fmt: skip
+    for wanted in (
+        "Records/s",
+        "Bytes/s",
+        "Offset lag per partition",
+        "Replication latency",
+        "Failed batches",
+        "Checkpoint age",
+    ):
         assert any(wanted in t for t in titles), wanted
     assert len(titles) == len(PANELS)
     board = dashboard_config_map(SETTINGS)
@@ -77,9 +88,17 @@ def test_the_dashboard_covers_strimzis_mm2_panels_and_the_issues_list() -> None:
 
 def test_alerts_cover_lag_heartbeat_failed_batches_and_checkpoint_age() -> None:
     names = {r["alert"] for r in alert_rules("mirror")}
-    assert {"KafkaMirrorLagGrowing", "KafkaMirrorDriverDown", "KafkaMirrorHeartbeatsFailing",
-            "KafkaMirrorDriverRestarting", "KafkaMirrorCheckpointsLate", "KafkaMirrorDataLoss",
-            "KafkaMirrorBatchesFailing", "KafkaMirrorCheckpointStale", "KafkaMirrorBatchesSlow"} <= names  # fmt: skip
+    assert {
+        "KafkaMirrorLagGrowing",
+        "KafkaMirrorDriverDown",
+        "KafkaMirrorHeartbeatsFailing",
+        "KafkaMirrorDriverRestarting",
+        "KafkaMirrorCheckpointsLate",
+        "KafkaMirrorDataLoss",
+        "KafkaMirrorBatchesFailing",
+        "KafkaMirrorCheckpointStale",
+        "KafkaMirrorBatchesSlow",
+    } <= names
     rule = prometheus_rule(SETTINGS)
     assert rule["metadata"]["labels"]["release"] == "kps" and rule["metadata"]["namespace"] == "mirror"
     assert all(r["labels"]["severity"] in ("warning", "critical") for r in rule["spec"]["groups"][0]["rules"])
@@ -100,8 +119,8 @@ def test_a_driver_that_is_gone_still_alerts() -> None:
     Absence is alerted on: per flow (seen in the last day, not now) and for the whole namespace."""
     rules = {r["alert"]: r for r in alert_rules("mirror")}
     gone = rules["KafkaMirrorFlowGone"]["expr"]
-    assert "max_over_time(kmirror_batch_duration_seconds_count{namespace=\"mirror\"}[1d])" in gone
-    assert " unless group by (flow) (kmirror_batch_duration_seconds_count{namespace=\"mirror\"})" in gone
+    assert 'max_over_time(kmirror_batch_duration_seconds_count{namespace="mirror"}[1d])' in gone
+    assert ' unless group by (flow) (kmirror_batch_duration_seconds_count{namespace="mirror"})' in gone
     assert rules["KafkaMirrorNoDriver"]["expr"].startswith('absent(up{namespace="mirror", ')
     assert {rules[n]["labels"]["severity"] for n in ("KafkaMirrorFlowGone", "KafkaMirrorNoDriver")} == {"critical"}
 
@@ -113,8 +132,10 @@ def test_the_operator_and_its_fail_closed_webhook_alert_when_they_have_no_replic
     for alert, deployment in (("KafkaMirrorOperatorDown", "controller"), ("KafkaMirrorOperatorWebhookDown", "webhook")):
         rule = by_name[alert]
         assert rule["labels"]["severity"] == "critical"
-        assert rule["expr"] == ('sum(kube_deployment_status_replicas_available{namespace="ops", '
-                                f'deployment="spark-operator-{deployment}"}}) < 1')  # fmt: skip
+        assert rule["expr"] == (
+            'sum(kube_deployment_status_replicas_available{namespace="ops", '
+            f'deployment="spark-operator-{deployment}"}}) < 1'
+        )
     assert not {"KafkaMirrorOperatorDown", "KafkaMirrorOperatorWebhookDown"} & {r["alert"] for r in alert_rules("m")}
     rule = prometheus_rule(SETTINGS, "spark-operator")
     assert "KafkaMirrorOperatorWebhookDown" in {r["alert"] for r in rule["spec"]["groups"][0]["rules"]}

@@ -58,9 +58,11 @@ def test_every_dependency_is_a_range_and_its_pin_satisfies_it() -> None:
 
 
 def test_pin_files_agree_with_the_constraints() -> None:
-    for path, own in ((ROOT / "scripts" / "app-requirements.txt", set()),
-                      (ROOT / "scripts" / "spark40-requirements.txt", {"pyspark"}),  # the Spark 4.0 leg's own
-                      (ROOT / "policy" / "requirements.txt", {"setuptools"})):  # fmt: skip  (pulumi-policy's)
+    for path, own in (
+        (ROOT / "scripts" / "app-requirements.txt", set()),
+        (ROOT / "scripts" / "spark40-requirements.txt", {"pyspark"}),  # the Spark 4.0 leg's own
+        (ROOT / "policy" / "requirements.txt", {"setuptools"}),
+    ):  # pulumi-policy's
         found = pins(path)
         assert found, path
         assert {k: v for k, v in found.items() if k not in own} == {k: CONSTRAINTS[k] for k in found if k not in own}
@@ -113,8 +115,9 @@ def test_the_typescript_example_uses_only_what_the_schema_has() -> None:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)],
-                   check=True, timeout=600)  # fmt: skip
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(out), str(ROOT)], check=True, timeout=600
+    )
     [built] = out.glob("kafka_mirror-*.whl")
     return built
 
@@ -123,8 +126,14 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.slow
 def test_the_wheel_carries_what_a_deploy_needs(wheel: Path) -> None:
     names = set(zipfile.ZipFile(wheel).namelist())
-    for f in ("kmirror_main.py", "emr-bootstrap.sh", "app-requirements.txt", "kmirror-sync-secrets.py",
-              "emr-wheelhouse-cp311-aarch64.lock", "emr-wheelhouse-cp311-x86_64.lock"):  # fmt: skip
+    for f in (
+        "kmirror_main.py",
+        "emr-bootstrap.sh",
+        "app-requirements.txt",
+        "kmirror-sync-secrets.py",
+        "emr-wheelhouse-cp311-aarch64.lock",
+        "emr-wheelhouse-cp311-x86_64.lock",
+    ):
         assert f"kafka_mirror/deploy/{f}" in names
         assert zipfile.ZipFile(wheel).read(f"kafka_mirror/deploy/{f}") == (ROOT / "scripts" / f).read_bytes()
     assert {
@@ -141,23 +150,32 @@ def test_the_wheel_carries_what_a_deploy_needs(wheel: Path) -> None:
 def test_the_python_example_runs_under_mocks_from_a_fresh_venv(tmp_path: Path) -> None:
     """Installed from examples/python/requirements.txt as a user of this repository does: the wheel
     scripts/ci-kafka-mirror-wheel.sh builds, pinned by its sha256, everything else by hash."""
-    subprocess.run(["bash", str(ROOT / "scripts" / "ci-kafka-mirror-wheel.sh"), str(tmp_path / "dist")],
-                   check=True, timeout=600)  # fmt: skip
+    subprocess.run(
+        ["bash", str(ROOT / "scripts" / "ci-kafka-mirror-wheel.sh"), str(tmp_path / "dist")], check=True, timeout=600
+    )
     (tmp_path / "examples" / "python").mkdir(parents=True)
     requirements = tmp_path / "examples" / "python" / "requirements.txt"  # `-r ../../dist/...` as in the checkout
     requirements.write_text((ROOT / "examples" / "python" / "requirements.txt").read_text())
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
-    subprocess.run([str(python), "-m", "pip", "install", "-q", "--require-hashes", "-r", str(requirements)],
-                   check=True, timeout=900)  # fmt: skip
-    listed = subprocess.run([str(python), "-m", "pip", "list", "--format=json"], capture_output=True, text=True,
-                            check=True).stdout  # fmt: skip
+    subprocess.run(
+        [str(python), "-m", "pip", "install", "-q", "--require-hashes", "-r", str(requirements)],
+        check=True,
+        timeout=900,
+    )
+    listed = subprocess.run(
+        [str(python), "-m", "pip", "list", "--format=json"], capture_output=True, text=True, check=True
+    ).stdout
     installed = {canonicalize_name(p["name"]) for p in json.loads(listed)}
     assert "kafka-mirror" in installed and not installed & SPARK_STACK
     done = subprocess.run(
-        [str(python), str(ROOT / "tests" / "pulumi" / "example_runner.py"), str(ROOT / "examples" / "python"),
-         "eastScramPassword=from-the-stack"],
+        [
+            str(python),
+            str(ROOT / "tests" / "pulumi" / "example_runner.py"),
+            str(ROOT / "examples" / "python"),
+            "eastScramPassword=from-the-stack",
+        ],
         capture_output=True,
         text=True,
         timeout=300,
@@ -175,9 +193,14 @@ def test_the_python_example_runs_under_mocks_from_a_fresh_venv(tmp_path: Path) -
     assert "kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication west-1-to-east-1-app" in result["resources"]
     print(done.stdout)
     # no password fallback: without the stack secret the example refuses to run, naming it
-    unset = subprocess.run([str(python), str(ROOT / "tests" / "pulumi" / "example_runner.py"),
-                            str(ROOT / "examples" / "python")], capture_output=True, text=True, timeout=300,
-                           cwd=tmp_path, check=False)  # fmt: skip
+    unset = subprocess.run(
+        [str(python), str(ROOT / "tests" / "pulumi" / "example_runner.py"), str(ROOT / "examples" / "python")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        check=False,
+    )
     assert unset.returncode != 0 and "eastScramPassword" in unset.stderr, unset.stderr[-2000:]
 
 
@@ -185,10 +208,23 @@ def test_the_python_example_runs_under_mocks_from_a_fresh_venv(tmp_path: Path) -
 def test_installs_next_to_another_pulumi_aws_without_spark(wheel: Path, tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--dry-run", "--ignore-installed", "--report", str(report),
-         str(wheel), "pulumi-aws==7.25.0", "pulumi-kubernetes==4.19.0"],
-        check=True, timeout=600,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--dry-run",
+            "--ignore-installed",
+            "--report",
+            str(report),
+            str(wheel),
+            "pulumi-aws==7.25.0",
+            "pulumi-kubernetes==4.19.0",
+        ],
+        check=True,
+        timeout=600,
+    )
     installs = json.loads(report.read_text())["install"]
     resolved = {canonicalize_name(i["metadata"]["name"]): i["metadata"]["version"] for i in installs}
     assert resolved["pulumi-aws"] == "7.25.0" and resolved["pulumi-kubernetes"] == "4.19.0"

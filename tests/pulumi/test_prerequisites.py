@@ -43,8 +43,11 @@ def refused(stack: str, *absent: str) -> tuple[list[str], Mocks]:
         ("west", "kafka-mirror-west", "kafka-mirror:spark.irsa_role_arn"),
         ("central", "vpc-0c1d2e3f4a5b60001", "kafka-mirror:spark.vpc_id"),
         ("central", "emr-tls.zip", "kafka-mirror:spark.encryption.certificates_zip"),
-        ("central", "arn:aws:kms:eu-central-1:123456789012:key/1b2c3d4e-5f60-4718-293a-4b5c6d7e8f90",
-         "kafka-mirror:spark.encryption.kms_key_arn"),
+        (
+            "central",
+            "arn:aws:kms:eu-central-1:123456789012:key/1b2c3d4e-5f60-4718-293a-4b5c6d7e8f90",
+            "kafka-mirror:spark.encryption.kms_key_arn",
+        ),
         ("central", "kafka-mirror-oncall", "kafka-mirror:spark.alarm_actions[0]"),
     ],
 )
@@ -60,8 +63,11 @@ def test_nothing_is_registered_when_a_prerequisite_is_missing(monkeypatch: pytes
 
     seen: list[str] = []
     real = harness.RecordingMonitor.RegisterResource
-    monkeypatch.setattr(harness.RecordingMonitor, "RegisterResource",
-                        lambda self, request: (seen.append(request.type), real(self, request))[1])  # fmt: skip
+    monkeypatch.setattr(
+        harness.RecordingMonitor,
+        "RegisterResource",
+        lambda self, request: (seen.append(request.type), real(self, request))[1],
+    )
     mocks = Mocks(absent=frozenset({"acme-kafka-mirror-west"}))
     with pytest.raises(ValidationError):
         run_program("west", mocks=mocks)
@@ -90,7 +96,7 @@ def test_the_local_stack_needs_nothing_from_aws() -> None:
 
 def test_the_first_deploy_runbook_lists_every_kind_the_program_checks() -> None:
     text = (ROOT / "docs" / "deploy.md").read_text()
-    runbook = text[text.index("## First deploy"):]
+    runbook = text[text.index("## First deploy") :]
     for kind in KINDS:
         assert re.search(rf"`{kind}`", runbook), f"docs/deploy.md's first-deploy runbook does not list {kind}"
 

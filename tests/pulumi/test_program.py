@@ -250,12 +250,16 @@ def test_emr_stack_wires_cluster_steps_and_secret_sync() -> None:
     [action] = body["bootstrapActions"]
     assert action["path"] == "s3://acme-kafka-mirror-central/bootstrap/emr-bootstrap.sh"
     assert action["args"] == [
-        "--wheelhouse", "s3://acme-kafka-mirror-central/bootstrap/wheelhouse",
-        "--secrets", "s3://acme-kafka-mirror-central/bootstrap/secrets.tsv",
-        "--sync", "s3://acme-kafka-mirror-central/bootstrap/kmirror-sync-secrets.py",
-        "--region", "eu-central-1",
+        "--wheelhouse",
+        "s3://acme-kafka-mirror-central/bootstrap/wheelhouse",
+        "--secrets",
+        "s3://acme-kafka-mirror-central/bootstrap/secrets.tsv",
+        "--sync",
+        "s3://acme-kafka-mirror-central/bootstrap/kmirror-sync-secrets.py",
+        "--region",
+        "eu-central-1",
         "--gssapi",
-    ]  # fmt: skip
+    ]
     objects = {unwrap(o.inputs)["key"]: o for o in run.of_type("aws:s3/bucketObjectv2:BucketObjectv2")}
     wheel_keys = sorted(k for k in objects if k.startswith("bootstrap/wheelhouse/"))
     expected = sorted(f"bootstrap/wheelhouse/cp311-aarch64/{f}" for f in (*WHEELS, GSSAPI_WHEEL, "requirements.lock"))
@@ -349,8 +353,10 @@ def test_the_policy_pack_accepts_what_the_program_renders(stack: str) -> None:
     assert estate.estate_violations("west" if stack != "west" else "east", resources, estate.load_estate(ROOT))
     # the harness records dependencies per resource, not per property: a bucket's encryption
     # configuration depends only on its bucket
-    stack_resources = [hygiene.StackResource(r.typ, unwrap(r.inputs), r.urn, r.name, {"bucket": tuple(r.dependencies)})
-                       for r in run.resources]  # fmt: skip
+    stack_resources = [
+        hygiene.StackResource(r.typ, unwrap(r.inputs), r.urn, r.name, {"bucket": tuple(r.dependencies)})
+        for r in run.resources
+    ]
     buckets = [r for r in stack_resources if r.resource_type in hygiene.BUCKETS]
     assert len(buckets) == (1 if stack == "central" else 0)
     assert hygiene.bucket_encryption_violations(stack_resources) == []
@@ -499,8 +505,11 @@ def test_the_spark_operator_default_is_the_spark_4_release_and_stacks_do_not_ove
 
     assert SPARK_OPERATOR_CHART_VERSION == "2.5.2"
     for stack in ("east", "west", "local"):
-        [release] = [r for r in stack_run(stack).of_type("kubernetes:helm.sh/v3:Release")
-                     if unwrap(r.inputs)["chart"] == "spark-operator"]  # fmt: skip
+        [release] = [
+            r
+            for r in stack_run(stack).of_type("kubernetes:helm.sh/v3:Release")
+            if unwrap(r.inputs)["chart"] == "spark-operator"
+        ]
         assert unwrap(release.inputs)["version"] == SPARK_OPERATOR_CHART_VERSION, stack
 
 
@@ -585,8 +594,11 @@ def test_an_emr_platform_alarms_in_cloudwatch_when_mirrors_or_nodes_are_gone() -
     core = unwrap(cluster.inputs)["coreInstanceGroup"]["instanceCount"]
     for alarm in alarms.values():
         assert alarm["namespace"] == "AWS/ElasticMapReduce" and set(alarm["dimensions"]) == {"JobFlowId"}
-    assert (alarms["AppsRunning"]["comparisonOperator"], alarms["AppsRunning"]["threshold"],
-            alarms["AppsRunning"]["treatMissingData"]) == ("LessThanThreshold", 1, "breaching")  # fmt: skip
+    assert (
+        alarms["AppsRunning"]["comparisonOperator"],
+        alarms["AppsRunning"]["threshold"],
+        alarms["AppsRunning"]["treatMissingData"],
+    ) == ("LessThanThreshold", 1, "breaching")
     assert alarms["CoreNodesRunning"]["threshold"] == core
     from kafka_mirror.emr.alarms import alarm_specs
 

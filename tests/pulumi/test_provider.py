@@ -27,8 +27,16 @@ from tests.pulumi.test_program import fake_wheelhouse
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "components" / "schema.json"
-NAMES = ["KafkaCluster", "ReplicationTopology", "MirrorDeployment", "EksSparkPlatform", "EmrSparkPlatform",
-         "KerberosSecret", "TlsSecret", "ScramSecret"]  # fmt: skip
+NAMES = [
+    "KafkaCluster",
+    "ReplicationTopology",
+    "MirrorDeployment",
+    "EksSparkPlatform",
+    "EmrSparkPlatform",
+    "KerberosSecret",
+    "TlsSecret",
+    "ScramSecret",
+]
 TOPOLOGY = """
 clusters:
   west-1: {bootstrap_servers: "b1.west-1.example.com:9092", datacenter: west}
@@ -42,9 +50,12 @@ def served_schema() -> dict[str, Any]:
     """Start the plugin as the engine does (`python <plugin dir> <engine address>`), read the port
     it prints, and ask for its schema over gRPC."""
     proc = subprocess.Popen(
-        [sys.executable, str(ROOT / "components"), "127.0.0.1:1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, cwd=ROOT / "components",
-    )  # fmt: skip
+        [sys.executable, str(ROOT / "components"), "127.0.0.1:1"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT / "components",
+    )
     try:
         line = proc.stdout.readline() if proc.stdout else ""
         err = proc.stderr.read() if proc.stderr and not line.strip() else ""
@@ -95,15 +106,24 @@ def test_every_component_constructs_through_the_provider(provider_run: Run) -> N
 
     @pulumi.runtime.test
     def program() -> Any:
-        construct("east-1", "KafkaCluster", {"alias": "east-1", "datacenter": "east",
-                                             "bootstrapServers": pulumi.Output.from_input("b-1.msk:9098")})  # fmt: skip
-        construct("east", "ReplicationTopology",
-                  {"datacenter": "east", "checkpointRoot": "s3a://b/ck", "topologyYaml": TOPOLOGY})  # fmt: skip
+        construct(
+            "east-1",
+            "KafkaCluster",
+            {"alias": "east-1", "datacenter": "east", "bootstrapServers": pulumi.Output.from_input("b-1.msk:9098")},
+        )
+        construct(
+            "east",
+            "ReplicationTopology",
+            {"datacenter": "east", "checkpointRoot": "s3a://b/ck", "topologyYaml": TOPOLOGY},
+        )
         image = f"repo/kafka-mirror@sha256:{'a' * 64}"  # required: no default app image
         eks_args = {"namespace": "mirror", "image": image, "operator": {"install": False}}
         construct("east-eks", "EksSparkPlatform", eks_args)
-        construct("east-emr", "EmrSparkPlatform", {"bucket": pulumi.Output.from_input("acme-mirror"),
-                                                   "clusterId": "j-EXISTING", "region": "eu-west-1"})  # fmt: skip
+        construct(
+            "east-emr",
+            "EmrSparkPlatform",
+            {"bucket": pulumi.Output.from_input("acme-mirror"), "clusterId": "j-EXISTING", "region": "eu-west-1"},
+        )
         spec = states["ReplicationTopology"]["flowSpecs"].apply(lambda s: s["west-1->east-1"])
         target = states["EksSparkPlatform"]["deploymentTarget"]
         construct("mirror", "MirrorDeployment", {"flowSpec": spec, "eks": target})
@@ -111,9 +131,11 @@ def test_every_component_constructs_through_the_provider(provider_run: Run) -> N
         construct("tls", "TlsSecret", {"caPem": "CA", "store": {"target": "aws", "secretName": "east-tls"}})
         construct("krb", "KerberosSecret", {"principal": "mm@R", "keytabB64": "AAAA", "realm": "R", "kdcs": ["kdc"]})
         return pulumi.Output.all(
-            states["MirrorDeployment"]["appName"], states["ReplicationTopology"]["flows"],
-            states["EmrSparkPlatform"]["entryUri"], states["KafkaCluster"]["clientConfig"],
-        )  # fmt: skip
+            states["MirrorDeployment"]["appName"],
+            states["ReplicationTopology"]["flows"],
+            states["EmrSparkPlatform"]["entryUri"],
+            states["KafkaCluster"]["clientConfig"],
+        )
 
     program()
     assert sorted(states) == sorted(NAMES)
@@ -204,21 +226,32 @@ def test_another_programs_vpc_kms_and_certificates_can_be_passed_as_outputs(prov
 
     provider = KafkaMirrorProvider(list(COMPONENTS), PACKAGE, version="0.0.0")
     schema = json.loads(SCHEMA.read_text())["types"]
-    for typ, field in (("EmrEncryptionArgs", "kmsKeyArn"), ("EmrEncryptionArgs", "certificatesZip"),
-                       ("EmrPrometheusArgs", "securityGroupId"), ("EksClusterArgs", "kmsKeyArn")):  # fmt: skip
+    for typ, field in (
+        ("EmrEncryptionArgs", "kmsKeyArn"),
+        ("EmrEncryptionArgs", "certificatesZip"),
+        ("EmrPrometheusArgs", "securityGroupId"),
+        ("EksClusterArgs", "kmsKeyArn"),
+    ):
         assert "plain" not in schema[f"kafka-mirror:index:{typ}"]["properties"][field], (typ, field)
-    assert "plain" not in json.loads(SCHEMA.read_text())["resources"]["kafka-mirror:index:EmrSparkPlatform"][
-        "inputProperties"]["vpcId"]  # fmt: skip
+    assert (
+        "plain"
+        not in json.loads(SCHEMA.read_text())["resources"]["kafka-mirror:index:EmrSparkPlatform"]["inputProperties"][
+            "vpcId"
+        ]
+    )
 
     @pulumi.runtime.test
     def program() -> Any:
         key = aws.kms.Key("platform-key")
         inputs = {
-            "bucket": "acme-mirror", "region": "eu-west-1", "releaseLabel": "emr-spark-8.0.0",
-            "subnetId": pulumi.Output.from_input("subnet-1"), "vpcId": pulumi.Output.from_input("vpc-1"),
+            "bucket": "acme-mirror",
+            "region": "eu-west-1",
+            "releaseLabel": "emr-spark-8.0.0",
+            "subnetId": pulumi.Output.from_input("subnet-1"),
+            "vpcId": pulumi.Output.from_input("vpc-1"),
             "encryption": {"kmsKeyArn": key.arn, "certificatesZip": pulumi.Output.from_input("s3://pki/certs.zip")},
             "prometheus": {"securityGroupId": pulumi.Output.from_input("sg-prom")},
-        }  # fmt: skip
+        }
         return provider.construct("east-emr", "kafka-mirror:index:EmrSparkPlatform", inputs).urn
 
     program()
@@ -229,7 +262,8 @@ def test_another_programs_vpc_kms_and_certificates_can_be_passed_as_outputs(prov
     [group] = provider_run.of_type("aws:ec2/securityGroup:SecurityGroup")
     assert group.inputs["vpcId"] == "vpc-1"
     [rule] = [r for r in provider_run.of_type("aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule")] or [
-        r for r in provider_run.of_type("aws:ec2/securityGroupRule:SecurityGroupRule")]  # fmt: skip
+        r for r in provider_run.of_type("aws:ec2/securityGroupRule:SecurityGroupRule")
+    ]
     assert "sg-prom" in json.dumps(rule.inputs)
 
 
@@ -238,31 +272,48 @@ def test_typed_core_inputs_reach_the_components_with_their_python_names(provider
     schema; camelCase in (as every generated SDK sends them), the snake_case the components always read out.
     Another resource's outputs (a platform's `deploymentTarget`, a topology's `flowSpark[<id>]`) pass as they are."""
     provider = KafkaMirrorProvider(list(COMPONENTS), PACKAGE, version="0.0.0")
-    security = {"protocol": "SASL_SSL", "tls": {"ca": {"k8sSecret": "east-tls", "key": "ca.pem"}},
-                "scram": {"mechanism": "SCRAM-SHA-512", "username": "mm",
-                          "password": {"pulumiConfig": "eastScramPassword"}}}  # fmt: skip
+    security = {
+        "protocol": "SASL_SSL",
+        "tls": {"ca": {"k8sSecret": "east-tls", "key": "ca.pem"}},
+        "scram": {"mechanism": "SCRAM-SHA-512", "username": "mm", "password": {"pulumiConfig": "eastScramPassword"}},
+    }
     seen: dict[str, Any] = {}
 
     @pulumi.runtime.test
     def program() -> Any:
-        cluster = provider.construct("east-1", "kafka-mirror:index:KafkaCluster",
-                                     {"alias": "east-1", "datacenter": "east", "bootstrapServers": "b:9096",
-                                      "security": security})  # fmt: skip
+        cluster = provider.construct(
+            "east-1",
+            "kafka-mirror:index:KafkaCluster",
+            {"alias": "east-1", "datacenter": "east", "bootstrapServers": "b:9096", "security": security},
+        )
         estate = {"datacenter": "east", "checkpointRoot": "s3a://b/ck", "topologyYaml": TOPOLOGY}
         topology = provider.construct("east", "kafka-mirror:index:ReplicationTopology", estate)
-        eks = provider.construct("east-eks", "kafka-mirror:index:EksSparkPlatform",
-                                 {"image": f"repo/kafka-mirror@sha256:{'a' * 64}", "operator": {"install": False},
-                                  "sparkDefaults": {"executors": 3, "executorMemory": "3g",
-                                                    "options": {"spark.ui.enabled": "false"}}})  # fmt: skip
+        eks = provider.construct(
+            "east-eks",
+            "kafka-mirror:index:EksSparkPlatform",
+            {
+                "image": f"repo/kafka-mirror@sha256:{'a' * 64}",
+                "operator": {"install": False},
+                "sparkDefaults": {"executors": 3, "executorMemory": "3g", "options": {"spark.ui.enabled": "false"}},
+            },
+        )
         aws = {"region": "eu-west-2", "assumeRoles": [{"roleArn": "arn:aws:iam::1:role/d"}]}
-        emr = provider.construct("east-emr", "kafka-mirror:index:EmrSparkPlatform",
-                                 {"bucket": "acme-mirror", "clusterId": "j-EXISTING", "aws": aws})  # fmt: skip
+        emr = provider.construct(
+            "east-emr",
+            "kafka-mirror:index:EmrSparkPlatform",
+            {"bucket": "acme-mirror", "clusterId": "j-EXISTING", "aws": aws},
+        )
         seen["spark"] = topology.state["flowSpark"]
         seen["target"] = eks.state["deploymentTarget"]
-        provider.construct("mirror", "kafka-mirror:index:MirrorDeployment", {
-            "flowSpec": topology.state["flowSpecs"].apply(lambda s: s["west-1->east-1"]),
-            "spark": topology.state["flowSpark"].apply(lambda s: s["west-1->east-1"]),
-            "eks": eks.state["deploymentTarget"]})  # fmt: skip
+        provider.construct(
+            "mirror",
+            "kafka-mirror:index:MirrorDeployment",
+            {
+                "flowSpec": topology.state["flowSpecs"].apply(lambda s: s["west-1->east-1"]),
+                "spark": topology.state["flowSpark"].apply(lambda s: s["west-1->east-1"]),
+                "eks": eks.state["deploymentTarget"],
+            },
+        )
         return pulumi.Output.all(cluster.state["clientConfig"], seen["target"], emr.state["deploymentTarget"]).apply(
             lambda v: seen.update(config=v[0], target=v[1], emr_target=v[2])
         )
@@ -271,8 +322,11 @@ def test_typed_core_inputs_reach_the_components_with_their_python_names(provider
     assert seen["config"]["sasl.mechanisms"] == "SCRAM-SHA-512" and seen["config"]["sasl.username"] == "mm"
     assert seen["config"]["ssl.ca.location"].endswith("/ca.pem")
     assert set(seen["target"]) == {"platform", "settings"}  # the target's schema names
-    assert seen["target"]["settings"]["spark_defaults"] == {"executors": 3, "executor_memory": "3g",
-                                                            "options": {"spark.ui.enabled": "false"}}  # fmt: skip
+    assert seen["target"]["settings"]["spark_defaults"] == {
+        "executors": 3,
+        "executor_memory": "3g",
+        "options": {"spark.ui.enabled": "false"},
+    }
     assert {"clusterId", "bundleUri", "entryUri", "stepFunction"} <= set(seen["emr_target"])
     assert seen["emr_target"]["settings"]["region"] == "eu-west-2"
     assert seen["emr_target"]["settings"]["aws"]["assume_roles"] == [{"role_arn": "arn:aws:iam::1:role/d"}]
@@ -293,8 +347,9 @@ def test_a_misspelt_nested_field_of_a_typed_input_is_refused_with_the_fix(provid
     assert "usrname" not in json.dumps(mapped)
     with pytest.raises(pulumi.InputPropertyError) as info:
         ours.map_inputs(inputs, ours._component_defs["KafkaCluster"])
-    assert info.value.reason == ("Unknown input 'security.scram.usrname' on 'KafkaCluster' (did you mean "
-                                 "'username'?); fix the name or remove it")  # fmt: skip
+    assert info.value.reason == (
+        "Unknown input 'security.scram.usrname' on 'KafkaCluster' (did you mean 'username'?); fix the name or remove it"
+    )
     tls = {"key_password": {"env": "KP"}, "ca": {"k8s_secret": "t", "key": "ca"}}  # the topology file's own names
     snake = {**inputs, "security": {"protocol": "SSL", "tls": tls}}
     assert ours.map_inputs(snake, ours._component_defs["KafkaCluster"])["security"]["tls"] == tls
@@ -304,13 +359,21 @@ def test_plain_and_oauthbearer_reach_kafka_cluster_with_secrets_as_references_on
     """Issue 45: `security.plain` and `security.oauthbearer` are typed inputs (camelCase in, as every SDK sends
     them); the extensions' own names are kept as written; the client config carries the secret's mounted path."""
     ours = KafkaMirrorProvider(list(COMPONENTS), PACKAGE, version="0.0.0")
-    oauth = {"tokenEndpoint": "https://idp.example.com/token", "clientId": "mirror", "scope": "kafka",
-             "clientSecret": {"k8sSecret": "mirror-oidc", "key": "secret"},
-             "extensions": {"logicalCluster": "lkc-1", "identityPoolId": "pool-2"}}  # fmt: skip
+    oauth = {
+        "tokenEndpoint": "https://idp.example.com/token",
+        "clientId": "mirror",
+        "scope": "kafka",
+        "clientSecret": {"k8sSecret": "mirror-oidc", "key": "secret"},
+        "extensions": {"logicalCluster": "lkc-1", "identityPoolId": "pool-2"},
+    }
     plain = {"username": "APIKEY", "password": {"pulumiConfig": "ccApiSecret"}}
     for section, value in (("oauthbearer", oauth), ("plain", plain)):
-        inputs = {"alias": "cc", "datacenter": "east", "bootstrapServers": "b:9092",
-                  "security": {"protocol": "SASL_SSL", section: value}}  # fmt: skip
+        inputs = {
+            "alias": "cc",
+            "datacenter": "east",
+            "bootstrapServers": "b:9092",
+            "security": {"protocol": "SASL_SSL", section: value},
+        }
         mapped = ours.map_inputs(inputs, ours._component_defs["KafkaCluster"])
         seen: dict[str, Any] = {}
 
@@ -338,8 +401,12 @@ def test_msk_iam_reaches_kafka_cluster_as_the_app_reads_it(provider_run: Run) ->
     `kmirror.msk_iam.*` properties the app turns into its token callback; nothing to mount."""
     ours = KafkaMirrorProvider(list(COMPONENTS), PACKAGE, version="0.0.0")
     msk = {"region": "eu-west-1", "roleArn": "arn:aws:iam::123456789012:role/mirror"}
-    inputs = {"alias": "msk", "datacenter": "east", "bootstrapServers": "b-1.msk:9098",
-              "security": {"protocol": "SASL_SSL", "mskIam": msk}}  # fmt: skip
+    inputs = {
+        "alias": "msk",
+        "datacenter": "east",
+        "bootstrapServers": "b-1.msk:9098",
+        "security": {"protocol": "SASL_SSL", "mskIam": msk},
+    }
     mapped = ours.map_inputs(inputs, ours._component_defs["KafkaCluster"])
     seen: dict[str, Any] = {}
 
@@ -352,8 +419,11 @@ def test_msk_iam_reaches_kafka_cluster_as_the_app_reads_it(provider_run: Run) ->
         return cluster.client_config.apply(lambda c: seen.update(config=c))
 
     program()
-    assert seen["config"] == {"bootstrap.servers": "b-1.msk:9098", "security.protocol": "SASL_SSL",
-                              "sasl.mechanisms": "OAUTHBEARER",
-                              "kmirror.msk_iam.region": "eu-west-1",
-                              "kmirror.msk_iam.role_arn": "arn:aws:iam::123456789012:role/mirror"}  # fmt: skip
+    assert seen["config"] == {
+        "bootstrap.servers": "b-1.msk:9098",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanisms": "OAUTHBEARER",
+        "kmirror.msk_iam.region": "eu-west-1",
+        "kmirror.msk_iam.role_arn": "arn:aws:iam::123456789012:role/mirror",
+    }
     assert seen["paths"] == []

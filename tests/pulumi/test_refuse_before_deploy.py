@@ -34,29 +34,65 @@ def _consumer(**props: Any) -> Edit:
 TRANSFORM = {"sql": "SELECT key, value, headers, timestamp FROM records WHERE value IS NOT NULL"}
 # (case, edit of stacks/topology.yaml, the path the refusal names, words of its reason)
 CASES: list[tuple[str, Edit, str, str]] = [
-    ("exactly-once with a transform", lambda t: _flow(t, exactly_once=True, transform=TRANSFORM),
-     "topologies[0].transform", "exactly_once"),
-    ("a rate limit with a transform", lambda t: _flow(t, max_bytes_per_second=1_000_000, transform=TRANSFORM),
-     "topologies[0].transform", "max_bytes_per_second"),
+    (
+        "exactly-once with a transform",
+        lambda t: _flow(t, exactly_once=True, transform=TRANSFORM),
+        "topologies[0].transform",
+        "exactly_once",
+    ),
+    (
+        "a rate limit with a transform",
+        lambda t: _flow(t, max_bytes_per_second=1_000_000, transform=TRANSFORM),
+        "topologies[0].transform",
+        "max_bytes_per_second",
+    ),
     ("a producer property typo", _producer(**{"linger.mss": 5}), "producer.linger.mss", "linger.ms"),
-    ("an unknown compression codec", _producer(**{"compression.type": "zstdx"}), "producer.compression.type",
-     "zstdx"),
-    ("a consumer size that is not a number", _consumer(**{"fetch.max.bytes": "lots"}), "consumer.fetch.max.bytes",
-     "lots"),
-    ("weak acks through librdkafka's alias", _producer(**{"request.required.acks": 1}),
-     "producer.request.required.acks", "acks"),
-    ("an infinite delivery timeout", _producer(**{"message.timeout.ms": 0}), "producer.message.timeout.ms",
-     "message.timeout.ms"),
-    ("a transform that reorders", lambda t: _flow(t, transform={"sql": "SELECT * FROM records ORDER BY key"}),
-     "transform", "order"),
-    ("a transform that runs code", lambda t: _flow(t, transform={
-        "sql": "SELECT reflect('java.lang.Runtime', 'getRuntime') AS key, value FROM records"}),
-     "transform", "reflect"),
-    ("an exclude that is neither a list nor {replace: ...}", lambda t: _flow(t, topics_exclude={"instead": ["x"]}),
-     "topics_exclude", "replace"),
-    ("a malformed skip_offsets entry", lambda t: _flow(t, skip_offsets=["orders:x:5"]), "skip_offsets[0]",
-     "topic:partition:offset"),
-]  # fmt: skip
+    ("an unknown compression codec", _producer(**{"compression.type": "zstdx"}), "producer.compression.type", "zstdx"),
+    (
+        "a consumer size that is not a number",
+        _consumer(**{"fetch.max.bytes": "lots"}),
+        "consumer.fetch.max.bytes",
+        "lots",
+    ),
+    (
+        "weak acks through librdkafka's alias",
+        _producer(**{"request.required.acks": 1}),
+        "producer.request.required.acks",
+        "acks",
+    ),
+    (
+        "an infinite delivery timeout",
+        _producer(**{"message.timeout.ms": 0}),
+        "producer.message.timeout.ms",
+        "message.timeout.ms",
+    ),
+    (
+        "a transform that reorders",
+        lambda t: _flow(t, transform={"sql": "SELECT * FROM records ORDER BY key"}),
+        "transform",
+        "order",
+    ),
+    (
+        "a transform that runs code",
+        lambda t: _flow(
+            t, transform={"sql": "SELECT reflect('java.lang.Runtime', 'getRuntime') AS key, value FROM records"}
+        ),
+        "transform",
+        "reflect",
+    ),
+    (
+        "an exclude that is neither a list nor {replace: ...}",
+        lambda t: _flow(t, topics_exclude={"instead": ["x"]}),
+        "topics_exclude",
+        "replace",
+    ),
+    (
+        "a malformed skip_offsets entry",
+        lambda t: _flow(t, skip_offsets=["orders:x:5"]),
+        "skip_offsets[0]",
+        "topic:partition:offset",
+    ),
+]
 
 
 def _write(tmp_path: Path, edit: Edit | None) -> Path:

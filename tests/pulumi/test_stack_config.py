@@ -18,8 +18,12 @@ from kmirror.stack.config import parse_stack_config, read_stack_config
 from kmirror.stack.models import EksSparkConfig, EmrSparkConfig
 
 ROOT = Path(__file__).resolve().parents[2]
-EKS = {"platform": "eks", "image": f"img:1@sha256:{'0' * 64}", "checkpoint_root": "s3a://b/c",
-       "kubeconfig": {"config": "k"}}  # fmt: skip
+EKS = {
+    "platform": "eks",
+    "image": f"img:1@sha256:{'0' * 64}",
+    "checkpoint_root": "s3a://b/c",
+    "kubeconfig": {"config": "k"},
+}
 
 
 def _stack_file(stack: str) -> dict:
@@ -39,7 +43,11 @@ def test_the_cli_reads_a_stack_file_with_the_programs_reader(stack: str) -> None
     program = parse_stack_config(_stack_file(stack), stack)
     cli = read_stack_config(stack, ROOT / "stacks", plan_only=False)
     assert (cli.datacenter, cli.platform, cli.spark, cli.secrets) == (
-        program.datacenter, program.platform, program.spark, program.secrets)  # fmt: skip
+        program.datacenter,
+        program.platform,
+        program.spark,
+        program.secrets,
+    )
     assert cli.topology == str(ROOT / program.topology)
     assert read_stack_config(stack, ROOT / "stacks").model is None  # planning reads datacenter and topology only
 
@@ -91,8 +99,12 @@ def _problems(spark: dict) -> list[str]:
 
 
 def test_nested_keys_are_checked_by_the_platform_model_with_their_path() -> None:
-    spark = {**EKS, "operator": {"instal": False}, "monitoring": {"pod_monitor": "yes"},
-             "tolerations": [{"efect": "x"}]}  # fmt: skip
+    spark = {
+        **EKS,
+        "operator": {"instal": False},
+        "monitoring": {"pod_monitor": "yes"},
+        "tolerations": [{"efect": "x"}],
+    }
     assert _problems(spark) == [
         "kafka-mirror:spark.monitoring.pod_monitor: must be true or false, got 'yes'",
         "kafka-mirror:spark.operator.instal: unknown key (did you mean 'install'?); allowed: image_digest, "
@@ -100,8 +112,14 @@ def test_nested_keys_are_checked_by_the_platform_model_with_their_path() -> None
         "kafka-mirror:spark.tolerations.0.efect: unknown key (did you mean 'effect'?); allowed: effect, key, "
         "operator, value",
     ]
-    emr = {"platform": "emr", "bucket": "b", "cluster_id": "j-1", "core_instance_count": "2", "namespace": "x",
-           "protect": False}  # fmt: skip
+    emr = {
+        "platform": "emr",
+        "bucket": "b",
+        "cluster_id": "j-1",
+        "core_instance_count": "2",
+        "namespace": "x",
+        "protect": False,
+    }
     assert _problems(emr) == [
         "kafka-mirror:spark.core_instance_count: must be an integer, got '2'",
         "kafka-mirror:spark.namespace: unknown key; allowed: " + ", ".join(sorted(EmrSparkConfig.model_fields)),
@@ -114,8 +132,10 @@ def test_a_read_write_once_checkpoint_claim_is_refused_saying_why() -> None:
     problems = _problems(pvc)
     assert problems[0].startswith("kafka-mirror:spark.checkpoint_pvc.access_mode: 'ReadWriteOnce' refused: the driver")
     assert "Multi-Attach" in problems[0] and "ReadWriteMany" in problems[0]
-    assert problems[1] == ("kafka-mirror:spark.checkpoint_pvc.storage_class: required: a ReadWriteMany storage class "
-                           "(the cluster's default class is usually ReadWriteOnce EBS)")  # fmt: skip
+    assert problems[1] == (
+        "kafka-mirror:spark.checkpoint_pvc.storage_class: required: a ReadWriteMany storage class "
+        "(the cluster's default class is usually ReadWriteOnce EBS)"
+    )
     ok = {k: v for k, v in pvc.items()} | {"checkpoint_pvc": {"storage_class": "efs-sc"}}
     assert parse_stack_config({"datacenter": "e", "spark": ok}).model.checkpoint_pvc.access_mode == "ReadWriteMany"
 
@@ -134,8 +154,14 @@ def test_images_are_pinned_by_digest_and_existing_clusters_need_an_explicit_kube
 
 
 def test_a_created_emr_cluster_needs_encryption_and_secret_windows_are_bounded() -> None:
-    emr = {"platform": "emr", "bucket": "b", "release_label": "emr-spark-8.0.0", "secret_recovery_window_days": 3,
-           "prometheus": {}, "alarm_actions": ["arn:aws:sns:eu-central-1:123456789012:oncall"]}  # fmt: skip
+    emr = {
+        "platform": "emr",
+        "bucket": "b",
+        "release_label": "emr-spark-8.0.0",
+        "secret_recovery_window_days": 3,
+        "prometheus": {},
+        "alarm_actions": ["arn:aws:sns:eu-central-1:123456789012:oncall"],
+    }
     assert _problems(emr) == [
         "kafka-mirror:spark.encryption: required for a created cluster: {certificates_zip: s3://BUCKET/KEY.zip, "
         "kms_key_arn: ARN} (encryption in transit and at rest)",
@@ -231,6 +257,9 @@ def test_a_pod_local_checkpoint_is_rejected_on_kubernetes() -> None:
         "kafka-mirror:spark.checkpoint_root: '/tmp/checkpoints' is not durable on Kubernetes; use "
         "s3a://BUCKET/PREFIX or checkpoint_pvc (mounted at /var/lib/kmirror/checkpoints)"
     ]
-    pvc = {**EKS, "checkpoint_root": "/var/lib/kmirror/checkpoints/east",
-           "checkpoint_pvc": {"name": "c", "storage_class": "efs-sc"}}  # fmt: skip
+    pvc = {
+        **EKS,
+        "checkpoint_root": "/var/lib/kmirror/checkpoints/east",
+        "checkpoint_pvc": {"name": "c", "storage_class": "efs-sc"},
+    }
     assert parse_stack_config({"datacenter": "e", "spark": pvc}).get("checkpoint_root").endswith("/east")

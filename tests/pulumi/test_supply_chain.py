@@ -64,8 +64,13 @@ def _name(line: str) -> str:
 
 
 def _build(out: Path) -> tuple[str, Path, str]:
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "ci-kafka-mirror-wheel.sh"), str(out)],
-                          capture_output=True, text=True, timeout=600, check=False)  # fmt: skip
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "ci-kafka-mirror-wheel.sh"), str(out)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     line = (out / "kafka-mirror-wheel.txt").read_text().strip()
     found = PIN_LINE.match(line)
@@ -86,9 +91,23 @@ def test_the_pin_the_script_writes_is_the_sha256_of_the_wheel_it_built(tmp_path:
         archive.writestr("kafka_mirror/_tampered.py", "print('not what was built')\n")
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
-    refused = subprocess.run([str(env_dir / "bin" / "python"), "-m", "pip", "install", "--no-index", "--no-deps",
-                              "--require-hashes", "-r", str(tmp_path / "a" / "kafka-mirror-wheel.txt")],
-                             capture_output=True, text=True, timeout=300, check=False)  # fmt: skip
+    refused = subprocess.run(
+        [
+            str(env_dir / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--no-index",
+            "--no-deps",
+            "--require-hashes",
+            "-r",
+            str(tmp_path / "a" / "kafka-mirror-wheel.txt"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert refused.returncode != 0 and "DO NOT MATCH THE HASHES" in refused.stderr, refused.stderr[-2000:]
 
 
@@ -98,10 +117,13 @@ def _squatter(directory: Path) -> Path:
     wheel = directory / "kafka_mirror-0.1.99-py3-none-any.whl"
     with zipfile.ZipFile(wheel, "w") as archive:
         archive.writestr("kafka_mirror/__init__.py", "SQUATTED = True\n")
-        archive.writestr("kafka_mirror-0.1.99.dist-info/METADATA",
-                         "Metadata-Version: 2.1\nName: kafka-mirror\nVersion: 0.1.99\n")  # fmt: skip
-        archive.writestr("kafka_mirror-0.1.99.dist-info/WHEEL",
-                         "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")  # fmt: skip
+        archive.writestr(
+            "kafka_mirror-0.1.99.dist-info/METADATA", "Metadata-Version: 2.1\nName: kafka-mirror\nVersion: 0.1.99\n"
+        )
+        archive.writestr(
+            "kafka_mirror-0.1.99.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
         archive.writestr("kafka_mirror-0.1.99.dist-info/RECORD", "")
     return directory
 
@@ -119,19 +141,42 @@ def test_the_policy_pack_venv_installs_the_built_wheel_in_hash_mode_past_a_squat
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=True)
     python = str(env_dir / "bin" / "python")
-    done = subprocess.run([python, "-m", "pip", "install", "-q", "--disable-pip-version-check", "--require-hashes",
-                           "--find-links", str(_squatter(tmp_path / "squat")), "-r", str(tmp_path / relative)],
-                          capture_output=True, text=True, timeout=900, cwd=tmp_path / "squat", check=False)  # fmt: skip
+    done = subprocess.run(
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--disable-pip-version-check",
+            "--require-hashes",
+            "--find-links",
+            str(_squatter(tmp_path / "squat")),
+            "-r",
+            str(tmp_path / relative),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=tmp_path / "squat",
+        check=False,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
-    probe = ("import json, importlib.metadata as m, kafka_mirror; d = m.distribution('kafka-mirror'); "
-             "print(json.dumps([d.version, json.loads(d.read_text('direct_url.json'))['url'], "
-             "hasattr(kafka_mirror, 'SQUATTED')]))")  # fmt: skip
+    probe = (
+        "import json, importlib.metadata as m, kafka_mirror; d = m.distribution('kafka-mirror'); "
+        "print(json.dumps([d.version, json.loads(d.read_text('direct_url.json'))['url'], "
+        "hasattr(kafka_mirror, 'SQUATTED')]))"
+    )
     installed = json.loads(
         subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True, cwd=tmp_path / "squat").stdout
     )  # not the checkout's egg-info
     assert installed == [VERSION, wheel.as_uri(), False]
     # the pack's rules import the planner from the installed wheel
-    rules = subprocess.run([python, "-c", "from kafka_mirror_policy.pack import build_policies; "
-                            "print(len(build_policies()))"], capture_output=True, text=True,
-                           cwd=ROOT / "policy", check=False)  # fmt: skip
+    rules = subprocess.run(
+        [python, "-c", "from kafka_mirror_policy.pack import build_policies; print(len(build_policies()))"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT / "policy",
+        check=False,
+    )
     assert rules.returncode == 0 and int(rules.stdout) > 0, rules.stderr[-2000:]

@@ -22,8 +22,18 @@ EXAMPLE = ROOT / "examples" / "typescript"
 # exact versions (the example's package.json keeps ranges): the npm mirror's newest @pulumi/pulumi
 NPM_PINS = {"@pulumi/pulumi": "3.270.0", "typescript": "5.9.3", "yaml": "2.9.1", "@types/node": "20.19.43"}
 CACHE = Path.home() / ".cache" / "kmirror" / "ts-example"
-TSC_FLAGS = ["--noEmit", "--strict", "--target", "es2020", "--module", "commonjs", "--moduleResolution", "node",
-             "--esModuleInterop", "--skipLibCheck"]  # fmt: skip
+TSC_FLAGS = [
+    "--noEmit",
+    "--strict",
+    "--target",
+    "es2020",
+    "--module",
+    "commonjs",
+    "--moduleResolution",
+    "node",
+    "--esModuleInterop",
+    "--skipLibCheck",
+]
 
 
 def node_modules() -> Path:
@@ -35,9 +45,21 @@ def node_modules() -> Path:
     if not (home / "node_modules" / ".bin" / "tsc").exists():
         home.mkdir(parents=True, exist_ok=True)
         (home / "package.json").write_text(json.dumps({"name": "ts-example-deps", "private": True}))
-        done = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--ignore-scripts", "--save-exact",
-                               *(f"{n}@{v}" for n, v in NPM_PINS.items())], cwd=home, capture_output=True,
-                              text=True, timeout=600)  # fmt: skip
+        done = subprocess.run(
+            [
+                "npm",
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--ignore-scripts",
+                "--save-exact",
+                *(f"{n}@{v}" for n, v in NPM_PINS.items()),
+            ],
+            cwd=home,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
     return home / "node_modules"
 
@@ -59,8 +81,9 @@ def check(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
     (sdk / "index.d.ts").write_text(declarations(json.loads((ROOT / "components" / "schema.json").read_text())))
     (sdk / "package.json").write_text(json.dumps({"name": "@pulumi/kafka-mirror", "types": "index.d.ts"}))
     (work / "index.ts").write_text(source)
-    return subprocess.run([str(modules / ".bin" / "tsc"), *TSC_FLAGS, "index.ts"], cwd=work, capture_output=True,
-                          text=True, timeout=300)  # fmt: skip
+    return subprocess.run(
+        [str(modules / ".bin" / "tsc"), *TSC_FLAGS, "index.ts"], cwd=work, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_the_typescript_example_type_checks_against_the_schema(tmp_path: Path) -> None:

@@ -102,9 +102,10 @@ def test_a_deploy_downloads_the_committed_lock_with_hashes_and_never_resolves(tm
     assert download[download.index("--python-version") + 1] == "3.11" and "--only-binary=:all:" in download
     committed = committed_lock(REQUIREMENTS, "aarch64")
     assert committed == [
-        line for line in (ROOT / "scripts" / "emr-wheelhouse-cp311-aarch64.lock").read_text().splitlines()
+        line
+        for line in (ROOT / "scripts" / "emr-wheelhouse-cp311-aarch64.lock").read_text().splitlines()
         if not line.startswith("#")
-    ]  # fmt: skip
+    ]
     assert (house.path / LOCK_FILE).read_text().splitlines() == sorted(committed)  # what the nodes install
     assert len(house.files) == len(committed) + 1 and house.files[-1] == LOCK_FILE
     again = FakePip(_report())
@@ -133,8 +134,9 @@ def test_a_lock_resolved_from_other_requirements_is_refused_with_the_fix(tmp_pat
         build_wheelhouse(requirements, tmp_path / "out", "aarch64", pip=FakePip(_report()))
     message = str(info.value)
     assert message.startswith(f"{tmp_path / 'emr-wheelhouse-cp311-aarch64.lock'} was resolved from other requirements")
-    assert message.endswith("run scripts/emr-lock-refresh.sh (a maintainer, once, with PyPI reachable) and commit "
-                            "the locks")  # fmt: skip
+    assert message.endswith(
+        "run scripts/emr-lock-refresh.sh (a maintainer, once, with PyPI reachable) and commit the locks"
+    )
     with pytest.raises(WheelhouseError, match=r"cp311-x86_64.lock not found: run scripts/emr-lock-refresh.sh"):
         build_wheelhouse(requirements, tmp_path / "out", "x86_64", pip=FakePip(_report()))
 
@@ -206,11 +208,28 @@ def test_app_requirements_resolve_to_wheels_for_the_emr_nodes(arch: str, tmp_pat
     """What the deploy's wheelhouse build resolves, against PyPI, without installing anything."""
     report = tmp_path / "report.json"
     done = subprocess.run(
-        [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
-         *pip_target_args(arch), "--target", str(tmp_path / "t"), "--report", str(report),
-         "-r", str(REQUIREMENTS), *NODE_EXTRA_REQUIREMENTS],
-        capture_output=True, text=True, timeout=120, check=False,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--dry-run",
+            "--ignore-installed",
+            "--quiet",
+            *pip_target_args(arch),
+            "--target",
+            str(tmp_path / "t"),
+            "--report",
+            str(report),
+            "-r",
+            str(REQUIREMENTS),
+            *NODE_EXTRA_REQUIREMENTS,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert done.returncode == 0, done.stderr
     data = json.loads(report.read_text())
     files = {normalize(i["metadata"]["name"]): i["download_info"]["url"].rsplit("/", 1)[-1] for i in data["install"]}

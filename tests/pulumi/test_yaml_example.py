@@ -22,8 +22,12 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "yaml" / "Pulumi.yaml"
 SCHEMA = json.loads((ROOT / "components" / "schema.json").read_text())
 PASSWORD = "yaml-example-pw-7Q2x"
-NAMES = {"estate": "ReplicationTopology", "east1Scram": "ScramSecret", "eastEks": "EksSparkPlatform",
-         "west1ToEast1": "MirrorDeployment"}  # fmt: skip
+NAMES = {
+    "estate": "ReplicationTopology",
+    "east1Scram": "ScramSecret",
+    "eastEks": "EksSparkPlatform",
+    "west1ToEast1": "MirrorDeployment",
+}
 
 
 @pytest.fixture(scope="module")
@@ -175,23 +179,34 @@ def test_what_the_schema_does_not_have_fails_before_anything_runs(tmp_path: Path
 
 
 def test_a_missing_secret_config_value_is_named_with_the_fix() -> None:
-    with pytest.raises(YamlProgramError, match=r"config.eastScramPassword: no value; set it: pulumi config set "
-                                               r"--secret eastScramPassword <value>"):  # fmt: skip
+    with pytest.raises(
+        YamlProgramError,
+        match=r"config.eastScramPassword: no value; set it: pulumi config set "
+        r"--secret eastScramPassword <value>",
+    ):
         Program(EXAMPLE, SCHEMA).run({}, set(), lambda *a: Constructed("", {}))
 
 
 def test_interpolation_keeps_secretness_dependencies_and_escapes(tmp_path: Path) -> None:
     """The evaluator's own semantics, against a recording construct (no plugin)."""
     program_file = tmp_path / "Pulumi.yaml"
-    program_file.write_text(yaml.safe_dump({
-        "name": "p", "runtime": "yaml", "config": {"pw": {"type": "string", "secret": True}},
-        "resources": {
-            "b": {"type": "kafka-mirror:index:ScramSecret",
-                  "properties": {"username": "u-${a.secretName}-$${literal}", "password": "${pw}"}},
-            "a": {"type": "kafka-mirror:index:ScramSecret", "properties": {"username": "u", "password": "x"}},
-        },
-        "outputs": {"key": "${b.passwordKey}"},
-    }))  # fmt: skip
+    program_file.write_text(
+        yaml.safe_dump(
+            {
+                "name": "p",
+                "runtime": "yaml",
+                "config": {"pw": {"type": "string", "secret": True}},
+                "resources": {
+                    "b": {
+                        "type": "kafka-mirror:index:ScramSecret",
+                        "properties": {"username": "u-${a.secretName}-$${literal}", "password": "${pw}"},
+                    },
+                    "a": {"type": "kafka-mirror:index:ScramSecret", "properties": {"username": "u", "password": "x"}},
+                },
+                "outputs": {"key": "${b.passwordKey}"},
+            }
+        )
+    )
     seen: dict[str, dict[str, Value]] = {}
 
     def construct(name: str, typ: str, inputs: dict[str, Value], depends_on: list[str]) -> Constructed:

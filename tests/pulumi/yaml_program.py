@@ -29,8 +29,12 @@ SIG, SECRET = rpc._special_sig_key, rpc._special_secret_sig
 TOP_LEVEL = {"name", "runtime", "description", "config", "packages", "resources", "outputs"}
 RESOURCE_KEYS = {"type", "properties", "options"}
 OPTIONS = {"dependsOn"}
-CONFIG_TYPES: dict[str, type | tuple[type, ...]] = {"string": str, "integer": int, "boolean": bool,
-                                                      "number": (int, float)}  # fmt: skip
+CONFIG_TYPES: dict[str, type | tuple[type, ...]] = {
+    "string": str,
+    "integer": int,
+    "boolean": bool,
+    "number": (int, float),
+}
 ACCESS = re.compile(r'\.([A-Za-z_][\w-]*)|\["((?:[^"\\]|\\.)*)"\]|\[(\d+)\]')
 ROOT_NAME = re.compile(r"[A-Za-z_][\w-]*")
 PLACEHOLDER = re.compile(r"\$\$\{|\$\{([^}]*)\}")
@@ -78,8 +82,9 @@ def parse_ref(text: str, where: str) -> Ref:
     while pos < len(rest):
         step = ACCESS.match(rest, pos)
         if step is None:
-            raise YamlProgramError(f"{where}: cannot read '${{{text}}}' from {rest[pos:]!r} "
-                                   '(use .name, ["key"] or [0])')  # fmt: skip
+            raise YamlProgramError(
+                f"{where}: cannot read '${{{text}}}' from {rest[pos:]!r} (use .name, [\"key\"] or [0])"
+            )
         name, key, index = step.groups()
         path.append(name if name is not None else key if key is not None else int(index))
         pos = step.end()
@@ -143,8 +148,10 @@ class Program:
     def _resource_schema(self, token: Any, where: str) -> dict[str, Any]:
         known = list(self.schema["resources"])
         if token not in self.schema["resources"]:
-            raise YamlProgramError(f"{where}: unknown resource type {token!r}{_suggest(str(token), known)}; "
-                                   "components/schema.json is what the provider serves")  # fmt: skip
+            raise YamlProgramError(
+                f"{where}: unknown resource type {token!r}{_suggest(str(token), known)}; "
+                "components/schema.json is what the provider serves"
+            )
         return dict(self.schema["resources"][token])
 
     def _check_object(self, props: Mapping[str, Any], value: Any, where: str, owner: str) -> None:
@@ -176,11 +183,14 @@ class Program:
                 raise YamlProgramError(f"{ref.where}: config '{ref.root}' is a {self.config[ref.root].get('type')}")
             return
         if ref.root not in self.resources:
-            raise YamlProgramError(f"{ref.where}: unknown name '{ref.root}'"
-                                   f"{_suggest(ref.root, [*self.resources, *self.config])}")  # fmt: skip
+            raise YamlProgramError(
+                f"{ref.where}: unknown name '{ref.root}'{_suggest(ref.root, [*self.resources, *self.config])}"
+            )
         if not ref.path and ".options.dependsOn" not in ref.where:
-            raise YamlProgramError(f"{ref.where}: '${{{ref.root}}}' passes the resource itself, which this evaluator "
-                                   f"does not support; pass one of its outputs (${{{ref.root}.<output>}})")  # fmt: skip
+            raise YamlProgramError(
+                f"{ref.where}: '${{{ref.root}}}' passes the resource itself, which this evaluator "
+                f"does not support; pass one of its outputs (${{{ref.root}.<output>}})"
+            )
         if ref.path:
             token = self.resources[ref.root]["type"]
             outputs = [*self.schema["resources"][token]["properties"], "urn", "id"]
@@ -214,10 +224,14 @@ class Program:
         scope = Scope(self, self._config_values(config, secret_keys))
         for name in self.order:
             res = self.resources[name]
-            inputs = {k: scope.evaluate(v, f"resources.{name}.properties.{k}")
-                      for k, v in (res.get("properties") or {}).items()}  # fmt: skip
-            depends_on = [scope.resource_urn(parse_ref(_placeholder(d), name))
-                          for d in (res.get("options") or {}).get("dependsOn") or []]  # fmt: skip
+            inputs = {
+                k: scope.evaluate(v, f"resources.{name}.properties.{k}")
+                for k, v in (res.get("properties") or {}).items()
+            }
+            depends_on = [
+                scope.resource_urn(parse_ref(_placeholder(d), name))
+                for d in (res.get("options") or {}).get("dependsOn") or []
+            ]
             scope.constructed[name] = construct(name, res["type"], inputs, depends_on)
         return {k: scope.evaluate(v, f"outputs.{k}") for k, v in (self.doc.get("outputs") or {}).items()}
 

@@ -47,10 +47,20 @@ class LocalKdc:
         return {**os.environ, "KRB5_CONFIG": str(self.krb5_conf), "KRB5_KDC_PROFILE": str(self.kdc_conf)}
 
     def __enter__(self) -> LocalKdc:
-        subprocess.run(["kdb5_util", "create", "-s", "-r", self.realm, "-P", MASTER_PASSWORD], env=self.env,
-                       check=True, capture_output=True, timeout=60)  # fmt: skip
-        self.process = subprocess.Popen(["krb5kdc", "-n", "-r", self.realm], env=self.env, stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        subprocess.run(
+            ["kdb5_util", "create", "-s", "-r", self.realm, "-P", MASTER_PASSWORD],
+            env=self.env,
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+        self.process = subprocess.Popen(
+            ["krb5kdc", "-n", "-r", self.realm],
+            env=self.env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         wait_for_port(self.port, timeout_s=15)
         return self
 

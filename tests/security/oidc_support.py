@@ -72,8 +72,16 @@ class OidcProvider:
     def token(self, subject: str, scope: str) -> str:
         now = int(time.time())
         header = {"alg": "RS256", "typ": "JWT", "kid": self.kid}
-        claims = {"sub": subject, "aud": self.audience, "iss": ISSUER, "iat": now, "nbf": now - 5,
-                  "exp": now + self.lifetime_s, "scope": scope, "jti": uuid.uuid4().hex}  # fmt: skip
+        claims = {
+            "sub": subject,
+            "aud": self.audience,
+            "iss": ISSUER,
+            "iat": now,
+            "nbf": now - 5,
+            "exp": now + self.lifetime_s,
+            "scope": scope,
+            "jti": uuid.uuid4().hex,
+        }
         signing_input = f"{_b64(json.dumps(header).encode())}.{_b64(json.dumps(claims).encode())}"
         signature = self._key.sign(signing_input.encode(), padding.PKCS1v15(), hashes.SHA256())
         return f"{signing_input}.{_b64(signature)}"

@@ -15,8 +15,13 @@ import struct
 import threading
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE, JOIN_GROUP, METADATA = 18, 17, 36, 11, 3
-SUPPORTED = {API_VERSIONS: (0, 3), SASL_HANDSHAKE: (0, 1), SASL_AUTHENTICATE: (0, 0), JOIN_GROUP: (0, 0),
-             METADATA: (0, 1)}  # fmt: skip
+SUPPORTED = {
+    API_VERSIONS: (0, 3),
+    SASL_HANDSHAKE: (0, 1),
+    SASL_AUTHENTICATE: (0, 0),
+    JOIN_GROUP: (0, 0),
+    METADATA: (0, 1),
+}
 
 
 def _read_exactly(conn: socket.socket, size: int) -> bytes | None:

@@ -18,11 +18,16 @@ from kmirror_cli.cli import main
 from kmirror_engine.planning.internal_topics import mirror_acls
 
 RAW = {
-    "id": "west->east", "checkpoint_location": "/tmp/cp", "topics": ["orders"], "topics_exclude": [],
+    "id": "west->east",
+    "checkpoint_location": "/tmp/cp",
+    "topics": ["orders"],
+    "topics_exclude": [],
     "source": {"alias": "west", "bootstrap_servers": "src:9092", "config": {"sasl.username": "mirror"}},
     "target": {"alias": "east", "bootstrap_servers": "dst:9092", "config": {"sasl.username": "mirror"}},
-    "replication_policy": {"type": "default"}, "exactly_once": True, "sync_topic_acls": True,
-}  # fmt: skip
+    "replication_policy": {"type": "default"},
+    "exactly_once": True,
+    "sync_topic_acls": True,
+}
 
 
 def parsed(command: str) -> dict[str, Any]:
@@ -31,8 +36,12 @@ def parsed(command: str) -> dict[str, Any]:
     assert words[:1] == ["kafka-acls.sh"] and "--add" in words, command
     operations = tuple(words[i + 1] for i, w in enumerate(words) if w == "--operation")
     resource = words[words.index("--operation") + 2 * len(operations) :]
-    return {"bootstrap": words[words.index("--bootstrap-server") + 1], "operations": operations,
-            "principal": words[words.index("--allow-principal") + 1], "resource": resource}  # fmt: skip
+    return {
+        "bootstrap": words[words.index("--bootstrap-server") + 1],
+        "operations": operations,
+        "principal": words[words.index("--allow-principal") + 1],
+        "resource": resource,
+    }
 
 
 def expected_resource(grant: AclGrant) -> list[str]:
@@ -60,8 +69,11 @@ def test_the_rendered_commands_are_the_engines_grants_one_each() -> None:
     grants = mirror_acls(spec, ["orders"])
     commands = mirror_acl_commands("User:mirror", AclSide("src:9092"), AclSide("dst:9092"), grants)
     assert_one_command_per_grant(commands, grants, spec)
-    target_topics = {(parsed(c)["resource"][1], len(parsed(c)["resource"])) for c in commands
-                     if parsed(c)["bootstrap"] == "dst:9092" and parsed(c)["resource"][0] == "--topic"}  # fmt: skip
+    target_topics = {
+        (parsed(c)["resource"][1], len(parsed(c)["resource"]))
+        for c in commands
+        if parsed(c)["bootstrap"] == "dst:9092" and parsed(c)["resource"][0] == "--topic"
+    }
     # every internal topic literally (2 words: no prefixed pattern), the remote topics by prefix
     assert target_topics == {
         ("west.", 4),
@@ -73,8 +85,10 @@ def test_the_rendered_commands_are_the_engines_grants_one_each() -> None:
         ("kmirror-synced-acls.west.internal", 2),
         ("kmirror-flow-control.internal", 2),  # read only: `kmirror pause|resume` write it (issue 46)
     }
-    assert any(parsed(c)["resource"] == ["--topic", "west.checkpoints.internal"]
-               and "Read" in parsed(c)["operations"] for c in commands)  # fmt: skip
+    assert any(
+        parsed(c)["resource"] == ["--topic", "west.checkpoints.internal"] and "Read" in parsed(c)["operations"]
+        for c in commands
+    )
     groups = [parsed(c)["resource"][1] for c in commands if parsed(c)["resource"][0] == "--group"]
     readers = [
         "kmirror-created-topics.west.internal",
@@ -83,10 +97,15 @@ def test_the_rendered_commands_are_the_engines_grants_one_each() -> None:
         "mm2-offset-syncs.west.internal",
         "west.checkpoints.internal",
     ]
-    assert groups == ["kmirror-west-to-east", *(f"kmirror-reader-{t}" for t in readers),
-                      "kmirror-reader-kmirror-flow-control.internal", "kmirror-eos-west-to-east"]  # fmt: skip
+    assert groups == [
+        "kmirror-west-to-east",
+        *(f"kmirror-reader-{t}" for t in readers),
+        "kmirror-reader-kmirror-flow-control.internal",
+        "kmirror-eos-west-to-east",
+    ]
     assert ["--transactional-id", "kmirror-west-to-east", "--resource-pattern-type", "prefixed"] in [
-        parsed(c)["resource"] for c in commands]  # fmt: skip
+        parsed(c)["resource"] for c in commands
+    ]
     # ACL sync (opted in here): DescribeAcls on the source cluster, Create/DeleteAcls on the target's
     cluster = [(parsed(c)["bootstrap"], parsed(c)["operations"]) for c in commands if "--cluster" in c]
     assert cluster == [("src:9092", ("Describe",)), ("dst:9092", ("Alter",))]
@@ -101,21 +120,48 @@ def test_kmirror_acls_prints_those_commands(tmp_path: Path, capsys: Any) -> None
     printed = capsys.readouterr().out.splitlines()
     assert printed == mirror_acl_commands("User:mirror", AclSide("src:9092"), AclSide("dst:9092"), grants)
     assert_one_command_per_grant(printed, grants, spec)
-    assert main(["acls", "--flow", str(flow), "--topic", "orders", "--format", "json", "--principal", "User:mm",
-                 "--target-command-config", "/etc/admin.properties"]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "acls",
+                "--flow",
+                str(flow),
+                "--topic",
+                "orders",
+                "--format",
+                "json",
+                "--principal",
+                "User:mm",
+                "--target-command-config",
+                "/etc/admin.properties",
+            ]
+        )
+        == 0
+    )
     rows = json.loads(capsys.readouterr().out)
     assert [(r["side"], r["resource_type"], r["name"], tuple(r["operations"])) for r in rows] == [
-        (g.side, g.resource_type, g.name, g.operations) for g in mirror_acls(spec, ["orders"])]  # fmt: skip
-    assert all(("--command-config /etc/admin.properties" in r["command"]) == (r["side"] == "target")
-               and "--allow-principal User:mm " in r["command"] for r in rows)  # fmt: skip
+        (g.side, g.resource_type, g.name, g.operations) for g in mirror_acls(spec, ["orders"])
+    ]
+    assert all(
+        ("--command-config /etc/admin.properties" in r["command"]) == (r["side"] == "target")
+        and "--allow-principal User:mm " in r["command"]
+        for r in rows
+    )
 
 
 def test_a_reverse_flow_is_granted_the_forward_flows_syncs_on_its_source() -> None:
     """A reverse flow (east->west, reverse_of west) reads the forward flow's offset syncs and
     snapshots on its source (east), with their reader groups: without these grants its reverse
     checkpoints fail on an authorizing broker."""
-    raw = {**RAW, "id": "east->west", "exactly_once": False, "sync_topic_acls": False, "reverse_of": "west",
-           "source": RAW["target"], "target": RAW["source"]}  # fmt: skip
+    raw = {
+        **RAW,
+        "id": "east->west",
+        "exactly_once": False,
+        "sync_topic_acls": False,
+        "reverse_of": "west",
+        "source": RAW["target"],
+        "target": RAW["source"],
+    }
     grants = mirror_acls(parse_flow_spec(raw), ["orders"])
     on_source = {(g.resource_type, g.name): g.operations for g in grants if g.side == "source"}
     for topic in ("mm2-offset-syncs.west.internal", "kmirror-offset-syncs-snapshot.west.internal"):

@@ -37,8 +37,15 @@ def test_the_batch_path_copies_through_tls_and_scram_with_the_listed_acls(
     west, east, directory = secure
     topic = f"secb-{mechanism}-{unique}"
     create_topic(west.broker.bootstrap_servers, topic, 2)
-    data = [{"key": f"k{i}".encode(), "value": f"v{i}".encode() * 20, "partition": i % 2,
-             "headers": [("i", str(i).encode())]} for i in range(400)]  # fmt: skip
+    data = [
+        {
+            "key": f"k{i}".encode(),
+            "value": f"v{i}".encode() * 20,
+            "partition": i % 2,
+            "headers": [("i", str(i).encode())],
+        }
+        for i in range(400)
+    ]
     produce(west.broker.bootstrap_servers, topic, data)
     spec = parse_flow_spec({**flow(west, east, directory, mechanism, topic).to_dict(), "copy_loop": "batch"})
     who = principal(mechanism)

@@ -38,8 +38,13 @@ PRINCIPAL = f"mirrormaker/localhost@{REALM}"
 
 def _keytab_cli(kdc: LocalKdc, principal: str, path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     """The project's tooling: `python -m kmirror.security.kerberos keytab PRINCIPAL PATH` on the KDC host."""
-    return subprocess.run([sys.executable, "-m", "kmirror.security.kerberos", "keytab", principal, str(path), *extra],
-                          env=kdc.env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "kmirror.security.kerberos", "keytab", principal, str(path), *extra],
+        env=kdc.env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -140,9 +145,25 @@ def test_keytab_cli_reports_kadmin_failures_in_one_line(kdc: LocalKdc, tmp_path:
 
 def test_krb5_conf_cli_renders_the_file_the_app_renders(tmp_path: Path) -> None:
     out = tmp_path / "krb5.conf"
-    done = subprocess.run([sys.executable, "-m", "kmirror.security.kerberos", "krb5-conf", "--realm", "DC.EXAMPLE.COM",
-                           "--kdc", "kdc1.dc.example.com", "--kdc", "kdc2.dc.example.com:750", "--output", str(out)],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kmirror.security.kerberos",
+            "krb5-conf",
+            "--realm",
+            "DC.EXAMPLE.COM",
+            "--kdc",
+            "kdc1.dc.example.com",
+            "--kdc",
+            "kdc2.dc.example.com:750",
+            "--output",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr
     assert out.read_text() == render_krb5_conf("DC.EXAMPLE.COM", ["kdc1.dc.example.com", "kdc2.dc.example.com:750"])
     assert "    kdc = kdc1.dc.example.com:88\n    kdc = kdc2.dc.example.com:750\n" in out.read_text()
@@ -167,14 +188,24 @@ def test_a_jvm_client_logs_in_with_the_rendered_jaas_section_and_krb5_conf(
     kdc: LocalKdc, keytab: Path, tmp_path: Path
 ) -> None:
     """What a JVM MirrorMaker / Kafka CLI tool does with the rendered JAAS section + `jvm_options`."""
-    rendered = subprocess.run([sys.executable, "-m", "kmirror.security.kerberos", "jaas", PRINCIPAL, str(keytab)],
-                              capture_output=True, text=True, timeout=60, check=True).stdout  # fmt: skip
+    rendered = subprocess.run(
+        [sys.executable, "-m", "kmirror.security.kerberos", "jaas", PRINCIPAL, str(keytab)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout
     assert rendered == jaas_kafka_client(PRINCIPAL, str(keytab))
     jaas = tmp_path / "kafka_client_jaas.conf"
     jaas.write_text(rendered)
     (tmp_path / "JaasLogin.java").write_text(JAAS_LOGIN)
-    done = subprocess.run(["java", *jvm_options(str(kdc.krb5_conf), str(jaas)), "JaasLogin.java"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        ["java", *jvm_options(str(kdc.krb5_conf), str(jaas)), "JaasLogin.java"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert f"ticket {PRINCIPAL} -> krbtgt/{REALM}@{REALM}" in done.stdout
 
@@ -202,8 +233,14 @@ def _gssapi_client(
     env = {k: v for k, v in os.environ.items() if k != "KRB5_CONFIG"}
     env.update({"PYTHONPATH": str(ROOT), "KRB5CCNAME": f"FILE:{cache}"})
     bootstrap = bootstrap or f"127.0.0.1:{free_port()}"  # nothing listens: only kinit runs
-    done = subprocess.run([str(python), "-c", GSSAPI_CLIENT, json.dumps(security), bootstrap],
-                          env=env, capture_output=True, text=True, timeout=120, cwd=str(cache.parent))  # fmt: skip
+    done = subprocess.run(
+        [str(python), "-c", GSSAPI_CLIENT, json.dumps(security), bootstrap],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=str(cache.parent),
+    )
     assert done.returncode == 0, done.stderr
     return dict(json.loads(done.stdout.strip().splitlines()[-1])), done.stderr
 
@@ -216,12 +253,23 @@ def test_gssapi_confluent_kafka_accepts_the_rendered_config(
     security = _security(kdc, keytab, own_krb5_conf=own_krb5_conf)
     result, log = _gssapi_client(gssapi_python, security, cache)
     assert "Kerberos ticket refresh failed" not in log
-    krb5 = {"kmirror.krb5.conf": str(kdc.krb5_conf)} if own_krb5_conf else {
-        "kmirror.krb5.realm": REALM, "kmirror.krb5.kdcs": kdc.kdcs[0]}  # fmt: skip
-    assert result == {"created": True, "config": {
-        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "GSSAPI", "sasl.kerberos.service.name": "kafka",
-        "sasl.kerberos.principal": PRINCIPAL, "sasl.kerberos.keytab": str(keytab),
-        "sasl.kerberos.kinit.cmd": client_config(security)["sasl.kerberos.kinit.cmd"], **krb5}}  # fmt: skip
+    krb5 = (
+        {"kmirror.krb5.conf": str(kdc.krb5_conf)}
+        if own_krb5_conf
+        else {"kmirror.krb5.realm": REALM, "kmirror.krb5.kdcs": kdc.kdcs[0]}
+    )
+    assert result == {
+        "created": True,
+        "config": {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanisms": "GSSAPI",
+            "sasl.kerberos.service.name": "kafka",
+            "sasl.kerberos.principal": PRINCIPAL,
+            "sasl.kerberos.keytab": str(keytab),
+            "sasl.kerberos.kinit.cmd": client_config(security)["sasl.kerberos.kinit.cmd"],
+            **krb5,
+        },
+    }
     # librdkafka's kinit put a TGT for our principal into the cache, fetched from our KDC.
     listing = _klist(cache, {**os.environ, "KRB5_CONFIG": str(kdc.krb5_conf)})
     assert f"Default principal: {PRINCIPAL}" in listing
@@ -274,8 +322,13 @@ def test_gssapi_client_authenticates_to_a_jvm_acceptor_holding_the_broker_keytab
     )
     (tmp_path / "GssAccept.java").write_text(GSS_ACCEPTOR)
     options = jvm_options(str(kdc.krb5_conf), str(tmp_path / "server_jaas.conf"))
-    done = subprocess.run(["java", *options, "GssAccept.java", str(tmp_path / "token")], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        ["java", *options, "GssAccept.java", str(tmp_path / "token")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout == f"accepted {PRINCIPAL} -> {broker_principal} established=true\n"
 
@@ -305,16 +358,27 @@ def test_the_app_refuses_to_start_without_gssapi_and_says_how_to_get_it(
 ) -> None:
     """`python -m spark_app` in this venv (the PyPI wheel) with a Kerberized source cluster."""
     flow = tmp_path / "flow.json"
-    flow.write_text(json.dumps({
-        "id": "dc-old->west-1", "topics": [".*"], "topics_exclude": [], "replication_policy": {"type": "default"},
-        "checkpoint_location": str(tmp_path / "checkpoint"),
-        "source": {"alias": "dc-old", "bootstrap_servers": f"127.0.0.1:{free_port()}",
-                   "config": client_config(_security(kdc, keytab))},
-        "target": {"alias": "west-1", "bootstrap_servers": f"127.0.0.1:{free_port()}", "config": {}},
-    }))  # fmt: skip
+    flow.write_text(
+        json.dumps(
+            {
+                "id": "dc-old->west-1",
+                "topics": [".*"],
+                "topics_exclude": [],
+                "replication_policy": {"type": "default"},
+                "checkpoint_location": str(tmp_path / "checkpoint"),
+                "source": {
+                    "alias": "dc-old",
+                    "bootstrap_servers": f"127.0.0.1:{free_port()}",
+                    "config": client_config(_security(kdc, keytab)),
+                },
+                "target": {"alias": "west-1", "bootstrap_servers": f"127.0.0.1:{free_port()}", "config": {}},
+            }
+        )
+    )
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "spark_app", "--flow", str(flow), "--once"], capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "spark_app", "--flow", str(flow), "--once"], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 1
     assert time.monotonic() - started < 20  # before any Spark session or connection attempt
     assert done.stderr.startswith("kmirror run: cluster 'dc-old' needs sasl.mechanisms=GSSAPI, which this ")
@@ -360,28 +424,48 @@ def test_a_kerberized_produce_and_consume_through_an_apache_kafka_gssapi_listene
     broker_principal = f"kafka/127.0.0.1@{REALM}"  # librdkafka asks for <service>/<advertised host>
     broker_keytab = tmp_path / "broker.keytab"
     assert _keytab_cli(kdc, broker_principal, broker_keytab).returncode == 0
-    jaas = ("com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true "
-            f'keyTab="{broker_keytab}" principal="{broker_principal}";')  # fmt: skip
-    listener = Listener("GSS", "SASL_PLAINTEXT", settings={"sasl.enabled.mechanisms": "GSSAPI",
-                                                           "gssapi.sasl.jaas.config": jaas})  # fmt: skip
-    broker = KafkaBroker("kerberized", line=KAFKA_LINE, extra_listeners=(listener,),
-                         super_users=("User:ANONYMOUS", "User:mirrormaker"),
-                         settings={"sasl.kerberos.service.name": "kafka"},
-                         jvm_options=tuple(jvm_options(str(kdc.krb5_conf))))  # fmt: skip
+    jaas = (
+        "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true "
+        f'keyTab="{broker_keytab}" principal="{broker_principal}";'
+    )
+    listener = Listener(
+        "GSS", "SASL_PLAINTEXT", settings={"sasl.enabled.mechanisms": "GSSAPI", "gssapi.sasl.jaas.config": jaas}
+    )
+    broker = KafkaBroker(
+        "kerberized",
+        line=KAFKA_LINE,
+        extra_listeners=(listener,),
+        super_users=("User:ANONYMOUS", "User:mirrormaker"),
+        settings={"sasl.kerberos.service.name": "kafka"},
+        jvm_options=tuple(jvm_options(str(kdc.krb5_conf))),
+    )
     with broker:
         topic = "kerberized-orders"
         create_topic(broker.bootstrap_servers, topic, 1)
         env = {k: v for k, v in os.environ.items() if k != "KRB5_CONFIG"}
         env.update({"PYTHONPATH": str(ROOT), "KRB5CCNAME": f"FILE:{tmp_path / 'cc'}"})
-        done = subprocess.run([str(gssapi_python), "-c", GSSAPI_ROUND_TRIP, json.dumps(_security(kdc, keytab)),
-                               broker.listener_address("GSS"), topic], env=env, capture_output=True, text=True,
-                              timeout=180, cwd=str(tmp_path))  # fmt: skip
+        done = subprocess.run(
+            [
+                str(gssapi_python),
+                "-c",
+                GSSAPI_ROUND_TRIP,
+                json.dumps(_security(kdc, keytab)),
+                broker.listener_address("GSS"),
+                topic,
+            ],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            cwd=str(tmp_path),
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         result = json.loads(done.stdout.strip().splitlines()[-1])
         assert result == {"unflushed": 0, "values": [f"v{i}" for i in range(50)]}, done.stderr[-3000:]
         assert f"{PRINCIPAL} for {broker_principal}" in kdc.log()  # the service ticket came from our KDC
-        assert "Successfully authenticated client: authenticationID=mirrormaker/localhost" in \
-            broker.log_path.read_text()  # fmt: skip
+        assert (
+            "Successfully authenticated client: authenticationID=mirrormaker/localhost" in broker.log_path.read_text()
+        )
 
 
 GSSAPI_MIRROR = """
@@ -433,37 +517,67 @@ def test_a_mirror_through_a_gssapi_listener_with_only_the_rendered_acls(
     broker_principal = f"kafka/127.0.0.1@{REALM}"
     broker_keytab = tmp_path / "broker.keytab"
     assert _keytab_cli(kdc, broker_principal, broker_keytab).returncode == 0
-    jaas = ("com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true "
-            f'keyTab="{broker_keytab}" principal="{broker_principal}";')  # fmt: skip
-    listener = Listener("GSS", "SASL_PLAINTEXT", settings={"sasl.enabled.mechanisms": "GSSAPI",
-                                                           "gssapi.sasl.jaas.config": jaas})  # fmt: skip
-    broker = KafkaBroker("kerberized-acl", line=KAFKA_LINE, extra_listeners=(listener,),
-                         settings={"sasl.kerberos.service.name": "kafka"},
-                         jvm_options=tuple(jvm_options(str(kdc.krb5_conf))))  # fmt: skip
+    jaas = (
+        "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true "
+        f'keyTab="{broker_keytab}" principal="{broker_principal}";'
+    )
+    listener = Listener(
+        "GSS", "SASL_PLAINTEXT", settings={"sasl.enabled.mechanisms": "GSSAPI", "gssapi.sasl.jaas.config": jaas}
+    )
+    broker = KafkaBroker(
+        "kerberized-acl",
+        line=KAFKA_LINE,
+        extra_listeners=(listener,),
+        settings={"sasl.kerberos.service.name": "kafka"},
+        jvm_options=tuple(jvm_options(str(kdc.krb5_conf))),
+    )
     with broker:
         topic = "kerberized-mirrored"
         create_topic(broker.bootstrap_servers, topic, 1)
-        produce(broker.bootstrap_servers, topic, [{"key": f"k{i}".encode(), "value": f"v{i}".encode()}
-                                                  for i in range(100)])  # fmt: skip
+        produce(
+            broker.bootstrap_servers, topic, [{"key": f"k{i}".encode(), "value": f"v{i}".encode()} for i in range(100)]
+        )
         cluster = {"bootstrap_servers": broker.listener_address("GSS"), "config": client_config(_security(kdc, keytab))}
-        raw = {"id": "west->east", "checkpoint_location": str(tmp_path / "cp"),
-               "source": {"alias": "west", **cluster}, "target": {"alias": "east", **cluster},
-               "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default"},
-               "emit_checkpoints": False, "emit_heartbeats": False}  # fmt: skip
+        raw = {
+            "id": "west->east",
+            "checkpoint_location": str(tmp_path / "cp"),
+            "source": {"alias": "west", **cluster},
+            "target": {"alias": "east", **cluster},
+            "topics": [topic],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+            "emit_checkpoints": False,
+            "emit_heartbeats": False,
+        }
         env = {k: v for k, v in os.environ.items() if k != "KRB5_CONFIG"}
         env.update({"PYTHONPATH": str(ROOT), "KRB5CCNAME": f"FILE:{tmp_path / 'cc'}"})
 
         def mirror() -> subprocess.CompletedProcess[str]:
-            return subprocess.run([str(gssapi_python), "-c", GSSAPI_MIRROR, json.dumps(raw), topic], env=env,
-                                  capture_output=True, text=True, timeout=180, cwd=str(tmp_path))  # fmt: skip
+            return subprocess.run(
+                [str(gssapi_python), "-c", GSSAPI_MIRROR, json.dumps(raw), topic],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=180,
+                cwd=str(tmp_path),
+            )
 
         refused = mirror()
         assert refused.returncode != 0 and "authoriz" in refused.stderr.lower(), refused.stderr[-3000:]
         admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
-        bindings = [AclBinding(ResourceType[acl.resource_type], acl.name, ResourcePatternType[acl.pattern],
-                               "User:mirrormaker", "*", AclOperation[re.sub(r"(?<!^)(?=[A-Z])", "_", op).upper()],
-                               AclPermissionType.ALLOW)
-                    for acl in mirror_acls(parse_flow_spec(raw), [topic]) for op in acl.operations]  # fmt: skip
+        bindings = [
+            AclBinding(
+                ResourceType[acl.resource_type],
+                acl.name,
+                ResourcePatternType[acl.pattern],
+                "User:mirrormaker",
+                "*",
+                AclOperation[re.sub(r"(?<!^)(?=[A-Z])", "_", op).upper()],
+                AclPermissionType.ALLOW,
+            )
+            for acl in mirror_acls(parse_flow_spec(raw), [topic])
+            for op in acl.operations
+        ]
         for future in admin.create_acls(bindings).values():
             future.result(timeout=30)
         done = mirror()

@@ -28,14 +28,23 @@ PATH = "must be an absolute path of letters, digits and . _ + @ = , - (e.g. /etc
 
 
 def kerberized(**kerberos: Any) -> dict[str, Any]:
-    security = {"protocol": "SASL_PLAINTEXT",
-                "kerberos": {"principal": "mirrormaker/host@EXAMPLE.COM", "keytab": {"file": "/etc/k.keytab"},
-                             "realm": "EXAMPLE.COM", "kdcs": ["kdc1:88"], **kerberos}}  # fmt: skip
+    security = {
+        "protocol": "SASL_PLAINTEXT",
+        "kerberos": {
+            "principal": "mirrormaker/host@EXAMPLE.COM",
+            "keytab": {"file": "/etc/k.keytab"},
+            "realm": "EXAMPLE.COM",
+            "kdcs": ["kdc1:88"],
+            **kerberos,
+        },
+    }
     return {
-        "clusters": {"west": {"bootstrap_servers": "w:9092", "datacenter": "w", "security": security},
-                     "east": {"bootstrap_servers": "e:9092", "datacenter": "e"}},
+        "clusters": {
+            "west": {"bootstrap_servers": "w:9092", "datacenter": "w", "security": security},
+            "east": {"bootstrap_servers": "e:9092", "datacenter": "e"},
+        },
         "topologies": [{"name": "dr", "pattern": "active-passive", "primary": "west", "standby": "east"}],
-    }  # fmt: skip
+    }
 
 
 def problems(raw: dict[str, Any]) -> list[str]:
@@ -44,8 +53,9 @@ def problems(raw: dict[str, Any]) -> list[str]:
     return [str(p) for p in info.value.problems]
 
 
-@pytest.mark.parametrize("principal", ["mm/$(touch /tmp/pwned)@EXAMPLE.COM", "mm@EXAMPLE.COM; rm -rf ~", "mm\n@R",
-                                       "mm`id`", "a/b/c@R", ""])  # fmt: skip
+@pytest.mark.parametrize(
+    "principal", ["mm/$(touch /tmp/pwned)@EXAMPLE.COM", "mm@EXAMPLE.COM; rm -rf ~", "mm\n@R", "mm`id`", "a/b/c@R", ""]
+)
 def test_a_principal_that_could_run_a_command_is_refused(principal: str) -> None:
     """Before: any non-empty string passed and reached kinit's command line on every executor."""
     assert problems(kerberized(principal=principal)) == [
@@ -60,8 +70,9 @@ def test_plain_principals_pass() -> None:
 
 
 def test_paths_realms_and_service_names_are_checked_too() -> None:
-    raw = kerberized(keytab={"file": '/etc/x".keytab'}, realm="EX\nAMPLE", service_name="kafka;id",
-                     kdcs=["kdc1:88\n[realms]"])  # fmt: skip
+    raw = kerberized(
+        keytab={"file": '/etc/x".keytab'}, realm="EX\nAMPLE", service_name="kafka;id", kdcs=["kdc1:88\n[realms]"]
+    )
     assert problems(raw) == [
         "clusters.west.security.kerberos.kdcs: must be a non-empty list of host[:port], got ['kdc1:88\\n[realms]']",
         f"clusters.west.security.kerberos.keytab.file: {PATH}, got '/etc/x\".keytab'",
@@ -72,15 +83,25 @@ def test_paths_realms_and_service_names_are_checked_too() -> None:
 
 
 def spec_raw(config: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {"id": "west->east", "checkpoint_location": "/ck", "topics": [".*"], "topics_exclude": [],
-            "replication_policy": {"type": "default"},
-            "source": {"alias": "west", "bootstrap_servers": "w:9092", "config": config},
-            "target": {"alias": "east", "bootstrap_servers": "e:9092"}, **extra}  # fmt: skip
+    return {
+        "id": "west->east",
+        "checkpoint_location": "/ck",
+        "topics": [".*"],
+        "topics_exclude": [],
+        "replication_policy": {"type": "default"},
+        "source": {"alias": "west", "bootstrap_servers": "w:9092", "config": config},
+        "target": {"alias": "east", "bootstrap_servers": "e:9092"},
+        **extra,
+    }
 
 
 def test_flow_specs_and_overrides_check_what_reaches_kinit() -> None:
-    good = {"sasl.kerberos.principal": "mm/host@R", "sasl.kerberos.keytab": "/etc/k.keytab",
-            "sasl.kerberos.kinit.cmd": KINIT_CMD, "sasl.kerberos.service.name": "kafka"}  # fmt: skip
+    good = {
+        "sasl.kerberos.principal": "mm/host@R",
+        "sasl.kerberos.keytab": "/etc/k.keytab",
+        "sasl.kerberos.kinit.cmd": KINIT_CMD,
+        "sasl.kerberos.service.name": "kafka",
+    }
     parse_flow_spec(spec_raw(good))
     bad = {**good, "sasl.kerberos.principal": "mm/$(id)@R", "sasl.kerberos.keytab": "/etc/k.keytab; id"}
     with pytest.raises(ValidationError) as info:
@@ -128,8 +149,13 @@ def test_log4j_config_goes_to_a_private_directory_removed_at_exit() -> None:
         "p = Path(_log4j_file()); assert p.read_text() == LOG4J2; "
         "print(p, oct(stat.S_IMODE(p.parent.stat().st_mode)))"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                          cwd=Path(__file__).resolve().parents[2])  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     path, mode = done.stdout.split()
     assert mode == "0o700"
     assert Path(path).parent.parent == Path(tempfile.gettempdir()) and Path(path).parent.name.startswith("kmirror-")
@@ -147,8 +173,14 @@ def test_what_a_worker_leaving_through_os_exit_left_is_removed_by_the_next_one(t
         "os._exit(0)"
     )
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
-                          cwd=Path(__file__).resolve().parents[2])  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     tickets, files = (Path(p) for p in done.stdout.split())
     assert tickets.parent == tmp_path and tickets.name.startswith("kmirror-krb5cc-") and tickets.is_dir()
     assert files.parent == tmp_path and files.name.startswith("kmirror-files-") and files.is_dir()  # left behind
@@ -156,8 +188,14 @@ def test_what_a_worker_leaving_through_os_exit_left_is_removed_by_the_next_one(t
     mine.mkdir()
     other = tmp_path / "kmirror-other-1-x"
     other.mkdir()
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
-                          cwd=Path(__file__).resolve().parents[2])  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert not tickets.exists() and not files.exists()  # swept by the second worker
     assert mine.is_dir() and other.is_dir()  # a live process's, and not ours to judge
     assert len(list(tmp_path.glob("kmirror-krb5cc-*"))) == 2  # the second worker's (it too left via os._exit) + mine

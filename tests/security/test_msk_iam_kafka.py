@@ -63,8 +63,12 @@ def validator_classes() -> Path:
     out = cache_dir() / f"msk-iam-validator-{digest}"
     if not out.is_dir():
         work = Path(tempfile.mkdtemp(dir=cache_dir(), prefix=".msk-iam-validator-"))
-        subprocess.run(["javac", "-d", str(work), "-cp", f"{kafka_jars(KAFKA_LINE)}/*", str(SOURCE)],
-                       check=True, capture_output=True, timeout=120)  # fmt: skip
+        subprocess.run(
+            ["javac", "-d", str(work), "-cp", f"{kafka_jars(KAFKA_LINE)}/*", str(SOURCE)],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         try:
             work.rename(out)  # atomic: a concurrent compile of the same source loses the race harmlessly
         except OSError:
@@ -83,18 +87,34 @@ def iam(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Iam]:
     keystore = directory / "broker-keystore.pem"
     keystore.write_text(server.key.read_text() + server.cert.read_text())
     # the broker's own login (unsecured sub claim) plus the validator's options
-    jaas = ("org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
-            'unsecuredLoginStringClaim_sub="broker" '
-            f'accessKey="{ACCESS_KEY}" secretKey="{SECRET_KEY}" region="{REGION}";')  # fmt: skip
+    jaas = (
+        "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required "
+        'unsecuredLoginStringClaim_sub="broker" '
+        f'accessKey="{ACCESS_KEY}" secretKey="{SECRET_KEY}" region="{REGION}";'
+    )
     ports = _ports(3, set())
-    listener = Listener("IAM", "SASL_SSL", ports[2], settings={
-        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore),
-        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca.cert_path),
-        "sasl.enabled.mechanisms": "OAUTHBEARER", "oauthbearer.sasl.jaas.config": jaas,
-        "oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
-    })  # fmt: skip
-    broker = KafkaBroker("msk-iam", line=KAFKA_LINE, port=ports[0], controller_port=ports[1],
-                         extra_listeners=(listener,), classpath=(str(classes),))  # fmt: skip
+    listener = Listener(
+        "IAM",
+        "SASL_SSL",
+        ports[2],
+        settings={
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(keystore),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(ca.cert_path),
+            "sasl.enabled.mechanisms": "OAUTHBEARER",
+            "oauthbearer.sasl.jaas.config": jaas,
+            "oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
+        },
+    )
+    broker = KafkaBroker(
+        "msk-iam",
+        line=KAFKA_LINE,
+        port=ports[0],
+        controller_port=ports[1],
+        extra_listeners=(listener,),
+        classpath=(str(classes),),
+    )
     try:
         broker.start()
         yield Iam(SecureCluster(broker, ca), directory)
@@ -116,25 +136,36 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def flow(c: Iam, topic: str) -> FlowSpec:
-    security = {"protocol": "SASL_SSL", "tls": {"ca": {"file": str(c.cluster.ca.cert_path)}},
-                "msk_iam": {"region": REGION}}  # fmt: skip
+    security = {
+        "protocol": "SASL_SSL",
+        "tls": {"ca": {"file": str(c.cluster.ca.cert_path)}},
+        "msk_iam": {"region": REGION},
+    }
     assert security_problems(security, "clusters.test.security") == []
     config = client_config(security)
     address = c.cluster.broker.listener_address("IAM")
-    return parse_flow_spec({
-        "id": "west-iam->east", "checkpoint_location": str(c.directory / "cp"),
-        "source": {"alias": "west", "bootstrap_servers": address, "config": config},
-        "target": {"alias": "east", "bootstrap_servers": address, "config": config},
-        "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default"},
-    })  # fmt: skip
+    return parse_flow_spec(
+        {
+            "id": "west-iam->east",
+            "checkpoint_location": str(c.directory / "cp"),
+            "source": {"alias": "west", "bootstrap_servers": address, "config": config},
+            "target": {"alias": "east", "bootstrap_servers": address, "config": config},
+            "topics": [topic],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+        }
+    )
 
 
 def test_the_listed_grants_are_enough_to_mirror_with_msk_iam_tokens(iam: Iam, aws_env: None, unique: str) -> None:
     c, who = iam, f"User:{ACCESS_KEY}"
     topic = f"iam-{unique}"
     create_topic(c.cluster.broker.bootstrap_servers, topic, 2)
-    produce(c.cluster.broker.bootstrap_servers, topic,
-            [{"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % 2} for i in range(100)])  # fmt: skip
+    produce(
+        c.cluster.broker.bootstrap_servers,
+        topic,
+        [{"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % 2} for i in range(100)],
+    )
     spec = flow(c, topic)
     try:
         for endpoint in (spec.source, spec.target):
@@ -144,7 +175,8 @@ def test_the_listed_grants_are_enough_to_mirror_with_msk_iam_tokens(iam: Iam, aw
             copy_task_ranges(spec, [CopyRange(topic, 0, 0, 50, f"west.{topic}")], 0)
         grant(spec, c.cluster, c.cluster, who, [topic])
         TargetTopics(admin_client(spec.source), admin_client(spec.target), spec.target).ensure(
-            {topic: MirroredTopic(topic, 2, f"west.{topic}")})  # fmt: skip
+            {topic: MirroredTopic(topic, 2, f"west.{topic}")}
+        )
         progress = copy_task_ranges(spec, [CopyRange(topic, p, 0, 50, f"west.{topic}") for p in (0, 1)], 0)
         assert sorted(p.records for p in progress) == [50, 50]
         copied = consume_all(c.cluster.broker.bootstrap_servers, f"west.{topic}", 2)

@@ -56,8 +56,9 @@ def sigv4_valid(url: str, secret_key: str) -> bool:
     ]
     signature = dict(parse_qsl(parts.query))["X-Amz-Signature"]
     query = "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in sorted(params))
-    canonical = "\n".join(["GET", parts.path or "/", query, f"host:{parts.netloc}\n", "host",
-                           hashlib.sha256(b"").hexdigest()])  # fmt: skip
+    canonical = "\n".join(
+        ["GET", parts.path or "/", query, f"host:{parts.netloc}\n", "host", hashlib.sha256(b"").hexdigest()]
+    )
     fields = dict(params)
     date, scope = fields["X-Amz-Date"], fields["X-Amz-Credential"].split("/", 1)[1]
     to_sign = "\n".join(["AWS4-HMAC-SHA256", date, scope, hashlib.sha256(canonical.encode()).hexdigest()])
@@ -72,27 +73,42 @@ def sigv4_valid(url: str, secret_key: str) -> bool:
 
 def test_msk_iam_renders_oauthbearer_and_kmirror_properties_only() -> None:
     config = client_config(msk(role_arn="arn:aws:iam::123456789012:role/mirror", cluster_arn=CLUSTER))
-    assert config == {"security.protocol": "SASL_SSL", "sasl.mechanisms": "OAUTHBEARER",
-                      "kmirror.msk_iam.region": "eu-west-1",
-                      "kmirror.msk_iam.role_arn": "arn:aws:iam::123456789012:role/mirror",
-                      "kmirror.msk_iam.cluster_arn": CLUSTER}  # fmt: skip
+    assert config == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanisms": "OAUTHBEARER",
+        "kmirror.msk_iam.region": "eu-west-1",
+        "kmirror.msk_iam.role_arn": "arn:aws:iam::123456789012:role/mirror",
+        "kmirror.msk_iam.cluster_arn": CLUSTER,
+    }
     assert security_problems(msk(), "clusters.east.security") == []
 
 
-@pytest.mark.parametrize(("security", "field", "words"), [
-    ({"protocol": "SASL_SSL", "msk_iam": {}}, "clusters.east.security.msk_iam.region", "required key is missing"),
-    (msk(region="Ireland"), "clusters.east.security.msk_iam.region", "got 'Ireland'"),
-    (msk(role_arn="mirror"), "clusters.east.security.msk_iam.role_arn", "arn:aws:iam::ACCOUNT:role/NAME"),
-    (msk(role_arn="arn:aws:iam::123456789012:role/m", profile="p"), "clusters.east.security.msk_iam", "not both"),
-    (msk(cluster_arn=CLUSTER.replace("eu-west-1", "us-east-1")), "clusters.east.security.msk_iam.cluster_arn",
-     "make them agree"),
-    (msk(cluster_arn="arn:aws:kafka:eu-west-1:1:topic/x"), "clusters.east.security.msk_iam.cluster_arn",
-     "cluster/NAME/UUID"),
-    ({**msk(), "protocol": "SASL_PLAINTEXT"}, "clusters.east.security.protocol", "MSK IAM needs SASL_SSL"),
-    ({**msk(), "plain": {"username": "u", "password": {"env": "P"}}}, "clusters.east.security",
-     "not plain and msk_iam"),
-    (msk(regoin="x"), "clusters.east.security.msk_iam.regoin", ""),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("security", "field", "words"),
+    [
+        ({"protocol": "SASL_SSL", "msk_iam": {}}, "clusters.east.security.msk_iam.region", "required key is missing"),
+        (msk(region="Ireland"), "clusters.east.security.msk_iam.region", "got 'Ireland'"),
+        (msk(role_arn="mirror"), "clusters.east.security.msk_iam.role_arn", "arn:aws:iam::ACCOUNT:role/NAME"),
+        (msk(role_arn="arn:aws:iam::123456789012:role/m", profile="p"), "clusters.east.security.msk_iam", "not both"),
+        (
+            msk(cluster_arn=CLUSTER.replace("eu-west-1", "us-east-1")),
+            "clusters.east.security.msk_iam.cluster_arn",
+            "make them agree",
+        ),
+        (
+            msk(cluster_arn="arn:aws:kafka:eu-west-1:1:topic/x"),
+            "clusters.east.security.msk_iam.cluster_arn",
+            "cluster/NAME/UUID",
+        ),
+        ({**msk(), "protocol": "SASL_PLAINTEXT"}, "clusters.east.security.protocol", "MSK IAM needs SASL_SSL"),
+        (
+            {**msk(), "plain": {"username": "u", "password": {"env": "P"}}},
+            "clusters.east.security",
+            "not plain and msk_iam",
+        ),
+        (msk(regoin="x"), "clusters.east.security.msk_iam.regoin", ""),
+    ],
+)
 def test_msk_iam_problems_name_field_value_and_fix(security: dict[str, Any], field: str, words: str) -> None:
     problems = security_problems(security, "clusters.east.security")
     assert any(p.path == field and words in p.message for p in problems), problems
@@ -101,8 +117,12 @@ def test_msk_iam_problems_name_field_value_and_fix(security: dict[str, Any], fie
 def test_flow_spec_config_with_msk_iam_is_checked_as_the_section_is() -> None:
     bad = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "PLAIN", "kmirror.msk_iam.regoin": "x"}
     paths = {p.path for p in msk_iam_config_problems(bad, "source.config")}
-    assert paths == {"source.config.kmirror.msk_iam.regoin", "source.config.kmirror.msk_iam.region",
-                     "source.config.security.protocol", "source.config.sasl.mechanisms"}  # fmt: skip
+    assert paths == {
+        "source.config.kmirror.msk_iam.regoin",
+        "source.config.kmirror.msk_iam.region",
+        "source.config.security.protocol",
+        "source.config.sasl.mechanisms",
+    }
     assert msk_iam_config_problems(client_config(msk()), "source.config") == []
 
 
@@ -169,8 +189,9 @@ def test_librdkafka_refreshes_the_token_before_it_expires() -> None:
         calls.append(time.time())
         return "token", int((time.time() + 2) * 1000)
 
-    config = with_msk_iam({**client_config(msk()), "bootstrap.servers": "127.0.0.1:9", "log_level": 0},
-                          signer=short_lived)  # fmt: skip
+    config = with_msk_iam(
+        {**client_config(msk()), "bootstrap.servers": "127.0.0.1:9", "log_level": 0}, signer=short_lived
+    )
     producer = Producer(config)
     deadline = time.time() + 20
     while len(calls) < 3 and time.time() < deadline:
@@ -210,35 +231,63 @@ def test_the_batch_path_falls_back_to_the_record_loop_by_rule() -> None:
 # The Kafka API calls the app makes, by resource, and the MSK IAM actions AWS documents for them
 # ("IAM access control: semantics of actions and resources").
 API_ACTIONS = {
-    ("TOPIC", "Metadata"): {"DescribeTopic"}, ("TOPIC", "Fetch"): {"ReadData"},
-    ("TOPIC", "ListOffsets"): {"DescribeTopic"}, ("TOPIC", "Produce"): {"WriteData"},
-    ("TOPIC", "CreateTopics"): {"CreateTopic"}, ("TOPIC", "CreatePartitions"): {"AlterTopic"},
+    ("TOPIC", "Metadata"): {"DescribeTopic"},
+    ("TOPIC", "Fetch"): {"ReadData"},
+    ("TOPIC", "ListOffsets"): {"DescribeTopic"},
+    ("TOPIC", "Produce"): {"WriteData"},
+    ("TOPIC", "CreateTopics"): {"CreateTopic"},
+    ("TOPIC", "CreatePartitions"): {"AlterTopic"},
     ("TOPIC", "DescribeConfigs"): {"DescribeTopicDynamicConfiguration"},
     ("TOPIC", "IncrementalAlterConfigs"): {"AlterTopicDynamicConfiguration"},
-    ("GROUP", "FindCoordinator"): {"DescribeGroup"}, ("GROUP", "OffsetFetch"): {"DescribeGroup"},
-    ("GROUP", "OffsetCommit"): {"AlterGroup"}, ("GROUP", "TxnOffsetCommit"): {"AlterGroup"},
+    ("GROUP", "FindCoordinator"): {"DescribeGroup"},
+    ("GROUP", "OffsetFetch"): {"DescribeGroup"},
+    ("GROUP", "OffsetCommit"): {"AlterGroup"},
+    ("GROUP", "TxnOffsetCommit"): {"AlterGroup"},
     ("TRANSACTIONAL_ID", "InitProducerId"): {"AlterTransactionalId"},
     ("TRANSACTIONAL_ID", "AddPartitionsToTxn"): {"AlterTransactionalId"},
     ("TRANSACTIONAL_ID", "EndTxn"): {"AlterTransactionalId"},
     ("TRANSACTIONAL_ID", "FindCoordinator"): {"DescribeTransactionalId"},
-}  # fmt: skip
+}
 # The Kafka ACL operation that authorises each call (Kafka's own table, KIP-11/AclAuthorizer).
 API_OPERATION = {
-    "Metadata": "Describe", "Fetch": "Read", "ListOffsets": "Describe", "Produce": "Write", "CreateTopics": "Create",
-    "CreatePartitions": "Alter", "DescribeConfigs": "DescribeConfigs", "IncrementalAlterConfigs": "AlterConfigs",
-    "FindCoordinator": "Describe", "OffsetFetch": "Describe", "OffsetCommit": "Read", "TxnOffsetCommit": "Read",
-    "InitProducerId": "Write", "AddPartitionsToTxn": "Write", "EndTxn": "Write",
-}  # fmt: skip
+    "Metadata": "Describe",
+    "Fetch": "Read",
+    "ListOffsets": "Describe",
+    "Produce": "Write",
+    "CreateTopics": "Create",
+    "CreatePartitions": "Alter",
+    "DescribeConfigs": "DescribeConfigs",
+    "IncrementalAlterConfigs": "AlterConfigs",
+    "FindCoordinator": "Describe",
+    "OffsetFetch": "Describe",
+    "OffsetCommit": "Read",
+    "TxnOffsetCommit": "Read",
+    "InitProducerId": "Write",
+    "AddPartitionsToTxn": "Write",
+    "EndTxn": "Write",
+}
 
 
 def flow(tmp_path: Any, target_security: dict[str, Any], exactly_once: bool) -> Any:
     path = tmp_path / "flow.json"
-    path.write_text(json.dumps({
-        "id": "west->east", "checkpoint_location": "/tmp/cp", "topics": ["orders"], "topics_exclude": [],
-        "exactly_once": exactly_once,
-        "source": {"alias": "west", "bootstrap_servers": "src:9098", "config": client_config(msk(cluster_arn=CLUSTER))},
-        "target": {"alias": "east", "bootstrap_servers": "dst:9092", "config": client_config(target_security)},
-        "replication_policy": {"type": "default"}}))  # fmt: skip
+    path.write_text(
+        json.dumps(
+            {
+                "id": "west->east",
+                "checkpoint_location": "/tmp/cp",
+                "topics": ["orders"],
+                "topics_exclude": [],
+                "exactly_once": exactly_once,
+                "source": {
+                    "alias": "west",
+                    "bootstrap_servers": "src:9098",
+                    "config": client_config(msk(cluster_arn=CLUSTER)),
+                },
+                "target": {"alias": "east", "bootstrap_servers": "dst:9092", "config": client_config(target_security)},
+                "replication_policy": {"type": "default"},
+            }
+        )
+    )
     return path
 
 
@@ -266,8 +315,10 @@ def test_iam_policy_allows_every_api_call_each_grant_stands_for(tmp_path: Any, e
     assert ("TRANSACTIONAL_ID" in kinds) == exactly_once
     if exactly_once:
         txn = [s for s in statements if ":transactional-id/" in s["Resource"][0]]
-        assert txn and set(txn[0]["Action"]) == {"kafka-cluster:AlterTransactionalId",
-                                                 "kafka-cluster:DescribeTransactionalId"}  # fmt: skip
+        assert txn and set(txn[0]["Action"]) == {
+            "kafka-cluster:AlterTransactionalId",
+            "kafka-cluster:DescribeTransactionalId",
+        }
 
 
 def test_arn_shapes_follow_the_cluster_arn() -> None:
@@ -286,8 +337,7 @@ def test_arn_shapes_follow_the_cluster_arn() -> None:
         grant_actions(AclGrant("target", "TOPIC", "x", "LITERAL", ("Frobnicate",), ""))
 
 
-def test_kmirror_acls_renders_the_iam_side_as_a_policy_and_the_other_as_commands(tmp_path: Any,
-                                                                                 capsys: Any) -> None:  # fmt: skip
+def test_kmirror_acls_renders_the_iam_side_as_a_policy_and_the_other_as_commands(tmp_path: Any, capsys: Any) -> None:
     from kmirror_cli.cli import main
 
     path = flow(tmp_path, {"protocol": "SASL_SSL", "plain": {"username": "APIKEY1", "password": {"env": "P"}}}, False)

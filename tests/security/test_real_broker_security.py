@@ -64,19 +64,32 @@ class SecureCluster:
 def _listeners(ca: TestCa, server: Issued, directory: Path) -> tuple[Listener, Listener, Listener]:
     keystore = directory / f"{server.cert.stem}-keystore.pem"  # PEM keystore: the key, then the chain
     keystore.write_text(server.key.read_text() + server.cert.read_text())
-    tls = {"ssl.keystore.type": "PEM", "ssl.keystore.location": str(keystore),
-           "ssl.truststore.type": "PEM", "ssl.truststore.location": str(ca.cert_path)}  # fmt: skip
+    tls = {
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(keystore),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(ca.cert_path),
+    }
     mtls = Listener("MTLS", "SSL", settings={**tls, "ssl.client.auth": "required"})
-    scram = Listener("SCRAM", "SASL_SSL", settings={
-        **tls, "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-        "scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-    })  # fmt: skip
+    scram = Listener(
+        "SCRAM",
+        "SASL_SSL",
+        settings={
+            **tls,
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        },
+    )
     # SCRAM without TLS (SASL_PLAINTEXT): SCRAM never sends the password; the batch path's own
     # connections must do the SASL exchange without a TLS layer under it
-    plain = Listener("SCRAMPLAIN", "SASL_PLAINTEXT", settings={
-        "sasl.enabled.mechanisms": "SCRAM-SHA-512",
-        "scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
-    })  # fmt: skip
+    plain = Listener(
+        "SCRAMPLAIN",
+        "SASL_PLAINTEXT",
+        settings={
+            "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "scram-sha-512.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+        },
+    )
     return mtls, scram, plain
 
 
@@ -93,8 +106,12 @@ def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[SecureClu
     client = ca.issue("mirror-tls", server=False)
     clusters = []
     for name in ("sec-west", "sec-east"):
-        broker = KafkaBroker(name, line=KAFKA_LINE, extra_listeners=_listeners(ca, server, directory),
-                             scram_users={"mirror": SCRAM_PASSWORD})  # fmt: skip
+        broker = KafkaBroker(
+            name,
+            line=KAFKA_LINE,
+            extra_listeners=_listeners(ca, server, directory),
+            scram_users={"mirror": SCRAM_PASSWORD},
+        )
         clusters.append(SecureCluster(broker.start(), ca))
     (directory / "scram-password").write_text(SCRAM_PASSWORD)
     (directory / "client.crt").write_bytes(client.cert.read_bytes())
@@ -124,36 +141,64 @@ def mechanism_security(mechanism: str, directory: Path, ca: TestCa) -> dict[str,
     return security
 
 
-def flow(west: SecureCluster, east: SecureCluster, directory: Path, mechanism: str, topic: str,
-         side_topics: bool = False) -> FlowSpec:  # fmt: skip
+def flow(
+    west: SecureCluster, east: SecureCluster, directory: Path, mechanism: str, topic: str, side_topics: bool = False
+) -> FlowSpec:
     listener = {"mtls": "MTLS", "scram": "SCRAM", "scram-plaintext": "SCRAMPLAIN"}[mechanism]
     security = mechanism_security(mechanism, directory, west.ca)
-    return parse_flow_spec({
-        "id": f"west-{mechanism}->east", "checkpoint_location": str(directory / f"cp-{mechanism}"),
-        "source": {"alias": "west", "bootstrap_servers": west.broker.listener_address(listener),
-                   "config": client_config(security)},
-        "target": {"alias": "east", "bootstrap_servers": east.broker.listener_address(listener),
-                   "config": client_config(security)},
-        "topics": [topic], "topics_exclude": [], "replication_policy": {"type": "default"},
-        "emit_checkpoints": side_topics, "emit_heartbeats": side_topics,
-    })  # fmt: skip
+    return parse_flow_spec(
+        {
+            "id": f"west-{mechanism}->east",
+            "checkpoint_location": str(directory / f"cp-{mechanism}"),
+            "source": {
+                "alias": "west",
+                "bootstrap_servers": west.broker.listener_address(listener),
+                "config": client_config(security),
+            },
+            "target": {
+                "alias": "east",
+                "bootstrap_servers": east.broker.listener_address(listener),
+                "config": client_config(security),
+            },
+            "topics": [topic],
+            "topics_exclude": [],
+            "replication_policy": {"type": "default"},
+            "emit_checkpoints": side_topics,
+            "emit_heartbeats": side_topics,
+        }
+    )
 
 
 def principal(mechanism: str) -> str:
     return f"User:{TLS_SUBJECT}" if mechanism == "mtls" else "User:mirror"
 
 
-def grant(spec: FlowSpec, west: SecureCluster, east: SecureCluster, who: str, source_topics: list[str],
-          leave_out: str | None = None) -> list[Any]:  # fmt: skip
+def grant(
+    spec: FlowSpec,
+    west: SecureCluster,
+    east: SecureCluster,
+    who: str,
+    source_topics: list[str],
+    leave_out: str | None = None,
+) -> list[Any]:
     """Create exactly the ACLs `mirror_acls` lists (but the grants on `leave_out`); returns them."""
     granted = []
     for acl in mirror_acls(spec, source_topics):
         if acl.name == leave_out:
             continue
         admin = west.admin if acl.side == "source" else east.admin  # kept alive until the answers came
-        bindings = [AclBinding(ResourceType[acl.resource_type], acl.name, ResourcePatternType[acl.pattern], who, "*",
-                               AclOperation[_enum_name(op)], AclPermissionType.ALLOW)
-                    for op in acl.operations]  # fmt: skip
+        bindings = [
+            AclBinding(
+                ResourceType[acl.resource_type],
+                acl.name,
+                ResourcePatternType[acl.pattern],
+                who,
+                "*",
+                AclOperation[_enum_name(op)],
+                AclPermissionType.ALLOW,
+            )
+            for op in acl.operations
+        ]
         for future in admin.create_acls(bindings).values():
             future.result(timeout=30)
         granted.append(acl)
@@ -166,8 +211,15 @@ def _enum_name(operation: str) -> str:
 
 
 def revoke_all(cluster: SecureCluster, who: str) -> None:
-    any_acl = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, who, None,  # type: ignore[arg-type]
-                               AclOperation.ANY, AclPermissionType.ANY)  # fmt: skip
+    any_acl = AclBindingFilter(
+        ResourceType.ANY,
+        None,
+        ResourcePatternType.ANY,
+        who,
+        None,  # type: ignore[arg-type]
+        AclOperation.ANY,
+        AclPermissionType.ANY,
+    )
     admin = cluster.admin  # kept alive until the answer came
     admin.delete_acls([any_acl])[any_acl].result(timeout=30)
 
@@ -179,8 +231,11 @@ def test_the_listed_acls_are_enough_to_mirror_through_the_brokers_own_listeners(
     west, east, directory = secure
     topic = f"sec-{mechanism}-{unique}"
     create_topic(west.broker.bootstrap_servers, topic, 2)
-    produce(west.broker.bootstrap_servers, topic, [{"key": f"k{i}".encode(), "value": f"v{i}".encode(),
-                                                   "partition": i % 2} for i in range(200)])  # fmt: skip
+    produce(
+        west.broker.bootstrap_servers,
+        topic,
+        [{"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % 2} for i in range(200)],
+    )
     spec = flow(west, east, directory, mechanism, topic)
     who = principal(mechanism)
     try:
@@ -254,14 +309,21 @@ def test_without_a_side_topic_acl_the_start_up_check_names_it_and_the_grant(
 
 def internal_topics(spec: FlowSpec, topic: str) -> list[str]:
     """The internal topics `mirror_acls` grants one by one (literally, on the target)."""
-    return [acl.name for acl in mirror_acls(spec, [topic])
-            if acl.side == "target" and acl.resource_type == "TOPIC" and acl.pattern == "LITERAL"]  # fmt: skip
+    return [
+        acl.name
+        for acl in mirror_acls(spec, [topic])
+        if acl.side == "target" and acl.resource_type == "TOPIC" and acl.pattern == "LITERAL"
+    ]
 
 
 def assert_check_names_the_missing_grant(
-    spec: FlowSpec, west: SecureCluster, east: SecureCluster, topic: str, left_out: str,
+    spec: FlowSpec,
+    west: SecureCluster,
+    east: SecureCluster,
+    topic: str,
+    left_out: str,
     missing: tuple[str, ...] | None = None,
-) -> None:  # fmt: skip
+) -> None:
     """`missing`: the operations the check must name (default: all the topic's grant has)."""
     try:
         grant(spec, west, east, "User:mirror", [topic], leave_out=left_out)
@@ -270,8 +332,10 @@ def assert_check_names_the_missing_grant(
         missing = missing or ("Create", "Describe", *needed_access(spec)[left_out][1])
         assert [(p.topic, p.missing) for p in problems] == [(left_out, missing)], problems
         operations = " ".join(f"--operation {op}" for op in missing)
-        assert problems[0].grant == (f"kafka-acls.sh --bootstrap-server {spec.target.bootstrap_servers} --add "
-                                     f"--allow-principal User:mirror {operations} --topic {left_out}")  # fmt: skip
+        assert problems[0].grant == (
+            f"kafka-acls.sh --bootstrap-server {spec.target.bootstrap_servers} --add "
+            f"--allow-principal User:mirror {operations} --topic {left_out}"
+        )
     finally:
         revoke_all(west, "User:mirror")
         revoke_all(east, "User:mirror")
@@ -299,7 +363,8 @@ def test_the_listed_acls_are_enough_for_heartbeats_the_created_topics_registry_a
         grant(spec, west, east, who, [topic])
         assert check_internal_topic_access(spec, AdminClient(_admin_config(spec))) == []
         TargetTopics(admin_client(spec.source), admin_client(spec.target), spec.target).ensure(
-            {topic: MirroredTopic(topic, 1, remote)})  # fmt: skip
+            {topic: MirroredTopic(topic, 1, remote)}
+        )
         registry = CreatedTopics(spec.target, "west", spec.id)
         registry.record([(remote, topic)])
         assert remote in registry.load()
@@ -351,11 +416,16 @@ def apply_rendered(commands: list[str], west: SecureCluster, east: SecureCluster
             resource, name = ResourceType.BROKER, "kafka-cluster"
         else:
             option = next(w for w in words if w in ("--topic", "--group", "--transactional-id"))
-            resource = {"--topic": ResourceType.TOPIC, "--group": ResourceType.GROUP,
-                        "--transactional-id": ResourceType.TRANSACTIONAL_ID}[option]  # fmt: skip
+            resource = {
+                "--topic": ResourceType.TOPIC,
+                "--group": ResourceType.GROUP,
+                "--transactional-id": ResourceType.TRANSACTIONAL_ID,
+            }[option]
             name = words[words.index(option) + 1]
-        bindings = [AclBinding(resource, name, pattern, who, "*", AclOperation[_enum_name(op)], AclPermissionType.ALLOW)
-                    for op in operations]  # fmt: skip
+        bindings = [
+            AclBinding(resource, name, pattern, who, "*", AclOperation[_enum_name(op)], AclPermissionType.ALLOW)
+            for op in operations
+        ]
         admin = cluster.admin  # kept alive until the answers came
         for future in admin.create_acls(bindings).values():
             future.result(timeout=30)
@@ -379,14 +449,16 @@ def test_the_rendered_kafka_acls_commands_alone_let_the_engine_run(
     produce(west.broker.bootstrap_servers, topic, [{"key": b"k", "value": f"v{i}".encode()} for i in range(50)])
     spec = flow(west, east, directory, "scram", topic, side_topics=True)
     grants = mirror_acls(spec, [topic])
-    commands = mirror_acl_commands("User:mirror", AclSide(spec.source.bootstrap_servers),
-                                   AclSide(spec.target.bootstrap_servers), grants)  # fmt: skip
+    commands = mirror_acl_commands(
+        "User:mirror", AclSide(spec.source.bootstrap_servers), AclSide(spec.target.bootstrap_servers), grants
+    )
     assert len(commands) == len(grants)
     try:
         assert apply_rendered(commands, west, east) == sum(len(g.operations) for g in grants)
         assert check_internal_topic_access(spec, AdminClient(_admin_config(spec))) == []
         TargetTopics(admin_client(spec.source), admin_client(spec.target), spec.target).ensure(
-            {topic: MirroredTopic(topic, 1, f"west.{topic}")})  # fmt: skip
+            {topic: MirroredTopic(topic, 1, f"west.{topic}")}
+        )
         [progress] = copy_task_ranges(spec, [CopyRange(topic, 0, 0, 50, f"west.{topic}")], 0)
         assert progress.records == 50 and _count(east.broker.bootstrap_servers, f"west.{topic}", 1) == 50
         registry = CreatedTopics(spec.target, "west", spec.id)
@@ -401,8 +473,9 @@ def _set_scram_password(cluster: SecureCluster, password: str) -> None:
     """Rotate user `mirror`'s SCRAM-SHA-512 credential (as an operator would, kafka-configs.sh)."""
     from confluent_kafka.admin import ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
-    upsert = UserScramCredentialUpsertion("mirror", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192),
-                                          password.encode())  # fmt: skip
+    upsert = UserScramCredentialUpsertion(
+        "mirror", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), password.encode()
+    )
     admin = cluster.admin  # kept alive until the answer came
     for future in admin.alter_user_scram_credentials([upsert]).values():
         future.result(timeout=30)

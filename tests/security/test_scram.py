@@ -50,8 +50,17 @@ def authenticating_broker() -> Iterator[str]:
     """tansu with --authentication (SCRAM on, no users: tansu cannot create the first one)."""
     port = free_port()
     listener = f"tcp://127.0.0.1:{port}"
-    cmd = [tansu_binary(), "broker", "--cluster-id", "kmirror-scram", "--authentication",
-           "--listener-url", listener, "--advertised-listener-url", listener]  # fmt: skip
+    cmd = [
+        tansu_binary(),
+        "broker",
+        "--cluster-id",
+        "kmirror-scram",
+        "--authentication",
+        "--listener-url",
+        listener,
+        "--advertised-listener-url",
+        listener,
+    ]
     process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         wait_for_port(port)
@@ -63,17 +72,33 @@ def authenticating_broker() -> Iterator[str]:
 
 def test_tansu_refuses_to_create_the_first_scram_user_when_authentication_is_on(authenticating_broker: str) -> None:
     """The reason no SCRAM login can succeed here (if this starts passing, write the real login test)."""
-    done = subprocess.run([tansu_binary(), "user", "create", "--broker", f"tcp://{authenticating_broker}",
-                           "--mechanism", "scram256", "mirrormaker", PASSWORD],
-                          capture_output=True, text=True, timeout=30)  # fmt: skip
+    done = subprocess.run(
+        [
+            tansu_binary(),
+            "user",
+            "create",
+            "--broker",
+            f"tcp://{authenticating_broker}",
+            "--mechanism",
+            "scram256",
+            "mirrormaker",
+            PASSWORD,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert done.returncode != 0
     assert "early eof" in done.stdout + done.stderr
 
 
 def test_rendered_scram_config_references_the_password(password_file: Path) -> None:
     assert client_config(_security(password_file, "SCRAM-SHA-512")) == {
-        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "SCRAM-SHA-512",
-        "sasl.username": "mirrormaker", "sasl.password": f"${{file:{password_file}}}"}  # fmt: skip
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanisms": "SCRAM-SHA-512",
+        "sasl.username": "mirrormaker",
+        "sasl.password": f"${{file:{password_file}}}",
+    }
 
 
 def test_scram_login_refused_by_the_broker_fails_fast(authenticating_broker: str, password_file: Path) -> None:
@@ -87,8 +112,10 @@ def test_scram_login_refused_by_the_broker_fails_fast(authenticating_broker: str
         f"cluster 'west-1' ({authenticating_broker}): cannot connect with security.protocol=SASL_PLAINTEXT"
     )
     assert "SASL SCRAM authentication failed: broker responded with unknown-user" in message
-    assert message.endswith("check the SASL credentials (scram or plain username/password reference, oauthbearer "
-                            "client id/secret, token audience and scope, kerberos principal/keytab)")
+    assert message.endswith(
+        "check the SASL credentials (scram or plain username/password reference, oauthbearer "
+        "client id/secret, token audience and scope, kerberos principal/keytab)"
+    )
     assert PASSWORD not in message
 
 
@@ -141,16 +168,27 @@ def test_the_app_reports_the_refused_scram_login_and_exits(
 ) -> None:
     """`python -m spark_app --once` with a SCRAM source: one line naming the cluster, exit 1, no password."""
     flow = tmp_path / "flow.json"
-    flow.write_text(json.dumps({
-        "id": "west-1->east-1", "topics": [".*"], "topics_exclude": [], "replication_policy": {"type": "default"},
-        "checkpoint_location": str(tmp_path / "checkpoint"),
-        "source": {"alias": "west-1", "bootstrap_servers": authenticating_broker,
-                   "config": client_config(_security(password_file, "SCRAM-SHA-512"))},
-        "target": {"alias": "east-1", "bootstrap_servers": authenticating_broker, "config": {}},
-    }))  # fmt: skip
+    flow.write_text(
+        json.dumps(
+            {
+                "id": "west-1->east-1",
+                "topics": [".*"],
+                "topics_exclude": [],
+                "replication_policy": {"type": "default"},
+                "checkpoint_location": str(tmp_path / "checkpoint"),
+                "source": {
+                    "alias": "west-1",
+                    "bootstrap_servers": authenticating_broker,
+                    "config": client_config(_security(password_file, "SCRAM-SHA-512")),
+                },
+                "target": {"alias": "east-1", "bootstrap_servers": authenticating_broker, "config": {}},
+            }
+        )
+    )
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "spark_app", "--flow", str(flow), "--once"], capture_output=True,
-                          text=True, timeout=120)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "spark_app", "--flow", str(flow), "--once"], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 1, done.stderr
     assert time.monotonic() - started < 20
     assert done.stderr.startswith(

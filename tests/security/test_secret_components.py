@@ -96,13 +96,36 @@ def test_component_outputs_are_names_never_values(mocks: RecordingMocks) -> Any:
     from kafka_mirror.secrets.kerberos import KerberosSecret, KerberosSecretArgs
     from kafka_mirror.secrets.tls import TlsSecret, TlsSecretArgs
 
-    krb = KerberosSecret("dc-old-kerberos", KerberosSecretArgs(
-        principal="mirrormaker/mm.example.com@EXAMPLE.COM", keytab_b64=pulumi.Output.secret(KEYTAB_B64),
-        realm="EXAMPLE.COM", kdcs=["kdc1.example.com", "kdc2.example.com:8888"]))  # fmt: skip
-    tls = TlsSecret("east-tls", TlsSecretArgs(ca_pem="CA", cert_pem="CERT", key_pem=pulumi.Output.secret(KEY_PEM),
-                                              key_password=pulumi.Output.secret(PASSWORD)))  # fmt: skip
-    outputs = [krb.secret_name, krb.mount_path, krb.principal, krb.keytab_path, krb.krb5_conf_path,
-               tls.secret_name, tls.mount_path, tls.keys, krb.secret_resource.id, tls.secret_resource.id]  # fmt: skip
+    krb = KerberosSecret(
+        "dc-old-kerberos",
+        KerberosSecretArgs(
+            principal="mirrormaker/mm.example.com@EXAMPLE.COM",
+            keytab_b64=pulumi.Output.secret(KEYTAB_B64),
+            realm="EXAMPLE.COM",
+            kdcs=["kdc1.example.com", "kdc2.example.com:8888"],
+        ),
+    )
+    tls = TlsSecret(
+        "east-tls",
+        TlsSecretArgs(
+            ca_pem="CA",
+            cert_pem="CERT",
+            key_pem=pulumi.Output.secret(KEY_PEM),
+            key_password=pulumi.Output.secret(PASSWORD),
+        ),
+    )
+    outputs = [
+        krb.secret_name,
+        krb.mount_path,
+        krb.principal,
+        krb.keytab_path,
+        krb.krb5_conf_path,
+        tls.secret_name,
+        tls.mount_path,
+        tls.keys,
+        krb.secret_resource.id,
+        tls.secret_resource.id,
+    ]
 
     def check(values: list[Any]) -> None:
         text = json.dumps(values)
@@ -123,15 +146,19 @@ def test_scram_secret_on_aws_goes_to_secrets_manager_as_a_secret(mocks: Recordin
     from kafka_mirror.secrets.scram import ScramSecret, ScramSecretArgs
     from kafka_mirror.secrets.store import SecretStoreArgs
 
-    scram = ScramSecret("west-scram", ScramSecretArgs(username="mm", password=pulumi.Output.secret(PASSWORD),
-                                                      store=SecretStoreArgs(target="aws")))  # fmt: skip
+    scram = ScramSecret(
+        "west-scram",
+        ScramSecretArgs(username="mm", password=pulumi.Output.secret(PASSWORD), store=SecretStoreArgs(target="aws")),
+    )
     assert scram.secret_arn is not None
 
     def check(values: list[Any]) -> None:
         arn, secret_name = values
         # stack-unique: kafka-mirror/<project>/<stack>/<name>
-        assert arn == ("arn:aws:secretsmanager:eu-west-1:123456789012:secret:"
-                       "kafka-mirror/kafka-mirror/test/kmirror-west-scram-AbCdEf")  # fmt: skip
+        assert arn == (
+            "arn:aws:secretsmanager:eu-west-1:123456789012:secret:"
+            "kafka-mirror/kafka-mirror/test/kmirror-west-scram-AbCdEf"
+        )
         assert secret_name == "kmirror-west-scram"
         [(_, version)] = mocks.of_type("aws:secretsmanager/secretVersion:SecretVersion")
         assert json.loads(_secret(version["secretString"])) == {"password": PASSWORD, "username": "mm"}
@@ -155,4 +182,6 @@ def test_secret_values_stay_marked_secret(mocks: RecordingMocks) -> None:
     assert _resolve(ca.ca_cert_pem) == ("CERT(demo-ca-ca-cert)", False)
     # the engine registers resources concurrently: their order is not part of the contract
     assert sorted(n for n, _ in mocks.of_type("tls:index/locallySignedCert:LocallySignedCert")) == [
-        "demo-ca-client-cert", "demo-ca-server-cert"]  # fmt: skip
+        "demo-ca-client-cert",
+        "demo-ca-server-cert",
+    ]

@@ -61,22 +61,39 @@ def _topology(directory: Path, scram_password: object, *, head: bool = False) ->
         kerberos.update({"realm": "DC.EXAMPLE.COM", "kdcs": ["kdc1.dc.example.com", "kdc2.dc.example.com:88"]})
     topology = {
         "clusters": {
-            "west-1": {"bootstrap_servers": "b1-west:9093", "datacenter": "west",
-                       "security": {"protocol": "SASL_SSL", "tls": {"ca": {"file": f["ca"]}},
-                                    "scram": {"mechanism": "SCRAM-SHA-512", "username": "mirrormaker",
-                                              "password": scram_password}}},
-            "east-1": {"bootstrap_servers": "b1-east:9093", "datacenter": "east",
-                       "security": {"protocol": "SSL", "tls": {
-                           "ca": {"file": f["ca"]}, "cert": {"file": f["cert"]}, "key": {"file": f["key"]},
-                           "key_password": {"file": f["key_password"]}}}},
-            "dc-old": {"bootstrap_servers": "kafka1.dc.example.com:9092", "datacenter": "dc",
-                       "security": {"protocol": "SASL_PLAINTEXT", "kerberos": kerberos}},
+            "west-1": {
+                "bootstrap_servers": "b1-west:9093",
+                "datacenter": "west",
+                "security": {
+                    "protocol": "SASL_SSL",
+                    "tls": {"ca": {"file": f["ca"]}},
+                    "scram": {"mechanism": "SCRAM-SHA-512", "username": "mirrormaker", "password": scram_password},
+                },
+            },
+            "east-1": {
+                "bootstrap_servers": "b1-east:9093",
+                "datacenter": "east",
+                "security": {
+                    "protocol": "SSL",
+                    "tls": {
+                        "ca": {"file": f["ca"]},
+                        "cert": {"file": f["cert"]},
+                        "key": {"file": f["key"]},
+                        "key_password": {"file": f["key_password"]},
+                    },
+                },
+            },
+            "dc-old": {
+                "bootstrap_servers": "kafka1.dc.example.com:9092",
+                "datacenter": "dc",
+                "security": {"protocol": "SASL_PLAINTEXT", "kerberos": kerberos},
+            },
         },
         "topologies": [
             {"name": "dr", "pattern": "active-passive", "primary": "west-1", "standby": "east-1"},
             {"name": "migrate", "pattern": "custom", "flows": ["dc-old->west-1"]},
         ],
-    }  # fmt: skip
+    }
     path = directory / ("head.yaml" if head else "topology.yaml")
     path.write_text(yaml.safe_dump(topology))
     return path
@@ -85,8 +102,9 @@ def _topology(directory: Path, scram_password: object, *, head: bool = False) ->
 def _kmirror(*args: str) -> subprocess.CompletedProcess[str]:
     # The environment holds a secret too: a reference to it must never be resolved by plan/diff.
     env = {**os.environ, SCRAM_ENV: SCRAM_ENV_SECRET}
-    return subprocess.run([sys.executable, "-m", "kmirror_cli.cli", *args], capture_output=True, text=True, timeout=120,
-                          env=env)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "kmirror_cli.cli", *args], capture_output=True, text=True, timeout=120, env=env
+    )
 
 
 def _assert_no_secret(*outputs: str) -> None:
@@ -141,9 +159,13 @@ def test_diff_in_every_format_shows_changed_references_never_secrets(topologies:
         for change in flow["changes"]
     }
     assert changes[("west-1->east-1", "source_security.scram.password")] == (
-        {"file": str(base.parent / "scram-password")}, {"env": SCRAM_ENV})  # fmt: skip
+        {"file": str(base.parent / "scram-password")},
+        {"env": SCRAM_ENV},
+    )
     assert changes[("dc-old->west-1", "source_security.kerberos.keytab")] == (
-        {"file": str(base.parent / "mm.keytab")}, {"k8s_secret": "dc-old-kerberos", "key": "keytab"})  # fmt: skip
+        {"file": str(base.parent / "mm.keytab")},
+        {"k8s_secret": "dc-old-kerberos", "key": "keytab"},
+    )
     assert changes[("dc-old->west-1", "source_security.kerberos.realm")] == ("DC.EXAMPLE.COM", None)
 
 
@@ -167,8 +189,10 @@ def test_flow_specs_for_the_app_carry_references_never_secrets(
     assert specs[("head.yaml", "west-1->east-1")]["source"]["config"]["sasl.password"] == f"${{env:{SCRAM_ENV}}}"
     old = specs[("topology.yaml", "dc-old->west-1")]["source"]["config"]
     assert {k: old[k] for k in ("sasl.mechanisms", "sasl.kerberos.keytab", "kmirror.krb5.realm")} == {
-        "sasl.mechanisms": "GSSAPI", "sasl.kerberos.keytab": str(tmp_path / "mm.keytab"),
-        "kmirror.krb5.realm": "DC.EXAMPLE.COM"}  # fmt: skip
+        "sasl.mechanisms": "GSSAPI",
+        "sasl.kerberos.keytab": str(tmp_path / "mm.keytab"),
+        "kmirror.krb5.realm": "DC.EXAMPLE.COM",
+    }
     new = specs[("head.yaml", "dc-old->west-1")]["source"]["config"]
     assert new["sasl.kerberos.keytab"] == "/etc/kmirror/secrets/dc-old-kerberos/keytab"
     assert new["kmirror.krb5.conf"] == "/etc/kmirror/secrets/dc-old-kerberos/krb5.conf"

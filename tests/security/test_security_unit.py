@@ -32,8 +32,11 @@ def test_literal_secret_is_rejected_without_echoing_it() -> None:
 
 
 def test_every_problem_is_reported_with_its_path() -> None:
-    raw = {"protocl": "SSL", "tls": {"ca": {"file": "/ca.pem"}, "cert": {"file": "/c.pem"}, "verify_hostnme": True},
-           "kerberos": {"keytab": {"env": "KT"}}}  # fmt: skip
+    raw = {
+        "protocl": "SSL",
+        "tls": {"ca": {"file": "/ca.pem"}, "cert": {"file": "/c.pem"}, "verify_hostnme": True},
+        "kerberos": {"keytab": {"env": "KT"}},
+    }
     assert _messages(raw) == [
         "clusters.east-1.security.kerberos.keytab: this field must be a file; "
         "use {file: PATH}, {k8s_secret: ...} or {aws_secret: ...}",
@@ -46,8 +49,11 @@ def test_every_problem_is_reported_with_its_path() -> None:
 
 
 def test_protocol_and_mechanism_must_agree() -> None:
-    raw = {"protocol": "PLAINTEXT", "tls": {"ca": {"file": "/ca.pem"}},
-           "scram": {"mechanism": "SCRAM-SHA-1", "username": "mm", "password": {"env": "PW"}}}  # fmt: skip
+    raw = {
+        "protocol": "PLAINTEXT",
+        "tls": {"ca": {"file": "/ca.pem"}},
+        "scram": {"mechanism": "SCRAM-SHA-1", "username": "mm", "password": {"env": "PW"}},
+    }
     assert _messages(raw) == [
         "clusters.east-1.security.scram.mechanism: must be one of SCRAM-SHA-256, SCRAM-SHA-512, got 'SCRAM-SHA-1' "
         "(did you mean 'SCRAM-SHA-512'?)",
@@ -61,8 +67,10 @@ def test_protocol_and_mechanism_must_agree() -> None:
 
 
 def test_malformed_references() -> None:
-    raw = {"protocol": "SSL", "tls": {"ca": {"file": "ca.pem"}, "cert": {"k8s_secret": "East_TLS"},
-                                      "key": {"file": "/k", "env": "K"}}}  # fmt: skip
+    raw = {
+        "protocol": "SSL",
+        "tls": {"ca": {"file": "ca.pem"}, "cert": {"k8s_secret": "East_TLS"}, "key": {"file": "/k", "env": "K"}},
+    }
     assert _messages(raw) == [
         "clusters.east-1.security.tls.ca.file: must be an absolute path, got 'ca.pem'",
         "clusters.east-1.security.tls.cert.key: required key is missing",
@@ -73,12 +81,17 @@ def test_malformed_references() -> None:
 
 def test_client_config_for_every_reference_kind() -> None:
     arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:kafka/west-AbCdEf"
-    security = {"protocol": "SASL_SSL",
-                "tls": {"ca": {"aws_secret": arn, "key": "ca.pem"}, "cert": {"env": "CERT_PEM"},
-                        "key": {"k8s_secret": "east-tls", "key": "key.pem"},
-                        "key_password": {"pulumi_config": "eastKeyPw"},
-                        "verify_hostname": False},
-                "scram": {"mechanism": "SCRAM-SHA-512", "username": "mm", "password": {"env": "SCRAM_PW"}}}  # fmt: skip
+    security = {
+        "protocol": "SASL_SSL",
+        "tls": {
+            "ca": {"aws_secret": arn, "key": "ca.pem"},
+            "cert": {"env": "CERT_PEM"},
+            "key": {"k8s_secret": "east-tls", "key": "key.pem"},
+            "key_password": {"pulumi_config": "eastKeyPw"},
+            "verify_hostname": False,
+        },
+        "scram": {"mechanism": "SCRAM-SHA-512", "username": "mm", "password": {"env": "SCRAM_PW"}},
+    }
     assert security_problems(security, PATH) == []
     assert client_config(security) == {
         "security.protocol": "SASL_SSL",
@@ -132,18 +145,32 @@ def test_realm_and_kdcs_render_krb5_conf_and_export_it(tmp_path: Path, monkeypat
 
 
 def test_redact_hides_sensitive_values_recursively() -> None:
-    obj = {"sasl.password": "a",
-           "nested": [{"ssl.key.password": "b", "ssl.key.pem": "c"}, ("x", {"clientSecret": "d"})],
-           "scram": {"password": {"file": "/pw"}}, "sasl.username": "mm",
-           "sasl.jaas.config": 'ScramLoginModule required username="mm" password="e";'}  # fmt: skip
-    assert redact(obj) == {"sasl.password": "<redacted>", "sasl.jaas.config": "<redacted>",
-                           "nested": [{"ssl.key.password": "<redacted>", "ssl.key.pem": "<redacted>"},
-                                      ("x", {"clientSecret": "<redacted>"})],
-                           "scram": {"password": "<redacted>"}, "sasl.username": "mm"}  # fmt: skip
+    obj = {
+        "sasl.password": "a",
+        "nested": [{"ssl.key.password": "b", "ssl.key.pem": "c"}, ("x", {"clientSecret": "d"})],
+        "scram": {"password": {"file": "/pw"}},
+        "sasl.username": "mm",
+        "sasl.jaas.config": 'ScramLoginModule required username="mm" password="e";',
+    }
+    assert redact(obj) == {
+        "sasl.password": "<redacted>",
+        "sasl.jaas.config": "<redacted>",
+        "nested": [
+            {"ssl.key.password": "<redacted>", "ssl.key.pem": "<redacted>"},
+            ("x", {"clientSecret": "<redacted>"}),
+        ],
+        "scram": {"password": "<redacted>"},
+        "sasl.username": "mm",
+    }
 
 
-@given(st.dictionaries(st.sampled_from(["sasl.password", "ssl.keystore.password", "db_secret", "acks"]),
-                       st.text(min_size=8, alphabet="abcdefgh"), min_size=1))  # fmt: skip
+@given(
+    st.dictionaries(
+        st.sampled_from(["sasl.password", "ssl.keystore.password", "db_secret", "acks"]),
+        st.text(min_size=8, alphabet="abcdefgh"),
+        min_size=1,
+    )
+)
 def test_redacted_output_never_contains_a_sensitive_value(config: dict[str, str]) -> None:
     shown = repr(redact({"outer": config}))
     for key, value in config.items():
@@ -157,19 +184,22 @@ def test_jaas_and_jvm_options_for_jvm_users() -> None:
     assert "useKeyTab=true\n  storeKey=true" in jaas
     assert 'keyTab="/etc/kmirror/secrets/k/keytab"' in jaas and 'principal="mirrormaker/mm1@EX.COM"' in jaas
     assert jvm_options("/k/krb5.conf", "/k/jaas.conf") == [
-        "-Djava.security.krb5.conf=/k/krb5.conf", "-Djava.security.auth.login.config=/k/jaas.conf"]  # fmt: skip
+        "-Djava.security.krb5.conf=/k/krb5.conf",
+        "-Djava.security.auth.login.config=/k/jaas.conf",
+    ]
 
 
 def test_acl_commands_for_the_mirror_principal() -> None:
     security = {"protocol": "SASL_PLAINTEXT", "kerberos": {"principal": "mirrormaker/mm1@EX.COM"}}
     principal = kafka_principal(security)
     assert principal == "User:mirrormaker"
-    grants = [AclGrant("source", "TOPIC", "orders", "LITERAL", ("Read", "Describe"), "the mirrored topic"),
-              AclGrant("target", "TOPIC", "west-1.", "PREFIXED", ("Create", "Write"), "the remote topics"),
-              AclGrant("target", "TRANSACTIONAL_ID", "kmirror-w-to-e", "PREFIXED", ("Write",), "transactions"),
-              AclGrant("source", "CLUSTER", "kafka-cluster", "LITERAL", ("Describe",), "ACL sync")]  # fmt: skip
-    commands = mirror_acl_commands(principal, AclSide("src:9092", "/etc/admin.properties"), AclSide("dst:9092"),
-                                   grants)  # fmt: skip
+    grants = [
+        AclGrant("source", "TOPIC", "orders", "LITERAL", ("Read", "Describe"), "the mirrored topic"),
+        AclGrant("target", "TOPIC", "west-1.", "PREFIXED", ("Create", "Write"), "the remote topics"),
+        AclGrant("target", "TRANSACTIONAL_ID", "kmirror-w-to-e", "PREFIXED", ("Write",), "transactions"),
+        AclGrant("source", "CLUSTER", "kafka-cluster", "LITERAL", ("Describe",), "ACL sync"),
+    ]
+    commands = mirror_acl_commands(principal, AclSide("src:9092", "/etc/admin.properties"), AclSide("dst:9092"), grants)
     assert commands == [
         "kafka-acls.sh --bootstrap-server src:9092 --command-config /etc/admin.properties --add --allow-principal "
         "User:mirrormaker --operation Read --operation Describe --topic orders",

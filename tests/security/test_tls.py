@@ -57,8 +57,13 @@ class TlsClusters:
     def target_security(self, with_client_cert: bool = True) -> dict[str, Any]:
         tls: dict[str, Any] = {"ca": {"file": str(self.ca.cert_path)}}
         if with_client_cert:
-            tls.update({"cert": {"file": str(self.client.cert)}, "key": {"file": str(self.client.key)},
-                        "key_password": {"file": str(self.password_file)}})  # fmt: skip
+            tls.update(
+                {
+                    "cert": {"file": str(self.client.cert)},
+                    "key": {"file": str(self.client.key)},
+                    "key_password": {"file": str(self.password_file)},
+                }
+            )
         return {"protocol": "SSL", "tls": tls}
 
 
@@ -77,8 +82,18 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsClusters]:
         Stunnel(directory, "source", source_port, source.port, server),
         Stunnel(directory, "target", target_port, target.port, server, client_ca=ca.cert_path) as target_stunnel,
     ):
-        yield TlsClusters(directory, ca, wrong_ca, client, password_file, f"127.0.0.1:{source_port}",
-                          f"127.0.0.1:{target_port}", target_stunnel, server, source.port)  # fmt: skip
+        yield TlsClusters(
+            directory,
+            ca,
+            wrong_ca,
+            client,
+            password_file,
+            f"127.0.0.1:{source_port}",
+            f"127.0.0.1:{target_port}",
+            target_stunnel,
+            server,
+            source.port,
+        )
 
 
 def _config(bootstrap: str, security: dict[str, Any]) -> dict[str, Any]:
@@ -88,14 +103,25 @@ def _config(bootstrap: str, security: dict[str, Any]) -> dict[str, Any]:
 
 def _flow(tls: TlsClusters, unique: str) -> FlowSpec:
     """The flow spec the planner would emit: security as references only (client_config output)."""
-    return parse_flow_spec({
-        "id": "east-1->west-1", "topics": [".*"], "topics_exclude": [], "checkpoint_location": f"/tmp/kmirror-{unique}",
-        "replication_policy": {"type": "default", "separator": "."},
-        "source": {"alias": "east-1", "bootstrap_servers": tls.source_bootstrap,
-                   "config": client_config(tls.source_security())},
-        "target": {"alias": "west-1", "bootstrap_servers": tls.target_bootstrap,
-                   "config": client_config(tls.target_security())},
-    })  # fmt: skip
+    return parse_flow_spec(
+        {
+            "id": "east-1->west-1",
+            "topics": [".*"],
+            "topics_exclude": [],
+            "checkpoint_location": f"/tmp/kmirror-{unique}",
+            "replication_policy": {"type": "default", "separator": "."},
+            "source": {
+                "alias": "east-1",
+                "bootstrap_servers": tls.source_bootstrap,
+                "config": client_config(tls.source_security()),
+            },
+            "target": {
+                "alias": "west-1",
+                "bootstrap_servers": tls.target_bootstrap,
+                "config": client_config(tls.target_security()),
+            },
+        }
+    )
 
 
 def _mirror(tls: TlsClusters, unique: str, count: int) -> tuple[FlowSpec, list[tuple[bytes | None, bytes | None]]]:
@@ -237,10 +263,19 @@ def test_mutual_tls_with_a_pkcs12_keystore(tls: TlsClusters, tmp_path: Path) -> 
     password_file.write_text("p12-pass-never-printed\n")
     key = serialization.load_pem_private_key(tls.client.key.read_bytes(), KEY_PASSWORD.encode())
     cert = x509.load_pem_x509_certificate(tls.client.cert.read_bytes())
-    keystore.write_bytes(pkcs12.serialize_key_and_certificates(
-        b"mirrormaker", key, cert, None, serialization.BestAvailableEncryption(b"p12-pass-never-printed")))  # fmt: skip
-    security = {"protocol": "SSL", "tls": {"ca": {"file": str(tls.ca.cert_path)}, "pkcs12": {"file": str(keystore)},
-                                           "pkcs12_password": {"file": str(password_file)}}}  # fmt: skip
+    keystore.write_bytes(
+        pkcs12.serialize_key_and_certificates(
+            b"mirrormaker", key, cert, None, serialization.BestAvailableEncryption(b"p12-pass-never-printed")
+        )
+    )
+    security = {
+        "protocol": "SSL",
+        "tls": {
+            "ca": {"file": str(tls.ca.cert_path)},
+            "pkcs12": {"file": str(keystore)},
+            "pkcs12_password": {"file": str(password_file)},
+        },
+    }
     assert security_problems(security, "clusters.west-1.security") == []
     assert client_config(security)["ssl.keystore.password"] == f"${{file:{password_file}}}"
     accepted = "Certificate accepted at depth=0: CN=mirrormaker"
@@ -276,8 +311,12 @@ def test_the_app_mirrors_through_mutual_tls_without_printing_the_key_password(
     flow_file.write_text(json.dumps(raw))
     assert KEY_PASSWORD not in flow_file.read_text()  # the spec carries the reference only
 
-    done = subprocess.run([sys.executable, "-m", "spark_app", "--flow", str(flow_file), "--once",
-                           "--master", "local[1]"], capture_output=True, text=True, timeout=300)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "spark_app", "--flow", str(flow_file), "--once", "--master", "local[1]"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
     assert done.returncode == 0, done.stderr[-3000:]
     assert KEY_PASSWORD not in done.stdout + done.stderr

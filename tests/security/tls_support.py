@@ -46,32 +46,56 @@ class TestCa:
         self.key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.timezone.utc)
         self.certificate = (
-            x509.CertificateBuilder().subject_name(_name(name)).issuer_name(_name(name))
-            .public_key(self.key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=2))
+            x509.CertificateBuilder()
+            .subject_name(_name(name))
+            .issuer_name(_name(name))
+            .public_key(self.key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=2))
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-            .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
-                                         content_commitment=False, key_encipherment=False, data_encipherment=False,
-                                         key_agreement=False, encipher_only=False, decipher_only=False), critical=True)
+            .add_extension(
+                x509.KeyUsage(
+                    digital_signature=True,
+                    key_cert_sign=True,
+                    crl_sign=True,
+                    content_commitment=False,
+                    key_encipherment=False,
+                    data_encipherment=False,
+                    key_agreement=False,
+                    encipher_only=False,
+                    decipher_only=False,
+                ),
+                critical=True,
+            )
             .sign(self.key, hashes.SHA256())
-        )  # fmt: skip
+        )
         self.cert_path = directory / f"{name}.pem"
         self.cert_path.write_bytes(self.certificate.public_bytes(serialization.Encoding.PEM))
 
     def issue(
-        self, common_name: str, *, server: bool, key_password: bytes | None = None,
-        dns_names: tuple[str, ...] = ("localhost",), ip_addresses: tuple[str, ...] = ("127.0.0.1",),
-    ) -> Issued:  # fmt: skip
+        self,
+        common_name: str,
+        *,
+        server: bool,
+        key_password: bytes | None = None,
+        dns_names: tuple[str, ...] = ("localhost",),
+        ip_addresses: tuple[str, ...] = ("127.0.0.1",),
+    ) -> Issued:
         """A certificate signed by this CA; a server's carries `dns_names` + `ip_addresses` as SANs."""
         key = ec.generate_private_key(ec.SECP256R1())
         now = datetime.datetime.now(datetime.timezone.utc)
         usage = ExtendedKeyUsageOID.SERVER_AUTH if server else ExtendedKeyUsageOID.CLIENT_AUTH
         builder = (
-            x509.CertificateBuilder().subject_name(_name(common_name)).issuer_name(self.certificate.subject)
-            .public_key(key.public_key()).serial_number(x509.random_serial_number())
-            .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(days=1))
+            x509.CertificateBuilder()
+            .subject_name(_name(common_name))
+            .issuer_name(self.certificate.subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
             .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        )  # fmt: skip
+        )
         if server:
             names: list[x509.GeneralName] = [x509.DNSName(name) for name in dns_names]
             names += [x509.IPAddress(ipaddress.ip_address(address)) for address in ip_addresses]
@@ -88,13 +112,29 @@ class Stunnel:
     With `client_ca`, clients must present a certificate signed by it (verify = 2: mutual TLS).
     """
 
-    def __init__(self, directory: Path, name: str, accept_port: int, connect_port: int, server: Issued,
-                 client_ca: Path | None = None) -> None:  # fmt: skip
+    def __init__(
+        self,
+        directory: Path,
+        name: str,
+        accept_port: int,
+        connect_port: int,
+        server: Issued,
+        client_ca: Path | None = None,
+    ) -> None:
         self.accept_port = accept_port
         self.log_path = directory / f"stunnel-{name}.log"
-        lines = ["foreground = yes", "pid =", f"output = {self.log_path}", "debug = 5", "", f"[{name}]",
-                 f"accept = 127.0.0.1:{accept_port}", f"connect = 127.0.0.1:{connect_port}",
-                 f"cert = {server.cert}", f"key = {server.key}"]  # fmt: skip
+        lines = [
+            "foreground = yes",
+            "pid =",
+            f"output = {self.log_path}",
+            "debug = 5",
+            "",
+            f"[{name}]",
+            f"accept = 127.0.0.1:{accept_port}",
+            f"connect = 127.0.0.1:{connect_port}",
+            f"cert = {server.cert}",
+            f"key = {server.key}",
+        ]
         if client_ca is not None:
             lines += [f"CAfile = {client_ca}", "verify = 2"]
         self.conf_path = directory / f"stunnel-{name}.conf"
@@ -104,8 +144,9 @@ class Stunnel:
     def __enter__(self) -> Stunnel:
         binary = shutil.which("stunnel4") or shutil.which("stunnel")
         assert binary, "stunnel4 is missing: run scripts/install-system-deps.sh (apt-get install stunnel4)"
-        self.process = subprocess.Popen([binary, str(self.conf_path)], stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+        self.process = subprocess.Popen(
+            [binary, str(self.conf_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+        )
         wait_for_port(self.accept_port, timeout_s=15)
         return self
 

@@ -119,11 +119,17 @@ def create_eks_cluster(
         key_arn = key.arn
     node_role = aws.iam.Role(
         f"{name}-node-role",
-        assume_role_policy=json.dumps({"Version": "2012-10-17", "Statement": [
-            {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}]}),
+        assume_role_policy=json.dumps(
+            {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}
+                ],
+            }
+        ),
         tags=settings.tags,
         opts=child,
-    )  # fmt: skip
+    )
     attachments = [
         aws.iam.RolePolicyAttachment(
             f"{name}-node-{policy.lower().replace('_', '-')}",
@@ -136,8 +142,9 @@ def create_eks_cluster(
     cluster_name = settings.name or f"kafka-mirror-{name}"
     args = {**cluster_args(settings, key_arn), "name": cluster_name}
     # (EKS adds the access entry of a managed node group's role itself.)
-    cluster = eks.Cluster(f"{name}-cluster", **args,
-                          opts=pulumi.ResourceOptions(parent=parent, protect=settings.protect))  # fmt: skip
+    cluster = eks.Cluster(
+        f"{name}-cluster", **args, opts=pulumi.ResourceOptions(parent=parent, protect=settings.protect)
+    )
     # IMDSv2 only, one hop: pods (one network hop further) cannot reach the nodes' credentials; they use IRSA.
     template = aws.ec2.LaunchTemplate(
         f"{name}-nodes-template",
@@ -154,18 +161,21 @@ def create_eks_cluster(
         launch_template={"id": template.id, "version": template.latest_version.apply(str)},
         scaling_config={"desired_size": settings.nodes, "min_size": 1, "max_size": max(settings.nodes, 1) * 2},
         tags=settings.tags,
-        opts=pulumi.ResourceOptions(parent=parent, depends_on=[cluster, *attachments],
-                                    custom_timeouts=NODE_GROUP_TIMEOUTS),
-    )  # fmt: skip
+        opts=pulumi.ResourceOptions(
+            parent=parent, depends_on=[cluster, *attachments], custom_timeouts=NODE_GROUP_TIMEOUTS
+        ),
+    )
     admitted = _admit_runner(parent, name, cluster, settings)
     config: pulumi.Output[str] = pulumi.Output.secret(cluster.kubeconfig_json)
-    provider = k8s.Provider(f"{name}-k8s", kubeconfig=config,
-                            opts=pulumi.ResourceOptions(parent=parent, depends_on=admitted))  # fmt: skip
+    provider = k8s.Provider(
+        f"{name}-k8s", kubeconfig=config, opts=pulumi.ResourceOptions(parent=parent, depends_on=admitted)
+    )
     return cluster, provider, config, nodes
 
 
-def _admit_runner(parent: pulumi.Resource, name: str, cluster: eks.Cluster,
-                  settings: EksClusterSettings) -> list[pulumi.Resource]:  # fmt: skip
+def _admit_runner(
+    parent: pulumi.Resource, name: str, cluster: eks.Cluster, settings: EksClusterSettings
+) -> list[pulumi.Resource]:
     """pulumi-eks opens the private endpoint (443) to its nodes only: with deploy_from_vpc the runner
     of `pulumi up` (inside the VPC) is admitted on the cluster security group, before the provider is used."""
     if not settings.deploy_from_vpc:
@@ -177,23 +187,38 @@ def _admit_runner(parent: pulumi.Resource, name: str, cluster: eks.Cluster,
         else {"cidr_blocks": list(settings.runner_cidr_blocks)}
     )
     rule = aws.ec2.SecurityGroupRule(
-        f"{name}-api-from-runner", type="ingress", protocol="tcp", from_port=443, to_port=443,
-        security_group_id=group, description="the deploy runner -> EKS API (pulumi up)",
-        opts=pulumi.ResourceOptions(parent=parent), **source,
-    )  # fmt: skip
+        f"{name}-api-from-runner",
+        type="ingress",
+        protocol="tcp",
+        from_port=443,
+        to_port=443,
+        security_group_id=group,
+        description="the deploy runner -> EKS API (pulumi up)",
+        opts=pulumi.ResourceOptions(parent=parent),
+        **source,
+    )
     return [rule]
 
 
 def irsa_trust_policy(provider_arn: str, provider_url: str, namespace: str, service_account: str) -> dict[str, Any]:
     """The IRSA trust policy: only `namespace/service_account` of the cluster behind the OIDC provider."""
     issuer = provider_url.removeprefix("https://")
-    return {"Version": "2012-10-17", "Statement": [{
-        "Effect": "Allow",
-        "Principal": {"Federated": provider_arn},
-        "Action": "sts:AssumeRoleWithWebIdentity",
-        "Condition": {"StringEquals": {f"{issuer}:sub": f"system:serviceaccount:{namespace}:{service_account}",
-                                       f"{issuer}:aud": "sts.amazonaws.com"}},
-    }]}  # fmt: skip
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Principal": {"Federated": provider_arn},
+                "Action": "sts:AssumeRoleWithWebIdentity",
+                "Condition": {
+                    "StringEquals": {
+                        f"{issuer}:sub": f"system:serviceaccount:{namespace}:{service_account}",
+                        f"{issuer}:aud": "sts.amazonaws.com",
+                    }
+                },
+            }
+        ],
+    }
 
 
 def checkpoint_access_policy(checkpoint_root: str) -> dict[str, Any] | None:
@@ -204,20 +229,32 @@ def checkpoint_access_policy(checkpoint_root: str) -> dict[str, Any] | None:
     bucket, _, prefix = rest.partition("/")
     prefix = prefix.strip("/")
     objects = f"arn:aws:s3:::{bucket}/{prefix}/*" if prefix else f"arn:aws:s3:::{bucket}/*"
-    listing: dict[str, Any] = {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"],
-                               "Resource": f"arn:aws:s3:::{bucket}"}  # fmt: skip
+    listing: dict[str, Any] = {
+        "Effect": "Allow",
+        "Action": ["s3:ListBucket", "s3:GetBucketLocation"],
+        "Resource": f"arn:aws:s3:::{bucket}",
+    }
     if prefix:
         listing["Condition"] = {"StringLike": {"s3:prefix": [prefix, f"{prefix}/*"]}}
-    return {"Version": "2012-10-17", "Statement": [
-        listing,
-        {"Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], "Resource": objects},
-    ]}  # fmt: skip
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            listing,
+            {"Effect": "Allow", "Action": ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], "Resource": objects},
+        ],
+    }
 
 
 def create_irsa_role(
-    parent: pulumi.Resource, name: str, cluster: eks.Cluster, namespace: str, service_account: str,
-    checkpoint_root: str | None, policy_arns: list[Any], tags: dict[str, str],
-) -> aws.iam.Role:  # fmt: skip
+    parent: pulumi.Resource,
+    name: str,
+    cluster: eks.Cluster,
+    namespace: str,
+    service_account: str,
+    checkpoint_root: str | None,
+    policy_arns: list[Any],
+    tags: dict[str, str],
+) -> aws.iam.Role:
     """The apps' IAM role (IRSA) for a cluster created in this run: its trust names the cluster's
     OIDC provider by output, so it is made after the provider; S3 access to the checkpoint root."""
     child = pulumi.ResourceOptions(parent=parent)

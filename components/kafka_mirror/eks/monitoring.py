@@ -37,13 +37,16 @@ def pod_monitor(flow_spec: dict[str, Any], settings: EksSettings) -> dict[str, A
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PodMonitor",
-        "metadata": {"name": name, "namespace": settings.namespace,
-                     "labels": {**PART_OF, **settings.monitoring_labels}},
+        "metadata": {
+            "name": name,
+            "namespace": settings.namespace,
+            "labels": {**PART_OF, **settings.monitoring_labels},
+        },
         "spec": {
             "selector": {"matchLabels": {"sparkoperator.k8s.io/app-name": name, "spark-role": "driver"}},
             "podMetricsEndpoints": [{"port": "metrics", "path": "/metrics", "interval": "30s"}],
         },
-    }  # fmt: skip
+    }
 
 
 RUNBOOK = "docs/deploy.md#runbook-a-failed-deploy-or-a-stuck-flow"
@@ -59,17 +62,30 @@ def operator_alerts(operator_namespace: str) -> list[dict[str, Any]]:
     and its webhook is fail-closed (failurePolicy Fail), so without a webhook replica no pod of a
     SparkApplication can be created: a driver that dies stays dead. The chart names its
     deployments `<release>-controller` and `<release>-webhook` (release `spark-operator`)."""
+
     def available(deployment: str) -> str:
-        return (f'sum(kube_deployment_status_replicas_available{{namespace="{operator_namespace}", '
-                f'deployment="spark-operator-{deployment}"}}) < 1')  # fmt: skip
+        return (
+            f'sum(kube_deployment_status_replicas_available{{namespace="{operator_namespace}", '
+            f'deployment="spark-operator-{deployment}"}}) < 1'
+        )
 
     return [
-        _alert("KafkaMirrorOperatorDown", available("controller"), "5m", "critical",
-               "the Spark operator's controller has no available replica: mirrors that stop are not restarted"),
-        _alert("KafkaMirrorOperatorWebhookDown", available("webhook"), "5m", "critical",
-               "the Spark operator's webhook (fail-closed) has no available replica: no driver or executor "
-               "pod can be created, so a mirror whose driver dies stays down"),
-    ]  # fmt: skip
+        _alert(
+            "KafkaMirrorOperatorDown",
+            available("controller"),
+            "5m",
+            "critical",
+            "the Spark operator's controller has no available replica: mirrors that stop are not restarted",
+        ),
+        _alert(
+            "KafkaMirrorOperatorWebhookDown",
+            available("webhook"),
+            "5m",
+            "critical",
+            "the Spark operator's webhook (fail-closed) has no available replica: no driver or executor "
+            "pod can be created, so a mirror whose driver dies stays down",
+        ),
+    ]
 
 
 def alert_rules(namespace: str, operator_namespace: str | None = None) -> list[dict[str, Any]]:
@@ -80,60 +96,129 @@ def alert_rules(namespace: str, operator_namespace: str | None = None) -> list[d
     extra = operator_alerts(operator_namespace) if operator_namespace else []
     ns = f'namespace="{namespace}"'
     return [
-        _alert("KafkaMirrorLagGrowing", "sum by (flow) (deriv(kmirror_offset_lag[15m])) > 0 "
-               "and sum by (flow) (kmirror_offset_lag) > 10000", "15m", "warning",
-               "{{ $labels.flow }}: the offset lag keeps growing"),
-        _alert("KafkaMirrorStalled", "sum by (flow) (rate(kmirror_record_count_total[10m])) == 0 "
-               "and sum by (flow) (kmirror_offset_lag) > 0", "10m", "critical",
-               "{{ $labels.flow }}: records wait at the source and nothing is mirrored"),
-        _alert("KafkaMirrorDriverDown", f'sum by (pod) (up{{{ns}, {DRIVER_POD}}}) == 0', "5m", "critical",
-               "{{ $labels.pod }}: the driver's metrics endpoint does not answer (no heartbeat)"),
+        _alert(
+            "KafkaMirrorLagGrowing",
+            "sum by (flow) (deriv(kmirror_offset_lag[15m])) > 0 and sum by (flow) (kmirror_offset_lag) > 10000",
+            "15m",
+            "warning",
+            "{{ $labels.flow }}: the offset lag keeps growing",
+        ),
+        _alert(
+            "KafkaMirrorStalled",
+            "sum by (flow) (rate(kmirror_record_count_total[10m])) == 0 and sum by (flow) (kmirror_offset_lag) > 0",
+            "10m",
+            "critical",
+            "{{ $labels.flow }}: records wait at the source and nothing is mirrored",
+        ),
+        _alert(
+            "KafkaMirrorDriverDown",
+            f"sum by (pod) (up{{{ns}, {DRIVER_POD}}}) == 0",
+            "5m",
+            "critical",
+            "{{ $labels.pod }}: the driver's metrics endpoint does not answer (no heartbeat)",
+        ),
         # A driver pod that is gone has no `up` series at all, so the rule above goes silent: these
         # two fire on absence (a flow seen in the last day and not now; no driver scraped at all).
-        _alert("KafkaMirrorFlowGone",
-               f"group by (flow) (max_over_time(kmirror_batch_duration_seconds_count{{{ns}}}[1d])) "
-               f"unless group by (flow) (kmirror_batch_duration_seconds_count{{{ns}}})", "5m", "critical",
-               "{{ $labels.flow }}: no driver has reported this flow for 5 minutes (its driver is gone)"),
-        _alert("KafkaMirrorNoDriver", f"absent(up{{{ns}, {DRIVER_POD}}})", "10m", "critical",
-               "no mirror driver is scraped in the namespace (gone, or the PodMonitor selects nothing)"),
-        _alert("KafkaMirrorHeartbeatsFailing",
-               'sum by (flow) (increase(kmirror_failover_work_failures_total{work=~"heartbeats.*"}[15m])) > 0',
-               "15m", "warning", "{{ $labels.flow }}: heartbeats are not written (failover tooling is blind)"),
-        _alert("KafkaMirrorDriverRestarting",
-               f"sum by (pod) (increase(kube_pod_container_status_restarts_total{{{ns}, {DRIVER_POD}}}[30m])) > 2",
-               "0m", "critical", "{{ $labels.pod }}: batches fail and the driver restarts"),
-        _alert("KafkaMirrorDeadLetters",
-               "sum by (flow, topic) (increase(kmirror_dead_lettered_records_total[10m])) > 0",
-               "0m", "warning", "{{ $labels.flow }}: records of {{ $labels.topic }} were dead-lettered"),
-        _alert("KafkaMirrorDataLoss", "sum by (flow, topic) (increase(kmirror_skipped_records_total[10m])) > 0",
-               "0m", "critical", "{{ $labels.flow }}: offsets of {{ $labels.topic }} were deleted before mirroring"),
-        _alert("KafkaMirrorSideWorkFailing",
-               "sum by (flow, work) (increase(kmirror_failover_work_failures_total[15m])) > 3",
-               "15m", "warning", "{{ $labels.flow }}: {{ $labels.work }} keeps failing"),
-        _alert("KafkaMirrorBatchesFailing", "sum by (flow) (increase(kmirror_failed_batches_total[15m])) > 0",
-               "0m", "warning", "{{ $labels.flow }}: Spark aborted batches (retried); see the driver's log"),
-        _alert("KafkaMirrorCheckpointStale", "max by (flow) (kmirror_checkpoint_age_seconds) > 900", "5m", "critical",
-               "{{ $labels.flow }}: no batch committed for 15 min (Spark's checkpoint does not advance)"),
-        _alert("KafkaMirrorBatchesSlow", "histogram_quantile(0.9, sum by (flow, le) "
-               "(rate(kmirror_batch_duration_seconds_bucket[15m]))) > 120", "15m", "warning",
-               "{{ $labels.flow }}: 90% of batches take over 2 min to copy"),
-        _alert("KafkaMirrorCheckpointsLate", "max by (flow, group) (kmirror_checkpoint_latency_ms) > 300000",
-               "10m", "warning", "{{ $labels.flow }}: group {{ $labels.group }}'s checkpoints are over 5 min old"),
-        _alert("KafkaMirrorReplicationLatencyHigh",
-               'max by (flow) (kmirror_replication_latency_ms{stat="max"}) > 60000', "10m", "warning",
-               "{{ $labels.flow }}: records arrive more than a minute after they were written"),
+        _alert(
+            "KafkaMirrorFlowGone",
+            f"group by (flow) (max_over_time(kmirror_batch_duration_seconds_count{{{ns}}}[1d])) "
+            f"unless group by (flow) (kmirror_batch_duration_seconds_count{{{ns}}})",
+            "5m",
+            "critical",
+            "{{ $labels.flow }}: no driver has reported this flow for 5 minutes (its driver is gone)",
+        ),
+        _alert(
+            "KafkaMirrorNoDriver",
+            f"absent(up{{{ns}, {DRIVER_POD}}})",
+            "10m",
+            "critical",
+            "no mirror driver is scraped in the namespace (gone, or the PodMonitor selects nothing)",
+        ),
+        _alert(
+            "KafkaMirrorHeartbeatsFailing",
+            'sum by (flow) (increase(kmirror_failover_work_failures_total{work=~"heartbeats.*"}[15m])) > 0',
+            "15m",
+            "warning",
+            "{{ $labels.flow }}: heartbeats are not written (failover tooling is blind)",
+        ),
+        _alert(
+            "KafkaMirrorDriverRestarting",
+            f"sum by (pod) (increase(kube_pod_container_status_restarts_total{{{ns}, {DRIVER_POD}}}[30m])) > 2",
+            "0m",
+            "critical",
+            "{{ $labels.pod }}: batches fail and the driver restarts",
+        ),
+        _alert(
+            "KafkaMirrorDeadLetters",
+            "sum by (flow, topic) (increase(kmirror_dead_lettered_records_total[10m])) > 0",
+            "0m",
+            "warning",
+            "{{ $labels.flow }}: records of {{ $labels.topic }} were dead-lettered",
+        ),
+        _alert(
+            "KafkaMirrorDataLoss",
+            "sum by (flow, topic) (increase(kmirror_skipped_records_total[10m])) > 0",
+            "0m",
+            "critical",
+            "{{ $labels.flow }}: offsets of {{ $labels.topic }} were deleted before mirroring",
+        ),
+        _alert(
+            "KafkaMirrorSideWorkFailing",
+            "sum by (flow, work) (increase(kmirror_failover_work_failures_total[15m])) > 3",
+            "15m",
+            "warning",
+            "{{ $labels.flow }}: {{ $labels.work }} keeps failing",
+        ),
+        _alert(
+            "KafkaMirrorBatchesFailing",
+            "sum by (flow) (increase(kmirror_failed_batches_total[15m])) > 0",
+            "0m",
+            "warning",
+            "{{ $labels.flow }}: Spark aborted batches (retried); see the driver's log",
+        ),
+        _alert(
+            "KafkaMirrorCheckpointStale",
+            "max by (flow) (kmirror_checkpoint_age_seconds) > 900",
+            "5m",
+            "critical",
+            "{{ $labels.flow }}: no batch committed for 15 min (Spark's checkpoint does not advance)",
+        ),
+        _alert(
+            "KafkaMirrorBatchesSlow",
+            "histogram_quantile(0.9, sum by (flow, le) (rate(kmirror_batch_duration_seconds_bucket[15m]))) > 120",
+            "15m",
+            "warning",
+            "{{ $labels.flow }}: 90% of batches take over 2 min to copy",
+        ),
+        _alert(
+            "KafkaMirrorCheckpointsLate",
+            "max by (flow, group) (kmirror_checkpoint_latency_ms) > 300000",
+            "10m",
+            "warning",
+            "{{ $labels.flow }}: group {{ $labels.group }}'s checkpoints are over 5 min old",
+        ),
+        _alert(
+            "KafkaMirrorReplicationLatencyHigh",
+            'max by (flow) (kmirror_replication_latency_ms{stat="max"}) > 60000',
+            "10m",
+            "warning",
+            "{{ $labels.flow }}: records arrive more than a minute after they were written",
+        ),
         *extra,
-    ]  # fmt: skip
+    ]
 
 
 def prometheus_rule(settings: EksSettings, operator_namespace: str | None = None) -> dict[str, Any]:
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
-        "metadata": {"name": "kafka-mirror", "namespace": settings.namespace,
-                     "labels": {**PART_OF, **settings.monitoring_labels}},
+        "metadata": {
+            "name": "kafka-mirror",
+            "namespace": settings.namespace,
+            "labels": {**PART_OF, **settings.monitoring_labels},
+        },
         "spec": {"groups": [{"name": "kafka-mirror", "rules": alert_rules(settings.namespace, operator_namespace)}]},
-    }  # fmt: skip
+    }
 
 
 def _panel(index: int, title: str, exprs: list[tuple[str, str]], unit: str) -> dict[str, Any]:
@@ -153,43 +238,110 @@ def _panel(index: int, title: str, exprs: list[tuple[str, str]], unit: str) -> d
 PANELS: list[tuple[str, list[tuple[str, str]], str]] = [
     ("Flows running", [('count(count by (flow) (kmirror_record_count_total{flow=~"$flow"}))', "flows")], "none"),
     ("Partitions mirrored", [('count by (flow) (kmirror_offset_lag{flow=~"$flow"})', "{{flow}}")], "none"),
-    ("Records/s per flow", [('sum by (flow) (rate(kmirror_record_count_total{flow=~"$flow"}[5m]))', "{{flow}}")],
-     "rps"),
-    ("Bytes/s per flow", [('sum by (flow) (rate(kmirror_byte_count_total{flow=~"$flow"}[5m]))', "{{flow}}"),
-                          ('sum by (flow) (kmirror_byte_rate{flow=~"$flow"})', "{{flow}} last batch")], "Bps"),
+    (
+        "Records/s per flow",
+        [('sum by (flow) (rate(kmirror_record_count_total{flow=~"$flow"}[5m]))', "{{flow}}")],
+        "rps",
+    ),
+    (
+        "Bytes/s per flow",
+        [
+            ('sum by (flow) (rate(kmirror_byte_count_total{flow=~"$flow"}[5m]))', "{{flow}}"),
+            ('sum by (flow) (kmirror_byte_rate{flow=~"$flow"})', "{{flow}} last batch"),
+        ],
+        "Bps",
+    ),
     ("Offset lag per partition", [('kmirror_offset_lag{flow=~"$flow"}', "{{flow}} {{topic}}[{{partition}}]")], "none"),
-    ("Replication latency per flow", [(f'max by (flow) (kmirror_replication_latency_ms{{flow=~"$flow", stat="{s}"}})',
-                                       f"{{{{flow}}}} {s}") for s in ("min", "avg", "max")], "ms"),
+    (
+        "Replication latency per flow",
+        [
+            (f'max by (flow) (kmirror_replication_latency_ms{{flow=~"$flow", stat="{s}"}})', f"{{{{flow}}}} {s}")
+            for s in ("min", "avg", "max")
+        ],
+        "ms",
+    ),
     ("Record age (max) per flow", [('max by (flow) (kmirror_record_age_ms{flow=~"$flow"})', "{{flow}}")], "ms"),
-    ("Batch duration per flow", [(f'histogram_quantile({q}, sum by (flow, le) '
-                                  f'(rate(kmirror_batch_duration_seconds_bucket{{flow=~"$flow"}}[5m])))',
-                                  f"{{{{flow}}}} p{int(q * 100)}") for q in (0.5, 0.99)], "s"),
-    ("Checkpoint age (last committed batch)", [('max by (flow) (kmirror_checkpoint_age_seconds{flow=~"$flow"})',
-                                                "{{flow}}")], "s"),
-    ("Checkpoint latency per flow and group", [('max by (flow, group) (kmirror_checkpoint_latency_ms{flow=~"$flow"})',
-                                                "{{flow}} {{group}}")], "ms"),
-    ("Failed batches", [('sum by (flow) (increase(kmirror_failed_batches_total{flow=~"$flow"}[1h]))',
-                         "{{flow}} aborted")], "none"),
-    ("Driver restarts", [(f"sum by (pod) (increase(kube_pod_container_status_restarts_total"
-                          f'{{namespace="$namespace", {DRIVER_POD}}}[1h]))', "{{pod}}")], "none"),
-    ("Dead-lettered and skipped records",
-     [('sum by (flow) (increase(kmirror_dead_lettered_records_total{flow=~"$flow"}[1h]))', "{{flow}} dead-lettered"),
-      ('sum by (flow) (increase(kmirror_skipped_records_total{flow=~"$flow"}[1h]))', "{{flow}} skipped (lost)")],
-     "none"),
-    ("Side work failures", [('sum by (flow, work) (increase(kmirror_failover_work_failures_total{flow=~"$flow"}[1h]))',
-                             "{{flow}} {{work}}")], "none"),
-]  # fmt: skip
+    (
+        "Batch duration per flow",
+        [
+            (
+                f"histogram_quantile({q}, sum by (flow, le) "
+                f'(rate(kmirror_batch_duration_seconds_bucket{{flow=~"$flow"}}[5m])))',
+                f"{{{{flow}}}} p{int(q * 100)}",
+            )
+            for q in (0.5, 0.99)
+        ],
+        "s",
+    ),
+    (
+        "Checkpoint age (last committed batch)",
+        [('max by (flow) (kmirror_checkpoint_age_seconds{flow=~"$flow"})', "{{flow}}")],
+        "s",
+    ),
+    (
+        "Checkpoint latency per flow and group",
+        [('max by (flow, group) (kmirror_checkpoint_latency_ms{flow=~"$flow"})', "{{flow}} {{group}}")],
+        "ms",
+    ),
+    (
+        "Failed batches",
+        [('sum by (flow) (increase(kmirror_failed_batches_total{flow=~"$flow"}[1h]))', "{{flow}} aborted")],
+        "none",
+    ),
+    (
+        "Driver restarts",
+        [
+            (
+                f"sum by (pod) (increase(kube_pod_container_status_restarts_total"
+                f'{{namespace="$namespace", {DRIVER_POD}}}[1h]))',
+                "{{pod}}",
+            )
+        ],
+        "none",
+    ),
+    (
+        "Dead-lettered and skipped records",
+        [
+            (
+                'sum by (flow) (increase(kmirror_dead_lettered_records_total{flow=~"$flow"}[1h]))',
+                "{{flow}} dead-lettered",
+            ),
+            ('sum by (flow) (increase(kmirror_skipped_records_total{flow=~"$flow"}[1h]))', "{{flow}} skipped (lost)"),
+        ],
+        "none",
+    ),
+    (
+        "Side work failures",
+        [
+            (
+                'sum by (flow, work) (increase(kmirror_failover_work_failures_total{flow=~"$flow"}[1h]))',
+                "{{flow}} {{work}}",
+            )
+        ],
+        "none",
+    ),
+]
 
 
 def grafana_dashboard() -> dict[str, Any]:
     """The Grafana dashboard (schema 39): one row of panels per concern, flow and namespace variables."""
     variables = [
         {"name": "datasource", "type": "datasource", "query": "prometheus"},
-        {"name": "namespace", "type": "query", "datasource": {"type": "prometheus", "uid": "${datasource}"},
-         "query": "label_values(kmirror_record_count_total, namespace)"},
-        {"name": "flow", "type": "query", "datasource": {"type": "prometheus", "uid": "${datasource}"},
-         "query": "label_values(kmirror_record_count_total, flow)", "includeAll": True, "multi": True},
-    ]  # fmt: skip
+        {
+            "name": "namespace",
+            "type": "query",
+            "datasource": {"type": "prometheus", "uid": "${datasource}"},
+            "query": "label_values(kmirror_record_count_total, namespace)",
+        },
+        {
+            "name": "flow",
+            "type": "query",
+            "datasource": {"type": "prometheus", "uid": "${datasource}"},
+            "query": "label_values(kmirror_record_count_total, flow)",
+            "includeAll": True,
+            "multi": True,
+        },
+    ]
     return {
         "uid": DASHBOARD_UID,
         "title": "Kafka mirror",
@@ -206,7 +358,10 @@ def dashboard_config_map(settings: EksSettings) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": {"name": "kafka-mirror-dashboard", "namespace": settings.namespace,
-                     "labels": {**PART_OF, "grafana_dashboard": "1"}},
+        "metadata": {
+            "name": "kafka-mirror-dashboard",
+            "namespace": settings.namespace,
+            "labels": {**PART_OF, "grafana_dashboard": "1"},
+        },
         "data": {DASHBOARD_FILE: json.dumps(grafana_dashboard(), indent=2, sort_keys=True)},
-    }  # fmt: skip
+    }

@@ -264,9 +264,15 @@ class EksSparkPlatform(pulumi.ComponentResource):
             self.kubeconfig = cast(Any, kubeconfig)
             if irsa is None:  # a role trusting the OIDC provider made in this same run
                 irsa = create_irsa_role(
-                    self, name, self.cluster, self.settings.namespace, self.settings.service_account,
-                    args.get("checkpoint_root"), args.get("irsa_policy_arns") or [], settings.tags,
-                ).arn  # fmt: skip
+                    self,
+                    name,
+                    self.cluster,
+                    self.settings.namespace,
+                    self.settings.service_account,
+                    args.get("checkpoint_root"),
+                    args.get("irsa_policy_arns") or [],
+                    settings.tags,
+                ).arn
         elif (given := args.get("kubeconfig")) is not None:
             # An existing cluster, reached only through the kubeconfig the stack names.
             self.k8s_provider = k8s.Provider(
@@ -422,9 +428,13 @@ class EksSparkPlatform(pulumi.ComponentResource):
         if monitoring.get("prometheus_rule"):
             rule = prometheus_rule(self.settings, operator_namespace)
             k8s.apiextensions.CustomResource(
-                f"{name}-alerts", api_version=rule["apiVersion"], kind=rule["kind"], metadata=rule["metadata"],
-                spec=rule["spec"], opts=opts,
-            )  # fmt: skip
+                f"{name}-alerts",
+                api_version=rule["apiVersion"],
+                kind=rule["kind"],
+                metadata=rule["metadata"],
+                spec=rule["spec"],
+                opts=opts,
+            )
         if monitoring.get("dashboard"):
             board = dashboard_config_map(self.settings)
             k8s.core.v1.ConfigMap(f"{name}-dashboard", metadata=board["metadata"], data=board["data"], opts=opts)
@@ -449,9 +459,14 @@ def required_image(name: str, args: EksSparkPlatformArgs) -> pulumi.Input[str]:
     image = args.get("image")
     if image is None or (isinstance(image, str) and not image.strip()):
         raise ValidationError(
-            [Problem(f"EksSparkPlatform {name}: image", f"required, got {image!r}: pass the app image built from "
-                     "the Dockerfile by digest (REPO@sha256:...), e.g. the ECR image CI pushed")]
-        )  # fmt: skip
+            [
+                Problem(
+                    f"EksSparkPlatform {name}: image",
+                    f"required, got {image!r}: pass the app image built from "
+                    "the Dockerfile by digest (REPO@sha256:...), e.g. the ECR image CI pushed",
+                )
+            ]
+        )
     return image
 
 

@@ -38,21 +38,51 @@ def step_failed_pattern(cluster_id: str) -> dict[str, Any]:
 def alarm_specs(core_nodes: int | None) -> list[dict[str, Any]]:
     """Alarm definitions (`core_nodes`: what a created cluster asks for; None for an existing one)."""
     specs: list[dict[str, Any]] = [
-        {"name": "no-mirror-running", "metric": "AppsRunning", "comparison": "LessThanThreshold", "threshold": 1,
-         "statistic": "Maximum", "periods": 2, "missing": "breaching",
-         "description": "no YARN application runs on the mirror cluster: every flow's streaming step is gone"},
-        {"name": "apps-failed", "metric": "AppsFailed", "comparison": "GreaterThanThreshold", "threshold": 0,
-         "statistic": "Maximum", "periods": 1, "missing": "notBreaching",
-         "description": "a YARN application failed on the mirror cluster: a driver exhausted its attempts"},
-        {"name": "unhealthy-nodes", "metric": "MRUnhealthyNodes", "comparison": "GreaterThanThreshold",
-         "threshold": 0, "statistic": "Maximum", "periods": 3, "missing": "notBreaching",
-         "description": "nodes of the mirror cluster are unhealthy: EMR replaces them, mirrors slow down meanwhile"},
-    ]  # fmt: skip
+        {
+            "name": "no-mirror-running",
+            "metric": "AppsRunning",
+            "comparison": "LessThanThreshold",
+            "threshold": 1,
+            "statistic": "Maximum",
+            "periods": 2,
+            "missing": "breaching",
+            "description": "no YARN application runs on the mirror cluster: every flow's streaming step is gone",
+        },
+        {
+            "name": "apps-failed",
+            "metric": "AppsFailed",
+            "comparison": "GreaterThanThreshold",
+            "threshold": 0,
+            "statistic": "Maximum",
+            "periods": 1,
+            "missing": "notBreaching",
+            "description": "a YARN application failed on the mirror cluster: a driver exhausted its attempts",
+        },
+        {
+            "name": "unhealthy-nodes",
+            "metric": "MRUnhealthyNodes",
+            "comparison": "GreaterThanThreshold",
+            "threshold": 0,
+            "statistic": "Maximum",
+            "periods": 3,
+            "missing": "notBreaching",
+            "description": "nodes of the mirror cluster are unhealthy: EMR replaces them, mirrors slow down meanwhile",
+        },
+    ]
     if core_nodes:
         missing = f"fewer than the {core_nodes} core nodes of the mirror cluster are running"
-        specs.append({"name": "core-nodes-down", "metric": "CoreNodesRunning", "comparison": "LessThanThreshold",
-                      "threshold": core_nodes, "statistic": "Minimum", "periods": 3, "missing": "breaching",
-                      "description": missing})  # fmt: skip
+        specs.append(
+            {
+                "name": "core-nodes-down",
+                "metric": "CoreNodesRunning",
+                "comparison": "LessThanThreshold",
+                "threshold": core_nodes,
+                "statistic": "Minimum",
+                "periods": 3,
+                "missing": "breaching",
+                "description": missing,
+            }
+        )
     return specs
 
 

@@ -68,10 +68,16 @@ def tls_only_bucket_policy(bucket: str) -> dict[str, Any]:
     return {
         "Version": "2012-10-17",
         "Statement": [
-            {"Sid": "TlsOnly", "Effect": "Deny", "Principal": "*", "Action": "s3:*", "Resource": resources,
-             "Condition": {"Bool": {"aws:SecureTransport": "false"}}}
+            {
+                "Sid": "TlsOnly",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:*",
+                "Resource": resources,
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            }
         ],
-    }  # fmt: skip
+    }
 
 
 def create_bucket(
@@ -145,12 +151,14 @@ def _roles(
     )
     made: list[pulumi.Resource] = [service_attach, pass_role, inline]
     if kms_key_arn is not None:  # EBS encryption: EMR launches the volumes with this key (docs/deploy.md)
-        made.append(aws.iam.RolePolicy(
-            f"{name}-service-ebs-key",
-            role=service_role.id,
-            policy=pulumi.Output.from_input(kms_key_arn).apply(lambda arn: json.dumps(service_kms_policy(arn))),
-            opts=child,
-        ))  # fmt: skip
+        made.append(
+            aws.iam.RolePolicy(
+                f"{name}-service-ebs-key",
+                role=service_role.id,
+                policy=pulumi.Output.from_input(kms_key_arn).apply(lambda arn: json.dumps(service_kms_policy(arn))),
+                opts=child,
+            )
+        )
     return service_role, profile, made
 
 
@@ -208,8 +216,9 @@ def create_cluster(
     [(tag_key, tag_value)] = EMR_MANAGED_TAG.items()
     for part, resource_id in (("subnet", s.subnet_id), ("vpc", s.vpc_id)):
         if resource_id is not None:
-            policies.append(aws.ec2.Tag(f"{name}-{part}-emr-tag", resource_id=resource_id, key=tag_key,
-                                        value=tag_value, opts=child))  # fmt: skip
+            policies.append(
+                aws.ec2.Tag(f"{name}-{part}-emr-tag", resource_id=resource_id, key=tag_key, value=tag_value, opts=child)
+            )
     group = _metrics_group(parent, name, s)
     extra_groups = group.id.apply(lambda i: i) if group is not None else None
     return aws.emr.Cluster(

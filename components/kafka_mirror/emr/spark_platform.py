@@ -61,8 +61,9 @@ def primary_nodes(value: Any) -> int:
     """1 or 3 (what EMR allows for a primary instance group); anything else is refused naming it."""
     if value in (1, 3) and not isinstance(value, bool):
         return int(value)
-    raise KmirrorError(f"primary_node_count: EMR runs 1 or 3 primary nodes, got {value!r}; use 3 (default, "
-                       "survives losing one) or 1")  # fmt: skip
+    raise KmirrorError(
+        f"primary_node_count: EMR runs 1 or 3 primary nodes, got {value!r}; use 3 (default, survives losing one) or 1"
+    )
 
 
 @dataclass(frozen=True)
@@ -238,16 +239,28 @@ class EmrSparkPlatform(pulumi.ComponentResource):
         self.step_function = create_step_function(self, name, s.region, self.cluster_id).name
         if args.get("alarms", True):
             created = None if args.get("cluster_id") else int(args.get("core_instance_count", 2))
-            create_alarms(self, name, self.cluster_id, created, args.get("alarm_actions") or [],
-                          pulumi.ResourceOptions(parent=self))  # fmt: skip
+            create_alarms(
+                self,
+                name,
+                self.cluster_id,
+                created,
+                args.get("alarm_actions") or [],
+                pulumi.ResourceOptions(parent=self),
+            )
         self.secrets = pulumi.Output.from_input(sorted(self.stack_secrets))
         self.wheelhouse = pulumi.Output.from_input({w.tag: list(w.files) for w in self.wheelhouses})
         target = pulumi.Output.all(
             self._resolved, self.cluster_id, self.bundle_uri, self.entry_uri, self.step_function
         ).apply(
-            lambda v: dict(platform="emr", settings=asdict(v[0]), cluster_id=v[1], bundle_uri=v[2], entry_uri=v[3],
-                           step_function=v[4])
-        )  # fmt: skip
+            lambda v: dict(
+                platform="emr",
+                settings=asdict(v[0]),
+                cluster_id=v[1],
+                bundle_uri=v[2],
+                entry_uri=v[3],
+                step_function=v[4],
+            )
+        )
         self.deployment_target = pulumi.Output.all(target, *[r.urn for r in self.ready]).apply(lambda v: v[0])
         self.register_outputs(
             {
@@ -290,8 +303,7 @@ class EmrSparkPlatform(pulumi.ComponentResource):
         on_bucket = pulumi.ResourceOptions(parent=self, depends_on=list(self.ready))
         for part, (key, path) in uploads.items():
             source = pulumi.FileAsset(path)
-            obj = aws.s3.BucketObjectv2(f"{name}-{part}", bucket=self.bucket, key=key, source=source,
-                                        opts=on_bucket)  # fmt: skip
+            obj = aws.s3.BucketObjectv2(f"{name}-{part}", bucket=self.bucket, key=key, source=source, opts=on_bucket)
             self.ready.append(obj)
         bundle, entry = uploads["bundle"][0], uploads["entry"][0]
         return self._on_bucket(lambda r: r.uri(bundle)), self._on_bucket(lambda r: r.uri(entry))
@@ -336,19 +348,30 @@ class EmrSparkPlatform(pulumi.ComponentResource):
         directories = [d for _, d in entries]
         content = arns.apply(lambda values: secrets_manifest(zip(values, directories, strict=True)))
         on_bucket = pulumi.ResourceOptions(parent=self, depends_on=list(self.ready))
-        self.ready.append(aws.s3.BucketObjectv2(f"{name}-secrets-list", bucket=self.bucket,
-                                                key=SECRETS_MANIFEST_KEY, content=content, opts=on_bucket))  # fmt: skip
+        self.ready.append(
+            aws.s3.BucketObjectv2(
+                f"{name}-secrets-list", bucket=self.bucket, key=SECRETS_MANIFEST_KEY, content=content, opts=on_bucket
+            )
+        )
         return arns
 
-    def _cluster(self, name: str, args: EmrSparkPlatformArgs, policy: pulumi.Output[str],
-                 opts: pulumi.ResourceOptions) -> aws.emr.Cluster:  # fmt: skip
+    def _cluster(
+        self, name: str, args: EmrSparkPlatformArgs, policy: pulumi.Output[str], opts: pulumi.ResourceOptions
+    ) -> aws.emr.Cluster:
         encryption: dict[str, Any] = dict(args.get("encryption") or {})
         prometheus: dict[str, Any] = dict(args.get("prometheus") or {})
         if args.get("subnet_id") is not None and args.get("vpc_id") is None:
-            raise ValidationError([Problem("vpc_id", "required with subnet_id: AmazonEMRServicePolicy_v2 creates "
-                                           "the cluster's managed security groups only in a VPC tagged "
-                                           "for-use-with-amazon-emr-managed-policies=true, which the platform tags; "
-                                           "set the subnet's VPC id")])  # fmt: skip
+            raise ValidationError(
+                [
+                    Problem(
+                        "vpc_id",
+                        "required with subnet_id: AmazonEMRServicePolicy_v2 creates "
+                        "the cluster's managed security groups only in a VPC tagged "
+                        "for-use-with-amazon-emr-managed-policies=true, which the platform tags; "
+                        "set the subnet's VPC id",
+                    )
+                ]
+            )
         settings = ClusterSettings(
             release_label=args.get("release_label", RELEASE_LABEL),
             master_instance_type=args.get("master_instance_type", MASTER_TYPE),
@@ -380,8 +403,15 @@ def _region(args: EmrSparkPlatformArgs, aws_settings: dict[str, Any]) -> str:
         or os.environ.get("AWS_DEFAULT_REGION")
     )
     if not found:
-        raise ValidationError([Problem("region", "required: the AWS region of the EMR cluster (set the "
-                                       "component's region, or aws:region in the stack)")])  # fmt: skip
+        raise ValidationError(
+            [
+                Problem(
+                    "region",
+                    "required: the AWS region of the EMR cluster (set the "
+                    "component's region, or aws:region in the stack)",
+                )
+            ]
+        )
     return str(found)
 
 

@@ -139,8 +139,13 @@ def step_wrapper_source() -> str:
 def emr_step_input(cluster_id: str, flow_id: str, step_args: list[str], settings: EmrSettings) -> str:
     """The step function's input for one flow (`kafka_mirror.emr.step_lambda.parse_step`): canonical
     JSON, so an unchanged flow is no change of its Invocation (which would call the function)."""
-    step = {"cluster_id": cluster_id, "name": app_name(flow_id), "args": step_args, "region": settings.region,
-            "stop_timeout_s": settings.step_stop_timeout_s}  # fmt: skip
+    step = {
+        "cluster_id": cluster_id,
+        "name": app_name(flow_id),
+        "args": step_args,
+        "region": settings.region,
+        "stop_timeout_s": settings.step_stop_timeout_s,
+    }
     return json.dumps(step, sort_keys=True, separators=(",", ":"))
 
 
@@ -241,11 +246,15 @@ def bootstrap_args(settings: EmrSettings, gssapi: bool) -> list[str]:
     dependency update changes what lies there (or the step), not these arguments, so it never
     replaces the cluster."""
     args = [
-        "--wheelhouse", settings.uri(WHEELHOUSE_PREFIX),
-        "--secrets", settings.uri(SECRETS_MANIFEST_KEY),
-        "--sync", settings.uri(SYNC_SCRIPT_KEY),
-        "--region", settings.region,
-    ]  # fmt: skip
+        "--wheelhouse",
+        settings.uri(WHEELHOUSE_PREFIX),
+        "--secrets",
+        settings.uri(SECRETS_MANIFEST_KEY),
+        "--sync",
+        settings.uri(SYNC_SCRIPT_KEY),
+        "--region",
+        settings.region,
+    ]
     return [*args, "--gssapi"] if gssapi else args
 
 
@@ -307,8 +316,14 @@ def instance_policy(
 
 # What the EMR service role needs on a customer-managed key for EBS encryption (EMR management guide,
 # "Enabling EBS encryption by providing additional permissions for KMS keys").
-EBS_KEY_ACTIONS = ("kms:CreateGrant", "kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKeyWithoutPlaintext",
-                   "kms:ReEncryptFrom", "kms:ReEncryptTo")  # fmt: skip
+EBS_KEY_ACTIONS = (
+    "kms:CreateGrant",
+    "kms:Decrypt",
+    "kms:DescribeKey",
+    "kms:GenerateDataKeyWithoutPlaintext",
+    "kms:ReEncryptFrom",
+    "kms:ReEncryptTo",
+)
 
 
 def service_kms_policy(key_arn: str) -> dict[str, Any]:
@@ -316,8 +331,13 @@ def service_kms_policy(key_arn: str) -> dict[str, Any]:
     grants them to EC2 (`kms:CreateGrant` only for AWS resources). Effective only when the key policy
     lets IAM policies grant access (AWS's default key policy does; docs/deploy.md)."""
     use = {"Sid": "EmrEbsKeyUse", "Effect": "Allow", "Action": list(EBS_KEY_ACTIONS[1:]), "Resource": key_arn}
-    grant = {"Sid": "EmrEbsKeyGrant", "Effect": "Allow", "Action": "kms:CreateGrant", "Resource": key_arn,
-             "Condition": {"Bool": {"kms:GrantIsForAWSResource": "true"}}}  # fmt: skip
+    grant = {
+        "Sid": "EmrEbsKeyGrant",
+        "Effect": "Allow",
+        "Action": "kms:CreateGrant",
+        "Resource": key_arn,
+        "Condition": {"Bool": {"kms:GrantIsForAWSResource": "true"}},
+    }
     return {"Version": "2012-10-17", "Statement": [use, grant]}
 
 
@@ -369,10 +389,22 @@ def bucket_lifecycle_rules(log_retention_days: int, noncurrent_version_days: int
     (old checkpoint files, replaced bundles) expire after a grace period, and incomplete uploads
     are aborted. Checkpoints themselves never expire: a mirror may be stopped for a long time."""
     return [
-        {"id": "expire-logs", "status": "Enabled", "filter": {"prefix": "logs/"},
-         "expiration": {"days": log_retention_days}},
-        {"id": "expire-noncurrent-versions", "status": "Enabled", "filter": {},
-         "noncurrent_version_expiration": {"noncurrent_days": noncurrent_version_days}},
-        {"id": "abort-incomplete-uploads", "status": "Enabled", "filter": {},
-         "abort_incomplete_multipart_upload": {"days_after_initiation": 7}},
-    ]  # fmt: skip
+        {
+            "id": "expire-logs",
+            "status": "Enabled",
+            "filter": {"prefix": "logs/"},
+            "expiration": {"days": log_retention_days},
+        },
+        {
+            "id": "expire-noncurrent-versions",
+            "status": "Enabled",
+            "filter": {},
+            "noncurrent_version_expiration": {"noncurrent_days": noncurrent_version_days},
+        },
+        {
+            "id": "abort-incomplete-uploads",
+            "status": "Enabled",
+            "filter": {},
+            "abort_incomplete_multipart_upload": {"days_after_initiation": 7},
+        },
+    ]

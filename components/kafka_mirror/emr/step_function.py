@@ -42,12 +42,20 @@ def step_function_policy(region: str, cluster_id: str, log_group_arn: str) -> di
     return {
         "Version": "2012-10-17",
         "Statement": [
-            {"Sid": "FlowSteps", "Effect": "Allow", "Action": list(STEP_ACTIONS),
-             "Resource": emr_cluster_arn(region, cluster_id)},
-            {"Sid": "OwnLogs", "Effect": "Allow", "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
-             "Resource": f"{log_group_arn}:*"},
+            {
+                "Sid": "FlowSteps",
+                "Effect": "Allow",
+                "Action": list(STEP_ACTIONS),
+                "Resource": emr_cluster_arn(region, cluster_id),
+            },
+            {
+                "Sid": "OwnLogs",
+                "Effect": "Allow",
+                "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+                "Resource": f"{log_group_arn}:*",
+            },
         ],
-    }  # fmt: skip
+    }
 
 
 def handler_code() -> pulumi.AssetArchive:
@@ -61,8 +69,7 @@ def create_step_function(
 ) -> aws.lambda_.Function:
     """The log group, role, role policy and function (children `<name>-steps*`)."""
     child = pulumi.ResourceOptions(parent=parent)
-    logs = aws.cloudwatch.LogGroup(f"{name}-steps-logs", retention_in_days=LOG_RETENTION_DAYS, tags=TAGS,
-                                   opts=child)  # fmt: skip
+    logs = aws.cloudwatch.LogGroup(f"{name}-steps-logs", retention_in_days=LOG_RETENTION_DAYS, tags=TAGS, opts=child)
     assume = {"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}
     role = aws.iam.Role(
         f"{name}-steps-role",

@@ -89,8 +89,10 @@ def stop_timeout_problem(value: Any) -> str | None:
 def _text(payload: Mapping[str, Any], key: str, where: str) -> str:
     value = payload.get(key)
     if not isinstance(value, str) or not value:
-        raise StepInputError(f"{where}.{key}: expected a non-empty string, got {value!r}; "
-                             "pass the flow's step as MirrorDeployment renders it")  # fmt: skip
+        raise StepInputError(
+            f"{where}.{key}: expected a non-empty string, got {value!r}; "
+            "pass the flow's step as MirrorDeployment renders it"
+        )
     return value
 
 
@@ -100,14 +102,17 @@ def parse_step(payload: Mapping[str, Any], where: str = "input") -> StepSpec:
     Raises StepInputError naming the field, the value found and the fix."""
     args = payload.get("args")
     if not isinstance(args, list) or not args or not all(isinstance(a, str) for a in args):
-        raise StepInputError(f"{where}.args: expected the step's command-runner.jar arguments (a non-empty "
-                             f"list of strings), got {args!r}")  # fmt: skip
+        raise StepInputError(
+            f"{where}.args: expected the step's command-runner.jar arguments (a non-empty "
+            f"list of strings), got {args!r}"
+        )
     if problem := stop_timeout_problem(payload.get("stop_timeout_s")):
         raise StepInputError(f"{where}.stop_timeout_s: {problem}")
     start = payload.get("start_timeout_s", StepSpec.start_timeout_s)
     if isinstance(start, bool) or not isinstance(start, int) or not 1 <= start <= MAX_STOP_TIMEOUT_S:
-        raise StepInputError(f"{where}.start_timeout_s: must be a whole number of seconds from 1 to "
-                             f"{MAX_STOP_TIMEOUT_S}, got {start!r}")  # fmt: skip
+        raise StepInputError(
+            f"{where}.start_timeout_s: must be a whole number of seconds from 1 to {MAX_STOP_TIMEOUT_S}, got {start!r}"
+        )
     return StepSpec(
         cluster_id=_text(payload, "cluster_id", where),
         name=_text(payload, "name", where),
@@ -168,13 +173,17 @@ class StepRunner:
         while (state := self.state(step, step_id)) != "RUNNING":
             where = f"EMR step {step_id} ({step.name}) on cluster {step.cluster_id}"
             if state in STOPPED_STATES or state in STOPPING_STATES:
-                raise StepNotRunning(f"{where} is {state} instead of RUNNING: the flow is not mirroring. Its "
-                                     f"stderr is under the cluster's log URI (steps/{step_id}/stderr.gz); fix "
-                                     "the cause, then run `pulumi up` again (the step is added anew)")  # fmt: skip
+                raise StepNotRunning(
+                    f"{where} is {state} instead of RUNNING: the flow is not mirroring. Its "
+                    f"stderr is under the cluster's log URI (steps/{step_id}/stderr.gz); fix "
+                    "the cause, then run `pulumi up` again (the step is added anew)"
+                )
             if self.clock() >= deadline:
-                raise StepNotRunning(f"{where} is still {state} {step.start_timeout_s} s after it was added "
-                                     "(start_timeout_s): a step slot or the cluster is busy; see the cluster's "
-                                     "steps in the EMR console, then run `pulumi up` again")  # fmt: skip
+                raise StepNotRunning(
+                    f"{where} is still {state} {step.start_timeout_s} s after it was added "
+                    "(start_timeout_s): a step slot or the cluster is busy; see the cluster's "
+                    "steps in the EMR console, then run `pulumi up` again"
+                )
             self.sleep(1 if step.start_timeout_s < 60 else 5)
 
     def stop(self, step: StepSpec, timeout_s: int) -> list[str]:
@@ -241,8 +250,10 @@ def apply_action(runner: StepRunner, event: Mapping[str, Any]) -> dict[str, Any]
     lifecycle = event.get("tf")
     action = lifecycle.get("action") if isinstance(lifecycle, Mapping) else None
     if action not in ACTIONS:
-        raise StepInputError(f"input.tf.action: expected one of {', '.join(ACTIONS)}, got {action!r}; invoke "
-                             "this function through aws.lambda_.Invocation with lifecycle_scope CRUD")  # fmt: skip
+        raise StepInputError(
+            f"input.tf.action: expected one of {', '.join(ACTIONS)}, got {action!r}; invoke "
+            "this function through aws.lambda_.Invocation with lifecycle_scope CRUD"
+        )
     step = parse_step(event)
     if runner.started is None:
         runner.started = runner.clock()
@@ -267,8 +278,7 @@ def _boto3_emr(region: str) -> Any:
     import boto3  # the Lambda runtime's; imported here so tests of the logic need no AWS session
     from botocore.config import Config
 
-    return boto3.client("emr", region_name=region, config=Config(retries=RETRIES, connect_timeout=10,
-                                                                   read_timeout=60))  # fmt: skip
+    return boto3.client("emr", region_name=region, config=Config(retries=RETRIES, connect_timeout=10, read_timeout=60))
 
 
 def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:

@@ -160,8 +160,21 @@ def resolve_lock(requirements_path: Path, arch: str, pip: PipRunner = _run_pip) 
     with tempfile.TemporaryDirectory() as tmp:
         reqs, report_path = Path(tmp) / "requirements.txt", Path(tmp) / "report.json"
         reqs.write_text("\n".join([requirements, *NODE_EXTRA_REQUIREMENTS]) + "\n")
-        pip(["install", "--dry-run", "--ignore-installed", "--quiet", *pip_target_args(arch),
-             "--target", str(Path(tmp) / "t"), "--report", str(report_path), "-r", str(reqs)])  # fmt: skip
+        pip(
+            [
+                "install",
+                "--dry-run",
+                "--ignore-installed",
+                "--quiet",
+                *pip_target_args(arch),
+                "--target",
+                str(Path(tmp) / "t"),
+                "--report",
+                str(report_path),
+                "-r",
+                str(reqs),
+            ]
+        )
         lines = lock_lines(json.loads(report_path.read_text()))
     source = f"# {requirements_path.name} + {', '.join(NODE_EXTRA_REQUIREMENTS)} for {wheelhouse_tag(arch)}"
     header = [LOCK_HEADER, source, INPUTS_PREFIX + lock_inputs_digest(requirements, arch)]
@@ -245,12 +258,25 @@ def build_wheelhouse(
     with tempfile.TemporaryDirectory() as tmp:
         (Path(tmp) / "lock.txt").write_text("\n".join(lines) + "\n")
         run_pip = pip or _run_pip  # looked up now: tests replace _run_pip
-        run_pip(["download", "--quiet", "--no-deps", "--require-hashes", *pip_target_args(arch), "--dest", str(path),
-                 "-r", str(Path(tmp) / "lock.txt")])  # fmt: skip
+        run_pip(
+            [
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--require-hashes",
+                *pip_target_args(arch),
+                "--dest",
+                str(path),
+                "-r",
+                str(Path(tmp) / "lock.txt"),
+            ]
+        )
     if local is not None:
         shutil.copy2(local, path / local.name)
-        lines.append(f"{GSSAPI_DIST}=={pinned_version(requirements_path.read_text(), GSSAPI_DIST)} --hash=sha256:"
-                     f"{hashlib.sha256(local.read_bytes()).hexdigest()}")  # fmt: skip
+        lines.append(
+            f"{GSSAPI_DIST}=={pinned_version(requirements_path.read_text(), GSSAPI_DIST)} --hash=sha256:"
+            f"{hashlib.sha256(local.read_bytes()).hexdigest()}"
+        )
     (path / LOCK_FILE).write_text("\n".join(sorted(lines)) + "\n")
     wheels = sorted(p.name for p in path.iterdir() if p.suffix == ".whl")
     if len(wheels) != len(lines):
@@ -306,8 +332,9 @@ def deploy_wheelhouses(
         except WheelhouseError:
             if not (preview and gssapi_dir is not None and not _has_gssapi_wheel(gssapi_dir, arch)):
                 raise
-            houses.append(build_wheelhouse(requirements_path, build_dir / "wheelhouse", arch,
-                                           without_gssapi_wheel=True))  # fmt: skip
+            houses.append(
+                build_wheelhouse(requirements_path, build_dir / "wheelhouse", arch, without_gssapi_wheel=True)
+            )
     return houses
 
 

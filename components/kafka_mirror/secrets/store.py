@@ -83,7 +83,7 @@ def store_secret(
             string_data={k: pulumi.Output.secret(v) for k, v in text_values.items()},
             data={k: pulumi.Output.secret(v) for k, v in binary.items()},
             opts=pulumi.ResourceOptions(parent=parent, additional_secret_outputs=["data", "stringData"]),
-        )  # fmt: skip
+        )
         return StoredSecret(secret_name, secret_mount_dir(secret_name), None, secret)
     sm_secret = aws.secretsmanager.Secret(
         f"{name}-secret",

@@ -50,9 +50,13 @@ class TlsSecret(pulumi.ComponentResource):
         if (args.get("cert_pem") is None) != (args.get("key_pem") is None):
             raise ValueError(f"TlsSecret {name}: cert_pem and key_pem go together (a client certificate)")
         super().__init__(TOKEN, name, {}, opts)
-        candidates: dict[str, Any] = {"ca.pem": args["ca_pem"], "cert.pem": args.get("cert_pem"),
-                                      "key.pem": args.get("key_pem"), "key-password": args.get("key_password"),
-                                      "keystore-password": args.get("pkcs12_password")}  # fmt: skip
+        candidates: dict[str, Any] = {
+            "ca.pem": args["ca_pem"],
+            "cert.pem": args.get("cert_pem"),
+            "key.pem": args.get("key_pem"),
+            "key-password": args.get("key_password"),
+            "keystore-password": args.get("pkcs12_password"),
+        }
         text = {k: v for k, v in candidates.items() if v is not None}
         pkcs12 = args.get("pkcs12_b64")
         binary = {"keystore.p12": pkcs12} if pkcs12 is not None else {}
