@@ -105,7 +105,9 @@ test: setup system-deps kafka-dists $(VENV40)/.installed lint
 	@echo "== deploy tools: built or reused in the background at nice 19 while the legs run (log $(DEPLOY_TOOLS_LOG))"
 	@setsid nice -n 19 $(PY) -m kmirror_cli.deploy_tools build > $(DEPLOY_TOOLS_LOG) 2>&1 < /dev/null &
 	@echo "== legs 1a+3 and 1b+2 run side by side; each chain's output follows when it ends"
-	@$(if $(CHAINS),$(MAKE) --no-print-directory -k -j2 --output-sync=target $(CHAINS),true)
+	@bash scripts/legs-progress.sh $(abspath .cache) & progress=$$!; \
+	$(if $(CHAINS),$(MAKE) --no-print-directory -k -j2 --output-sync=target $(CHAINS),true); status=$$?; \
+	kill $$progress 2>/dev/null; exit $$status
 
 test-chain-a:
 	@status=0; $(if $(LEG1A),$(MAKE) --no-print-directory $(LEG1A) || status=1;) \
