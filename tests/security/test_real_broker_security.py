@@ -40,6 +40,7 @@ from kmirror_engine.clients.security_check import check_connection
 from kmirror_engine.copying.range_copy import CopyRange
 from kmirror_engine.copying.task_copy import copy_task_ranges
 from kmirror_engine.planning.discovery import MirroredTopic
+from kmirror_engine.planning.internal_names import control_topic
 from kmirror_engine.planning.internal_topics import check_internal_topic_access, mirror_acls, needed_access
 from kmirror_engine.planning.target_topics import TargetTopics
 from tests.brokers import IS_TANSU, KAFKA_LINE
@@ -308,11 +309,16 @@ def test_without_a_side_topic_acl_the_start_up_check_names_it_and_the_grant(
 
 
 def internal_topics(spec: FlowSpec, topic: str) -> list[str]:
-    """The internal topics `mirror_acls` grants one by one (literally, on the target)."""
+    """The internal topics `mirror_acls` grants one by one (literally, on the target) that the mirror
+    needs to start. Not the pause/resume control topic: without its grant the mirror runs and
+    cannot be paused (kmirror_engine/planning/flow_control.py), so the start-up check never asks."""
     return [
         acl.name
         for acl in mirror_acls(spec, [topic])
-        if acl.side == "target" and acl.resource_type == "TOPIC" and acl.pattern == "LITERAL"
+        if acl.side == "target"
+        and acl.resource_type == "TOPIC"
+        and acl.pattern == "LITERAL"
+        and acl.name != control_topic()
     ]
 
 
