@@ -16,7 +16,12 @@ from rich.console import Console
 from rich.table import Table
 
 NOT_AVAILABLE = "n/a"
-CPU_OF = {"spark": "Python workers", "spark_batch": "Python workers", "mm2": "java process"}
+CPU_OF = {
+    "spark": "Python workers",
+    "spark_batch": "Python workers",
+    "mm2": "java process",
+    "mm2_tuned": "java process",
+}
 
 
 def _ratio(rate: dict[str, float], ours: str, theirs: str) -> str:
@@ -31,9 +36,19 @@ def _us(cpu_us: dict[str, float], name: str) -> str:
     return f"{cpu_us[name]:.2f}" if name in cpu_us else NOT_AVAILABLE
 
 
-def result_line(rate: dict[str, float], cpu_us: dict[str, float], p99_ms: Any, startup_s: float, broker: str) -> str:
+def result_line(
+    rate: dict[str, float],
+    cpu_us: dict[str, float],
+    p99_ms: Any,
+    startup_s: float,
+    broker: str,
+    pss_app_mib: float | None = None,
+) -> str:
     """The RESULT line: every field of issues 8/16 first (unchanged), then the mm2, broker and
-    spark_batch fields of issue 23; a contender that did not run shows `n/a`."""
+    spark_batch fields of issue 23, then issue 47's peers, the whole app's CPU per record of
+    spark_batch (driver + JVM + workers) and its peak PSS (all processes at once, median run);
+    a contender that did not run shows `n/a`."""
+    pss = f"{pss_app_mib:.0f}" if pss_app_mib is not None else NOT_AVAILABLE
     return (
         f"RESULT spark_vs_raw={_ratio(rate, 'spark', 'raw')} "
         f"spark_vs_raw_parallel={_ratio(rate, 'spark', 'raw_parallel')} "
@@ -42,7 +57,13 @@ def result_line(rate: dict[str, float], cpu_us: dict[str, float], p99_ms: Any, s
         f"spark={_per_s(rate, 'spark')} raw={_per_s(rate, 'raw')} raw_parallel={_per_s(rate, 'raw_parallel')} "
         f"limit={_per_s(rate, 'limit')} spark_vs_mm2={_ratio(rate, 'spark', 'mm2')} mm2={_per_s(rate, 'mm2')} "
         f"broker={broker} mm2_cpu_us_per_record={_us(cpu_us, 'mm2')} "
-        f"cpu_us_per_record_batch={_us(cpu_us, 'spark_batch')} spark_batch={_per_s(rate, 'spark_batch')}"
+        f"cpu_us_per_record_batch={_us(cpu_us, 'spark_batch')} spark_batch={_per_s(rate, 'spark_batch')} "
+        f"spark_batch_vs_mm2_tuned={_ratio(rate, 'spark_batch', 'mm2_tuned')} "
+        f"spark_batch_vs_limit_java={_ratio(rate, 'spark_batch', 'limit_java')} "
+        f"spark_batch_vs_limit_bytes={_ratio(rate, 'spark_batch', 'limit_bytes')} "
+        f"cpu_us_per_record_app={_us(cpu_us, 'spark_batch_app')} pss_mib_app={pss} "
+        f"mm2_tuned={_per_s(rate, 'mm2_tuned')} limit_java={_per_s(rate, 'limit_java')} "
+        f"limit_bytes={_per_s(rate, 'limit_bytes')}"
     )
 
 
@@ -79,7 +100,7 @@ def print_report(
     for column in columns:
         table.add_column(column, justify="right" if column != "contender" else "left")
     for name, values in rates.items():
-        verified = "count" if name == "limit" else "count, sample"
+        verified = {"limit": "count", "limit_java": "total count"}.get(name, "count, sample")
         cpu = f"{cpu_us[name]:.2f} ({CPU_OF[name]})" if name in cpu_us else "-"
         each = cpu_rounds.get(name, [])
         if len(each) > 1:
@@ -103,8 +124,9 @@ def print_report(
     _print_spark(out, args, runs["spark"], cpu_us, "spark")
     if runs.get("spark_batch"):
         _print_spark(out, args, runs["spark_batch"], cpu_us, "spark_batch")
-    if runs.get("mm2"):
-        _print_mm2(out, args, runs["mm2"], cpu_us)
+    for name in ("mm2", "mm2_tuned"):
+        if runs.get(name):
+            _print_mm2(out, args, runs[name], cpu_us, name)
     if many is not None:
         _print_many(out, args, many, loads)
     if not args.skip_latency:
@@ -125,6 +147,7 @@ def _print_spark(
         ("2nd half of the copy", spark["second_half"]),
     ):
         out.print(f"  memory, {label}: {_memory(peaks)}")
+    out.print(f"  memory, whole app (all processes at once, PSS): peak {spark['pss_app_mib']:.0f} MiB")
     largest, count = spark["rss_largest"], spark["processes"]
     out.print(
         f"  largest single process RSS: JVM {largest['jvm']:.0f} MiB, Python worker {largest['workers']:.0f} MiB "
@@ -140,13 +163,15 @@ def _print_spark(
     )
 
 
-def _print_mm2(out: Console, args: argparse.Namespace, mm2: dict[str, Any], cpu_us: dict[str, float]) -> None:
+def _print_mm2(
+    out: Console, args: argparse.Namespace, mm2: dict[str, Any], cpu_us: dict[str, float], name: str = "mm2"
+) -> None:
     out.print(
-        f"mm2 (median run): MirrorMaker 2 {mm2['version']} dedicated mode, tasks.max={mm2['tasks']}; start-up "
+        f"{name} (median run): MirrorMaker 2 {mm2['version']} dedicated mode, tasks.max={mm2['tasks']}; start-up "
         f"(java start -> first record in the target) {mm2['startup_s']:.1f} s, copy {mm2['end'] - mm2['start']:.1f} s "
         f"(first -> last record seen in the target's end offsets, polled every {mm2['poll_ms']:.0f} ms), "
         f"java process CPU {mm2['cpu_s']:.1f} s over the copy ({mm2['cpu_s'] / args.records * 1e6:.2f} us/record; "
-        f"median over runs {cpu_us['mm2']:.2f}), peak RSS {mm2['rss_mib']:.0f} MiB, stopped by {mm2['stopped']} in "
+        f"median over runs {cpu_us[name]:.2f}), peak RSS {mm2['rss_mib']:.0f} MiB, stopped by {mm2['stopped']} in "
         f"{mm2['stop_s']:.1f} s; log {mm2['log']}"
     )
 

@@ -176,10 +176,24 @@ def _memory_kib(pid: int) -> tuple[str, int, int]:
         rss = next((int(line.split()[1]) for line in f if line.startswith("VmRSS:")), 0)
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
-            pss = next((int(line.split()[1]) for line in f if line.startswith("Pss:")), rss)
+            pss = pss_kib(f.read(), rss)
     except OSError:
         pss = rss
     return cmdline, rss, pss
+
+
+def pss_kib(smaps_rollup: str, default: int = 0) -> int:
+    """The `Pss:` figure (KiB) of a /proc/<pid>/smaps_rollup text (`default` when it has none)."""
+    for line in smaps_rollup.splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1])
+    return default
+
+
+def peak_total(series: list[tuple[float, dict[str, float]]]) -> float:
+    """The largest sum over all kinds of one sample's PSS (MiB): the whole app's peak memory, all
+    processes at the same moment (not the sum of each kind's own peak)."""
+    return max((sum(sums.values()) for _, sums in series), default=0.0)
 
 
 KINDS = ("jvm", "workers", "driver_python")

@@ -50,6 +50,7 @@ from bench.bench_report import print_report, result_line
 from bench.many_topics import run_many
 from bench.measure import add_fences, create_topics, produce_parallel
 from bench.mm2_run import POLL_S, Mm2Flow, run_mm2
+from bench.peers import PEERS, peer_targets, run_peers
 from bench.raw_loop import raw_mirror, raw_parallel
 from bench.spark_runs import flow_spec, run_latency, run_spark_once
 from bench.verify import verify_counts, verify_sample
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     ):
         source, target = source_broker.bootstrap_servers, target_broker.bootstrap_servers
         mm2_version = getattr(source_broker, "version", None) or resolve_line(DEFAULT_LINE)
-        jars = fetch_mm2(mm2_version) if "mm2" in contenders else None
+        jars = fetch_mm2(mm2_version) if {"mm2", "mm2_tuned"} & set(contenders) else None
         create_topics(source, [src], nparts, topic_config(args))
         console.log(
             f"filling {src}: {args.records:,} x {args.size} B, {nparts} partitions, compression.type {args.compression}"
@@ -198,12 +199,13 @@ def main(argv: list[str] | None = None) -> int:
         + " ".join(f"{s['startup_s']:.1f} s" for s in sparks)
         + " (a run without a JVM class archive yet also writes one at exit: spark_app/jvm_classes.py)"
     )
-    print(result_line(rate, cpu_us, latency["p99_ms"], statistics.median(s["startup_s"] for s in sparks), broker))
+    pss = statistics.median(r["pss_app_mib"] for r in runs["spark_batch"]) if runs.get("spark_batch") else None
+    print(result_line(rate, cpu_us, latency["p99_ms"], statistics.median(s["startup_s"] for s in sparks), broker, pss))
     return 0
 
 
-CONTENDERS = ("limit", "raw", "raw_parallel", "spark", "spark_batch", "mm2")
-OPTIONAL = ("spark_batch", "mm2")
+CONTENDERS = ("limit", "raw", "raw_parallel", "spark", "spark_batch", "mm2", *PEERS)
+OPTIONAL = ("spark_batch", "mm2", *PEERS)
 
 
 def cpu_per_record(cpu_rounds: dict[str, list[float]]) -> dict[str, float]:
@@ -213,13 +215,17 @@ def cpu_per_record(cpu_rounds: dict[str, list[float]]) -> dict[str, float]:
 
 def cpu_each_round(runs: dict[str, list[dict[str, Any]]], records: int) -> dict[str, list[float]]:
     """CPU microseconds per record of every round, in order: the Python workers' for spark and
-    spark_batch, the java process's for mm2 (bench/bench_report.py says why)."""
+    spark_batch, the java process's for mm2 and mm2_tuned (bench/bench_report.py says why), and
+    the whole app's (driver + JVM + workers) of spark_batch as `spark_batch_app`."""
     cpu_us: dict[str, list[float]] = {}
     for name in ("spark", "spark_batch"):
         if runs.get(name):
             cpu_us[name] = [r["cpu_s"]["workers"] / records * 1e6 for r in runs[name]]
-    if runs.get("mm2"):
-        cpu_us["mm2"] = [r["cpu_s"] / records * 1e6 for r in runs["mm2"]]
+    if runs.get("spark_batch"):
+        cpu_us["spark_batch_app"] = [sum(r["cpu_s"].values()) / records * 1e6 for r in runs["spark_batch"]]
+    for name in ("mm2", "mm2_tuned"):
+        if runs.get(name):
+            cpu_us[name] = [r["cpu_s"] / records * 1e6 for r in runs[name]]
     return cpu_us
 
 
@@ -269,6 +275,7 @@ def run_round(
         "spark": f"{alias}.{bed.src}",
         "spark_batch": f"batch{round_}.{bed.src}",
         "mm2": f"mm{round_}.{bed.src}",
+        **peer_targets(round_, tag, bed.src),
     }
     create_topics(bed.target, [targets[name] for name in bed.contenders], nparts, topic_config(args))
 
@@ -317,6 +324,8 @@ def run_round(
         check(bed, flow.target_topic, "mm2", nparts)
         mm2.update(version=bed.mm2_version, tasks=procs, poll_ms=POLL_S * 1000)
         record("mm2", mm2)
+
+    run_peers(args, console, bed, round_, targets, record, check)
 
 
 def load_averages() -> str:

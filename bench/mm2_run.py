@@ -73,6 +73,7 @@ class Mm2Flow:
     target: str
     topic: str
     tasks: int
+    extra: tuple[tuple[str, str], ...] = ()  # further mm2.properties entries (bench/mm2_tuning.py)
 
     @property
     def target_topic(self) -> str:
@@ -97,6 +98,7 @@ def mm2_properties(flow: Mm2Flow) -> dict[str, str]:
     }
     for key, value in SAFE_PRODUCER.items():
         props[f"{dst}.producer.{key}"] = str(value).lower() if isinstance(value, bool) else str(value)
+    props.update(flow.extra)
     return props
 
 

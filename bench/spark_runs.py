@@ -25,7 +25,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from bench.measure import FENCE_KEY, SAFE_PRODUCER, RssSampler, add_fences, create_topics
+from bench.measure import FENCE_KEY, SAFE_PRODUCER, RssSampler, add_fences, create_topics, peak_total
 
 
 def flow_spec(source: str, target: str, topic: str, workdir: Path, alias: str = "west", **options: Any) -> Path:
@@ -99,6 +99,7 @@ def run_spark_once(flow: Path, workdir: Path, timeout_s: float = 1800) -> dict[s
         "batches": len(batches),
         "rss": peaks,
         "rss_largest": sampler.largest,
+        "pss_app_mib": peak_total(sampler.series),
         "processes": sampler.processes,
         "first_half": sampler.between(first_read, middle),
         "second_half": sampler.between(middle, last_delivery),

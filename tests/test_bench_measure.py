@@ -67,8 +67,9 @@ def test_cpu_per_record_of_every_round_and_their_median() -> None:
     each = cpu_each_round(runs, 1_000_000)
     assert each["spark_batch"] == pytest.approx([0.27, 0.45, 0.31])  # in order, the JVM's and driver's left out
     assert each["mm2"] == pytest.approx([13.0])
-    assert set(each) == {"spark_batch", "mm2"}
-    assert cpu_per_record(each) == pytest.approx({"spark_batch": 0.31, "mm2": 13.0})
+    assert each["spark_batch_app"] == pytest.approx([18.27, 18.45, 18.31])  # the whole app: driver + JVM + workers
+    assert set(each) == {"spark_batch", "spark_batch_app", "mm2"}
+    assert cpu_per_record(each) == pytest.approx({"spark_batch": 0.31, "spark_batch_app": 18.31, "mm2": 13.0})
 
 
 def test_a_process_that_ended_before_the_window_adds_nothing_to_it() -> None:
