@@ -34,6 +34,7 @@ from typing import Any, cast
 
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 
+from kmirror_engine.clients.coordinator import COORDINATOR_NOT_YET
 from kmirror_engine.copying.batch_frames import BufferPool, FetchCall, ProduceCall, ProducedBatch
 from kmirror_engine.copying.batch_net import BrokerLink
 from kmirror_engine.copying.batch_state import RangeInFlight, RecordSpan, SentBatch, fallback_reason
@@ -96,7 +97,7 @@ DUPLICATE_SEQUENCE = 46
 OFFSET_OUT_OF_RANGE = 1
 # InitProducerId answers that only mean "not yet" (COORDINATOR_LOAD_IN_PROGRESS, _NOT_AVAILABLE,
 # NOT_COORDINATOR, REQUEST_TIMED_OUT, CONCURRENT_TRANSACTIONS): asked again for this long.
-COORDINATOR_BUSY = frozenset({14, 15, 16, 7, 51})
+COORDINATOR_BUSY = COORDINATOR_NOT_YET | {7, 51}
 INIT_PRODUCER_ID_TIMEOUT_S = 30.0
 
 

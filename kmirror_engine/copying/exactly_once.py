@@ -36,10 +36,11 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
+from confluent_kafka import KafkaException, TopicCollection, TopicPartition
 
 from kmirror.errors import KmirrorError
 from kmirror.flow.spec import FlowSpec
+from kmirror_engine.clients.coordinator import COORDINATOR_NOT_YET
 from kmirror_engine.clients.factory import TRANSACTION_TIMEOUT_MS
 from kmirror_engine.copying.range_copy import CopyRange, RangeCopier
 from kmirror_engine.observability.progress import PartitionProgress
@@ -77,11 +78,6 @@ class Committed:
     topic_id: str | None  # source topic id recorded with the offset (None: not recorded or not kept)
 
 
-_COORDINATOR_MOVING = frozenset(
-    {KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS, KafkaError.COORDINATOR_NOT_AVAILABLE}
-)
-
-
 def committed_offsets(
     offsets_consumer: Any, ranges: Sequence[CopyRange], timeout_s: float, clock: Callable[[], float] = time.monotonic
 ) -> dict[tuple[str, int], Committed]:
@@ -97,11 +93,11 @@ def committed_offsets(
         try:
             found = offsets_consumer.committed(wanted, timeout=max(deadline - clock(), 1.0))
         except KafkaException as exc:  # the whole request refused
-            if exc.args[0].code() not in _COORDINATOR_MOVING or clock() >= deadline:
+            if exc.args[0].code() not in COORDINATOR_NOT_YET or clock() >= deadline:
                 raise
         else:
             failed = [tp for tp in found if tp.error is not None]
-            moving = bool(failed) and all(tp.error.code() in _COORDINATOR_MOVING for tp in failed)
+            moving = bool(failed) and all(tp.error.code() in COORDINATOR_NOT_YET for tp in failed)
             if not moving or clock() >= deadline:
                 break
         time.sleep(min(0.5, max(deadline - clock(), 0.0)))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kmirror.errors import KmirrorError
+from kmirror_engine.clients.coordinator import says_coordinator_not_yet
 
 ADMIN_TIMEOUT_S = 30.0
 IDLE_STATES = frozenset({"EMPTY", "DEAD"})  # DEAD: a group that never existed (Kafka); tansu says EMPTY
@@ -68,10 +69,6 @@ def committed_offsets(admin: Any, group: str, cluster: str) -> dict[tuple[str, i
     return out
 
 
-# "not yet" answers of a group coordinator (a broker just started, a coordinator moving): retried
-NOT_YET = ("COORDINATOR_LOAD_IN_PROGRESS", "COORDINATOR_NOT_AVAILABLE", "NOT_COORDINATOR")
-
-
 def describe_group(admin: Any, group: str, cluster: str, retry_s: float = ADMIN_TIMEOUT_S) -> GroupState:
     """The group's state and members. A coordinator's "not yet" (e.g. COORDINATOR_LOAD_IN_PROGRESS
     right after a broker start) is retried for up to `retry_s`, then raised as GroupAdminError."""
@@ -84,7 +81,7 @@ def describe_group(admin: Any, group: str, cluster: str, retry_s: float = ADMIN_
             desc = _result(futures[group], f"describing group {group!r} on {cluster}")
             break
         except GroupAdminError as exc:
-            if not any(code in str(exc) for code in NOT_YET) or time.monotonic() >= deadline:
+            if not says_coordinator_not_yet(str(exc)) or time.monotonic() >= deadline:
                 raise
             time.sleep(0.5)
     state = getattr(desc.state, "name", str(desc.state)).upper()
