@@ -118,24 +118,14 @@ class RangeInFlight:
 
     def progress(self) -> PartitionProgress:
         syncs = closed_syncs(self.syncs, self.drift, self.last_upstream)
-        counted = self.lat_count > 0
-        r = self.rng
-        return PartitionProgress(
-            source_topic=r.source_topic,
-            partition=r.partition,
-            target_topic=r.target_topic,
-            start_offset=r.start_offset,
-            next_offset=r.end_offset,
+        return PartitionProgress.for_range(
+            self.rng,
+            next_offset=self.rng.end_offset,
             records=self.records,
-            bytes=self.bytes,
+            size=self.bytes,
             last_timestamp_ms=self.last_timestamp_ms,
             offset_syncs=syncs,
-            latency_min_ms=self.lat_min if counted else None,
-            latency_max_ms=self.lat_max if counted else None,
-            latency_sum_ms=self.lat_sum,
-            latency_count=self.lat_count,
-            skipped_records=r.skipped_before,
-            source_end=r.source_end,
+            latency=(self.lat_min, self.lat_max, self.lat_sum, self.lat_count),
             fallback_records=self.fallback_records,
         )
 

@@ -196,22 +196,12 @@ def _progress(rng: CopyRange, row: tuple[Any, ...]) -> PartitionProgress:
     """`_RangeState.progress()` from the native loop's accounting of one range."""
     records, size, last_ts, syncs, drift, last_upstream, lat_min, lat_max, lat_sum, lat_count = row
     syncs = closed_syncs([(s[0], s[1]) for s in syncs], drift, last_upstream)
-    counted = lat_count > 0
-    return PartitionProgress(
-        source_topic=rng.source_topic,
-        partition=rng.partition,
-        target_topic=rng.target_topic,
-        start_offset=rng.start_offset,
+    return PartitionProgress.for_range(
+        rng,
         next_offset=rng.end_offset,
         records=records,
-        bytes=size,
+        size=size,
         last_timestamp_ms=last_ts,
         offset_syncs=syncs,
-        latency_min_ms=lat_min if counted else None,
-        latency_max_ms=lat_max if counted else None,
-        latency_sum_ms=lat_sum,
-        latency_count=lat_count,
-        dead_lettered=0,
-        skipped_records=rng.skipped_before,
-        source_end=rng.source_end,
+        latency=(lat_min, lat_max, lat_sum, lat_count),
     )

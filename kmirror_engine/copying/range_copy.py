@@ -254,26 +254,16 @@ class _RangeState:
 
     def progress(self) -> PartitionProgress:
         syncs = closed_syncs(self.syncs, self.drift, self.last_upstream)
-        counted = self.lat_count > 0
-        r = self.rng
-        return PartitionProgress(
-            source_topic=r.source_topic,
-            partition=r.partition,
-            target_topic=r.target_topic,
-            start_offset=r.start_offset,
-            next_offset=r.end_offset if self.cut is None else self.cut,
+        return PartitionProgress.for_range(
+            self.rng,
+            next_offset=self.rng.end_offset if self.cut is None else self.cut,
             records=self.records,
-            bytes=self.bytes,
+            size=self.bytes,
             last_timestamp_ms=self.last_timestamp_ms,
             offset_syncs=syncs,
-            latency_min_ms=self.lat_min if counted else None,
-            latency_max_ms=self.lat_max if counted else None,
-            latency_sum_ms=self.lat_sum,
-            latency_count=self.lat_count,
+            latency=(self.lat_min, self.lat_max, self.lat_sum, self.lat_count),
             dead_lettered=self.dead_lettered,
-            skipped_records=r.skipped_before,
             skipped_by_option=self.skipped,
-            source_end=r.source_end,
             returned_home=self.returned_home,
         )
 

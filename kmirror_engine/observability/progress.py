@@ -38,6 +38,60 @@ class PartitionProgress:
     # records whose provenance header names the target as their origin (provenance_headers): not copied back
     returned_home: int = 0
 
+    @classmethod
+    def for_range(
+        cls,
+        rng: PlannedRange,
+        *,
+        next_offset: int,
+        records: int,
+        size: int,
+        last_timestamp_ms: int | None,
+        offset_syncs: tuple[tuple[int, int], ...],
+        latency: tuple[int, int, int, int],
+        **counts: int,
+    ) -> PartitionProgress:
+        """What a copy loop did to one planned range: `latency` = its (min, max, sum, count) in ms,
+        min and max shown only when a record was counted; `counts` the loop's own tallies
+        (dead_lettered, skipped_by_option, fallback_records, returned_home)."""
+        lat_min, lat_max, lat_sum, lat_count = latency
+        counted = lat_count > 0
+        return cls(
+            source_topic=rng.source_topic,
+            partition=rng.partition,
+            target_topic=rng.target_topic,
+            start_offset=rng.start_offset,
+            next_offset=next_offset,
+            records=records,
+            bytes=size,
+            last_timestamp_ms=last_timestamp_ms,
+            offset_syncs=offset_syncs,
+            latency_min_ms=lat_min if counted else None,
+            latency_max_ms=lat_max if counted else None,
+            latency_sum_ms=lat_sum,
+            latency_count=lat_count,
+            skipped_records=rng.skipped_before,
+            source_end=rng.source_end,
+            **counts,
+        )
+
+
+class PlannedRange(Protocol):
+    """The planned range a `PartitionProgress` reports on (the copy loops' CopyRange)."""
+
+    @property
+    def source_topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def target_topic(self) -> str: ...
+    @property
+    def start_offset(self) -> int: ...
+    @property
+    def skipped_before(self) -> int: ...
+    @property
+    def source_end(self) -> int | None: ...
+
 
 @dataclass(frozen=True)
 class BatchProgress:
