@@ -102,16 +102,23 @@ def mirror_acls(spec: FlowSpec, source_topics: list[str]) -> list[AclGrant]:
     )
     internal = flow_internal_topics(spec)
     # the topics the mirror creates (by name), then those it only uses (the control topic)
-    for topic in sorted(internal.values(), key=lambda t: (not t.checked_at_start, t.name)):
-        created = ("Create", "Describe") if topic.checked_at_start else ()
-        wanted = tuple(dict.fromkeys((*created, *topic.operations, "Describe")))
-        grants.append(AclGrant("target", "TOPIC", topic.name, "LITERAL", wanted, topic.purpose))
-        if topic.reader_group is None:
+    for internal_topic in sorted(internal.values(), key=lambda t: (not t.checked_at_start, t.name)):
+        created = ("Create", "Describe") if internal_topic.checked_at_start else ()
+        wanted = tuple(dict.fromkeys((*created, *internal_topic.operations, "Describe")))
+        grants.append(AclGrant("target", "TOPIC", internal_topic.name, "LITERAL", wanted, internal_topic.purpose))
+        if internal_topic.reader_group is None:
             continue
         # its readers (offset syncs, snapshots, the registry) consume with this group id, and a
         # consumer with a group id asks its coordinator: Describe on the group, or the read fails
         grants.append(
-            AclGrant("target", "GROUP", topic.reader_group, "LITERAL", ("Read", "Describe"), f"reading {topic.name}")
+            AclGrant(
+                "target",
+                "GROUP",
+                internal_topic.reader_group,
+                "LITERAL",
+                ("Read", "Describe"),
+                f"reading {internal_topic.name}",
+            )
         )
     if spec.exactly_once:
         prefix = transactional_id(spec, 0).rsplit("-", 1)[0]
