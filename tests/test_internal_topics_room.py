@@ -199,3 +199,31 @@ def test_internal_topics_are_created_sized_and_an_existing_other_layout_is_repor
     ensure_topic(target, syncs, layout("offset_syncs"), out=out)
     assert out.getvalue() == ""  # the layout it was made with: nothing to report
     admin.delete_topics([syncs, dlq])
+
+
+def test_validate_stack_refuses_replication_factor_1_where_a_production_stack_writes(
+    tmp_path: Any, monkeypatch: Any, capsys: Any
+) -> None:
+    import yaml
+
+    from kmirror_cli.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "stacks").mkdir()
+    topo = topology({"internal_topics": {"replication_factor": 1}})
+    (tmp_path / "stacks" / "topology.yaml").write_text(yaml.safe_dump(topo))
+
+    def stack(name: str, datacenter: str, spark: dict[str, Any]) -> None:
+        config = {"kafka-mirror:datacenter": datacenter, "kafka-mirror:spark": {"platform": "eks", **spark}}
+        (tmp_path / "stacks" / f"Pulumi.{name}.yaml").write_text(yaml.safe_dump({"config": config}))
+
+    stack("prod", "e", {})  # protect defaults to true: production
+    stack("test", "e", {"protect": False})
+    stack("west", "w", {})  # runs no flow into east
+    assert main(["validate", "--stack", "prod"]) == 2
+    err = capsys.readouterr().err
+    assert "clusters.east.internal_topics.replication_factor: is 1 on stack prod, production" in err
+    assert "set it to 3 (and min_insync_replicas: 2)" in err
+    assert main(["validate", "--stack", "test"]) == 0
+    assert main(["validate", "--stack", "west"]) == 0
+    assert main(["validate", "--topology", "stacks/topology.yaml"]) == 0

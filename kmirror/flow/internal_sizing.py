@@ -51,6 +51,22 @@ class InternalTopicSizing:
         return out
 
 
+_ONE_REPLICA = (
+    "is 1 on {why}: losing one broker loses the offset syncs and checkpoints failover needs; set it "
+    "to 3 (and min_insync_replicas: 2), or -1 for the broker's default.replication.factor"
+)
+
+
+def production_problems(sizings: Mapping[str, InternalTopicSizing], why: str) -> list[Problem]:
+    """`kmirror validate --stack`: the clusters (alias -> sizing) a production stack writes
+    internal topics to, each with replication factor 1 refused (`why` says what is production)."""
+    return [
+        Problem(f"clusters.{alias}.internal_topics.replication_factor", _ONE_REPLICA.format(why=why))
+        for alias, sizing in sorted(sizings.items())
+        if sizing.replication_factor == 1
+    ]
+
+
 def _whole(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -75,14 +91,7 @@ def sizing_problems(raw: Any, path: str, *, production: bool = False) -> list[Pr
             )
         )
     elif rf == 1 and production:
-        problems.append(
-            Problem(
-                f"{path}.replication_factor",
-                "is 1 on a cluster marked production: losing one broker loses the offset syncs and "
-                "checkpoints failover needs; set it to 3 (and min_insync_replicas: 2), or -1 for the "
-                "broker's default.replication.factor",
-            )
-        )
+        problems.append(Problem(f"{path}.replication_factor", _ONE_REPLICA.format(why="a cluster marked production")))
     for key in ("min_insync_replicas", "partitions"):
         value = raw.get(key)
         if value is not None and (not _whole(value) or value < 1):
