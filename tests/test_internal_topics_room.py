@@ -108,7 +108,7 @@ def test_sizing_problems_name_each_bad_value() -> None:
     assert [(p.path, p.message) for p in problems] == [
         (
             "target.internal_topics.replicas",
-            "unknown key; use one of: replication_factor, min_insync_replicas, partitions",
+            "unknown key; allowed: min_insync_replicas, partitions, replication_factor",
         ),
         (
             "target.internal_topics.replication_factor",

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kmirror.errors import Problem
+from kmirror.option_table import unknown_keys
 
 SIZING_KEYS = ("replication_factor", "min_insync_replicas", "partitions")
 
@@ -77,11 +78,7 @@ def sizing_problems(raw: Any, path: str, *, production: bool = False) -> list[Pr
     checkpoints failover needs."""
     if not isinstance(raw, dict):
         return [Problem(path, f"must be a mapping with {', '.join(SIZING_KEYS)}, got {raw!r}")]
-    problems = [
-        Problem(f"{path}.{key}", f"unknown key; use one of: {', '.join(SIZING_KEYS)}")
-        for key in raw
-        if key not in SIZING_KEYS
-    ]
+    problems = unknown_keys(raw, SIZING_KEYS, path, list_allowed=True)
     rf = raw.get("replication_factor", -1)
     if not _whole(rf) or (rf < 1 and rf != -1):
         problems.append(
