@@ -68,7 +68,7 @@ def check_clusters(spec: FlowSpec, once: bool, stop: threading.Event) -> None:
 
 def _require_internal_topic_access(spec: FlowSpec) -> None:
     """The start-up check of the internal topics' and the dead-letter topic's ACLs, then the
-    dead-letter topic created when missing (one partition, the target's defaults): a record the
+    dead-letter topic created when missing (the target's `internal_topics` sizing): a record the
     target refuses must find it, not fail its batch after all."""
     from kmirror_engine.clients.factory import admin_client
     from kmirror_engine.clients.topic_admin import ensure_topic
@@ -76,7 +76,7 @@ def _require_internal_topic_access(spec: FlowSpec) -> None:
 
     require_internal_topic_access(spec, admin_client(spec.target))
     if spec.copy.dead_letter_topic:
-        ensure_topic(spec.target, spec.copy.dead_letter_topic, {})
+        ensure_topic(spec.target, spec.copy.dead_letter_topic, {}, spec.target.internal_topics.partitions or 1)
 
 
 def start_query(

@@ -192,7 +192,7 @@ def test_every_problem_is_reported_at_once_with_its_path() -> None:
         "clusters.central.datacenter: required datacenter name (letters, digits, '.', '_', '-'), got None",
         "clusters.east-1.bootstrap_servers: required 'host:port[,host:port...]', got None",
         "clusters.east-1.secruity: unknown key (did you mean 'security'?); "
-        "allowed: bootstrap_servers, datacenter, security",
+        "allowed: bootstrap_servers, datacenter, internal_topics, production, security",
         "defaults.replication_policy.separator: bad separator '/'; use 1-8 characters of [A-Za-z0-9._-], e.g. '.'",
         "extra: unknown key; allowed: clusters, defaults, flows, topologies",
         "topologies[0].standby: unknown cluster 'eas-1' (did you mean 'east-1'?); declare it under clusters",

@@ -150,11 +150,13 @@ def plan_topology(topology: Topology) -> Plan:
 
 
 def _endpoint(cluster: Cluster) -> dict[str, Any]:
-    return {
+    out = {
         "alias": cluster.alias,
         "bootstrap_servers": cluster.bootstrap_servers,
         "config": client_config(cluster.security),
     }
+    sizing = cluster.internal_topics.to_dict()  # the app creates the cluster's internal topics so
+    return {**out, "internal_topics": sizing} if sizing else out
 
 
 def checkpoint_dir_name(flow_id: str) -> str:

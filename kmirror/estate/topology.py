@@ -35,13 +35,14 @@ from kmirror.estate.reverse_flow import (
     reverse_of_problems,
 )
 from kmirror.flow.filters import NameSelection
+from kmirror.flow.internal_sizing import InternalTopicSizing, sizing_problems
 from kmirror.flow.settings import MM2_DEFAULTS, SETTING_KEYS, merge, normalise, setting_problems
 from kmirror.flow.spec import option_conflict_problems
 from kmirror.option_table import unknown_keys
 from kmirror.security.config import security_problems
 
 TOP_KEYS = ("clusters", "defaults", "topologies", "flows")
-CLUSTER_KEYS = ("bootstrap_servers", "datacenter", "security")
+CLUSTER_KEYS = ("bootstrap_servers", "datacenter", "security", "internal_topics", "production")
 TOPOLOGY_BASE_KEYS = frozenset({"name", "pattern"})
 FLOW_ONLY_KEYS = frozenset({"run_in"})
 _ALIAS_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -55,6 +56,8 @@ class Cluster:
     bootstrap_servers: str
     datacenter: str
     security: dict[str, Any] | None = None
+    internal_topics: InternalTopicSizing = field(default_factory=InternalTopicSizing)
+    production: bool = False  # `validate` refuses internal topics with replication factor 1 here
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,20 @@ def _parse_clusters(raw: Any, problems: Problems) -> dict[str, Cluster]:
         security = spec.get("security")
         if security is not None:
             problems.extend(security_problems(security, f"{path}.security"))
-        clusters[alias] = Cluster(alias, str(bootstrap).replace(" ", ""), str(datacenter), security)
+        production = spec.get("production", False)
+        if not isinstance(production, bool):
+            problems.add(f"{path}.production", f"must be true or false, got {production!r}")
+        sizing = spec.get("internal_topics", {})
+        found = sizing_problems(sizing, f"{path}.internal_topics", production=production is True)
+        problems.extend(found)
+        clusters[alias] = Cluster(
+            alias,
+            str(bootstrap).replace(" ", ""),
+            str(datacenter),
+            security,
+            InternalTopicSizing() if found else InternalTopicSizing.read(sizing),
+            production is True,
+        )
     return clusters
 
 

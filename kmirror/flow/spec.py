@@ -17,6 +17,7 @@ from typing import Any
 
 from kmirror.errors import Problem, Problems, ValidationError
 from kmirror.flow.filters import NameSelection, pattern_problems
+from kmirror.flow.internal_sizing import InternalTopicSizing, sizing_problems
 from kmirror.flow.replication_policy import ReplicationPolicy, policy_from_config, policy_problems
 from kmirror.flow.views import (
     MM2_OFFSET_SYNCS_CLUSTER,
@@ -330,7 +331,7 @@ OPTION_BY_NAME = OPTIONS  # the same table, by name
 REQUIRED = ("id", "source", "target", "topics", "topics_exclude", "replication_policy", "checkpoint_location")
 PASSTHROUGH = ("groups", "groups_exclude", "topology", "run_in", "spark")  # planner context, ignored by the app
 ALLOWED = set(REQUIRED) | set(PASSTHROUGH) | set(OPTION_BY_NAME)
-CLUSTER_KEYS = {"alias", "bootstrap_servers", "config"}
+CLUSTER_KEYS = {"alias", "bootstrap_servers", "config", "internal_topics"}
 # Code-running properties the planner itself writes into a cluster's config (and nothing else may).
 PLANNER_CODE_PROPERTIES = {"sasl.kerberos.kinit.cmd": KINIT_CMD}
 _FLOW_ID_RE = re.compile(r"^[A-Za-z0-9._-]+->[A-Za-z0-9._-]+$")
@@ -341,6 +342,7 @@ class ClusterEndpoint:
     alias: str
     bootstrap_servers: str
     config: dict[str, Any] = field(default_factory=dict)
+    internal_topics: InternalTopicSizing = field(default_factory=InternalTopicSizing)  # sizes the mirror's own topics
 
     def client_config(self) -> dict[str, Any]:
         """librdkafka properties for a client of this cluster."""
@@ -427,7 +429,14 @@ class FlowSpec:
 
 
 def _endpoint_dict(endpoint: ClusterEndpoint) -> dict[str, Any]:
-    return {"alias": endpoint.alias, "bootstrap_servers": endpoint.bootstrap_servers, "config": dict(endpoint.config)}
+    out = {"alias": endpoint.alias, "bootstrap_servers": endpoint.bootstrap_servers, "config": dict(endpoint.config)}
+    sizing = endpoint.internal_topics.to_dict()
+    return {**out, "internal_topics": sizing} if sizing else out
+
+
+def _endpoint(raw: dict[str, Any]) -> ClusterEndpoint:
+    sizing = InternalTopicSizing.read(raw.get("internal_topics"))
+    return ClusterEndpoint(raw["alias"], raw["bootstrap_servers"], dict(raw.get("config", {})), sizing)
 
 
 def _endpoint_problems(value: Any, path: str) -> list[Problem]:
@@ -441,6 +450,8 @@ def _endpoint_problems(value: Any, path: str) -> list[Problem]:
         problems.append(Problem(f"{path}.config", str(_str_map(value["config"]))))
     elif "config" in value:
         problems += cluster_config_problems(value["config"], f"{path}.config", PLANNER_CODE_PROPERTIES)
+    if "internal_topics" in value:
+        problems += sizing_problems(value["internal_topics"], f"{path}.internal_topics")
     return problems
 
 
@@ -628,12 +639,8 @@ def parse_flow_spec(raw: Any, source: str = "flow spec") -> FlowSpec:
     problems.raise_if_any()
     return FlowSpec(
         id=raw["id"],
-        source=ClusterEndpoint(
-            raw["source"]["alias"], raw["source"]["bootstrap_servers"], dict(raw["source"].get("config", {}))
-        ),
-        target=ClusterEndpoint(
-            raw["target"]["alias"], raw["target"]["bootstrap_servers"], dict(raw["target"].get("config", {}))
-        ),
+        source=_endpoint(raw["source"]),
+        target=_endpoint(raw["target"]),
         topics=tuple(raw["topics"]),
         topics_exclude=tuple(raw["topics_exclude"]),
         replication_policy=dict(raw["replication_policy"]),

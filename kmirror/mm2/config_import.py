@@ -56,8 +56,8 @@ _SECONDS_SETTINGS = {
 }
 _SECONDS_SETTINGS["refresh.topics.interval.seconds"] = "topic_refresh_interval_ms"
 _INT_SETTINGS = {"offset.lag.max": "offset_lag_max"}
-# Topics kafka-mirror writes like MM2 does, created with the broker's default replication factor:
-# MM2's -1 (the broker default) is carried over; any other value has no equivalent yet.
+# Topics kafka-mirror writes like MM2 does: their replication factor becomes the target cluster's
+# `internal_topics.replication_factor` (kafka-mirror keeps them all on the target); -1 is its default.
 _INTERNAL_RF = (
     "checkpoints.topic.replication.factor",
     "heartbeats.topic.replication.factor",
@@ -65,6 +65,7 @@ _INTERNAL_RF = (
 )
 # Settings of Kafka Connect itself (MM2 runs on it; kafka-mirror does not): nothing to carry over,
 # each still listed by name. Anything else without an equivalent is lossy (refused unless --allow-lossy).
+_INTERNAL_RF_KEY = "_internal_topics_rf"  # moved from the flow settings to the target clusters
 _NOT_APPLICABLE_PREFIXES = ("offset.storage.", "status.storage.", "config.storage.", "offset.flush.")
 _NOT_APPLICABLE = {
     "tasks.max": "Spark parallelism follows the source partitions (spark.executors in the topology)",
@@ -157,7 +158,10 @@ def _setting(key: str, value: str) -> tuple[str, Any] | str:
         if value.strip() == "-1":
             return ("replication_factor", None) if key == "replication.factor" else ("", None)
         if key in _INTERNAL_RF:
-            return "kafka-mirror creates this topic with the broker's default.replication.factor; no setting yet"
+            rf = value.strip()
+            return (
+                (_INTERNAL_RF_KEY, int(rf)) if rf.isdigit() and int(rf) > 0 else f"expected -1 or >= 1, got '{value}'"
+            )
         return (
             ("replication_factor", int(value)) if value.strip().isdigit() else f"expected a whole number, got '{value}'"
         )
@@ -271,6 +275,7 @@ def import_mm2(props: Mapping[str, str]) -> tuple[dict[str, Any], list[NotCarrie
             b.drop(f"{alias}.bootstrap.servers", "", "missing: set clusters.<alias>.bootstrap_servers")
             clusters[alias] = {"bootstrap_servers": "REPLACE-ME:9092", "datacenter": alias}
     enabled = {fid: s for fid, s in flows.items() if s.pop("_enabled", False)}
+    _size_internal_topics(clusters, defaults, enabled, b)
     for fid, settings in flows.items():
         if fid not in enabled and settings:
             b.drop(f"{fid}.*", "", "settings of a flow that is not enabled", lossy=False)
@@ -294,6 +299,23 @@ def import_mm2(props: Mapping[str, str]) -> tuple[dict[str, Any], list[NotCarrie
     if out_flows:
         topology["flows"] = out_flows
     return topology, b.not_carried
+
+
+def _size_internal_topics(
+    clusters: dict[str, dict[str, Any]], defaults: dict[str, Any], flows: dict[str, dict[str, Any]], b: _Builder
+) -> None:
+    """`*.topic.replication.factor` of the internal topics -> `clusters.<target>.internal_topics`."""
+    default = defaults.pop(_INTERNAL_RF_KEY, None)
+    for fid, settings in sorted(flows.items()):
+        rf = settings.pop(_INTERNAL_RF_KEY, default)
+        target = clusters.get(fid.split("->")[1])
+        if rf is None or target is None:
+            continue
+        sizing = target.setdefault("internal_topics", {})
+        if sizing.get("replication_factor", rf) != rf:
+            b.drop(f"{fid}.*.topic.replication.factor", str(rf), f"conflicts with {sizing['replication_factor']}")
+        else:
+            sizing["replication_factor"] = rf
 
 
 def _policy(raw: Mapping[str, str], fid: str, b: _Builder) -> dict[str, Any] | None:

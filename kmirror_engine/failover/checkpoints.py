@@ -33,8 +33,9 @@ from kmirror_engine.clients.delivery import DeliveryConfirmingProducer
 from kmirror_engine.failover.failback import remote_homecomings
 from kmirror_engine.failover.group_sync import GroupAdminError, committed_offsets, list_groups
 from kmirror_engine.failover.offset_syncs import SyncStore, read_partition0
+from kmirror_engine.planning.internal_names import layout
 
-CHECKPOINTS_TOPIC_CONFIG = {"cleanup.policy": "compact"}  # as MM2 creates it: one partition, compacted
+CHECKPOINTS_TOPIC_CONFIG = layout("checkpoints")
 
 
 class CheckpointError(KmirrorError):

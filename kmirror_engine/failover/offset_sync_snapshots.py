@@ -42,7 +42,7 @@ from kmirror_engine.failover.offset_syncs import (
     SyncStore,
     read_partition0,
 )
-from kmirror_engine.planning.internal_names import snapshot_topic
+from kmirror_engine.planning.internal_names import layout, reader_group, snapshot_topic
 
 log = logging.getLogger("kmirror.failover")
 
@@ -51,7 +51,7 @@ SNAPSHOT_INTERVAL_S = 3600.0  # and at least hourly, far inside the syncs topic'
 # a load never reads more of the tail than this (~5 s at the ~57k syncs/s measured here): when
 # snapshots keep failing, restart time stays flat and the oldest tail is not loaded (reported)
 MAX_TAIL_SYNCS = 300_000
-SNAPSHOT_TOPIC_CONFIG = {"cleanup.policy": "compact"}
+SNAPSHOT_TOPIC_CONFIG = layout("offset_sync_snapshots")
 VERSION = 1  # 1 added clean_until; 0 is still read (its clean tail is the newest sync itself)
 MARKER_KEY = b"\x00generation"
 PARTITION_KIND = b"\x01"
@@ -140,7 +140,7 @@ def read_newest_generation(
 
     deadline = time.monotonic() + timeout_s
     probe = new_consumer(
-        endpoint, role="internal-topic-reader", group_id=f"kmirror-reader-{topic}", **{"enable.auto.commit": False}
+        endpoint, role="internal-topic-reader", group_id=reader_group(topic), **{"enable.auto.commit": False}
     )
     try:
         metadata = probe.list_topics(topic, timeout=30).topics.get(topic)

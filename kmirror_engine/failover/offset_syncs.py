@@ -41,6 +41,7 @@ from kmirror.errors import KmirrorError
 from kmirror.flow.spec import ClusterEndpoint
 from kmirror.mm2.formats import OffsetSync, decode_offset_sync, encode_offset_sync
 from kmirror_engine.clients.topic_admin import ensure_topic
+from kmirror_engine.planning.internal_names import layout, reader_group
 
 CONTINUOUS_HEADER = "kmirror.continuous"
 NEXT_OFFSET_HEADER = "kmirror.next_offset"
@@ -53,7 +54,7 @@ CLEAN_UNTIL_HEADER = "kmirror.clean_until"
 MAX_SYNCS_PER_PARTITION = 1024
 DENSE_TAIL = 512  # newest syncs always kept as they are
 PER_BUCKET = 4  # older syncs kept per power-of-two distance from the newest
-SYNCS_TOPIC_CONFIG = {"cleanup.policy": "delete", "retention.ms": str(7 * 24 * 3600 * 1000)}
+SYNCS_TOPIC_CONFIG = layout("offset_syncs")
 
 
 class OffsetSyncError(KmirrorError):
@@ -341,7 +342,7 @@ class OffsetSyncTopic:
         consumer = new_consumer(
             self.target,
             role="internal-topic-reader",
-            group_id=f"kmirror-reader-{self.topic}",
+            group_id=reader_group(self.topic),
             **{"enable.auto.commit": False},
         )
         try:
@@ -422,7 +423,7 @@ def read_partition0(
     from kmirror_engine.clients.factory import new_consumer
 
     consumer = new_consumer(
-        endpoint, role="internal-topic-reader", group_id=f"kmirror-reader-{topic}", **{"enable.auto.commit": False}
+        endpoint, role="internal-topic-reader", group_id=reader_group(topic), **{"enable.auto.commit": False}
     )
     try:
         metadata = consumer.list_topics(topic, timeout=30).topics.get(topic)

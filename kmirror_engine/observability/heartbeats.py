@@ -23,10 +23,11 @@ from kmirror.flow.replication_policy import HEARTBEATS_TOPIC
 from kmirror.flow.spec import FlowSpec
 from kmirror.mm2.formats import Heartbeat, encode_heartbeat
 from kmirror_engine.clients.delivery import DeliveryConfirmingProducer, DeliveryFailure
+from kmirror_engine.planning.internal_names import layout
 from kmirror_engine.scheduler import PeriodicTask
 
 log = logging.getLogger("kmirror.heartbeats")
-HEARTBEATS_TOPIC_CONFIG = {"cleanup.policy": "compact"}  # as MM2 creates it: one partition, compacted
+HEARTBEATS_TOPIC_CONFIG = layout("heartbeats")
 
 
 class HeartbeatError(KmirrorError):

@@ -17,12 +17,9 @@ from typing import Any
 from kmirror.errors import ConnectionFailure
 from kmirror.flow.spec import ClusterEndpoint
 from kmirror_engine.clients.delivery import DeliveryFailure
+from kmirror_engine.planning.internal_names import created_topics_topic, layout, reader_group
 
-TOPIC_CONFIG = {"cleanup.policy": "compact"}
-
-
-def created_topics_topic(source_alias: str) -> str:
-    return f"kmirror-created-topics.{source_alias}.internal"
+TOPIC_CONFIG = layout("created_topics")
 
 
 class CreatedTopics:
@@ -92,7 +89,7 @@ def load_created(target: ClusterEndpoint, topic: str, timeout_s: float = 30.0) -
     consumer = new_consumer(
         target,
         role="created-topics-reader",
-        group_id=f"kmirror-reader-{topic}",
+        group_id=reader_group(topic),
         **{"enable.auto.commit": False, "enable.partition.eof": True},
     )
     try:

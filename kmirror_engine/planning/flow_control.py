@@ -23,11 +23,11 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from kmirror.flow.spec import FlowSpec
-from kmirror_engine.planning.internal_names import control_topic
+from kmirror_engine.planning.internal_names import control_topic, layout, reader_group
 
 PREFIX = "kmirror control "
 STATES = ("paused", "running")
-CONTROL_TOPIC_CONFIG = {"cleanup.policy": "compact"}
+CONTROL_TOPIC_CONFIG = layout("flow_control")
 FIRST_READ_TIMEOUT_S = 2.0  # the first read (to the topic's end) at most; later reads poll once
 POLL_TIMEOUT_S = 0.05  # the first read's polls
 STEADY_POLL_TIMEOUT_S = 0.0  # later reads take what librdkafka fetched in the background: no wait per trigger
@@ -188,11 +188,11 @@ def _values(messages: Iterable[Any]) -> list[tuple[bytes | None, bytes | None]]:
 def _target_consumer(spec: FlowSpec) -> Any:
     from kmirror_engine.clients.factory import new_consumer
 
-    # the group id the ACL list grants (`internal_topics.reader_group`); never committed to
+    # the group id the ACL list grants (`internal_names.reader_group`); never committed to
     return new_consumer(
         spec.target,
         role="control-reader",
-        group_id=f"kmirror-reader-{control_topic()}",
+        group_id=reader_group(control_topic()),
         **{"enable.auto.commit": False},
     )
 

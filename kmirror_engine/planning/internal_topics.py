@@ -25,10 +25,16 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from kmirror.errors import KmirrorError
-from kmirror.flow.replication_policy import HEARTBEATS_TOPIC, checkpoints_topic, offset_syncs_topic
+from kmirror.flow.replication_policy import offset_syncs_topic
 from kmirror.flow.spec import FlowSpec
-from kmirror.security.acls import AclGrant, AclSide, acl_command, synced_acls_topic
-from kmirror_engine.planning.internal_names import control_topic, offsets_group, snapshot_topic, transactional_id
+from kmirror.security.acls import AclGrant, AclSide, acl_command
+from kmirror_engine.planning.internal_names import (
+    flow_internal_topics,
+    offsets_group,
+    reader_group,
+    snapshot_topic,
+    transactional_id,
+)
 
 log = logging.getLogger("kmirror.internal_topics")
 PREFIX = "kmirror warning "
@@ -51,35 +57,9 @@ class AccessProblem:
 
 def needed_access(spec: FlowSpec) -> dict[str, tuple[str, tuple[str, ...]]]:
     """Internal topic (and the flow's dead-letter topic) -> (what it is for, ACL operations the
-    mirror needs on it): `mirror_acls` grants them, the start-up check asks for them."""
-    from kmirror_engine.planning.created_topics import created_topics_topic
-
-    source = spec.source.alias
-    out: dict[str, tuple[str, tuple[str, ...]]] = {
-        offset_syncs_topic(source): ("offset syncs; without them batches fail", ("Read", "Write")),
-        snapshot_topic(source): (
-            "offset-sync snapshots; without them restarts read the whole history",
-            ("Read", "Write"),
-        ),
-        created_topics_topic(source): (
-            "the registry of remote topics the mirror created (config sync)",
-            ("Read", "Write"),
-        ),
-    }
-    if spec.checkpoints.emit:
-        out[checkpoints_topic(source)] = ("MM2 checkpoints", ("Read", "Write"))
-    if spec.heartbeats.emit:
-        out[HEARTBEATS_TOPIC] = ("MM2 heartbeats", ("Write",))
-    if spec.topic_sync.acls:
-        out[synced_acls_topic(source)] = ("the record of ACLs ACL sync created, for revoking them", ("Read", "Write"))
-    if spec.copy.dead_letter_topic:  # without Write a record the target refuses fails its batch after all
-        out[spec.copy.dead_letter_topic] = ("dead letters: records the target refuses", ("Write",))
-    return out
-
-
-def reader_group(topic: str) -> str:
-    """The group id the mirror's readers of internal `topic` consume with (never committed to)."""
-    return f"kmirror-reader-{topic}"
+    mirror needs on it), from the room (`internal_names.flow_internal_topics`): `mirror_acls`
+    grants them, the start-up check asks for them."""
+    return {t.name: (t.purpose, t.operations) for t in flow_internal_topics(spec).values() if t.checked_at_start}
 
 
 def mirror_acls(spec: FlowSpec, source_topics: list[str]) -> list[AclGrant]:
@@ -120,30 +100,26 @@ def mirror_acls(spec: FlowSpec, source_topics: list[str]) -> list[AclGrant]:
             "the remote topics",
         )
     )
-    for topic, (purpose, operations) in sorted(needed_access(spec).items()):
-        wanted = tuple(dict.fromkeys(("Create", "Describe", *operations)))
-        grants.append(AclGrant("target", "TOPIC", topic, "LITERAL", wanted, purpose))
-        if "Read" not in operations:
+    internal = flow_internal_topics(spec)
+    # the topics the mirror creates (by name), then those it only uses (the control topic)
+    for internal_topic in sorted(internal.values(), key=lambda t: (not t.checked_at_start, t.name)):
+        created = ("Create", "Describe") if internal_topic.checked_at_start else ()
+        wanted = tuple(dict.fromkeys((*created, *internal_topic.operations, "Describe")))
+        grants.append(AclGrant("target", "TOPIC", internal_topic.name, "LITERAL", wanted, internal_topic.purpose))
+        if internal_topic.reader_group is None:
             continue
         # its readers (offset syncs, snapshots, the registry) consume with this group id, and a
         # consumer with a group id asks its coordinator: Describe on the group, or the read fails
         grants.append(
-            AclGrant("target", "GROUP", reader_group(topic), "LITERAL", ("Read", "Describe"), f"reading {topic}")
+            AclGrant(
+                "target",
+                "GROUP",
+                internal_topic.reader_group,
+                "LITERAL",
+                ("Read", "Describe"),
+                f"reading {internal_topic.name}",
+            )
         )
-    # pause/resume (issue 46): the planner reads the flow's control record; `kmirror pause` writes it
-    grants.append(
-        AclGrant("target", "TOPIC", control_topic(), "LITERAL", ("Read", "Describe"), "pause/resume control records")
-    )
-    grants.append(
-        AclGrant(
-            "target",
-            "GROUP",
-            reader_group(control_topic()),
-            "LITERAL",
-            ("Read", "Describe"),
-            f"reading {control_topic()}",
-        )
-    )
     if spec.exactly_once:
         prefix = transactional_id(spec, 0).rsplit("-", 1)[0]
         grants.append(

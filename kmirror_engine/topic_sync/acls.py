@@ -32,11 +32,12 @@ from typing import Any, Protocol, TextIO
 from kmirror.errors import ConnectionFailure, KmirrorError
 from kmirror.flow.spec import ClusterEndpoint, FlowSpec
 from kmirror.security.acls import AclSyncPlan, TopicAcl, plan_acl_sync, remote_read_acls, synced_acls_topic
+from kmirror_engine.planning.internal_names import layout, reader_group
 
 log = logging.getLogger("kmirror.acl_sync")
 PREFIX = "kmirror acl_sync "
 TIMEOUT_S = 30.0
-TOPIC_CONFIG = {"cleanup.policy": "compact"}
+TOPIC_CONFIG = layout("synced_acls")
 
 
 def _topic_acl_filter() -> Any:
@@ -177,7 +178,7 @@ def _read_to_end(target: ClusterEndpoint, topic: str, timeout_s: float) -> list[
     consumer = new_consumer(
         target,
         role="synced-acls-reader",
-        group_id=f"kmirror-reader-{topic}",
+        group_id=reader_group(topic),
         **{"enable.auto.commit": False, "enable.partition.eof": True},
     )
     try:

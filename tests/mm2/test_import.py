@@ -49,8 +49,10 @@ def test_mm2_sample_round_trips(tmp_path, capsys):
     assert topo.flows["B->A"].settings["producer"] == {"linger.ms": "5"}
     assert plan_topology(topo).flows
     # every property not carried over is named, on stderr and in the file; the secret never appears
+    # the internal topics' replication factor sizes the target clusters (issue 45)
+    assert {c.internal_topics.replication_factor for c in topo.clusters.values()} == {1}
+    assert "checkpoints.topic.replication.factor" not in err
     for key in (
-        "checkpoints.topic.replication.factor",
         "offset.storage.replication.factor",
         "A.ssl.truststore.password",
     ):

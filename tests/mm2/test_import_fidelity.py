@@ -28,25 +28,24 @@ def _named(err: str) -> set[str]:
     return {line.split(": ", 1)[1].split("=", 1)[0] for line in err.splitlines() if "=" in line and ": " in line}
 
 
-def test_kafka_sample_refuses_internal_rf_it_cannot_keep_then_carries_the_rest(tmp_path, capsys):
+def test_kafka_sample_carries_internal_rf_to_the_target_clusters_and_the_rest(tmp_path, capsys):
     sample = DATA / "connect-mirror-maker.properties"
     code, err, out = _run(tmp_path, capsys, "mm2", str(sample))
-    assert code == 1 and not out.exists()
+    assert code == 0, err
     for key in (
         "checkpoints.topic.replication.factor",
         "heartbeats.topic.replication.factor",
         "offset-syncs.topic.replication.factor",
     ):
-        assert f"refused: {key}=1: lossy:" in err
+        assert key not in err  # carried: clusters.<target>.internal_topics.replication_factor (issue 45)
     for key in (
         "offset.storage.replication.factor",
         "status.storage.replication.factor",
         "config.storage.replication.factor",
     ):
         assert f"not carried over: {key}=1: not applicable:" in err
-    code, err, out = _run(tmp_path, capsys, "mm2", str(sample), "--allow-lossy")
-    assert code == 0
     topo = parse_topology(yaml.safe_load(out.read_text()))
+    assert {a: c.internal_topics.replication_factor for a, c in topo.clusters.items()} == {"A": 1, "B": 1}
     assert sorted(topo.flows) == ["A->B", "B->A"]
     assert {f.settings["replication_factor"] for f in topo.flows.values()} == {1}
     assert {f.settings["replication_policy"]["type"] for f in topo.flows.values()} == {"default"}
@@ -61,6 +60,9 @@ def test_kafka_sample_refuses_internal_rf_it_cannot_keep_then_carries_the_rest(t
         "A->B.topics",
         "B->A.topics",
         "replication.factor",
+        "checkpoints.topic.replication.factor",
+        "heartbeats.topic.replication.factor",
+        "offset-syncs.topic.replication.factor",
     }
     assert set(props) == carried | _named(err)
     for key in _named(err):
@@ -73,10 +75,7 @@ def test_kafka_sample_refuses_internal_rf_it_cannot_keep_then_carries_the_rest(t
     [
         (
             "strimzi-mm2.yaml",
-            {
-                "cluster-a->cluster-b.offset-syncs.topic.replication.factor",
-                "cluster-a->cluster-b.checkpoints.topic.replication.factor",
-            },
+            set(),  # its internal topics' replication factor 1 sizes cluster-b (issue 45)
             {"replication_factor": 1, "sync_topic_acls": False, "emit_heartbeats": False},
         ),
         (
@@ -118,6 +117,8 @@ def test_strimzi_samples_round_trip_or_name_what_they_lose(tmp_path, capsys, sam
     assert flow.settings["topics"] == [".*"] and flow.settings["groups"] == [".*"]
     for key, value in expected.items():
         assert flow.settings[key] == value, key
+    if sample == "strimzi-mm2.yaml":
+        assert topo.clusters["cluster-b"].internal_topics.replication_factor == 1
     assert plan_topology(topo).flows
 
 
