@@ -198,6 +198,8 @@ def test_translate_names_each_partition_without_a_checkpoint_instead_of_leaving_
         "there, or its checkpoint could not be read); it is left out\n"
         for p in (2, 3)
     )  # west.other: the group has no checkpoint on that topic at all, it does not read it
+    assert main(["failover", "--flow", flow, "--group", "app-1", "--from-checkpoints", "--dry-run"]) == 0
+    assert capsys.readouterr().err == out.err  # failover names them too, before moving the others
 
 
 def test_translate_from_checkpoints_skips_the_probe(source_gone: dict[str, Any], capsys: Any) -> None:

@@ -63,7 +63,7 @@ def group_position(
     return [p.translation for p in positions], positions
 
 
-def _name_unlisted(spec: Any, group: str, positions: list[Any]) -> None:
+def name_unlisted(spec: Any, group: str, positions: list[Any]) -> None:
     """One stderr line per partition of the group's checkpointed topics that has no checkpoint."""
     from confluent_kafka import KafkaException
 
@@ -101,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
             "check the group id, the flow's topics and its `groups` selection"
         )
     if positions is not None:
-        _name_unlisted(spec, args.group, positions)
+        name_unlisted(spec, args.group, positions)
     extra = {(p.translation.target_topic, p.translation.partition): p for p in positions or []}
     done = [t for t in translations if t.downstream_offset is not None]
     for t in translations:
