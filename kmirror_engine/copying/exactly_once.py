@@ -291,7 +291,9 @@ class TransactionalCopier:
                 self.producer.abort_transaction(TRANSACTION_TIMEOUT_S)
             except Exception as abort_exc:  # the original failure matters more; keep both
                 fenced = fenced or _fenced(abort_exc)
-                exc.add_note(f"aborting the transaction failed too: {abort_exc}")
+                note = f"aborting the transaction failed too: {abort_exc}"
+                if hasattr(exc, "add_note"):  # Python 3.11+ (the Spark 4.0 images run 3.10)
+                    exc.add_note(note)
             if fenced:
                 where = ", ".join(sorted({f"{r.target_topic}[{r.partition}]" for r in todo}))
                 raise FencedError(
