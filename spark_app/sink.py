@@ -66,7 +66,7 @@ class MirrorStreamWriter(DataSourceStreamWriter):
     def __init__(self, spec_json: str, auto_loop: str | None = None, run: str | None = None) -> None:
         self.spec_json = spec_json
         self.auto_loop = auto_loop  # the driver's KMIRROR_AUTO_COPY_LOOP (`task_copy.auto_copy_loop`)
-        self.run = run  # exactly-once: this query's run token (`exactly_once.run_token`), kept with the offsets
+        self.run = run  # exactly-once: this query's run token (`internal_names.run_token`), kept with the offsets
 
     def write(self, iterator: Iterator[Any]) -> MirrorCommitMessage:
         defer_pandas_import()  # a task's process: Spark's arrow path would import pandas for nothing

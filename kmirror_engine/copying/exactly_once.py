@@ -11,7 +11,7 @@ Contract:
   writer fenced mid-transaction aborts and raises `FencedError` (fatal: its query stops);
   before the first batch of a query the driver fences every partition's id, and the per-task
   ids of earlier versions (`fence_previous_generation`, MM2's KIP-618 zombie fencing);
-- each committed offset carries the run (`run_token`: start time, then a random part) of the
+- each committed offset carries the run (`internal_names.run_token`: start time, then a random part) of the
   driver that committed it: a writer that finds a newer run's offset on its partition raises
   `SupersededError` before copying, so the older of two live drivers stops instead of taking
   the partition back at its next batch;
@@ -49,9 +49,8 @@ from kmirror.flow.spec import FlowSpec
 from kmirror_engine.clients.factory import TRANSACTION_TIMEOUT_MS
 from kmirror_engine.copying.range_copy import CopyRange, RangeCopier
 from kmirror_engine.observability.progress import PartitionProgress
-from kmirror_engine.planning.internal_names import partition_transactional_id, run_token, transactional_id
+from kmirror_engine.planning.internal_names import partition_transactional_id, transactional_id
 
-__all__ = ["run_token"]  # kept with the other names (no Kafka import for the driver's start)
 log = logging.getLogger("kmirror.exactly_once")
 TRANSACTION_TIMEOUT_S = TRANSACTION_TIMEOUT_MS / 1000
 # Bytes per transaction: at 10 MB/s (a slow target) 128 MiB take ~13 s, far inside the timeout.
@@ -246,7 +245,8 @@ class TransactionalCopier:
             raise SupersededError(
                 f"a newer driver of this flow committed exactly-once offsets in group {self.group} "
                 f"({'; '.join(newer)}; this driver's run is {self.run}): two drivers run one flow. This older one "
-                "stops without copying; stop the other first if this one should run"
+                "stops without copying; stop the other first if this one should run (runs are ordered by their start "
+                "time: a restart on a host whose clock is behind the last run's start looks older; start it again)"
             )
         ids = self._topic_ids(sorted({r.source_topic for r in ranges}))
         problems = stale_offsets(ranges, committed, ids, self._source_end)

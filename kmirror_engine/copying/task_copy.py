@@ -168,7 +168,7 @@ def copy_task_ranges(
     from its previous task of the same flow, if any (`kmirror_engine.clients.cache`; dropped after a
     failure); the native loop when the flow's `copy_loop` picks it (`kmirror_engine.copying.native_copy`).
     Exactly-once: one Python loop with fresh clients, one partition after another, each under its
-    partition's transactional id; `run`: the driver's `exactly_once.run_token` recorded with the offsets.
+    partition's transactional id; `run`: the driver's `internal_names.run_token` recorded with the offsets.
     A rate-limited flow paces each loop at its ranges' share of the limits
     (`kmirror_engine.copying.rate_limit`); the time they waited is added to `throttled`.
     `auto_loop`: the driver's `AUTO_COPY_LOOP_ENV` (`takes_batch_path`; None: this process's)."""
