@@ -25,13 +25,13 @@ import signal
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from kmirror import errors
 from kmirror.errors import ConnectionFailure, KmirrorError
 from kmirror.flow.spec import FlowSpec, load_flow_spec
+from kmirror_engine.planning.internal_names import run_token
 
 log = logging.getLogger("kmirror.main")
 START_CHECK_TIMEOUT_S = 15.0  # per cluster; two clusters stay within the ~30 s bound
@@ -109,10 +109,9 @@ def start_query(
 
         writer = transform_writer(spark, ranges, spec, task_count)
     else:
-        # query_token: the sink fences exactly-once ids once per query start, not per streamWriter call
-        writer = (
-            ranges.writeStream.format(SINK_NAME).option("flow_spec", spec_json).option("query_token", uuid.uuid4().hex)
-        )
+        # query_token: the sink fences exactly-once ids once per query start, not per streamWriter call;
+        # ordered by start time, it is also the run recorded with exactly-once offsets (a newer driver wins)
+        writer = ranges.writeStream.format(SINK_NAME).option("flow_spec", spec_json).option("query_token", run_token())
     writer = writer.option("checkpointLocation", checkpoint).queryName(f"kmirror {spec.id}")
     if once:
         writer = writer.trigger(availableNow=True)

@@ -63,9 +63,10 @@ class MirrorStreamWriter(DataSourceStreamWriter):
     """Made on the driver's host and pickled to the executors: what the tasks need from the
     driver travels in it (on a cluster an executor shares neither its process nor its environment)."""
 
-    def __init__(self, spec_json: str, auto_loop: str | None = None) -> None:
+    def __init__(self, spec_json: str, auto_loop: str | None = None, run: str | None = None) -> None:
         self.spec_json = spec_json
         self.auto_loop = auto_loop  # the driver's KMIRROR_AUTO_COPY_LOOP (`task_copy.auto_copy_loop`)
+        self.run = run  # exactly-once: this query's run token (`internal_names.run_token`), kept with the offsets
 
     def write(self, iterator: Iterator[Any]) -> MirrorCommitMessage:
         defer_pandas_import()  # a task's process: Spark's arrow path would import pandas for nothing
@@ -90,7 +91,9 @@ class MirrorStreamWriter(DataSourceStreamWriter):
         spec = parse_flow_spec(json.loads(self.spec_json))
         started = _now_ms()
         throttled = Throttled()
-        progress = copy_task_ranges(spec, ranges, task_id, throttled, getattr(self, "auto_loop", None) or "")
+        progress = copy_task_ranges(
+            spec, ranges, task_id, throttled, getattr(self, "auto_loop", None) or "", getattr(self, "run", None)
+        )
         return MirrorCommitMessage(task_id, tuple(progress), started, _now_ms(), round(throttled.seconds * 1000))
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
@@ -183,9 +186,10 @@ class MirrorSink(DataSource):
         if not spec_json:
             raise KmirrorError(f'the {SINK_NAME} data source needs option "flow_spec" (FlowSpec.to_dict() as JSON)')
         spec = parse_flow_spec(json.loads(spec_json))
+        token = self.options.get("query_token")
         if spec.exactly_once:
-            _fence_once(spec, self.options.get("query_token"))
-        return MirrorStreamWriter(spec_json, auto_copy_loop())
+            _fence_once(spec, token)
+        return MirrorStreamWriter(spec_json, auto_copy_loop(), token if spec.exactly_once else None)
 
 
 # Queries (start_query's `query_token`) this process has fenced for. Spark calls `streamWriter`

@@ -76,3 +76,57 @@ def test_any_other_error_fails_at_once() -> None:
     with pytest.raises(KafkaException):
         committed_offsets(refused, RANGES, timeout_s=30, clock=clock)
     assert refused.calls == 1
+
+
+def test_every_writer_of_a_partition_shares_its_transactional_id_and_start_up_fences_them_all() -> None:
+    """Two drivers of one flow may give a partition to different task indexes: with per-task ids both
+    could commit it. The id is the partition's, so the later `init_transactions` fences the other."""
+    from kmirror_engine.copying.exactly_once import fence_previous_generation
+    from kmirror_engine.planning.internal_names import partition_transactional_id
+    from tests.test_source_planner import spec
+
+    flow = spec(exactly_once=True)
+    assert partition_transactional_id(flow, "west.orders", 1) == "kmirror-west-to-east-west.orders-1"
+    initialised: list[str] = []
+
+    class Fencer:
+        def __init__(self, txn_id: str) -> None:
+            self.txn_id = txn_id
+
+        def init_transactions(self, timeout: float) -> None:
+            initialised.append(self.txn_id)
+
+    ids = fence_previous_generation(flow, 2, Fencer, [("west.orders", 0), ("west.orders", 1)])
+    assert (
+        sorted(initialised)
+        == sorted(ids)
+        == sorted(
+            [
+                "kmirror-west-to-east-west.orders-0",
+                "kmirror-west-to-east-west.orders-1",
+                "kmirror-west-to-east-0",  # earlier versions' per-task ids
+                "kmirror-west-to-east-1",
+            ]
+        )
+    )
+
+
+def test_a_newer_drivers_offsets_stop_an_older_driver_and_fencing_is_told_apart_from_other_errors() -> None:
+    from kmirror_engine.copying.exactly_once import Committed, _fenced, superseded
+    from kmirror_engine.planning.internal_names import run_token
+
+    older, newer = run_token(), run_token()
+    assert older < newer and run_token(10**18) > run_token(10**17)  # later start, greater token
+    committed = {("w.t", 0): Committed(5, None, older), ("w.t", 1): Committed(9, None, newer)}
+    assert superseded(committed, older) == [f"w.t[1] by run {newer}"]
+    assert superseded(committed, newer) == [] and superseded(committed, None) == []
+    for code in (KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH):
+        try:
+            try:
+                raise KafkaException(KafkaError(code))
+            except KafkaException as inner:
+                raise KmirrorError("a record failed") from inner
+        except KmirrorError as outer:
+            assert _fenced(outer)
+    assert not _fenced(KafkaException(KafkaError(KafkaError._TIMED_OUT)))
+    assert not _fenced(KmirrorError("producer fenced"))  # only Kafka's error codes count

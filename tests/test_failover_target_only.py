@@ -99,6 +99,13 @@ class TargetAdmin:
     def __init__(self, members: int = 0) -> None:
         self.members = members
         self.altered: list[dict[tuple[str, int], int]] = []
+        self.partitions = {"west.orders": 2}
+
+    def list_topics(self, timeout: float = -1) -> Any:
+        listed = {
+            t: SimpleNamespace(partitions=dict.fromkeys(range(n)), error=None) for t, n in self.partitions.items()
+        }
+        return SimpleNamespace(topics=listed)
 
     def describe_consumer_groups(self, groups: list[str], **_: Any) -> dict[str, Future[Any]]:
         state = "STABLE" if self.members else "EMPTY"
@@ -173,6 +180,26 @@ def test_translate_falls_back_to_checkpoints_with_one_line(source_gone: dict[str
             "records_at_risk": 4,
         },
     ]
+
+
+def test_translate_names_each_partition_without_a_checkpoint_instead_of_leaving_it_out_silently(
+    source_gone: dict[str, Any], capsys: Any
+) -> None:
+    """The group has checkpoints on partitions 0 and 1 of a 4-partition topic: 2 and 3 cannot be
+    translated from the target. Before: left out of the answer with nothing said (on tansu the
+    newest checkpoint batch is invisible to the reader, so a group showed only partition 0)."""
+    source_gone["target"].partitions = {"west.orders": 4, "west.other": 3}
+    flow = source_gone["flow"]
+    assert main(["translate", "--flow", flow, "--group", "app-1", "--from-checkpoints", "--format", "json"]) == 0
+    out = capsys.readouterr()
+    assert [(row["topic"], row["partition"]) for row in json.loads(out.out)] == [("west.orders", 0), ("west.orders", 1)]
+    assert out.err == "".join(
+        f"untranslatable: west.orders[{p}] has no checkpoint of group app-1 on east (the group never committed "
+        "there, or its checkpoint could not be read); it is left out\n"
+        for p in (2, 3)
+    )  # west.other: the group has no checkpoint on that topic at all, it does not read it
+    assert main(["failover", "--flow", flow, "--group", "app-1", "--from-checkpoints", "--dry-run"]) == 0
+    assert capsys.readouterr().err == out.err  # failover names them too, before moving the others
 
 
 def test_translate_from_checkpoints_skips_the_probe(source_gone: dict[str, Any], capsys: Any) -> None:

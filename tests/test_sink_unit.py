@@ -126,14 +126,15 @@ def test_exactly_once_ids_are_fenced_once_per_query_start_not_at_every_stream_wr
     monkeypatch.setattr(spark_app.sink, "fence_for_query", lambda flow: fenced.append(flow.id))
     eos = json.dumps(spec(exactly_once=True).to_dict())
     for _ in range(3):  # query start, then two commits
-        MirrorSink(options={"flow_spec": eos, "query_token": "query-1"}).streamWriter(None, False)
+        writer = MirrorSink(options={"flow_spec": eos, "query_token": "query-1"}).streamWriter(None, False)
+        assert writer.run == "query-1"  # the run the tasks record with their offsets
     assert fenced == ["west->east"]
     MirrorSink(options={"flow_spec": eos, "query_token": "query-2"}).streamWriter(None, False)  # a new query
     MirrorSink(options={"flow_spec": eos}).streamWriter(None, False)  # no token: every call, as before
     assert fenced == ["west->east"] * 3
     at_least_once = json.dumps(spec().to_dict())
-    MirrorSink(options={"flow_spec": at_least_once, "query_token": "query-3"}).streamWriter(None, False)
-    assert len(fenced) == 3
+    writer = MirrorSink(options={"flow_spec": at_least_once, "query_token": "query-3"}).streamWriter(None, False)
+    assert len(fenced) == 3 and writer.run is None
 
 
 class FailingListener(RecordingListener):

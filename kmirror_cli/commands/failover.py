@@ -181,7 +181,7 @@ def _partition_list(translations: Sequence[Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kmirror_cli.commands.translate import group_position
+    from kmirror_cli.commands.translate import group_position, name_unlisted
     from kmirror_engine.clients.factory import admin_client
     from kmirror_engine.failover.target_only import describe_position, source_reachable
 
@@ -193,6 +193,8 @@ def run(args: argparse.Namespace) -> int:
     translations, positions = group_position(spec, group, args.from_checkpoints, probed=why)
     for p in positions or []:
         print(f"checkpoint: {describe_position(p)}")
+    if positions:
+        name_unlisted(spec, group, positions)
     if not translations:
         raise KmirrorError(f"nothing to fail over: no offset of group {group!r} translates onto {target}")
     planned = {

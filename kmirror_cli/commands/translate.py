@@ -12,7 +12,8 @@ so) and each row also carries `checkpoint_age_ms` and `records_at_risk` (null: u
 
 JSON (stdout): `[{"topic": remote_topic, "partition": p, "upstream_offset": u, "downstream_offset": d}]`,
 sorted by topic and partition. Partitions that cannot be translated (the group is before every
-mirrored record) are left out and named on stderr. Exit 1 when the group has no committed
+mirrored record; from checkpoints: a partition of a topic the group has checkpoints on that has
+none itself) are left out and named on stderr, one `untranslatable:` line each. Exit 1 when the group has no committed
 offset on any mirrored topic.
 """
 
@@ -62,6 +63,30 @@ def group_position(
     return [p.translation for p in positions], positions
 
 
+def name_unlisted(spec: Any, group: str, positions: list[Any]) -> None:
+    """One stderr line per partition of the group's checkpointed topics that has no checkpoint."""
+    from confluent_kafka import KafkaException
+
+    from kmirror_engine.failover.target_only import target_partition_counts, unlisted_partitions
+
+    topics = sorted({p.translation.target_topic for p in positions})
+    try:
+        counts = target_partition_counts(spec.target, topics)
+    except KafkaException as exc:
+        print(
+            f"cannot list the partitions of {', '.join(topics)} on {spec.target.alias} ({exc}); partitions "
+            "without a checkpoint are not named",
+            file=sys.stderr,
+        )
+        return
+    for topic, partition in unlisted_partitions(positions, counts):
+        print(
+            f"untranslatable: {topic}[{partition}] has no checkpoint of group {group} on {spec.target.alias} "
+            "(the group never committed there, or its checkpoint could not be read); it is left out",
+            file=sys.stderr,
+        )
+
+
 def run(args: argparse.Namespace) -> int:
     spec = load_flow(args)
     translations, positions = group_position(spec, args.group, args.from_checkpoints)
@@ -75,6 +100,8 @@ def run(args: argparse.Namespace) -> int:
             f"group {args.group!r} has no checkpoint on {spec.target.alias} for topics flow {spec.id} mirrors; "
             "check the group id, the flow's topics and its `groups` selection"
         )
+    if positions is not None:
+        name_unlisted(spec, args.group, positions)
     extra = {(p.translation.target_topic, p.translation.partition): p for p in positions or []}
     done = [t for t in translations if t.downstream_offset is not None]
     for t in translations:

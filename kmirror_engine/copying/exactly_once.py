@@ -3,12 +3,18 @@ transactions on the target, and records the source next-offsets in the same tran
 (MM2's design: offsets stored on the target).
 
 Contract:
-- transactional.id is deterministic, `kmirror-<flow>-<task partition id>`: a replayed task of
-  the same batch gets the same id, and `init_transactions` fences any zombie still holding it.
-  Which partitions a task index gets depends on backlog and parallelism, so before the first
-  batch of a query the driver fences every id a previous run could have used
-  (`fence_previous_generation`, MM2's KIP-618 zombie fencing): a batch never has more tasks
-  than partitions, so ids `0 .. partitions-1` cover them;
+- one transactional.id per target partition, `kmirror-<flow>-<target topic>-<partition>`
+  (`partition_transactional_id`): a task copies each of its partitions in that partition's own
+  transactions. Every writer of the partition, in any driver of the flow, uses the same id, so
+  `init_transactions` fences every other writer still holding it: a zombie task, and a second
+  live driver of the flow (two drivers with per-task ids both committed the same range). A
+  writer fenced mid-transaction aborts and raises `FencedError` (fatal: its query stops);
+  before the first batch of a query the driver fences every partition's id, and the per-task
+  ids of earlier versions (`fence_previous_generation`, MM2's KIP-618 zombie fencing);
+- each committed offset carries the run (`internal_names.run_token`: start time, then a random part) of the
+  driver that committed it: a writer that finds a newer run's offset on its partition raises
+  `SupersededError` before copying, so the older of two live drivers stops instead of taking
+  the partition back at its next batch;
 - source next-offsets go to the target consumer group `kmirror-eos-<flow>` via
   `send_offsets_to_transaction`, keyed by (target topic, partition) — source partitions are
   preserved on the target, so the key identifies the source partition — with the source
@@ -44,7 +50,7 @@ from kmirror_engine.clients.coordinator import COORDINATOR_NOT_YET
 from kmirror_engine.clients.factory import TRANSACTION_TIMEOUT_MS
 from kmirror_engine.copying.range_copy import CopyRange, RangeCopier
 from kmirror_engine.observability.progress import PartitionProgress
-from kmirror_engine.planning.internal_names import transactional_id
+from kmirror_engine.planning.internal_names import partition_transactional_id, transactional_id
 
 log = logging.getLogger("kmirror.exactly_once")
 TRANSACTION_TIMEOUT_S = TRANSACTION_TIMEOUT_MS / 1000
@@ -57,11 +63,27 @@ class StaleOffsetsError(KmirrorError):
     """Committed exactly-once offsets belong to an earlier incarnation of a source topic."""
 
 
-def fence_previous_generation(spec: FlowSpec, id_count: int, make_producer: Callable[[str], Any]) -> list[str]:
-    """init_transactions on `transactional_id(spec, i)` for every i < id_count, so a zombie task
-    of an earlier run (whatever partitions it holds) can no longer commit; returns the ids.
+class FencedError(KmirrorError):
+    """Another writer initialised this partition's transactional id: this one's transaction is aborted."""
+
+
+class SupersededError(KmirrorError):
+    """A newer driver of the flow committed offsets of a partition this (older) driver was about to copy."""
+
+
+# librdkafka's "fenced by a newer instance" (fatal), and the broker's answers to a stale epoch
+FENCED_CODES = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaError.INVALID_PRODUCER_EPOCH})
+
+
+def fence_previous_generation(
+    spec: FlowSpec, id_count: int, make_producer: Callable[[str], Any], partitions: Sequence[tuple[str, int]] = ()
+) -> list[str]:
+    """init_transactions on every partition's id (`partition_transactional_id`) and on the per-task
+    ids of earlier versions (`transactional_id(spec, i)`, i < id_count), so no zombie task, of this
+    flow's earlier runs or of another driver of it, can commit any more; returns the ids.
     Raises KafkaException when one cannot be fenced (the query must not start then)."""
-    ids = [transactional_id(spec, i) for i in range(max(1, id_count))]
+    ids = [partition_transactional_id(spec, t, p) for t, p in partitions]
+    ids += [transactional_id(spec, i) for i in range(max(1, id_count))]
 
     def fence(txn_id: str) -> None:
         make_producer(txn_id).init_transactions(TRANSACTION_TIMEOUT_S)
@@ -76,6 +98,7 @@ def fence_previous_generation(spec: FlowSpec, id_count: int, make_producer: Call
 class Committed:
     offset: int
     topic_id: str | None  # source topic id recorded with the offset (None: not recorded or not kept)
+    run: str | None = None  # `run_token` of the driver that committed it (None: not recorded)
 
 
 def committed_offsets(
@@ -108,15 +131,40 @@ def committed_offsets(
             f"{f' and {len(failed) - 1} more partition(s)' if len(failed) > 1 else ''}); the batch fails and is "
             "retried rather than copy what may already be committed"
         )
-    return {(tp.topic, tp.partition): Committed(tp.offset, _topic_id(tp.metadata)) for tp in found if tp.offset >= 0}
+    out = {}
+    for tp in (tp for tp in found if tp.offset >= 0):
+        out[(tp.topic, tp.partition)] = Committed(
+            tp.offset, _metadata(tp.metadata, "topic_id"), _metadata(tp.metadata, "run")
+        )
+    return out
 
 
-def _topic_id(metadata: str | None) -> str | None:
+def _metadata(metadata: str | None, field: str) -> str | None:
     try:
-        value = json.loads(metadata or "{}").get("topic_id")
+        value = json.loads(metadata or "{}").get(field)
     except (ValueError, AttributeError):
         return None
     return value if isinstance(value, str) else None
+
+
+def _fenced(exc: BaseException) -> bool:
+    """Whether `exc` (or what caused it) is a Kafka error saying this producer was fenced."""
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 10:
+        seen += 1
+        error = current.args[0] if isinstance(current, KafkaException) and current.args else None
+        if isinstance(error, KafkaError) and error.code() in FENCED_CODES:
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def superseded(committed: dict[tuple[str, int], Committed], run: str | None) -> list[str]:
+    """The partitions whose committed offset a newer run than `run` wrote (none when `run` is None)."""
+    if run is None:
+        return []
+    return [f"{t}[{p}] by run {c.run}" for (t, p), c in sorted(committed.items()) if c.run is not None and c.run > run]
 
 
 def resume_ranges(ranges: Sequence[CopyRange], committed: dict[tuple[str, int], int]) -> list[CopyRange]:
@@ -157,9 +205,11 @@ def stale_offsets(
 class TransactionalCopier:
     """Copies a task's ranges in transactions with the offsets; aborts on any failure.
 
-    `producer` must be configured with `transactional_id(spec, task_id)`; `offsets_consumer`
+    `producer` must be configured with the transactional id of the ranges' partition
+    (`partition_transactional_id`, named again by `transactional_id` in errors); `offsets_consumer`
     is a target consumer whose group.id is `offsets_group(spec)` (never subscribed);
-    `source_admin` (optional) describes source topics for their ids.
+    `source_admin` (optional) describes source topics for their ids; `run`: this driver's
+    `run_token` (None: no run recorded or compared).
     """
 
     def __init__(
@@ -170,10 +220,13 @@ class TransactionalCopier:
         source_admin: Any = None,
         group: str = "kmirror-eos-<flow>",
         max_transaction_bytes: int = MAX_TRANSACTION_BYTES,
+        run: str | None = None,
+        transactional_id: str = "",
         **copier_kwargs: Any,
     ) -> None:
         self.consumer, self.producer, self.offsets_consumer = consumer, producer, offsets_consumer
         self.source_admin, self.group = source_admin, group
+        self.run, self.transactional_id = run, transactional_id
         self.copier = RangeCopier(
             consumer, producer, transactional=True, max_bytes=max_transaction_bytes, **copier_kwargs
         )
@@ -183,6 +236,14 @@ class TransactionalCopier:
         open transaction) when any step fails, StaleOffsetsError before copying anything."""
         self.producer.init_transactions(TRANSACTION_TIMEOUT_S)  # fences zombies of this id
         committed = committed_offsets(self.offsets_consumer, ranges, TRANSACTION_TIMEOUT_S)
+        newer = superseded(committed, self.run)
+        if newer:
+            raise SupersededError(
+                f"a newer driver of this flow committed exactly-once offsets in group {self.group} "
+                f"({'; '.join(newer)}; this driver's run is {self.run}): two drivers run one flow. This older one "
+                "stops without copying; stop the other first if this one should run (runs are ordered by their start "
+                "time: a restart on a host whose clock is behind the last run's start looks older; start it again)"
+            )
         ids = self._topic_ids(sorted({r.source_topic for r in ranges}))
         problems = stale_offsets(ranges, committed, ids, self._source_end)
         if problems:
@@ -214,16 +275,29 @@ class TransactionalCopier:
                 # never backwards: a replay of an older batch keeps what a later one committed
                 position = max(next_offset, done.get(key, -1))
                 done[key] = position
-                metadata = json.dumps({"topic_id": ids[source_topic]}) if ids.get(source_topic) else ""
+                fields = {"topic_id": ids.get(source_topic), "run": self.run}
+                metadata = json.dumps({k: v for k, v in fields.items() if v}) if any(fields.values()) else ""
                 offsets.append(TopicPartition(key[0], key[1], position, metadata=metadata))
             metadata_ = self.offsets_consumer.consumer_group_metadata()
             self.producer.send_offsets_to_transaction(offsets, metadata_, TRANSACTION_TIMEOUT_S)
             self.producer.commit_transaction(TRANSACTION_TIMEOUT_S)
         except BaseException as exc:
+            fenced = _fenced(exc)
             try:
                 self.producer.abort_transaction(TRANSACTION_TIMEOUT_S)
             except Exception as abort_exc:  # the original failure matters more; keep both
-                exc.add_note(f"aborting the transaction failed too: {abort_exc}")
+                fenced = fenced or _fenced(abort_exc)
+                note = f"aborting the transaction failed too: {abort_exc}"
+                if hasattr(exc, "add_note"):  # Python 3.11+ (the Spark 4.0 images run 3.10)
+                    exc.add_note(note)
+            if fenced:
+                where = ", ".join(sorted({f"{r.target_topic}[{r.partition}]" for r in todo}))
+                raise FencedError(
+                    f"another writer initialised transactional id {self.transactional_id or '?'} ({where}) while "
+                    "this one held it: a second driver of this flow, or a newer attempt of this task. This "
+                    "writer's transaction is aborted (read_committed consumers never see it) and it stops; run "
+                    "one driver per flow"
+                ) from exc
             raise
         return progress
 

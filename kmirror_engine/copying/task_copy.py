@@ -161,12 +161,14 @@ def copy_task_ranges(
     task_id: int,
     throttled: Throttled | None = None,
     auto_loop: str | None = None,
+    run: str | None = None,
 ) -> list[PartitionProgress]:
     """Copy one task's ranges. At-least-once: `COPY_THREADS_PER_TASK` copy loops on disjoint
     source partitions (`kmirror_engine.copying.task_threads`), each with clients this worker process kept
     from its previous task of the same flow, if any (`kmirror_engine.clients.cache`; dropped after a
     failure); the native loop when the flow's `copy_loop` picks it (`kmirror_engine.copying.native_copy`).
-    Exactly-once: one Python loop with fresh clients (the transactional id is per task).
+    Exactly-once: one Python loop with fresh clients, one partition after another, each under its
+    partition's transactional id; `run`: the driver's `internal_names.run_token` recorded with the offsets.
     A rate-limited flow paces each loop at its ranges' share of the limits
     (`kmirror_engine.copying.rate_limit`); the time they waited is added to `throttled`.
     `auto_loop`: the driver's `AUTO_COPY_LOOP_ENV` (`takes_batch_path`; None: this process's)."""
@@ -239,11 +241,8 @@ def copy_task_ranges(
     consumer = new_consumer(consumer_conf, role="copy-consumer")
     try:
         from kmirror_engine.copying.exactly_once import TransactionalCopier
-        from kmirror_engine.planning.internal_names import offsets_group, transactional_id
+        from kmirror_engine.planning.internal_names import offsets_group, partition_transactional_id
 
-        txn_id = transactional_id(spec, task_id)
-        producer_conf = {**PRODUCER_TUNING, **producer_config(spec, transactional_id=txn_id)}
-        producer = new_producer(capped_producer_config(producer_conf, limits.values()), role="transactional-producer")
         offsets = new_consumer(
             spec.target,
             role="exactly-once-offsets-consumer",
@@ -253,24 +252,44 @@ def copy_task_ranges(
         pacer = pacer_for(spec, sum(r.rate_share or 0.0 for r in ranges))
         # a paced transaction is cut by time too, well inside transaction.timeout.ms
         paced: dict[str, Any] = {} if pacer is None else {"pacer": pacer, "max_seconds": PACED_TRANSACTION_S}
+        out: dict[int, PartitionProgress] = {}
         try:
-            copier = TransactionalCopier(
-                consumer,
-                producer,
-                offsets,
-                source_admin=admin_client(spec.source),
-                group=offsets_group(spec),
-                dead_letter_topic=dead_letter_topic,
-                limits=limits,
-                **paced,
-                **poison,
-            )
-            return copier.copy(ranges)
+            # one partition at a time, each in its own transactions under its own transactional id
+            for target, indexed in _by_target_partition(ranges).items():
+                txn_id = partition_transactional_id(spec, *target)
+                producer_conf = {**PRODUCER_TUNING, **producer_config(spec, transactional_id=txn_id)}
+                producer = new_producer(
+                    capped_producer_config(producer_conf, limits.values()), role="transactional-producer"
+                )
+                copier = TransactionalCopier(
+                    consumer,
+                    producer,
+                    offsets,
+                    source_admin=admin_client(spec.source),
+                    group=offsets_group(spec),
+                    run=run,
+                    transactional_id=txn_id,
+                    dead_letter_topic=dead_letter_topic,
+                    limits=limits,
+                    **paced,
+                    **poison,
+                )
+                progress = copier.copy([r for _, r in indexed])
+                out.update((i, p) for (i, _), p in zip(indexed, progress, strict=True))
+            return [out[i] for i in range(len(ranges))]
         finally:
             throttled.add(pacer.throttled_s if pacer is not None else 0.0)
             offsets.close()
     finally:
         consumer.close()
+
+
+def _by_target_partition(ranges: Sequence[CopyRange]) -> dict[tuple[str, int], list[tuple[int, CopyRange]]]:
+    """The ranges (with their index) of each target partition, in offset order."""
+    out: dict[tuple[str, int], list[tuple[int, CopyRange]]] = {}
+    for i, r in sorted(enumerate(ranges), key=lambda ir: (ir[1].target_topic, ir[1].partition, ir[1].start_offset)):
+        out.setdefault((r.target_topic, r.partition), []).append((i, r))
+    return out
 
 
 def with_rate_shares(ranges: Sequence[CopyRange]) -> Sequence[CopyRange]:
@@ -327,7 +346,11 @@ def fence_for_query(spec: FlowSpec) -> list[str]:
     discovery = TopicDiscovery(
         admin_client(spec.source), spec.source, spec.topic_selection, spec.policy, spec.target.alias, 0
     )
-    partitions = sum(t.partitions for t in discovery.topics().values())
+    topics = discovery.topics().values()
+    partitions = [(t.target_topic, p) for t in topics for p in range(t.partitions)]
     return fence_previous_generation(
-        spec, partitions, lambda txn_id: new_producer(producer_config(spec, transactional_id=txn_id), role="fencer")
+        spec,
+        len(partitions),
+        lambda txn_id: new_producer(producer_config(spec, transactional_id=txn_id), role="fencer"),
+        partitions,
     )

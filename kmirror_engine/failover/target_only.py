@@ -105,6 +105,27 @@ def positions_from_checkpoints(
     return out
 
 
+def unlisted_partitions(
+    positions: Iterable[CheckpointedPosition], partition_counts: Mapping[str, int]
+) -> list[tuple[str, int]]:
+    """(remote topic, partition) of the topics the group has a checkpoint on, that have none
+    (the group never committed there, or its checkpoint could not be read); sorted, pure."""
+    have = {(p.translation.target_topic, p.translation.partition) for p in positions}
+    topics = sorted({topic for topic, _ in have})
+    return [(t, n) for t in topics for n in range(partition_counts.get(t, 0)) if (t, n) not in have]
+
+
+def target_partition_counts(
+    endpoint: ClusterEndpoint, topics: Iterable[str], timeout_s: float = 10.0
+) -> dict[str, int]:
+    """Partitions of each of `topics` on the target (a topic the metadata does not list: left out).
+    Raises KafkaException when the target does not answer."""
+    from kmirror_engine.clients.factory import admin_client
+
+    listed = admin_client(endpoint).list_topics(timeout=timeout_s).topics
+    return {t: len(listed[t].partitions) for t in topics if t in listed and listed[t].error is None}
+
+
 def read_checkpoints_with_time(target: ClusterEndpoint, topic: str, timeout_s: float = 30.0) -> list[Stamped]:
     """Every checkpoint of `topic` with its record timestamp (ms), in log order."""
     from kmirror_engine.failover.offset_syncs import read_partition0

@@ -12,6 +12,8 @@ group or a grant is written in one place only.
 
 from __future__ import annotations
 
+import os
+import time
 from dataclasses import dataclass, field
 
 from kmirror.flow.replication_policy import HEARTBEATS_TOPIC, checkpoints_topic, offset_syncs_topic
@@ -134,8 +136,22 @@ def _slug(spec: FlowSpec) -> str:
 
 
 def transactional_id(spec: FlowSpec, task_id: int) -> str:
-    """The fenced, deterministic transactional.id of a writer task."""
+    """The transactional.id writer tasks of earlier versions used (one per task index): still
+    fenced at a query's start, so a zombie of such a run cannot commit."""
     return f"kmirror-{_slug(spec)}-{task_id}"
+
+
+def partition_transactional_id(spec: FlowSpec, target_topic: str, partition: int) -> str:
+    """The transactional.id copying one target partition: the same in every driver of the flow,
+    so whichever writer initialises it last fences every other one (two live drivers of one
+    flow cannot both commit a range of the partition)."""
+    return f"kmirror-{_slug(spec)}-{target_topic}-{partition}"
+
+
+def run_token(now_ns: int | None = None) -> str:
+    """A driver run's token, recorded with the exactly-once offsets it commits: ordered by start
+    time (zero-padded ns), then random, so of two drivers the one started later compares greater."""
+    return f"{time.time_ns() if now_ns is None else now_ns:020d}-{os.urandom(4).hex()}"
 
 
 def offsets_group(spec: FlowSpec) -> str:

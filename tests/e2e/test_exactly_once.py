@@ -13,7 +13,7 @@ from kmirror.flow.spec import parse_flow_spec
 from kmirror_engine.copying.exactly_once import TransactionalCopier, resume_ranges
 from kmirror_engine.copying.range_copy import CONSUMER_REQUIRED, CONSUMER_TUNING, CopyRange
 from kmirror_engine.copying.task_copy import copy_task_ranges
-from kmirror_engine.planning.internal_names import offsets_group, transactional_id
+from kmirror_engine.planning.internal_names import offsets_group, run_token, transactional_id
 from tests.kafka_helpers import add_fences, consume_all, create_topic, produce
 
 pytestmark = pytest.mark.spark40  # also in leg 2 (pyspark 4.0.2 / Python 3.10)
@@ -99,3 +99,47 @@ def test_a_replayed_batch_adds_no_duplicates_and_the_next_batch_loses_nothing(
     mirrored = consume_all(clusters.target, dst, 2)
     assert {p: [m.value() for m in mirrored[p]] for p in range(2)} == values
     assert spec.id.startswith("west-") and transactional_id(spec, 3) == f"kmirror-west-{unique}-to-east-3"
+
+
+@pytest.mark.e2e
+@pytest.mark.real_kafka  # tansu returns aborted records to read_committed consumers
+def test_two_live_drivers_never_both_commit_a_range_and_the_older_one_stops(
+    clusters: Any, unique: str, eos: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Driver A (run `older`) copies partitions 0 and 1 in its task 0; right after it read the
+    committed offsets of partition 1, driver B (run `newer`, another plan: partition 1 in its task 1)
+    copies and commits partition 1. On main each task had its own transactional id, so both
+    committed 0..40 of partition 1 (40 duplicates for read_committed consumers)."""
+    import kmirror_engine.copying.exactly_once as eo
+
+    spec, _ = eos
+    src, dst = f"eos2-{unique}", f"west.eos2-{unique}"
+    create_topic(clusters.source, src, 2)
+    create_topic(clusters.target, dst, 2)
+    values = {p: [f"{p}-{i}".encode() for i in range(40)] for p in range(2)}
+    produce(clusters.source, src, [{"value": v, "partition": p, "key": b"k"} for p in range(2) for v in values[p]])
+    add_fences(clusters.source, src, 2)
+    older, newer = run_token(1), run_token(2)
+    real = eo.committed_offsets
+    b_copied: list[Any] = []
+
+    def b_runs_in_between(consumer: Any, ranges: Any, timeout_s: float, *args: Any, **kwargs: Any) -> Any:
+        found = real(consumer, ranges, timeout_s, *args, **kwargs)
+        if not b_copied and any(r.partition == 1 for r in ranges):
+            b_copied.append(None)
+            b_copied.extend(copy_task_ranges(spec, [CopyRange(src, 1, 0, 40, dst)], 1, run=newer))
+        return found
+
+    monkeypatch.setattr(eo, "committed_offsets", b_runs_in_between)
+    fenced = r"another writer initialised transactional id \S+-1 .*one driver per flow"
+    with pytest.raises(eo.FencedError, match=fenced):
+        copy_task_ranges(spec, [CopyRange(src, p, 0, 40, dst) for p in range(2)], 0, run=older)
+    assert [(p.partition, p.records, p.next_offset) for p in b_copied[1:]] == [(1, 40, 40)]
+    # A's next batch: B's offsets name a newer run, so A stops before copying anything
+    produce(clusters.source, src, [{"value": b"late", "partition": 1, "key": b"k"}])
+    with pytest.raises(eo.SupersededError, match=r"newer driver .* run \S+ .*This older one stops"):
+        copy_task_ranges(spec, [CopyRange(src, 1, 40, 42, dst)], 0, run=older)
+
+    add_fences(clusters.target, dst, 2)
+    mirrored = consume_all(clusters.target, dst, 2)
+    assert {p: [m.value() for m in mirrored[p]] for p in range(2)} == values
