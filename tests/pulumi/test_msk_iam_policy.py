@@ -17,6 +17,7 @@ import yaml
 from kafka_mirror.eks.specs import app_name
 from kafka_mirror.msk_iam_policy import iam_topic_name
 from kmirror_cli.cli import main as kmirror
+from policy.kafka_mirror_policy import hygiene
 from tests.pulumi.harness import ROOT, Run, run_program, stack_config, unwrap
 from tests.pulumi.test_program import bundle  # noqa: F401  (autouse: the program's bundle and wheelhouse)
 
@@ -59,6 +60,7 @@ def _policy(run: Run, flow_id: str) -> tuple[dict[str, Any], str]:
     [policy] = [p for p in run.of_type(POLICY) if p.name == f"{app_name(flow_id)}-msk-iam"]
     [attachment] = [a for a in run.of_type(ATTACHMENT) if a.name == f"{app_name(flow_id)}-msk-iam"]
     assert unwrap(attachment.inputs)["policyArn"] == f"arn:aws:iam::123456789012:policy/{policy.name}-5b2e8d0"
+    assert hygiene.wildcard_iam_violations(POLICY, unwrap(policy.inputs)) == []  # the policy pack's rule
     return json.loads(unwrap(policy.inputs)["policy"]), unwrap(attachment.inputs)["role"]
 
 
