@@ -81,7 +81,7 @@ def test_kafka_sample_refuses_internal_rf_it_cannot_keep_then_carries_the_rest(t
         ),
         (
             "strimzi-mm2-tls.yaml",
-            {"spec.clusters[0].tls", "spec.clusters[1].tls"},
+            set(),  # tls: carried onto clusters.<alias>.security (tests/mm2/test_import_security.py)
             {"replication_factor": None, "sync_topic_acls": False, "emit_heartbeats": False},
         ),
         (
