@@ -221,6 +221,13 @@ def test_no_wildcard_iam_in_role_policies_and_inline_policies() -> None:
     ]
     assert hygiene.wildcard_iam_violations("aws:iam/policy:Policy", {"policy": {"Statement": everything}})
     assert hygiene.wildcard_iam_violations(rules.CONFIG_MAP, {"policy": _policy(everything)}) == []
+    # every MSK IAM action on every cluster (issue 45: the components name the actions and ARNs instead)
+    all_msk = {"Effect": "Allow", "Action": ["kafka-cluster:*"], "Resource": ["*"]}
+    msk_violations = hygiene.wildcard_iam_violations("aws:iam/policy:Policy", {"name": "m", "policy": _policy(all_msk)})
+    assert msk_violations == [
+        "Policy m: Statement[0] allows 'kafka-cluster:*' on Resource '*'; name the actions and the ARNs "
+        "(the bucket, the secrets) the mirror needs"
+    ]
 
 
 def test_public_eks_endpoints_need_the_stack_configs_consent(project: Path) -> None:

@@ -189,6 +189,8 @@ class EksDeploymentTarget(TypedDict):
     """`eks`."""
     settings: dict[str, Any]
     """The platform's settings for its apps (namespace, image, ...), produced by the platform: a map."""
+    app_role: NotRequired[str]
+    """The IAM role the apps' service account assumes (IRSA), by ARN: a flow's MSK IAM policy is attached to it."""
 
 
 class EmrDeploymentTarget(TypedDict):
@@ -206,3 +208,6 @@ class EmrDeploymentTarget(TypedDict):
     """The entry script's S3 URI."""
     step_function: str
     """The Lambda function that adds, replaces and stops the steps."""
+    app_role: NotRequired[str]
+    """The nodes' instance profile (ARN; its role has the same name) of a cluster the platform creates: a flow's MSK
+    IAM policy is attached to that role."""

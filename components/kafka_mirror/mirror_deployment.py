@@ -37,6 +37,7 @@ from kafka_mirror.eks.specs import (
 )
 from kafka_mirror.emr.specs import EmrSettings, emr_metrics_port, emr_step_args, emr_step_input, flow_object_key
 from kafka_mirror.input_types import EksDeploymentTarget, EmrDeploymentTarget, FlowSpark
+from kafka_mirror.msk_iam_policy import attach_msk_iam_policy
 from kmirror.errors import Problem, ValidationError
 
 TOKEN = "kafka-mirror:index:MirrorDeployment"
@@ -95,6 +96,8 @@ class MirrorDeployment(pulumi.ComponentResource):
         outputs: dict[str, Any] = {"flow_id": self.flow_id, "app_name": self.app_name, "platform": self.platform}
         deploy_flow = {"eks": self._deploy_eks_flow, "emr": self._deploy_emr_flow}[given[0]]
         self.metrics_endpoint, platform_outputs = deploy_flow(name, args, spec, spark, names)
+        # MSK IAM sides: their grants as an IAM policy on the platform's app role (kafka_mirror.msk_iam_policy)
+        attach_msk_iam_policy(self, name, args["flow_spec"], pulumi.Output.from_input(args[given[0]]))  # type: ignore[literal-required]
         outputs.update(platform_outputs)
         outputs["metrics_endpoint"] = self.metrics_endpoint
         self.register_outputs(outputs)

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kmirror.mm2.security_import import is_security_key, java_security
+
 SECRET_RE = re.compile(r"password|secret|jaas|sasl\.jaas|token|credential|keystore\.key", re.IGNORECASE)
 _FLOW_KEY_RE = re.compile(r"^([A-Za-z0-9._-]+)->([A-Za-z0-9._-]+)\.(.+)$")
 # Client properties librdkafka understands with the same name and meaning as the Java client.
@@ -202,6 +204,13 @@ class _Builder:
     def drop(self, key: str, value: str, reason: str, lossy: bool = True) -> None:
         self.not_carried.append(NotCarried(key, _shown(key, value), reason, lossy))
 
+    def security(self, cluster: dict[str, Any], alias: str, props: Mapping[str, str], where: str) -> None:
+        """The cluster's security section from its client properties (`security_import.java_security`)."""
+        section, notes = java_security(alias, props, cluster["bootstrap_servers"], where)
+        self.not_carried += [NotCarried(*n) for n in notes]
+        if section is not None:
+            cluster["security"] = section
+
     def put(self, target: dict[str, Any], key: str, rest: str, value: str) -> None:
         """Carry `rest=value` into `target`, or name it: not applicable, or lossy."""
         why = not_applicable(rest)
@@ -227,6 +236,7 @@ def import_mm2(props: Mapping[str, str]) -> tuple[dict[str, Any], list[NotCarrie
     policy: dict[str, Any] = {}
     flow_policy: dict[str, dict[str, Any]] = {}
     client: dict[str, dict[str, dict[str, Any]]] = {a: {"producer": {}, "consumer": {}} for a in aliases}
+    security_props: dict[str, dict[str, str]] = {}
     for key, value in props.items():
         if key == "clusters":
             continue
@@ -255,7 +265,9 @@ def import_mm2(props: Mapping[str, str]) -> tuple[dict[str, Any], list[NotCarrie
                     client[head][kind][name] = value
                 else:
                     b.drop(key, value, "no librdkafka client property of that name")
-            elif SECRET_RE.search(rest) or rest.startswith(("security.", "ssl.", "sasl.")):
+            elif is_security_key(rest):  # mapped onto clusters.<alias>.security after the loop
+                security_props.setdefault(head, {})[rest] = value
+            elif SECRET_RE.search(rest):
                 b.drop(key, value, "security: set clusters.<alias>.security with secret references (docs/security.md)")
             elif not_applicable(rest):
                 b.drop(key, value, not_applicable(rest) or "", lossy=False)
@@ -274,6 +286,8 @@ def import_mm2(props: Mapping[str, str]) -> tuple[dict[str, Any], list[NotCarrie
         if alias not in clusters:
             b.drop(f"{alias}.bootstrap.servers", "", "missing: set clusters.<alias>.bootstrap_servers")
             clusters[alias] = {"bootstrap_servers": "REPLACE-ME:9092", "datacenter": alias}
+    for alias, sec in security_props.items():
+        b.security(clusters[alias], alias, sec, f"{alias}.")
     enabled = {fid: s for fid, s in flows.items() if s.pop("_enabled", False)}
     _size_internal_topics(clusters, defaults, enabled, b)
     for fid, settings in flows.items():
@@ -340,6 +354,7 @@ def import_mm1(
     settings: dict[str, Any] = {}
     clients: dict[str, dict[str, str]] = {"consumer": {}, "producer": {}}
     bootstraps: dict[str, str] = {}
+    security_props: dict[str, dict[str, str]] = {"consumer": {}, "producer": {}}
     for kind, props in (("consumer", consumer), ("producer", producer)):
         for key, value in props.items():
             if key == "bootstrap.servers":
@@ -350,7 +365,9 @@ def import_mm1(
                 clients[kind][key] = value
             elif key in ("auto.commit.enable", "enable.auto.commit", "auto.commit.interval.ms"):
                 b.drop(f"{kind}.config:{key}", value, "kafka-mirror commits its own progress", lossy=False)
-            elif SECRET_RE.search(key) or key.startswith(("security.", "ssl.", "sasl.")):
+            elif is_security_key(key):
+                security_props[kind][key] = value
+            elif SECRET_RE.search(key):
                 b.drop(f"{kind}.config:{key}", value, "security: set clusters.<alias>.security with secret references")
             else:
                 b.drop(f"{kind}.config:{key}", value, "no librdkafka client property of that name")
@@ -358,6 +375,9 @@ def import_mm1(
         "source": {"bootstrap_servers": bootstraps.get("consumer", "REPLACE-ME:9092"), "datacenter": "source"},
         "target": {"bootstrap_servers": bootstraps.get("producer", "REPLACE-ME:9092"), "datacenter": "target"},
     }
+    for kind, side in (("consumer", "source"), ("producer", "target")):
+        if security_props[kind]:
+            b.security(clusters[side], side, security_props[kind], f"{kind}.config:")
     for kind in ("consumer", "producer"):
         if kind not in bootstraps:
             b.drop(f"{kind}.config:bootstrap.servers", "", "missing: set the cluster's bootstrap_servers")

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from kmirror.errors import Problem, ValidationError
-from kmirror.mm2.config_import import NotCarried
+from kmirror.mm2.config_import import NotCarried, import_mm2
+from kmirror.mm2.security_import import strimzi_security
 
 # Fields of the resource that only shape the Kafka Connect deployment Strimzi runs.
 _DEPLOYMENT_FIELDS = {
@@ -50,6 +51,7 @@ class _Out:
     def __init__(self) -> None:
         self.props: dict[str, str] = {}
         self.not_carried: list[NotCarried] = []
+        self.security: dict[str, dict[str, Any]] = {}  # alias -> clusters.<alias>.security
 
     def drop(self, path: str, value: Any, reason: str, lossy: bool = True) -> None:
         shown = "<redacted>" if isinstance(value, Mapping) and "passwordSecret" in value else _text(value)
@@ -77,28 +79,26 @@ def _cluster(out: _Out, spec: Mapping[str, Any], path: str, *, target: bool = Fa
             for key, item in value.items():
                 out.set(f"{alias}.{key}", item, f"{where}.{key}")
         elif field in ("tls", "authentication"):
-            kind = value.get("type", "tls") if isinstance(value, Mapping) else value
-            out.drop(
-                where,
-                kind,
-                f"security: set clusters.{alias}.security (protocol, tls, scram/plain/"
-                "oauthbearer with secret references; docs/security.md)",
-            )
+            continue  # strimzi_security maps them onto clusters.<alias>.security
         elif target and field in _TARGET_CONNECT_FIELDS:
             out.drop(where, value, "Kafka Connect's own group/topics; kafka-mirror keeps no Connect state", lossy=False)
         else:
             out.drop(where, value, "no kafka-mirror equivalent")
+    section, notes = strimzi_security(alias, spec.get("tls"), spec.get("authentication"), path)
+    out.not_carried += [NotCarried(*n) for n in notes]
+    if section is not None:
+        out.security[alias] = section
     return alias
 
 
-def strimzi_properties(resource: Any) -> tuple[dict[str, str], list[NotCarried]]:
+def strimzi_properties(resource: Any, out: _Out | None = None) -> tuple[dict[str, str], list[NotCarried]]:
     if not isinstance(resource, Mapping) or resource.get("kind") != "KafkaMirrorMaker2":
         kind = resource.get("kind") if isinstance(resource, Mapping) else type(resource).__name__
         raise ValidationError([Problem("kind", f"expected a KafkaMirrorMaker2 resource, got {kind!r}")])
     spec = resource.get("spec")
     if not isinstance(spec, Mapping):
         raise ValidationError([Problem("spec", "required: the KafkaMirrorMaker2 spec (a mapping)")])
-    out = _Out()
+    out = out or _Out()
     aliases: list[str] = []
     target_alias = None
     for field, value in spec.items():
@@ -155,3 +155,14 @@ def strimzi_properties(resource: Any) -> tuple[dict[str, str], list[NotCarried]]
             )
     out.props["clusters"] = ", ".join(dict.fromkeys(aliases))
     return out.props, out.not_carried
+
+
+def strimzi_import(resource: Any) -> tuple[dict[str, Any], list[NotCarried]]:
+    """The topology of a KafkaMirrorMaker2 resource: `strimzi_properties` through `import_mm2`, with
+    each cluster's `tls`/`authentication` as its security section (`strimzi_security`)."""
+    out = _Out()
+    props, from_resource = strimzi_properties(resource, out)
+    topology, dropped = import_mm2(props)
+    for alias, section in out.security.items():
+        topology["clusters"][alias]["security"] = section
+    return topology, from_resource + dropped

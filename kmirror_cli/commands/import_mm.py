@@ -89,14 +89,11 @@ def run(args: argparse.Namespace) -> int:
 def _strimzi(text: str) -> tuple[dict[str, Any], list[Any]]:
     import yaml
 
-    from kmirror.mm2.config_import import import_mm2
-    from kmirror.mm2.strimzi_import import strimzi_properties
+    from kmirror.mm2.strimzi_import import strimzi_import
 
     try:
         docs = [d for d in yaml.safe_load_all(text) if isinstance(d, dict)]
     except yaml.YAMLError as exc:
         raise ValidationError([Problem("resource", f"not YAML ({exc}); give a KafkaMirrorMaker2 resource")]) from exc
     resource = next((d for d in docs if d.get("kind") == "KafkaMirrorMaker2"), docs[0] if docs else None)
-    props, from_resource = strimzi_properties(resource)
-    topology, dropped = import_mm2(props)
-    return topology, from_resource + dropped
+    return strimzi_import(resource)

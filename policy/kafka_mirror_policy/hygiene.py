@@ -5,8 +5,9 @@
   as in the stack config's validation).
 - `encrypted-buckets` (stack): every S3 bucket has a server-side encryption configuration (a
   `BucketServerSideEncryptionConfiguration` pointing at it, or the legacy inline block).
-- `no-wildcard-iam`: no Allow statement with Action `*` or `s3:*` on Resource `*` in a role's
-  inline policies, a RolePolicy or a managed Policy.
+- `no-wildcard-iam`: no Allow statement with Action `*`, `s3:*` or `kafka-cluster:*` (every MSK
+  IAM action: the policies the components make for MSK IAM flows name theirs) on Resource `*` in
+  a role's inline policies, a RolePolicy or a managed Policy.
 - `no-public-eks-endpoint`: an EKS cluster's API endpoint is private unless the stack config sets
   `kafka-mirror:spark.cluster.endpoint_public_access: true` (pulumi-eks and AWS both default to
   public, so an absent setting counts as public).
@@ -36,7 +37,7 @@ IAM_POLICY_PROPS = {
     "aws:iam/groupPolicy:GroupPolicy": "policy",
 }
 IAM_ROLE = "aws:iam/role:Role"
-WILDCARD_ACTIONS = ("*", "s3:*")
+WILDCARD_ACTIONS = ("*", "s3:*", "kafka-cluster:*")
 EKS_COMPONENT = "eks:index:Cluster"  # pulumi-eks
 EKS_CLUSTER = "aws:eks/cluster:Cluster"
 
@@ -141,7 +142,8 @@ def _wildcards(where: str, document: Any) -> list[str]:
 
 
 def wildcard_iam_violations(resource_type: str, props: Mapping[str, Any]) -> list[str]:
-    """Allow statements granting `*` or `s3:*` on every resource, in roles' inline policies and policy resources."""
+    """Allow statements granting `*`, `s3:*` or `kafka-cluster:*` on every resource, in roles' inline
+    policies and policy resources."""
     if resource_type in IAM_POLICY_PROPS:
         return _wildcards(
             f"{resource_type.rsplit(':', 1)[-1]} {props.get('name') or '<unnamed>'}",

@@ -120,6 +120,10 @@ class Mocks(pulumi.runtime.Mocks):
             out["arn"] = f"arn:aws:logs:eu-central-1:123456789012:log-group:{out['name']}"
         if args.typ == "aws:lambda/invocation:Invocation":  # what kafka_mirror.emr.step_lambda returns
             out["result"] = json.dumps({"step_id": f"s-{args.name.upper()[:10]}", "stopped": [], "added": True})
+        if args.typ == "aws:iam/instanceProfile:InstanceProfile":
+            out["arn"] = f"arn:aws:iam::123456789012:instance-profile/{out.get('name') or args.name}"
+        if args.typ == "aws:iam/policy:Policy":
+            out["arn"] = f"arn:aws:iam::123456789012:policy/{args.name}-5b2e8d0"
         if args.typ == "aws:iam/role:Role":
             out.setdefault("name", f"{args.name}-7f3a9c1")  # auto-naming: the logical name + a random suffix
             out["arn"] = f"arn:aws:iam::123456789012:role/{out['name']}"

@@ -351,10 +351,14 @@ class EksSparkPlatform(pulumi.ComponentResource):
         self.image = pulumi.Output.from_input(image)
         self.operator = pulumi.Output.from_input("spark-operator" if install else "existing")
         self.secrets = pulumi.Output.from_input(sorted(made))
-        self.deployment_target = _ready_output(
-            self.image.apply(lambda image: {"platform": "eks", "settings": {**asdict(self.settings), "image": image}}),
-            self.ready,
+        target = pulumi.Output.all(self.image, irsa).apply(
+            lambda v: {
+                "platform": "eks",
+                "settings": {**asdict(self.settings), "image": v[0]},
+                **({"app_role": v[1]} if v[1] else {}),  # MSK IAM policies attach to it (MirrorDeployment)
+            }
         )
+        self.deployment_target = _ready_output(target, self.ready)
         outputs: dict[str, Any] = {
             "namespace": self.namespace,
             "service_account": self.service_account,

@@ -231,11 +231,14 @@ class EmrSparkPlatform(pulumi.ComponentResource):
         self.node_policy = pulumi.Output.all(
             self.bucket, arns, encryption.get("kms_key_arn"), encryption.get("certificates_zip")
         ).apply(lambda v: json.dumps(instance_policy(v[0], v[1], v[2], v[3]), sort_keys=True))
+        app_role: pulumi.Output[Any] = pulumi.Output.from_input(None)  # an existing cluster's role is not known
         if cluster_id := args.get("cluster_id"):
             self.cluster_id = pulumi.Output.from_input(cluster_id)
         else:
             child = pulumi.ResourceOptions(parent=self, depends_on=self.ready)
-            self.cluster_id = self._cluster(name, args, self.node_policy, child).id
+            cluster = self._cluster(name, args, self.node_policy, child)
+            self.cluster_id = cluster.id
+            app_role = cluster.ec2_attributes.apply(lambda a: a.instance_profile if a else None)
         self.step_function = create_step_function(self, name, s.region, self.cluster_id).name
         if args.get("alarms", True):
             created = None if args.get("cluster_id") else int(args.get("core_instance_count", 2))
@@ -250,7 +253,7 @@ class EmrSparkPlatform(pulumi.ComponentResource):
         self.secrets = pulumi.Output.from_input(sorted(self.stack_secrets))
         self.wheelhouse = pulumi.Output.from_input({w.tag: list(w.files) for w in self.wheelhouses})
         target = pulumi.Output.all(
-            self._resolved, self.cluster_id, self.bundle_uri, self.entry_uri, self.step_function
+            self._resolved, self.cluster_id, self.bundle_uri, self.entry_uri, self.step_function, app_role
         ).apply(
             lambda v: dict(
                 platform="emr",
@@ -259,6 +262,7 @@ class EmrSparkPlatform(pulumi.ComponentResource):
                 bundle_uri=v[2],
                 entry_uri=v[3],
                 step_function=v[4],
+                **({"app_role": v[5]} if v[5] else {}),  # MSK IAM policies attach to its role (MirrorDeployment)
             )
         )
         self.deployment_target = pulumi.Output.all(target, *[r.urn for r in self.ready]).apply(lambda v: v[0])
