@@ -145,17 +145,11 @@ test-main-rest: setup kafka-dists
 	$(call test_leg,$(PY),kafka-4.1,-p no:cacheprovider --durations=15 --ignore=tests/deploy --ignore=tests/cluster $(LEG1A_PATHS:%=--ignore=%),1b)
 
 # Leg 1c: the standalone-cluster suite (tests/cluster, docs/cluster.md; issue 42) on its own: a
-# Spark master and two workers for the session, the app submitted to them. Its runs, but the native
-# loop's --once, the transform and the executor kill -9, which `make test-cluster` (the whole suite) adds.
-CLUSTER_NOT_YET := \
-  --deselect "tests/cluster/test_cluster_faults.py::test_executor_killed_mid_copy_is_rescheduled_on_the_other_worker_and_loses_nothing" \
-  --deselect "tests/cluster/test_cluster_mirror.py::test_once_copies_every_record_offset_syncs_and_checkpoints_on_the_cluster[native-python-m-spark_app]" \
-  --deselect tests/cluster/test_cluster_mirror.py::test_transform_on_the_cluster_drops_and_keeps_metadata
+# Spark master and two workers for the session, the app submitted to them; every test of the suite.
 test-cluster-leg: setup kafka-dists
 	@echo "== leg 1c: pyspark 4.3.0 / Python 3.11 / Apache Kafka 4.1 on a Spark standalone cluster (tests/cluster)"
-	$(call test_leg,$(PY),kafka-4.1,-p no:cacheprovider --durations=15 tests/cluster $(CLUSTER_NOT_YET),1c)
-test-cluster: setup kafka-dists
-	KMIRROR_TEST_BROKER=kafka-4.1 $(PY) -m pytest -q -p no:cacheprovider tests/cluster
+	$(call test_leg,$(PY),kafka-4.1,-p no:cacheprovider --durations=15 tests/cluster,1c)
+test-cluster: test-cluster-leg
 # Leg 2 leaves out three fault runs leg 1 makes (~4 min of CI, docs/testing.md): the native copy
 # loop's two longest (what they add over their python-loop twins is the C loop itself, which leg 2
 # still runs for Python 3.10: tests/test_copy.py[native], test_mirror_e2e.py[native]) and the
