@@ -31,7 +31,8 @@ from tests.e2e.fault_helpers import (
 )
 from tests.kafka_helpers import create_topic
 
-pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.cluster, pytest.mark.spark40]
+# pytest-timeout's 600 s counts the session's cluster start (~1 min in CI, 5 min under a load of ~30)
+pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.cluster, pytest.mark.spark40, pytest.mark.timeout(1200)]
 # a cluster app starts its driver and two executor JVMs (~30 s on an idle 2-core box; minutes under load)
 FIRST_BATCH_TIMEOUT_S = 480.0  # a hang detector: under a load of ~30 on 2 cores a driver took 3+ min to its query
 RATE = 400  # records/s of the whole flow: the executor kill's batch of 6000 records takes ~15 s
