@@ -150,6 +150,7 @@ test-cluster-leg: setup kafka-dists
 	@echo "== leg 1c: pyspark 4.3.0 / Python 3.11 / Apache Kafka 4.1 on a Spark standalone cluster (tests/cluster)"
 	$(call test_leg,$(PY),kafka-4.1,-p no:cacheprovider --durations=15 tests/cluster,1c)
 test-cluster: test-cluster-leg
+
 # Leg 2 leaves out three fault runs leg 1 makes (~4 min of CI, docs/testing.md): the native copy
 # loop's two longest (what they add over their python-loop twins is the C loop itself, which leg 2
 # still runs for Python 3.10: tests/test_copy.py[native], test_mirror_e2e.py[native]) and the
@@ -171,7 +172,7 @@ test-spark40: $(VENV40)/.installed kafka-dists
 
 # Leg 2c: the cluster suite's core on pyspark 4.0.2 / Python 3.10 / Kafka 3.9 (docs/cluster.md): the
 # python loop's --once through spark-submit and the executor kill -9 under exactly-once; the rest of
-# the suite is leg 1c's (what it adds over these is the same on both lines: harness, loops, faults).
+# the suite runs in leg 1c only (~8 more minutes of CI; what was run by hand on 4.0: docs/cluster.md).
 CLUSTER40_ONLY := \
   "tests/cluster/test_cluster_mirror.py::test_once_copies_every_record_offset_syncs_and_checkpoints_on_the_cluster[python-spark-submit]" \
   "tests/cluster/test_cluster_faults.py::test_executor_killed_mid_copy_is_rescheduled_on_the_other_worker_and_loses_nothing[exactly-once]"
