@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup native system-deps kafka-dists deploy-tools demo test test-chain-a test-chain-b test-deploy test-cluster test-main test-main-e2e test-main-rest test-spark40 test-record-sweep lint bench
+.PHONY: setup native system-deps kafka-dists deploy-tools demo test test-chain-a test-chain-b test-deploy test-cluster test-cluster-leg test-spark40-cluster test-main test-main-e2e test-main-rest test-spark40 test-record-sweep lint bench
 
 # pyproject.toml has ranges; constraints.txt the exact versions this venv (and CI) gets.
 # precompile-pyspark-zip: compiled code inside pyspark's zips, which Spark puts first on every
@@ -84,7 +84,8 @@ test-deploy: setup deploy-tools
 
 # `make test`: lint, then the legs in two concurrent chains (measured: the broker and Spark suites
 # keep 2 cores ~30% busy, they mostly wait on brokers and triggers, so two chains overlap well):
-#   chain A: leg 1a (tests/e2e, tests/mm2), then leg 3 (the deploy plane)
+#   chain A: leg 1a (tests/e2e, tests/mm2), leg 1c (the standalone-cluster suite, tests/cluster),
+#            leg 2c (a reduced cluster suite on pyspark 4.0), then leg 3 (the deploy plane)
 #   chain B: leg 1b (everything else of leg 1), then leg 2 (pyspark 4.0 / Kafka 3.9)
 # Each leg is its own pytest session with its own brokers and SparkSession; a chain's output is
 # printed when the chain ends (make -O), every leg runs even when another failed (make -k), and
@@ -93,24 +94,28 @@ test-deploy: setup deploy-tools
 # add ~25-30 minutes of wall time in front of the legs; behind them, at nice 19, they take the CPU
 # the legs leave idle. Leg 3's `deploy-tools` step then waits for each tool (one file lock per tool,
 # so a tool is never built twice) and names the build error if one failed. CHAINS and the leg
-# variables are for checking this recipe (`make test CHAINS=`).
+# variables are for checking this recipe (`make test CHAINS=`); the cluster legs follow their Spark
+# line's leg (1c runs when LEG1A is set, 2c when LEG2 is), so `make test LEG1A= LEG1B= LEG2= DEPLOY_LEG=`
+# runs no leg.
 CHAINS := test-chain-a test-chain-b
 LEG1A := test-main-e2e
 LEG1B := test-main-rest
 LEG2 := test-spark40
 DEPLOY_LEG := test-deploy
+CLUSTER_LEG := $(if $(LEG1A),test-cluster-leg)
+CLUSTER40_LEG := $(if $(LEG2),test-spark40-cluster)
 DEPLOY_TOOLS_LOG := $(abspath .cache/deploy-tools-build.log)
 test: setup system-deps kafka-dists $(VENV40)/.installed lint
 	@mkdir -p .cache
 	@echo "== deploy tools: built or reused in the background at nice 19 while the legs run (log $(DEPLOY_TOOLS_LOG))"
 	@setsid nice -n 19 $(PY) -m kmirror_cli.deploy_tools build > $(DEPLOY_TOOLS_LOG) 2>&1 < /dev/null &
-	@echo "== legs 1a+3 and 1b+2 run side by side; each chain's output follows when it ends"
+	@echo "== legs 1a+1c+2c+3 and 1b+2 run side by side; each chain's output follows when it ends"
 	@bash scripts/legs-progress.sh $(abspath .cache) & progress=$$!; \
 	$(if $(CHAINS),$(MAKE) --no-print-directory -k -j2 --output-sync=target $(CHAINS),true); status=$$?; \
 	kill $$progress 2>/dev/null; exit $$status
 
 test-chain-a:
-	@status=0; $(if $(LEG1A),$(MAKE) --no-print-directory $(LEG1A) || status=1;) \
+	@status=0; $(foreach leg,$(LEG1A) $(CLUSTER_LEG) $(CLUSTER40_LEG),$(MAKE) --no-print-directory $(leg) || status=1;) \
 	$(if $(DEPLOY_LEG),echo "== deploy tools: waiting for the background build if it is still running"; \
 	$(MAKE) --no-print-directory $(DEPLOY_LEG) || status=1;) exit $$status
 test-chain-b:
@@ -137,19 +142,15 @@ test-main-e2e: setup kafka-dists
 	$(call test_leg,$(PY),kafka-4.1,-p no:cacheprovider --durations=15 $(LEG1A_PATHS),1a)
 test-main-rest: setup kafka-dists
 	@echo "== leg 1b: pyspark 4.3.0 / Python 3.11 / Apache Kafka 4.1: the rest but the deploy plane's real-engine tests (make test-deploy)"
-	$(call test_leg,$(PY),kafka-4.1,-p no:cacheprovider --durations=15 --ignore=tests/deploy $(LEG1A_PATHS:%=--ignore=%) $(CLUSTER_NOT_YET),1b)
+	$(call test_leg,$(PY),kafka-4.1,-p no:cacheprovider --durations=15 --ignore=tests/deploy --ignore=tests/cluster $(LEG1A_PATHS:%=--ignore=%),1b)
 
-# The standalone-cluster suite (tests/cluster, docs/cluster.md; issue 42, in progress) runs on leg 1
-# only: on leg 2 its --once runs timed out on a loaded machine and have not passed yet. Leg 1 runs the
-# python and batch loops' --once and the worker-lost/driver-restart run (~5 min); the native loop's
-# --once and the transform (~1.5 min each, passing) and the executor kill -9 (not passing yet: the
-# kill does not land mid-copy reliably) run with `make test-cluster`, the whole cluster suite.
-CLUSTER_NOT_YET := \
-  --deselect "tests/cluster/test_cluster_faults.py::test_executor_killed_mid_copy_is_rescheduled_on_the_other_worker_and_loses_nothing" \
-  --deselect "tests/cluster/test_cluster_mirror.py::test_once_copies_every_record_offset_syncs_and_checkpoints_on_the_cluster[native-python-m-spark_app]" \
-  --deselect tests/cluster/test_cluster_mirror.py::test_transform_on_the_cluster_drops_and_keeps_metadata
-test-cluster: setup kafka-dists
-	KMIRROR_TEST_BROKER=kafka-4.1 $(PY) -m pytest -q -p no:cacheprovider tests/cluster
+# Leg 1c: the standalone-cluster suite (tests/cluster, docs/cluster.md; issue 42) on its own: a
+# Spark master and two workers for the session, the app submitted to them; every test of the suite.
+test-cluster-leg: setup kafka-dists
+	@echo "== leg 1c: pyspark 4.3.0 / Python 3.11 / Apache Kafka 4.1 on a Spark standalone cluster (tests/cluster)"
+	$(call test_leg,$(PY),kafka-4.1,-p no:cacheprovider --durations=15 tests/cluster,1c)
+test-cluster: test-cluster-leg
+
 # Leg 2 leaves out three fault runs leg 1 makes (~4 min of CI, docs/testing.md): the native copy
 # loop's two longest (what they add over their python-loop twins is the C loop itself, which leg 2
 # still runs for Python 3.10: tests/test_copy.py[native], test_mirror_e2e.py[native]) and the
@@ -168,6 +169,18 @@ test-spark40: $(VENV40)/.installed kafka-dists
 	PYTHON=$(abspath $(PY40)) bash scripts/build-native.sh
 	@echo "== leg 2: pyspark 4.0.2 / Python 3.10 / Apache Kafka 3.9 (the data plane: tests marked spark40)"
 	$(call test_leg,$(PY40),kafka-3.9,-p no:cacheprovider -m spark40 --durations=15 $(LEG2_LEG1_ONLY),2)
+
+# Leg 2c: the cluster suite's core on pyspark 4.0.2 / Python 3.10 / Kafka 3.9 (docs/cluster.md): the
+# python loop's --once through spark-submit and the executor kill -9 under exactly-once; the rest of
+# the suite runs in leg 1c only (~8 more minutes of CI; what was run by hand on 4.0: docs/cluster.md).
+CLUSTER40_ONLY := \
+  "tests/cluster/test_cluster_mirror.py::test_once_copies_every_record_offset_syncs_and_checkpoints_on_the_cluster[python-spark-submit]" \
+  "tests/cluster/test_cluster_faults.py::test_executor_killed_mid_copy_is_rescheduled_on_the_other_worker_and_loses_nothing[exactly-once]"
+test-spark40-cluster: export PYSPARK_PYTHON := $(abspath $(PY40))
+test-spark40-cluster: export PYSPARK_DRIVER_PYTHON := $(abspath $(PY40))
+test-spark40-cluster: $(VENV40)/.installed kafka-dists
+	@echo "== leg 2c: pyspark 4.0.2 / Python 3.10 / Apache Kafka 3.9 on a Spark standalone cluster (tests/cluster)"
+	$(call test_leg,$(PY40),kafka-3.9,-p no:cacheprovider -m spark40 --durations=15 $(CLUSTER40_ONLY),2c)
 
 # `copy_loop: auto` takes the batch path for every flow it can serve, so `make test` runs the e2e,
 # fault and security suites on it (issue 41). Not part of `make test` (about 20 minutes more): the

@@ -9,7 +9,7 @@ while true; do
   sleep "${KMIRROR_PROGRESS_EVERY_S:-300}" & nap=$!
   wait "$nap"
   line="== $(date -u +%H:%M:%S) legs running:"
-  for leg in 1a 1b 2; do
+  for leg in 1a 1c 2c 1b 2; do
     current="$cache/pytest-faults-$leg.log.current"
     [ -f "$current" ] && line="$line [$leg] $(head -c 160 "$current" | head -1)"
   done

@@ -108,8 +108,9 @@ class ClusterApp(MirrorApp):
         finally:
             self.cleanup()
 
-    def run(self, *extra: str, timeout_s: float = 240.0) -> None:
-        """Run to its end (`--once`); fails with its log and the cluster's when it exits non-zero."""
+    def run(self, *extra: str, timeout_s: float = 480.0) -> None:
+        """Run to its end (`--once`); fails with its log and the cluster's when it exits non-zero. The
+        timeout is a hang detector: under a load of 15-20 on 2 cores a python-loop --once took ~250 s."""
         self.start(*extra)
         code = self.wait(timeout_s)
         assert code == 0, f"the app exited {code}:\n{self.log()[-4000:]}\n{self.cluster.logs_tail()}"

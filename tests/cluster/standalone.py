@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -121,6 +122,8 @@ class StandaloneCluster:
             "appender.console.layout.type = PatternLayout\n"
             "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex\n"
             "logger.master.name = org.apache.spark.deploy\nlogger.master.level = info\n"
+            # each task's start and end in its executor's stderr (`running_tasks`)
+            "logger.executor.name = org.apache.spark.executor.Executor\nlogger.executor.level = info\n"
         )
         self.port = free_port()
         ui = free_port()
@@ -179,7 +182,7 @@ class StandaloneCluster:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{self.master.webui_port}/json/", timeout=5) as answer:
                 return json.loads(answer.read())  # type: ignore[no-any-return]
-        except OSError:
+        except (OSError, ValueError):  # not up yet, or its page before the JSON view is attached (under load)
             return None
 
     def alive_workers(self) -> int:
@@ -204,6 +207,28 @@ class StandaloneCluster:
                     pid for pid in _descendants(daemon.proc.pid) if "CoarseGrainedExecutorBackend" in _cmdline(pid)
                 ]
         return found
+
+    def running_tasks(self) -> dict[int, dict[int, list[str]]]:
+        """Per worker index, per executor JVM pid: the tasks it runs now ("0.0 in stage 3.0"), from its
+        stderr's `Executor` lines (a "Running task" without its "Finished task")."""
+        found: dict[int, dict[int, list[str]]] = {}
+        for index, pids in self.executor_pids().items():
+            found[index] = {}
+            for pid in pids:
+                args = _cmdline(pid).split()
+                try:
+                    app, executor = args[args.index("--app-id") + 1], args[args.index("--executor-id") + 1]
+                except (ValueError, IndexError):
+                    continue
+                found[index][pid] = running_in(self.base / "work" / f"worker-{index}" / app / executor / "stderr")
+        return found
+
+    def executor_log(self) -> str:
+        """Every executor's stderr of the session, each headed by its path."""
+        return "\n".join(
+            f"--- {path.relative_to(self.base)}\n{path.read_text(errors='replace')}"
+            for path in sorted((self.base / "work").glob("*/app-*/*/stderr"))
+        )
 
     def logs_tail(self, chars: int = 3000) -> str:
         parts = []
@@ -247,6 +272,21 @@ class StandaloneCluster:
             entry,
             *args,
         ]
+
+
+def running_in(stderr: Path) -> list[str]:
+    """The tasks an executor's stderr shows started and not finished: ["0.0 in stage 3.0", ...]."""
+    try:
+        text = stderr.read_text(errors="replace")
+    except OSError:
+        return []
+    started = {tid: task for task, tid in TASK_LINE.findall(text)}
+    for tid in re.findall(r"Finished task [^(]*\(TID (\d+)\)", text):
+        started.pop(tid, None)
+    return list(started.values())
+
+
+TASK_LINE = re.compile(r"Running task (\S+ in stage \S+) \(TID (\d+)\)")
 
 
 def _children(pid: int) -> list[int]:

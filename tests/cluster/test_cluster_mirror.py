@@ -24,7 +24,8 @@ from tests.e2e.fault_helpers import flow_spec
 from tests.e2e.test_mirror_e2e import mirrored, records, wait_for_checkpoint
 from tests.kafka_helpers import add_fences, create_topic, produce
 
-pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.spark40]
+# pytest-timeout's 600 s counts the session's cluster start (~1 min in CI, 5 min under a load of ~30)
+pytestmark = [pytest.mark.e2e, pytest.mark.cluster, pytest.mark.spark40, pytest.mark.timeout(1200)]
 
 
 @pytest.mark.parametrize(
