@@ -166,7 +166,7 @@ def run_flows(
             jvm_classes.finish()
 
 
-def _naming(spec: FlowSpec, check: Callable[[FlowSpec], None]) -> None:
+def _naming(spec: FlowSpec, check: Callable[[FlowSpec], object]) -> None:
     """`check(spec)`, a ValidationError naming the flow."""
     try:
         check(spec)
