@@ -429,7 +429,7 @@ def run_cli(args: argparse.Namespace) -> int:
         if len(specs) > 1:
             from spark_app.several_flows import run_flows
 
-            return run_flows(specs, once=args.once, master=default_master(args.master), stop=stop)
+            return run_flows(specs, run_flow, once=args.once, master=default_master(args.master), stop=stop)
         run_flow(specs[0], once=args.once, checkpoint=args.checkpoint, master=default_master(args.master), stop=stop)
     except KmirrorError as exc:
         print(f"kmirror run: {exc}", file=sys.stderr, flush=True)

@@ -105,16 +105,17 @@ def supervise(
 
 def run_flows(
     specs: Sequence[FlowSpec],
+    runner: Callable[..., None],
     once: bool = False,
     master: str | None = "local[*]",
     stop: threading.Event | None = None,
     spark: Any = None,
     reader_api: str | None = None,
     first_s: float = RESTART_FIRST_S,
-    runner: Callable[..., None] | None = None,
 ) -> int:
-    """Mirror every flow of `specs` in one session (module doc); returns the worst exit code.
-    Raises ValidationError (before any query starts) for invalid input."""
+    """Mirror every flow of `specs` in one session (module doc), each flow by
+    `runner(spec, spark=, once=, stop=, reader_api=)` (`spark_app.main.run_flow`); returns the
+    worst exit code. Raises ValidationError (before any query starts) for invalid input."""
     import os
 
     from kmirror_engine.clients.factory import validate_client_configs
@@ -126,10 +127,6 @@ def run_flows(
     for spec in specs:
         _naming(spec, validate_client_configs)
     stop = stop or threading.Event()
-    if runner is None:
-        from spark_app.main import run_flow
-
-        runner = run_flow
     own_session = spark is None
     if spark is None:
         from spark_app.session import build_session
