@@ -28,6 +28,9 @@ from kmirror.flow.spec import FlowSpec
 log = logging.getLogger("kmirror.flows")
 RESTART_FIRST_S = 5.0
 RESTART_CAP_S = 300.0
+# between flow starts: Spark gives a query's Python planning process 10 s to connect back, which
+# several launched at once missed on a loaded 2-core machine
+START_STAGGER_S = 2.0
 
 
 def check_flow_set(specs: Sequence[FlowSpec], checkpoint: str | None) -> None:
@@ -112,6 +115,7 @@ def run_flows(
     spark: Any = None,
     reader_api: str | None = None,
     first_s: float = RESTART_FIRST_S,
+    stagger_s: float = START_STAGGER_S,
 ) -> int:
     """Mirror every flow of `specs` in one session (module doc), each flow by
     `runner(spec, spark=, once=, stop=, reader_api=)` (`spark_app.main.run_flow`); returns the
@@ -149,12 +153,14 @@ def run_flows(
             codes[spec.id] = supervise(spec.id, run, stop, once, first_s=first_s)
 
         threads = [threading.Thread(target=one, args=(s,), name=f"kmirror {s.id}", daemon=True) for s in specs]
-        for thread in threads:
+        for index, thread in enumerate(threads):
+            if index and stop.wait(stagger_s):  # one query's planning process starting at a time
+                break
             thread.start()
         for thread in threads:
-            while thread.is_alive():  # short joins: the main thread keeps handling signals
+            while thread.ident is not None and thread.is_alive():  # short joins: the main thread keeps handling signals
                 thread.join(0.5)
-        return max((codes.get(s.id, 1) for s in specs), default=0)
+        return max((codes.get(s.id, 0) for s in specs), default=0)  # not started: stopped first
     finally:
         if own_session:
             spark.stop()

@@ -171,9 +171,9 @@ def test_once_runs_every_flow_and_exits_with_the_worst_code(tmp_path: Path) -> N
         if spec.id == "north->east":
             raise ValidationError([], source="north")
 
-    code = run_flows(specs(tmp_path, "west", "north", "south"), runner, once=True, spark="SESSION")
+    code = run_flows(specs(tmp_path, "west", "north", "south"), runner, once=True, spark="SESSION", stagger_s=0)
     assert code == 2 and sorted(ran) == ["north->east", "south->east", "west->east"]
-    only_runtime = run_flows(specs(tmp_path, "west", "south"), runner, once=True, spark="SESSION")
+    only_runtime = run_flows(specs(tmp_path, "west", "south"), runner, once=True, spark="SESSION", stagger_s=0)
     assert only_runtime == 1
 
 
@@ -193,7 +193,7 @@ def test_streaming_restarts_a_failed_flow_while_the_others_keep_running(tmp_path
     result: list[int] = []
     thread = threading.Thread(
         target=lambda: result.append(
-            run_flows(specs(tmp_path, "west", "north"), runner, stop=stop, spark="S", first_s=0.01)
+            run_flows(specs(tmp_path, "west", "north"), runner, stop=stop, spark="S", first_s=0.01, stagger_s=0)
         )
     )
     thread.start()
