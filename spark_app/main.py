@@ -1,4 +1,5 @@
 """Driver of the mirror: `python -m spark_app --flow FLOW.json [--once] [--checkpoint DIR] [--master local[*]]`.
+Several `--flow` files (one target cluster) share one application: `spark_app.several_flows`.
 
 Wires "kmirror-source" (plans offset ranges) -> "kmirror-sink" (copies them) for one flow.
 - `--once`: mirror what is available at start in batches of at most `max_records_per_trigger`,
@@ -40,7 +41,13 @@ _PY_ERROR = re.compile(r"^(?:[\w.]+\.)?(\w+(?:Error|Failure|Exception)): (.+)$",
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--flow", required=True, help="flow spec JSON file (see docs/spark-app.md)")
+    parser.add_argument(
+        "--flow",
+        required=True,
+        action="append",
+        help="flow spec JSON file (see docs/spark-app.md); repeat it to run several flows of one target cluster "
+        "in one application",
+    )
     parser.add_argument("--once", action="store_true", help="mirror what is available now, then exit 0")
     parser.add_argument("--checkpoint", help="Spark checkpoint directory (default: the spec's checkpoint_location)")
     parser.add_argument(
@@ -408,12 +415,21 @@ def run_cli(args: argparse.Namespace) -> int:
         print(f"kmirror: signal {signum}: stopping after the current batch", file=sys.stderr, flush=True)
         stop.set()
 
+    paths = [args.flow] if isinstance(args.flow, str) else list(args.flow)
     try:
-        spec = load_flow_spec(args.flow)
+        specs = [load_flow_spec(path) for path in paths]  # every file checked before anything starts
+        if len(specs) > 1:
+            from spark_app.several_flows import check_flow_set
+
+            check_flow_set(specs, args.checkpoint)
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, request_stop)
             signal.signal(signal.SIGINT, request_stop)
-        run_flow(spec, once=args.once, checkpoint=args.checkpoint, master=default_master(args.master), stop=stop)
+        if len(specs) > 1:
+            from spark_app.several_flows import run_flows
+
+            return run_flows(specs, run_flow, once=args.once, master=default_master(args.master), stop=stop)
+        run_flow(specs[0], once=args.once, checkpoint=args.checkpoint, master=default_master(args.master), stop=stop)
     except KmirrorError as exc:
         print(f"kmirror run: {exc}", file=sys.stderr, flush=True)
         return exc.exit_code

@@ -8,7 +8,7 @@ from typing import Any
 
 
 def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser("run", help="Mirror one flow with the Spark app (local or spark-submit).")
+    parser = subparsers.add_parser("run", help="Mirror one flow (or several of one target cluster) with the Spark app.")
     from spark_app.main import add_arguments
 
     add_arguments(parser)
