@@ -240,6 +240,10 @@ class EmrStack:
 PLATFORMS: dict[str, Callable[[StackConfig, pulumi.Config], StackPlatform]] = {"eks": EksStack, "emr": EmrStack}
 
 
+def _constant(value: Any) -> Callable[[Any], Any]:
+    return lambda _: value
+
+
 def deploy(stack: StackConfig, config: pulumi.Config, lookup: Lookup = aws_lookup) -> dict[str, Any]:
     """Every resource of the stack; returns the stack outputs. First of all, the prerequisites the
     platform team creates by hand are checked (`kafka_mirror.prerequisites`, through `lookup`):
@@ -284,7 +288,7 @@ def deploy(stack: StackConfig, config: pulumi.Config, lookup: Lookup = aws_looku
     for flow in replication.planned_flows:
         names = needs[flow.id].secret_names
         used = [made.stack_secrets[n].resource for n in names if n in made.stack_secrets]
-        spec: Any = specs[flow.id] if handover is None else handover.apply(lambda _, s=specs[flow.id]: s)
+        spec: Any = specs[flow.id] if handover is None else handover.apply(_constant(specs[flow.id]))
         args = cast(MirrorDeploymentArgs, {"flow_spec": spec, "spark": dict(flow.spark)})
         args["secret_names"] = list(names)
         args.update(cast(MirrorDeploymentArgs, deployed.flow_args))

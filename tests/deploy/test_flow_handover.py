@@ -8,8 +8,8 @@ dc1's `up` has removed the flow, dc2's `up` deploys it.
 from __future__ import annotations
 
 import json
-from concurrent.futures import ThreadPoolExecutor
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest

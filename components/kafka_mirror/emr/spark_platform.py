@@ -236,7 +236,7 @@ class EmrSparkPlatform(pulumi.ComponentResource):
         else:
             child = pulumi.ResourceOptions(parent=self, depends_on=self.ready)
             self.cluster_id = self._cluster(name, args, self.node_policy, child).id
-        self.step_function = create_step_function(self, name, s.region, self.cluster_id).name
+        self.step_function = create_step_function(self, name, s.region, self.cluster_id, self.bucket).name
         if args.get("alarms", True):
             created = None if args.get("cluster_id") else int(args.get("core_instance_count", 2))
             create_alarms(
