@@ -6,7 +6,8 @@ runtime), and MirrorDeployment invokes it through an `aws.lambda_.Invocation` wi
 the component provider runs EMR flows (a Pulumi dynamic resource cannot cross languages). So this
 module imports only the standard library and boto3; its errors cannot be `kmirror.errors` ones.
 
-The event is the Invocation's input (`cluster_id`, `name`, `args`, `region`, `stop_timeout_s`)
+The event is the Invocation's input (`cluster_id`, `name`, `args`, `region`, `stop_timeout_s`,
+`yarn_marker_prefix`)
 plus `tf: {action: create|update|delete, prev_input}`. Never two writers on one checkpoint:
 
 - create: stop any live step of the same name (a retried create, or a migration from the old
