@@ -11,7 +11,8 @@
 #                      datacenter/region: a deploy of `west` cannot touch `east`'s account or region)
 #   ACTIONS_ID_TOKEN_REQUEST_URL/_TOKEN  GitHub's OIDC token endpoint (permissions: id-token: write)
 #   KMIRROR            the kmirror command (default .venv/bin/kmirror)
-# Each stack's role is assumed with a fresh OIDC token (no long-lived keys) just before its `up`.
+# Each stack's role is assumed with a fresh OIDC token (no long-lived keys) just before its
+# `pulumi refresh` and `up` (refresh first: drift is taken into the state before the plan).
 # The image digest set on an EKS stack is written to its stacks/Pulumi.<stack>.yaml, which the
 # workflow then commits, so git says which image each stack runs.
 set -euo pipefail
@@ -60,6 +61,12 @@ for stack in $stacks; do
   if [ "$("$KMIRROR" stack-info "$stack" platform)" = eks ]; then
     pulumi config set --path kafka-mirror:spark.image "$IMAGE" --stack "$PULUMI_ORG/$stack"
   fi
+  # The state first takes in what changed outside Pulumi (a step cancelled by hand, an edited
+  # security group), so `up` plans against the real estate, not the last deploy's memory of it.
+  echo "::group::pulumi refresh $stack ($region, $role)"
+  AWS_REGION="$region" AWS_DEFAULT_REGION="$region" \
+    pulumi refresh --yes --skip-preview --diff --stack "$PULUMI_ORG/$stack"
+  echo "::endgroup::"
   echo "::group::pulumi up $stack ($region, $role)"
   AWS_REGION="$region" AWS_DEFAULT_REGION="$region" \
     pulumi up --yes --diff --stack "$PULUMI_ORG/$stack" --policy-pack policy

@@ -15,6 +15,9 @@ second writer on the same checkpoint. This wrapper:
 2. adds a tag of its own run (`<flow tag>-run-<random>`) to spark.yarn.tags and runs spark-submit
    (which waits for the application) until it exits, or until SIGTERM, SIGINT or SIGHUP arrives,
    or its parent (the step runner) dies;
+   with `--running-marker s3://...`, once YARN lists this run's application RUNNING it writes that
+   object (`aws s3 cp`; the application id and run tag as JSON): the step function, outside the
+   VPC, waits for it, so a green `up` means the flow's application runs, not only its step;
 3. then stops spark-submit (so it can submit nothing more), kills the live applications with its
    run's tag only, and waits until YARN lists none; exits 3 naming the survivors past the bound,
    else 143 when stopped by a signal or spark-submit's own exit code.
@@ -30,6 +33,7 @@ stripped before it is embedded (EMR caps a step's strings at 10240 characters in
 """
 
 import argparse
+import json
 import os
 import re
 import signal
@@ -109,6 +113,29 @@ def with_run_tag(command: list[str], run_tag: str) -> list[str]:
     return [f"{a},{run_tag}" if a.startswith("spark.yarn.tags=") else a for a in command]
 
 
+def publish_running(args: argparse.Namespace, run_tag: str) -> bool:
+    """True once this run's application is RUNNING in YARN and `args.running_marker` is written."""
+    cmd = [args.yarn, "application", "-list", "-appStates", "RUNNING", "-appTags", run_tag]
+    try:
+        apps = sorted(set(APP_ID.findall(subprocess.run(cmd, capture_output=True, text=True, timeout=120).stdout)))
+    except (OSError, subprocess.SubprocessError):
+        return False
+    if not apps:
+        return False
+    body = json.dumps({"application_id": apps[0], "run_tag": run_tag, "state": "RUNNING"})
+    put = [args.aws, "s3", "cp", "-", args.running_marker]
+    try:
+        done = subprocess.run(put, input=body, capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.SubprocessError) as exc:
+        say(f"cannot write {args.running_marker} ({exc}); retrying")
+        return False
+    if done.returncode != 0:
+        say(f"cannot write {args.running_marker} (aws s3 cp: {done.stderr.strip()[-300:]}); retrying")
+        return False
+    say(f"YARN application {apps[0]} is RUNNING: wrote {args.running_marker}")
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
     parent = os.getppid()
     left = kill_all(args.yarn, args.tag, args.kill_timeout_s, args.poll_s)
@@ -119,8 +146,10 @@ def run(args: argparse.Namespace) -> int:
     run_tag = f"{args.tag}-run-{uuid.uuid4().hex[:12]}"
     say(f"submitting with YARN tag {run_tag}")
     client = subprocess.Popen(with_run_tag(args.command, run_tag))
+    published = not args.running_marker
     # A signal does not cut a sleep short (PEP 475), so stopping starts within poll_s.
     while client.poll() is None and not stop_signals and os.getppid() == parent:
+        published = published or publish_running(args, run_tag)
         time.sleep(args.poll_s)
     if client.poll() is None:
         say(f"stopping (signal {stop_signals[0]})" if stop_signals else "the step runner is gone: stopping")
@@ -139,6 +168,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--kill-timeout-s", type=float, default=300.0)
     parser.add_argument("--poll-s", type=float, default=1.0)
     parser.add_argument("--yarn", default="yarn")
+    parser.add_argument("--aws", default="aws")
+    parser.add_argument("--running-marker", default="", help="s3:// object written once the application runs")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- spark-submit ...")
     args = parser.parse_args(argv)
     args.command = args.command[1:] if args.command[:1] == ["--"] else args.command

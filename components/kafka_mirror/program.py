@@ -23,6 +23,7 @@ from kafka_mirror.eks.spark_platform import EksSparkPlatform, EksSparkPlatformAr
 from kafka_mirror.eks.specs import CHECKPOINT_MOUNT, app_name
 from kafka_mirror.emr.spark_platform import EmrSparkPlatform, EmrSparkPlatformArgs
 from kafka_mirror.emr.specs import EmrSettings, metrics_port_problems
+from kafka_mirror.handover import PEER_STACKS_KEY, guard, parse_peer_stacks
 from kafka_mirror.mirror_deployment import MirrorDeployment, MirrorDeploymentArgs
 from kafka_mirror.prerequisites import Lookup, aws_lookup, check_prerequisites, stack_prerequisites
 from kafka_mirror.replication_topology import ReplicationTopology
@@ -239,6 +240,10 @@ class EmrStack:
 PLATFORMS: dict[str, Callable[[StackConfig, pulumi.Config], StackPlatform]] = {"eks": EksStack, "emr": EmrStack}
 
 
+def _constant(value: Any) -> Callable[[Any], Any]:
+    return lambda _: value
+
+
 def deploy(stack: StackConfig, config: pulumi.Config, lookup: Lookup = aws_lookup) -> dict[str, Any]:
     """Every resource of the stack; returns the stack outputs. First of all, the prerequisites the
     platform team creates by hand are checked (`kafka_mirror.prerequisites`, through `lookup`):
@@ -247,6 +252,7 @@ def deploy(stack: StackConfig, config: pulumi.Config, lookup: Lookup = aws_looku
     prerequisites = check_prerequisites(stack_prerequisites(stack.platform, stack.model), lookup) if wanted else []
     if prerequisites:
         raise ValidationError(prerequisites)
+    peer_stacks = parse_peer_stacks(config.get_object(PEER_STACKS_KEY), pulumi.get_stack())
     path = Path(stack.topology)
     topology = load_topology(str(path if path.is_absolute() else project_dir() / path))
     platform = PLATFORMS[stack.platform](stack, config)
@@ -275,11 +281,15 @@ def deploy(stack: StackConfig, config: pulumi.Config, lookup: Lookup = aws_looku
     )
     deployed = platform.deploy(secrets, list(needs.values()), len(replication.planned_flows))
     made = deployed.component
+    # a flow another stack still runs gets nothing here until that stack's `up` removed it: every
+    # resource of an app is made from its flow spec, which waits for (and fails with) the check
+    handover = guard(peer_stacks, [flow.id for flow in replication.planned_flows])
     apps: dict[str, MirrorDeployment] = {}
     for flow in replication.planned_flows:
         names = needs[flow.id].secret_names
         used = [made.stack_secrets[n].resource for n in names if n in made.stack_secrets]
-        args = cast(MirrorDeploymentArgs, {"flow_spec": specs[flow.id], "spark": dict(flow.spark)})
+        spec: Any = specs[flow.id] if handover is None else handover.apply(_constant(specs[flow.id]))
+        args = cast(MirrorDeploymentArgs, {"flow_spec": spec, "spark": dict(flow.spark)})
         args["secret_names"] = list(names)
         args.update(cast(MirrorDeploymentArgs, deployed.flow_args))
         opts = pulumi.ResourceOptions(providers=list(deployed.providers), depends_on=[*made.ready, *used])

@@ -72,22 +72,25 @@ def prepare_stack(engine: Engine, project: Path, stack: str, cluster: ControlPla
 
 
 @contextmanager
-def operator_stand_in(cluster: ControlPlane) -> Iterator[list[str]]:
+def operator_stand_in(cluster: ControlPlane, namespaces: tuple[str, ...] = (NS,)) -> Iterator[list[str]]:
     """What the Spark operator does first for every SparkApplication: set its application state.
-    No driver can run here, so the stand-in marks each new app RUNNING (the state the program's
-    `pulumi.com/waitFor` awaits) and yields the names it marked."""
+    No driver can run here, so the stand-in marks each new app in `namespaces` RUNNING (the state
+    the program's `pulumi.com/waitFor` awaits) and yields the names it marked."""
     marked: list[str] = []
+    seen: set[str] = set()
     failed: list[BaseException] = []
     stop = threading.Event()
 
     def mark() -> None:
         while not stop.wait(0.5):
             try:
-                for name in cluster.list_names(SPARK_APPS):
-                    if name not in marked:  # the CRD's schema requires driverInfo beside the state
-                        status = {"applicationState": {"state": "RUNNING"}, "driverInfo": {}}
-                        cluster.patch_status(f"{SPARK_APPS}/{name}", status)
-                        marked.append(name)
+                for path in (SPARK_APPS.replace(f"/{NS}/", f"/{ns}/") for ns in namespaces):
+                    for name in cluster.list_names(path):
+                        if f"{path}/{name}" not in seen:  # the CRD's schema requires driverInfo beside the state
+                            status = {"applicationState": {"state": "RUNNING"}, "driverInfo": {}}
+                            cluster.patch_status(f"{path}/{name}", status)
+                            seen.add(f"{path}/{name}")
+                            marked.append(name)
             except Exception as e:  # reported when the stand-in stops, never swallowed
                 failed.append(e)
                 return

@@ -178,3 +178,69 @@ def test_the_old_wrappers_exit_kill_spares_the_replacement(yarn: FakeYarn) -> No
     assert apps[first]["state"] == "KILLED" and apps[second]["submitted_at"] >= apps[first]["kill_at"]
     assert apps[second]["state"] == "RUNNING" and yarn.live() == [second]
     emr.steps["s-2"]["proc"].send_signal(signal.SIGTERM)
+
+
+FAKE_AWS = """#!{python}
+# `aws s3 cp - s3://BUCKET/KEY` (the step wrapper's marker) into the test's moto S3
+import sys, boto3
+assert sys.argv[1:4] == ["s3", "cp", "-"], sys.argv
+bucket, key = sys.argv[4][len("s3://"):].split("/", 1)
+s3 = boto3.client("s3", region_name="{region}", endpoint_url="{endpoint}",
+                  aws_access_key_id="testing", aws_secret_access_key="testing")
+s3.put_object(Bucket=bucket, Key=key, Body=sys.stdin.read().encode())
+"""
+MARKERS = "s3://kmirror-ckpt/kmirror/yarn-running/"
+
+
+@pytest.fixture
+def s3(endpoint: str) -> Any:
+    client = boto3.client(
+        "s3", region_name=REGION, endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
+    if "kmirror-ckpt" not in [b["Name"] for b in client.list_buckets()["Buckets"]]:
+        client.create_bucket(Bucket="kmirror-ckpt", CreateBucketConfiguration={"LocationConstraint": REGION})
+    for found in client.list_objects_v2(Bucket="kmirror-ckpt").get("Contents", []):  # an earlier test's
+        client.delete_object(Bucket="kmirror-ckpt", Key=found["Key"])
+    return client
+
+
+def marker_step(yarn: FakeYarn, endpoint: str, s3: Any, **extra: Any) -> tuple[FakeEmr, StepRunner, dict[str, Any]]:  # noqa: F811
+    """The real step (args as rendered) on FakeEmr, whose steps run the real wrapper against the fake
+    YARN; the wrapper's `aws` writes to moto's S3, where the step function reads."""
+    bin_dir = Path(yarn.env["PATH"].split(os.pathsep, 1)[0])
+    (bin_dir / "aws").write_text(FAKE_AWS.format(python=sys.executable, region=REGION, endpoint=endpoint))
+    (bin_dir / "aws").chmod(0o755)
+    emr = FakeEmr(yarn)
+    runner = StepRunner(lambda region: emr, s3_for=lambda region: s3)
+    step = {"cluster_id": "j-1", "name": "mirror-a-to-b", "args": step_args(), "region": REGION, "stop_timeout_s": 30}
+    return emr, runner, {**step, "yarn_marker_prefix": MARKERS, **extra, "tf": {"action": "create", "prev_input": None}}
+
+
+def test_up_waits_for_the_yarn_application_the_wrapper_reports_running(yarn: FakeYarn, endpoint: str, s3: Any) -> None:  # noqa: F811
+    emr, runner, create = marker_step(yarn, endpoint, s3, start_timeout_s=60)
+    result = apply_action(runner, create)
+    # the application the wrapper submitted, RUNNING in YARN, is the one the step function names
+    assert yarn.live() == [runner.yarn_application]
+    [key] = [o["Key"] for o in s3.list_objects_v2(Bucket="kmirror-ckpt")["Contents"]]
+    assert key.startswith("kmirror/yarn-running/mirror-a-to-b/") and key.endswith(".json")
+    emr.steps[result["step_id"]]["proc"].send_signal(signal.SIGTERM)
+
+
+def test_an_application_yarn_never_runs_fails_the_up_naming_it(yarn: FakeYarn, endpoint: str, s3: Any) -> None:  # noqa: F811
+    bin_dir = Path(yarn.env["PATH"].split(os.pathsep, 1)[0])
+    accepted = FAKE_SPARK_SUBMIT.replace('"state": "RUNNING"', '"state": "ACCEPTED"').replace(
+        'if now != "RUNNING":', 'if now not in ("RUNNING", "ACCEPTED"):'
+    )  # a full queue: YARN accepted the application, spark-submit waits for it to start
+    assert accepted != FAKE_SPARK_SUBMIT
+    (bin_dir / "spark-submit").write_text(f"#!{sys.executable}\n{FAKE_TABLE}\n{accepted}")
+    emr, runner, create = marker_step(yarn, endpoint, s3, start_timeout_s=3)
+    started = time.monotonic()
+    with pytest.raises(StepNotRunning) as raised:
+        apply_action(runner, create)
+    assert 3 <= time.monotonic() - started < 30
+    message = str(raised.value)
+    assert "the YARN application of EMR step s-1 (mirror-a-to-b, YARN tag kmirror-a-to-b)" in message, message
+    assert "is not RUNNING 3 s after the step was added" in message and MARKERS + "mirror-a-to-b/" in message
+    assert yarn.live()  # ACCEPTED, not RUNNING: the wrapper wrote nothing
+    assert "Contents" not in s3.list_objects_v2(Bucket="kmirror-ckpt")
+    emr.steps["s-1"]["proc"].send_signal(signal.SIGTERM)

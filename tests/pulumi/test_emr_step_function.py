@@ -39,7 +39,7 @@ def test_each_flow_is_a_crud_invocation_of_the_platforms_step_function(central: 
         inputs = unwrap(invocation.inputs)
         assert inputs["lifecycleScope"] == "CRUD" and inputs["functionName"] == "central-emr-steps-5e1d2c0"
         step = json.loads(inputs["input"])
-        assert sorted(step) == ["args", "cluster_id", "name", "region", "stop_timeout_s"]
+        assert sorted(step) == ["args", "cluster_id", "name", "region", "stop_timeout_s", "yarn_marker_prefix"]
         assert step["cluster_id"] == "j-MOCKCLUSTER" and step["name"] == app_name(flow_id)
         assert step["region"] == "eu-central-1" and step["stop_timeout_s"] == 600
         args = step["args"]
@@ -61,7 +61,15 @@ def test_the_step_function_runs_the_handler_with_a_role_scoped_to_the_cluster(ce
     assert inputs["role"] == "arn:aws:iam::123456789012:role/central-emr-steps-role-7f3a9c1"
     policy = json.loads(unwrap(central.named("central-emr-steps-policy").inputs)["policy"])
     logs = "arn:aws:logs:eu-central-1:123456789012:log-group:central-emr-steps-logs-0c4b7e9"
-    assert policy == step_function_policy("eu-central-1", "j-MOCKCLUSTER", logs)
+    [markers] = [s for s in policy["Statement"] if s["Sid"] == "YarnRunningMarkers"]
+    bucket = markers["Resource"].removeprefix("arn:aws:s3:::").split("/", 1)[0]
+    assert policy == step_function_policy("eu-central-1", "j-MOCKCLUSTER", logs, bucket)
+    # it may read exactly where the steps' wrappers report their YARN application RUNNING
+    invocations = central.of_type("aws:lambda/invocation:Invocation")
+    assert invocations
+    for invocation in invocations:
+        prefix = json.loads(unwrap(invocation.inputs)["input"])["yarn_marker_prefix"]
+        assert markers["Resource"] == f"arn:aws:s3:::{prefix.removeprefix('s3://')}*"
     [steps] = [s for s in policy["Statement"] if s["Sid"] == "FlowSteps"]
     assert steps["Resource"] == "arn:aws:elasticmapreduce:eu-central-1:*:cluster/j-MOCKCLUSTER"
     assert sorted(steps["Action"]) == sorted(STEP_ACTIONS) and len(STEP_ACTIONS) == 4

@@ -239,7 +239,7 @@ class EmrSparkPlatform(pulumi.ComponentResource):
             cluster = self._cluster(name, args, self.node_policy, child)
             self.cluster_id = cluster.id
             app_role = cluster.ec2_attributes.apply(lambda a: a.instance_profile if a else None)
-        self.step_function = create_step_function(self, name, s.region, self.cluster_id).name
+        self.step_function = create_step_function(self, name, s.region, self.cluster_id, self.bucket).name
         if args.get("alarms", True):
             created = None if args.get("cluster_id") else int(args.get("core_instance_count", 2))
             create_alarms(

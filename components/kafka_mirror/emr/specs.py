@@ -136,6 +136,10 @@ def step_wrapper_source() -> str:
     return "\n".join(line for line in lines if line.strip() and not line.lstrip().startswith("#")) + "\n"
 
 
+# Where a step's wrapper reports its YARN application RUNNING and the step function waits for it.
+YARN_MARKERS = "kmirror/yarn-running/"
+
+
 def emr_step_input(cluster_id: str, flow_id: str, step_args: list[str], settings: EmrSettings) -> str:
     """The step function's input for one flow (`kafka_mirror.emr.step_lambda.parse_step`): canonical
     JSON, so an unchanged flow is no change of its Invocation (which would call the function)."""
@@ -145,6 +149,7 @@ def emr_step_input(cluster_id: str, flow_id: str, step_args: list[str], settings
         "args": step_args,
         "region": settings.region,
         "stop_timeout_s": settings.step_stop_timeout_s,
+        "yarn_marker_prefix": settings.uri(YARN_MARKERS),
     }
     return json.dumps(step, sort_keys=True, separators=(",", ":"))
 

@@ -16,6 +16,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from kafka_mirror.emr.specs import YARN_MARKERS
 from kafka_mirror.emr.step_lambda import LAMBDA_TIMEOUT_S
 
 HANDLER_FILE = "step_lambda.py"
@@ -36,9 +37,28 @@ def emr_cluster_arn(region: str, cluster_id: str) -> str:
     return f"arn:aws:elasticmapreduce:{region}:*:cluster/{cluster_id}"
 
 
-def step_function_policy(region: str, cluster_id: str, log_group_arn: str) -> dict[str, Any]:
-    """The function role's only permissions: the four step calls on this cluster, and writing to
-    its own log group (the group exists: no CreateLogGroup)."""
+def step_function_policy(region: str, cluster_id: str, log_group_arn: str, bucket: str = "") -> dict[str, Any]:
+    """The function role's only permissions: the four step calls on this cluster, writing to its own
+    log group (the group exists: no CreateLogGroup) and, with `bucket`, reading the steps' YARN
+    RUNNING markers (ListBucket too: without it a marker not yet written reads as AccessDenied)."""
+    markers = (
+        [
+            {
+                "Sid": "YarnRunningMarkers",
+                "Effect": "Allow",
+                "Action": ["s3:GetObject"],
+                "Resource": f"arn:aws:s3:::{bucket}/{YARN_MARKERS}*",
+            },
+            {
+                "Sid": "YarnRunningMarkersList",
+                "Effect": "Allow",
+                "Action": ["s3:ListBucket"],
+                "Resource": f"arn:aws:s3:::{bucket}",
+            },
+        ]
+        if bucket
+        else []
+    )
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -54,6 +74,7 @@ def step_function_policy(region: str, cluster_id: str, log_group_arn: str) -> di
                 "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
                 "Resource": f"{log_group_arn}:*",
             },
+            *markers,
         ],
     }
 
@@ -65,7 +86,7 @@ def handler_code() -> pulumi.AssetArchive:
 
 
 def create_step_function(
-    parent: pulumi.Resource, name: str, region: str, cluster_id: pulumi.Input[str]
+    parent: pulumi.Resource, name: str, region: str, cluster_id: pulumi.Input[str], bucket: pulumi.Input[str] = ""
 ) -> aws.lambda_.Function:
     """The log group, role, role policy and function (children `<name>-steps*`)."""
     child = pulumi.ResourceOptions(parent=parent)
@@ -80,8 +101,8 @@ def create_step_function(
     policy = aws.iam.RolePolicy(
         f"{name}-steps-policy",
         role=role.id,
-        policy=pulumi.Output.all(cluster_id, logs.arn).apply(
-            lambda v: json.dumps(step_function_policy(region, str(v[0]), str(v[1])), sort_keys=True)
+        policy=pulumi.Output.all(cluster_id, logs.arn, bucket).apply(
+            lambda v: json.dumps(step_function_policy(region, str(v[0]), str(v[1]), str(v[2])), sort_keys=True)
         ),
         opts=child,
     )

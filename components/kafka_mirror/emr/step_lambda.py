@@ -6,7 +6,8 @@ runtime), and MirrorDeployment invokes it through an `aws.lambda_.Invocation` wi
 the component provider runs EMR flows (a Pulumi dynamic resource cannot cross languages). So this
 module imports only the standard library and boto3; its errors cannot be `kmirror.errors` ones.
 
-The event is the Invocation's input (`cluster_id`, `name`, `args`, `region`, `stop_timeout_s`)
+The event is the Invocation's input (`cluster_id`, `name`, `args`, `region`, `stop_timeout_s`,
+`yarn_marker_prefix`)
 plus `tf: {action: create|update|delete, prev_input}`. Never two writers on one checkpoint:
 
 - create: stop any live step of the same name (a retried create, or a migration from the old
@@ -17,8 +18,11 @@ plus `tf: {action: create|update|delete, prev_input}`. Never two writers on one 
 - delete: cancel the live step and wait until it stopped.
 A step added (create, update) is waited for until EMR reports it RUNNING, at most `start_timeout_s`
 (StepNotRunning otherwise, or at once when it ends FAILED/CANCELLED first): a green `up` means the
-flow's step runs. Its YARN application's RUNNING state is the step wrapper's to report (it runs
-inside the cluster, where YARN is; this function's Lambda is outside the VPC).
+flow's step runs. With `yarn_marker_prefix` (s3://BUCKET/PREFIX/) it then also waits, within the
+same `start_timeout_s`, for the step's YARN application to be RUNNING: the step wrapper (inside the
+cluster, where YARN is; this Lambda is outside the VPC) writes `PREFIX<step name>/<nonce>.json`
+once YARN lists its run's application RUNNING (`--running-marker`, added to the step's args here
+with a fresh nonce per added step), and this function reads it (AppNotRunning otherwise).
 "Live" steps are found by name with ListSteps. Cancelling signals the step's process only (its
 wrapper, `deploy/kmirror-step.py`, kills the flow's YARN application on SIGTERM and exits once it
 is gone), so "stopped" means the driver is gone. A step still not stopped `stop_timeout_s` after
@@ -27,7 +31,9 @@ its cancel fails the invocation (StepStillRunning), so the Invocation fails the 
 
 from __future__ import annotations
 
+import json
 import time
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +59,10 @@ class StepNotRunning(RuntimeError):
     """An added step did not reach RUNNING: it ended first, or is still PENDING at the deadline."""
 
 
+class AppNotRunning(StepNotRunning):
+    """The step runs but its YARN application is not RUNNING by the deadline (or the step ended first)."""
+
+
 class StepStillRunning(RuntimeError):
     """A cancelled step did not stop in time: adding its replacement now would start a second writer."""
 
@@ -67,6 +77,7 @@ class StepSpec:
     region: str
     stop_timeout_s: int
     start_timeout_s: int = 300
+    yarn_marker_prefix: str = ""  # s3://BUCKET/PREFIX/: wait for the YARN application RUNNING too
 
     @property
     def identity(self) -> tuple[str, str, tuple[str, ...]]:
@@ -113,6 +124,9 @@ def parse_step(payload: Mapping[str, Any], where: str = "input") -> StepSpec:
         raise StepInputError(
             f"{where}.start_timeout_s: must be a whole number of seconds from 1 to {MAX_STOP_TIMEOUT_S}, got {start!r}"
         )
+    marker = payload.get("yarn_marker_prefix", "")
+    if not isinstance(marker, str) or (marker and not (marker.startswith("s3://") and marker.endswith("/"))):
+        raise StepInputError(f"{where}.yarn_marker_prefix: expected s3://BUCKET/PREFIX/ or nothing, got {marker!r}")
     return StepSpec(
         cluster_id=_text(payload, "cluster_id", where),
         name=_text(payload, "name", where),
@@ -120,6 +134,7 @@ def parse_step(payload: Mapping[str, Any], where: str = "input") -> StepSpec:
         region=_text(payload, "region", where),
         stop_timeout_s=int(payload["stop_timeout_s"]),
         start_timeout_s=start,
+        yarn_marker_prefix=marker,
     )
 
 
@@ -129,9 +144,11 @@ class StepRunner:
     `clock` are injectable so tests do not wait for real."""
 
     emr_for: Callable[[str], Any]
+    s3_for: Callable[[str], Any] | None = None  # an S3 client per region (yarn_marker_prefix)
     sleep: Callable[[float], None] = time.sleep
     clock: Callable[[], float] = time.monotonic
     started: float | None = None  # when the invocation began: every wait ends before Lambda's own timeout
+    yarn_application: str | None = None  # the added step's application, once its wrapper reported it RUNNING
 
     def steps_named(self, step: StepSpec, states: Sequence[str]) -> list[dict[str, Any]]:
         """The cluster's steps called `step.name` in one of `states` (ListSteps, every page).
@@ -153,23 +170,31 @@ class StepRunner:
         found = self.emr_for(step.region).describe_step(ClusterId=step.cluster_id, StepId=step_id)
         return str(found["Step"]["Status"]["State"])
 
-    def add(self, step: StepSpec) -> str:
-        """Add the step; return its id."""
+    def add(self, step: StepSpec, marker: str = "") -> str:
+        """Add the step (its wrapper told to write `marker` once its application runs); return its id."""
+        args = list(step.args)
+        if marker and "--" in args:
+            args[args.index("--") : args.index("--")] = ["--running-marker", marker]
         request = {
             "Name": step.name,
             # A failed mirror must not take the other flows' steps (or the cluster) down with it.
             "ActionOnFailure": "CONTINUE",
-            "HadoopJarStep": {"Jar": "command-runner.jar", "Args": list(step.args)},
+            "HadoopJarStep": {"Jar": "command-runner.jar", "Args": args},
         }
         added = self.emr_for(step.region).add_job_flow_steps(JobFlowId=step.cluster_id, Steps=[request])
         return str(added["StepIds"][0])
 
-    def wait_running(self, step: StepSpec, step_id: str) -> None:
+    def start_deadline(self, step: StepSpec) -> float:
+        """`start_timeout_s` from now, within what the stop wait left of this Lambda run (minus a margin)."""
+        deadline = self.clock() + step.start_timeout_s
+        if self.started is not None:
+            deadline = min(deadline, self.started + LAMBDA_TIMEOUT_S - 30)
+        return deadline
+
+    def wait_running(self, step: StepSpec, step_id: str, deadline: float | None = None) -> None:
         """Return once EMR reports `step_id` RUNNING; raises StepNotRunning when it ends first (FAILED,
         CANCELLED: the flow does not run) or is still PENDING `step.start_timeout_s` after it was added."""
-        deadline = self.clock() + step.start_timeout_s
-        if self.started is not None:  # what the stop wait left of this Lambda run, minus a margin to report
-            deadline = min(deadline, self.started + LAMBDA_TIMEOUT_S - 30)
+        deadline = self.start_deadline(step) if deadline is None else deadline
         while (state := self.state(step, step_id)) != "RUNNING":
             where = f"EMR step {step_id} ({step.name}) on cluster {step.cluster_id}"
             if state in STOPPED_STATES or state in STOPPING_STATES:
@@ -183,6 +208,34 @@ class StepRunner:
                     f"{where} is still {state} {step.start_timeout_s} s after it was added "
                     "(start_timeout_s): a step slot or the cluster is busy; see the cluster's "
                     "steps in the EMR console, then run `pulumi up` again"
+                )
+            self.sleep(1 if step.start_timeout_s < 60 else 5)
+
+    def wait_app_running(self, step: StepSpec, step_id: str, marker: str, deadline: float) -> str:
+        """The YARN application id the step's wrapper wrote to `marker` once YARN listed it RUNNING;
+        raises AppNotRunning when the step ends first or `marker` is still missing at `deadline`."""
+        bucket, key = marker[len("s3://") :].split("/", 1)
+        s3 = (self.s3_for or _boto3_s3)(step.region)
+        tag = _yarn_tag(step.args)
+        while True:
+            try:
+                found = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+                return str(found["application_id"])
+            except Exception as exc:
+                if _error_code(exc) not in ("NoSuchKey", "404"):
+                    raise
+            where = f"the YARN application of EMR step {step_id} ({step.name}, YARN tag {tag})"
+            if (state := self.state(step, step_id)) != "RUNNING":
+                raise AppNotRunning(
+                    f"{where} never reported RUNNING: the step is {state}. Its stderr is under the cluster's "
+                    f"log URI (steps/{step_id}/stderr.gz); fix the cause, then run `pulumi up` again"
+                )
+            if self.clock() >= deadline:
+                raise AppNotRunning(
+                    f"{where} is not RUNNING {step.start_timeout_s} s after the step was added "
+                    f"(start_timeout_s; its wrapper writes {marker} once it is): YARN has not started it "
+                    f"(queue or capacity: `yarn application -list -appTags {tag}` on the primary node), "
+                    "or the nodes cannot write to the bucket; then run `pulumi up` again"
                 )
             self.sleep(1 if step.start_timeout_s < 60 else 5)
 
@@ -238,9 +291,13 @@ def _ensure(runner: StepRunner, step: StepSpec) -> dict[str, Any]:
 
 
 def _add_running(runner: StepRunner, step: StepSpec) -> str:
-    """Add the step and wait until it is RUNNING; its id."""
-    step_id = runner.add(step)
-    runner.wait_running(step, step_id)
+    """Add the step and wait until it is RUNNING (and its YARN application, with a marker prefix); its id."""
+    marker = f"{step.yarn_marker_prefix}{step.name}/{uuid.uuid4().hex}.json" if step.yarn_marker_prefix else ""
+    step_id = runner.add(step, marker)
+    deadline = runner.start_deadline(step)
+    runner.wait_running(step, step_id, deadline)
+    if marker:
+        runner.yarn_application = runner.wait_app_running(step, step_id, marker, deadline)
     return step_id
 
 
@@ -281,6 +338,13 @@ def _boto3_emr(region: str) -> Any:
     return boto3.client("emr", region_name=region, config=Config(retries=RETRIES, connect_timeout=10, read_timeout=60))
 
 
+def _boto3_s3(region: str) -> Any:
+    import boto3
+    from botocore.config import Config
+
+    return boto3.client("s3", region_name=region, config=Config(retries=RETRIES, connect_timeout=10, read_timeout=60))
+
+
 def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
     """The Lambda entry point (`step_lambda.handler`): raises on any failure, which the Invocation
     reports as a failed create/update/delete."""
@@ -291,4 +355,6 @@ def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
             clients[region] = _boto3_emr(region)
         return clients[region]
 
-    return apply_action(StepRunner(emr_for), event)
+    runner = StepRunner(emr_for, s3_for=_boto3_s3)
+    result = apply_action(runner, event)
+    return {**result, "yarn_application": runner.yarn_application} if runner.yarn_application else result
