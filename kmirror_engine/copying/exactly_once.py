@@ -42,7 +42,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from confluent_kafka import KafkaException, TopicCollection, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 
 from kmirror.errors import KmirrorError
 from kmirror.flow.spec import FlowSpec
