@@ -85,8 +85,9 @@ test-deploy: setup deploy-tools
 # `make test`: lint, then the legs in two concurrent chains (measured: the broker and Spark suites
 # keep 2 cores ~30% busy, they mostly wait on brokers and triggers, so two chains overlap well):
 #   chain A: leg 1a (tests/e2e, tests/mm2), leg 1c (the standalone-cluster suite, tests/cluster),
-#            leg 2c (a reduced cluster suite on pyspark 4.0), then leg 3 (the deploy plane)
-#   chain B: leg 1b (everything else of leg 1), then leg 2 (pyspark 4.0 / Kafka 3.9)
+#            then leg 3 (the deploy plane)
+#   chain B: leg 1b (everything else of leg 1), leg 2 (pyspark 4.0 / Kafka 3.9), then leg 2c (a
+#            reduced cluster suite on pyspark 4.0)
 # Each leg is its own pytest session with its own brokers and SparkSession; a chain's output is
 # printed when the chain ends (make -O), every leg runs even when another failed (make -k), and
 # `make test` fails when any leg failed. The deploy tools are built (or found cached) in the
@@ -109,18 +110,18 @@ test: setup system-deps kafka-dists $(VENV40)/.installed lint
 	@mkdir -p .cache
 	@echo "== deploy tools: built or reused in the background at nice 19 while the legs run (log $(DEPLOY_TOOLS_LOG))"
 	@setsid nice -n 19 $(PY) -m kmirror_cli.deploy_tools build > $(DEPLOY_TOOLS_LOG) 2>&1 < /dev/null &
-	@echo "== legs 1a+1c+2c+3 and 1b+2 run side by side; each chain's output follows when it ends"
+	@echo "== legs 1a+1c+3 and 1b+2+2c run side by side; each chain's output follows when it ends"
 	@bash scripts/legs-progress.sh $(abspath .cache) & progress=$$!; \
 	$(if $(CHAINS),$(MAKE) --no-print-directory -k -j2 --output-sync=target $(CHAINS),true); status=$$?; \
 	kill $$progress 2>/dev/null; exit $$status
 
 test-chain-a:
-	@status=0; $(foreach leg,$(LEG1A) $(CLUSTER_LEG) $(CLUSTER40_LEG),$(MAKE) --no-print-directory $(leg) || status=1;) \
+	@status=0; $(foreach leg,$(LEG1A) $(CLUSTER_LEG),$(MAKE) --no-print-directory $(leg) || status=1;) \
 	$(if $(DEPLOY_LEG),echo "== deploy tools: waiting for the background build if it is still running"; \
 	$(MAKE) --no-print-directory $(DEPLOY_LEG) || status=1;) exit $$status
 test-chain-b:
-	@status=0; $(if $(LEG1B),$(MAKE) --no-print-directory $(LEG1B) || status=1;) \
-	$(if $(LEG2),$(MAKE) --no-print-directory $(LEG2) || status=1;) exit $$status
+	@status=0; $(foreach leg,$(LEG1B) $(LEG2) $(CLUSTER40_LEG),$(MAKE) --no-print-directory $(leg) || status=1;) \
+	exit $$status
 
 # A test process killed by a signal (a native fault) is followed by scripts/crash-report.sh: the
 # test it ran, its Python stacks (written here by tests/conftest.py) and a core file's C stack.
