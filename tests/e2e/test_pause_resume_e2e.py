@@ -39,12 +39,12 @@ def records(prefix: str, count: int) -> list[dict[str, Any]]:
     ]
 
 
-def target_count(bootstrap: str, topic: str) -> int:
+def target_count(bootstrap: str, topic: str, partitions: int = 2) -> int:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "kmirror-test-watermarks"})
     try:
-        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(2))
+        return sum(consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions))
     finally:
         consumer.close()
 
