@@ -174,5 +174,6 @@ def test_a_paused_flow_copies_nothing_keeps_its_heartbeats_and_resumes_exactly_o
     finally:
         stop.set()
         runner.join(timeout=120)
+        (tmp_path / "driver-all.log").write_text(log.read())  # kept in pytest's tmp dir, for a failed run
         delete_control_topic(clusters.target)
     assert not runner.is_alive() and failures == []

@@ -1,7 +1,8 @@
 """The operator commands from the topology alone, on real brokers and one running mirror (issue 46):
 a topology YAML written here (clusters = the test brokers, one active-passive flow) and a stack
 file naming it are all `kmirror pause|resume|status|lag|translate|acls|failover --dry-run` get
-(`--stack S --flow ID` or `--topology FILE --flow ID`, no flow spec JSON). Each command's effect is
+(`--stack S --flow ID` or `--topology FILE --flow ID`, no flow spec JSON; `status` of every flow
+of the stack or topology without `--flow`). Each command's effect is
 asserted on the clusters: the control record written on the target and obeyed by the driver,
 status exit codes (4 paused, 0 running), lag numbers, the translated offset, the dry run's plan
 with nothing committed, the ACL commands naming the test brokers and topics.
@@ -78,6 +79,7 @@ def test_the_operator_commands_work_from_the_topology_alone(
                 "primary": a,
                 "standby": b,
                 "sync_group_offsets": False,  # the group moves only by the failover command
+                "reverse_flow": True,  # a second flow (b->a, run in dc-a, never started): status of many
                 "topics": [topic],
                 "groups": [group],
             }
@@ -91,7 +93,7 @@ def test_the_operator_commands_work_from_the_topology_alone(
     monkeypatch.chdir(tmp_path)  # `--stack dcb` reads stacks/Pulumi.dcb.yaml here
     topology = parse_topology(raw)
     plan = plan_topology(topology)
-    assert [f.id for f in plan.flows] == [flow_id] and plan.flow(flow_id).run_in == "dc-b"
+    assert sorted((f.id, f.run_in) for f in plan.flows) == sorted([(flow_id, "dc-b"), (f"{b}->{a}", "dc-a")])
     spec = parse_flow_spec(flow_spec_for(topology, plan.flow(flow_id), str(tmp_path)))  # what the deploy runs
     stack = ["--stack", "dcb", "--flow", flow_id]
     by_file = ["--topology", str(tmp_path / "topology.yaml"), "--flow", flow_id]
@@ -148,6 +150,13 @@ def test_the_operator_commands_work_from_the_topology_alone(
         code, paused = cli(log, "status", *stack)
         assert code == 4 and paused["paused"] is True and paused["running"] is True
         assert paused["lag"] == {topic: 50} and paused["control"]["reason"] == "topology e2e"
+        # every flow: the stack's (only a->b, paused: 4); the topology's (b->a never ran: 1, the worst)
+        code, flows = cli(log, "status", "--stack", "dcb")
+        assert code == 4 and [(s["flow"], s["paused"]) for s in flows] == [(flow_id, True)]
+        code, flows = cli(log, "status", "--topology", str(tmp_path / "topology.yaml"))
+        assert code == 1 and [s["flow"] for s in flows] == [f.id for f in plan.flows]  # plan order
+        states = {s["flow"]: (s["running"], s["paused"], s["heartbeat_age_ms"]) for s in flows}
+        assert states[f"{b}->{a}"] == (False, False, None) and states[flow_id][:2] == (True, True)
         code, lag = cli(log, "lag", *by_file)
         assert code == 0
         assert [(r["group"], r["topic"], r["offset"], r["lag"]) for r in lag] == [(spec.consumer_group, topic, 100, 50)]
