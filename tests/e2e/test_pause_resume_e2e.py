@@ -128,7 +128,9 @@ def test_a_paused_flow_copies_nothing_keeps_its_heartbeats_and_resumes_exactly_o
     runner = threading.Thread(target=mirror, daemon=True)
     runner.start()
     try:
-        consume_all(clusters.target, remote, 2, timeout_s=120, expect=100)
+        consume_all(
+            clusters.target, remote, 2, timeout_s=300, expect=100
+        )  # the first batch: the query starts (minutes on a loaded box)
         assert main(["pause", "--flow", str(flow), "--reason", "e2e maintenance"]) == 0
         line = log.wait_for('"state": "paused"', 60)
         audit = json.loads(line.split("kmirror control ", 1)[1])

@@ -112,7 +112,9 @@ def test_the_operator_commands_work_from_the_topology_alone(
     runner = threading.Thread(target=mirror, daemon=True)
     runner.start()
     try:
-        consume_all(clusters.target, remote, 1, timeout_s=120, expect=100)
+        consume_all(
+            clusters.target, remote, 1, timeout_s=300, expect=100
+        )  # the first batch: the query starts (minutes on a loaded box)
 
         # acls: the commands for this flow's clusters and topic (the source asked which topics match)
         code, grants = cli(log, "acls", *by_file)
