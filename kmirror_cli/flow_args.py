@@ -17,9 +17,11 @@ from kmirror.flow.spec import FlowSpec, load_flow_spec, parse_flow_spec
 _NO_CHECKPOINTS = "/kmirror-operator-command-no-checkpoints"
 
 
-def add_flow_arguments(parser: Any, flow_help: str = "flow spec JSON file") -> None:
+def add_flow_arguments(parser: Any, flow_help: str = "flow spec JSON file", flow_required: bool = True) -> None:
     """`--flow` (a file, or a flow id with `--topology`/`--stack`), `--topology` and `--stack`."""
-    parser.add_argument("--flow", required=True, help=f"{flow_help}; or a flow id ('a->b') with --topology or --stack")
+    parser.add_argument(
+        "--flow", required=flow_required, help=f"{flow_help}; or a flow id ('a->b') with --topology or --stack"
+    )
     parser.add_argument("--topology", metavar="FILE", help="the topology file: --flow is then a flow id")
     parser.add_argument(
         "--stack",
@@ -72,3 +74,29 @@ def load_flow(args: argparse.Namespace) -> FlowSpec:
             ]
         )
     return parse_flow_spec(flow_spec_for(topology, flow, _NO_CHECKPOINTS), source=f"{topology_path} flow {flow.id}")
+
+
+def planned_flows(args: argparse.Namespace) -> list[FlowSpec]:
+    """Every flow of `--topology` (all of them) or `--stack` (those that run in its datacenter),
+    in plan order, for a command given no `--flow`. Raises ValidationError when neither is given."""
+    topology_path, stack = getattr(args, "topology", None), getattr(args, "stack", None)
+    if topology_path is None and stack is None:
+        raise ValidationError(
+            [Problem("--flow", "missing; give --flow FLOW.json, or --topology FILE / --stack NAME (every flow of it)")]
+        )
+    from kmirror.estate.planner import flow_spec_for, plan_topology
+    from kmirror.estate.topology import load_topology
+
+    datacenter = None
+    if stack is not None:
+        from kmirror.stack.config import read_stack_config
+
+        config = read_stack_config(stack)
+        topology_path, datacenter = topology_path or config.topology, config.datacenter
+    assert topology_path is not None
+    topology = load_topology(topology_path)
+    return [
+        parse_flow_spec(flow_spec_for(topology, flow, _NO_CHECKPOINTS), source=f"{topology_path} flow {flow.id}")
+        for flow in plan_topology(topology).flows
+        if datacenter is None or flow.run_in == datacenter
+    ]

@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
     from kmirror_engine.planning.flow_control import ControlState, write_state
 
     spec = load_flow(args)
-    at = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+    at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
     state = ControlState(args.control_state, by=user(), at=at, reason=args.reason)
     write_state(spec, state)
     print(
