@@ -55,6 +55,29 @@ def target_count(bootstrap: str, topic: str, partitions: int = 2) -> int:
         consumer.close()
 
 
+class StreamingRun:
+    """`run_flow(spec)` streaming on the session's Spark in a daemon thread; what it raised is kept
+    in `failures` for the assertions."""
+
+    def __init__(self, spec: Any, spark: Any) -> None:
+        self.stop, self.failures = threading.Event(), list[Exception]()
+        self.thread = threading.Thread(target=self._run, args=(spec, spark), daemon=True)
+
+    def _run(self, spec: Any, spark: Any) -> None:
+        try:
+            run_flow(spec, spark=spark, once=False, stop=self.stop)
+        except Exception as exc:  # reported by the assertions
+            self.failures.append(exc)
+
+    def start(self) -> None:
+        self.thread.start()
+
+    def end(self, timeout_s: float = 120) -> None:
+        """Stop after the current batch and wait for the thread."""
+        self.stop.set()
+        self.thread.join(timeout=timeout_s)
+
+
 class DriverLog:
     """What the mirror writes to stderr. The planning process is a child of Spark's JVM, which the
     session's `spark` fixture started under pytest's global capture: its lines land there, not in
@@ -117,16 +140,8 @@ def test_a_paused_flow_copies_nothing_keeps_its_heartbeats_and_resumes_exactly_o
     flow = tmp_path / "flow.json"
     flow.write_text(json.dumps(raw))
     remote = f"pw{unique}.{topic}"
-    stop, failures, log = threading.Event(), list[Exception](), DriverLog(request, capfd)
-
-    def mirror() -> None:
-        try:
-            run_flow(spec, spark=spark, once=False, stop=stop)
-        except Exception as exc:  # reported by the assertions below
-            failures.append(exc)
-
-    runner = threading.Thread(target=mirror, daemon=True)
-    runner.start()
+    log, run = DriverLog(request, capfd), StreamingRun(spec, spark)
+    run.start()
     try:
         consume_all(
             clusters.target, remote, 2, timeout_s=300, expect=100
@@ -146,7 +161,7 @@ def test_a_paused_flow_copies_nothing_keeps_its_heartbeats_and_resumes_exactly_o
         assert paused["heartbeat_age_ms"] is not None and paused["heartbeat_age_ms"] < 5_000  # heartbeats go on
         assert paused["control"]["state"] == "paused" and paused["control"]["reason"] == "e2e maintenance"
         assert paused["lag_total"] == 100  # the source offsets did not move: b's 100 are all behind
-        assert runner.is_alive() and not failures
+        assert run.thread.is_alive() and not run.failures
 
         assert main(["resume", "--flow", str(flow)]) == 0
         got = consume_all(clusters.target, remote, 2, timeout_s=60, expect=200)
@@ -157,9 +172,8 @@ def test_a_paused_flow_copies_nothing_keeps_its_heartbeats_and_resumes_exactly_o
         assert code == 0 and resumed["paused"] is False and resumed["control"]["state"] == "running"
         assert resumed["log"]["last_control"]["state"] == "running"
         assert resumed["log"]["last_progress"]["flow"] == spec.id
-        stop.set()
-        runner.join(timeout=120)
-        assert not runner.is_alive() and failures == []
+        run.end()
+        assert not run.thread.is_alive() and run.failures == []
         source = consume_all(clusters.source, topic, 2)
         assert sum(len(v) for v in source.values()) == 200
         assert {p: [(m.key(), m.value()) for m in v] for p, v in got.items()} == {
@@ -174,8 +188,7 @@ def test_a_paused_flow_copies_nothing_keeps_its_heartbeats_and_resumes_exactly_o
         code, after_once = status(flow, log)
         assert code == 4 and after_once["lag_total"] == 10  # its source offsets did not move either
     finally:
-        stop.set()
-        runner.join(timeout=120)
+        run.end()
         (tmp_path / "driver-all.log").write_text(log.read())  # kept in pytest's tmp dir, for a failed run
         delete_control_topic(clusters.target)
-    assert not runner.is_alive() and failures == []
+    assert not run.thread.is_alive() and run.failures == []

@@ -13,7 +13,6 @@ planner's secret references are unit-tested in tests/test_flow_args.py)."""
 from __future__ import annotations
 
 import json
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -29,9 +28,8 @@ from kmirror_engine.failover.group_sync import committed_offsets
 from kmirror_engine.failover.offset_syncs import read_partition0
 from kmirror_engine.planning.flow_control import newest_record
 from kmirror_engine.planning.internal_names import control_topic
-from spark_app.main import run_flow
 from tests.e2e.test_failover_e2e import commit
-from tests.e2e.test_pause_resume_e2e import DriverLog, delete_control_topic, target_count
+from tests.e2e.test_pause_resume_e2e import DriverLog, StreamingRun, delete_control_topic, target_count
 from tests.kafka_helpers import consume_all, create_topic, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real_kafka]
@@ -101,16 +99,8 @@ def test_the_operator_commands_work_from_the_topology_alone(
     create_topic(clusters.source, topic, 1)
     produce(clusters.source, topic, [{"value": f"a-{i}".encode(), "partition": 0} for i in range(100)])
     commit(clusters.source, group, topic, GROUP_AT)
-    stop, failures, log = threading.Event(), list[Exception](), DriverLog(request, capfd)
-
-    def mirror() -> None:
-        try:
-            run_flow(spec, spark=spark, once=False, stop=stop)
-        except Exception as exc:  # reported by the assertions below
-            failures.append(exc)
-
-    runner = threading.Thread(target=mirror, daemon=True)
-    runner.start()
+    log, run = DriverLog(request, capfd), StreamingRun(spec, spark)
+    run.start()
     try:
         consume_all(
             clusters.target, remote, 1, timeout_s=300, expect=100
@@ -173,9 +163,8 @@ def test_the_operator_commands_work_from_the_topology_alone(
                 break
             time.sleep(0.5)
         assert (code, running["paused"], running["running"], running["lag"]) == (0, False, True, {topic: 0})
-        assert runner.is_alive() and not failures
+        assert run.thread.is_alive() and not run.failures
     finally:
-        stop.set()
-        runner.join(timeout=120)
+        run.end()
         delete_control_topic(clusters.target)
-    assert not runner.is_alive() and failures == []
+    assert not run.thread.is_alive() and run.failures == []
