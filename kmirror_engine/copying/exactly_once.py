@@ -133,17 +133,22 @@ def committed_offsets(
         )
     out = {}
     for tp in (tp for tp in found if tp.offset >= 0):
-        out[(tp.topic, tp.partition)] = Committed(
-            tp.offset, _metadata(tp.metadata, "topic_id"), _metadata(tp.metadata, "run")
-        )
+        recorded = _metadata(tp.metadata)
+        out[(tp.topic, tp.partition)] = Committed(tp.offset, _text(recorded, "topic_id"), _text(recorded, "run"))
     return out
 
 
-def _metadata(metadata: str | None, field: str) -> str | None:
+def _metadata(metadata: str | None) -> dict[str, Any]:
+    """The JSON object committed with an offset ({} when there is none or it is not one)."""
     try:
-        value = json.loads(metadata or "{}").get(field)
-    except (ValueError, AttributeError):
-        return None
+        value = json.loads(metadata or "{}")
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _text(recorded: dict[str, Any], field: str) -> str | None:
+    value = recorded.get(field)
     return value if isinstance(value, str) else None
 
 
