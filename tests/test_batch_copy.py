@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import struct
+import time
 from types import SimpleNamespace
 from typing import Any
 
@@ -37,7 +38,7 @@ from kmirror_engine.copying.batch_wire import (
     rewrite,
     split_batches,
 )
-from kmirror_engine.copying.range_copy import CopyRange
+from kmirror_engine.copying.range_copy import CopyError, CopyRange
 from kmirror_engine.copying.record_limits import TargetRules
 
 GZIP = DefaultRecordBatchBuilder.CODEC_GZIP
@@ -370,6 +371,7 @@ class FakeLink:
         self.sent: list[Any] = []
         self.refreshed = 0
         self.kept: list[set[str]] = []
+        self.unknown: set[str] = set()  # topics the last metadata answer did not know
         self.manager = SimpleNamespace(least_loaded_node=lambda: 1)
 
     def forget(self, keep: Any) -> None:
@@ -668,3 +670,43 @@ def test_a_merged_batch_over_the_target_limit_goes_as_its_parts() -> None:
     unlimited = RangeInFlight(CopyRange("t", 0, 0, 4, "west.t"), TargetRules(), None, 0)
     copier._queue(unlimited, batches)
     assert [item.batch.record_count for item in unlimited.pending] == [4]  # without a limit: merged
+
+
+def test_a_source_topic_deleted_during_the_copy_fails_it_after_the_grace_with_one_metadata_refresh_a_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The source answers UNKNOWN_TOPIC_OR_PARTITION, then its metadata no longer knows the topic:
+    the copy fails naming it once the grace has passed (`copying.deleted_sources` then asks
+    whether it was deleted), not after the stall timeout, and asks metadata once per pass
+    however many of its partitions lost their leader (it asked once per partition)."""
+    monkeypatch.setattr(batch_copy, "UNKNOWN_TOPIC_GRACE_S", 0.3)
+
+    class Deleted(FakeLink):
+        def leaders(self, topics: Any, timeout_s: float = 30.0) -> dict[tuple[str, int], int]:
+            self.refreshed += 1
+            if self.refreshed == 1:  # the round's metadata, before the deletion
+                return {(t, p): 1 for t in topics for p in range(8)}
+            self.unknown = set(topics)
+            return {}
+
+        def poll(self, timeout_ms: float) -> None:
+            self.polls = getattr(self, "polls", 0) + 1
+            time.sleep(timeout_ms / 1000)
+
+    def fetched(request: Any) -> Any:
+        parts = [
+            SimpleNamespace(partition_index=p, error_code=3, records=b"", aborted_transactions=[])
+            for _, p, _, _ in request.partitions
+        ]
+        return SimpleNamespace(responses=[SimpleNamespace(topic="t", partitions=parts)])
+
+    def produced(request: Any) -> Any:
+        return SimpleNamespace(error_code=0, producer_id=4711, producer_epoch=2)
+
+    source = Deleted(fetched)
+    copier = BatchRangeCopier(source, FakeLink(produced), fallback=lambda: None, poll_timeout_s=0.05)  # type: ignore[arg-type]
+    started = time.monotonic()
+    with pytest.raises(CopyError, match="source topic t has been unknown to the source cluster's metadata"):
+        copier.copy([CopyRange("t", p, 0, 5, "west.t") for p in range(8)])
+    assert time.monotonic() - started < 5
+    assert 1 <= source.refreshed - 1 <= source.polls + 1  # one a pass, not eight

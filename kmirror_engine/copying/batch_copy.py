@@ -91,6 +91,9 @@ MAX_SEQUENCE = 2**31 - 1
 RENEW_AFTER_PARTITIONS = 10_000
 RENEW_AFTER_S = 24 * 3600.0
 # Errors after which the same batches are resent once metadata is fresh (Kafka's retriable ones).
+# How long a source topic may be missing from metadata answers before the copy fails on it (a
+# topic deleted during the copy; a metadata view that lags behind a new topic catches up well within it).
+UNKNOWN_TOPIC_GRACE_S = 5.0
 RETRIABLE = frozenset({3, 5, 6, 7, 13, 19, 20, 56, 74, 75})  # UNKNOWN_TOPIC_OR_PARTITION .. UNKNOWN_LEADER_EPOCH
 OUT_OF_ORDER_SEQUENCE = 45
 DUPLICATE_SEQUENCE = 46
@@ -141,6 +144,7 @@ class BatchRangeCopier:
         self.limits = dict(limits or {})
         self.rules = dict(rules or {})
         self.stall_timeout_s = stall_timeout_s
+        self._unknown_since: dict[str, float] = {}  # source topic -> when metadata first did not know it
         self.poll_timeout_ms = max(1.0, poll_timeout_s * 1000)
         self._fallback: Any = None
         self._producer: tuple[int, int] | None = None
@@ -270,12 +274,16 @@ class BatchRangeCopier:
         busy = {self._source_leaders.get(s.key) for s in live if s.fetching}
         # a broker throttling this link (a fetch quota) would refuse the fetch at once: asked after its pause
         busy |= {node for node in set(self._source_leaders.values()) if self.source.throttled(node)}
+        refreshed = False
         for s in live:
             if s.fetched_all or s.fetching or s.pending_bytes >= MAX_PENDING_BYTES:
                 continue
             node = self._source_leaders.get(s.key)
             if node is None:
-                self._source_leaders = self.source.leaders({s.rng.source_topic for s in live})
+                if not refreshed:  # one metadata round trip per pass, whatever the partitions without a leader
+                    refreshed = True
+                    self._source_leaders = self.source.leaders({s.rng.source_topic for s in live})
+                    self._check_unknown(self.source.unknown)
                 continue
             if node not in busy:
                 by_node.setdefault(node, []).append(s)
@@ -287,6 +295,19 @@ class BatchRangeCopier:
             )
             wanted = {s.key: s for s in states}
             self.source.send(request, node).add_both(self._guarded(self._fetched, wanted))
+
+    def _check_unknown(self, unknown: set[str]) -> None:
+        """CopyError once a source topic has been unknown to the source's metadata for
+        `UNKNOWN_TOPIC_GRACE_S` (deleted during the copy: `copying.deleted_sources` confirms it and
+        handles it as the flow's fail_on_data_loss says); until then its partitions wait for a leader."""
+        now = time.monotonic()
+        self._unknown_since = {t: self._unknown_since.get(t, now) for t in unknown}
+        late = sorted(t for t, since in self._unknown_since.items() if now - since >= UNKNOWN_TOPIC_GRACE_S)
+        if late:
+            raise CopyError(
+                f"source topic {late[0]} has been unknown to the source cluster's metadata for "
+                f"{UNKNOWN_TOPIC_GRACE_S:.0f} s while its planned range was being copied (deleted?)"
+            )
 
     def _guarded(self, handler: Callable[..., None], *args: Any) -> Callable[[Any], None]:
         """`handler(answer, *args)` as a Future callback whose exception reaches `_pump`."""

@@ -374,6 +374,7 @@ class BrokerLink:
             raise LinkError(f"{role}: cannot reach {settings.get('bootstrap_servers')}: {exc}") from exc
         self._topics: set[str] = set()
         self._forgot: set[str] = set()  # topics left out of the metadata set since the last refresh
+        self.unknown: set[str] = set()  # topics the last metadata answer did not know (deleted?)
 
     def leaders(self, topics: Iterable[str], timeout_s: float = 30.0) -> dict[tuple[str, int], int]:
         """The leader node of every partition of `topics`, after a metadata refresh; a partition
@@ -385,9 +386,14 @@ class BrokerLink:
         # waited out kafka-python's refresh backoff: ~150 ms per task on a cold copier)
         cluster_meta = self.manager.cluster
         update = cluster_meta.set_topics(sorted(self._topics)) if new else cluster_meta.request_update()
-        self.wait(update, timeout_s, "metadata")
+        try:
+            self.wait(update, timeout_s, "metadata")
+        except LinkError as exc:  # kafka-python fails the answer of a one-topic request for that topic's error
+            if not isinstance(exc.__cause__, kafka_errors.UnknownTopicOrPartitionError):
+                raise
         cluster = self.manager.cluster
         out: dict[tuple[str, int], int] = {}
+        self.unknown = {topic for topic in self._topics if cluster.partitions_for_topic(topic) is None}
         for topic in self._topics:
             for partition in cluster.partitions_for_topic(topic) or ():
                 leader = cluster.leader_for_partition(TopicPartition(topic, partition))

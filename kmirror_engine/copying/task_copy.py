@@ -16,12 +16,13 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from kmirror.errors import KmirrorError
 from kmirror.flow.spec import FlowSpec, unserved_options
 from kmirror_engine.clients.cache import CLIENTS, CopyClients, config_key
+from kmirror_engine.copying.deleted_sources import tolerating_deleted_sources
 from kmirror_engine.copying.native_copy import NativeRangeCopier, new_loop, use_native_loop
 from kmirror_engine.copying.provenance import provenance_for
 from kmirror_engine.copying.range_copy import (
@@ -43,6 +44,9 @@ from kmirror_engine.copying.task_threads import copy_in_threads
 from kmirror_engine.observability.progress import PartitionProgress
 
 log = logging.getLogger("kmirror.copy")
+
+CopyGroup = Callable[[list[CopyRange]], list[PartitionProgress]]
+Guard = Callable[[CopyGroup], CopyGroup]  # wraps each loop's copy of a partition group
 
 # Copy loops per writer task (at-least-once mode): one loop mostly waits on the brokers, two in
 # one worker moved ~1.7x the records on this 2-core machine (docs/performance.md).
@@ -70,6 +74,7 @@ def copy_natively(
     producer_conf: dict[str, Any],
     ranges: Sequence[CopyRange],
     limits: dict[str, int | None],
+    guard: Guard = lambda copy_group: copy_group,
 ) -> list[PartitionProgress]:
     """The native loop (`kmirror_engine.copying.native_copy`): `COPY_THREADS_PER_TASK` loops on disjoint source
     partitions, each on a native consumer/producer pair kept across tasks like the Python ones."""
@@ -83,7 +88,7 @@ def copy_natively(
         with CLIENTS.lease(key, make) as clients:
             return NativeRangeCopier(clients.consumer, limits=limits).copy(group)
 
-    return copy_in_threads(ranges, copy_group, COPY_THREADS_PER_TASK)
+    return copy_in_threads(ranges, guard(copy_group), COPY_THREADS_PER_TASK)
 
 
 def copy_in_batches(
@@ -92,6 +97,7 @@ def copy_in_batches(
     ranges: Sequence[CopyRange],
     limits: dict[str, int | None],
     rules: dict[str, TargetRules],
+    guard: Guard = lambda copy_group: copy_group,
 ) -> list[PartitionProgress]:
     """The batch path (`kmirror_engine.copying.batch_copy`): `BATCH_COPIERS_PER_TASK` copiers on disjoint
     source partitions, each (links, producer id, sequences) kept across tasks like the other loops."""
@@ -108,7 +114,7 @@ def copy_in_batches(
             clients.consumer.use_rules(limits, rules)
             return list(clients.consumer.copy(group))
 
-    return copy_in_threads(ranges, copy_group, BATCH_COPIERS_PER_TASK)
+    return copy_in_threads(ranges, guard(copy_group), BATCH_COPIERS_PER_TASK)
 
 
 def batch_path_blockers(*configs: dict[str, Any]) -> list[str]:
@@ -196,11 +202,15 @@ def copy_task_ranges(
         "provenance": provenance,
     }
     if not spec.exactly_once:
+
+        def guard(copy_group: CopyGroup) -> CopyGroup:  # a source topic deleted under the copy
+            return tolerating_deleted_sources(spec, copy_group)
+
         producer_conf = capped_producer_config({**PRODUCER_TUNING, **producer_config(spec)}, limits.values())
         batch = takes_batch_path(spec, auto_loop)
         blockers = batch_path_blockers(consumer_conf, producer_conf) if batch else []
         if batch and not blockers:
-            return copy_in_batches(consumer_conf, producer_conf, ranges, limits, cached_rules(spec, limits))
+            return copy_in_batches(consumer_conf, producer_conf, ranges, limits, cached_rules(spec, limits), guard)
         fell_back = bool(blockers) and spec.copy.copy_loop == "batch"  # auto: a record loop by rule, not a fallback
         for reason in set(blockers) - _BLOCKERS_LOGGED:
             _BLOCKERS_LOGGED.add(reason)
@@ -212,7 +222,7 @@ def copy_task_ranges(
                 reason,
             )
         if use_native_loop(spec, consumer_conf, producer_conf):
-            return copy_natively(consumer_conf, producer_conf, ranges, limits)
+            return copy_natively(consumer_conf, producer_conf, ranges, limits, guard)
         key = config_key(consumer_conf, producer_conf)
 
         def make() -> CopyClients:
@@ -237,7 +247,7 @@ def copy_task_ranges(
             finally:
                 throttled.add(pacer.throttled_s if pacer is not None else 0.0)
 
-        return copy_in_threads(ranges, copy_group, COPY_THREADS_PER_TASK)
+        return copy_in_threads(ranges, guard(copy_group), COPY_THREADS_PER_TASK)
     consumer = new_consumer(consumer_conf, role="copy-consumer")
     try:
         from kmirror_engine.copying.exactly_once import TransactionalCopier

@@ -66,6 +66,36 @@ def report_data_loss(flow_id: str, tp: tuple[str, int], first: int, skipped: int
     print(DATA_LOSS_PREFIX + json.dumps(record), file=sys.stderr, flush=True)
 
 
+def unknown_topics(admin: Any, topics: Sequence[str], where: str) -> set[str]:
+    """The `topics` a describe on `admin` answers with UNKNOWN_TOPIC_OR_PART (deleted);
+    ConnectionFailure for any other error, TOPIC_AUTHORIZATION_FAILED included. `where` names the
+    cluster in those errors. (The planner's check of planned topics missing from a listing, and
+    a copy task's check of a source topic that failed under it: `copying.deleted_sources`.)"""
+    from concurrent.futures import TimeoutError as FutureTimeout
+
+    from confluent_kafka import KafkaError, TopicCollection
+
+    gone: set[str] = set()
+    futures = admin.describe_topics(TopicCollection(list(topics)), request_timeout=10.0)
+    for topic, future in futures.items():
+        try:
+            future.result(timeout=10.0)
+        except KafkaException as exc:
+            error = exc.args[0]
+            if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                gone.add(topic)
+                continue
+            denied = error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+            hint = " (grant Describe and Read on it, or deselect it)" if denied else ""
+            raise ConnectionFailure(
+                f"{where}: cannot tell whether planned topic {topic} was deleted: {error.str()}{hint}; "
+                "its planned offsets are kept"
+            ) from None
+        except FutureTimeout:
+            raise ConnectionFailure(f"{where}: describing planned topic {topic} got no answer") from None
+    return gone
+
+
 class RangePlanner:
     """Driver-side planning with Kafka clients: discovery, target topics, offsets, data loss."""
 
@@ -295,7 +325,7 @@ class RangePlanner:
                     f"{where}: planned partitions of {', '.join(errored)} are not readable now "
                     f"({metadata.topics[errored[0]].error})"
                 )
-            gone = self._unknown_topics(sorted({t for t, _ in missing}), where)
+            gone = unknown_topics(self.source_admin, sorted({t for t, _ in missing}), where)
             hidden = sorted({t for t, _ in missing if t not in gone and self.discovery.select({t: 1})})
             if hidden:
                 raise ConnectionFailure(
@@ -315,33 +345,6 @@ class RangePlanner:
             return missing
 
         return self._retry(check, "deleted topics")
-
-    def _unknown_topics(self, topics: list[str], where: str) -> set[str]:
-        """The `topics` a describe answers with UNKNOWN_TOPIC_OR_PART (deleted); ConnectionFailure
-        for any other error, TOPIC_AUTHORIZATION_FAILED included."""
-        from concurrent.futures import TimeoutError as FutureTimeout
-
-        from confluent_kafka import KafkaError, TopicCollection
-
-        gone: set[str] = set()
-        futures = self.source_admin.describe_topics(TopicCollection(topics), request_timeout=10.0)
-        for topic, future in futures.items():
-            try:
-                future.result(timeout=10.0)
-            except KafkaException as exc:
-                error = exc.args[0]
-                if error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                    gone.add(topic)
-                    continue
-                denied = error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
-                hint = " (grant Describe and Read on it, or deselect it)" if denied else ""
-                raise ConnectionFailure(
-                    f"{where}: cannot tell whether planned topic {topic} was deleted: {error.str()}{hint}; "
-                    "its planned offsets are kept"
-                ) from None
-            except FutureTimeout:
-                raise ConnectionFailure(f"{where}: describing planned topic {topic} got no answer") from None
-        return gone
 
     def _on_rewind(self, tp: tuple[str, int], start: int, latest: int) -> None:
         """The partition's end went below the mirror's position: the topic was deleted and

@@ -1,0 +1,119 @@
+"""A source topic deleted while a writer task copies its planned range.
+
+The planner drops a deleted topic before it plans it (discovery) and checks a planned topic missing
+from a listing before the batch's tasks start (`range_planner.unknown_topics`). What is left is a
+deletion during the copy itself: the copy loops see it as an unknown partition (the record loops'
+consumer error, the batch path's metadata and fetch answers), a failure the task cannot tell from
+a broker that lost a partition. `tolerating_deleted_sources` wraps a copy group: when the copy
+fails, a DescribeTopics on the source says which of the group's topics are gone, and then, as the
+planner does with the same flag:
+
+- `fail_on_data_loss` on (the default): DataLossError naming the topic, partition and planned
+  offsets, and the way out (the copy's own failure chained), never the copy's raw error;
+- off: those ranges are dropped (a `kmirror data_loss` line each, cause "topic deleted during
+  copy", their planned offsets counted as skipped), and the group's other ranges are copied again
+  (at least once: what this attempt already delivered for them may be delivered twice).
+
+A failure with no topic of the group gone is raised unchanged (the task fails, Spark retries it).
+Exactly-once flows are not wrapped: their transaction aborts and the task fails as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kmirror.errors import DataLossError, KmirrorError
+from kmirror.flow.spec import FlowSpec
+from kmirror_engine.copying.range_copy import CopyRange
+from kmirror_engine.observability.progress import PartitionProgress
+
+log = logging.getLogger("kmirror.copy")
+
+DELETED_DURING_COPY = "topic deleted during copy"
+
+
+def tolerating_deleted_sources(
+    spec: FlowSpec,
+    copy_group: Callable[[list[CopyRange]], list[PartitionProgress]],
+    admin_factory: Callable[[], Any] | None = None,
+) -> Callable[[list[CopyRange]], list[PartitionProgress]]:
+    """`copy_group`, with a failure caused by a source topic deleted under it handled (module doc).
+    `admin_factory()`: the source admin client (default: the flow's)."""
+
+    def copy(group: list[CopyRange]) -> list[PartitionProgress]:
+        try:
+            return copy_group(group)
+        except KmirrorError as exc:
+            gone = _deleted(spec, group, admin_factory)
+            if not gone:
+                raise
+            lost = [r for r in group if r.source_topic in gone]
+            if spec.planning.fail_on_data_loss:
+                first = lost[0]
+                more = f" ({len(lost)} ranges in all)" if len(lost) > 1 else ""
+                raise DataLossError(
+                    f"{spec.id}: data loss on {first.source_topic}[{first.partition}]: topic {first.source_topic} "
+                    f"was deleted from {spec.source.alias!r} (describe: unknown topic) while offsets "
+                    f"{first.start_offset}..{first.end_offset - 1} were being copied{more}; set "
+                    "fail_on_data_loss: false to drop them (each reported as a kmirror data_loss line). "
+                    f"The copy failed with: {exc}"
+                ) from exc
+            return _dropped(spec, group, gone, copy_group)
+
+    return copy
+
+
+def _deleted(spec: FlowSpec, group: Sequence[CopyRange], admin_factory: Callable[[], Any] | None) -> set[str]:
+    """The group's source topics the source cluster no longer knows (empty when it cannot tell:
+    the copy's own failure is then the one raised)."""
+    from kmirror_engine.planning.range_planner import unknown_topics
+
+    if admin_factory is None:
+        from kmirror_engine.clients.factory import admin_client
+
+        def admin_factory() -> Any:
+            return admin_client(spec.source)
+
+    where = f"cluster {spec.source.alias!r} ({spec.source.bootstrap_servers})"
+    try:
+        return unknown_topics(admin_factory(), sorted({r.source_topic for r in group}), where)
+    except Exception as exc:  # cannot tell: the copy's failure stands
+        log.warning("%s: after a failed copy, whether its source topics still exist is unknown: %s", spec.id, exc)
+        return set()
+
+
+def _dropped(
+    spec: FlowSpec,
+    group: list[CopyRange],
+    gone: set[str],
+    copy_group: Callable[[list[CopyRange]], list[PartitionProgress]],
+) -> list[PartitionProgress]:
+    from kmirror_engine.planning.range_planner import report_data_loss
+
+    for r in (r for r in group if r.source_topic in gone):
+        count = r.end_offset - r.start_offset
+        report_data_loss(spec.id, (r.source_topic, r.partition), r.start_offset, count, DELETED_DURING_COPY)
+        log.warning(
+            "%s: %s[%d] was deleted from %r while offsets %d..%d were being copied; they are not mirrored "
+            "(fail_on_data_loss=false)",
+            spec.id,
+            r.source_topic,
+            r.partition,
+            spec.source.alias,
+            r.start_offset,
+            r.end_offset - 1,
+        )
+    kept = [i for i, r in enumerate(group) if r.source_topic not in gone]
+    copied = dict(zip(kept, copy_group([group[i] for i in kept]), strict=True)) if kept else {}
+    return [copied[i] if i in copied else _skipped(r) for i, r in enumerate(group)]
+
+
+def _skipped(r: CopyRange) -> PartitionProgress:
+    """A dropped range: nothing copied, its planned offsets counted as skipped, resumed past its end."""
+    progress = PartitionProgress.for_range(
+        r, next_offset=r.end_offset, records=0, size=0, last_timestamp_ms=None, offset_syncs=(), latency=(0, 0, 0, 0)
+    )
+    return dataclasses.replace(progress, skipped_records=progress.skipped_records + r.end_offset - r.start_offset)
