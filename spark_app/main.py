@@ -236,11 +236,13 @@ def run_flow(
     master: str | None = "local[*]",
     stop: threading.Event | None = None,
     reader_api: str | None = None,
+    validated: bool = False,
 ) -> None:
     """Mirror `spec` (see module doc); raises KmirrorError on any failure. A session it builds
     itself is stopped at the end; a session passed in stays open. `reader_api` forces one
     streaming API ("position-tracking" runs Spark 4.0's path on any Spark; tests use it), else
-    env KMIRROR_READER_API, else "auto"."""
+    env KMIRROR_READER_API, else "auto". `validated`: the caller already checked the flow's client
+    configs and transform on this session (`several_flows.run_flows`, once, not at every restart)."""
     from kmirror_engine.clients.factory import validate_client_configs
     from spark_app.stream_readers import reader_class
 
@@ -248,7 +250,8 @@ def run_flow(
     reader_class(reader_api)  # an unknown or unsupported API is refused before any client is made
 
     stop = stop or threading.Event()
-    validate_client_configs(spec)  # a bad librdkafka property is invalid input (exit 2), not a task failure
+    if not validated:
+        validate_client_configs(spec)  # a bad librdkafka property is invalid input (exit 2), not a task failure
     # before any Spark session: an unsupported or unreachable cluster fails fast, with one clean line
     check_clusters(spec, once, stop)
     _require_internal_topic_access(spec)  # a missing ACL is refused before anything is copied
@@ -262,7 +265,7 @@ def run_flow(
         )
     tickers: list[Any] = []
     try:
-        if spec.copy.transform_sql is not None:  # a bad query is refused before anything is written
+        if spec.copy.transform_sql is not None and not validated:  # a bad query is refused before anything is written
             from spark_app.transform import validate_transform
 
             validate_transform(spark, spec)

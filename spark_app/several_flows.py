@@ -118,7 +118,8 @@ def run_flows(
     stagger_s: float = START_STAGGER_S,
 ) -> int:
     """Mirror every flow of `specs` in one session (module doc), each flow by
-    `runner(spec, spark=, once=, stop=, reader_api=)` (`spark_app.main.run_flow`); returns the
+    `runner(spec, spark=, once=, stop=, reader_api=, validated=True)` (`spark_app.main.run_flow`;
+    client configs and transforms are checked here, once, not again at each restart); returns the
     worst exit code. Raises ValidationError (before any query starts) for invalid input."""
     import os
 
@@ -148,7 +149,7 @@ def run_flows(
 
         def one(spec: FlowSpec) -> None:
             def run() -> None:
-                runner(spec, spark=spark, once=once, stop=stop, reader_api=reader_api)
+                runner(spec, spark=spark, once=once, stop=stop, reader_api=reader_api, validated=True)
 
             codes[spec.id] = supervise(spec.id, run, stop, once, first_s=first_s)
 

@@ -166,6 +166,7 @@ def test_once_runs_every_flow_and_exits_with_the_worst_code(tmp_path: Path) -> N
     def runner(spec: Any, **kwargs: Any) -> None:
         ran.append(spec.id)
         assert kwargs["spark"] == "SESSION" and kwargs["once"] is True
+        assert kwargs["validated"] is True  # checked once by run_flows, not again by run_flow at each restart
         if spec.id == "west->east":
             raise KmirrorError("west failed")
         if spec.id == "north->east":
@@ -206,3 +207,28 @@ def test_streaming_restarts_a_failed_flow_while_the_others_keep_running(tmp_path
 
 def test_the_restart_backoff_defaults_are_5_s_doubling_to_5_min() -> None:
     assert (several_flows.RESTART_FIRST_S, several_flows.RESTART_CAP_S) == (5.0, 300.0)
+
+
+def test_run_flow_skips_the_checks_run_flows_made_and_makes_them_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """run_flow validates client configs (and a transform) itself unless told its caller did."""
+    import kmirror_engine.clients.factory as factory
+    import spark_app.main as main
+
+    checked: list[str] = []
+    monkeypatch.setattr(factory, "validate_client_configs", lambda spec: checked.append(spec.id))
+
+    class Reached(Exception):
+        pass
+
+    def stop_here(*args: Any, **kwargs: Any) -> None:
+        raise Reached
+
+    monkeypatch.setattr(main, "check_clusters", stop_here)
+    [spec] = specs(tmp_path, "west")
+    for validated, expected in ((True, []), (False, [spec.id])):
+        checked.clear()
+        with pytest.raises(Reached):
+            main.run_flow(spec, spark="S", validated=validated)
+        assert checked == expected
