@@ -151,3 +151,16 @@ def test_a_copy_without_failure_never_asks_the_source() -> None:
     admin = FakeAdmin({"gone"})
     out = tolerating_deleted_sources(flow(), FlakyLoop(set()), lambda: admin)(GROUP)
     assert out == [progress(r) for r in GROUP] and admin.asked == []
+
+
+def test_a_fenced_writer_or_a_data_loss_verdict_stands_even_when_the_topic_is_gone() -> None:
+    from kmirror_engine.copying.exactly_once import FencedError
+
+    admin = FakeAdmin({"gone"})
+    for failure in (FencedError("another driver took west.gone[0]"), DataLossError("retention ran past gone[0]")):
+        with pytest.raises(type(failure)) as caught:
+            tolerating_deleted_sources(flow(fail_on_data_loss=False), FlakyLoop({"gone"}, failure), lambda: admin)(
+                GROUP
+            )
+        assert caught.value is failure
+    assert admin.asked == []

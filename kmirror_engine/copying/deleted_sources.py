@@ -15,7 +15,8 @@ planner does with the same flag:
   (at least once: what this attempt already delivered for them may be delivered twice).
 
 A failure with no topic of the group gone is raised unchanged (the task fails, Spark retries it).
-Exactly-once flows are not wrapped: their transaction aborts and the task fails as before.
+Exactly-once flows wrap each target partition's copy: its failed transaction was aborted (nothing of
+it visible to read_committed readers) and its ranges, all of one source partition, are dropped whole.
 """
 
 from __future__ import annotations
@@ -47,6 +48,10 @@ def tolerating_deleted_sources(
         try:
             return copy_group(group)
         except KmirrorError as exc:
+            from kmirror_engine.copying.exactly_once import FencedError, StaleOffsetsError, SupersededError
+
+            if isinstance(exc, DataLossError | FencedError | StaleOffsetsError | SupersededError):
+                raise  # a verdict of its own, whatever became of the topic
             gone = _deleted(spec, group, admin_factory)
             if not gone:
                 raise

@@ -284,7 +284,8 @@ def copy_task_ranges(
                     **paced,
                     **poison,
                 )
-                progress = copier.copy([r for _, r in indexed])
+                # one source partition per target partition: a deleted source drops the whole group (no re-copy)
+                progress = tolerating_deleted_sources(spec, copier.copy)([r for _, r in indexed])
                 out.update((i, p) for (i, _), p in zip(indexed, progress, strict=True))
             return [out[i] for i in range(len(ranges))]
         finally:
