@@ -283,7 +283,7 @@ class BatchRangeCopier:
                 if not refreshed:  # one metadata round trip per pass, whatever the partitions without a leader
                     refreshed = True
                     self._source_leaders = self.source.leaders({s.rng.source_topic for s in live})
-                    self._check_unknown(self.source.unknown)
+                    self._check_unknown(self.source.unknown & {s.rng.source_topic for s in live})
                 continue
             if node not in busy:
                 by_node.setdefault(node, []).append(s)

@@ -374,7 +374,7 @@ class BrokerLink:
             raise LinkError(f"{role}: cannot reach {settings.get('bootstrap_servers')}: {exc}") from exc
         self._topics: set[str] = set()
         self._forgot: set[str] = set()  # topics left out of the metadata set since the last refresh
-        self.unknown: set[str] = set()  # topics the last metadata answer did not know (deleted?)
+        self.unknown: set[str] = set()  # topics of the last `leaders()` call its metadata answer did not know
 
     def leaders(self, topics: Iterable[str], timeout_s: float = 30.0) -> dict[tuple[str, int], int]:
         """The leader node of every partition of `topics`, after a metadata refresh; a partition
@@ -393,7 +393,7 @@ class BrokerLink:
                 raise
         cluster = self.manager.cluster
         out: dict[tuple[str, int], int] = {}
-        self.unknown = {topic for topic in self._topics if cluster.partitions_for_topic(topic) is None}
+        self.unknown = {topic for topic in set(topics) if cluster.partitions_for_topic(topic) is None}
         for topic in self._topics:
             for partition in cluster.partitions_for_topic(topic) or ():
                 leader = cluster.leader_for_partition(TopicPartition(topic, partition))
