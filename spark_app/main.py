@@ -263,6 +263,9 @@ def run_flow(
         spark = build_session(
             master, app_name=f"kmirror {spec.id}", quick_start=True, quick_jit=spec.copy.transform_sql is None
         )
+        from spark_app.jvm_signals import stop_after_signal_to_jvm
+
+        stop_after_signal_to_jvm(spark, stop)
     tickers: list[Any] = []
     try:
         if spec.copy.transform_sql is not None and not validated:  # a bad query is refused before anything is written
@@ -413,10 +416,12 @@ def run_cli(args: argparse.Namespace) -> int:
     """Shared by `python -m spark_app` and `kmirror run`: exit codes 0/1/2, no tracebacks."""
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     stop = threading.Event()
+    from spark_app.jvm_signals import stop_on_signal
+
+    requested = stop_on_signal(stop)
 
     def request_stop(signum: int, frame: Any) -> None:
-        print(f"kmirror: signal {signum}: stopping after the current batch", file=sys.stderr, flush=True)
-        stop.set()
+        requested(signum)
 
     paths = [args.flow] if isinstance(args.flow, str) else list(args.flow)
     try:

@@ -139,6 +139,9 @@ def run_flows(
         quick_jit = all(s.copy.transform_sql is None for s in specs)
         name = f"kmirror -> {specs[0].target.alias} ({len(specs)} flows)"
         spark = build_session(master, app_name=name, quick_start=True, quick_jit=quick_jit)
+        from spark_app.jvm_signals import stop_after_signal_to_jvm
+
+        stop_after_signal_to_jvm(spark, stop)
     try:
         for spec in specs:
             if spec.copy.transform_sql is not None:

@@ -8,7 +8,6 @@ session's base directory (pytest's basetemp, `spark-cluster/`).
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.cluster.standalone import StandaloneCluster, _cmdline, _descendants
+from tests.cluster.standalone import StandaloneCluster
 from tests.e2e.fault_helpers import MirrorApp
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,24 +88,20 @@ class ClusterApp(MirrorApp):
         return self
 
     def stop(self, timeout_s: float = 90.0) -> int:
-        """SIGTERM to the app's Python driver (clean stop after the current batch); returns the exit
-        code of the whole submission. Under spark-submit the process started is spark-submit's JVM,
-        which runs the Python driver as its child: a SIGTERM to that JVM ends it at once (exit 143,
-        docs/cluster.md), so the signal goes to the Python driver, as `python -m spark_app` gets it."""
+        """SIGTERM to the process started (under spark-submit: its JVM, the process a pod deletion or
+        a YARN kill signals); returns the exit code of the whole submission. The JVM hands the signal
+        to the app's Python driver (`spark_app.jvm_signals`), which stops after its current batch:
+        the JVM used to exit 143 at once and kill the driver mid-batch. Asserts the driver said so."""
         assert self.proc is not None
         if self.via != "submit":
             return super().stop(timeout_s)
-        drivers = [
-            pid
-            for pid in _descendants(self.proc.pid)
-            if "kmirror_main.py" in _cmdline(pid) and "SparkSubmit" not in _cmdline(pid)
-        ]
-        assert drivers, f"no Python driver under spark-submit ({self.proc.pid}):\n{self.log()[-3000:]}"
-        os.kill(drivers[0], signal.SIGTERM)
+        self.proc.send_signal(signal.SIGTERM)
         try:
-            return self.proc.wait(timeout=timeout_s)
+            code = self.proc.wait(timeout=timeout_s)
         finally:
             self.cleanup()
+        assert "stopping after the current batch" in self.log(), self.log()[-3000:]
+        return code
 
     def run(self, *extra: str, timeout_s: float = 480.0) -> None:
         """Run to its end (`--once`); fails with its log and the cluster's when it exits non-zero. The
