@@ -156,13 +156,15 @@ class ClusterCpuSampler:
         self._stop.set()
 
 
-def read_batches(batch_log: Path) -> tuple[float, float, int]:
-    """(first record read, last delivery acknowledged, batches) of a --once run's batch log."""
+def read_batches(batch_log: Path) -> tuple[float, float, int, int]:
+    """(first record read, last delivery acknowledged, batches, records copied: the data and the
+    verification's end markers) of a --once run's batch log."""
     batches = [json.loads(line) for line in batch_log.read_text().splitlines()] if batch_log.exists() else []
     reads = [b["first_read_ms"] for b in batches if b["first_read_ms"] is not None]
     if not reads:
         raise RuntimeError(f"the app copied nothing (no batch with records in {batch_log})")
-    return min(reads) / 1000, max(b["last_delivery_ms"] for b in batches) / 1000, len(batches)
+    copied = sum(b["records"] for b in batches)
+    return min(reads) / 1000, max(b["last_delivery_ms"] for b in batches) / 1000, len(batches), copied
 
 
 def executors_seen(series: Iterable[Sample]) -> int:
@@ -190,6 +192,7 @@ def figures(records: int, start: float, end: float, cpu_s: dict[str, float]) -> 
         "copy_s": end - start,
         "cpu_s": cpu_s,
         "cpu_us_per_record": app_cpu / records * 1e6,
+        "cores_used": app_cpu / (end - start),  # the app's average share of the machine over the window
         "daemon_cpu_s": cpu_s.get("daemon", 0.0),
     }
 
@@ -238,8 +241,10 @@ def run_once(cluster: StandaloneCluster, flow: Path, workdir: Path, records: int
             app.kill()
     if code != 0:
         raise RuntimeError(f"the app exited {code} on {tag}; see {log}:\n{log.read_text()[-3000:]}")
-    start, end, batches = read_batches(batch_log)
-    result = figures(records, start, end, cpu_in_window(sampler.series, start, end))
+    start, end, batches, copied = read_batches(batch_log)
+    if copied < records:
+        raise RuntimeError(f"the app copied {copied} records of {records} on {tag}; see {batch_log}")
+    result = figures(copied, start, end, cpu_in_window(sampler.series, start, end))
     result.update(
         workers=cluster.workers,
         executors=executors_seen(sampler.series),
@@ -263,6 +268,7 @@ def print_side_by_side(one: dict[str, Any], two: dict[str, Any], cores: int) -> 
         ("copy window s", lambda r: f"{r['copy_s']:.2f}"),
         ("CPU us/record (app)", lambda r: f"{r['cpu_us_per_record']:.2f}"),
         *[(f"  CPU s {kind}", _cpu_of(kind)) for kind in APP_KINDS],
+        ("cores used (app CPU s / window s)", lambda r: f"{r['cores_used']:.2f}"),
         ("  CPU s daemons (not counted)", lambda r: f"{r['daemon_cpu_s']:.2f}"),
         ("executors", lambda r: str(r["executors"])),
         ("tasks finished per executor", lambda r: "/".join(map(str, r["tasks_per_executor"])) or "-"),
@@ -280,7 +286,8 @@ def print_side_by_side(one: dict[str, Any], two: dict[str, Any], cores: int) -> 
         print(
             f"note: this machine has {cores} cores for the driver, two executors (1 core each), their Python"
             " workers and both brokers: two workers cannot truly run side by side here, so this ratio is what"
-            " was measured on shared cores, not what two hosts give."
+            " was measured on shared cores, not what two hosts give. 'cores used' shows how much CPU the"
+            " app got: a run that got less than one core's worth could not show scale-out at all."
         )
 
 
