@@ -4,7 +4,7 @@ PY := $(VENV)/bin/python
 export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 
-.PHONY: setup native system-deps kafka-dists deploy-tools demo test test-chain-a test-chain-b test-deploy test-cluster test-cluster-leg test-spark40-cluster test-main test-main-e2e test-main-rest test-spark40 test-record-sweep lint bench
+.PHONY: setup native system-deps kafka-dists deploy-tools demo test test-chain-a test-chain-b test-deploy test-cluster test-cluster-leg test-spark40-cluster test-main test-main-e2e test-main-rest test-spark40 test-record-sweep lint bench bench-cluster
 
 # pyproject.toml has ranges; constraints.txt the exact versions this venv (and CI) gets.
 # precompile-pyspark-zip: compiled code inside pyspark's zips, which Spark puts first on every
@@ -192,3 +192,8 @@ test-record-sweep: setup system-deps kafka-dists
 
 bench: setup
 	$(PY) bench/mirror_bench.py
+
+# The app --once on a Spark standalone cluster, one worker then two (issue 42): its own brokers and
+# cluster, minutes of start-up; the scale-out ratio means something on an idle box of >= 4 cores.
+bench-cluster: setup kafka-dists
+	$(PY) bench/cluster_bench.py --records 1000000
