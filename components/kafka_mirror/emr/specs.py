@@ -138,6 +138,12 @@ def step_wrapper_source() -> str:
 
 # Where a step's wrapper reports its YARN application RUNNING and the step function waits for it.
 YARN_MARKERS = "kmirror/yarn-running/"
+# A marker is read (then deleted) by the invocation that added its step, within that one Lambda run
+# (step_lambda.LAMBDA_TIMEOUT_S, 15 min); a marker left over (the function's delete failed, or the
+# application ran only after the function gave up) is never read again. S3 expires objects at the
+# first midnight UTC after this many days, so one could never expire under a waiting function; three
+# days leave a weekend's failed `up` inspectable.
+YARN_MARKER_DAYS = 3
 
 
 def emr_step_input(cluster_id: str, flow_id: str, step_args: list[str], settings: EmrSettings) -> str:
@@ -391,8 +397,9 @@ def security_configuration(certificates_zip: str, kms_key_arn: str) -> dict[str,
 
 def bucket_lifecycle_rules(log_retention_days: int, noncurrent_version_days: int) -> list[dict[str, Any]]:
     """Lifecycle of the stack's (versioned) bucket: logs expire, overwritten or deleted versions
-    (old checkpoint files, replaced bundles) expire after a grace period, and incomplete uploads
-    are aborted. Checkpoints themselves never expire: a mirror may be stopped for a long time."""
+    (old checkpoint files, replaced bundles) expire after a grace period, the steps' YARN RUNNING
+    markers after YARN_MARKER_DAYS, and incomplete uploads are aborted. Checkpoints themselves never
+    expire: a mirror may be stopped for a long time."""
     return [
         {
             "id": "expire-logs",
@@ -405,6 +412,20 @@ def bucket_lifecycle_rules(log_retention_days: int, noncurrent_version_days: int
             "status": "Enabled",
             "filter": {},
             "noncurrent_version_expiration": {"noncurrent_days": noncurrent_version_days},
+        },
+        {
+            "id": "expire-yarn-running-markers",
+            "status": "Enabled",
+            "filter": {"prefix": YARN_MARKERS},
+            "expiration": {"days": YARN_MARKER_DAYS},
+            "noncurrent_version_expiration": {"noncurrent_days": 1},
+        },
+        {
+            # what the expiration leaves in the versioned bucket: a delete marker per marker, once alone
+            "id": "remove-yarn-running-delete-markers",
+            "status": "Enabled",
+            "filter": {"prefix": YARN_MARKERS},
+            "expiration": {"expired_object_delete_marker": True},
         },
         {
             "id": "abort-incomplete-uploads",

@@ -39,14 +39,15 @@ def emr_cluster_arn(region: str, cluster_id: str) -> str:
 
 def step_function_policy(region: str, cluster_id: str, log_group_arn: str, bucket: str = "") -> dict[str, Any]:
     """The function role's only permissions: the four step calls on this cluster, writing to its own
-    log group (the group exists: no CreateLogGroup) and, with `bucket`, reading the steps' YARN
-    RUNNING markers (ListBucket too: without it a marker not yet written reads as AccessDenied)."""
+    log group (the group exists: no CreateLogGroup) and, with `bucket`, reading and then deleting the
+    steps' YARN RUNNING markers (ListBucket too: without it a marker not yet written reads as
+    AccessDenied)."""
     markers = (
         [
             {
                 "Sid": "YarnRunningMarkers",
                 "Effect": "Allow",
-                "Action": ["s3:GetObject"],
+                "Action": ["s3:DeleteObject", "s3:DeleteObjectVersion", "s3:GetObject"],
                 "Resource": f"arn:aws:s3:::{bucket}/{YARN_MARKERS}*",
             },
             {
