@@ -179,6 +179,9 @@ class EmrSparkConfig(_Common):
     platform: Literal["emr"]
     bucket: str = Field(description="the S3 bucket of bundle, flow specs and logs")
     create_bucket: bool = True
+    bucket_kms_key_arn: str | None = Field(
+        None, description="the SSE-KMS key of an existing bucket (create_bucket: false): its users get to use it"
+    )
     region: str | None = None
     release_label: str | None = None
     cluster_id: str | None = None

@@ -113,6 +113,8 @@ class EmrSparkPlatformArgs(TypedDict):
     """The AWS region of the cluster (default: the program's `aws:region`, then AWS_REGION; required)."""
     create_bucket: NotRequired[bool]
     """Create the bucket (default true); false: it exists."""
+    bucket_kms_key_arn: NotRequired[pulumi.Input[str]]
+    """The SSE-KMS key of an existing bucket: the nodes and the step function may use it for the bucket."""
     cluster_id: NotRequired[pulumi.Input[str]]
     """An existing EMR cluster to run the steps on (its nodes must run `bootstrap`); default: create one."""
     release_label: NotRequired[str]
@@ -228,9 +230,10 @@ class EmrSparkPlatform(pulumi.ComponentResource):
         self.ready += [m.resource for m in self.stack_secrets.values()]
         # Also an output: an existing cluster's instance role needs exactly this policy.
         encryption: dict[str, Any] = dict(args.get("encryption") or {})
+        bucket_key = args.get("bucket_kms_key_arn")
         self.node_policy = pulumi.Output.all(
-            self.bucket, arns, encryption.get("kms_key_arn"), encryption.get("certificates_zip")
-        ).apply(lambda v: json.dumps(instance_policy(v[0], v[1], v[2], v[3]), sort_keys=True))
+            self.bucket, arns, encryption.get("kms_key_arn"), encryption.get("certificates_zip"), bucket_key
+        ).apply(lambda v: json.dumps(instance_policy(v[0], v[1], v[2], v[3], v[4]), sort_keys=True))
         app_role: pulumi.Output[Any] = pulumi.Output.from_input(None)  # an existing cluster's role is not known
         if cluster_id := args.get("cluster_id"):
             self.cluster_id = pulumi.Output.from_input(cluster_id)
@@ -239,7 +242,7 @@ class EmrSparkPlatform(pulumi.ComponentResource):
             cluster = self._cluster(name, args, self.node_policy, child)
             self.cluster_id = cluster.id
             app_role = cluster.ec2_attributes.apply(lambda a: a.instance_profile if a else None)
-        self.step_function = create_step_function(self, name, s.region, self.cluster_id, self.bucket).name
+        self.step_function = create_step_function(self, name, s.region, self.cluster_id, self.bucket, bucket_key).name
         if args.get("alarms", True):
             created = None if args.get("cluster_id") else int(args.get("core_instance_count", 2))
             create_alarms(

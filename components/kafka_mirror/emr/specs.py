@@ -299,12 +299,16 @@ def wheelhouse_key(arch: str, file_name: str) -> str:
 
 
 def instance_policy(
-    bucket: str, secret_arns: Iterable[str], kms_key_arn: str | None = None, certificates_zip: str | None = None
+    bucket: str,
+    secret_arns: Iterable[str],
+    kms_key_arn: str | None = None,
+    certificates_zip: str | None = None,
+    bucket_kms_key_arn: str | None = None,
 ) -> dict[str, Any]:
     """The whole policy of the EMR nodes' role (no AWS-managed policy: AmazonElasticMapReduceforEC2Role
     grants s3:* on every bucket): read the bundle and specs, write checkpoints and logs in the
     stack's bucket, read exactly the secrets the flows reference, the in-transit certificates
-    zip, and use the at-rest KMS key."""
+    zip, use the at-rest KMS key, and the bucket's SSE-KMS key through S3 (bucket_key_statement)."""
     statements: list[dict[str, Any]] = [
         {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": f"arn:aws:s3:::{bucket}"},
         {
@@ -322,7 +326,24 @@ def instance_policy(
     if kms_key_arn:
         actions = ["kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey", "kms:CreateGrant"]
         statements.append({"Effect": "Allow", "Action": actions, "Resource": kms_key_arn})
+    if bucket_kms_key_arn:
+        statements.append(bucket_key_statement(bucket_kms_key_arn, ["kms:Decrypt", "kms:GenerateDataKey"], bucket))
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def bucket_key_statement(key_arn: str, actions: list[str], bucket: str) -> dict[str, Any]:
+    """Use of an existing bucket's SSE-KMS key, only as S3 uses it for that bucket: reading an object
+    needs kms:Decrypt, writing one kms:GenerateDataKey (and kms:Decrypt for multipart uploads)."""
+    return {
+        "Sid": "BucketKey",
+        "Effect": "Allow",
+        "Action": actions,
+        "Resource": key_arn,
+        "Condition": {
+            "StringLike": {"kms:ViaService": "s3.*.amazonaws.com"},
+            "ArnLike": {"kms:EncryptionContext:aws:s3:arn": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]},
+        },
+    }
 
 
 # What the EMR service role needs on a customer-managed key for EBS encryption (EMR management guide,
