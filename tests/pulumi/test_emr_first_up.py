@@ -240,7 +240,7 @@ def marker_step(yarn: FakeYarn, endpoint: str, s3: Any, **extra: Any) -> tuple[F
 
 
 def test_up_waits_for_the_yarn_application_the_wrapper_reports_running(yarn: FakeYarn, endpoint: str, s3: Any) -> None:  # noqa: F811
-    emr, runner, create = marker_step(yarn, endpoint, s3, start_timeout_s=60)
+    emr, runner, create = marker_step(yarn, endpoint, s3, start_timeout_s=45)
     reads = Reads(s3)
     runner.s3_for = lambda region: reads
     result = apply_action(runner, create)
@@ -268,7 +268,7 @@ def test_a_marker_the_function_may_not_delete_is_left_and_named_not_fatal(
     s3: Any,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    emr, runner, create = marker_step(yarn, endpoint, s3, start_timeout_s=60)
+    emr, runner, create = marker_step(yarn, endpoint, s3, start_timeout_s=45)
     reads = NoDelete(s3)
     runner.s3_for = lambda region: reads
     result = apply_action(runner, create)  # the flow runs: the up is green
