@@ -206,6 +206,9 @@ class EmrSparkConfig(_Common):
     step_stop_timeout_s: int = Field(
         STEP_STOP_TIMEOUT_S, ge=30, description="how long a step replacement waits for the old step"
     )
+    step_start_timeout_s: int | None = Field(  # 840: the step function's bound (one Lambda run, step_lambda.py)
+        None, ge=1, le=840, description="how long `up` waits for an added step and its YARN app RUNNING (300)"
+    )
 
 
 MODELS: dict[str, type[_Common]] = {"eks": EksSparkConfig, "emr": EmrSparkConfig}

@@ -166,6 +166,8 @@ class EmrSparkPlatformArgs(TypedDict):
     step_stop_timeout_s: NotRequired[int]
     """How long replacing or deleting a step waits for the old one to stop (default 600, at most 840: the wait
     runs inside one Lambda invocation)."""
+    step_start_timeout_s: NotRequired[int]
+    """How long `up` waits for an added step and its YARN application to be RUNNING (default 300, 1-840)."""
 
 
 class EmrSparkPlatform(pulumi.ComponentResource):
@@ -429,6 +431,9 @@ def emr_settings(args: EmrSparkPlatformArgs) -> EmrSettings:
     stop_timeout_s = args.get("step_stop_timeout_s", EmrSettings.step_stop_timeout_s)
     if problem := stop_timeout_problem(stop_timeout_s):
         raise ValidationError([Problem("step_stop_timeout_s", problem)])
+    start_timeout_s = args.get("step_start_timeout_s")
+    if start_timeout_s is not None and (problem := stop_timeout_problem(start_timeout_s)):
+        raise ValidationError([Problem("step_start_timeout_s", problem)])
     return EmrSettings(
         bucket=bucket if isinstance(bucket, str) else "",
         region=_region(args, aws_settings),
@@ -436,4 +441,5 @@ def emr_settings(args: EmrSparkPlatformArgs) -> EmrSettings:
         spark_conf={str(k): str(v) for k, v in (args.get("spark_conf") or {}).items()},
         aws=aws_settings,
         step_stop_timeout_s=int(stop_timeout_s),
+        step_start_timeout_s=None if start_timeout_s is None else int(start_timeout_s),
     )

@@ -69,6 +69,7 @@ class EmrSettings:
     # The stack's AWS settings (kafka_mirror.aws_session.aws_settings); the steps use the Lambda's role.
     aws: dict[str, Any] = field(default_factory=dict)
     step_stop_timeout_s: int = STEP_STOP_TIMEOUT_S
+    step_start_timeout_s: int | None = None  # the step function's wait for RUNNING; None: its default (300 s)
 
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
@@ -157,6 +158,8 @@ def emr_step_input(cluster_id: str, flow_id: str, step_args: list[str], settings
         "stop_timeout_s": settings.step_stop_timeout_s,
         "yarn_marker_prefix": settings.uri(YARN_MARKERS),
     }
+    if settings.step_start_timeout_s is not None:  # only when set: no change of the stacks that do not
+        step["start_timeout_s"] = settings.step_start_timeout_s
     return json.dumps(step, sort_keys=True, separators=(",", ":"))
 
 
