@@ -109,3 +109,27 @@ def test_the_created_bucket_expires_the_yarn_markers_long_after_any_function_cou
         "logs/",
         YARN_MARKERS,
     }
+
+
+def test_the_documented_import_file_names_what_the_program_registers_for_the_bucket(central: Run) -> None:
+    """docs/deploy.md "Brownfield": adopting an existing EMR bucket with `pulumi import --file`."""
+    text = (ROOT / "docs" / "deploy.md").read_text()
+    section = text[text.index("### Brownfield") :]
+    block = section[section.index("```json") + len("```json") : section.index("```", section.index("```json") + 7)]
+    resources = json.loads(block)["resources"]
+    [component] = [r for r in resources if r.get("component")]
+    [platform] = [r for r in central.resources if r.name == component["name"]]
+    assert component["type"] == platform.typ == "kafka-mirror:index:EmrSparkPlatform"
+    bucket = json.loads(unwrap(central.named("central-emr-steps-policy").inputs)["policy"])  # the platform's bucket
+    [markers] = [s for s in bucket["Statement"] if s["Sid"] == "YarnRunningMarkersList"]
+    name = markers["Resource"].removeprefix("arn:aws:s3:::")
+    # exactly the resources the program makes for a bucket it creates, under that component, by bucket name
+    made = {
+        (r.typ, r.name)
+        for r in central.resources
+        if r.parent == platform.urn and r.name.startswith(f"{platform.name}-bucket")
+    }
+    imported = [r for r in resources if not r.get("component")]
+    assert {(r["type"], r["name"]) for r in imported} == made and len(made) == 6
+    assert all(r["parent"] == component["name"] and r["id"] == name for r in imported)
+    assert all(central.named(r["name"]).provider == "" for r in imported)  # the default provider: none to name
