@@ -78,6 +78,16 @@ def _emr(spark: Any) -> list[Prerequisite]:
         )
     if not spark.create_bucket:
         found.append(Prerequisite(f"{p}.bucket", "bucket", spark.bucket, "the app bucket (create_bucket: false)"))
+    if spark.bucket_kms_key_arn:
+        found.append(
+            Prerequisite(
+                f"{p}.bucket_kms_key_arn",
+                "kms_key",
+                spark.bucket_kms_key_arn,
+                "the bucket's default-encryption key, customer-managed, whose key policy lets IAM policies grant "
+                "its use (a bucket on the AWS-managed aws/s3 key needs no bucket_kms_key_arn: remove it)",
+            )
+        )
     for index, arn in enumerate(spark.alarm_actions):
         found.append(
             Prerequisite(

@@ -306,7 +306,34 @@ def _emr_rules(spark: Mapping[str, Any], path: str) -> list[Problem]:
         problems.append(
             Problem(f"{path}.prometheus", "give security_group_id or cidr_blocks of the Prometheus scrapers")
         )
-    return problems
+    return problems + _bucket_key_problems(spark, path)
+
+
+KMS_KEY_ARN = re.compile(r"arn:aws[a-z-]*:kms:[a-z0-9-]+:\d{12}:key/[A-Za-z0-9-]+")
+
+
+def _bucket_key_problems(spark: Mapping[str, Any], path: str) -> list[Problem]:
+    key = spark.get("bucket_kms_key_arn")
+    if not isinstance(key, str):
+        return []
+    if spark.get("create_bucket", True):
+        return [
+            Problem(
+                f"{path}.bucket_kms_key_arn",
+                f"{key!r} is the SSE-KMS key of an existing bucket, but this stack creates its bucket (SSE-S3, no "
+                "key); remove it, or set create_bucket: false",
+            )
+        ]
+    if not KMS_KEY_ARN.fullmatch(key):
+        # IAM policies match a key by its key ARN: an alias, alias ARN or bare key id grants nothing.
+        return [
+            Problem(
+                f"{path}.bucket_kms_key_arn",
+                f"must be the key ARN arn:aws:kms:REGION:ACCOUNT:key/KEY_ID (IAM policies name a key by it; "
+                f"an alias or key id grants nothing), got {key!r}; `aws kms describe-key --key-id {key}` prints it",
+            )
+        ]
+    return []
 
 
 def _spark_problems(spark: Mapping[str, Any], path: str) -> tuple[Any, list[Problem]]:

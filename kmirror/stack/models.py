@@ -179,6 +179,9 @@ class EmrSparkConfig(_Common):
     platform: Literal["emr"]
     bucket: str = Field(description="the S3 bucket of bundle, flow specs and logs")
     create_bucket: bool = True
+    bucket_kms_key_arn: str | None = Field(
+        None, description="the SSE-KMS key of an existing bucket (create_bucket: false): its users get to use it"
+    )
     region: str | None = None
     release_label: str | None = None
     cluster_id: str | None = None
@@ -202,6 +205,9 @@ class EmrSparkConfig(_Common):
     noncurrent_version_days: PositiveInt = 30
     step_stop_timeout_s: int = Field(
         STEP_STOP_TIMEOUT_S, ge=30, description="how long a step replacement waits for the old step"
+    )
+    step_start_timeout_s: int | None = Field(  # 840: the step function's bound (one Lambda run, step_lambda.py)
+        None, ge=1, le=840, description="how long `up` waits for an added step and its YARN app RUNNING (300)"
     )
 
 

@@ -194,14 +194,37 @@ MARKERS = "s3://kmirror-ckpt/kmirror/yarn-running/"
 
 @pytest.fixture
 def s3(endpoint: str) -> Any:
+    """moto's S3 with the platform bucket, versioned as `create_bucket` makes it."""
     client = boto3.client(
         "s3", region_name=REGION, endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing"
     )
     if "kmirror-ckpt" not in [b["Name"] for b in client.list_buckets()["Buckets"]]:
         client.create_bucket(Bucket="kmirror-ckpt", CreateBucketConfiguration={"LocationConstraint": REGION})
-    for found in client.list_objects_v2(Bucket="kmirror-ckpt").get("Contents", []):  # an earlier test's
-        client.delete_object(Bucket="kmirror-ckpt", Key=found["Key"])
+        client.put_bucket_versioning(Bucket="kmirror-ckpt", VersioningConfiguration={"Status": "Enabled"})
+    for found in every_version(client):  # an earlier test's
+        client.delete_object(Bucket="kmirror-ckpt", Key=found["Key"], VersionId=found["VersionId"])
     return client
+
+
+def every_version(s3: Any) -> list[dict[str, Any]]:
+    """Every object version and delete marker in the bucket."""
+    listed = s3.list_object_versions(Bucket="kmirror-ckpt")
+    return [*listed.get("Versions", []), *listed.get("DeleteMarkers", [])]
+
+
+class Reads:
+    """An S3 client that records the keys `get_object` found (then does as the real one)."""
+
+    def __init__(self, s3: Any) -> None:
+        self.s3, self.found = s3, []
+
+    def get_object(self, **kwargs: Any) -> Any:
+        read = self.s3.get_object(**kwargs)
+        self.found.append((kwargs["Key"], read["VersionId"]))
+        return read
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.s3, name)
 
 
 def marker_step(yarn: FakeYarn, endpoint: str, s3: Any, **extra: Any) -> tuple[FakeEmr, StepRunner, dict[str, Any]]:  # noqa: F811
@@ -217,12 +240,44 @@ def marker_step(yarn: FakeYarn, endpoint: str, s3: Any, **extra: Any) -> tuple[F
 
 
 def test_up_waits_for_the_yarn_application_the_wrapper_reports_running(yarn: FakeYarn, endpoint: str, s3: Any) -> None:  # noqa: F811
-    emr, runner, create = marker_step(yarn, endpoint, s3, start_timeout_s=60)
+    emr, runner, create = marker_step(yarn, endpoint, s3, start_timeout_s=45)
+    reads = Reads(s3)
+    runner.s3_for = lambda region: reads
     result = apply_action(runner, create)
     # the application the wrapper submitted, RUNNING in YARN, is the one the step function names
     assert yarn.live() == [runner.yarn_application]
-    [key] = [o["Key"] for o in s3.list_objects_v2(Bucket="kmirror-ckpt")["Contents"]]
-    assert key.startswith("kmirror/yarn-running/mirror-a-to-b/") and key.endswith(".json")
+    [(key, version)] = reads.found
+    assert key.startswith("kmirror/yarn-running/mirror-a-to-b/") and key.endswith(".json") and version != "null"
+    # ... and the marker, read once, is gone: no object, no noncurrent version, no delete marker left
+    assert every_version(s3) == [] and runner.marker_left is None
+    emr.steps[result["step_id"]]["proc"].send_signal(signal.SIGTERM)
+
+
+class NoDelete(Reads):
+    """A role without s3:DeleteObject*: the marker can be read, not deleted."""
+
+    def delete_object(self, **kwargs: Any) -> Any:
+        from botocore.exceptions import ClientError
+
+        raise ClientError({"Error": {"Code": "AccessDenied", "Message": "denied"}}, "DeleteObject")
+
+
+def test_a_marker_the_function_may_not_delete_is_left_and_named_not_fatal(
+    yarn: FakeYarn,  # noqa: F811
+    endpoint: str,
+    s3: Any,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    emr, runner, create = marker_step(yarn, endpoint, s3, start_timeout_s=45)
+    reads = NoDelete(s3)
+    runner.s3_for = lambda region: reads
+    result = apply_action(runner, create)  # the flow runs: the up is green
+    assert yarn.live() == [runner.yarn_application]
+    [(key, _)] = reads.found
+    assert runner.marker_left == f"s3://kmirror-ckpt/{key}"
+    assert [v["Key"] for v in every_version(s3)] == [key]  # left for the lifecycle rule
+    out = capsys.readouterr().out
+    assert f"could not delete the YARN RUNNING marker s3://kmirror-ckpt/{key} (AccessDenied)" in out, out
     emr.steps[result["step_id"]]["proc"].send_signal(signal.SIGTERM)
 
 
@@ -242,5 +297,5 @@ def test_an_application_yarn_never_runs_fails_the_up_naming_it(yarn: FakeYarn, e
     assert "the YARN application of EMR step s-1 (mirror-a-to-b, YARN tag kmirror-a-to-b)" in message, message
     assert "is not RUNNING 3 s after the step was added" in message and MARKERS + "mirror-a-to-b/" in message
     assert yarn.live()  # ACCEPTED, not RUNNING: the wrapper wrote nothing
-    assert "Contents" not in s3.list_objects_v2(Bucket="kmirror-ckpt")
+    assert every_version(s3) == []
     emr.steps["s-1"]["proc"].send_signal(signal.SIGTERM)

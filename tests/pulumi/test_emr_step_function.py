@@ -11,8 +11,9 @@ import pytest
 
 from kafka_mirror.bundle import build_bundle
 from kafka_mirror.eks.specs import app_name
-from kafka_mirror.emr.specs import yarn_tag
+from kafka_mirror.emr.specs import YARN_MARKER_DAYS, YARN_MARKERS, yarn_tag
 from kafka_mirror.emr.step_function import STEP_ACTIONS, step_function_policy
+from kafka_mirror.emr.step_lambda import LAMBDA_TIMEOUT_S
 from tests.pulumi.harness import ROOT, Run, run_program, unwrap
 from tests.pulumi.test_program import EXPECTED, fake_wheelhouse
 
@@ -70,6 +71,8 @@ def test_the_step_function_runs_the_handler_with_a_role_scoped_to_the_cluster(ce
     for invocation in invocations:
         prefix = json.loads(unwrap(invocation.inputs)["input"])["yarn_marker_prefix"]
         assert markers["Resource"] == f"arn:aws:s3:::{prefix.removeprefix('s3://')}*"
+    # and delete them once read, the version too (no delete marker left in the versioned bucket)
+    assert sorted(markers["Action"]) == ["s3:DeleteObject", "s3:DeleteObjectVersion", "s3:GetObject"]
     [steps] = [s for s in policy["Statement"] if s["Sid"] == "FlowSteps"]
     assert steps["Resource"] == "arn:aws:elasticmapreduce:eu-central-1:*:cluster/j-MOCKCLUSTER"
     assert sorted(steps["Action"]) == sorted(STEP_ACTIONS) and len(STEP_ACTIONS) == 4
@@ -85,3 +88,48 @@ def test_the_platform_exports_its_step_function(central: Run) -> None:
     [platform] = [v for urn, v in central.outputs.items() if urn.endswith("EmrSparkPlatform::central-emr")]
     assert platform["step_function"] == "central-emr-steps-5e1d2c0"
     assert platform["deployment_target"]["step_function"] == "central-emr-steps-5e1d2c0"
+
+
+def test_the_created_bucket_expires_the_yarn_markers_long_after_any_function_could_read_them(central: Run) -> None:
+    [lifecycle] = central.of_type("aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration")
+    rules = {r["id"]: r for r in unwrap(lifecycle.inputs)["rules"]}
+    [prefix] = {json.loads(unwrap(i.inputs)["input"])["yarn_marker_prefix"] for i in central.of_type(INVOCATION)}
+    expire, delete_markers = rules["expire-yarn-running-markers"], rules["remove-yarn-running-delete-markers"]
+    # the rules cover exactly where the steps' wrappers write (s3://BUCKET/<prefix>)
+    assert prefix.split("/", 3)[3] == YARN_MARKERS == expire["filter"]["prefix"] == delete_markers["filter"]["prefix"]
+    assert expire["status"] == delete_markers["status"] == "Enabled"
+    assert expire["expiration"] == {"days": YARN_MARKER_DAYS}
+    assert expire["noncurrentVersionExpiration"] == {"noncurrentDays": 1}
+    assert delete_markers["expiration"] == {"expiredObjectDeleteMarker": True}
+    # a marker is only read within the Lambda run that added its step: S3's shortest expiry (1 day,
+    # rounded up to midnight UTC) already outlives it, YARN_MARKER_DAYS by far
+    assert YARN_MARKER_DAYS * 86400 > 10 * LAMBDA_TIMEOUT_S
+    # the other rules are untouched: checkpoints (everything else) never expire while current
+    assert {r["filter"].get("prefix") for r in rules.values() if "days" in r.get("expiration", {})} == {
+        "logs/",
+        YARN_MARKERS,
+    }
+
+
+def test_the_documented_import_file_names_what_the_program_registers_for_the_bucket(central: Run) -> None:
+    """docs/deploy.md "Brownfield": adopting an existing EMR bucket with `pulumi import --file`."""
+    text = (ROOT / "docs" / "deploy.md").read_text()
+    section = text[text.index("### Brownfield") :]
+    block = section[section.index("```json") + len("```json") : section.index("```", section.index("```json") + 7)]
+    resources = json.loads(block)["resources"]
+    [component] = [r for r in resources if r.get("component")]
+    [platform] = [r for r in central.resources if r.name == component["name"]]
+    assert component["type"] == platform.typ == "kafka-mirror:index:EmrSparkPlatform"
+    bucket = json.loads(unwrap(central.named("central-emr-steps-policy").inputs)["policy"])  # the platform's bucket
+    [markers] = [s for s in bucket["Statement"] if s["Sid"] == "YarnRunningMarkersList"]
+    name = markers["Resource"].removeprefix("arn:aws:s3:::")
+    # exactly the resources the program makes for a bucket it creates, under that component, by bucket name
+    made = {
+        (r.typ, r.name)
+        for r in central.resources
+        if r.parent == platform.urn and r.name.startswith(f"{platform.name}-bucket")
+    }
+    imported = [r for r in resources if not r.get("component")]
+    assert {(r["type"], r["name"]) for r in imported} == made and len(made) == 6
+    assert all(r["parent"] == component["name"] and r["id"] == name for r in imported)
+    assert all(central.named(r["name"]).provider == "" for r in imported)  # the default provider: none to name

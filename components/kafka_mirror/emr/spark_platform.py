@@ -113,6 +113,8 @@ class EmrSparkPlatformArgs(TypedDict):
     """The AWS region of the cluster (default: the program's `aws:region`, then AWS_REGION; required)."""
     create_bucket: NotRequired[bool]
     """Create the bucket (default true); false: it exists."""
+    bucket_kms_key_arn: NotRequired[pulumi.Input[str]]
+    """The SSE-KMS key of an existing bucket: the nodes and the step function may use it for the bucket."""
     cluster_id: NotRequired[pulumi.Input[str]]
     """An existing EMR cluster to run the steps on (its nodes must run `bootstrap`); default: create one."""
     release_label: NotRequired[str]
@@ -164,6 +166,8 @@ class EmrSparkPlatformArgs(TypedDict):
     step_stop_timeout_s: NotRequired[int]
     """How long replacing or deleting a step waits for the old one to stop (default 600, at most 840: the wait
     runs inside one Lambda invocation)."""
+    step_start_timeout_s: NotRequired[int]
+    """How long `up` waits for an added step and its YARN application to be RUNNING (default 300, 1-840)."""
 
 
 class EmrSparkPlatform(pulumi.ComponentResource):
@@ -228,9 +232,10 @@ class EmrSparkPlatform(pulumi.ComponentResource):
         self.ready += [m.resource for m in self.stack_secrets.values()]
         # Also an output: an existing cluster's instance role needs exactly this policy.
         encryption: dict[str, Any] = dict(args.get("encryption") or {})
+        bucket_key = args.get("bucket_kms_key_arn")
         self.node_policy = pulumi.Output.all(
-            self.bucket, arns, encryption.get("kms_key_arn"), encryption.get("certificates_zip")
-        ).apply(lambda v: json.dumps(instance_policy(v[0], v[1], v[2], v[3]), sort_keys=True))
+            self.bucket, arns, encryption.get("kms_key_arn"), encryption.get("certificates_zip"), bucket_key
+        ).apply(lambda v: json.dumps(instance_policy(v[0], v[1], v[2], v[3], v[4]), sort_keys=True))
         app_role: pulumi.Output[Any] = pulumi.Output.from_input(None)  # an existing cluster's role is not known
         if cluster_id := args.get("cluster_id"):
             self.cluster_id = pulumi.Output.from_input(cluster_id)
@@ -239,7 +244,7 @@ class EmrSparkPlatform(pulumi.ComponentResource):
             cluster = self._cluster(name, args, self.node_policy, child)
             self.cluster_id = cluster.id
             app_role = cluster.ec2_attributes.apply(lambda a: a.instance_profile if a else None)
-        self.step_function = create_step_function(self, name, s.region, self.cluster_id, self.bucket).name
+        self.step_function = create_step_function(self, name, s.region, self.cluster_id, self.bucket, bucket_key).name
         if args.get("alarms", True):
             created = None if args.get("cluster_id") else int(args.get("core_instance_count", 2))
             create_alarms(
@@ -426,6 +431,9 @@ def emr_settings(args: EmrSparkPlatformArgs) -> EmrSettings:
     stop_timeout_s = args.get("step_stop_timeout_s", EmrSettings.step_stop_timeout_s)
     if problem := stop_timeout_problem(stop_timeout_s):
         raise ValidationError([Problem("step_stop_timeout_s", problem)])
+    start_timeout_s = args.get("step_start_timeout_s")
+    if start_timeout_s is not None and (problem := stop_timeout_problem(start_timeout_s)):
+        raise ValidationError([Problem("step_start_timeout_s", problem)])
     return EmrSettings(
         bucket=bucket if isinstance(bucket, str) else "",
         region=_region(args, aws_settings),
@@ -433,4 +441,5 @@ def emr_settings(args: EmrSparkPlatformArgs) -> EmrSettings:
         spark_conf={str(k): str(v) for k, v in (args.get("spark_conf") or {}).items()},
         aws=aws_settings,
         step_stop_timeout_s=int(stop_timeout_s),
+        step_start_timeout_s=None if start_timeout_s is None else int(start_timeout_s),
     )

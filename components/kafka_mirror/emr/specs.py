@@ -69,6 +69,7 @@ class EmrSettings:
     # The stack's AWS settings (kafka_mirror.aws_session.aws_settings); the steps use the Lambda's role.
     aws: dict[str, Any] = field(default_factory=dict)
     step_stop_timeout_s: int = STEP_STOP_TIMEOUT_S
+    step_start_timeout_s: int | None = None  # the step function's wait for RUNNING; None: its default (300 s)
 
     def uri(self, key: str) -> str:
         return f"s3://{self.bucket}/{key}"
@@ -138,6 +139,12 @@ def step_wrapper_source() -> str:
 
 # Where a step's wrapper reports its YARN application RUNNING and the step function waits for it.
 YARN_MARKERS = "kmirror/yarn-running/"
+# A marker is read (then deleted) by the invocation that added its step, within that one Lambda run
+# (step_lambda.LAMBDA_TIMEOUT_S, 15 min); a marker left over (the function's delete failed, or the
+# application ran only after the function gave up) is never read again. S3 expires objects at the
+# first midnight UTC after this many days, so one could never expire under a waiting function; three
+# days leave a weekend's failed `up` inspectable.
+YARN_MARKER_DAYS = 3
 
 
 def emr_step_input(cluster_id: str, flow_id: str, step_args: list[str], settings: EmrSettings) -> str:
@@ -151,6 +158,8 @@ def emr_step_input(cluster_id: str, flow_id: str, step_args: list[str], settings
         "stop_timeout_s": settings.step_stop_timeout_s,
         "yarn_marker_prefix": settings.uri(YARN_MARKERS),
     }
+    if settings.step_start_timeout_s is not None:  # only when set: no change of the stacks that do not
+        step["start_timeout_s"] = settings.step_start_timeout_s
     return json.dumps(step, sort_keys=True, separators=(",", ":"))
 
 
@@ -293,12 +302,16 @@ def wheelhouse_key(arch: str, file_name: str) -> str:
 
 
 def instance_policy(
-    bucket: str, secret_arns: Iterable[str], kms_key_arn: str | None = None, certificates_zip: str | None = None
+    bucket: str,
+    secret_arns: Iterable[str],
+    kms_key_arn: str | None = None,
+    certificates_zip: str | None = None,
+    bucket_kms_key_arn: str | None = None,
 ) -> dict[str, Any]:
     """The whole policy of the EMR nodes' role (no AWS-managed policy: AmazonElasticMapReduceforEC2Role
     grants s3:* on every bucket): read the bundle and specs, write checkpoints and logs in the
     stack's bucket, read exactly the secrets the flows reference, the in-transit certificates
-    zip, and use the at-rest KMS key."""
+    zip, use the at-rest KMS key, and the bucket's SSE-KMS key through S3 (bucket_key_statement)."""
     statements: list[dict[str, Any]] = [
         {"Effect": "Allow", "Action": ["s3:ListBucket", "s3:GetBucketLocation"], "Resource": f"arn:aws:s3:::{bucket}"},
         {
@@ -316,7 +329,24 @@ def instance_policy(
     if kms_key_arn:
         actions = ["kms:Decrypt", "kms:GenerateDataKey", "kms:DescribeKey", "kms:CreateGrant"]
         statements.append({"Effect": "Allow", "Action": actions, "Resource": kms_key_arn})
+    if bucket_kms_key_arn:
+        statements.append(bucket_key_statement(bucket_kms_key_arn, ["kms:Decrypt", "kms:GenerateDataKey"], bucket))
     return {"Version": "2012-10-17", "Statement": statements}
+
+
+def bucket_key_statement(key_arn: str, actions: list[str], bucket: str) -> dict[str, Any]:
+    """Use of an existing bucket's SSE-KMS key, only as S3 uses it for that bucket: reading an object
+    needs kms:Decrypt, writing one kms:GenerateDataKey (and kms:Decrypt for multipart uploads)."""
+    return {
+        "Sid": "BucketKey",
+        "Effect": "Allow",
+        "Action": actions,
+        "Resource": key_arn,
+        "Condition": {
+            "StringLike": {"kms:ViaService": "s3.*.amazonaws.com"},
+            "ArnLike": {"kms:EncryptionContext:aws:s3:arn": [f"arn:aws:s3:::{bucket}", f"arn:aws:s3:::{bucket}/*"]},
+        },
+    }
 
 
 # What the EMR service role needs on a customer-managed key for EBS encryption (EMR management guide,
@@ -391,8 +421,9 @@ def security_configuration(certificates_zip: str, kms_key_arn: str) -> dict[str,
 
 def bucket_lifecycle_rules(log_retention_days: int, noncurrent_version_days: int) -> list[dict[str, Any]]:
     """Lifecycle of the stack's (versioned) bucket: logs expire, overwritten or deleted versions
-    (old checkpoint files, replaced bundles) expire after a grace period, and incomplete uploads
-    are aborted. Checkpoints themselves never expire: a mirror may be stopped for a long time."""
+    (old checkpoint files, replaced bundles) expire after a grace period, the steps' YARN RUNNING
+    markers after YARN_MARKER_DAYS, and incomplete uploads are aborted. Checkpoints themselves never
+    expire: a mirror may be stopped for a long time."""
     return [
         {
             "id": "expire-logs",
@@ -405,6 +436,20 @@ def bucket_lifecycle_rules(log_retention_days: int, noncurrent_version_days: int
             "status": "Enabled",
             "filter": {},
             "noncurrent_version_expiration": {"noncurrent_days": noncurrent_version_days},
+        },
+        {
+            "id": "expire-yarn-running-markers",
+            "status": "Enabled",
+            "filter": {"prefix": YARN_MARKERS},
+            "expiration": {"days": YARN_MARKER_DAYS},
+            "noncurrent_version_expiration": {"noncurrent_days": 1},
+        },
+        {
+            # what the expiration leaves in the versioned bucket: a delete marker per marker, once alone
+            "id": "remove-yarn-running-delete-markers",
+            "status": "Enabled",
+            "filter": {"prefix": YARN_MARKERS},
+            "expiration": {"expired_object_delete_marker": True},
         },
         {
             "id": "abort-incomplete-uploads",

@@ -16,7 +16,7 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
-from kafka_mirror.emr.specs import YARN_MARKERS
+from kafka_mirror.emr.specs import YARN_MARKERS, bucket_key_statement
 from kafka_mirror.emr.step_lambda import LAMBDA_TIMEOUT_S
 
 HANDLER_FILE = "step_lambda.py"
@@ -37,16 +37,19 @@ def emr_cluster_arn(region: str, cluster_id: str) -> str:
     return f"arn:aws:elasticmapreduce:{region}:*:cluster/{cluster_id}"
 
 
-def step_function_policy(region: str, cluster_id: str, log_group_arn: str, bucket: str = "") -> dict[str, Any]:
+def step_function_policy(
+    region: str, cluster_id: str, log_group_arn: str, bucket: str = "", bucket_kms_key_arn: str = ""
+) -> dict[str, Any]:
     """The function role's only permissions: the four step calls on this cluster, writing to its own
-    log group (the group exists: no CreateLogGroup) and, with `bucket`, reading the steps' YARN
-    RUNNING markers (ListBucket too: without it a marker not yet written reads as AccessDenied)."""
+    log group (the group exists: no CreateLogGroup) and, with `bucket`, reading and then deleting the
+    steps' YARN RUNNING markers (ListBucket too: without it a marker not yet written reads as
+    AccessDenied); with `bucket_kms_key_arn` (an existing bucket's SSE-KMS key), decrypting them."""
     markers = (
         [
             {
                 "Sid": "YarnRunningMarkers",
                 "Effect": "Allow",
-                "Action": ["s3:GetObject"],
+                "Action": ["s3:DeleteObject", "s3:DeleteObjectVersion", "s3:GetObject"],
                 "Resource": f"arn:aws:s3:::{bucket}/{YARN_MARKERS}*",
             },
             {
@@ -59,6 +62,8 @@ def step_function_policy(region: str, cluster_id: str, log_group_arn: str, bucke
         if bucket
         else []
     )
+    if bucket and bucket_kms_key_arn:
+        markers.append(bucket_key_statement(bucket_kms_key_arn, ["kms:Decrypt"], bucket))
     return {
         "Version": "2012-10-17",
         "Statement": [
@@ -86,7 +91,12 @@ def handler_code() -> pulumi.AssetArchive:
 
 
 def create_step_function(
-    parent: pulumi.Resource, name: str, region: str, cluster_id: pulumi.Input[str], bucket: pulumi.Input[str] = ""
+    parent: pulumi.Resource,
+    name: str,
+    region: str,
+    cluster_id: pulumi.Input[str],
+    bucket: pulumi.Input[str] = "",
+    bucket_kms_key_arn: pulumi.Input[str] | None = None,
 ) -> aws.lambda_.Function:
     """The log group, role, role policy and function (children `<name>-steps*`)."""
     child = pulumi.ResourceOptions(parent=parent)
@@ -101,8 +111,8 @@ def create_step_function(
     policy = aws.iam.RolePolicy(
         f"{name}-steps-policy",
         role=role.id,
-        policy=pulumi.Output.all(cluster_id, logs.arn, bucket).apply(
-            lambda v: json.dumps(step_function_policy(region, str(v[0]), str(v[1]), str(v[2])), sort_keys=True)
+        policy=pulumi.Output.all(cluster_id, logs.arn, bucket, bucket_kms_key_arn or "").apply(
+            lambda v: json.dumps(step_function_policy(region, *(str(x) for x in v)), sort_keys=True)
         ),
         opts=child,
     )

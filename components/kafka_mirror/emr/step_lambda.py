@@ -22,7 +22,8 @@ flow's step runs. With `yarn_marker_prefix` (s3://BUCKET/PREFIX/) it then also w
 same `start_timeout_s`, for the step's YARN application to be RUNNING: the step wrapper (inside the
 cluster, where YARN is; this Lambda is outside the VPC) writes `PREFIX<step name>/<nonce>.json`
 once YARN lists its run's application RUNNING (`--running-marker`, added to the step's args here
-with a fresh nonce per added step), and this function reads it (AppNotRunning otherwise).
+with a fresh nonce per added step), and this function reads it (AppNotRunning otherwise), then
+deletes it (its version, in a versioned bucket).
 "Live" steps are found by name with ListSteps. Cancelling signals the step's process only (its
 wrapper, `deploy/kmirror-step.py`, kills the flow's YARN application on SIGTERM and exits once it
 is gone), so "stopped" means the driver is gone. A step still not stopped `stop_timeout_s` after
@@ -149,6 +150,7 @@ class StepRunner:
     clock: Callable[[], float] = time.monotonic
     started: float | None = None  # when the invocation began: every wait ends before Lambda's own timeout
     yarn_application: str | None = None  # the added step's application, once its wrapper reported it RUNNING
+    marker_left: str | None = None  # a marker read but not deleted (delete_marker)
 
     def steps_named(self, step: StepSpec, states: Sequence[str]) -> list[dict[str, Any]]:
         """The cluster's steps called `step.name` in one of `states` (ListSteps, every page).
@@ -219,7 +221,9 @@ class StepRunner:
         tag = _yarn_tag(step.args)
         while True:
             try:
-                found = json.loads(s3.get_object(Bucket=bucket, Key=key)["Body"].read())
+                read = s3.get_object(Bucket=bucket, Key=key)
+                found = json.loads(read["Body"].read())
+                self.delete_marker(s3, bucket, key, read.get("VersionId"))
                 return str(found["application_id"])
             except Exception as exc:
                 if _error_code(exc) not in ("NoSuchKey", "404"):
@@ -238,6 +242,24 @@ class StepRunner:
                     "or the nodes cannot write to the bucket; then run `pulumi up` again"
                 )
             self.sleep(1 if step.start_timeout_s < 60 else 5)
+
+    def delete_marker(self, s3: Any, bucket: str, key: str, version: str | None) -> None:
+        """Delete a marker once read (nothing reads it again): its version in a versioned bucket, so
+        neither a delete marker nor a noncurrent version is left. Best effort: the flow runs, so a
+        failed delete is logged, not raised (a created bucket's lifecycle expires it, YARN_MARKER_DAYS)."""
+        try:
+            if version and version != "null":
+                s3.delete_object(Bucket=bucket, Key=key, VersionId=version)
+            else:
+                s3.delete_object(Bucket=bucket, Key=key)
+        except Exception as exc:
+            self.marker_left = f"s3://{bucket}/{key}"
+            print(
+                f"warning: could not delete the YARN RUNNING marker {self.marker_left} "
+                f"({_error_code(exc) or type(exc).__name__}); the function's role needs s3:DeleteObject and "
+                "s3:DeleteObjectVersion on it (kafka_mirror.emr.step_function), or the bucket a lifecycle rule "
+                "expiring kmirror/yarn-running/"
+            )
 
     def stop(self, step: StepSpec, timeout_s: int) -> list[str]:
         """Cancel every live step called `step.name` and wait until each is stopped; return their ids.
