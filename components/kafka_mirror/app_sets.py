@@ -190,9 +190,33 @@ def eks_app_set(
     }
     host = f"{name}-metrics.{settings.namespace}.svc.cluster.local"
     return {
+        "metrics_policy": metrics_policy(name, ports, settings),
         "app": app,
         "service": service,
         "pdb": driver_disruption_budget({"id": app_key(target)}, settings),
         "pod_monitor": pod_monitor,
         "endpoint": {i: f"http://{host}:{p}/metrics" for i, p in zip(ids, ports, strict=True)},
+    }
+
+
+def metrics_policy(name: str, ports: tuple[int, ...], settings: EksSettings) -> dict[str, Any]:
+    """A NetworkPolicy letting Prometheus reach the app's driver on every flow's metrics port: the
+    platform's policy (`network_policy_manifest`) opens the platform's one port, and policies add up.
+    Without the platform's policy (`network_policy: false`) it admits everything, as no policy would
+    (a policy selecting the driver would otherwise shut out its executors)."""
+    ingress: list[dict[str, Any]] = [{}]
+    if settings.network_policy:
+        monitoring = {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": settings.monitoring_namespace}}
+        }
+        ingress = [{"from": [monitoring], "ports": [{"protocol": "TCP", "port": p} for p in ports]}]
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": f"{name}-metrics", "namespace": settings.namespace, "labels": dict(PART_OF)},
+        "spec": {
+            "podSelector": {"matchLabels": {"sparkoperator.k8s.io/app-name": name, "spark-role": "driver"}},
+            "policyTypes": ["Ingress"],
+            "ingress": ingress,
+        },
     }

@@ -2,8 +2,8 @@
 (`kafka-mirror:spark.apps_per: target`; layout in `kafka_mirror.app_sets`).
 
 - EKS: each flow's spec ConfigMap (as MirrorDeployment's), one SparkApplication whose arguments
-  name every flow file, one metrics Service (a port per flow), one driver PDB, optionally one
-  PodMonitor.
+  name every flow file, one metrics Service (a port per flow) and a NetworkPolicy admitting
+  Prometheus to those ports, one driver PDB, optionally one PodMonitor.
 - EMR: each flow's spec as its content-addressed S3 object, one streaming step naming them all,
   through the platform's step function (a changed flow set stops the old step, then adds the new).
 Python only (the stack program); other languages deploy one MirrorDeployment per flow.
@@ -108,6 +108,12 @@ class TargetMirrorDeployment(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=maps)),
         )
         k8s.core.v1.Service(f"{name}-metrics", metadata=part("service.metadata"), spec=part("service.spec"), opts=opts)
+        k8s.networking.v1.NetworkPolicy(
+            f"{name}-metrics-ingress",
+            metadata=part("metrics_policy.metadata"),
+            spec=part("metrics_policy.spec"),
+            opts=opts,
+        )
         k8s.policy.v1.PodDisruptionBudget(
             f"{name}-driver-pdb", metadata=part("pdb.metadata"), spec=part("pdb.spec"), opts=opts
         )

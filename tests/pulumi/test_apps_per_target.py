@@ -99,6 +99,11 @@ def test_eks_two_flows_to_one_target_are_one_app_whose_args_name_both() -> None:
         manifest(east.named("mirror-to-east-2-app"), "sparkoperator.k8s.io/v1beta2", "SparkApplication")
     )
     validate_k8s(manifest(east.named("mirror-to-east-2-metrics"), "v1", "Service"))
+    policy = manifest(east.named("mirror-to-east-2-metrics-ingress"), "networking.k8s.io/v1", "NetworkPolicy")
+    validate_k8s(policy)
+    [rule] = policy["spec"]["ingress"]
+    assert [p["port"] for p in rule["ports"]] == [9404, 9405]
+    assert rule["from"] == [{"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": "monitoring"}}}]
     assert east.exports["apps"] == {
         "central->east-2": "mirror-to-east-2",
         "west-1->east-1": "mirror-to-east-1",
@@ -149,11 +154,13 @@ def test_a_flow_added_changes_only_its_targets_app(tmp_path: Path) -> None:
     changed = {
         urn.rsplit("::", 1)[1]: (old[key, urn], new[key, urn]) for key, urn in old if old[key, urn] != new[key, urn]
     }
-    # the app (new args) and its Service (a port more); west-2->east-2 sorts after the new flow, so
-    # its metrics port moves up one (ports follow the flows' order): its spec changes in that alone
+    # the app (new args), its Service and metrics NetworkPolicy (a port more); west-2->east-2 sorts
+    # after the new flow, so its metrics port moves up one (ports follow the flows' order): its spec
+    # changes in that alone
     assert set(changed) == {
         "mirror-to-east-2-app",
         "mirror-to-east-2-metrics",
+        "mirror-to-east-2-metrics-ingress",
         "mirror-to-east-2-west-2-to-east-2-flow",
     }
     was, now = (json.loads(d["data"]["flow.json"]) for d in changed["mirror-to-east-2-west-2-to-east-2-flow"])

@@ -33,6 +33,7 @@ APP_ENTRY = f"local://{APP_HOME}/kmirror_main.py"
 FLOW_SHA_ANNOTATION = "kafka-mirror/flow-sha256"
 SPARK_UID = 185  # the `spark` user of the official Spark images (the Dockerfile's USER 185)
 SPARK_GID = 185  # its group
+DEFAULT_MONITORING_NAMESPACE = "monitoring"
 IMAGE_ANNOTATION = "kafka-mirror/image"
 # Secret files: kubelet makes them root-owned with group fsGroup (185); 0440 lets the `spark`
 # group read them and nobody else (0400 would leave them readable by root only, not by the app).
@@ -67,7 +68,6 @@ SPARK_PORT_CONF = {
 # it in an environment variable), so no secret is configured here; apps cannot talk to each other.
 SPARK_RPC_SECURITY_CONF = {"spark.authenticate": "true", "spark.network.crypto.enabled": "true"}
 HARDENED_SPARK_CONF = {**SPARK_PORT_CONF, **SPARK_RPC_SECURITY_CONF}
-DEFAULT_MONITORING_NAMESPACE = "monitoring"
 
 
 def app_name(flow_id: str) -> str:
@@ -137,6 +137,9 @@ class EksSettings:
     monitoring_labels: dict[str, str] = field(default_factory=dict)
     # How long `pulumi up` waits for each SparkApplication to report RUNNING (`app_wait_annotations`).
     app_start_timeout_s: int = 600
+    # The platform's NetworkPolicy (`network_policy_manifest`) and the namespace it admits Prometheus from.
+    network_policy: bool = True
+    monitoring_namespace: str = DEFAULT_MONITORING_NAMESPACE
 
 
 def _labels(name: str, component: str) -> dict[str, str]:
