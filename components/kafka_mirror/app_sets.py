@@ -27,10 +27,9 @@ from kafka_mirror.eks.specs import (
     flow_json,
     metrics_port_name,
 )
-from kmirror.stack.deploy_layout import FLOW_FILE, FLOW_MOUNT_DIR, FLOW_VOLUME
+from kmirror.stack.deploy_layout import FLOW_FILE, FLOW_MOUNT_DIR, FLOW_VOLUME, FLOWS_ANNOTATION
 
 APPS_PER = ("flow", "target")
-FLOWS_ANNOTATION = "kafka-mirror/flows"  # the flow ids an app runs, comma-separated
 _MEMORY_UNITS = {"k": 1, "m": 1024, "g": 1024**2, "t": 1024**3}  # in KiB
 
 

@@ -19,7 +19,7 @@ from kmirror.flow.spec import parse_flow_spec
 from kmirror.stack.config import parse_stack_config
 from tests.pulumi.harness import ROOT, Run, run_program, stack_config, unwrap
 from tests.pulumi.sparkapp_schema import validate_k8s, validate_spark_application
-from tests.pulumi.test_program import CONFIG_MAP, SPARK_APP, STEP, bundle, manifest, stack_run, step_input
+from tests.pulumi.test_program import CONFIG_MAP, EXPECTED, SPARK_APP, STEP, bundle, manifest, stack_run, step_input
 
 __all__ = ["bundle"]  # the module fixture: one app bundle and wheelhouse for every run
 TARGET_APP = "kafka-mirror:index:TargetMirrorDeployment"
@@ -131,6 +131,19 @@ def test_apps_per_flow_is_the_default_and_deploys_what_it_did(stack: str) -> Non
     default, explicit = stack_run(stack), run(stack, "flow")
     assert inputs_of(default) == inputs_of(explicit)
     assert not explicit.of_type(TARGET_APP) and explicit.of_type(FLOW_APP)
+
+
+@pytest.mark.parametrize("stack", ["east", "central"])
+def test_the_policy_pack_sees_every_flow_of_a_target_app(stack: str) -> None:
+    from policy.kafka_mirror_policy import estate, rules
+
+    resources = [(r.typ, unwrap(r.inputs)) for r in run(stack, "target").resources]
+    assert sorted(flow for _, flow in rules.app_flow_ids(resources)) == EXPECTED[stack]
+    assert rules.duplicate_flow_violations(resources) == []
+    assert estate.estate_violations(stack, resources, estate.load_estate(ROOT)) == []
+    for typ, props in resources:
+        assert rules.plaintext_secret_violations(typ, props) == []
+        assert rules.restart_policy_violations(typ, props) == []
 
 
 def _with_flow_to_east_2(tmp_path: Path) -> str:
