@@ -88,16 +88,15 @@ class TargetMirrorDeployment(pulumi.ComponentResource):
         maps = [
             k8s.core.v1.ConfigMap(
                 f"{self._flow_child(name, flow_id)}-flow",
-                metadata=out.apply(lambda r, f=flow_id: r["config_maps"][f]["metadata"]),
-                data=out.apply(lambda r, f=flow_id: r["config_maps"][f]["data"]),
+                metadata=_at(out, "config_maps", flow_id, "metadata"),
+                data=_at(out, "config_maps", flow_id, "data"),
                 opts=opts,
             )
             for flow_id in self.flow_ids
         ]
 
         def part(path: str) -> Any:
-            first, second = path.split(".")
-            return out.apply(lambda r: r[first][second])
+            return _at(out, *path.split("."))
 
         self.application = k8s.apiextensions.CustomResource(
             f"{name}-app",
@@ -159,8 +158,8 @@ class TargetMirrorDeployment(pulumi.ComponentResource):
             aws.s3.BucketObjectv2(
                 f"{self._flow_child(name, flow_id)}-flow",
                 bucket=out.apply(lambda r: r["bucket"]),
-                key=out.apply(lambda r, f=flow_id: r["objects"][f]["key"]),
-                content=out.apply(lambda r, f=flow_id: r["objects"][f]["content"]),
+                key=_at(out, "objects", flow_id, "key"),
+                content=_at(out, "objects", flow_id, "content"),
                 content_type="application/json",
                 opts=self._child(),
             )
@@ -186,3 +185,14 @@ class TargetMirrorDeployment(pulumi.ComponentResource):
                 "path": "/metrics",
             }
         )
+
+
+def _at(out: pulumi.Output[Any], *path: str) -> pulumi.Output[Any]:
+    """The value at `path` (keys) inside the rendered `out`."""
+
+    def pick(value: Any) -> Any:
+        for key in path:
+            value = value[key]
+        return value
+
+    return out.apply(pick)
