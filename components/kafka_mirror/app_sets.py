@@ -100,10 +100,21 @@ def with_set_metrics_ports(specs: Sequence[dict[str, Any]], base_port: int) -> l
     """The specs (sorted by id) with distinct `metrics_port`s: a flow's own, else `base_port` + its
     index among the app's flows (one driver serves one registry per flow, each on its own port)."""
     ordered = sorted(specs, key=lambda s: str(s["id"]))
-    return [
+    ported = [
         dict(s) if s.get("metrics_port") is not None else {**s, "metrics_port": base_port + i}
         for i, s in enumerate(ordered)
     ]
+    seen: dict[int, str] = {}
+    for spec in ported:
+        port, flow_id = int(spec["metrics_port"]), str(spec["id"])
+        if port in seen:  # the app would refuse to start (spark_app.several_flows.check_flow_set)
+            raise ValueError(
+                f"flows.{flow_id}.metrics_port: port {port} is also {seen[port]}'s in their one application "
+                f"(apps_per: target; flows without their own port get {base_port} + their index): "
+                "set a port outside that range in the topology's flows section, or remove it"
+            )
+        seen[port] = flow_id
+    return ported
 
 
 def set_sha256(specs: Sequence[dict[str, Any]]) -> str:

@@ -13,7 +13,8 @@ import pulumi
 import pytest
 import yaml
 
-from kafka_mirror.app_sets import app_spark
+from kafka_mirror.app_sets import app_spark, with_set_metrics_ports
+from kafka_mirror.emr.step_lambda import parse_step
 from kmirror.errors import ValidationError
 from kmirror.flow.spec import parse_flow_spec
 from kmirror.stack.config import parse_stack_config
@@ -124,6 +125,7 @@ def test_emr_two_flows_to_one_target_are_one_step_whose_args_name_both() -> None
         [uri] = [f for f in files if f.endswith(f"#mirror-{flow}.json")]
         assert uri.split("#")[0].split("/", 3)[3] in objects  # s3://bucket/<key of the flow's object>
     assert "spark.yarn.tags=kmirror-to-central" in args
+    assert parse_step(sent).name == "mirror-to-central"  # what the platform's step function accepts
 
 
 @pytest.mark.parametrize("stack", ["east", "central"])
@@ -201,3 +203,10 @@ def test_one_apps_spark_sums_executors_takes_the_largest_shape_and_refuses_clash
     clash = {"a->t": {"options": {"spark.x": "1"}}, "b->t": {"options": {"spark.x": "2"}}}
     with pytest.raises(ValueError, match=r"spark.options.spark.x: flows a->t \('1'\) and b->t \('2'\).*apps_per: flow"):
         app_spark(clash, {})
+
+
+def test_a_flows_own_metrics_port_clashing_with_an_assigned_one_is_refused() -> None:
+    specs = [{"id": "a->t"}, {"id": "b->t", "metrics_port": 9404}]
+    with pytest.raises(ValueError, match=r"flows.b->t.metrics_port: port 9404 is also a->t's"):
+        with_set_metrics_ports(specs, 9404)
+    assert [s["metrics_port"] for s in with_set_metrics_ports([{"id": "b->t"}, {"id": "a->t"}], 9404)] == [9404, 9405]
