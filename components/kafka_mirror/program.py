@@ -2,7 +2,8 @@
 
 `main()` reads `kafka-mirror:*` config (kmirror.stack.config), plans the topology file with
 the same planner as `kmirror plan`, builds the platform (EKS or EMR) and one MirrorDeployment
-per flow whose `run_in` is this datacenter; flows planned elsewhere get nothing here.
+per flow whose `run_in` is this datacenter (with `spark.apps_per: target`, one
+TargetMirrorDeployment per target cluster of those flows); flows planned elsewhere get nothing here.
 Stack outputs: `flows` (ids deployed here), `apps` (flow id -> app name), `metrics`
 (app name -> where Prometheus scrapes it). Nothing happens at import time.
 """
@@ -17,6 +18,7 @@ from typing import Any, Protocol, cast
 
 import pulumi
 
+from kafka_mirror.app_sets import flows_by_target
 from kafka_mirror.aws_session import aws_settings
 from kafka_mirror.deploy_files import app_bundle as _packaged_bundle
 from kafka_mirror.eks.spark_platform import EksSparkPlatform, EksSparkPlatformArgs
@@ -29,6 +31,7 @@ from kafka_mirror.prerequisites import Lookup, aws_lookup, check_prerequisites, 
 from kafka_mirror.replication_topology import ReplicationTopology
 from kafka_mirror.secrets.stack import StackSecrets, resolve_fields, stack_secret_name
 from kafka_mirror.secrets.wiring import FlowSecrets, flow_secrets
+from kafka_mirror.target_deployment import TargetMirrorDeployment
 from kmirror.errors import Problem, Problems, ValidationError
 from kmirror.estate.planner import load_topology
 from kmirror.stack.config import NS, StackConfig, parse_stack_config
@@ -41,7 +44,7 @@ FLOW_SPARK_KEYS = ("executors", "driver_memory", "executor_memory", "driver_core
 EKS_COMPUTED = frozenset({"spark_version", "metrics_port", "spark_conf", "cluster", "kubeconfig"})
 EMR_COMPUTED = frozenset({"bucket", "region", "create_bucket", "step_concurrency_level", "spark_conf"})
 # Read by the program for every platform (flow defaults, checkpoints), never a component arg.
-PROGRAM_KEYS = frozenset({"platform", "checkpoint_root", "check_prerequisites", *FLOW_SPARK_KEYS})
+PROGRAM_KEYS = frozenset({"platform", "checkpoint_root", "check_prerequisites", "apps_per", *FLOW_SPARK_KEYS})
 
 
 def passed_as_is(model: Any, args: Any, computed: frozenset[str]) -> tuple[str, ...]:
@@ -284,6 +287,8 @@ def deploy(stack: StackConfig, config: pulumi.Config, lookup: Lookup = aws_looku
     # a flow another stack still runs gets nothing here until that stack's `up` removed it: every
     # resource of an app is made from its flow spec, which waits for (and fails with) the check
     handover = guard(peer_stacks, [flow.id for flow in replication.planned_flows])
+    if stack.model.apps_per == "target":
+        return deploy_per_target(stack, replication, specs, needs, deployed, handover)
     apps: dict[str, MirrorDeployment] = {}
     for flow in replication.planned_flows:
         names = needs[flow.id].secret_names
@@ -300,6 +305,37 @@ def deploy(stack: StackConfig, config: pulumi.Config, lookup: Lookup = aws_looku
         "flows": list(apps),
         "apps": {flow_id: app_name(flow_id) for flow_id in apps},
         "metrics": {app_name(flow_id): app.metrics_endpoint for flow_id, app in apps.items()},
+    }
+
+
+def deploy_per_target(
+    stack: StackConfig,
+    replication: ReplicationTopology,
+    specs: dict[str, dict[str, Any]],
+    needs: dict[str, FlowSecrets],
+    deployed: DeployedPlatform,
+    handover: pulumi.Output[Any] | None,
+) -> dict[str, Any]:
+    """`apps_per: target`: one TargetMirrorDeployment per target cluster of the local flows; stack
+    outputs as `deploy`'s, with `apps` mapping each flow to its target's app."""
+    made = deployed.component
+    flows = {f.id: f for f in replication.planned_flows}
+    apps: dict[str, TargetMirrorDeployment] = {}
+    for target, ids in flows_by_target((f.id, f.target) for f in flows.values()).items():
+        names = sorted({n for i in ids for n in needs[i].secret_names})
+        used = [made.stack_secrets[n].resource for n in names if n in made.stack_secrets]
+        flow_specs: dict[str, Any] = {
+            i: specs[i] if handover is None else handover.apply(_constant(specs[i])) for i in ids
+        }
+        spark = {i: dict(flows[i].spark) for i in ids}
+        opts = pulumi.ResourceOptions(providers=list(deployed.providers), depends_on=[*made.ready, *used])
+        apps[target] = TargetMirrorDeployment(target, flow_specs, spark, dict(deployed.flow_args), names, opts)
+    return {
+        "datacenter": stack.datacenter,
+        "platform": stack.platform,
+        "flows": list(flows),
+        "apps": {i: app.app_name for app in apps.values() for i in app.flow_ids},
+        "metrics": {app.app_name: app.metrics_endpoint for app in apps.values()},
     }
 
 

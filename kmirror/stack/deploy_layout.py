@@ -13,6 +13,7 @@ FLOW_FILE = "flow.json"  # the flow spec's file name: ConfigMap key (EKS), S3 ob
 FLOW_MOUNT_DIR = "/etc/kmirror/flow"  # where the flow ConfigMap is mounted in the pods (EKS)
 FLOW_VOLUME = "flow"  # the pods' volume of the flow ConfigMap (EKS)
 FLOW_ANNOTATION = "kafka-mirror/flow"  # the flow id on an app's resources: label values cannot hold "->"
+FLOWS_ANNOTATION = "kafka-mirror/flows"  # the flow ids (comma-separated) of an app running several (apps_per: target)
 CHECKPOINT_MOUNT = "/var/lib/kmirror/checkpoints"  # where a checkpoint PersistentVolumeClaim is mounted
 DEFAULT_NAMESPACE = "kafka-mirror"  # the one default namespace of the apps and of the Secrets they mount
 DEFAULT_METRICS_PORT = 9404  # the drivers' Prometheus port on Kubernetes

@@ -53,6 +53,11 @@ class _Common(_Strict):
     driver_cores: PositiveInt | None = Field(None, description="default driver cores")
     executor_cores: PositiveInt | None = Field(None, description="default executor cores")
     spark_conf: dict[str, str] = Field(default_factory=dict, description="Spark confs added to every app")
+    apps_per: Literal["flow", "target"] = Field(
+        "flow",
+        description="`flow`: one Spark application per flow; `target`: one per target cluster, running every "
+        "flow of that cluster (docs/deploy.md, one application per target cluster)",
+    )
 
 
 class OperatorConfig(_Strict):

@@ -24,7 +24,7 @@ from typing import Any
 
 from kmirror.security.config import is_sensitive
 from kmirror.security.secret_refs import SECRETS_ROOT, is_reference
-from kmirror.stack.deploy_layout import FLOW_ANNOTATION, FLOW_FILE, FLOW_VOLUME
+from kmirror.stack.deploy_layout import FLOW_ANNOTATION, FLOW_FILE, FLOW_VOLUME, FLOWS_ANNOTATION
 
 SPARK_APPLICATION = "kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication"
 CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
@@ -127,18 +127,22 @@ def _flow_config_map_name(props: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _step_flow_id(props: Mapping[str, Any], flows_by_key: Mapping[str, str]) -> str:
-    """An EMR step's flow: the flow object its args name (`--files s3://bucket/<key>#flow.json`), else its name."""
-    for arg in props.get("args") or []:
-        for key, flow_id in flows_by_key.items():
-            if isinstance(arg, str) and f"/{key}" in arg:
-                return flow_id
-    return str(props.get("name"))
+def _step_flow_ids(props: Mapping[str, Any], flows_by_key: Mapping[str, str]) -> list[str]:
+    """An EMR step's flows: the flow objects its args name (`--files s3://bucket/<key>#flow.json,...`:
+    several with `apps_per: target`), else its name."""
+    found = [
+        flow_id
+        for key, flow_id in flows_by_key.items()
+        if any(isinstance(arg, str) and f"/{key}#" in arg for arg in props.get("args") or [])
+    ]
+    return sorted(found) or [str(props.get("name"))]
 
 
 def app_flow_ids(resources: Iterable[Resource]) -> list[tuple[str, str]]:
     """(app name, flow id) pairs of the stack's SparkApplications and EMR steps.
 
+    An app running several flows (`apps_per: target`) gives a pair per flow: a SparkApplication's
+    `kafka-mirror/flows` annotation, the flow objects an EMR step's args name.
     A SparkApplication's flow id comes from the `kafka-mirror/flow` annotation, else the flow
     spec in the ConfigMap the app mounts, else the app's name; an EMR step's from the flow object
     its args name, else the step's name (the app name, which the estate rule maps back to a flow)."""
@@ -156,10 +160,14 @@ def app_flow_ids(resources: Iterable[Resource]) -> list[tuple[str, str]]:
     pairs = []
     for rtype, props in resources:
         if (step := emr_step(rtype, props)) is not None:
-            pairs.append((str(step.get("name")), _step_flow_id(step, flows_by_key)))
+            pairs += [(str(step.get("name")), flow_id) for flow_id in _step_flow_ids(step, flows_by_key)]
         if rtype != SPARK_APPLICATION:
             continue
-        annotated = ((props.get("metadata") or {}).get("annotations") or {}).get(FLOW_ANNOTATION)
+        annotations = (props.get("metadata") or {}).get("annotations") or {}
+        if several := annotations.get(FLOWS_ANNOTATION):  # one app for every flow of a target cluster
+            pairs += [(_name(props), flow_id) for flow_id in str(several).split(",")]
+            continue
+        annotated = annotations.get(FLOW_ANNOTATION)
         flow_id = annotated or flows_by_map.get(_flow_config_map_name(props) or "") or _name(props)
         pairs.append((_name(props), str(flow_id)))
     return pairs

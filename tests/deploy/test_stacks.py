@@ -199,3 +199,26 @@ def test_up_waits_for_the_app_to_run_and_names_it_when_it_never_does(
     assert "failed to fully initialize or become live" in text, text[-3000:]
     assert waited >= 20, f"up returned after {waited:.0f} s, before the 20 s wait"
     run("destroy", "--yes", "--skip-preview")
+
+
+def test_apps_per_target_deploys_one_app_per_target_cluster(
+    engine: Engine, cluster: ControlPlane, tmp_path: Path
+) -> None:
+    """`spark.apps_per: target` on the local stack: the API server accepts the target's app (a
+    projected volume of the flows' ConfigMaps, one `--flow` per flow) and its metrics NetworkPolicy."""
+    project = copy_project(tmp_path / "project")
+    prepare_stack(engine, project, "local", cluster)
+    run = lambda *a, **kw: engine.run(*a, "-s", "local", cwd=project, **kw)  # noqa: E731
+    run("config", "set", "--path", "kafka-mirror:spark.apps_per", "target")
+    with operator_stand_in(cluster) as marked:
+        run("up", "--yes", "--skip-preview")
+    try:
+        assert json.loads(run("stack", "output", "apps", "--json").stdout) == {"local-a->local-b": "mirror-to-local-b"}
+        assert ours(cluster)["sparkapplications"] == ["mirror-to-local-b"] == marked
+        app = cluster.get(f"{SPARK_APPS}/mirror-to-local-b") or {}
+        assert app["spec"]["arguments"] == ["--flow", "/etc/kmirror/flow/mirror-local-a-to-local-b.json"]
+        assert "mirror-local-a-to-local-b-flow" in ours(cluster)["configmaps"]
+        assert "mirror-to-local-b-metrics" in ours(cluster)["networkpolicies"]
+    finally:
+        run("destroy", "--yes", "--skip-preview")
+    assert namespace_gone(cluster) and ours(cluster) == {}

@@ -517,6 +517,8 @@ def eks_settings(args: EksSparkPlatformArgs) -> EksSettings:
         pod_monitor=bool(monitoring.get("pod_monitor", False)),
         monitoring_labels=dict(monitoring.get("labels") or {}),
         app_start_timeout_s=int(args.get("app_start_timeout_s", defaults.app_start_timeout_s)),
+        network_policy=bool(args.get("network_policy", True)),
+        monitoring_namespace=monitoring.get("namespace", DEFAULT_MONITORING_NAMESPACE),
     )
 
 

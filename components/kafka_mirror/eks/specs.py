@@ -33,6 +33,7 @@ APP_ENTRY = f"local://{APP_HOME}/kmirror_main.py"
 FLOW_SHA_ANNOTATION = "kafka-mirror/flow-sha256"
 SPARK_UID = 185  # the `spark` user of the official Spark images (the Dockerfile's USER 185)
 SPARK_GID = 185  # its group
+DEFAULT_MONITORING_NAMESPACE = "monitoring"
 IMAGE_ANNOTATION = "kafka-mirror/image"
 # Secret files: kubelet makes them root-owned with group fsGroup (185); 0440 lets the `spark`
 # group read them and nobody else (0400 would leave them readable by root only, not by the app).
@@ -67,7 +68,6 @@ SPARK_PORT_CONF = {
 # it in an environment variable), so no secret is configured here; apps cannot talk to each other.
 SPARK_RPC_SECURITY_CONF = {"spark.authenticate": "true", "spark.network.crypto.enabled": "true"}
 HARDENED_SPARK_CONF = {**SPARK_PORT_CONF, **SPARK_RPC_SECURITY_CONF}
-DEFAULT_MONITORING_NAMESPACE = "monitoring"
 
 
 def app_name(flow_id: str) -> str:
@@ -137,6 +137,9 @@ class EksSettings:
     monitoring_labels: dict[str, str] = field(default_factory=dict)
     # How long `pulumi up` waits for each SparkApplication to report RUNNING (`app_wait_annotations`).
     app_start_timeout_s: int = 600
+    # The platform's NetworkPolicy (`network_policy_manifest`) and the namespace it admits Prometheus from.
+    network_policy: bool = True
+    monitoring_namespace: str = DEFAULT_MONITORING_NAMESPACE
 
 
 def _labels(name: str, component: str) -> dict[str, str]:
@@ -170,7 +173,7 @@ def _pod(
     name: str,
     settings: EksSettings,
     mounts: tuple[SecretMount, ...],
-    metrics_port: int,
+    metrics_ports: tuple[int, ...],
     sha: str,
 ) -> dict[str, Any]:
     annotations = {FLOW_SHA_ANNOTATION: sha, IMAGE_ANNOTATION: settings.image}
@@ -200,7 +203,10 @@ def _pod(
     if settings.tolerations:
         pod["tolerations"] = [{k: v for k, v in t.items() if v is not None} for t in settings.tolerations]
     if role == "driver":
-        pod["ports"] = [{"name": "metrics", "containerPort": metrics_port, "protocol": "TCP"}]
+        pod["ports"] = [
+            {"name": metrics_port_name(i), "containerPort": port, "protocol": "TCP"}
+            for i, port in enumerate(metrics_ports)
+        ]
         # /metrics binds the pod IP (scraped through the Service), not every interface (issue 26).
         pod["env"].append({"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}})
     else:
@@ -255,13 +261,43 @@ def spark_application_manifest(
     `spark` is the flow's planned Spark resources over `settings.spark_defaults`.
     """
     name = app_name(flow_spec["id"])
-    spark = {**settings.spark_defaults, **spark}
-    metrics_port = int(flow_spec.get("metrics_port") or settings.metrics_port)
-    sha = flow_sha256(flow_spec)
+    return application_manifest(
+        name,
+        {FLOW_ANNOTATION: flow_spec["id"]},
+        ["--flow", f"{FLOW_MOUNT_DIR}/{FLOW_FILE}"],
+        {"name": FLOW_VOLUME, "configMap": {"name": f"{name}-flow", "defaultMode": 0o444}},
+        (int(flow_spec.get("metrics_port") or settings.metrics_port),),
+        flow_sha256(flow_spec),
+        {**settings.spark_defaults, **spark},
+        settings,
+        mounts,
+        str(flow_spec["id"]),
+    )
+
+
+def metrics_port_name(index: int) -> str:
+    """The driver's container port serving the `index`-th flow's metrics: `metrics`, `metrics-2`, ..."""
+    return "metrics" if index == 0 else f"metrics-{index + 1}"
+
+
+def application_manifest(
+    name: str,
+    annotations: dict[str, str],
+    arguments: list[str],
+    flow_volume: dict[str, Any],
+    metrics_ports: tuple[int, ...],
+    sha: str,
+    spark: dict[str, Any],
+    settings: EksSettings,
+    mounts: tuple[SecretMount, ...],
+    owner: str,
+) -> dict[str, Any]:
+    """The SparkApplication `name` running the flow files `arguments` name (mounted from `flow_volume`
+    at FLOW_MOUNT_DIR); `spark`: the app's resources; `owner` names the flow(s) in errors."""
     options = {str(k): str(v) for k, v in dict(spark.get("options") or {}).items()}
-    _refuse_port_overrides(flow_spec["id"], options, settings)
+    _refuse_port_overrides(owner, options, settings)
     conf = {**HARDENED_SPARK_CONF, **settings.spark_conf, **options}
-    volumes = [{"name": FLOW_VOLUME, "configMap": {"name": f"{name}-flow", "defaultMode": 0o444}}] + [
+    volumes = [flow_volume] + [
         {"name": m.volume, "secret": {"secretName": m.secret_name, "defaultMode": SECRET_FILE_MODE}} for m in mounts
     ]
     if settings.read_only_root_filesystem:
@@ -275,7 +311,7 @@ def spark_application_manifest(
             "name": name,
             "namespace": settings.namespace,
             "labels": _labels(name, "mirror"),
-            "annotations": {FLOW_ANNOTATION: flow_spec["id"], **app_wait_annotations(settings)},
+            "annotations": {**annotations, **app_wait_annotations(settings)},
         },
         "spec": {
             "type": "Python",
@@ -285,7 +321,7 @@ def spark_application_manifest(
             "imagePullPolicy": settings.image_pull_policy,
             "sparkVersion": settings.spark_version,
             "mainApplicationFile": APP_ENTRY,
-            "arguments": ["--flow", f"{FLOW_MOUNT_DIR}/{FLOW_FILE}"],
+            "arguments": arguments,
             "sparkConf": {str(k): str(v) for k, v in sorted(conf.items())},
             # A mirror is a streaming job: a stopped one silently stops replicating.
             "restartPolicy": {
@@ -294,8 +330,8 @@ def spark_application_manifest(
                 "onSubmissionFailureRetryInterval": settings.retry_interval_s,
             },
             "volumes": volumes,
-            "driver": _pod(spark, "driver", name, settings, mounts, metrics_port, sha),
-            "executor": _pod(spark, "executor", name, settings, mounts, metrics_port, sha),
+            "driver": _pod(spark, "driver", name, settings, mounts, metrics_ports, sha),
+            "executor": _pod(spark, "executor", name, settings, mounts, metrics_ports, sha),
         },
     }
 

@@ -150,9 +150,14 @@ YARN_MARKER_DAYS = 3
 def emr_step_input(cluster_id: str, flow_id: str, step_args: list[str], settings: EmrSettings) -> str:
     """The step function's input for one flow (`kafka_mirror.emr.step_lambda.parse_step`): canonical
     JSON, so an unchanged flow is no change of its Invocation (which would call the function)."""
+    return app_step_input(cluster_id, app_name(flow_id), step_args, settings)
+
+
+def app_step_input(cluster_id: str, name: str, step_args: list[str], settings: EmrSettings) -> str:
+    """The step function's input for the app `name` (one flow's, or several flows' of one target)."""
     step = {
         "cluster_id": cluster_id,
-        "name": app_name(flow_id),
+        "name": name,
         "args": step_args,
         "region": settings.region,
         "stop_timeout_s": settings.step_stop_timeout_s,
@@ -177,8 +182,23 @@ def emr_step_args(
     `--files URI#flow.json` puts the spec in the driver's working directory as `flow.json`.
     YARN restarts a failed driver (max attempts within a validity interval).
     """
+    files = [(flow_uri, FLOW_FILE)]
+    return app_step_args(app_name(flow_id), files, bundle_uri, entry_uri, spark, settings, f"flow {flow_id!r}")
+
+
+def app_step_args(
+    name: str,
+    flow_files: list[tuple[str, str]],
+    bundle_uri: str,
+    entry_uri: str,
+    spark: dict[str, Any],
+    settings: EmrSettings,
+    owner: str = "",
+) -> list[str]:
+    """`emr_step_args` of the app `name` running the flows `flow_files` ((S3 URI, file name) each:
+    `--files URI#NAME,...`, then `--flow NAME` per flow); its YARN tag is `k<name>`."""
     spark = {**settings.spark_defaults, **spark}
-    tag = yarn_tag(flow_id)
+    tag = "k" + name
     conf: dict[str, Any] = {
         "spark.executor.instances": int(spark.get("executors", 1)),
         "spark.executor.cores": int(spark.get("executor_cores", 1)),
@@ -206,20 +226,19 @@ def emr_step_args(
         "--master",
         "yarn",
         "--name",
-        app_name(flow_id),
+        name,
         *_conf_args(conf),
         "--py-files",
         bundle_uri,
         "--files",
-        f"{flow_uri}#{FLOW_FILE}",
+        ",".join(f"{uri}#{file}" for uri, file in flow_files),
         entry_uri,
-        "--flow",
-        FLOW_FILE,
+        *[arg for _, file in flow_files for arg in ("--flow", file)],
     ]
     size = sum(len(arg) for arg in args)
     if size > STEP_STRINGS_MAX_CHARS:
         raise ValueError(
-            f"the EMR step args of flow {flow_id!r} are {size} characters; EMR accepts at most "
+            f"the EMR step args of {owner or f'app {name!r}'} are {size} characters; EMR accepts at most "
             f"{STEP_STRINGS_MAX_CHARS} in total: shorten the flow's spark options"
         )
     return args
