@@ -14,14 +14,14 @@ from kmirror.flow.filters import pattern_problems
 from kmirror.flow.internal_sizing import sizing_problems
 from kmirror.flow.replication_policy import policy_problems
 from kmirror.flow.spec_options import (
-    _FLOW_ID_RE,
     ALLOWED,
     CLUSTER_KEYS,
+    FLOW_ID_RE,
     OPTIONS,
     PLANNER_CODE_PROPERTIES,
     RATE_LIMITS,
     REQUIRED,
-    _str_map,
+    str_map_problem,
 )
 from kmirror.option_table import unknown_keys
 from kmirror.security.override_rules import cluster_config_problems
@@ -34,8 +34,8 @@ def _endpoint_problems(value: Any, path: str) -> list[Problem]:
     for key in ("alias", "bootstrap_servers"):
         if not isinstance(value.get(key), str) or not value.get(key):
             problems.append(Problem(f"{path}.{key}", f"required non-empty string, got {value.get(key)!r}"))
-    if "config" in value and _str_map(value["config"]):
-        problems.append(Problem(f"{path}.config", str(_str_map(value["config"]))))
+    if "config" in value and str_map_problem(value["config"]):
+        problems.append(Problem(f"{path}.config", str(str_map_problem(value["config"]))))
     elif "config" in value:
         problems += cluster_config_problems(value["config"], f"{path}.config", PLANNER_CODE_PROPERTIES)
     if "internal_topics" in value:
@@ -49,7 +49,7 @@ def flow_spec_problems(raw: Any) -> list[Problem]:
         return [Problem("", f"a flow spec must be a JSON object, got {type(raw).__name__}")]
     problems = unknown_keys(raw, ALLOWED, "", hint="see docs/spark-app.md")
     problems += [Problem(key, "required key is missing") for key in REQUIRED if key not in raw]
-    if "id" in raw and (not isinstance(raw["id"], str) or not _FLOW_ID_RE.fullmatch(raw["id"])):
+    if "id" in raw and (not isinstance(raw["id"], str) or not FLOW_ID_RE.fullmatch(raw["id"])):
         problems.append(Problem("id", f"must look like 'source->target', got {raw['id']!r}"))
     for side in ("source", "target"):
         if side in raw:

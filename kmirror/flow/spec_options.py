@@ -31,7 +31,7 @@ from kmirror.security.config import KINIT_CMD
 from kmirror.security.override_rules import client_override_problems
 
 
-def _str_map(value: Any) -> str | None:
+def str_map_problem(value: Any) -> str | None:
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         return f"must be a mapping of librdkafka property names to values, got {type(value).__name__}"
     return None
@@ -143,10 +143,10 @@ OPTIONS = OptionTable(
         "producer",
         {},
         "librdkafka producer overrides (cannot weaken acks/idempotence).",
-        _str_map,
+        str_map_problem,
         client_override_problems,
     ),
-    Option("consumer", {}, "librdkafka consumer overrides for the source.", _str_map, client_override_problems),
+    Option("consumer", {}, "librdkafka consumer overrides for the source.", str_map_problem, client_override_problems),
     Option(
         "starting_offsets",
         "earliest",
@@ -319,4 +319,4 @@ ALLOWED = set(REQUIRED) | set(PASSTHROUGH) | set(OPTION_BY_NAME)
 CLUSTER_KEYS = {"alias", "bootstrap_servers", "config", "internal_topics"}
 # Code-running properties the planner itself writes into a cluster's config (and nothing else may).
 PLANNER_CODE_PROPERTIES = {"sasl.kerberos.kinit.cmd": KINIT_CMD}
-_FLOW_ID_RE = re.compile(r"^[A-Za-z0-9._-]+->[A-Za-z0-9._-]+$")
+FLOW_ID_RE = re.compile(r"^[A-Za-z0-9._-]+->[A-Za-z0-9._-]+$")
