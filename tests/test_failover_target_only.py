@@ -25,6 +25,7 @@ from kmirror_engine.failover.target_only import (
     positions_from_checkpoints,
     source_reachable,
 )
+from tests.sync_log_fakes import FakeSyncLog
 
 
 def spec(source_bootstrap: str = "w:9092") -> FlowSpec:
@@ -242,33 +243,23 @@ def test_failover_with_the_source_gone_refuses_active_target_members(source_gone
     assert "group 'app-1' on east is STABLE with active members (c0@/10.0.0.2)" in capsys.readouterr().err
 
 
-class RecordingSyncLog:
+class RecordingSyncLog(FakeSyncLog):
     """The SyncLog surface OffsetSyncWriter uses; records what each write carried."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.writes: list[tuple[str, int, int, int | None]] = []
-        self.last_load: dict[str, int] = {}
 
-    def ensure_exists(self) -> None: ...
-
-    def load(self, store: SyncStore) -> int:
-        return 0
-
-    def write(
+    def record(
         self,
         topic: str,
         partition: int,
         syncs: list[Any],
         next_offset: int,
-        source_end: int | None = None,
-        clean_until: int | None = None,
+        source_end: int | None,
+        clean_until: int | None,
     ) -> None:
         self.writes.append((topic, partition, next_offset, source_end))
-
-    def flush(self) -> None: ...
-
-    def snapshot_due(self) -> bool:
-        return False
 
 
 def test_the_last_known_lag_is_persisted_with_the_offset_syncs() -> None:

@@ -1,0 +1,51 @@
+"""A SyncLog without a broker: the surface `OffsetSyncWriter` uses (ensure, load, write, flush,
+snapshots, close). Tests subclass it and keep what `record` is given, each its own way."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kmirror_engine.failover.offset_syncs import SyncStore
+
+
+class FakeSyncLog:
+    """Loads nothing, never wants a snapshot; `write` hands each call to `record`."""
+
+    def __init__(self) -> None:
+        self.last_load: dict[str, int] = {}
+
+    def ensure_exists(self) -> None: ...
+
+    def load(self, store: SyncStore, timeout_s: float = 60.0) -> int:
+        return 0
+
+    def catch_up(self, store: SyncStore, timeout_s: float = 60.0) -> int:
+        return 0
+
+    def write(
+        self,
+        topic: str,
+        partition: int,
+        syncs: list[Any],
+        next_offset: int,
+        source_end: int | None = None,
+        clean_until: int | None = None,
+    ) -> None:
+        self.record(topic, partition, syncs, next_offset, source_end, clean_until)
+
+    def record(
+        self,
+        topic: str,
+        partition: int,
+        syncs: list[Any],
+        next_offset: int,
+        source_end: int | None,
+        clean_until: int | None,
+    ) -> None: ...
+
+    def flush(self) -> None: ...
+
+    def snapshot_due(self) -> bool:
+        return False
+
+    def close(self) -> None: ...
