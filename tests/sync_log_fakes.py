@@ -3,9 +3,22 @@ snapshots, close). Tests subclass it and keep what `record` is given, each its o
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from kmirror_engine.failover.offset_syncs import SyncStore
+from kmirror_engine.failover.offset_syncs import Sync, SyncStore
+
+
+@dataclass(frozen=True)
+class SyncWrite:
+    """What one `write` call carried."""
+
+    topic: str
+    partition: int
+    syncs: list[Sync]
+    next_offset: int
+    source_end: int | None
+    clean_until: int | None
 
 
 class FakeSyncLog:
@@ -31,17 +44,9 @@ class FakeSyncLog:
         source_end: int | None = None,
         clean_until: int | None = None,
     ) -> None:
-        self.record(topic, partition, syncs, next_offset, source_end, clean_until)
+        self.record(SyncWrite(topic, partition, syncs, next_offset, source_end, clean_until))
 
-    def record(
-        self,
-        topic: str,
-        partition: int,
-        syncs: list[Any],
-        next_offset: int,
-        source_end: int | None,
-        clean_until: int | None,
-    ) -> None: ...
+    def record(self, write: SyncWrite) -> None: ...
 
     def flush(self) -> None: ...
 

@@ -30,6 +30,7 @@ from kmirror_engine.planning.internal_topics import report_internal_topic_access
 from spark_app import sink
 from spark_app.sink import MirrorCommitMessage, MirrorStreamWriter
 from tests.sync_log_fakes import FakeSyncLog as BaseSyncLog
+from tests.sync_log_fakes import SyncWrite
 
 
 def flow(**options: Any) -> dict[str, Any]:
@@ -66,16 +67,8 @@ class FakeSyncLog(BaseSyncLog):
         self.written: list[tuple[str, int, int]] = []
         self.refuse = False
 
-    def record(
-        self,
-        topic: str,
-        partition: int,
-        syncs: list[Any],
-        next_offset: int,
-        source_end: int | None,
-        clean_until: int | None,
-    ) -> None:
-        self.written += [(topic, partition, s.upstream) for s in syncs]
+    def record(self, write: SyncWrite) -> None:
+        self.written += [(write.topic, write.partition, s.upstream) for s in write.syncs]
 
     def flush(self) -> None:
         if self.refuse:

@@ -25,7 +25,7 @@ from kmirror_engine.failover.target_only import (
     positions_from_checkpoints,
     source_reachable,
 )
-from tests.sync_log_fakes import FakeSyncLog
+from tests.sync_log_fakes import FakeSyncLog, SyncWrite
 
 
 def spec(source_bootstrap: str = "w:9092") -> FlowSpec:
@@ -250,16 +250,8 @@ class RecordingSyncLog(FakeSyncLog):
         super().__init__()
         self.writes: list[tuple[str, int, int, int | None]] = []
 
-    def record(
-        self,
-        topic: str,
-        partition: int,
-        syncs: list[Any],
-        next_offset: int,
-        source_end: int | None,
-        clean_until: int | None,
-    ) -> None:
-        self.writes.append((topic, partition, next_offset, source_end))
+    def record(self, write: SyncWrite) -> None:
+        self.writes.append((write.topic, write.partition, write.next_offset, write.source_end))
 
 
 def test_the_last_known_lag_is_persisted_with_the_offset_syncs() -> None:

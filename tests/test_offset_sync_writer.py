@@ -16,7 +16,7 @@ from kmirror_engine.failover.offset_sync_snapshots import SnapshotJob, freeze
 from kmirror_engine.failover.offset_sync_writer import OffsetSyncWriter
 from kmirror_engine.failover.offset_syncs import Sync, SyncStore
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
-from tests.sync_log_fakes import FakeSyncLog
+from tests.sync_log_fakes import FakeSyncLog, SyncWrite
 
 PARTITIONS = 4
 
@@ -58,17 +58,11 @@ class RecordingLog(FakeSyncLog):
         self.gate = snapshot_gate
         self.snapshots: list[SnapshotJob] = []
 
-    def record(
-        self,
-        topic: str,
-        partition: int,
-        syncs: list[Sync],
-        next_offset: int,
-        source_end: Any,
-        clean_until: int | None,
-    ) -> None:
-        for i, sync in enumerate(syncs):
-            self.writes.append((topic, partition, sync, next_offset, clean_until if i == len(syncs) - 1 else None))
+    def record(self, write: SyncWrite) -> None:
+        last = len(write.syncs) - 1
+        for i, sync in enumerate(write.syncs):
+            clean = write.clean_until if i == last else None
+            self.writes.append((write.topic, write.partition, sync, write.next_offset, clean))
 
     def snapshot_due(self) -> bool:
         return self.due
