@@ -16,7 +16,7 @@ from kmirror.errors import KmirrorError, ValidationError
 from kmirror.flow.spec import ClusterEndpoint
 from kmirror_engine.clients import factory
 from kmirror_engine.clients.delivery import DeliveryConfirmingProducer, DeliveryError
-from tests.client_fakes import Err, Msg
+from tests.kafka_fakes import Err, Msg
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("kmirror", "kmirror_engine", "kmirror_cli", "spark_app")

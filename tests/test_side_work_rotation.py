@@ -17,7 +17,7 @@ from kmirror.flow.spec import FlowSpec, parse_flow_spec
 from kmirror_engine.clients import cache, factory
 from kmirror_engine.clients.cache import RenewingProducer, retire_producer
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
-from tests.client_fakes import Msg
+from tests.kafka_fakes import Msg
 
 
 class FakeProducer:
