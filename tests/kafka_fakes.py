@@ -1,10 +1,12 @@
 """Fakes of confluent-kafka's clients and messages, shared by the unit tests that run without a
 broker: delivery-report objects (`Msg`, `Err`), a consumed message (`FakeMessage`), a source
 consumer over a list of them (`FakeConsumer`) and a target producer whose broker rejects records
-over a size limit in the delivery report (`LimitedBroker`)."""
+over a size limit in the delivery report (`LimitedBroker`); and the futures an admin client
+answers with (`done`, `failed`)."""
 
 from __future__ import annotations
 
+from concurrent.futures import Future
 from types import SimpleNamespace
 from typing import Any
 
@@ -110,3 +112,17 @@ class LimitedBroker:
             self.next_offset += 1
             on_delivery and on_delivery(None, msg)
         return 0
+
+
+def done(value: Any) -> Future[Any]:
+    """A future an admin client answers with: already resolved to `value`."""
+    future: Future[Any] = Future()
+    future.set_result(value)
+    return future
+
+
+def failed(error: BaseException) -> Future[Any]:
+    """A future an admin client answers with: already failed with `error`."""
+    future: Future[Any] = Future()
+    future.set_exception(error)
+    return future

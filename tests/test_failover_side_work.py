@@ -29,6 +29,7 @@ from kmirror_engine.observability.progress import PartitionProgress
 from kmirror_engine.planning.internal_topics import report_internal_topic_access
 from spark_app import sink
 from spark_app.sink import MirrorCommitMessage, MirrorStreamWriter
+from tests.kafka_fakes import done, failed
 from tests.sync_log_fakes import FakeSyncLog as BaseSyncLog
 from tests.sync_log_fakes import SyncWrite
 
@@ -47,18 +48,6 @@ def flow(**options: Any) -> dict[str, Any]:
         "checkpoint_interval_ms": 0,
         **options,
     }
-
-
-def done(value: Any) -> Future[Any]:
-    future: Future[Any] = Future()
-    future.set_result(value)
-    return future
-
-
-def failed(error: BaseException) -> Future[Any]:
-    future: Future[Any] = Future()
-    future.set_exception(error)
-    return future
 
 
 class FakeSyncLog(BaseSyncLog):

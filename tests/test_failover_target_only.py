@@ -25,6 +25,7 @@ from kmirror_engine.failover.target_only import (
     positions_from_checkpoints,
     source_reachable,
 )
+from tests.kafka_fakes import done
 from tests.sync_log_fakes import FakeSyncLog, SyncWrite
 
 
@@ -86,12 +87,6 @@ def test_positions_report_checkpoint_age_and_records_at_risk() -> None:
         "west.orders[0]: upstream 20 -> 20, checkpoint 6.0 s old, records at risk: 12"
     )
     assert target_only.describe_position(positions[1]).endswith("checkpoint unknown age, records at risk: unknown")
-
-
-def done(value: Any) -> Future[Any]:
-    future: Future[Any] = Future()
-    future.set_result(value)
-    return future
 
 
 class TargetAdmin:
