@@ -503,7 +503,7 @@ def test_records_the_record_loop_copied_instead_are_in_the_progress_line_and_the
     from kmirror_engine.observability.metrics import FlowMetrics
     from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
     from kmirror_engine.observability.progress_log import progress_record
-    from tests.test_source_planner import spec
+    from tests.planner_fakes import spec
 
     fell_back = PartitionProgress("t", 0, "w.t", 0, 50, 50, 500, None, fallback_records=7)
     clean = PartitionProgress("t", 1, "w.t", 0, 50, 50, 500, None)
@@ -522,7 +522,7 @@ def test_auto_flows_take_the_batch_path_unless_a_flow_needs_a_record_loop_or_the
     from kmirror.errors import KmirrorError
     from kmirror.flow.spec import AUTO_ORDER, COPY_LOOP_CANNOT_SERVE
     from kmirror_engine.copying.task_copy import AUTO_COPY_LOOP_ENV, auto_copy_loop, takes_batch_path
-    from tests.test_source_planner import spec
+    from tests.planner_fakes import spec
 
     monkeypatch.delenv(AUTO_COPY_LOOP_ENV, raising=False)
     assert AUTO_ORDER[0] == "batch" and auto_copy_loop() == "batch"
@@ -553,7 +553,7 @@ def test_an_auto_flow_the_batch_path_cannot_connect_with_is_copied_by_a_record_l
     flow to the record loops by rule; only `copy_loop: batch` counts its records as fallback_records."""
     import kmirror_engine.copying.task_copy as task_copy
     from kmirror_engine.observability.progress import PartitionProgress
-    from tests.test_source_planner import spec
+    from tests.planner_fakes import spec
 
     monkeypatch.delenv(task_copy.AUTO_COPY_LOOP_ENV, raising=False)
     chosen: list[str] = []

@@ -16,6 +16,7 @@ from kmirror.errors import KmirrorError, ValidationError
 from kmirror.flow.spec import ClusterEndpoint
 from kmirror_engine.clients import factory
 from kmirror_engine.clients.delivery import DeliveryConfirmingProducer, DeliveryError
+from tests.kafka_fakes import Err, Msg
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("kmirror", "kmirror_engine", "kmirror_cli", "spark_app")
@@ -212,25 +213,6 @@ def test_safe_settings_already_made_by_producer_config_are_kept(seam: list[tuple
     }
     factory.new_producer(made, role="transactional-producer")
     assert seam == [("FakeProducer", made)]
-
-
-class Msg:
-    def __init__(self, topic: str, offset: int) -> None:
-        self._topic, self._offset = topic, offset
-
-    def topic(self) -> str:
-        return self._topic
-
-    def offset(self) -> int:
-        return self._offset
-
-
-class Err:
-    def __init__(self, reason: str) -> None:
-        self.reason = reason
-
-    def str(self) -> str:
-        return self.reason
 
 
 class ScriptedProducer:

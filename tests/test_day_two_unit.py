@@ -21,8 +21,8 @@ from kmirror.errors import ConnectionFailure, DataLossError, KmirrorError
 from kmirror.flow.spec import ClusterEndpoint
 from kmirror_engine.copying.exactly_once import Committed, committed_offsets, stale_offsets
 from kmirror_engine.copying.range_copy import CopyError, CopyRange, RangeCopier
-from tests.test_fault_logic import FakeConsumer, FakeMessage, LimitedBroker
-from tests.test_source_planner import FakeAdmin, planner, spec
+from tests.kafka_fakes import FakeConsumer, FakeMessage, LimitedBroker
+from tests.planner_fakes import FakeAdmin, planner, spec
 
 
 class BatchRejectingBroker(LimitedBroker):

@@ -83,7 +83,7 @@ def test_every_writer_of_a_partition_shares_its_transactional_id_and_start_up_fe
     could commit it. The id is the partition's, so the later `init_transactions` fences the other."""
     from kmirror_engine.copying.exactly_once import fence_previous_generation
     from kmirror_engine.planning.internal_names import partition_transactional_id
-    from tests.test_source_planner import spec
+    from tests.planner_fakes import spec
 
     flow = spec(exactly_once=True)
     assert partition_transactional_id(flow, "west.orders", 1) == "kmirror-west-to-east-west.orders-1"

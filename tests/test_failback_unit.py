@@ -50,7 +50,7 @@ class HomeAdmin(TargetAdmin):
     """Source (home) admin: also answers ListOffsets(earliest) with 0."""
 
     def list_offsets(self, requests: dict[Any, Any], **_: Any) -> dict[Any, Any]:
-        from tests.test_failover_target_only import done
+        from tests.kafka_fakes import done
 
         return {tp: done(type("Info", (), {"offset": 0})()) for tp in requests}
 
@@ -145,7 +145,7 @@ class GroupsOnB(TargetAdmin):
     def list_consumer_groups(self, **_: Any) -> Any:
         from types import SimpleNamespace
 
-        from tests.test_failover_target_only import done
+        from tests.kafka_fakes import done
 
         return done(SimpleNamespace(valid=[SimpleNamespace(group_id=g) for g in ("app-1", "batch")]))
 
@@ -154,7 +154,7 @@ class GroupsOnB(TargetAdmin):
 
         from confluent_kafka import TopicPartition
 
-        from tests.test_failover_target_only import done
+        from tests.kafka_fakes import done
 
         tps = [TopicPartition(t, p, o, metadata="m") for (t, p), o in self.offsets.items()]
         return {r.group_id: done(SimpleNamespace(topic_partitions=tps)) for r in requests}

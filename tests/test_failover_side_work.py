@@ -24,11 +24,14 @@ from confluent_kafka.admin import AclOperation
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
 from kmirror.mm2.formats import decode_checkpoint
 from kmirror_engine.failover.failover_listener import FailoverClients, FailoverListener
-from kmirror_engine.failover.offset_syncs import OffsetSyncError, SyncStore
+from kmirror_engine.failover.offset_syncs import OffsetSyncError
 from kmirror_engine.observability.progress import PartitionProgress
 from kmirror_engine.planning.internal_topics import report_internal_topic_access
 from spark_app import sink
 from spark_app.sink import MirrorCommitMessage, MirrorStreamWriter
+from tests.kafka_fakes import done, failed
+from tests.sync_log_fakes import FakeSyncLog as BaseSyncLog
+from tests.sync_log_fakes import SyncWrite
 
 
 def flow(**options: Any) -> dict[str, Any]:
@@ -47,51 +50,18 @@ def flow(**options: Any) -> dict[str, Any]:
     }
 
 
-def done(value: Any) -> Future[Any]:
-    future: Future[Any] = Future()
-    future.set_result(value)
-    return future
-
-
-def failed(error: BaseException) -> Future[Any]:
-    future: Future[Any] = Future()
-    future.set_exception(error)
-    return future
-
-
-class FakeSyncLog:
+class FakeSyncLog(BaseSyncLog):
     def __init__(self) -> None:
+        super().__init__()
         self.written: list[tuple[str, int, int]] = []
         self.refuse = False
-        self.last_load: dict[str, int] = {}
 
-    def ensure_exists(self) -> None: ...
-
-    def load(self, store: SyncStore, timeout_s: float = 60.0) -> int:
-        return 0
-
-    def catch_up(self, store: SyncStore, timeout_s: float = 60.0) -> int:
-        return 0
-
-    def write(
-        self,
-        topic: str,
-        partition: int,
-        syncs: list[Any],
-        next_offset: int,
-        source_end: Any = None,
-        clean_until: int | None = None,
-    ) -> None:
-        self.written += [(topic, partition, s.upstream) for s in syncs]
+    def record(self, write: SyncWrite) -> None:
+        self.written += [(write.topic, write.partition, s.upstream) for s in write.syncs]
 
     def flush(self) -> None:
         if self.refuse:
             raise OffsetSyncError("1 offset sync(s) failed, 0 unconfirmed; first: ['TOPIC_AUTHORIZATION_FAILED']")
-
-    def snapshot_due(self) -> bool:
-        return False
-
-    def close(self) -> None: ...
 
 
 class RefusingProducer:

@@ -25,6 +25,8 @@ from kmirror_engine.failover.target_only import (
     positions_from_checkpoints,
     source_reachable,
 )
+from tests.kafka_fakes import done
+from tests.sync_log_fakes import FakeSyncLog, SyncWrite
 
 
 def spec(source_bootstrap: str = "w:9092") -> FlowSpec:
@@ -85,12 +87,6 @@ def test_positions_report_checkpoint_age_and_records_at_risk() -> None:
         "west.orders[0]: upstream 20 -> 20, checkpoint 6.0 s old, records at risk: 12"
     )
     assert target_only.describe_position(positions[1]).endswith("checkpoint unknown age, records at risk: unknown")
-
-
-def done(value: Any) -> Future[Any]:
-    future: Future[Any] = Future()
-    future.set_result(value)
-    return future
 
 
 class TargetAdmin:
@@ -242,33 +238,15 @@ def test_failover_with_the_source_gone_refuses_active_target_members(source_gone
     assert "group 'app-1' on east is STABLE with active members (c0@/10.0.0.2)" in capsys.readouterr().err
 
 
-class RecordingSyncLog:
+class RecordingSyncLog(FakeSyncLog):
     """The SyncLog surface OffsetSyncWriter uses; records what each write carried."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.writes: list[tuple[str, int, int, int | None]] = []
-        self.last_load: dict[str, int] = {}
 
-    def ensure_exists(self) -> None: ...
-
-    def load(self, store: SyncStore) -> int:
-        return 0
-
-    def write(
-        self,
-        topic: str,
-        partition: int,
-        syncs: list[Any],
-        next_offset: int,
-        source_end: int | None = None,
-        clean_until: int | None = None,
-    ) -> None:
-        self.writes.append((topic, partition, next_offset, source_end))
-
-    def flush(self) -> None: ...
-
-    def snapshot_due(self) -> bool:
-        return False
+    def record(self, write: SyncWrite) -> None:
+        self.writes.append((write.topic, write.partition, write.next_offset, write.source_end))
 
 
 def test_the_last_known_lag_is_persisted_with_the_offset_syncs() -> None:

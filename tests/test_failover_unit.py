@@ -21,6 +21,7 @@ from kmirror_engine.failover.offset_syncs import SyncStore
 from kmirror_engine.observability.heartbeats import HeartbeatEmitter, HeartbeatError
 from kmirror_engine.observability.metrics import FlowMetrics
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
+from tests.kafka_fakes import done
 
 
 @pytest.fixture(autouse=True)
@@ -45,12 +46,6 @@ def spec(**options: Any) -> FlowSpec:
             **options,
         }
     )
-
-
-def done(value: Any) -> Future[Any]:
-    future: Future[Any] = Future()
-    future.set_result(value)
-    return future
 
 
 class FakeAdmin:

@@ -17,7 +17,8 @@ from kmirror.flow.spec import ClusterEndpoint
 from kmirror_engine.copying.range_copy import CopyError, CopyRange, RangeCopier
 from kmirror_engine.planning.offset_queries import query_offsets, with_retries
 from kmirror_engine.planning.target_topics import TargetTopics
-from tests.test_source_planner import FakeAdmin, planner
+from tests.kafka_fakes import FakeConsumer, FakeMessage, LimitedBroker
+from tests.planner_fakes import FakeAdmin, planner
 
 
 class GrowingAdmin(FakeAdmin):
@@ -123,84 +124,6 @@ def test_a_frozen_broker_is_a_retriable_connection_failure_naming_the_cluster() 
 # ---- a broker-side "too large" rejection arrives as a delivery report ----
 
 
-class FakeMessage:
-    def __init__(self, topic: str, partition: int, offset: int, value: bytes | None, key: bytes | None = b"k") -> None:
-        self._t, self._p, self._o, self._v, self._k = topic, partition, offset, value, key
-
-    def error(self) -> Any:
-        return None
-
-    def topic(self) -> str:
-        return self._t
-
-    def partition(self) -> int:
-        return self._p
-
-    def offset(self) -> int:
-        return self._o
-
-    def value(self) -> bytes | None:
-        return self._v
-
-    def key(self) -> bytes | None:
-        return self._k
-
-    def headers(self) -> Any:
-        return [("h", b"1")]
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, 1_700_000_000_000)
-
-
-class FakeConsumer:
-    def __init__(self, messages: list[FakeMessage]) -> None:
-        self.messages = messages
-        self.position_ = 0
-
-    def assign(self, partitions: list[Any]) -> None:
-        self.position_ = partitions[0].offset
-
-    def consume(self, n: int, timeout: float) -> list[FakeMessage]:
-        out = [m for m in self.messages if m.offset() >= self.position_][:n]
-        self.position_ += len(out)
-        return out
-
-    def position(self, partitions: list[Any]) -> list[Any]:
-        return [SimpleNamespace(topic=p.topic, partition=p.partition, offset=self.position_) for p in partitions]
-
-    def pause(self, partitions: list[Any]) -> None: ...
-    def resume(self, partitions: list[Any]) -> None: ...
-    def unassign(self) -> None: ...
-
-
-class LimitedBroker:
-    """A producer whose broker rejects records over `limit` bytes in the delivery report."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit, self.log, self.pending, self.next_offset = limit, [], [], 0  # type: ignore[var-annotated]
-
-    def produce(
-        self, topic: str, value: Any = None, key: Any = None, partition: int = 0, on_delivery: Any = None, **kwargs: Any
-    ) -> None:
-        self.pending.append((topic, value, key, partition, on_delivery, kwargs.get("headers")))
-
-    def poll(self, timeout: float = 0) -> int:
-        return self.flush(timeout)
-
-    def flush(self, timeout: float = 0) -> int:
-        pending, self.pending = self.pending, []
-        for topic, value, key, partition, on_delivery, headers in pending:
-            msg = FakeMessage(topic, partition, self.next_offset, value, key)
-            if len(value or b"") > self.limit:
-                error = KafkaError(KafkaError.MSG_SIZE_TOO_LARGE, "Broker: Message size too large")
-                on_delivery and on_delivery(error, msg)
-                continue
-            self.log.append((topic, value, headers))
-            self.next_offset += 1
-            on_delivery and on_delivery(None, msg)
-        return 0
-
-
 def _source() -> FakeConsumer:
     return FakeConsumer([FakeMessage("t", 0, i, b"x" * (5000 if i == 2 else 10)) for i in range(5)])
 
@@ -224,7 +147,7 @@ def test_a_too_large_rejection_with_an_unknown_limit_fails_even_with_a_dead_lett
 def test_the_progress_line_counts_dead_lettered_records() -> None:
     from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
     from kmirror_engine.observability.progress_log import progress_record
-    from tests.test_source_planner import spec
+    from tests.planner_fakes import spec
 
     partition = PartitionProgress("t", 0, "w.t", 0, 5, 4, 40, None, dead_lettered=1)
     record = progress_record(spec(), BatchProgress(3, (partition,), 100), None)
@@ -315,7 +238,7 @@ def test_streaming_start_retries_an_unreachable_cluster_with_doubling_backoff_an
 ) -> None:
     import kmirror_engine.clients.security_check
     from spark_app.main import check_clusters
-    from tests.test_source_planner import spec
+    from tests.planner_fakes import spec
 
     failures = iter(range(7))
 
@@ -354,7 +277,7 @@ def test_skipped_offsets_travel_from_the_planner_to_the_progress_line_and_the_me
     from kmirror_engine.observability.progress import BatchProgress
     from kmirror_engine.observability.progress_log import progress_record
     from spark_app.stream_readers import READER_SCHEMA, PositionTrackingReader
-    from tests.test_source_planner import spec
+    from tests.planner_fakes import spec
 
     reader = PositionTrackingReader("{}", once=True, task_count=1)
     reader._planner = planner(FakeAdmin({"orders": [(120, 200)]}), fail_on_data_loss=False)

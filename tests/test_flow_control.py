@@ -22,7 +22,7 @@ from kmirror_engine.planning.flow_control import (
     newest_state,
 )
 from kmirror_engine.planning.internal_names import control_topic
-from tests.test_source_planner import FakeAdmin, planner, spec
+from tests.planner_fakes import FakeAdmin, planner, spec
 
 FLOW = {
     "id": "west->east",

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 
 from kmirror.errors import EXIT_INVALID_INPUT, ValidationError
 from kmirror.flow.spec import ALLOWED, OPTION_BY_NAME, REQUIRED, load_flow_spec, parse_flow_spec
+from tests import fuzz_helpers
 
 BASE: dict[str, Any] = {
     "id": "west->east",
@@ -32,13 +33,7 @@ BASE: dict[str, Any] = {
     "checkpoint_location": "/tmp/kmirror/west-east",
 }
 
-# Any JSON value (what a flow file can hold).
-json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=12)
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-    max_leaves=8,
-)
+json_values = fuzz_helpers.json_values(12)  # any JSON value (what a flow file can hold)
 not_a_string = json_values.filter(lambda v: not isinstance(v, str))
 not_a_bool = json_values.filter(lambda v: not isinstance(v, bool))
 not_a_list = json_values.filter(lambda v: not isinstance(v, list))
@@ -76,21 +71,11 @@ def bad_option_value(name: str) -> st.SearchStrategy[Any]:
 
 
 def with_change(path: tuple[str, ...], value: Any) -> dict[str, Any]:
-    spec = copy.deepcopy(BASE)
-    node = spec
-    for key in path[:-1]:
-        node = node[key]
-    node[path[-1]] = value
-    return spec
+    return fuzz_helpers.changed(BASE, path, value)
 
 
 def without(path: tuple[str, ...]) -> dict[str, Any]:
-    spec = copy.deepcopy(BASE)
-    node = spec
-    for key in path[:-1]:
-        node = node[key]
-    del node[path[-1]]
-    return spec
+    return fuzz_helpers.removed(BASE, path)
 
 
 def mutations() -> st.SearchStrategy[tuple[dict[str, Any], str]]:

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from kmirror.errors import EXIT_INVALID_INPUT, ValidationError
 from kmirror.estate.planner import load_topology, parse_topology, plan_topology
+from tests import fuzz_helpers
 
 BASE: dict[str, Any] = {
     "clusters": {
@@ -38,33 +39,19 @@ BASE: dict[str, Any] = {
     "flows": {"west->east": {"topics_exclude": ["tmp.*"], "producer": {"compression.type": "zstd"}}},
 }
 
-json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=10)
-json_values = st.recursive(
-    json_scalars,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
-    max_leaves=8,
-)
+json_scalars = fuzz_helpers.json_scalars(10)
+json_values = fuzz_helpers.json_values(10)
 not_a_string = json_values.filter(lambda v: not isinstance(v, str))
 # strings that are not a cluster alias of BASE
 not_an_alias = st.text(max_size=10).filter(lambda s: s not in BASE["clusters"])
 
 
 def changed(path: tuple[Any, ...], value: Any) -> dict[str, Any]:
-    raw = copy.deepcopy(BASE)
-    node: Any = raw
-    for key in path[:-1]:
-        node = node[key]
-    node[path[-1]] = value
-    return raw
+    return fuzz_helpers.changed(BASE, path, value)
 
 
 def removed(path: tuple[Any, ...]) -> dict[str, Any]:
-    raw = copy.deepcopy(BASE)
-    node: Any = raw
-    for key in path[:-1]:
-        node = node[key]
-    del node[path[-1]]
-    return raw
+    return fuzz_helpers.removed(BASE, path)
 
 
 def dotted(path: tuple[Any, ...]) -> str:

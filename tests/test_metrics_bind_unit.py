@@ -33,7 +33,7 @@ def test_serve_binds_localhost_by_default_and_logs_the_address(monkeypatch: pyte
 
 def test_the_eks_driver_gets_its_pod_ip_so_the_service_can_still_scrape_metrics() -> None:
     from kafka_mirror.eks.specs import EksSettings, spark_application_manifest
-    from tests.test_source_planner import spec
+    from tests.planner_fakes import spec
 
     manifest = spark_application_manifest(spec().to_dict(), {}, EksSettings())
     driver_env = manifest["spec"]["driver"]["env"]

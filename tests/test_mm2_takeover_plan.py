@@ -149,11 +149,11 @@ def test_a_partition_mm2_copied_to_its_end_resumes_at_the_end() -> None:
 def takeover_planner(
     monkeypatch: pytest.MonkeyPatch, committed: list[Mm2SourceOffset], synced: dict, target_logs: dict, written: list
 ) -> Any:
-    """A RangePlanner over fake clusters (tests/test_source_planner.py's FakeAdmin) whose MM2 topics
+    """A RangePlanner over fake clusters (tests/planner_fakes.py's FakeAdmin) whose MM2 topics
     hold `committed` and `synced`; `written` collects what `on_takeover` is given."""
     from kmirror_engine.planning import mm2_takeover
     from kmirror_engine.planning.range_planner import RangePlanner
-    from tests.test_source_planner import FakeAdmin
+    from tests.planner_fakes import FakeAdmin
 
     monkeypatch.setattr(mm2_takeover, "mm2_committed", lambda endpoint, topic: committed)
     monkeypatch.setattr(mm2_takeover, "mm2_synced", lambda endpoint, topic: synced)

@@ -16,6 +16,7 @@ from kmirror_engine.failover.offset_sync_snapshots import SnapshotJob, freeze
 from kmirror_engine.failover.offset_sync_writer import OffsetSyncWriter
 from kmirror_engine.failover.offset_syncs import Sync, SyncStore
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
+from tests.sync_log_fakes import FakeSyncLog, SyncWrite
 
 PARTITIONS = 4
 
@@ -47,34 +48,21 @@ class Metrics:
             return None
 
 
-class RecordingLog:
+class RecordingLog(FakeSyncLog):
     """A SyncLog that keeps what is written, as OffsetSyncTopic would (headers included)."""
 
     def __init__(self, snapshot_due: bool = False, snapshot_gate: threading.Event | None = None) -> None:
+        super().__init__()
         self.writes: list[tuple[str, int, Sync, int, int | None]] = []  # topic, partition, sync, next, clean
         self.due = snapshot_due
         self.gate = snapshot_gate
         self.snapshots: list[SnapshotJob] = []
-        self.last_load: dict[str, int] = {}
 
-    def ensure_exists(self) -> None: ...
-
-    def load(self, store: SyncStore) -> int:
-        return 0
-
-    def write(
-        self,
-        topic: str,
-        partition: int,
-        syncs: list[Sync],
-        next_offset: int,
-        source_end: Any = None,
-        clean_until: int | None = None,
-    ) -> None:
-        for i, sync in enumerate(syncs):
-            self.writes.append((topic, partition, sync, next_offset, clean_until if i == len(syncs) - 1 else None))
-
-    def flush(self) -> None: ...
+    def record(self, write: SyncWrite) -> None:
+        last = len(write.syncs) - 1
+        for i, sync in enumerate(write.syncs):
+            clean = write.clean_until if i == last else None
+            self.writes.append((write.topic, write.partition, sync, write.next_offset, clean))
 
     def snapshot_due(self) -> bool:
         return self.due

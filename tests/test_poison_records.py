@@ -21,7 +21,7 @@ from kmirror_engine.copying.range_copy import CopyError, CopyRange, RangeCopier
 from kmirror_engine.copying.record_limits import TargetRules, capped_producer_config, rules_from_configs
 from kmirror_engine.observability.metrics import FlowMetrics
 from kmirror_engine.observability.progress import BatchProgress
-from tests.test_fault_logic import FakeConsumer, FakeMessage, LimitedBroker
+from tests.kafka_fakes import FakeConsumer, FakeMessage, LimitedBroker
 
 NOW_MS = int(time.time() * 1000)
 HOUR_MS = 3_600_000
@@ -389,7 +389,7 @@ def test_the_producer_is_capped_by_the_dead_letter_topics_limit_too(monkeypatch:
     target topics' limits. The dead-letter topic's limit is read and caps the producer as well."""
     from kmirror_engine.copying import task_copy
     from kmirror_engine.copying.record_limits import capped_producer_config
-    from tests.test_source_planner import spec
+    from tests.planner_fakes import spec
 
     flow = spec(dead_letter_topic="dlq")
     ranges = [CopyRange("t", 0, 0, 5, "w.t")]

@@ -8,7 +8,7 @@ import json
 
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 from kmirror_engine.observability.progress_log import PREFIX, ProgressLogListener
-from tests.test_source_planner import spec
+from tests.planner_fakes import spec
 
 
 class Listener(ProgressLogListener):

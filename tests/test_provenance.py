@@ -12,7 +12,7 @@ from kmirror.estate.planner import flow_spec_for, parse_topology, plan_topology
 from kmirror.flow.spec import flow_spec_problems, parse_flow_spec
 from kmirror_engine.copying.provenance import PROVENANCE_HEADER, Provenance, origin_of
 from kmirror_engine.copying.range_copy import CopyRange, RangeCopier
-from tests.test_fault_logic import FakeConsumer, FakeMessage, LimitedBroker
+from tests.kafka_fakes import FakeConsumer, FakeMessage, LimitedBroker
 
 USER = ("app.trace", b"t-1")
 
@@ -71,7 +71,7 @@ def test_the_record_loop_copies_own_records_stamped_and_counts_the_ones_from_its
 def test_the_progress_line_and_metrics_count_records_not_copied_back() -> None:
     from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
     from kmirror_engine.observability.progress_log import progress_record
-    from tests.test_source_planner import spec
+    from tests.planner_fakes import spec
 
     partition = PartitionProgress("events", 0, "events", 0, 5, 3, 30, None, returned_home=2)
     record = progress_record(spec(), BatchProgress(3, (partition,), 100), None)

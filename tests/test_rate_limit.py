@@ -27,8 +27,8 @@ from kmirror_engine.copying.rate_limit import (
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 from kmirror_engine.planning.range_planner import SIZE_SAMPLE_TTL_S, RecordSizes, split_rate_limits
 from kmirror_engine.planning.ranges import OffsetRange
-from tests.test_fault_logic import FakeConsumer, FakeMessage, LimitedBroker
-from tests.test_source_planner import FakeAdmin, planner, spec
+from tests.kafka_fakes import FakeConsumer, FakeMessage, LimitedBroker
+from tests.planner_fakes import FakeAdmin, planner, spec
 
 
 class FakeClock:

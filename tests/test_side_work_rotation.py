@@ -17,17 +17,7 @@ from kmirror.flow.spec import FlowSpec, parse_flow_spec
 from kmirror_engine.clients import cache, factory
 from kmirror_engine.clients.cache import RenewingProducer, retire_producer
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
-
-
-class Msg:
-    def __init__(self, topic: str, offset: int) -> None:
-        self._topic, self._offset = topic, offset
-
-    def topic(self) -> str:
-        return self._topic
-
-    def offset(self) -> int:
-        return self._offset
+from tests.kafka_fakes import Msg
 
 
 class FakeProducer:

@@ -120,7 +120,7 @@ def test_exactly_once_ids_are_fenced_once_per_query_start_not_at_every_stream_wr
     """Spark calls streamWriter() again at every commit (and every batch's planning on 4.0): before,
     each call created and initialised one transactional producer per source partition."""
     import spark_app.sink
-    from tests.test_source_planner import spec
+    from tests.planner_fakes import spec
 
     fenced: list[str] = []
     monkeypatch.setattr(spark_app.sink, "fence_for_query", lambda flow: fenced.append(flow.id))

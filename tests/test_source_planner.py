@@ -3,95 +3,10 @@ admission control, Trigger.AvailableNow, new partitions, data-loss detection."""
 
 from __future__ import annotations
 
-from concurrent.futures import Future
-from types import SimpleNamespace
-from typing import Any
-
 import pytest
 
 from kmirror.errors import DataLossError
-from kmirror.flow.spec import FlowSpec, parse_flow_spec
-from kmirror_engine.planning.range_planner import RangePlanner
-
-
-class FakeAdmin:
-    """A cluster: topic -> per-partition (log start, log end)."""
-
-    def __init__(self, logs: dict[str, list[tuple[int, int]]]) -> None:
-        self.logs = logs
-
-    def list_topics(self, timeout: float) -> Any:
-        return SimpleNamespace(
-            topics={
-                n: SimpleNamespace(partitions=dict.fromkeys(range(len(p))), error=None) for n, p in self.logs.items()
-            }
-        )
-
-    def list_offsets(self, request: dict[Any, Any], **kwargs: Any) -> dict[Any, Future[Any]]:
-        out = {}
-        for tp, spec in request.items():
-            start, end = self.logs[tp.topic][tp.partition]
-            future: Future[Any] = Future()
-            future.set_result(SimpleNamespace(offset=start if "EARLIEST" in repr(spec).upper() else end))
-            out[tp] = future
-        return out
-
-    def describe_topics(self, topics: Any, **kwargs: Any) -> dict[str, Future[Any]]:
-        """Like Kafka: a topic that does not exist is UNKNOWN_TOPIC_OR_PART; `denied` ones are
-        TOPIC_AUTHORIZATION_FAILED."""
-        from confluent_kafka import KafkaError, KafkaException
-
-        out: dict[str, Future[Any]] = {}
-        for name in topics.topic_names:
-            out[name] = Future()
-            if name in getattr(self, "denied", ()):
-                out[name].set_exception(KafkaException(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED)))
-            elif name not in self.logs:
-                out[name].set_exception(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)))
-            else:
-                out[name].set_result(SimpleNamespace(name=name, topic_id=f"id-{name}"))
-        return out
-
-    def create_topics(self, new: list[Any]) -> dict[str, Future[Any]]:
-        futures: dict[str, Future[Any]] = {}
-        for t in new:
-            self.logs[t.topic] = [(0, 0)] * t.num_partitions
-            futures[t.topic] = Future()
-            futures[t.topic].set_result(None)
-        return futures
-
-    def describe_configs(self, resources: list[Any]) -> dict[Any, Future[Any]]:
-        out: dict[Any, Future[Any]] = {}
-        for r in resources:
-            out[r] = Future()
-            out[r].set_result({})
-        return out
-
-
-def spec(**options: Any) -> FlowSpec:
-    return parse_flow_spec(
-        {
-            "id": "west->east",
-            "topics": ["orders", "new"],
-            "topics_exclude": [],
-            "source": {"alias": "west", "bootstrap_servers": "s:1", "config": {}},
-            "target": {"alias": "east", "bootstrap_servers": "t:1", "config": {}},
-            "replication_policy": {"type": "default"},
-            "checkpoint_location": "/tmp/x",
-            "topic_refresh_interval_ms": 0,
-            **options,
-        }
-    )
-
-
-def planner(source: FakeAdmin, **options: Any) -> RangePlanner:
-    target = FakeAdmin({})
-    return RangePlanner(
-        spec(**options),
-        once=True,
-        task_count=2,
-        admin_factory=lambda endpoint: source if endpoint.alias == "west" else target,
-    )
+from tests.planner_fakes import FakeAdmin, planner
 
 
 def test_initial_offsets_create_target_topics_and_admission_control_caps_batches() -> None:

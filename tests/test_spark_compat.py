@@ -27,7 +27,7 @@ import spark_app
 from kmirror.errors import KmirrorError
 from kmirror_engine.planning.ranges import offsets_from_json
 from spark_app.stream_readers import HAS_ADMISSION_CONTROL, PositionTrackingReader, reader_class
-from tests.test_source_planner import FakeAdmin, planner
+from tests.planner_fakes import FakeAdmin, planner
 
 pytestmark = pytest.mark.spark40  # also in leg 2 (pyspark 4.0.2 / Python 3.10)
 

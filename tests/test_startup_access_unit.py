@@ -31,7 +31,7 @@ def test_missing_acls_refuse_the_start_naming_topic_operation_and_grant_command(
 def test_a_broker_that_reports_no_operations_is_not_refused() -> None:
     class Silent(AclAdmin):
         def describe_topics(self, topics, **_):  # type: ignore[no-untyped-def]
-            from tests.test_failover_side_work import done
+            from tests.kafka_fakes import done
 
             return {t: done(type("T", (), {"authorized_operations": None})()) for t in topics.topic_names}
 

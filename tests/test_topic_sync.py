@@ -25,6 +25,7 @@ from kmirror.security.acls import AclSyncPlan, TopicAcl, plan_acl_sync, remote_r
 from kmirror_engine.topic_sync.acls import AclSync
 from kmirror_engine.topic_sync.configs import ConfigChange, config_changes
 from kmirror_engine.topic_sync.ticker import SyncTicker
+from tests.kafka_fakes import done
 
 
 def entry(value: str | None, default: bool = False, read_only: bool = False) -> Any:
@@ -71,12 +72,6 @@ def test_remote_read_acls_copy_read_and_all_as_read_never_write() -> None:
         TopicAcl("west.orders", "User:bob", "*", "READ", "ALLOW"),
         TopicAcl("west.orders", "User:eve", "*", "READ", "DENY"),
     ]
-
-
-def done(value: Any) -> Future:
-    future: Future = Future()
-    future.set_result(value)
-    return future
 
 
 class FakeAclAdmin:

@@ -19,12 +19,11 @@ policy and the forward syncs it reads; `checkpoints.CheckpointEmitter.homecoming
 
 from __future__ import annotations
 
-import bisect
 from dataclasses import dataclass
 
 from kmirror.flow.replication_policy import ReplicationPolicy
 from kmirror.flow.spec import FlowSpec
-from kmirror_engine.failover.offset_syncs import SyncStore
+from kmirror_engine.failover.offset_syncs import SyncStore, translate_through
 
 
 @dataclass(frozen=True)
@@ -42,18 +41,7 @@ def translate_back(store: SyncStore, topic: str, partition: int, downstream_offs
     """The source offset a group at `downstream_offset` of topic's remote copy resumes from on
     the source; None when the group stands before every mirrored record."""
     syncs = store.syncs(topic, partition)
-    if not syncs:
-        return None
-    index = bisect.bisect_right([s.downstream for s in syncs], downstream_offset) - 1
-    if index < 0:
-        return None
-    sync = syncs[index]
-    if downstream_offset == sync.downstream:
-        return sync.upstream
-    if index + 1 < len(syncs) and syncs[index + 1].continuous:
-        following = syncs[index + 1]
-        return min(sync.upstream + (downstream_offset - sync.downstream), following.upstream)
-    return sync.upstream + 1
+    return translate_through(syncs, downstream_offset, back=True) if syncs else None
 
 
 def homecomings(

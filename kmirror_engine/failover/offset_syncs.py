@@ -35,6 +35,7 @@ import bisect
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
+from operator import attrgetter
 from typing import Any
 
 from kmirror.errors import KmirrorError
@@ -214,19 +215,31 @@ class SyncStore:
         entry = self.partitions.get((topic, partition))
         if entry is None or not entry.syncs:
             return None
-        syncs = entry.syncs
-        index = bisect.bisect_right([s.upstream for s in syncs], upstream_offset) - 1
-        if index < 0:
-            return None
-        sync = syncs[index]
-        if upstream_offset == sync.upstream:
-            return sync.downstream
-        if index + 1 < len(syncs) and syncs[index + 1].continuous:
-            following = syncs[index + 1]
-            return min(sync.downstream + (upstream_offset - sync.upstream), following.downstream)
-        if index + 1 == len(syncs) and entry.clean_until is not None and entry.clean_until > sync.upstream:
-            return sync.downstream + (min(upstream_offset, entry.clean_until) - sync.upstream)
-        return sync.downstream + 1
+        return translate_through(entry.syncs, upstream_offset, clean_until=entry.clean_until)
+
+
+def translate_through(
+    syncs: list[Sync], offset: int, *, back: bool = False, clean_until: int | None = None
+) -> int | None:
+    """`offset` on one side of `syncs` (upstream; downstream when `back`) translated to the other:
+    exact at a sync, carried forward across a continuous stretch up to the next sync, else just
+    past the sync before it; `clean_until` (the store's clean tail after the newest sync) carries
+    the newest sync's drift up to it. None when `offset` stands before every sync."""
+    side, other = (_DOWNSTREAM, _UPSTREAM) if back else (_UPSTREAM, _DOWNSTREAM)
+    index = bisect.bisect_right([side(s) for s in syncs], offset) - 1
+    if index < 0:
+        return None
+    sync = syncs[index]
+    if offset == side(sync):
+        return other(sync)
+    if index + 1 < len(syncs) and syncs[index + 1].continuous:
+        return min(other(sync) + (offset - side(sync)), other(syncs[index + 1]))
+    if index + 1 == len(syncs) and clean_until is not None and clean_until > side(sync):
+        return other(sync) + (min(offset, clean_until) - side(sync))
+    return other(sync) + 1
+
+
+_UPSTREAM, _DOWNSTREAM = attrgetter("upstream"), attrgetter("downstream")
 
 
 def thin_pairs(

@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from kmirror.errors import KmirrorError
 from kmirror.flow.spec import FlowSpec
+from kmirror.flow.views import CopySettings
 from kmirror_engine.observability.progress import BatchProgress, next_offsets
 
 PREFIX = "kmirror progress "
@@ -46,7 +47,7 @@ def progress_record(
         "lag": lag,
         "skipped": sum(p.skipped_records for p in batch.partitions),
         "dead_lettered": sum(p.dead_lettered for p in batch.partitions),  # too large for the target: in the DLQ
-        **_throttling(spec, batch),
+        **_throttling(spec.copy, batch),
         **_fallback(batch),
         **_returned_home(batch),
     }
@@ -65,10 +66,9 @@ def _fallback(batch: BatchProgress) -> dict[str, Any]:
     return {"fallback_records": fallback} if fallback else {}
 
 
-def _throttling(spec: FlowSpec, batch: BatchProgress) -> dict[str, Any]:
+def _throttling(copy: CopySettings, batch: BatchProgress) -> dict[str, Any]:
     """A rate-limited flow's line also shows its limits, its rate over the batch and the time its
     copy loops waited for the limits (summed over the loops)."""
-    copy = spec.copy
     limits = {"max_bytes_per_second": copy.max_bytes_per_second, "max_records_per_second": copy.max_records_per_second}
     if not any(limits.values()):
         return {}

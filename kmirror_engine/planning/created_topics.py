@@ -17,7 +17,8 @@ from typing import Any
 from kmirror.errors import ConnectionFailure
 from kmirror.flow.spec import ClusterEndpoint
 from kmirror_engine.clients.delivery import DeliveryFailure
-from kmirror_engine.planning.internal_names import created_topics_topic, layout, reader_group
+from kmirror_engine.planning.internal_names import created_topics_topic, layout
+from kmirror_engine.planning.keyed_reader import read_keyed_to_end
 
 TOPIC_CONFIG = layout("created_topics")
 
@@ -82,33 +83,6 @@ class CreatedTopics:
 
 def load_created(target: ClusterEndpoint, topic: str, timeout_s: float = 30.0) -> set[str]:
     """Read the registry to its end (the partition-EOF event, as of the read)."""
-    from confluent_kafka import KafkaError, TopicPartition
-
-    from kmirror_engine.clients.factory import new_consumer
-
-    consumer = new_consumer(
-        target,
-        role="created-topics-reader",
-        group_id=reader_group(topic),
-        **{"enable.auto.commit": False, "enable.partition.eof": True},
-    )
-    try:
-        metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
-        if metadata is None or metadata.error is not None or 0 not in metadata.partitions:
-            return set()
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        names: set[str] = set()
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for msg in consumer.consume(1000, timeout=0.5):
-                error = msg.error()
-                if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                    return names
-                if error is not None:
-                    raise ConnectionFailure(f"reading {topic} on {target.alias!r} failed: {error.str()}")
-                key = msg.key()
-                if key:
-                    names.add(key.decode())
-        raise ConnectionFailure(f"reading {topic} on {target.alias!r} did not reach its end in {timeout_s:.0f} s")
-    finally:
-        consumer.close()
+    return {
+        key.decode() for key, _ in read_keyed_to_end(target, topic, role="created-topics-reader", timeout_s=timeout_s)
+    }

@@ -32,7 +32,8 @@ from typing import Any, Protocol, TextIO
 from kmirror.errors import ConnectionFailure, KmirrorError
 from kmirror.flow.spec import ClusterEndpoint, FlowSpec
 from kmirror.security.acls import AclSyncPlan, TopicAcl, plan_acl_sync, remote_read_acls, synced_acls_topic
-from kmirror_engine.planning.internal_names import layout, reader_group
+from kmirror_engine.planning.internal_names import layout
+from kmirror_engine.planning.keyed_reader import read_keyed_to_end
 
 log = logging.getLogger("kmirror.acl_sync")
 PREFIX = "kmirror acl_sync "
@@ -82,29 +83,22 @@ def list_topic_acls(admin: Any, alias: str) -> list[TopicAcl]:
 
 
 def _binding(acl: TopicAcl) -> Any:
-    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+    from confluent_kafka.admin import AclBinding
 
-    return AclBinding(
-        ResourceType.TOPIC,
-        acl.topic,
-        ResourcePatternType[acl.pattern],
-        acl.principal,
-        acl.host,
-        AclOperation[acl.operation],
-        AclPermissionType[acl.permission],
-    )
+    return AclBinding(*_binding_fields(acl))
 
 
 def _exact_filter(acl: TopicAcl) -> Any:
-    from confluent_kafka.admin import (
-        AclBindingFilter,
-        AclOperation,
-        AclPermissionType,
-        ResourcePatternType,
-        ResourceType,
-    )
+    from confluent_kafka.admin import AclBindingFilter
 
-    return AclBindingFilter(
+    return AclBindingFilter(*_binding_fields(acl))
+
+
+def _binding_fields(acl: TopicAcl) -> tuple[Any, ...]:
+    """The seven fields of a topic ACL binding (or of the filter matching exactly it)."""
+    from confluent_kafka.admin import AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+
+    return (
         ResourceType.TOPIC,
         acl.topic,
         ResourcePatternType[acl.pattern],
@@ -171,38 +165,8 @@ class SyncedAcls:
 def _read_to_end(target: ClusterEndpoint, topic: str, timeout_s: float) -> list[tuple[bytes, bytes | None]]:
     """Every keyed record of one-partition `topic` up to its end as of the read ([] when it does
     not exist yet); ConnectionFailure naming the topic when it cannot be read to its end."""
-    from confluent_kafka import KafkaError, TopicPartition
-
-    from kmirror_engine.clients.factory import new_consumer
-
-    consumer = new_consumer(
-        target,
-        role="synced-acls-reader",
-        group_id=reader_group(topic),
-        **{"enable.auto.commit": False, "enable.partition.eof": True},
-    )
-    try:
-        metadata = consumer.list_topics(topic, timeout=timeout_s).topics.get(topic)
-        if metadata is None or metadata.error is not None or 0 not in metadata.partitions:
-            return []
-        consumer.assign([TopicPartition(topic, 0, 0)])
-        records: list[tuple[bytes, bytes | None]] = []
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for msg in consumer.consume(1000, timeout=0.5):
-                error = msg.error()
-                if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                    return records
-                if error is not None:
-                    raise ConnectionFailure(
-                        f"reading {topic} on {target.alias!r} failed: {error.str()} "
-                        "(the revocation record of ACL sync; docs/security.md)"
-                    )
-                if msg.key():
-                    records.append((msg.key(), msg.value()))
-        raise ConnectionFailure(f"reading {topic} on {target.alias!r} did not reach its end in {timeout_s:.0f} s")
-    finally:
-        consumer.close()
+    hint = " (the revocation record of ACL sync; docs/security.md)"
+    return read_keyed_to_end(target, topic, role="synced-acls-reader", timeout_s=timeout_s, hint=hint)
 
 
 class AclSync:

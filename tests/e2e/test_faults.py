@@ -311,7 +311,7 @@ def test_offsets_gone_before_they_were_mirrored_fail_naming_them_or_the_new_log_
     """tansu has no DeleteRecords and no retention, so the nearest real thing: the source topic
     is deleted and recreated (its offsets go back: what truncation after an unclean leader
     election does too). The log-start-past-the-mirror case (retention, DeleteRecords) is
-    tested with fakes in tests/test_fault_logic.py and tests/test_source_planner.py."""
+    tested with fakes in tests/test_fault_logic.py (tests/planner_fakes.py, tests/kafka_fakes.py)."""
     from kmirror.errors import DataLossError
     from spark_app.main import run_flow
 
