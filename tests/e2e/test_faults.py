@@ -106,7 +106,9 @@ def test_kill_9_mid_stream_then_restart_from_the_checkpoint_loses_nothing(
     second = produce_values(clusters.source, topic, partitions, 300, "b")  # produced while the mirror is down
 
     app.start()
-    wait_mirrored(app, clusters.source, flow, topic, second)
+    # the wait includes a whole app start (JVM, session, query): as long as the first start's, not 90 s
+    # (a CI-like run at load 13 restarted for over 90 s without a line)
+    wait_mirrored(app, clusters.source, flow, topic, second, timeout_s=APP_START_TIMEOUT_S)
     clock.lap("caught up after restart")
     assert app.stop() == 0, app.log()[-3000:]
     clock.lap("stopped")
