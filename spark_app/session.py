@@ -15,10 +15,13 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import warnings
 from typing import Any
+
+log = logging.getLogger("kmirror.session")
 
 LOG4J2 = """\
 rootLogger.level = warn
@@ -175,7 +178,8 @@ def build_session(
     from pyspark.sql import SparkSession
 
     java_options = [f"-Dlog4j2.configurationFile=file:{_log4j_file()}"]
-    if _launches_jvm():
+    launches = _launches_jvm()
+    if launches:
         from spark_app.jvm_classes import archive_options
 
         java_options += [archive_options()] if quick_start else []
@@ -188,7 +192,38 @@ def build_session(
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
+    if not launches:  # spark-submit's JVM read its own log4j2 config, not LOG4J2: its logger levels at least
+        apply_logger_levels(session.sparkContext._jvm)
     return session
+
+
+def logger_levels(properties: str = LOG4J2) -> dict[str, str]:
+    """The named loggers' levels of a log4j2 properties text (`logger.<id>.name` / `.level`)."""
+    names: dict[str, str] = {}
+    levels: dict[str, str] = {}
+    for line in properties.splitlines():
+        key, _, value = line.partition("=")
+        parts = key.strip().split(".")
+        if len(parts) == 3 and parts[0] == "logger" and parts[2] in ("name", "level"):
+            (names if parts[2] == "name" else levels)[parts[1]] = value.strip()
+    return {names[i]: levels[i].upper() for i in names if i in levels}
+
+
+def apply_logger_levels(jvm: Any) -> list[str]:
+    """Under spark-submit the driver JVM started with the platform's log4j2 config (its appenders
+    kept: EMR's step logs, the pod's stderr); the app's quieter levels (`LOG4J2`: Spark at WARN, the
+    per-batch "falling behind" and clean-stop lines at ERROR) are set on it at run time. Returns the
+    loggers set; a JVM without log4j2's Configurator is logged and left as it is."""
+    done = []
+    try:
+        configurator = jvm.org.apache.logging.log4j.core.config.Configurator
+        level = jvm.org.apache.logging.log4j.Level
+        for name, value in logger_levels().items():
+            configurator.setLevel(name, level.valueOf(value))
+            done.append(name)
+    except Exception as exc:  # logging only: the mirror runs the same
+        log.warning("cannot set the driver JVM's logger levels: %s", exc)
+    return done
 
 
 def _launches_jvm() -> bool:

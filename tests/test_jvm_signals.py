@@ -79,3 +79,33 @@ def test_a_jvm_that_refuses_the_handler_leaves_the_mirror_running_and_says_so(
     monkeypatch.setenv("PYSPARK_GATEWAY_PORT", "40000")
     assert jvm_signals.stop_after_signal_to_jvm(spark_with(FakeJvm(refuse=True)), threading.Event()) == []
     assert "cannot forward the JVM's signals" in caplog.text and "Signal already used" in caplog.text
+
+
+def test_under_spark_submit_the_apps_logger_levels_are_set_on_the_jvm_it_did_not_start() -> None:
+    """spark-submit's JVM read the platform's log4j2 config: the app's levels are set at run time."""
+    from spark_app.session import LOG4J2, apply_logger_levels, logger_levels
+
+    levels = logger_levels(LOG4J2)
+    assert levels["org.apache.spark"] == "WARN"
+    assert levels["org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor"] == "ERROR"
+    assert levels["org.apache.spark.scheduler.DAGScheduler"] == "ERROR"
+    set_to: dict[str, str] = {}
+    jvm = SimpleNamespace(
+        org=SimpleNamespace(
+            apache=SimpleNamespace(
+                logging=SimpleNamespace(
+                    log4j=SimpleNamespace(
+                        Level=SimpleNamespace(valueOf=lambda name: f"Level.{name}"),
+                        core=SimpleNamespace(
+                            config=SimpleNamespace(
+                                Configurator=SimpleNamespace(setLevel=lambda n, lvl: set_to.__setitem__(n, lvl))
+                            )
+                        ),
+                    )
+                )
+            )
+        )
+    )
+    assert sorted(apply_logger_levels(jvm)) == sorted(levels)
+    assert set_to == {name: f"Level.{value}" for name, value in levels.items()}
+    assert apply_logger_levels(SimpleNamespace()) == []  # no log4j2 on the JVM: left as it is
