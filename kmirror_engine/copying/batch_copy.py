@@ -90,10 +90,10 @@ MAX_SEQUENCE = 2**31 - 1
 # or after this long (`BatchRangeCopier._renew_if_due`).
 RENEW_AFTER_PARTITIONS = 10_000
 RENEW_AFTER_S = 24 * 3600.0
-# Errors after which the same batches are resent once metadata is fresh (Kafka's retriable ones).
 # How long a source topic may be missing from metadata answers before the copy fails on it (a
 # topic deleted during the copy; a metadata view that lags behind a new topic catches up well within it).
-UNKNOWN_TOPIC_GRACE_S = 5.0
+UNKNOWN_TOPIC_GRACE_S = 15.0
+# Errors after which the same batches are resent once metadata is fresh (Kafka's retriable ones).
 RETRIABLE = frozenset({3, 5, 6, 7, 13, 19, 20, 56, 74, 75})  # UNKNOWN_TOPIC_OR_PARTITION .. UNKNOWN_LEADER_EPOCH
 OUT_OF_ORDER_SEQUENCE = 45
 DUPLICATE_SEQUENCE = 46
