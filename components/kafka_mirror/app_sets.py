@@ -17,6 +17,7 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from kafka_mirror.eks.monitoring import driver_pod_monitor
 from kafka_mirror.eks.specs import (
     PART_OF,
     EksSettings,
@@ -183,21 +184,7 @@ def eks_app_set(
             ],
         },
     }
-    pod_monitor = {
-        "apiVersion": "monitoring.coreos.com/v1",
-        "kind": "PodMonitor",
-        "metadata": {
-            "name": name,
-            "namespace": settings.namespace,
-            "labels": {**PART_OF, **settings.monitoring_labels},
-        },
-        "spec": {
-            "selector": {"matchLabels": selector},
-            "podMetricsEndpoints": [
-                {"port": metrics_port_name(k), "path": "/metrics", "interval": "30s"} for k in range(len(ports))
-            ],
-        },
-    }
+    pod_monitor = driver_pod_monitor(name, [metrics_port_name(k) for k in range(len(ports))], settings)
     host = f"{name}-metrics.{settings.namespace}.svc.cluster.local"
     return {
         "metrics_policy": metrics_policy(name, ports, settings),

@@ -33,7 +33,11 @@ STRIMZI_MM2_COVERAGE = {
 
 def pod_monitor(flow_spec: dict[str, Any], settings: EksSettings) -> dict[str, Any]:
     """A kube-prometheus-stack PodMonitor scraping the flow's driver on its `metrics` port."""
-    name = app_name(flow_spec["id"])
+    return driver_pod_monitor(app_name(flow_spec["id"]), ["metrics"], settings)
+
+
+def driver_pod_monitor(name: str, port_names: list[str], settings: EksSettings) -> dict[str, Any]:
+    """A PodMonitor scraping app `name`'s driver on each of its named metrics ports (one per flow it runs)."""
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PodMonitor",
@@ -44,7 +48,7 @@ def pod_monitor(flow_spec: dict[str, Any], settings: EksSettings) -> dict[str, A
         },
         "spec": {
             "selector": {"matchLabels": {"sparkoperator.k8s.io/app-name": name, "spark-role": "driver"}},
-            "podMetricsEndpoints": [{"port": "metrics", "path": "/metrics", "interval": "30s"}],
+            "podMetricsEndpoints": [{"port": port, "path": "/metrics", "interval": "30s"} for port in port_names],
         },
     }
 
