@@ -409,7 +409,9 @@ def default_master(master: str | None) -> str | None:
     """`--master`, else spark-submit's master when launched by it, else local[*]."""
     if master:
         return master
-    return None if os.environ.get("PYSPARK_GATEWAY_PORT") else "local[*]"
+    from spark_app.jvm_signals import launched_by_spark_submit
+
+    return None if launched_by_spark_submit() else "local[*]"
 
 
 def run_cli(args: argparse.Namespace) -> int:
