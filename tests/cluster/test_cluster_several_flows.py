@@ -20,11 +20,11 @@ from tests.cluster.standalone import StandaloneCluster
 from tests.e2e.fault_helpers import (
     Clock,
     expected_values,
-    flow_spec,
     produce_values,
     report,
     target_values,
     wait_mirrored,
+    west_and_north_flows,
 )
 from tests.kafka_helpers import create_topic
 
@@ -40,10 +40,9 @@ def test_two_flows_in_one_cluster_app_one_source_frozen_the_other_keeps_mirrorin
     with new_broker(f"cmulti-north-{unique}", freezes=True) as north:
         create_topic(clusters.source, topic, partitions)
         create_topic(north.bootstrap_servers, topic, partitions)
-        west = flow_spec(unique, clusters.source, clusters.target, [topic], tmp_path / "w", copy_loop="python")
-        north_flow = flow_spec(unique, north.bootstrap_servers, clusters.target, [topic], tmp_path / "n")
-        north_flow.update(id=f"north-{unique}->east", copy_loop="python")
-        north_flow["source"] = {**north_flow["source"], "alias": "north"}
+        west, north_flow = west_and_north_flows(
+            unique, clusters.source, north.bootstrap_servers, clusters.target, topic, tmp_path
+        )
         north_path = tmp_path / "north.json"
         north_path.write_text(json.dumps(north_flow))
 

@@ -122,6 +122,18 @@ def flow_spec(
     }
 
 
+def west_and_north_flows(
+    unique: str, west: str, north: str, target: str, topic: str, tmp_path: Path
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two python-loop flows of `topic` into `target`, one from `west` (the suite's source), one from a
+    second source aliased `north`: the several-flows-in-one-application tests (local and cluster)."""
+    west_flow = flow_spec(unique, west, target, [topic], tmp_path / "w", copy_loop="python")
+    north_flow = flow_spec(unique, north, target, [topic], tmp_path / "n", copy_loop="python")
+    north_flow["id"] = f"north-{unique}->east"
+    north_flow["source"] = {**north_flow["source"], "alias": "north"}
+    return west_flow, north_flow
+
+
 def group_of(flow: dict[str, Any]) -> str:
     return "kmirror-" + flow["id"].replace("->", "-to-")
 

@@ -21,12 +21,12 @@ from tests.e2e.fault_helpers import (
     Clock,
     committed,
     expected_values,
-    flow_spec,
     group_of,
     produce_values,
     report,
     target_values,
     wait_until,
+    west_and_north_flows,
 )
 from tests.kafka_helpers import create_topic
 
@@ -41,10 +41,9 @@ def test_two_flows_one_target_one_source_frozen_the_other_keeps_mirroring_nothin
     with new_broker(f"multi-north-{unique}", freezes=True) as north:
         create_topic(clusters.source, topic, partitions)
         create_topic(north.bootstrap_servers, topic, partitions)
-        west_flow = flow_spec(unique, clusters.source, clusters.target, [topic], tmp_path / "w", copy_loop="python")
-        north_flow = flow_spec(unique, north.bootstrap_servers, clusters.target, [topic], tmp_path / "n")
-        north_flow.update(id=f"north-{unique}->east", copy_loop="python")
-        north_flow["source"] = {**north_flow["source"], "alias": "north"}
+        west_flow, north_flow = west_and_north_flows(
+            unique, clusters.source, north.bootstrap_servers, clusters.target, topic, tmp_path
+        )
         specs = [parse_flow_spec(west_flow, "west.json"), parse_flow_spec(north_flow, "north.json")]
         stop = threading.Event()
         codes: list[int] = []
