@@ -314,7 +314,7 @@ def frozen_end_offsets(spec: FlowSpec, task_count: int) -> str:
     from kmirror_engine.planning.range_planner import RangePlanner
     from kmirror_engine.planning.ranges import offsets_to_json
 
-    return json.dumps(offsets_to_json(RangePlanner(spec, once=True, task_count=task_count).available()))
+    return json.dumps(offsets_to_json(RangePlanner.for_flow(spec, once=True, task_count=task_count).available()))
 
 
 def last_batch_end(query: Any) -> Any:

@@ -226,7 +226,7 @@ def reverse_round(spec: Any, home_log: Any, admin: Any) -> tuple[Any, Any]:
 
     producer, metrics = FakeProducer(), FailoverMetrics(spec)
     clients = FailoverClients(FakeSyncLog(), producer, admin, TargetAdmin(), lambda: [], lambda t, c: None)
-    syncs = OffsetSyncWriter(spec, clients.sync_log, metrics)
+    syncs = OffsetSyncWriter(spec.id, spec.checkpoints, clients.sync_log, metrics).load()
     return CheckpointRound(spec, syncs, clients, metrics, home_log=home_log), producer
 
 

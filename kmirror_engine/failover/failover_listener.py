@@ -100,7 +100,7 @@ class FailoverListener:
         self.metrics: FlowMetrics = self.failover_metrics.flow
         clients = clients or FailoverClients.connect(spec)
         self.clients = clients
-        self.syncs = OffsetSyncWriter(spec, clients.sync_log, self.failover_metrics)
+        self.syncs = OffsetSyncWriter.for_flow(spec, self.failover_metrics, clients.sync_log)
         self.store: SyncStore = self.syncs.store
         self.sync_log = clients.sync_log
         self.producer = clients.producer
