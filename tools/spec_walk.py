@@ -147,6 +147,11 @@ class Walk:
         if isinstance(owner, ast.Name) and owner.id == "self" and cls is not None:
             key = f"{cls}.{f.attr}"
             return (mod.name, key) if key in mod.functions else None
+        if isinstance(owner, ast.Name) and self.target(mod, owner.id) is not None:  # Class.classmethod(...)
+            made = self.target(mod, owner.id)
+            if made is not None and made[1].endswith(".__init__"):
+                key = f"{made[1].split('.')[0]}.{f.attr}"
+                return (made[0], key) if key in self.modules[made[0]].functions else None
         owner_key = ast.unparse(owner)
         if owner_key in types:  # a name/attribute assigned from a project class call
             where, klass = types[owner_key].split(":")
@@ -162,6 +167,20 @@ class Walk:
             if other is not None and f.attr in other.functions:
                 return other.name, f.attr
         return None
+
+    def made(self, mod: Module, cls: str | None, call: ast.Call, types: dict[str, str]) -> str | None:
+        """ "module:Class" of the object a call returns: the class it builds, or the project class
+        its callee's return annotation names (`Class.for_flow(spec)`)."""
+        callee = self.resolve(mod, cls, call, types)
+        if callee is None:
+            return None
+        if callee[1].endswith(".__init__"):
+            return f"{callee[0]}:{callee[1].split('.')[0]}"
+        fn = self.modules[callee[0]].functions.get(callee[1])
+        name = _annotation_name(fn.returns) if fn is not None else ""
+        home = self.modules[callee[0]]
+        found = self.target(home, name) if name else None
+        return f"{found[0]}:{found[1].split('.')[0]}" if found and found[1].endswith(".__init__") else None
 
     def step(self, where: tuple[str, str]) -> None:
         self.path.append(where)
@@ -207,10 +226,10 @@ class Walk:
                         if isinstance(n, (ast.Name, ast.Attribute)):
                             carried.add(ast.unparse(n))
                 if isinstance(node.value, ast.Call):
-                    made = self.resolve(mod, cls, node.value, types)
-                    if made and made[1].endswith(".__init__"):
+                    made = self.made(mod, cls, node.value, types)
+                    if made is not None:
                         for t in node.targets:
-                            types[ast.unparse(t)] = f"{made[0]}:{made[1].split('.')[0]}"
+                            types[ast.unparse(t)] = made
             if not isinstance(node, ast.Call):
                 continue
             args = [*node.args, *(k.value for k in node.keywords)]
