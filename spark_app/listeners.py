@@ -66,20 +66,20 @@ def run_side_work(
     try:
         listeners = (listeners_of or listeners_for)(spec)
     except Exception as exc:
-        _report_side_work_failure(spec, "build_listeners", exc, out)
+        _report_side_work_failure(spec.id, "build_listeners", exc, out)
         return 1
     failures = 0
     for listener in listeners:
         try:
             call(listener)
         except Exception as exc:
-            _report_side_work_failure(spec, type(listener).__name__, exc, out)
+            _report_side_work_failure(spec.id, type(listener).__name__, exc, out)
             failures += 1
     return failures
 
 
-def _report_side_work_failure(spec: FlowSpec, work: str, exc: BaseException, out: TextIO | None) -> None:
-    record = {"flow": spec.id, "work": work, "error": f"{type(exc).__name__}: {exc}"}
+def _report_side_work_failure(flow_id: str, work: str, exc: BaseException, out: TextIO | None) -> None:
+    record = {"flow": flow_id, "work": work, "error": f"{type(exc).__name__}: {exc}"}
     print("kmirror side_work_failed " + json.dumps(record, sort_keys=True), file=out or sys.stderr, flush=True)
 
 
