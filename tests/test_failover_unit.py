@@ -206,7 +206,8 @@ def test_heartbeat_ticker_beats_while_idle_counts_failures_and_beats_last_at_sto
         if len(created) == 1:
             raise HeartbeatError("cannot create heartbeats on east: timed out")
 
-    ticker = HeartbeatTicker(spec(heartbeat_interval_ms=60_000), producer, clock_ms=lambda: now[0], ensure_topic=ensure)
+    emitter = HeartbeatEmitter(spec(heartbeat_interval_ms=60_000), producer)
+    ticker = HeartbeatTicker("west->east", emitter, clock_ms=lambda: now[0], ensure_topic=ensure)
     ticker.start()  # the target refuses the topic at first: counted, retried, the mirror goes on
     assert (len(created), ticker.failures, producer.sent) == (1, 1, [])
     ticker.tick()  # no batch ever runs: the driver's clock alone makes it beat
