@@ -113,7 +113,7 @@ def _real_parts(spec: FlowSpec) -> SideWorkParts:
 
     return SideWorkParts(
         heartbeats=lambda: HeartbeatTicker.for_flow(spec).start(),
-        idle_checkpoints=lambda: IdleCheckpoints(spec).start(),
+        idle_checkpoints=lambda: IdleCheckpoints.for_flow(spec).start(),
         topic_sync=lambda once: SyncTicker.for_flow(spec, once).start(),
         final_checkpoint=lambda: final_checkpoint(spec),
         batch_listeners=batch_listeners,

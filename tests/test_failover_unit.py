@@ -161,7 +161,9 @@ def test_idle_checkpoint_rounds_count_failures_and_go_on() -> None:
             self.closed = not final
 
     listener = FakeListener()
-    idle = IdleCheckpoints(spec(checkpoint_interval_ms=100), listener_factory=lambda: listener)
+    idle = IdleCheckpoints(
+        "west->east", spec(checkpoint_interval_ms=100).checkpoints, listener_factory=lambda: listener
+    )
     assert [idle.round(), idle.round()] == [0, 2] and idle.failures == 1
     idle.start().stop()
     assert listener.closed
