@@ -97,7 +97,7 @@ class FailoverListener:
         `heartbeats=False`: leave heartbeats to the driver's HeartbeatTicker (the app's sink does).
         `second_writer`: checkpoints only inside the syncs read so far (see CheckpointEmitter)."""
         self.spec = spec
-        self.failover_metrics = FailoverMetrics(spec)
+        self.failover_metrics = FailoverMetrics.for_flow(spec)
         self.metrics: FlowMetrics = self.failover_metrics.flow
         clients = clients or FailoverClients.connect(spec)
         self.clients = clients
