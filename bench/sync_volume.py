@@ -129,7 +129,7 @@ def run(kind: str, rule: str, args: argparse.Namespace) -> tuple[int, int]:
     if rule == "before":
         offset_syncs.thin_pairs = old_thin  # type: ignore[assignment]
     try:
-        writer = OffsetSyncWriter(spec, log, metrics=None, clock=lambda: clock[0])  # type: ignore[arg-type]
+        writer = OffsetSyncWriter(spec.id, spec.checkpoints, log, metrics=None, clock=lambda: clock[0]).load()  # type: ignore[arg-type]
         up = [0] * args.partitions
         down = [0] * args.partitions
         batches = int(args.minutes * 60 / args.batch_s)

@@ -9,7 +9,8 @@ listener must still tolerate being rebuilt (a new worker process) by keeping wha
 across restarts in Kafka or in the checkpoint. Their `close(final=False)` runs at exit of
 that process.
 
-Adding a listener is a one-line edit of `build_listeners`.
+Which listeners a flow has is the engine's (`kmirror_engine.side_work.FlowSideWork`, whose
+driver half `spark_app.main.run_flow` starts and stops); this module only keeps them per process.
 """
 
 from __future__ import annotations
@@ -22,23 +23,16 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from kmirror.flow.spec import FlowSpec
-from kmirror_engine.failover.failover_listener import FailoverListener
-from kmirror_engine.failover.group_commit import GroupCommitListener
 from kmirror_engine.observability.progress import BatchListener
-from kmirror_engine.observability.progress_log import ProgressLogListener
+from kmirror_engine.side_work import FlowSideWork
 
 _lock = threading.Lock()
 _cache: dict[str, tuple[str, list[BatchListener]]] = {}
 
 
 def build_listeners(spec: FlowSpec) -> list[BatchListener]:
-    """Every listener of a flow, in call order; one line per listener kind."""
-    listeners: list[BatchListener] = []
-    listeners.append(GroupCommitListener(spec))  # source next-offsets -> the flow's source group
-    listeners.append(ProgressLogListener(spec))  # one quiet progress line per batch
-    # offset syncs, checkpoints, group sync, metrics; heartbeats beat on the driver (HeartbeatTicker)
-    listeners.append(FailoverListener(spec, heartbeats=False))
-    return listeners
+    """Every listener of a flow, in call order (`FlowSideWork.batch_listeners`)."""
+    return FlowSideWork.for_flow(spec).batch_listeners()
 
 
 def listeners_for(spec: FlowSpec) -> list[BatchListener]:
@@ -72,20 +66,20 @@ def run_side_work(
     try:
         listeners = (listeners_of or listeners_for)(spec)
     except Exception as exc:
-        _report_side_work_failure(spec, "build_listeners", exc, out)
+        _report_side_work_failure(spec.id, "build_listeners", exc, out)
         return 1
     failures = 0
     for listener in listeners:
         try:
             call(listener)
         except Exception as exc:
-            _report_side_work_failure(spec, type(listener).__name__, exc, out)
+            _report_side_work_failure(spec.id, type(listener).__name__, exc, out)
             failures += 1
     return failures
 
 
-def _report_side_work_failure(spec: FlowSpec, work: str, exc: BaseException, out: TextIO | None) -> None:
-    record = {"flow": spec.id, "work": work, "error": f"{type(exc).__name__}: {exc}"}
+def _report_side_work_failure(flow_id: str, work: str, exc: BaseException, out: TextIO | None) -> None:
+    record = {"flow": flow_id, "work": work, "error": f"{type(exc).__name__}: {exc}"}
     print("kmirror side_work_failed " + json.dumps(record, sort_keys=True), file=out or sys.stderr, flush=True)
 
 

@@ -244,6 +244,7 @@ def run_flow(
     env KMIRROR_READER_API, else "auto". `validated`: the caller already checked the flow's client
     configs and transform on this session (`several_flows.run_flows`, once, not at every restart)."""
     from kmirror_engine.clients.factory import validate_client_configs
+    from kmirror_engine.side_work import FlowSideWork
     from spark_app.stream_readers import reader_class
 
     reader_api = reader_api or os.environ.get("KMIRROR_READER_API", "auto")
@@ -266,24 +267,23 @@ def run_flow(
         from spark_app.jvm_signals import stop_after_signal_to_jvm
 
         stop_after_signal_to_jvm(spark, stop)
-    tickers: list[Any] = []
+    side_work = FlowSideWork.for_flow(spec, once)  # the engine's: heartbeats, checkpoints, topic sync...
     try:
         if spec.copy.transform_sql is not None and not validated:  # a bad query is refused before anything is written
             from spark_app.transform import validate_transform
 
             validate_transform(spark, spec)
-        tickers = _driver_tickers(spec, once)
+        side_work.start()
         checkpoint = checkpoint or spec.checkpoint_location
         if once:
             run_once(spark, spec, checkpoint, stop, reader_api)
             _close_driver_listeners(spec)  # their offset-sync heads before the final checkpoint reads them
-            _final_checkpoint(spec)
+            side_work.finish()
         else:
             run_query(lambda: start_query(spark, spec, False, checkpoint, reader_api), stop)
     finally:
         _close_driver_listeners(spec)
-        for ticker in tickers:
-            ticker.stop()
+        side_work.stop()
         if own_session:
             spark.stop()
             from spark_app import jvm_classes
@@ -314,7 +314,7 @@ def frozen_end_offsets(spec: FlowSpec, task_count: int) -> str:
     from kmirror_engine.planning.range_planner import RangePlanner
     from kmirror_engine.planning.ranges import offsets_to_json
 
-    return json.dumps(offsets_to_json(RangePlanner(spec, once=True, task_count=task_count).available()))
+    return json.dumps(offsets_to_json(RangePlanner.for_flow(spec, once=True, task_count=task_count).available()))
 
 
 def last_batch_end(query: Any) -> Any:
@@ -339,25 +339,6 @@ def _as_json(offset: Any) -> Any:
         return offset or None
 
 
-def _driver_tickers(spec: FlowSpec, once: bool) -> list[Any]:
-    """Threads of the driver's own periodic work, started: heartbeats (`emit_heartbeats`), and in
-    streaming mode the idle checkpoint rounds (`emit_checkpoints`). Each has `stop()`."""
-    tickers: list[Any] = []
-    if spec.heartbeats.emit:
-        from kmirror_engine.observability.heartbeats import HeartbeatTicker
-
-        tickers.append(HeartbeatTicker(spec).start())
-    if spec.checkpoints.emit and not once:
-        from kmirror_engine.failover.failover_listener import IdleCheckpoints
-
-        tickers.append(IdleCheckpoints(spec).start())
-    if spec.topic_sync.any:  # a round now, then on intervals
-        from kmirror_engine.topic_sync.ticker import SyncTicker
-
-        tickers.append(SyncTicker(spec, once).start())
-    return tickers
-
-
 def _close_driver_listeners(spec: FlowSpec) -> None:
     """A transform flow's listeners run in this driver (its foreachBatch calls them): closed when its
     query ends, with their clients and threads (idempotent). The copy path's live in the sink's
@@ -370,15 +351,6 @@ def _close_driver_listeners(spec: FlowSpec) -> None:
         close_listeners(False, spec.id)
     except Exception as exc:  # side work after delivery: logged, never failing the run or hiding its error
         log.warning("%s: closing the flow's listeners failed: %s", spec.id, exc)
-
-
-def _final_checkpoint(spec: FlowSpec) -> None:
-    """After a clean --once run: one last MM2 checkpoint round (its listeners live elsewhere)."""
-    if not spec.checkpoints.emit:
-        return
-    from kmirror_engine.failover.failover_listener import final_checkpoint
-
-    final_checkpoint(spec)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,7 +9,8 @@ One SparkSession serves every flow of one target cluster; each flow is its own s
   cap), one line per restart naming the flow; the others keep running. A flow failing on its
   input (exit 2) ends alone; SIGTERM/SIGINT (the shared `stop`) stops every flow after its batch;
 - `--once`: every flow runs once; the exit code is the worst of theirs (2 > 1 > 0).
-Per flow: tickers, listeners, metrics registries (one per flow id), start-up checks. Shared by
+Per flow: its side work (`kmirror_engine.side_work.FlowSideWork`, started and stopped by
+`run_flow`: tickers, listeners, metrics registries, one per flow id), start-up checks. Shared by
 design: the session (and its JVM), the stop event, the class-archive finish at the end.
 """
 

@@ -89,7 +89,7 @@ class RangeReader(DataSourceStreamReader):
             # EOFException: print the Python stacks to stderr (the driver's log) first
             if not faulthandler.is_enabled():
                 faulthandler.enable()
-            self._planner = RangePlanner(
+            self._planner = RangePlanner.for_flow(
                 parse_flow_spec(json.loads(self.spec_json)),
                 self.once,
                 self.task_count,

@@ -88,5 +88,6 @@ def planner(source: FakeAdmin, **options: Any) -> RangePlanner:
         spec(**options),
         once=True,
         task_count=2,
-        admin_factory=lambda endpoint: source if endpoint.alias == "west" else target,
+        source_admin=source,
+        target_admin=target,
     )

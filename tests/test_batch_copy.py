@@ -507,8 +507,11 @@ def test_records_the_record_loop_copied_instead_are_in_the_progress_line_and_the
 
     fell_back = PartitionProgress("t", 0, "w.t", 0, 50, 50, 500, None, fallback_records=7)
     clean = PartitionProgress("t", 1, "w.t", 0, 50, 50, 500, None)
-    assert progress_record(spec(), BatchProgress(3, (fell_back, clean), 100), None)["fallback_records"] == 7
-    assert "fallback_records" not in progress_record(spec(), BatchProgress(4, (clean,), 100), None)
+    assert (
+        progress_record(spec().id, spec().copy, BatchProgress(3, (fell_back, clean), 100), None)["fallback_records"]
+        == 7
+    )
+    assert "fallback_records" not in progress_record(spec().id, spec().copy, BatchProgress(4, (clean,), 100), None)
     metrics = FlowMetrics("west->east", out=io.StringIO())
     metrics.observe_batch(BatchProgress(3, (fell_back, clean), 100), 0)
     text = generate_latest(metrics.registry).decode()

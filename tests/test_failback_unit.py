@@ -224,9 +224,9 @@ def reverse_round(spec: Any, home_log: Any, admin: Any) -> tuple[Any, Any]:
     from tests.test_failover_side_work import FakeSyncLog
     from tests.test_failover_unit import FakeProducer
 
-    producer, metrics = FakeProducer(), FailoverMetrics(spec)
+    producer, metrics = FakeProducer(), FailoverMetrics(spec.id, spec.copy, spec.source)
     clients = FailoverClients(FakeSyncLog(), producer, admin, TargetAdmin(), lambda: [], lambda t, c: None)
-    syncs = OffsetSyncWriter(spec, clients.sync_log, metrics)
+    syncs = OffsetSyncWriter(spec.id, spec.checkpoints, clients.sync_log, metrics).load()
     return CheckpointRound(spec, syncs, clients, metrics, home_log=home_log), producer
 
 

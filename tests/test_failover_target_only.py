@@ -256,7 +256,7 @@ def test_the_last_known_lag_is_persisted_with_the_offset_syncs() -> None:
     from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 
     sync_log = RecordingSyncLog()
-    writer = OffsetSyncWriter(spec(), sync_log, metrics=None)  # type: ignore[arg-type]
+    writer = OffsetSyncWriter("west->east", spec().checkpoints, sync_log, metrics=None).load()  # type: ignore[arg-type]
     p0 = PartitionProgress("orders", 0, "west.orders", 0, 10, 10, 100, None, ((0, 0), (9, 9)))
     p1 = PartitionProgress("orders", 1, "west.orders", 0, 5, 5, 50, None, ((0, 0), (4, 4)))
     writer.record(BatchProgress(0, (p0, p1), 10, {("orders", 0): 25}))

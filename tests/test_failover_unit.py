@@ -161,7 +161,9 @@ def test_idle_checkpoint_rounds_count_failures_and_go_on() -> None:
             self.closed = not final
 
     listener = FakeListener()
-    idle = IdleCheckpoints(spec(checkpoint_interval_ms=100), listener_factory=lambda: listener)
+    idle = IdleCheckpoints(
+        "west->east", spec(checkpoint_interval_ms=100).checkpoints, listener_factory=lambda: listener
+    )
     assert [idle.round(), idle.round()] == [0, 2] and idle.failures == 1
     idle.start().stop()
     assert listener.closed
@@ -206,7 +208,8 @@ def test_heartbeat_ticker_beats_while_idle_counts_failures_and_beats_last_at_sto
         if len(created) == 1:
             raise HeartbeatError("cannot create heartbeats on east: timed out")
 
-    ticker = HeartbeatTicker(spec(heartbeat_interval_ms=60_000), producer, clock_ms=lambda: now[0], ensure_topic=ensure)
+    emitter = HeartbeatEmitter(spec(heartbeat_interval_ms=60_000), producer)
+    ticker = HeartbeatTicker("west->east", emitter, clock_ms=lambda: now[0], ensure_topic=ensure)
     ticker.start()  # the target refuses the topic at first: counted, retried, the mirror goes on
     assert (len(created), ticker.failures, producer.sent) == (1, 1, [])
     ticker.tick()  # no batch ever runs: the driver's clock alone makes it beat

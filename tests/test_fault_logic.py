@@ -150,7 +150,7 @@ def test_the_progress_line_counts_dead_lettered_records() -> None:
     from tests.planner_fakes import spec
 
     partition = PartitionProgress("t", 0, "w.t", 0, 5, 4, 40, None, dead_lettered=1)
-    record = progress_record(spec(), BatchProgress(3, (partition,), 100), None)
+    record = progress_record(spec().id, spec().copy, BatchProgress(3, (partition,), 100), None)
     assert (record["records"], record["dead_lettered"], record["skipped"]) == (4, 1, 0)
 
 
@@ -290,7 +290,7 @@ def test_skipped_offsets_travel_from_the_planner_to_the_progress_line_and_the_me
     [progress] = RangeCopier(source, LimitedBroker(1000), stall_timeout_s=5).copy([CopyRange(*row)])
     batch = BatchProgress(7, (progress,), 10)
     assert (progress.records, progress.skipped_records) == (80, 20)
-    assert progress_record(spec(), batch, None)["skipped"] == 20
+    assert progress_record(spec().id, spec().copy, batch, None)["skipped"] == 20
     metrics = FlowMetrics("west->east")
     metrics.observe_batch(batch, now_ms=0)
     labels = 'flow="west->east",partition="0",reason="retention",topic="west.orders"'

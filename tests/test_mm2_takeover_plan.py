@@ -163,7 +163,8 @@ def takeover_planner(
         flow(starting_offsets={"from_mm2": {}}),
         once=True,
         task_count=1,
-        admin_factory=lambda endpoint: source if endpoint.alias == "A" else target,
+        source_admin=source,
+        target_admin=target,
         on_takeover=lambda spec, points: written.append((spec.id, list(points))),
     )
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from kmirror.flow.spec import FlowSpec, parse_flow_spec
+from kmirror.flow.views import CheckpointSettings
 from kmirror_engine.failover.offset_sync_snapshots import SnapshotJob, freeze
 from kmirror_engine.failover.offset_sync_writer import OffsetSyncWriter
 from kmirror_engine.failover.offset_syncs import Sync, SyncStore
@@ -21,19 +21,16 @@ from tests.sync_log_fakes import FakeSyncLog, SyncWrite
 PARTITIONS = 4
 
 
-def spec(checkpoint_interval_ms: int = 60_000) -> FlowSpec:
-    return parse_flow_spec(
-        {
-            "id": "west->east",
-            "checkpoint_location": "/tmp/x",
-            "topics": ["orders"],
-            "topics_exclude": [],
-            "source": {"alias": "west", "bootstrap_servers": "w:9092"},
-            "target": {"alias": "east", "bootstrap_servers": "e:9092"},
-            "replication_policy": {"type": "default"},
-            "checkpoint_interval_ms": checkpoint_interval_ms,
-        }
+def checkpoints(interval_ms: int = 60_000) -> CheckpointSettings:
+    """The writer's view of a flow: checkpoints every `interval_ms`, MM2's offset.lag.max 100."""
+    return CheckpointSettings(
+        emit=True, interval_ms=interval_ms, sync_group_offsets=False, offset_lag_max=100, metrics_port=None
     )
+
+
+def writer_of(log: Any, interval_ms: int = 60_000, clock: Any = time.monotonic) -> OffsetSyncWriter:
+    """A writer of flow west->east over `log`, loaded (as `OffsetSyncWriter.for_flow` does)."""
+    return OffsetSyncWriter("west->east", checkpoints(interval_ms), log, Metrics(), clock=clock).load()  # type: ignore[arg-type]
 
 
 class Metrics:
@@ -107,7 +104,7 @@ def continuous_batch(batch: int, records: int = 100) -> BatchProgress:
 def test_a_continuous_flow_writes_a_head_sync_per_partition_per_interval_not_per_batch() -> None:
     clock = [0.0]
     log = RecordingLog()
-    writer = OffsetSyncWriter(spec(), log, Metrics(), clock=lambda: clock[0])  # type: ignore[arg-type]
+    writer = writer_of(log, clock=lambda: clock[0])
     for batch in range(600):  # ten minutes of a batch a second
         writer.record(continuous_batch(batch))
         clock[0] += 1.0
@@ -128,7 +125,7 @@ def test_a_continuous_flow_writes_a_head_sync_per_partition_per_interval_not_per
 def test_a_clean_stop_persists_the_head_so_a_restart_translates_it_exactly() -> None:
     clock = [0.0]
     log = RecordingLog()
-    writer = OffsetSyncWriter(spec(), log, Metrics(), clock=lambda: clock[0])  # type: ignore[arg-type]
+    writer = writer_of(log, clock=lambda: clock[0])
     for batch in range(30):
         writer.record(continuous_batch(batch))
         clock[0] += 1.0
@@ -143,7 +140,7 @@ def test_a_clean_stop_persists_the_head_so_a_restart_translates_it_exactly() -> 
 def test_a_snapshot_is_written_off_the_commit_path() -> None:
     gate = threading.Event()
     log = RecordingLog(snapshot_due=True, snapshot_gate=gate)
-    writer = OffsetSyncWriter(spec(checkpoint_interval_ms=0), log, Metrics())
+    writer = writer_of(log, interval_ms=0)
     started = time.monotonic()
     writer.record(continuous_batch(0))  # a snapshot is due: captured, then written by a thread
     writer.record(continuous_batch(1))  # the next batch does not wait for it either
@@ -196,7 +193,7 @@ def test_a_failed_sync_write_breaks_the_persisted_continuity_instead_of_bridging
     the loaded history re-reads (255) instead of skipping, and the next sync is written at once."""
     clock = [0.0]
     log = FailingFlushLog()
-    writer = OffsetSyncWriter(spec(checkpoint_interval_ms=1000), log, Metrics(), clock=lambda: clock[0])  # type: ignore[arg-type]
+    writer = writer_of(log, interval_ms=1000, clock=lambda: clock[0])
     writer.record(_range(200, 250, 5))
     log.fail_next = True
     with pytest.raises(RuntimeError, match="delivery failed"):

@@ -74,7 +74,7 @@ def test_the_progress_line_and_metrics_count_records_not_copied_back() -> None:
     from tests.planner_fakes import spec
 
     partition = PartitionProgress("events", 0, "events", 0, 5, 3, 30, None, returned_home=2)
-    record = progress_record(spec(), BatchProgress(3, (partition,), 100), None)
+    record = progress_record(spec().id, spec().copy, BatchProgress(3, (partition,), 100), None)
     assert (record["records"], record["returned_home"]) == (3, 2)
 
 

@@ -294,9 +294,10 @@ def test_metrics_export_the_limits_and_count_throttled_seconds() -> None:
 def test_the_progress_line_of_a_limited_flow_shows_its_rate_limit_and_throttling() -> None:
     from kmirror_engine.observability.progress_log import progress_record
 
-    record = progress_record(spec(max_bytes_per_second=1_000_000), _batch(1500), None)
+    limited = spec(max_bytes_per_second=1_000_000)
+    record = progress_record(limited.id, limited.copy, _batch(1500), None)
     assert (record["bytes_per_s"], record["max_bytes_per_second"], record["throttled_s"]) == (1_000_000, 1_000_000, 1.5)
-    assert "throttled_s" not in progress_record(spec(), _batch(0), None)
+    assert "throttled_s" not in progress_record(spec().id, spec().copy, _batch(0), None)
 
 
 def test_the_commit_sums_the_tasks_throttled_time() -> None:

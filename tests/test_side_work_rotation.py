@@ -310,4 +310,6 @@ def test_a_batch_carrying_its_source_end_offsets_makes_no_admin_call(secret: Pat
 
     admin = CountingAdmin()
     carried = batch(4, 9, {("orders", 0): 12})
-    assert FailoverMetrics(spec(secret)).with_source_ends(carried, admin) is carried and admin.calls == 0
+    flow = spec(secret)
+    metrics = FailoverMetrics(flow.id, flow.copy, flow.source)
+    assert metrics.with_source_ends(carried, admin) is carried and admin.calls == 0

@@ -193,7 +193,8 @@ def test_a_failed_sync_round_is_counted_and_retried_never_raised() -> None:
         {**SPEC.to_dict(), "sync_topic_configs": False, "sync_topic_acls": True, "sync_topic_acls_interval_ms": 5000}
     )
     now = [100.0]
-    ticker = SyncTicker(spec, once=True, admin_factory=lambda endpoint: admin, clock=lambda: now[0]).start()
+    acl_sync = AclSync(spec, lambda endpoint: admin)
+    ticker = SyncTicker(spec.id, once=True, syncs=[("ACL sync", acl_sync, 5000)], clock=lambda: now[0]).start()
     assert ticker.failures == 1
     ticker.tick()  # not due yet
     assert ticker.failures == 1

@@ -35,6 +35,7 @@ from confluent_kafka import KafkaException
 from kmirror.errors import KmirrorError
 from kmirror.flow.replication_policy import HEARTBEATS_TOPIC, checkpoints_topic
 from kmirror.flow.spec import FlowSpec
+from kmirror.flow.views import CheckpointSettings
 from kmirror_engine.clients.topic_admin import ensure_topic
 from kmirror_engine.failover.checkpoint_round import CheckpointRound
 from kmirror_engine.failover.checkpoints import CheckpointEmitter, read_checkpoints
@@ -96,11 +97,11 @@ class FailoverListener:
         `heartbeats=False`: leave heartbeats to the driver's HeartbeatTicker (the app's sink does).
         `second_writer`: checkpoints only inside the syncs read so far (see CheckpointEmitter)."""
         self.spec = spec
-        self.failover_metrics = FailoverMetrics(spec)
+        self.failover_metrics = FailoverMetrics.for_flow(spec)
         self.metrics: FlowMetrics = self.failover_metrics.flow
         clients = clients or FailoverClients.connect(spec)
         self.clients = clients
-        self.syncs = OffsetSyncWriter(spec, clients.sync_log, self.failover_metrics)
+        self.syncs = OffsetSyncWriter.for_flow(spec, self.failover_metrics, clients.sync_log)
         self.store: SyncStore = self.syncs.store
         self.sync_log = clients.sync_log
         self.producer = clients.producer
@@ -209,18 +210,27 @@ class IdleCheckpoints:
     failure count and retried at the next interval; it never stops the mirror.
     """
 
-    def __init__(self, spec: FlowSpec, listener_factory: Any = None) -> None:
-        self.spec = spec
-        self.listener_factory = listener_factory or (
-            lambda: FailoverListener(spec, serve_metrics=False, heartbeats=False, second_writer=True)
-        )
+    def __init__(self, flow_id: str, checkpoints: CheckpointSettings, listener_factory: Callable[[], Any]) -> None:
+        """Rounds of flow `flow_id` every `checkpoints.interval_ms`, through the listener
+        `listener_factory()` builds at the first round (no I/O here; `for_flow` builds the real one)."""
+        self.flow_id = flow_id
+        self.listener_factory = listener_factory
         self.listener: Any = None
         self.task = PeriodicTask(
-            f"kmirror-checkpoints {spec.id}",
-            max(spec.checkpoints.interval_ms, 100) / 1000,
+            f"kmirror-checkpoints {flow_id}",
+            max(checkpoints.interval_ms, 100) / 1000,
             self._round,
             errors=(KmirrorError, KafkaException),
             on_failure=self._report,
+        )
+
+    @classmethod
+    def for_flow(cls, spec: FlowSpec) -> IdleCheckpoints:
+        """The idle rounds of `spec`, through a second-writer `FailoverListener` of its own."""
+        return cls(
+            spec.id,
+            spec.checkpoints,
+            lambda: FailoverListener(spec, serve_metrics=False, heartbeats=False, second_writer=True),
         )
 
     @property
@@ -238,7 +248,7 @@ class IdleCheckpoints:
 
     def _report(self, task: PeriodicTask, exc: BaseException) -> None:
         log.warning(
-            "flow %s: idle checkpoint round failed (%d failures so far, retried): %s", self.spec.id, task.failures, exc
+            "flow %s: idle checkpoint round failed (%d failures so far, retried): %s", self.flow_id, task.failures, exc
         )
 
     def start(self) -> IdleCheckpoints:

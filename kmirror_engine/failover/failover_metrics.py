@@ -17,7 +17,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from kmirror.flow.spec import FlowSpec
+from kmirror.flow.spec import ClusterEndpoint, FlowSpec
+from kmirror.flow.views import CopySettings
 from kmirror_engine.observability.metrics import FlowMetrics
 from kmirror_engine.observability.progress import BatchProgress
 from kmirror_engine.planning.offset_queries import query_offsets
@@ -31,10 +32,16 @@ def now_ms() -> int:
 
 
 class FailoverMetrics:
-    def __init__(self, spec: FlowSpec) -> None:
-        self.spec = spec
-        self.flow = FlowMetrics(spec.id)
-        self.flow.set_rate_limits(spec.copy.max_bytes_per_second, spec.copy.max_records_per_second)
+    def __init__(self, flow_id: str, copy: CopySettings, source: ClusterEndpoint) -> None:
+        """The failover metrics of flow `flow_id` (its `copy` view's rate limits and isolation;
+        `source`: where `with_source_ends` reads end offsets); no I/O here."""
+        self.flow_id, self.copy, self.source = flow_id, copy, source
+        self.flow = FlowMetrics(flow_id)
+        self.flow.set_rate_limits(copy.max_bytes_per_second, copy.max_records_per_second)
+
+    @classmethod
+    def for_flow(cls, spec: FlowSpec) -> FailoverMetrics:
+        return cls(spec.id, spec.copy, spec.source)
 
     def side_work(self, work: str, action: Callable[[], Any]) -> Any:
         """Run `action`; a failure is reported and counted, never raised (see module docstring)."""
@@ -49,7 +56,7 @@ class FailoverMetrics:
         error = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
         record = {
             "event": "failover_work_failed",
-            "flow": self.spec.id,
+            "flow": self.flow_id,
             "work": work,
             "failures": count,
             "error": error,
@@ -57,7 +64,7 @@ class FailoverMetrics:
         }
         if "AUTHORIZATION" in error.upper():
             record["hint"] = "grant the mirror's principal the ACLs named in the start-up warnings (kafka-acls.sh)"
-        log.warning("flow %s: %s failed (%d so far, retried next round): %s", self.spec.id, work, count, error)
+        log.warning("flow %s: %s failed (%d so far, retried next round): %s", self.flow_id, work, count, error)
         print(PREFIX + json.dumps(record, sort_keys=True), file=sys.stderr, flush=True)
 
     def with_source_ends(self, batch: BatchProgress, source_admin: Any) -> BatchProgress:
@@ -75,10 +82,10 @@ class FailoverMetrics:
 
     def _end_offsets(self, batch: BatchProgress, source_admin: Any) -> dict[tuple[str, int], int]:
         """Source end offsets of the batch's partitions; {} (logged, lag left unset) when unreachable."""
-        read_committed = self.spec.copy.read_committed
+        read_committed = self.copy.read_committed
         partitions = {(p.source_topic, p.partition) for p in batch.partitions}
         try:
-            return query_offsets(source_admin, self.spec.source, partitions, "latest", read_committed, 5.0)
+            return query_offsets(source_admin, self.source, partitions, "latest", read_committed, 5.0)
         except Exception as exc:  # side work: the lag metric stays unset for this batch
             self.report_failure("offset_lag", exc)
             return {}

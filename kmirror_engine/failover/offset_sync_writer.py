@@ -1,8 +1,9 @@
 """The offset-sync part of a flow's failover work: the in-memory history (`SyncStore`) and its
 persisted log (`SyncLog`).
 
-- construction: ensure the syncs topic and load the history (newest snapshots + short tail,
-  restart-safe); raises if it cannot be read (nothing can be translated without it).
+- `load()` (`for_flow` calls it): ensure the syncs topic and load the history (newest
+  snapshots + short tail, restart-safe); raises if it cannot be read (nothing can be translated
+  without it). The constructor takes the flow's `CheckpointSettings` view and does no I/O.
 - `record(batch)`: store and persist the syncs translation needs (drift changes, MM2's
   `offset.lag.max` rule, and a head sync per partition at most once per checkpoint interval:
   `SyncStore.add_segment`), ranges in offset order; raises if they cannot be persisted
@@ -24,7 +25,9 @@ from dataclasses import replace
 from typing import Any
 
 from kmirror.flow.spec import FlowSpec
+from kmirror.flow.views import CheckpointSettings
 from kmirror_engine.failover.failover_metrics import FailoverMetrics
+from kmirror_engine.failover.offset_sync_snapshots import SyncLog
 from kmirror_engine.failover.offset_syncs import Sync, SyncStore
 from kmirror_engine.observability.progress import BatchProgress
 
@@ -34,16 +37,21 @@ SNAPSHOT_JOIN_S = 30.0  # close() waits this long for a snapshot in flight
 
 class OffsetSyncWriter:
     def __init__(
-        self, spec: FlowSpec, sync_log: Any, metrics: FailoverMetrics, clock: Callable[[], float] = time.monotonic
+        self,
+        flow_id: str,
+        checkpoints: CheckpointSettings,
+        sync_log: Any,
+        metrics: FailoverMetrics,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """A writer over `sync_log` (a SyncLog, or a fake with its methods), empty: no I/O here;
+        `load()` reads the history (`for_flow` builds the real one, loaded)."""
+        self.flow_id = flow_id
         self.metrics = metrics
-        self.store = SyncStore(offset_lag_max=spec.checkpoints.offset_lag_max)
+        self.store = SyncStore(offset_lag_max=checkpoints.offset_lag_max)
         self.sync_log = sync_log
-        self.sync_log.ensure_exists()
-        self.sync_log.load(self.store)
-        log.info("flow %s: loaded offset syncs: %s", spec.id, self.sync_log.last_load)
         self.wrote_syncs = False  # True once this process persisted syncs: its store is the newest
-        self.head_interval_s = spec.checkpoints.interval_ms / 1000
+        self.head_interval_s = checkpoints.interval_ms / 1000
         self.clock = clock
         self.last_written: dict[tuple[str, int], float] = {}  # when each partition last got a sync
         self.persisted_clean: dict[tuple[str, int], int] = {}  # the clean tail the log knows, per partition
@@ -51,6 +59,20 @@ class OffsetSyncWriter:
         self._snapshot: threading.Thread | None = None
         self.unconfirmed: dict[tuple[str, int], int | None] = {}  # written since the last flush: clean tail
         self.lost: set[tuple[str, int]] = set()  # a flush of their syncs failed: the next one breaks continuity
+
+    @classmethod
+    def for_flow(cls, spec: FlowSpec, metrics: FailoverMetrics, sync_log: Any = None) -> OffsetSyncWriter:
+        """The writer of `spec`'s syncs (to its target's log, `SyncLog`, unless `sync_log` is
+        given), loaded: raises if the history cannot be read."""
+        sync_log = sync_log if sync_log is not None else SyncLog(spec.target, spec.source.alias)
+        return cls(spec.id, spec.checkpoints, sync_log, metrics).load()
+
+    def load(self) -> OffsetSyncWriter:
+        """Ensure the syncs topic and load the history (module doc); returns this writer."""
+        self.sync_log.ensure_exists()
+        self.sync_log.load(self.store)
+        log.info("flow %s: loaded offset syncs: %s", self.flow_id, self.sync_log.last_load)
+        return self
 
     def record(self, batch: BatchProgress) -> None:
         now = self.clock()

@@ -85,14 +85,11 @@ class HeartbeatTicker:
     the running failure count (`failures`) and retried at the next tick.
     """
 
-    def __init__(self, spec: FlowSpec, producer: Any = None, clock_ms: Any = None, ensure_topic: Any = None) -> None:
-        if producer is None:
-            from kmirror_engine.clients.factory import producer_config, renewing_producer
-
-            # rebuilt when its credentials rotate, like the other side-work clients
-            producer = renewing_producer(lambda: producer_config(spec), role="heartbeats-producer")
-        self.emitter = HeartbeatEmitter(spec, producer)
-        self.flow_id = spec.id
+    def __init__(self, flow_id: str, emitter: HeartbeatEmitter, clock_ms: Any = None, ensure_topic: Any = None) -> None:
+        """A ticker of flow `flow_id` over `emitter` (no I/O here; `for_flow` builds the real one).
+        `ensure_topic(emitter)` creates the heartbeats topic before the first beat."""
+        self.emitter = emitter
+        self.flow_id = flow_id
         self.clock_ms = clock_ms or (lambda: int(time.time() * 1000))
         self.ensure_topic = ensure_topic or ensure_heartbeats_topic
         self._topic_ready = False
@@ -103,6 +100,15 @@ class HeartbeatTicker:
             errors=(KmirrorError, KafkaException, BufferError),
             on_failure=self._report,
         )
+
+    @classmethod
+    def for_flow(cls, spec: FlowSpec) -> HeartbeatTicker:
+        """The heartbeats of `spec` to its target, through a producer rebuilt when its credentials
+        rotate, like the other side-work clients."""
+        from kmirror_engine.clients.factory import producer_config, renewing_producer
+
+        producer = renewing_producer(lambda: producer_config(spec), role="heartbeats-producer")
+        return cls(spec.id, HeartbeatEmitter(spec, producer))
 
     @property
     def failures(self) -> int:

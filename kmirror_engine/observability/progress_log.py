@@ -30,14 +30,15 @@ LINE_INTERVAL_S = 1.0
 
 
 def progress_record(
-    spec: FlowSpec, batch: BatchProgress, end_offsets: dict[tuple[str, int], int] | None
+    flow_id: str, copy: CopySettings, batch: BatchProgress, end_offsets: dict[tuple[str, int], int] | None
 ) -> dict[str, Any]:
-    """The fields of one progress line (lag is null when the end offsets are unknown)."""
+    """The fields of one progress line of flow `flow_id` (lag is null when the end offsets are
+    unknown; a rate-limited `copy` adds its throttling)."""
     resume = next_offsets(batch)
     lag = None if end_offsets is None else sum(max(0, end_offsets.get(tp, off) - off) for tp, off in resume.items())
     rate = round(batch.records * 1000 / batch.duration_ms) if batch.duration_ms > 0 else None
     return {
-        "flow": spec.id,
+        "flow": flow_id,
         "batch": batch.batch_id,
         "records": batch.records,
         "bytes": batch.bytes,
@@ -47,7 +48,7 @@ def progress_record(
         "lag": lag,
         "skipped": sum(p.skipped_records for p in batch.partitions),
         "dead_lettered": sum(p.dead_lettered for p in batch.partitions),  # too large for the target: in the DLQ
-        **_throttling(spec.copy, batch),
+        **_throttling(copy, batch),
         **_fallback(batch),
         **_returned_home(batch),
     }
@@ -120,7 +121,7 @@ class ProgressLogListener:
             batch = merge(self._held, batch)
         batches = self._held_batches + 1
         end_offsets = self._end_offsets(batch)
-        record = progress_record(self.spec, batch, end_offsets)
+        record = progress_record(self.spec.id, self.spec.copy, batch, end_offsets)
         if record["lag"] and time.monotonic() - self._last_line < self.interval_s:
             self._held, self._held_batches = batch, batches  # behind: the next batch comes soon
             return
@@ -138,4 +139,7 @@ class ProgressLogListener:
     def close(self, final: bool) -> None:
         """Print a held line (the admin client has no close)."""
         if self._held is not None:
-            self._print(progress_record(self.spec, self._held, self._end_offsets(self._held)), self._held_batches)
+            self._print(
+                progress_record(self.spec.id, self.spec.copy, self._held, self._end_offsets(self._held)),
+                self._held_batches,
+            )

@@ -104,16 +104,20 @@ class RangePlanner:
         spec: FlowSpec,
         once: bool,
         task_count: int,
-        admin_factory: Any = None,
+        source_admin: Any,
+        target_admin: Any,
+        created: CreatedTopics | None = None,
+        control: ControlReader | None = None,
+        record_sizes: RecordSizes | None = None,
         on_takeover: Callable[[FlowSpec, Sequence[TakeoverPoint]], object] | None = None,
     ) -> None:
-        """`on_takeover`: writes kafka-mirror's first offset syncs at an MM2 takeover (the
-        failover side's, passed in by the Spark glue: planning never imports failover)."""
-        real_clients = admin_factory is None  # fakes (tests) get no created-topics registry
-        if admin_factory is None:
-            from kmirror_engine.clients.factory import admin_client as admin_factory
+        """A planner over the clients given (no I/O here; `for_flow` builds the real ones).
+        `created`: the created-topics registry (None: not recorded); `control`: the flow's
+        pause/resume reader (None: never paused); `record_sizes`: the byte-limit sampler (default:
+        never sampled); `on_takeover`: writes kafka-mirror's first offset syncs at an MM2 takeover
+        (the failover side's, passed in by the Spark glue: planning never imports failover)."""
         self.spec, self.once, self.task_count, self.on_takeover = spec, once, task_count, on_takeover
-        self.source_admin = admin_factory(spec.source)
+        self.source_admin = source_admin
         self.read_committed = spec.planning.read_committed
         self.discovery = TopicDiscovery(
             self.source_admin,
@@ -125,21 +129,45 @@ class RangePlanner:
         )
         self.target_topics = TargetTopics(
             self.source_admin,
-            admin_factory(spec.target),
+            target_admin,
             spec.target,
             spec.topic_sync.replication_factor,
             spec.topic_sync.configs,
-            created=CreatedTopics(spec.target, spec.source.alias, spec.id) if real_clients else None,
+            created=created,
         )
         self.frozen_end: Offsets | None = None
         self.skipped_records = 0
         self.replays_checked = False  # the first batch after a start may replay delivered offsets
         self.skipped_before: dict[tuple[str, int], int] = {}  # of the last plan(): offsets lost before each range
         self.log_end: dict[tuple[str, int], int] = {}  # of the last next_end(): the source's end offsets
-        sampler = self._size_sampler if real_clients and spec.copy.max_bytes_per_second else None
         # pause/resume (issue 46): the flow's newest control record, read once per trigger
-        self.control: Any = ControlReader(spec) if real_clients else None
-        self.record_sizes = RecordSizes(sampler)
+        self.control: Any = control
+        self.record_sizes = record_sizes or RecordSizes(None)
+
+    @classmethod
+    def for_flow(
+        cls,
+        spec: FlowSpec,
+        once: bool,
+        task_count: int,
+        on_takeover: Callable[[FlowSpec, Sequence[TakeoverPoint]], object] | None = None,
+    ) -> RangePlanner:
+        """The planner of `spec` over its real clusters: admin clients, the created-topics
+        registry, the control reader and, for a byte-limited flow, the record-size sampler."""
+        from kmirror_engine.clients.factory import admin_client
+
+        sampler = (lambda: cls._size_sampler(spec)) if spec.copy.max_bytes_per_second else None
+        return cls(
+            spec,
+            once,
+            task_count,
+            admin_client(spec.source),
+            admin_client(spec.target),
+            created=CreatedTopics(spec.target, spec.source.alias, spec.id),
+            control=ControlReader(spec),
+            record_sizes=RecordSizes(sampler),
+            on_takeover=on_takeover,
+        )
 
     def _retry(self, call: Any, what: str) -> Any:
         return with_retries(call, f"{self.spec.id}: {what}", bounded=self.once)
@@ -288,13 +316,14 @@ class RangePlanner:
         )
         return split_rate_limits(tasks, per_offset, records_limited=bool(copy.max_records_per_second))
 
-    def _size_sampler(self) -> Any:
+    @staticmethod
+    def _size_sampler(spec: FlowSpec) -> Any:
         """A source consumer (assign only) for `RecordSizes`, with small fetches: a sample needs a
         few records per partition, not a full prefetch."""
         from kmirror_engine.clients.factory import consumer_config, new_consumer
 
         config = {
-            **consumer_config(self.spec),
+            **consumer_config(spec),
             "fetch.max.bytes": 4 * 1024 * 1024,
             "max.partition.fetch.bytes": 64 * 1024,
             "enable.partition.eof": True,

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaException
@@ -27,20 +27,36 @@ log = logging.getLogger("kmirror.sync_ticker")
 
 class SyncTicker:
     def __init__(
-        self, spec: FlowSpec, once: bool, admin_factory: Any = None, clock: Callable[[], float] = time.monotonic
+        self,
+        flow_id: str,
+        once: bool,
+        syncs: Sequence[tuple[str, Any, int]],
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        """A ticker of flow `flow_id` running `syncs`: (what, an object with `run()`, interval in
+        ms) each (no I/O here; `for_flow` builds the flow's config and ACL syncs)."""
+        self.flow_id, self.once, self.clock = flow_id, once, clock
+        self.jobs: list[PeriodicTask] = []  # one per sync, driven by the ticker's due times
+        for what, sync, interval_ms in syncs:
+            self._add(what, sync, interval_ms)
+        self.due = [0.0 for _ in self.jobs]
+        self.failures = 0  # over all jobs
+        self.task = PeriodicTask(f"kmirror-sync {flow_id}", 1.0, self.tick, join_timeout_s=5.0)
+
+    @classmethod
+    def for_flow(cls, spec: FlowSpec, once: bool, admin_factory: Any = None) -> SyncTicker:
+        """The syncs `spec`'s `topic_sync` view asks for (configs, then ACLs), over the clusters'
+        admin clients (`admin_factory(endpoint)`, default `admin_client`)."""
         from kmirror_engine.topic_sync.acls import AclSync
         from kmirror_engine.topic_sync.configs import ConfigSync
 
-        self.spec, self.once, self.clock = spec, once, clock
-        self.jobs: list[PeriodicTask] = []  # one per sync, driven by the ticker's due times
-        if spec.topic_sync.configs:
-            self._add("config sync", ConfigSync(spec, admin_factory), spec.topic_sync.configs_interval_ms)
-        if spec.topic_sync.acls:
-            self._add("ACL sync", AclSync(spec, admin_factory), spec.topic_sync.acls_interval_ms)
-        self.due = [0.0 for _ in self.jobs]
-        self.failures = 0  # over all jobs
-        self.task = PeriodicTask(f"kmirror-sync {spec.id}", 1.0, self.tick, join_timeout_s=5.0)
+        settings = spec.topic_sync
+        syncs: list[tuple[str, Any, int]] = []
+        if settings.configs:
+            syncs.append(("config sync", ConfigSync(spec, admin_factory), settings.configs_interval_ms))
+        if settings.acls:
+            syncs.append(("ACL sync", AclSync(spec, admin_factory), settings.acls_interval_ms))
+        return cls(spec.id, once, syncs)
 
     def _add(self, what: str, sync: Any, interval_ms: int) -> None:
         self.jobs.append(
@@ -53,7 +69,7 @@ class SyncTicker:
         self.failures += 1
         log.warning(
             "%s: %s failed (%d failures so far, retried in %.0f s): %s",
-            self.spec.id,
+            self.flow_id,
             job.name,
             self.failures,
             job.interval_s,

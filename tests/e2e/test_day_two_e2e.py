@@ -147,7 +147,7 @@ def test_a_deleted_topic_with_planned_offsets_fails_when_fail_on_data_loss_is_on
         create_topic(clusters.source, topic, 1)
         produce(clusters.source, topic, [{"value": b"v", "partition": 0}] * 10)
         add_fences(clusters.source, topic, 1)
-    planner = RangePlanner(_spec(clusters, unique), once=True, task_count=1)
+    planner = RangePlanner.for_flow(_spec(clusters, unique), once=True, task_count=1)
     start = planner.initial_offsets()
     end = planner.next_end(start, None)
     admin = AdminClient({"bootstrap.servers": clusters.source})

@@ -41,7 +41,7 @@ class FlowRun:
         from kmirror_engine.planning.range_planner import RangePlanner
 
         self.spec = spec
-        self.planner = RangePlanner(spec, once=False, task_count=1)
+        self.planner = RangePlanner.for_flow(spec, once=False, task_count=1)
         self.offsets = self.planner.initial_offsets()
         self.listener = FailoverListener(spec, serve_metrics=False, heartbeats=heartbeats)
         self.batch_id = 0

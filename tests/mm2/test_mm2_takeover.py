@@ -288,7 +288,7 @@ def test_takeover_refuses_partitions_neither_offsets_nor_syncs_cover(mm2_stopped
         "starting_offsets": {"from_mm2": {"offsets_topic": "no-such-offsets", "offset_syncs_topic": "no-such-syncs"}},
     }
     with pytest.raises(ValidationError) as failure:
-        RangePlanner(parse_flow_spec(raw), once=True, task_count=1).initial_offsets()
+        RangePlanner.for_flow(parse_flow_spec(raw), once=True, task_count=1).initial_offsets()
     remote, topic = mm2_stopped["remote"], mm2_stopped["topic"]
     for p in (0, 1):
         assert (
