@@ -77,15 +77,20 @@ class FlowSideWork:
 
     def start(self) -> FlowSideWork:
         """Start the driver's tickers the views ask for (module doc); returns this object. When one
-        fails to start, the error is raised and the ones started before it are kept unstopped,
-        as the driver always did (`stop()` then stops none)."""
+        fails to start, the ones started before it are stopped and the error raised: a failed
+        flow start leaves no heartbeat or sync thread behind."""
         tickers: list[Ticker] = []
-        if self.heartbeats.emit:
-            tickers.append(self.parts.heartbeats())
-        if self.checkpoints.emit and not self.once:
-            tickers.append(self.parts.idle_checkpoints())
-        if self.topic_sync.any:  # a round now, then on intervals
-            tickers.append(self.parts.topic_sync(self.once))
+        try:
+            if self.heartbeats.emit:
+                tickers.append(self.parts.heartbeats())
+            if self.checkpoints.emit and not self.once:
+                tickers.append(self.parts.idle_checkpoints())
+            if self.topic_sync.any:  # a round now, then on intervals
+                tickers.append(self.parts.topic_sync(self.once))
+        except BaseException:
+            for ticker in reversed(tickers):
+                ticker.stop()
+            raise
         self.tickers = tickers
         return self
 

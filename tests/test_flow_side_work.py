@@ -88,3 +88,27 @@ def test_a_flows_side_work_is_chosen_by_its_views() -> None:
     assert (work.heartbeats, work.checkpoints, work.topic_sync) == (flow.heartbeats, flow.checkpoints, flow.topic_sync)
     assert not work.heartbeats.emit and work.checkpoints.emit and work.topic_sync.acls
     assert work.tickers == []  # nothing built or started before start()
+
+
+def test_a_ticker_that_fails_to_start_stops_the_ones_started_before_it() -> None:
+    events: list[str] = []
+    work = side_work(events, once=False)
+
+    def broken(once: bool) -> Any:
+        raise RuntimeError("topic sync cannot reach the target")
+
+    work.parts = SideWorkParts(
+        heartbeats=work.parts.heartbeats,
+        idle_checkpoints=work.parts.idle_checkpoints,
+        topic_sync=broken,
+        final_checkpoint=work.parts.final_checkpoint,
+        batch_listeners=work.parts.batch_listeners,
+    )
+    try:
+        work.start()
+    except RuntimeError as exc:
+        assert "cannot reach" in str(exc)
+    else:
+        raise AssertionError("start() swallowed the ticker's failure")
+    assert events == ["start heartbeats", "start idle checkpoints", "stop idle checkpoints", "stop heartbeats"]
+    assert work.tickers == []
