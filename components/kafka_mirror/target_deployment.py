@@ -56,8 +56,14 @@ class TargetMirrorDeployment(pulumi.ComponentResource):
         self.target, self.flow_ids = target, sorted(flow_specs)
         self.app_name = name
         specs = [flow_specs[i] for i in self.flow_ids]
-        deploy = self._deploy_eks if given[0] == "eks" else self._deploy_emr
-        self.metrics_endpoint = deploy(name, platform, specs, spark, secret_names)
+        if given[0] == "eks":
+            out = pulumi.Output.all(platform["eks"], *specs).apply(
+                lambda v: self._render_eks(v[0], v[1:], spark, secret_names)
+            )
+            self.metrics_endpoint = self._deploy_eks(name, out, bool(platform.get("pod_monitor")))
+        else:
+            out = pulumi.Output.all(platform["emr"], *specs).apply(lambda v: self._render_emr(name, v[0], v[1:], spark))
+            self.metrics_endpoint = self._deploy_emr(name, out)
         role_target = pulumi.Output.from_input(platform[given[0]])
         for flow_id in self.flow_ids:
             attach_msk_iam_policy(self, self._flow_child(name, flow_id), flow_specs[flow_id], role_target)
@@ -66,53 +72,51 @@ class TargetMirrorDeployment(pulumi.ComponentResource):
     def _flow_child(self, name: str, flow_id: str) -> str:
         return f"{name}-{app_name(flow_id)[len('mirror-') :]}"
 
-    def _deploy_eks(
-        self, name: str, platform: dict[str, Any], specs: list[Any], spark: dict[str, Any], secrets: list[str]
-    ) -> pulumi.Output[Any]:
-        def render(v: list[Any]) -> dict[str, Any]:
-            target, flow_specs = v[0], v[1:]
-            settings = EksSettings(**target["settings"])
-            ported = with_set_metrics_ports(flow_specs, settings.metrics_port)
-            resources = app_spark(spark, settings.spark_defaults)
-            out = eks_app_set(self.target, ported, resources, settings, tuple(SecretMount(n) for n in secrets))
-            out["config_maps"] = {str(s["id"]): flow_config_map(s, settings.namespace) for s in ported}
-            return out
+    def _render_eks(
+        self, target: dict[str, Any], flow_specs: list[Any], spark: dict[str, Any], secrets: list[str]
+    ) -> dict[str, Any]:
+        """The app's manifests (`eks_app_set`) and each flow's ConfigMap."""
+        settings = EksSettings(**target["settings"])
+        ported = with_set_metrics_ports(flow_specs, settings.metrics_port)
+        resources = app_spark(spark, settings.spark_defaults)
+        out = eks_app_set(self.target, ported, resources, settings, tuple(SecretMount(n) for n in secrets))
+        out["config_maps"] = {str(s["id"]): flow_config_map(s, settings.namespace) for s in ported}
+        return out
 
-        out = pulumi.Output.all(platform["eks"], *specs).apply(render)
+    def _deploy_eks(self, name: str, out: pulumi.Output[Any], pod_monitor: bool) -> pulumi.Output[Any]:
         opts = child_options(self, self._depends_on)
         maps = [
             flow_spec_config_map(self._flow_child(name, flow_id), out, ("config_maps", flow_id), opts)
             for flow_id in self.flow_ids
         ]
-        made = app_resources(name, out, opts, maps, pod_monitor=bool(platform.get("pod_monitor")), metrics_policy=True)
+        made = app_resources(name, out, opts, maps, pod_monitor=pod_monitor, metrics_policy=True)
         self.application = made.application
         return out.apply(lambda r: r["endpoint"])
 
-    def _deploy_emr(
-        self, name: str, platform: dict[str, Any], specs: list[Any], spark: dict[str, Any], secrets: list[str]
-    ) -> pulumi.Output[Any]:
-        def render(v: list[Any]) -> dict[str, Any]:
-            target, flow_specs = v[0], v[1:]
-            settings = EmrSettings(**target["settings"])
-            check_step_function(target, name)
-            ported = sorted(
-                (with_metrics_port(s, emr_metrics_port(str(s["id"]), settings)) for s in flow_specs),
-                key=lambda s: str(s["id"]),
-            )
-            objects = {str(s["id"]): {"key": flow_object_key(s), "content": flow_json(s)} for s in ported}
-            files = [(settings.uri(objects[i]["key"]), flow_file(i)) for i in self.flow_ids]
-            resources = app_spark(spark, settings.spark_defaults)
-            step_args = app_step_args(name, files, target["bundle_uri"], target["entry_uri"], resources, settings)
-            return dict(
-                bucket=settings.bucket,
-                objects=objects,
-                cluster_id=target["cluster_id"],
-                ports={str(s["id"]): int(s["metrics_port"]) for s in ported},
-                step_function=target["step_function"],
-                step_input=app_step_input(target["cluster_id"], name, step_args, settings),
-            )
+    def _render_emr(
+        self, name: str, target: dict[str, Any], flow_specs: list[Any], spark: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Each flow's S3 object and the step input naming them all."""
+        settings = EmrSettings(**target["settings"])
+        check_step_function(target, name)
+        ported = sorted(
+            (with_metrics_port(s, emr_metrics_port(str(s["id"]), settings)) for s in flow_specs),
+            key=lambda s: str(s["id"]),
+        )
+        objects = {str(s["id"]): {"key": flow_object_key(s), "content": flow_json(s)} for s in ported}
+        files = [(settings.uri(objects[i]["key"]), flow_file(i)) for i in self.flow_ids]
+        resources = app_spark(spark, settings.spark_defaults)
+        step_args = app_step_args(name, files, target["bundle_uri"], target["entry_uri"], resources, settings)
+        return dict(
+            bucket=settings.bucket,
+            objects=objects,
+            cluster_id=target["cluster_id"],
+            ports={str(s["id"]): int(s["metrics_port"]) for s in ported},
+            step_function=target["step_function"],
+            step_input=app_step_input(target["cluster_id"], name, step_args, settings),
+        )
 
-        out = pulumi.Output.all(platform["emr"], *specs).apply(render)
+    def _deploy_emr(self, name: str, out: pulumi.Output[Any]) -> pulumi.Output[Any]:
         objects = [(self._flow_child(name, flow_id), ("objects", flow_id)) for flow_id in self.flow_ids]
         made = step_resources(self, name, out, objects, self._depends_on)
         self.step, step_id = made.step, made.step_id

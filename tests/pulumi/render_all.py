@@ -26,18 +26,11 @@ from google.protobuf import json_format
 from pulumi.runtime import mocks as pulumi_mocks
 from pulumi.runtime import rpc, settings
 
-from tests.pulumi.harness import SECRET_VALUES, Mocks, _without_resource_refs, stack_config
+from tests.pulumi.harness import SECRET_VALUES, TWO_CLUSTER_TOPOLOGY, Mocks, _without_resource_refs, stack_config
 
 STACKS = ("west", "east", "central", "local")
 APPS_PER = ("flow", "target")
 VOLATILE = ("object", "sourcePosition", "stackTrace", "parentStackTraceHandle")
-TOPOLOGY = """
-clusters:
-  west-1: {bootstrap_servers: "b1.west-1.example.com:9092", datacenter: west}
-  east-1: {bootstrap_servers: "b1.east-1.example.com:9092", datacenter: east}
-topologies:
-  - {name: dr, pattern: active-passive, primary: west-1, standby: east-1, topics: ["orders.*"]}
-"""
 
 
 def canonical(value: Any) -> Any:
@@ -132,7 +125,7 @@ def direct_case() -> dict[str, Any]:
         from kafka_mirror import EksSparkPlatform, EmrSparkPlatform, MirrorDeployment, ReplicationTopology
 
         topology = ReplicationTopology(
-            "east", {"datacenter": "east", "checkpoint_root": "s3a://b/ck", "topology_yaml": TOPOLOGY}
+            "east", {"datacenter": "east", "checkpoint_root": "s3a://b/ck", "topology_yaml": TWO_CLUSTER_TOPOLOGY}
         )
         image = f"repo/kafka-mirror@sha256:{'a' * 64}"
         eks = EksSparkPlatform(

@@ -12,9 +12,9 @@ of an app's Kubernetes resources that the per-target app (`TargetMirrorDeploymen
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -31,6 +31,8 @@ from kafka_mirror.eks.specs import (
     with_metrics_port,
 )
 from kafka_mirror.rendered import child_options, output_at
+
+Made = TypeVar("Made", bound=pulumi.Resource)
 
 
 @dataclass(frozen=True)
@@ -75,44 +77,41 @@ def app_resources(
     `<name>-metrics`, with `metrics_policy` a NetworkPolicy `<name>-metrics-ingress`, the driver PDB
     `<name>-driver-pdb` and with `pod_monitor` a PodMonitor `<name>-pod-monitor`, from the manifests
     rendered in `out` (keys `app`, `service`, `metrics_policy`, `pdb`, `pod_monitor`)."""
-
-    def part(path: str) -> pulumi.Output[Any]:
-        return output_at(out, *path.split("."))
-
-    application = k8s.apiextensions.CustomResource(
+    application = _made(
+        k8s.apiextensions.CustomResource,
         f"{name}-app",
+        out,
+        "app",
+        pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(config_maps))),
         api_version="sparkoperator.k8s.io/v1beta2",
         kind="SparkApplication",
-        metadata=part("app.metadata"),
-        spec=part("app.spec"),
-        opts=pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=list(config_maps))),
     )
-    service = k8s.core.v1.Service(
-        f"{name}-metrics", metadata=part("service.metadata"), spec=part("service.spec"), opts=opts
-    )
+    service = _made(k8s.core.v1.Service, f"{name}-metrics", out, "service", opts)
     policy = None
     if metrics_policy:
-        policy = k8s.networking.v1.NetworkPolicy(
-            f"{name}-metrics-ingress",
-            metadata=part("metrics_policy.metadata"),
-            spec=part("metrics_policy.spec"),
-            opts=opts,
-        )
+        policy = _made(k8s.networking.v1.NetworkPolicy, f"{name}-metrics-ingress", out, "metrics_policy", opts)
     # The driver is the app: voluntary evictions (drains, consolidation) must not take it.
-    budget = k8s.policy.v1.PodDisruptionBudget(
-        f"{name}-driver-pdb", metadata=part("pdb.metadata"), spec=part("pdb.spec"), opts=opts
-    )
+    budget = _made(k8s.policy.v1.PodDisruptionBudget, f"{name}-driver-pdb", out, "pdb", opts)
     monitor = None
     if pod_monitor:
-        monitor = k8s.apiextensions.CustomResource(
+        monitor = _made(
+            k8s.apiextensions.CustomResource,
             f"{name}-pod-monitor",
+            out,
+            "pod_monitor",
+            opts,
             api_version="monitoring.coreos.com/v1",
             kind="PodMonitor",
-            metadata=part("pod_monitor.metadata"),
-            spec=part("pod_monitor.spec"),
-            opts=opts,
         )
     return AppResources(application, service, budget, monitor, policy)
+
+
+def _made(
+    make: Callable[..., Made], name: str, out: pulumi.Output[Any], key: str, opts: pulumi.ResourceOptions, **extra: Any
+) -> Made:
+    """A resource `name` of class `make` whose metadata and spec are the rendered manifest `out[key]`."""
+    metadata, spec = output_at(out, key, "metadata"), output_at(out, key, "spec")
+    return make(name, metadata=metadata, spec=spec, opts=opts, **extra)
 
 
 def render_flow_app(values: list[Any]) -> dict[str, Any]:

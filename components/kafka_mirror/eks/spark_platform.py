@@ -21,6 +21,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 import yaml
 
+from kafka_mirror.eks import platform_specs as specs
 from kafka_mirror.eks.cluster import EksClusterSettings, create_eks_cluster, create_irsa_role
 from kafka_mirror.eks.monitoring import dashboard_config_map, prometheus_rule
 from kafka_mirror.eks.platform_args import (
@@ -31,16 +32,6 @@ from kafka_mirror.eks.platform_args import (
     OperatorArgs,
     eks_settings,
     required_image,
-)
-from kafka_mirror.eks.platform_specs import (
-    OPERATOR_IMAGE,
-    driver_role_binding_manifest,
-    driver_role_manifest,
-    namespace_manifest,
-    network_policy_manifest,
-    operator_image_values,
-    operator_values,
-    service_account_manifest,
 )
 from kafka_mirror.eks.settings import DEFAULT_MONITORING_NAMESPACE, PART_OF
 from kafka_mirror.input_types import EksDeploymentTarget
@@ -146,17 +137,17 @@ class EksSparkPlatform(pulumi.ComponentResource):
             )
         child = self.child_opts()
         ns = self.settings.namespace
-        namespace = k8s.core.v1.Namespace(f"{name}-namespace", **_body(namespace_manifest(ns)), opts=child)
+        namespace = k8s.core.v1.Namespace(f"{name}-namespace", **_body(specs.namespace_manifest(ns)), opts=child)
         self.namespace = namespace.metadata.apply(lambda m: str(m["name"] if isinstance(m, dict) else m.name))
         dep = self.child_opts(depends_on=[namespace])
         account_meta = pulumi.Output.from_input(irsa).apply(
-            lambda arn: service_account_manifest(self.settings, arn)["metadata"]
+            lambda arn: specs.service_account_manifest(self.settings, arn)["metadata"]
         )
         account = k8s.core.v1.ServiceAccount(f"{name}-service-account", metadata=account_meta, opts=dep)
-        role = k8s.rbac.v1.Role(f"{name}-driver-role", **_body(driver_role_manifest(self.settings)), opts=dep)
+        role = k8s.rbac.v1.Role(f"{name}-driver-role", **_body(specs.driver_role_manifest(self.settings)), opts=dep)
         binding = k8s.rbac.v1.RoleBinding(
             f"{name}-driver-binding",
-            **_body(driver_role_binding_manifest(self.settings)),
+            **_body(specs.driver_role_binding_manifest(self.settings)),
             opts=self.child_opts(depends_on=[role, account]),
         )
         self.ready: list[pulumi.Resource] = [namespace, account, binding, *([self.nodes] if self.nodes else [])]
@@ -164,7 +155,7 @@ class EksSparkPlatform(pulumi.ComponentResource):
             self.ready.append(self._priority_class(name, self.settings.priority_class_name))
         if args.get("network_policy", True):
             monitoring_ns = (args.get("monitoring") or {}).get("namespace", DEFAULT_MONITORING_NAMESPACE)
-            policy = network_policy_manifest(self.settings, monitoring_ns)
+            policy = specs.network_policy_manifest(self.settings, monitoring_ns)
             self.ready.append(
                 k8s.networking.v1.NetworkPolicy(
                     f"{name}-network-policy", metadata=policy["metadata"], spec=policy["spec"], opts=dep
@@ -322,14 +313,14 @@ def operator_crds() -> list[dict[str, Any]]:
 
 def _operator_release_values(name: str, namespace: str, operator: OperatorArgs) -> dict[str, Any]:
     """The chart's values: `operator_values` plus the image pinned by `image_digest` (a warning without one)."""
-    values = operator_values(namespace, int(operator.get("replicas", OPERATOR_REPLICAS)))
+    values = specs.operator_values(namespace, int(operator.get("replicas", OPERATOR_REPLICAS)))
     digest = operator.get("image_digest")
     if digest is None:
         pulumi.log.warn(
-            f"{name}: the Spark operator image {OPERATOR_IMAGE}:{SPARK_OPERATOR_CHART_VERSION} is pulled by tag; "
+            f"{name}: the Spark operator image {specs.OPERATOR_IMAGE}:{SPARK_OPERATOR_CHART_VERSION} is pulled by tag; "
             "set operator.image_digest (`crane digest` of that image) to pin it"
         )
-    return {**values, **operator_image_values(SPARK_OPERATOR_CHART_VERSION, digest)}
+    return {**values, **specs.operator_image_values(SPARK_OPERATOR_CHART_VERSION, digest)}
 
 
 def _body(manifest: dict[str, Any]) -> dict[str, Any]:
