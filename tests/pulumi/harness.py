@@ -25,6 +25,15 @@ SECRET_VALUES = {
     "westKubeconfig": "apiVersion: v1\nkind: Config\n# west's kubeconfig (a stack secret)\n",
 }
 KIND_KUBECONFIG = ROOT / "tests" / "pulumi" / "data" / "kind-kubeconfig.yaml"
+# Two clusters and one active-passive topology: the flow `west-1->east-1`, for programs that build
+# the components themselves (through the provider, tests/pulumi/test_provider.py, or directly).
+TWO_CLUSTER_TOPOLOGY = """
+clusters:
+  west-1: {bootstrap_servers: "b1.west-1.example.com:9092", datacenter: west}
+  east-1: {bootstrap_servers: "b1.east-1.example.com:9092", datacenter: east}
+topologies:
+  - {name: dr, pattern: active-passive, primary: west-1, standby: east-1, topics: ["orders.*"]}
+"""
 
 
 @dataclass

@@ -22,7 +22,7 @@ from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 from kafka_mirror import COMPONENTS, PACKAGE
 from kafka_mirror.bundle import build_bundle
 from kafka_mirror.typed_provider import KafkaMirrorProvider
-from tests.pulumi.harness import Mocks, RecordingMonitor, Run
+from tests.pulumi.harness import TWO_CLUSTER_TOPOLOGY, Mocks, RecordingMonitor, Run
 from tests.pulumi.test_program import fake_wheelhouse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,13 +37,7 @@ NAMES = [
     "TlsSecret",
     "ScramSecret",
 ]
-TOPOLOGY = """
-clusters:
-  west-1: {bootstrap_servers: "b1.west-1.example.com:9092", datacenter: west}
-  east-1: {bootstrap_servers: "b1.east-1.example.com:9092", datacenter: east}
-topologies:
-  - {name: dr, pattern: active-passive, primary: west-1, standby: east-1, topics: ["orders.*"]}
-"""
+TOPOLOGY = TWO_CLUSTER_TOPOLOGY
 
 
 def served_schema() -> dict[str, Any]:

@@ -1,30 +1,94 @@
-"""Pure specs for EKS deployments: names, ConfigMaps, SparkApplications, metrics Services, RBAC.
+"""Pure specs of the EKS apps' objects: ConfigMaps, SparkApplications (hardened pods), metrics
+Services, driver PodDisruptionBudgets.
 
 No pulumi import: every layout decision is a plain function of the flow spec dict and
 platform settings, so it is tested without the engine and shared by all components.
 Logical names derive from the flow id only, so a topology edit that does not touch a
 flow never renames (and so never replaces) its resources.
+The settings and names live in `kafka_mirror.eks.settings`, the platform's own objects (namespace,
+NetworkPolicy, RBAC, operator values) in `kafka_mirror.eks.platform_specs`; both are re-exported
+here, so their old import path keeps working.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-from kmirror.security.secret_refs import SECRETS_ROOT
-from kmirror.stack.deploy_layout import (
-    CHECKPOINT_MOUNT,
-    DEFAULT_METRICS_PORT,
-    DEFAULT_NAMESPACE,
-    FLOW_ANNOTATION,
-    FLOW_FILE,
-    FLOW_MOUNT_DIR,
-    FLOW_VOLUME,
+from kafka_mirror.eks.platform_specs import (
+    DIGEST_PATTERN,
+    OPERATOR_IMAGE,
+    POD_SECURITY_LABELS,
+    POD_SECURITY_LEVEL,
+    driver_role_binding_manifest,
+    driver_role_manifest,
+    namespace_manifest,
+    network_policy_manifest,
+    operator_image_values,
+    operator_values,
+    service_account_manifest,
 )
-from kmirror.stack.models import IMAGE_PULL_POLICY, OPERATOR_REPLICAS, SERVICE_ACCOUNT, SPARK_VERSION
+from kafka_mirror.eks.settings import (
+    DEFAULT_MONITORING_NAMESPACE,
+    PART_OF,
+    SPARK_PORT_CONF,
+    EksSettings,
+    app_name,
+    flow_json,
+    flow_sha256,
+    spark_ports,
+    with_metrics_port,
+)
+from kmirror.security.secret_refs import SECRETS_ROOT
+from kmirror.stack.deploy_layout import CHECKPOINT_MOUNT, FLOW_ANNOTATION, FLOW_FILE, FLOW_MOUNT_DIR, FLOW_VOLUME
+
+__all__ = [  # this module's names and those of settings.py and platform_specs.py it re-exports
+    "APP_ENTRY",
+    "APP_HOME",
+    "APP_RUNNING_CONDITION",
+    "DEFAULT_MONITORING_NAMESPACE",
+    "DIGEST_PATTERN",
+    "DRIVER_DISRUPTION_ANNOTATIONS",
+    "FLOW_SHA_ANNOTATION",
+    "HARDENED_SPARK_CONF",
+    "IMAGE_ANNOTATION",
+    "OPERATOR_IMAGE",
+    "PART_OF",
+    "POD_SECURITY_LABELS",
+    "POD_SECURITY_LEVEL",
+    "SECRET_FILE_MODE",
+    "SPARK_GID",
+    "SPARK_PORT_CONF",
+    "SPARK_RPC_SECURITY_CONF",
+    "SPARK_UID",
+    "TIMEOUT_ANNOTATION",
+    "WAIT_FOR_ANNOTATION",
+    "WRITABLE_DIRS",
+    "EksSettings",
+    "SecretMount",
+    "app_name",
+    "app_wait_annotations",
+    "application_manifest",
+    "container_security_context",
+    "driver_disruption_budget",
+    "driver_role_binding_manifest",
+    "driver_role_manifest",
+    "flow_config_map",
+    "flow_json",
+    "flow_sha256",
+    "metrics_endpoint",
+    "metrics_port_name",
+    "metrics_service",
+    "namespace_manifest",
+    "network_policy_manifest",
+    "operator_image_values",
+    "operator_values",
+    "pod_security_context",
+    "service_account_manifest",
+    "spark_application_manifest",
+    "spark_ports",
+    "with_metrics_port",
+]
 
 APP_HOME = "/opt/kmirror"
 # The entry script sits beside (not inside) the packages: running a file from inside `spark_app/`
@@ -33,7 +97,6 @@ APP_ENTRY = f"local://{APP_HOME}/kmirror_main.py"
 FLOW_SHA_ANNOTATION = "kafka-mirror/flow-sha256"
 SPARK_UID = 185  # the `spark` user of the official Spark images (the Dockerfile's USER 185)
 SPARK_GID = 185  # its group
-DEFAULT_MONITORING_NAMESPACE = "monitoring"
 IMAGE_ANNOTATION = "kafka-mirror/image"
 # Secret files: kubelet makes them root-owned with group fsGroup (185); 0440 lets the `spark`
 # group read them and nobody else (0400 would leave them readable by root only, not by the app).
@@ -46,55 +109,11 @@ DRIVER_DISRUPTION_ANNOTATIONS = {
     "karpenter.sh/do-not-disrupt": "true",
     "cluster-autoscaler.kubernetes.io/safe-to-evict": "false",
 }
-PART_OF = {"app.kubernetes.io/part-of": "kafka-mirror"}
-# Pod Security Admission on the apps' namespace: driver and executor pods meet `restricted`
-# (`pod_security_context`, `container_security_context`; the operator's webhook applies them before
-# admission checks the pod), so anything weaker (a pod without them) is refused, not just logged.
-POD_SECURITY_LEVEL = "restricted"
-POD_SECURITY_LABELS = {
-    f"pod-security.kubernetes.io/{mode}{suffix}": value
-    for mode in ("enforce", "audit", "warn")
-    for suffix, value in (("", POD_SECURITY_LEVEL), ("-version", "latest"))
-}
-# Spark's RPC and block-manager ports, fixed (executors' block manager is random by default) so
-# the NetworkPolicy can open exactly them; 7078/7079 are Spark's own Kubernetes defaults for the driver.
-SPARK_PORT_CONF = {
-    "spark.driver.port": "7078",
-    "spark.driver.blockManager.port": "7079",
-    "spark.blockManager.port": "7079",
-}
 # Driver<->executor RPC authenticated and encrypted. On Kubernetes Spark generates a secret per
 # application when `spark.authenticate` is on (SPARK-26194: the driver creates it, executors get
 # it in an environment variable), so no secret is configured here; apps cannot talk to each other.
 SPARK_RPC_SECURITY_CONF = {"spark.authenticate": "true", "spark.network.crypto.enabled": "true"}
 HARDENED_SPARK_CONF = {**SPARK_PORT_CONF, **SPARK_RPC_SECURITY_CONF}
-
-
-def app_name(flow_id: str) -> str:
-    """`west-1->east-1` -> `mirror-west-1-to-east-1` (a DNS-1123 label, <= 63 chars).
-
-    Raises ValueError when the id cannot become a valid label.
-    """
-    name = "mirror-" + re.sub(r"[^a-z0-9-]+", "-", flow_id.lower().replace("->", "-to-")).strip("-")
-    if len(name) > 63 or not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", name):
-        raise ValueError(f"flow id {flow_id!r} gives app name {name!r}, not a DNS-1123 label of <= 63 chars")
-    return name
-
-
-def flow_json(flow_spec: dict[str, Any]) -> str:
-    """The flow spec as the app reads it; keys sorted so an unchanged spec renders identically."""
-    return json.dumps(flow_spec, sort_keys=True, indent=2)
-
-
-def flow_sha256(flow_spec: dict[str, Any]) -> str:
-    return hashlib.sha256(flow_json(flow_spec).encode()).hexdigest()
-
-
-def with_metrics_port(flow_spec: dict[str, Any], default_port: int) -> dict[str, Any]:
-    """The spec with `metrics_port` set (the flow's own setting wins), so every app is scraped."""
-    if flow_spec.get("metrics_port") is not None:
-        return dict(flow_spec)
-    return {**flow_spec, "metrics_port": default_port}
 
 
 @dataclass(frozen=True)
@@ -111,35 +130,6 @@ class SecretMount:
     @property
     def volume(self) -> str:
         return f"secret-{self.secret_name}"[:63].rstrip("-")
-
-
-@dataclass(frozen=True)
-class EksSettings:
-    """Per-platform settings of the SparkApplications (from the stack's `kafka-mirror:spark`)."""
-
-    namespace: str = DEFAULT_NAMESPACE
-    # Pure-spec default only: EksSparkPlatform requires `image` (`required_image`), so no deploy runs it.
-    image: str = "kafka-mirror:unset"
-    image_pull_policy: str = IMAGE_PULL_POLICY
-    service_account: str = SERVICE_ACCOUNT
-    spark_version: str = SPARK_VERSION
-    retry_interval_s: int = 10
-    metrics_port: int = DEFAULT_METRICS_PORT
-    spark_conf: dict[str, str] = field(default_factory=dict)
-    # Flow-level `spark` keys (executors, memory, ...) a flow does not set itself.
-    spark_defaults: dict[str, Any] = field(default_factory=dict)
-    checkpoint_claim: str | None = None  # a ReadWriteMany PVC mounted at CHECKPOINT_MOUNT; else s3a://
-    priority_class_name: str | None = None
-    node_selector: dict[str, str] = field(default_factory=dict)
-    tolerations: list[dict[str, Any]] = field(default_factory=list)
-    read_only_root_filesystem: bool = True
-    pod_monitor: bool = False
-    monitoring_labels: dict[str, str] = field(default_factory=dict)
-    # How long `pulumi up` waits for each SparkApplication to report RUNNING (`app_wait_annotations`).
-    app_start_timeout_s: int = 600
-    # The platform's NetworkPolicy (`network_policy_manifest`) and the namespace it admits Prometheus from.
-    network_policy: bool = True
-    monitoring_namespace: str = DEFAULT_MONITORING_NAMESPACE
 
 
 def _labels(name: str, component: str) -> dict[str, str]:
@@ -336,13 +326,6 @@ def application_manifest(
     }
 
 
-def spark_ports(settings: EksSettings) -> list[int]:
-    """The driver's RPC and the block managers' ports every app of the platform uses (the
-    hardened defaults unless the platform's `spark_conf` sets its own): what the NetworkPolicy opens."""
-    conf = {**SPARK_PORT_CONF, **settings.spark_conf}
-    return sorted({int(conf[key]) for key in SPARK_PORT_CONF})
-
-
 def _refuse_port_overrides(flow_id: str, options: dict[str, str], settings: EksSettings) -> None:
     """A flow's own Spark options may not move the RPC ports: the namespace's NetworkPolicy opens
     the platform's ports only, so executors would never reach a driver on another one.
@@ -414,127 +397,3 @@ def metrics_endpoint(flow_spec: dict[str, Any], settings: EksSettings) -> str:
     """Where Prometheus scrapes the flow's driver (through `metrics_service`)."""
     port = int(flow_spec.get("metrics_port") or settings.metrics_port)
     return f"http://{app_name(flow_spec['id'])}-metrics.{settings.namespace}.svc.cluster.local:{port}/metrics"
-
-
-def namespace_manifest(namespace: str) -> dict[str, Any]:
-    """The apps' namespace, with Pod Security Admission enforcing `restricted` (POD_SECURITY_LABELS)."""
-    labels = {**PART_OF, **POD_SECURITY_LABELS}
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}}
-
-
-def network_policy_manifest(
-    settings: EksSettings, monitoring_namespace: str = DEFAULT_MONITORING_NAMESPACE
-) -> dict[str, Any]:
-    """Ingress of the mirror pods (drivers and executors), deny by default: only other mirror pods
-    of the namespace on Spark's RPC/block-manager ports (`spark_ports`), and Prometheus from
-    `monitoring_namespace` on the drivers' metrics port. Apps share the namespace's rule; each
-    app's own `spark.authenticate` secret keeps one app's pods out of another's RPC.
-
-    Nothing else reaches them: the operator's webhook runs in the operator's pods (the API server
-    calls it, not the mirror pods), and the operator watches pods through the API server. Egress
-    stays open: brokers are outside the cluster at addresses a NetworkPolicy cannot name (DNS
-    names behind changing IPs), and the driver needs the API server and S3."""
-    rpc_ports = [{"protocol": "TCP", "port": port} for port in spark_ports(settings)]
-    metrics_ports = [{"protocol": "TCP", "port": "metrics"}, {"protocol": "TCP", "port": settings.metrics_port}]
-    monitoring = {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": monitoring_namespace}}}
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {"name": "kafka-mirror-ingress", "namespace": settings.namespace, "labels": dict(PART_OF)},
-        "spec": {
-            "podSelector": {"matchLabels": dict(PART_OF)},
-            "policyTypes": ["Ingress"],
-            "ingress": [
-                {"from": [{"podSelector": {"matchLabels": dict(PART_OF)}}], "ports": rpc_ports},
-                {"from": [monitoring], "ports": metrics_ports},
-            ],
-        },
-    }
-
-
-def service_account_manifest(settings: EksSettings, irsa_role_arn: str | None) -> dict[str, Any]:
-    """The drivers' service account; with IRSA its pods get the role's AWS credentials (S3 checkpoints)."""
-    metadata: dict[str, Any] = {
-        "name": settings.service_account,
-        "namespace": settings.namespace,
-        "labels": dict(PART_OF),
-    }
-    if irsa_role_arn:
-        metadata["annotations"] = {"eks.amazonaws.com/role-arn": irsa_role_arn}
-    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": metadata}
-
-
-def driver_role_manifest(settings: EksSettings) -> dict[str, Any]:
-    """What a Spark driver does in its namespace: create and watch executor pods and their services."""
-    rules = [
-        {
-            "apiGroups": [""],
-            "resources": ["pods", "services", "configmaps", "persistentvolumeclaims"],
-            "verbs": ["create", "get", "list", "watch", "update", "patch", "delete", "deletecollection"],
-        },
-    ]
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "Role",
-        "metadata": {
-            "name": f"{settings.service_account}-driver",
-            "namespace": settings.namespace,
-            "labels": dict(PART_OF),
-        },
-        "rules": rules,
-    }
-
-
-def driver_role_binding_manifest(settings: EksSettings) -> dict[str, Any]:
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": {
-            "name": f"{settings.service_account}-driver",
-            "namespace": settings.namespace,
-            "labels": dict(PART_OF),
-        },
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "Role",
-            "name": f"{settings.service_account}-driver",
-        },
-        "subjects": [{"kind": "ServiceAccount", "name": settings.service_account, "namespace": settings.namespace}],
-    }
-
-
-OPERATOR_IMAGE = "ghcr.io/kubeflow/spark-operator/controller"  # the chart's default (registry/repository)
-DIGEST_PATTERN = re.compile(r"sha256:[0-9a-f]{64}")
-
-
-def operator_image_values(chart_version: str, digest: str | None) -> dict[str, Any]:
-    """The chart's `image` values pinning the operator by digest: its template renders
-    `registry/repository:tag`, so the tag carries `<appVersion>@sha256:...` (the digest wins at pull).
-
-    Without a digest the chart's tag (its appVersion) is used; raises ValueError when `digest` is
-    not `sha256:` and 64 lower-case hex digits."""
-    if digest is None:
-        return {}
-    if not DIGEST_PATTERN.fullmatch(digest):
-        raise ValueError(
-            f"operator.image_digest {digest!r} is not a digest; use sha256:<64 hex digits>, e.g. from "
-            f"`crane digest {OPERATOR_IMAGE}:{chart_version}`"
-        )
-    return {"image": {"tag": f"{chart_version}@{digest}"}}
-
-
-def operator_values(namespace: str, replicas: int = OPERATOR_REPLICAS) -> dict[str, Any]:
-    """Helm values of the Kubeflow Spark Operator chart: watch only the mirror's namespace, leave
-    its service account to us (`service_account_manifest`), and run controller and webhook
-    highly available. The webhook stays fail-closed (`failurePolicy: Fail`): it is what puts the
-    secret volumes, security contexts and tolerations on driver and executor pods, so a pod
-    admitted without it would run without its secrets or hardening. Two replicas with a
-    PodDisruptionBudget (and leader election for the controller) keep it answering."""
-    ha = replicas > 1
-    budget = {"enable": ha, "minAvailable": 1}
-    return {
-        "spark": {"jobNamespaces": [namespace], "serviceAccount": {"create": False}, "rbac": {"create": False}},
-        "controller": {"replicas": replicas, "leaderElection": {"enable": True}, "podDisruptionBudget": budget},
-        "webhook": {"enable": True, "replicas": replicas, "failurePolicy": "Fail", "podDisruptionBudget": budget},
-        "prometheus": {"metrics": {"enable": True}},
-    }
