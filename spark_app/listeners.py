@@ -22,10 +22,8 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from kmirror.flow.spec import FlowSpec
-from kmirror_engine.failover.failover_listener import FailoverListener
-from kmirror_engine.failover.group_commit import GroupCommitListener
-from kmirror_engine.observability.progress import BatchListener
-from kmirror_engine.observability.progress_log import ProgressLogListener
+from kmirror_engine.failover import FailoverListener, GroupCommitListener
+from kmirror_engine.observability import BatchListener, ProgressLogListener
 
 _lock = threading.Lock()
 _cache: dict[str, tuple[str, list[BatchListener]]] = {}

@@ -106,7 +106,7 @@ class _Task:
         from confluent_kafka import KafkaError, KafkaException
         from confluent_kafka.admin import NewTopic
 
-        from kmirror_engine.clients.factory import admin_client
+        from kmirror_engine.clients import admin_client
 
         admin = admin_client(self.spec.target)
         listing = {n: len(t.partitions) for n, t in admin.list_topics(timeout=30).topics.items() if t.error is None}
@@ -190,7 +190,7 @@ class _Task:
 
     def _raise_failures(self) -> None:
         if self.failures:
-            from kmirror_engine.copying.range_copy import CopyError
+            from kmirror_engine.copying import CopyError
 
             raise CopyError(f"{len(self.failures)} record(s) failed; first: {self.failures[0]}")
 
@@ -205,8 +205,8 @@ class _Task:
 
 
 def _producer(spec: Any) -> tuple[str, Any]:
-    from kmirror_engine.clients.factory import new_producer, producer_config
-    from kmirror_engine.copying.range_copy import PRODUCER_TUNING
+    from kmirror_engine.clients import new_producer, producer_config
+    from kmirror_engine.copying import PRODUCER_TUNING
 
     config = {**PRODUCER_TUNING, **producer_config(spec)}
     key = json.dumps(config, sort_keys=True, default=str)

@@ -248,7 +248,7 @@ def flow_raw(source: str, target: str, workdir: Path) -> dict[str, Any]:
 
 def produce(bootstrap: str, topic: str, records: list[tuple[int, bytes | None, bytes]]) -> None:
     """(partition, key, value) records, each delivery confirmed; raises KmirrorError otherwise."""
-    from kmirror_engine.clients.factory import new_producer
+    from kmirror_engine.clients import new_producer
 
     errors: list[Any] = []
 
@@ -277,7 +277,7 @@ def fence(kind: str, bootstrap: str, topic: str, partitions: int, key: bytes = F
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
     from confluent_kafka.admin import NewTopic
 
-    from kmirror_engine.clients.factory import new_admin
+    from kmirror_engine.clients import new_admin
 
     admin = new_admin({"bootstrap.servers": bootstrap}, role="drill-admin")
     for future in admin.create_topics([NewTopic(topic, partitions, 1)]).values():
@@ -287,7 +287,7 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
 def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
     from confluent_kafka import TopicPartition
 
-    from kmirror_engine.clients.factory import new_consumer
+    from kmirror_engine.clients import new_consumer
 
     consumer = new_consumer({"bootstrap.servers": bootstrap}, role="drill-ends", group_id="kmirror-drill-ends")
     try:
@@ -301,7 +301,7 @@ def end_offsets(bootstrap: str, topic: str, partitions: int) -> dict[int, int]:
 def commit_group(bootstrap: str, topic: str, offsets: dict[int, int]) -> None:
     from confluent_kafka import TopicPartition
 
-    from kmirror_engine.clients.factory import new_consumer
+    from kmirror_engine.clients import new_consumer
 
     consumer = new_consumer(
         {"bootstrap.servers": bootstrap}, role="drill-app", group_id=GROUP, **{"enable.auto.commit": False}
@@ -316,10 +316,10 @@ def mirror_pass(spec: Any, ends: dict[int, int]) -> dict[int, int]:
     """One micro-batch as the app's tasks and driver do it: copy [0, end) of every partition, then
     the listener persists the offset syncs and writes a checkpoint round. Returns the mirrored end
     per partition; raises when the copy or the checkpoint round fails."""
-    from kmirror_engine.clients.factory import consumer_config, new_consumer, new_producer, producer_config
-    from kmirror_engine.copying.range_copy import CopyRange, RangeCopier
-    from kmirror_engine.failover.failover_listener import FailoverListener
-    from kmirror_engine.observability.progress import BatchProgress
+    from kmirror_engine.clients import consumer_config, new_consumer, new_producer, producer_config
+    from kmirror_engine.copying import CopyRange, RangeCopier
+    from kmirror_engine.failover import FailoverListener
+    from kmirror_engine.observability import BatchProgress
 
     started = time.monotonic()
     consumer = new_consumer({**consumer_config(spec), "enable.partition.eof": True}, role="drill-mirror")
@@ -347,7 +347,7 @@ def read_group(
     the first record); raises KmirrorError naming what it got when they do not come in time."""
     from confluent_kafka import TopicPartition
 
-    from kmirror_engine.clients.factory import new_consumer
+    from kmirror_engine.clients import new_consumer
 
     consumer = new_consumer(
         {"bootstrap.servers": bootstrap},
@@ -382,7 +382,7 @@ def read_group(
 def wait_serving(bootstrap: str, topic: str, timeout_s: float = 90.0) -> None:
     """Until every partition of `topic` (and of the group coordinator's topic, where it exists)
     has a leader: a broker restarted after kill -9 registers again only after its old session."""
-    from kmirror_engine.clients.factory import new_admin
+    from kmirror_engine.clients import new_admin
 
     admin = new_admin({"bootstrap.servers": bootstrap}, role="drill-admin")
     deadline = time.monotonic() + timeout_s
