@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         copy_task_ranges,
         fence_for_query,
     )
+    from kmirror_engine.copying.transform_writer import TransformWrites, keep_producer, take_producer
 
 __all__ = [
     "CONSUMER_REQUIRED",
@@ -34,10 +35,13 @@ __all__ = [
     "CopyRange",
     "RangeCopier",
     "Throttled",
+    "TransformWrites",
     "auto_copy_loop",
     "build_crc_tables",
     "copy_task_ranges",
     "fence_for_query",
+    "keep_producer",
+    "take_producer",
 ]
 
 __getattr__ = lazy_exports(
@@ -54,10 +58,13 @@ __getattr__ = lazy_exports(
             "RangeCopier",
         ),
         "rate_limit": ("Throttled",),
+        "transform_writer": ("TransformWrites", "keep_producer", "take_producer"),
         "task_copy": (
             "auto_copy_loop",
             "copy_task_ranges",
             "fence_for_query",
+            "keep_producer",
+            "take_producer",
         ),
     },
 )
