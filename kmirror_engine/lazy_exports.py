@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 def lazy_exports(package: str, table: Mapping[str, tuple[str, ...]]) -> Callable[[str], object]:
     """The `__getattr__` of facade `package`: each name of `table[module]` read from `package.module`."""
     home = {name: f"{package}.{module}" for module, names in table.items() for name in names}
+    if len(home) != sum(map(len, table.values())):
+        raise ValueError(f"{package}: a name is exported from two modules: {dict(table)}")
 
     def __getattr__(name: str) -> object:
         module = home.get(name)

@@ -63,8 +63,6 @@ __getattr__ = lazy_exports(
             "auto_copy_loop",
             "copy_task_ranges",
             "fence_for_query",
-            "keep_producer",
-            "take_producer",
         ),
     },
 )
