@@ -123,9 +123,9 @@ def checkpoint_summary(spec: Any, groups: Sequence[str]) -> tuple[dict[str, tupl
     import time
 
     from kmirror.flow.replication_policy import checkpoints_topic
-    from kmirror_engine.failover.offset_sync_snapshots import SyncLog
-    from kmirror_engine.failover.offset_syncs import SyncStore
-    from kmirror_engine.failover.target_only import (
+    from kmirror_engine.failover import (
+        SyncLog,
+        SyncStore,
         latest_checkpoints,
         positions_from_checkpoints,
         read_checkpoints_with_time,

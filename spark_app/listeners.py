@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from kmirror.flow.spec import FlowSpec
-from kmirror_engine.observability.progress import BatchListener
+from kmirror_engine.observability import BatchListener
 from kmirror_engine.side_work import FlowSideWork
 
 _lock = threading.Lock()

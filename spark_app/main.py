@@ -32,7 +32,7 @@ from typing import Any
 from kmirror import errors
 from kmirror.errors import ConnectionFailure, KmirrorError
 from kmirror.flow.spec import FlowSpec, load_flow_spec
-from kmirror_engine.planning.internal_names import run_token
+from kmirror_engine.planning import run_token
 
 log = logging.getLogger("kmirror.main")
 START_CHECK_TIMEOUT_S = 15.0  # per cluster; two clusters stay within the ~30 s bound
@@ -57,7 +57,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def check_clusters(spec: FlowSpec, once: bool, stop: threading.Event) -> None:
     """Both clusters answer (and the client supports their security); see module doc."""
-    from kmirror_engine.clients.security_check import check_flow_security
+    from kmirror_engine.clients import check_flow_security
 
     backoff = 1.0
     while True:
@@ -77,9 +77,8 @@ def _require_internal_topic_access(spec: FlowSpec) -> None:
     """The start-up check of the internal topics' and the dead-letter topic's ACLs, then the
     dead-letter topic created when missing (the target's `internal_topics` sizing): a record the
     target refuses must find it, not fail its batch after all."""
-    from kmirror_engine.clients.factory import admin_client
-    from kmirror_engine.clients.topic_admin import ensure_topic
-    from kmirror_engine.planning.internal_topics import require_internal_topic_access
+    from kmirror_engine.clients import admin_client, ensure_topic
+    from kmirror_engine.planning import require_internal_topic_access
 
     require_internal_topic_access(spec, admin_client(spec.target))
     if spec.copy.dead_letter_topic:
@@ -243,7 +242,7 @@ def run_flow(
     streaming API ("position-tracking" runs Spark 4.0's path on any Spark; tests use it), else
     env KMIRROR_READER_API, else "auto". `validated`: the caller already checked the flow's client
     configs and transform on this session (`several_flows.run_flows`, once, not at every restart)."""
-    from kmirror_engine.clients.factory import validate_client_configs
+    from kmirror_engine.clients import validate_client_configs
     from kmirror_engine.side_work import FlowSideWork
     from spark_app.stream_readers import reader_class
 
@@ -311,8 +310,7 @@ def run_once(spark: Any, spec: FlowSpec, checkpoint: str, stop: threading.Event,
 
 def frozen_end_offsets(spec: FlowSpec, task_count: int) -> str:
     """End offsets of every mirrored partition now, as the reader's offset JSON (--once's bound)."""
-    from kmirror_engine.planning.range_planner import RangePlanner
-    from kmirror_engine.planning.ranges import offsets_to_json
+    from kmirror_engine.planning import RangePlanner, offsets_to_json
 
     return json.dumps(offsets_to_json(RangePlanner.for_flow(spec, once=True, task_count=task_count).available()))
 

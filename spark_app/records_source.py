@@ -127,7 +127,7 @@ def read_ranges(consumer: Any, ranges: tuple[Range, ...], stall_timeout_s: float
 def _read_round(consumer: Any, active: dict[tuple[str, int], int], stall_timeout_s: float) -> Iterator[Any]:
     from confluent_kafka import KafkaError, TopicPartition
 
-    from kmirror_engine.copying.range_copy import TRANSIENT, CopyError
+    from kmirror_engine.copying import TRANSIENT, CopyError
 
     def finish(tp: tuple[str, int]) -> None:
         if active.pop(tp, None) is not None:
@@ -176,8 +176,8 @@ class RecordsReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         from kmirror.flow.spec import parse_flow_spec
-        from kmirror_engine.clients.factory import consumer_config, new_consumer
-        from kmirror_engine.copying.range_copy import CONSUMER_REQUIRED, CONSUMER_TUNING
+        from kmirror_engine.clients import consumer_config, new_consumer
+        from kmirror_engine.copying import CONSUMER_REQUIRED, CONSUMER_TUNING
 
         assert isinstance(partition, RecordsTask)
         defer_pandas_import()  # a task's process: pyarrow would import pandas for nothing

@@ -47,7 +47,7 @@ CLIENT_PROBES = {
 
 def _supports(config: dict[str, str]) -> bool:
     from kmirror.errors import KmirrorError
-    from kmirror_engine.clients.security_check import check_client_support
+    from kmirror_engine.clients import check_client_support
 
     try:
         check_client_support("self-check", config)

@@ -124,7 +124,7 @@ def run_flows(
     worst exit code. Raises ValidationError (before any query starts) for invalid input."""
     import os
 
-    from kmirror_engine.clients.factory import validate_client_configs
+    from kmirror_engine.clients import validate_client_configs
     from spark_app.stream_readers import reader_class
 
     check_flow_set(specs, None)

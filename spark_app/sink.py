@@ -30,10 +30,8 @@ from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCom
 
 from kmirror.errors import KmirrorError
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
-from kmirror_engine.copying.range_copy import CopyRange
-from kmirror_engine.copying.rate_limit import Throttled
-from kmirror_engine.copying.task_copy import auto_copy_loop, copy_task_ranges, fence_for_query
-from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
+from kmirror_engine.copying import CopyRange, Throttled, auto_copy_loop, copy_task_ranges, fence_for_query
+from kmirror_engine.observability import BatchProgress, PartitionProgress
 from spark_app.lazy_pandas import defer_pandas_import
 from spark_app.listeners import batch_failed, listeners_for, run_side_work
 

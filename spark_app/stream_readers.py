@@ -34,9 +34,8 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from kmirror.errors import KmirrorError
 from kmirror.flow.spec import parse_flow_spec
-from kmirror_engine.failover.takeover_syncs import write_takeover_syncs
-from kmirror_engine.planning.range_planner import RangePlanner
-from kmirror_engine.planning.ranges import RANGE_SCHEMA, Offsets, offsets_from_json, offsets_to_json
+from kmirror_engine.failover import write_takeover_syncs
+from kmirror_engine.planning import RANGE_SCHEMA, Offsets, RangePlanner, offsets_from_json, offsets_to_json
 from spark_app.lazy_pandas import defer_pandas_import
 
 try:  # Spark >= 4.3 (see module doc); a missing module means the older API

@@ -32,8 +32,8 @@ from typing import Any
 
 from kmirror.errors import Problem, ValidationError
 from kmirror.flow.spec import FlowSpec
-from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
-from kmirror_engine.planning.ranges import OffsetRange, plan_tasks
+from kmirror_engine.observability import BatchProgress, PartitionProgress
+from kmirror_engine.planning import OffsetRange, plan_tasks
 from spark_app.records_source import RECORDS_SCHEMA, RecordsSource
 
 log = logging.getLogger("kmirror.transform")

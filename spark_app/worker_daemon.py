@@ -150,7 +150,7 @@ def warm_up() -> None:
     """Build, once in the daemon, what the preloaded copy path otherwise builds in every task
     process on its first batches: the CRC shift tables of the batch path (~3 ms of CPU per
     process, inside the copy window of a `--once` run)."""
-    from kmirror_engine.copying.batch_wire import build_crc_tables
+    from kmirror_engine.copying import build_crc_tables
 
     build_crc_tables()
 

@@ -276,11 +276,11 @@ def test_each_kerberos_principal_gets_its_own_private_ticket_cache(
     """librdkafka runs `sasl.kerberos.kinit.cmd` through sh after substituting %{...}; a fake
     kinit records the cache it writes to (no GSSAPI-capable broker or client here). Before: both
     principals' kinit wrote the one default cache of the user (KRB5CCNAME unset)."""
-    import kmirror_engine.clients.factory
+    import kmirror_engine.clients.configs
     from kmirror.security.config import KINIT_CMD
     from kmirror_engine.clients.factory import consumer_config, producer_config
 
-    monkeypatch.setattr(kmirror_engine.clients.factory, "_ticket_dir", None)
+    monkeypatch.setattr(kmirror_engine.clients.configs, "_ticket_dir", None)
     monkeypatch.delenv("KRB5CCNAME", raising=False)
     kinit = tmp_path / "bin" / "kinit"
     kinit.parent.mkdir()

@@ -42,22 +42,28 @@ def _copy_tree(tmp: Path) -> Path:
 def test_every_contract_holds_over_every_module(tmp_path: Path) -> None:
     result = _lint_imports(_copy_tree(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "8 kept, 0 broken" in result.stdout, result.stdout
+    assert "9 kept, 0 broken" in result.stdout, result.stdout
 
 
 def test_an_arrow_up_a_floor_breaks_the_contract(tmp_path: Path) -> None:
-    """The check can fail: the engine importing the Spark glue (even inside a function) and the
-    lag command importing pyspark are both reported."""
+    """The check can fail: the engine importing the Spark glue (even inside a function), the
+    lag command importing pyspark and the Spark glue importing an engine module past its facade
+    (issue 44) are all reported."""
     root = _copy_tree(tmp_path)
     ranges = root / "kmirror_engine" / "planning" / "ranges.py"
     ranges.write_text(ranges.read_text() + "\n\ndef _up() -> None:\n    import spark_app.main  # noqa\n")
     lag = root / "kmirror_cli" / "commands" / "lag.py"
     lag.write_text(lag.read_text() + "\n\ndef _spark() -> None:\n    import pyspark  # noqa\n")
+    check = root / "spark_app" / "self_check.py"
+    check.write_text(
+        check.read_text() + "\n\ndef _deep() -> None:\n    import kmirror_engine.clients.factory  # noqa\n"
+    )
     result = _lint_imports(root)
     assert result.returncode != 0
     assert "kmirror_engine.planning.ranges -> spark_app.main" in result.stdout, result.stdout
     assert "kmirror_cli.commands.lag -> pyspark" in result.stdout, result.stdout
-    assert "5 kept, 3 broken" in result.stdout, result.stdout  # floors, engine-no-Spark, operator commands
+    assert "spark_app.self_check -> kmirror_engine.clients.factory" in result.stdout, result.stdout
+    assert "5 kept, 4 broken" in result.stdout, result.stdout  # floors, engine-no-Spark, operator commands, facades
 
 
 def test_an_import_circle_breaks_the_contract(tmp_path: Path) -> None:
@@ -71,4 +77,4 @@ def test_an_import_circle_breaks_the_contract(tmp_path: Path) -> None:
     result = _lint_imports(root)
     assert result.returncode != 0
     assert "No cycles are allowed in kmirror_engine." in result.stdout, result.stdout
-    assert "7 kept, 1 broken" in result.stdout, result.stdout
+    assert "8 kept, 1 broken" in result.stdout, result.stdout

@@ -46,8 +46,8 @@ def register(subparsers: Any) -> None:
 
 def _selected_topics(spec: Any) -> list[str]:
     """The source topics the flow selects now (asks the source cluster)."""
-    from kmirror_engine.clients.factory import admin_client
-    from kmirror_engine.planning.discovery import TopicDiscovery
+    from kmirror_engine.clients import admin_client
+    from kmirror_engine.planning import TopicDiscovery
 
     discovery = TopicDiscovery(
         admin_client(spec.source), spec.source, spec.topic_selection, spec.policy, spec.target.alias, 0
@@ -58,7 +58,7 @@ def _selected_topics(spec: Any) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     from kmirror.security.acls import AclSide, acl_command
     from kmirror.security.msk_iam import grant_statement, is_msk_iam, mirror_iam_policies
-    from kmirror_engine.planning.internal_topics import mirror_acls, principal_hint
+    from kmirror_engine.planning import mirror_acls, principal_hint
 
     spec = load_flow(args)
     topics = sorted(set(args.topic)) or _selected_topics(spec)

@@ -68,7 +68,7 @@ def fill_source(bootstrap: str, topics: tuple[DemoTopic, ...] = DEMO_TOPICS) -> 
     """Create the demo topics and produce their records (keys, a header, CreateTime), then fences."""
     from confluent_kafka.admin import NewTopic
 
-    from kmirror_engine.clients.factory import new_admin, new_producer
+    from kmirror_engine.clients import new_admin, new_producer
 
     admin = new_admin({"bootstrap.servers": bootstrap}, role="demo-admin")
     futures = admin.create_topics(
@@ -127,7 +127,7 @@ class TargetCounter:
     """Counts records (fences excluded) per remote topic on the target by consuming from offset 0."""
 
     def __init__(self, bootstrap: str, topics: tuple[DemoTopic, ...]) -> None:
-        from kmirror_engine.clients.factory import new_consumer
+        from kmirror_engine.clients import new_consumer
 
         config = {
             "bootstrap.servers": bootstrap,

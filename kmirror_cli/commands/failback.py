@@ -35,8 +35,8 @@ def dispatch(args: argparse.Namespace) -> int:
     """One group (`--group G`): `run`. Patterns, several groups, `--all-groups` or `--format json`:
     the flow's groups on the target, each on its own, one report (kmirror_cli.group_batch)."""
     from kmirror_cli import group_batch as batch
-    from kmirror_engine.clients.factory import admin_client
-    from kmirror_engine.failover.group_sync import list_groups
+    from kmirror_engine.clients import admin_client
+    from kmirror_engine.failover import list_groups
 
     one = batch.single_group(args)
     if one is not None:
@@ -50,8 +50,8 @@ def dispatch(args: argparse.Namespace) -> int:
 
 def run(args: argparse.Namespace) -> int:
     from kmirror_cli.commands.failover import move_group, refuse_active_group, start_at_earliest
-    from kmirror_engine.clients.factory import admin_client
-    from kmirror_engine.failover.failback import plan_failback
+    from kmirror_engine.clients import admin_client
+    from kmirror_engine.failover import plan_failback
 
     spec = load_flow(args)
     group, home, away = args.group, spec.source.alias, spec.target.alias

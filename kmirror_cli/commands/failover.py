@@ -45,9 +45,8 @@ def dispatch(args: argparse.Namespace) -> int:
     """One group (`--group G`): `run`, its classic output. Patterns, several groups, `--all-groups`
     or `--format json`: each group on its own, one report (kmirror_cli.group_batch)."""
     from kmirror_cli import group_batch as batch
-    from kmirror_engine.clients.factory import admin_client
-    from kmirror_engine.failover.group_sync import list_groups
-    from kmirror_engine.failover.target_only import source_reachable
+    from kmirror_engine.clients import admin_client
+    from kmirror_engine.failover import list_groups, source_reachable
 
     one = batch.single_group(args)
     if one is not None:
@@ -90,7 +89,7 @@ def add_group_move_arguments(parser: Any, *, flow_help: str, partial_start: str)
 def refuse_active_group(admin: Any, group: str, cluster: str, doing: str) -> None:
     """Raise KmirrorError when `group` has active members on `cluster`: its consumers still read
     there, and `doing` (e.g. "failing over") would move offsets under them."""
-    from kmirror_engine.failover.group_sync import describe_group, is_active
+    from kmirror_engine.failover import describe_group, is_active
 
     state = describe_group(admin, group, cluster)
     if is_active(state):
@@ -133,7 +132,7 @@ def move_group(
     """Write `planned` into `group` on `cluster` (forward only, refused while the group is active
     there: `sync_group`) and report each partition; `--dry-run` prints `plan_lines` instead,
     with `active_note` when a real run would be refused. `to`: "to east", "home to west"."""
-    from kmirror_engine.failover.group_sync import describe_group, is_active, sync_group
+    from kmirror_engine.failover import describe_group, is_active, sync_group
 
     if dry_run:
         active = f" ({active_note})" if is_active(describe_group(admin, group, cluster)) else ""
@@ -182,8 +181,8 @@ def _partition_list(translations: Sequence[Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from kmirror_cli.commands.translate import group_position, name_unlisted
-    from kmirror_engine.clients.factory import admin_client
-    from kmirror_engine.failover.target_only import describe_position, source_reachable
+    from kmirror_engine.clients import admin_client
+    from kmirror_engine.failover import describe_position, source_reachable
 
     spec = load_flow(args)
     group, target = args.group, spec.target.alias

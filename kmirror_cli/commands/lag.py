@@ -36,8 +36,8 @@ def lag_rows(spec: FlowSpec) -> list[dict[str, Any]]:
     """One row per partition the mirror has committed on the source, sorted by topic and partition."""
     from confluent_kafka import TopicPartition
 
-    from kmirror_engine.clients.factory import admin_client, new_consumer
-    from kmirror_engine.failover.group_sync import committed_offsets, describe_group
+    from kmirror_engine.clients import admin_client, new_consumer
+    from kmirror_engine.failover import committed_offsets, describe_group
 
     group = spec.consumer_group
     admin = admin_client(spec.source)

@@ -36,7 +36,7 @@ def user() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from kmirror_engine.planning.flow_control import ControlState, write_state
+    from kmirror_engine.planning import ControlState, write_state
 
     spec = load_flow(args)
     at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")

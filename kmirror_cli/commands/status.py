@@ -78,9 +78,8 @@ def flow_status(spec: Any, stale_after_s: float, now_ms: int) -> dict[str, Any]:
     from kmirror.flow.replication_policy import checkpoints_topic, heartbeats_topic, offset_syncs_topic
     from kmirror.mm2.formats import decode_heartbeat
     from kmirror_cli.commands.lag import lag_rows
-    from kmirror_engine.failover.offset_syncs import read_partition0
-    from kmirror_engine.planning.flow_control import newest_record
-    from kmirror_engine.planning.internal_names import control_topic
+    from kmirror_engine.failover import read_partition0
+    from kmirror_engine.planning import control_topic, newest_record
 
     source, target = spec.source.alias, spec.target.alias
     beats = []

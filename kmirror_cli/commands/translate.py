@@ -47,8 +47,7 @@ def group_position(
     """(translations, checkpointed positions or None): live from the source when it answers and
     `from_checkpoints` is off, else from the target's checkpoints (saying why on stderr).
     `probed`: a probe's verdict the caller already has (None: reachable; False: not probed)."""
-    from kmirror_engine.failover.checkpoints import translate_group
-    from kmirror_engine.failover.target_only import SOURCE_PROBE_S, group_from_checkpoints, source_reachable
+    from kmirror_engine.failover import SOURCE_PROBE_S, group_from_checkpoints, source_reachable, translate_group
 
     if not from_checkpoints:
         why = source_reachable(spec.source) if probed is False else probed
@@ -67,7 +66,7 @@ def name_unlisted(spec: Any, group: str, positions: list[Any]) -> None:
     """One stderr line per partition of the group's checkpointed topics that has no checkpoint."""
     from confluent_kafka import KafkaException
 
-    from kmirror_engine.failover.target_only import target_partition_counts, unlisted_partitions
+    from kmirror_engine.failover import target_partition_counts, unlisted_partitions
 
     topics = sorted({p.translation.target_topic for p in positions})
     try:
