@@ -36,6 +36,7 @@ from kafka_mirror.eks.specs import (
     with_metrics_port,
 )
 from kafka_mirror.emr.specs import EmrSettings, emr_metrics_port, emr_step_args, emr_step_input, flow_object_key
+from kafka_mirror.emr.step_drift import step_triggers
 from kafka_mirror.input_types import EksDeploymentTarget, EmrDeploymentTarget, FlowSpark
 from kafka_mirror.msk_iam_policy import attach_msk_iam_policy
 from kmirror.errors import Problem, ValidationError
@@ -221,6 +222,7 @@ class MirrorDeployment(pulumi.ComponentResource):
             function_name=out.apply(lambda r: r["step_function"]),
             input=out.apply(lambda r: r["step_input"]),
             lifecycle_scope="CRUD",
+            triggers=step_triggers(args["emr"], out.apply(lambda r: r["step_input"])),  # drift: a dead step
             opts=pulumi.ResourceOptions.merge(
                 self._child([self.flow_object]), pulumi.ResourceOptions(delete_before_replace=True)
             ),

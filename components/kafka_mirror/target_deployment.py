@@ -26,6 +26,7 @@ from kafka_mirror.app_sets import (
 )
 from kafka_mirror.eks.specs import EksSettings, SecretMount, app_name, flow_config_map, flow_json, with_metrics_port
 from kafka_mirror.emr.specs import EmrSettings, app_step_args, app_step_input, emr_metrics_port, flow_object_key
+from kafka_mirror.emr.step_drift import step_triggers
 from kafka_mirror.msk_iam_policy import attach_msk_iam_policy
 from kmirror.errors import Problem, ValidationError
 
@@ -171,6 +172,7 @@ class TargetMirrorDeployment(pulumi.ComponentResource):
             function_name=out.apply(lambda r: r["step_function"]),
             input=out.apply(lambda r: r["step_input"]),
             lifecycle_scope="CRUD",
+            triggers=step_triggers(platform["emr"], out.apply(lambda r: r["step_input"])),  # drift: a dead step
             opts=pulumi.ResourceOptions.merge(
                 self._child(cast(list[pulumi.Resource], objects)), pulumi.ResourceOptions(delete_before_replace=True)
             ),
