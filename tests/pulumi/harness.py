@@ -112,6 +112,8 @@ class Mocks(pulumi.runtime.Mocks):
             out.setdefault("name", args.name)
         if args.typ == "aws:emr/cluster:Cluster":
             return "j-MOCKCLUSTER", out
+        if args.typ == "aws:emr/securityConfiguration:SecurityConfiguration":
+            out.setdefault("name", f"{args.name}-3d9e1f2")  # auto-naming
         if args.typ == "aws:lambda/function:Function":
             out.setdefault("name", f"{args.name}-5e1d2c0")  # auto-naming
             out["arn"] = f"arn:aws:lambda:eu-central-1:123456789012:function:{out['name']}"

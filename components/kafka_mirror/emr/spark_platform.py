@@ -211,6 +211,8 @@ class EmrSparkPlatform(pulumi.ComponentResource):
         files: AppFiles | None = None,
     ) -> None:
         """`stack_secrets`: the stack program's secrets; `files`: what to upload (default: the packaged ones)."""
+        if problems := encryption_problems(args):
+            raise ValidationError(problems, name)
         super().__init__(TOKEN, name, {}, opts)
         s = emr_settings(args)
         self.settings = s
@@ -430,6 +432,22 @@ def _region(args: EmrSparkPlatformArgs, aws_settings: dict[str, Any]) -> str:
             ]
         )
     return str(found)
+
+
+def encryption_problems(args: EmrSparkPlatformArgs) -> list[Problem]:
+    """A cluster the platform creates with `protect` (the default: production) must have its SecurityConfiguration
+    (encryption in transit and at rest): the stack config requires it, and so does the component for plugin users."""
+    encryption: dict[str, Any] = dict(args.get("encryption") or {})
+    if args.get("cluster_id") or not args.get("protect", True):
+        return []
+    if encryption.get("certificates_zip") and encryption.get("kms_key_arn"):
+        return []
+    fix = (
+        "required for a protected (production) cluster the platform creates: {certificates_zip: s3://BUCKET/KEY.zip "
+        "(the PEM certificates of TLS between nodes), kms_key_arn: ARN (local disks and EBS)}; only a throwaway "
+        "cluster may go without, with protect: false"
+    )
+    return [Problem("encryption", f"{fix}, got {args.get('encryption')!r}")]
 
 
 def emr_settings(args: EmrSparkPlatformArgs) -> EmrSettings:
