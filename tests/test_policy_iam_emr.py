@@ -4,14 +4,11 @@ the central stack's own resources under mocks pass both."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from kafka_mirror.bundle import build_bundle
 from policy.kafka_mirror_policy.iam_emr import broad_attachment_violations, protected_emr_violations
-from tests.pulumi.harness import ROOT, Run, run_program, unwrap
-from tests.pulumi.test_program import fake_wheelhouse
+from tests.pulumi.harness import Run, unwrap
+from tests.pulumi.test_emr_step_function import central  # noqa: F401 (the fixture: central under mocks)
 
 ATTACH = "aws:iam/rolePolicyAttachment:RolePolicyAttachment"
 
@@ -51,16 +48,7 @@ def test_a_protected_emr_cluster_needs_a_security_configuration() -> None:
     assert protected_emr_violations(cluster, {"terminationProtection": False}) == []
 
 
-@pytest.fixture(scope="module")
-def central(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    path, _ = build_bundle(ROOT, tmp_path_factory.mktemp("bundle"))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("KMIRROR_BUNDLE", str(path))
-        patch.setenv("KMIRROR_WHEELHOUSE", str(fake_wheelhouse(tmp_path_factory.mktemp("wheelhouse"))))
-        yield run_program("central")
-
-
-def test_the_central_stack_passes_both_rules(central: Run) -> None:
+def test_the_central_stack_passes_both_rules(central: Run) -> None:  # noqa: F811
     checked = 0
     for resource in central.resources:
         props = unwrap(resource.inputs)

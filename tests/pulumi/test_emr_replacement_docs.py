@@ -5,13 +5,9 @@ undocumented"): a new cluster argument cannot be added without saying what chang
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
-import pytest
-
-from kafka_mirror.bundle import build_bundle
-from tests.pulumi.harness import ROOT, Run, run_program
-from tests.pulumi.test_program import fake_wheelhouse
+from tests.pulumi.harness import ROOT, Run
+from tests.pulumi.test_emr_step_function import central  # noqa: F401 (the fixture: central under mocks)
 
 SECTION = "### Changes that replace the EMR cluster"
 
@@ -23,16 +19,7 @@ def documented() -> dict[str, str]:
     return {name: effect.strip() for name, effect in rows}
 
 
-@pytest.fixture(scope="module")
-def central(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    path, _ = build_bundle(ROOT, tmp_path_factory.mktemp("bundle"))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("KMIRROR_BUNDLE", str(path))
-        patch.setenv("KMIRROR_WHEELHOUSE", str(fake_wheelhouse(tmp_path_factory.mktemp("wheelhouse"))))
-        yield run_program("central")
-
-
-def test_every_cluster_argument_is_documented_with_its_effect(central: Run) -> None:
+def test_every_cluster_argument_is_documented_with_its_effect(central: Run) -> None:  # noqa: F811
     [cluster] = central.of_type("aws:emr/cluster:Cluster")
     table = documented()
     assert set(cluster.inputs) - {"__defaults"} <= set(table), "add the new argument to docs/deploy.md's table"

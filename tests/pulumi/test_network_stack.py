@@ -11,17 +11,15 @@ any resource is registered, naming the key, the output and the fix.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pulumi
 import pytest
 
-from kafka_mirror.bundle import build_bundle
 from kafka_mirror.network import resolve_network
 from kmirror.errors import ValidationError
-from tests.pulumi.harness import ROOT, Mocks, Run, run_program, stack_config, unwrap
-from tests.pulumi.test_program import fake_wheelhouse
+from tests.pulumi.harness import Mocks, Run, run_program, stack_config, unwrap
+from tests.pulumi.test_program import bundle  # noqa: F401 (autouse: one bundle and wheelhouse per module)
 
 NETWORK = "acme/network/eu-central-1"
 SPARK = json.loads(stack_config("central")["kafka-mirror:spark"])
@@ -61,16 +59,7 @@ def by_reference(**network: Any) -> dict[str, str]:
     return config
 
 
-@pytest.fixture(scope="module")
-def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    path, _ = build_bundle(ROOT, tmp_path_factory.mktemp("bundle"))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("KMIRROR_BUNDLE", str(path))
-        patch.setenv("KMIRROR_WHEELHOUSE", str(fake_wheelhouse(tmp_path_factory.mktemp("wheelhouse"))))
-        yield
-
-
-def test_the_ids_come_from_the_network_stacks_outputs(artifacts: None) -> None:
+def test_the_ids_come_from_the_network_stacks_outputs() -> None:
     mocks = NetworkMocks(OUTPUTS)
     run: Run = run_program("central", by_reference(stack=NETWORK), mocks=mocks)
     assert mocks.references == [("network-acme-network-eu-central-1", NETWORK)]
@@ -84,7 +73,7 @@ def test_the_ids_come_from_the_network_stacks_outputs(artifacts: None) -> None:
     assert any(OUTPUTS["scrapersSg"] in call for call in mocks.invokes)
 
 
-def test_a_missing_output_is_refused_naming_key_output_and_fix(artifacts: None) -> None:
+def test_a_missing_output_is_refused_naming_key_output_and_fix() -> None:
     mocks = NetworkMocks({k: v for k, v in OUTPUTS.items() if k != "ebsKeyArn"})
     with pytest.raises(ValidationError) as raised:
         run_program("central", by_reference(stack=NETWORK), mocks=mocks)
