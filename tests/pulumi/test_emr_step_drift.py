@@ -176,3 +176,41 @@ def test_the_readers_code_is_its_handler_alone_and_imports_nothing_of_the_projec
     out = subprocess.run([sys.executable, "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["[]", "True"]
+
+
+class Denied(Exception):
+    def __init__(self) -> None:
+        super().__init__("AccessDeniedException")
+        self.response = {"Error": {"Code": "AccessDeniedException"}}
+
+
+def test_access_denied_right_after_the_readers_role_was_made_is_retried_then_raised() -> None:
+    """First `up`: the role policy made in the same run may not have reached EMR when the program reads."""
+    calls: list[str] = []
+
+    class Emr:
+        def get_paginator(self, name: str) -> Any:
+            calls.append(name)
+            if len(calls) < 3:
+                raise Denied()
+            return self
+
+        def paginate(self, **kwargs: Any) -> list[dict[str, Any]]:
+            return [{"Steps": [step("s-1", "RUNNING", 1) | {"Name": "mirror-a-to-b"}]}]
+
+    now = [0.0]
+
+    def sleep(s: float) -> None:
+        now[0] += s
+
+    found = read_flow(lambda r: Emr(), event("j-1"), sleep=sleep, clock=lambda: now[0])
+    assert found["step_id"] == "s-1" and len(calls) == 3
+
+    class Never:
+        def get_paginator(self, name: str) -> Any:
+            raise Denied()
+
+    now[0] = 0.0
+    with pytest.raises(Denied):
+        read_flow(lambda r: Never(), event("j-1"), sleep=sleep, clock=lambda: now[0])
+    assert now[0] >= 40  # IAM_PROPAGATION_S, not forever

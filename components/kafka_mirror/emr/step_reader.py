@@ -25,6 +25,7 @@ list the cluster's steps.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -65,17 +66,40 @@ def read_steps(steps: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"step_id": shown["Id"] if shown else None, "state": state, "yarn_application": yarn, "drift": drift}
 
 
-def read_flow(emr_for: Callable[[str], Any], event: Mapping[str, Any]) -> dict[str, Any]:
-    """`read_steps` of the steps named `event["name"]` on `event["cluster_id"]` (every page)."""
+IAM_PROPAGATION_S = 40  # the role's policy may be minutes old on a first `up`: AccessDenied is retried (timeout 60)
+IAM_RETRY_DELAY_S = 5
+
+
+def _error_code(exc: Exception) -> str:
+    response = getattr(exc, "response", None)
+    return str(((response or {}).get("Error") or {}).get("Code") or "") if isinstance(response, dict) else ""
+
+
+def read_flow(
+    emr_for: Callable[[str], Any],
+    event: Mapping[str, Any],
+    sleep: Callable[[float], None] = time.sleep,
+    clock: Callable[[], float] = time.monotonic,
+) -> dict[str, Any]:
+    """`read_steps` of the steps named `event["name"]` on `event["cluster_id"]` (every page). On the first
+    `up` the role's policy was just made: AccessDenied is retried for IAM_PROPAGATION_S, then raised."""
     for key in ("cluster_id", "name", "region"):
         if not isinstance(event.get(key), str) or not event[key]:
             raise ValueError(
                 f"input.{key}: expected a non-empty string, got {event.get(key)!r}; pass the flow's step input "
                 "(kafka_mirror.emr.step_drift)"
             )
-    pages = emr_for(event["region"]).get_paginator("list_steps")
-    found = pages.paginate(ClusterId=event["cluster_id"], StepStates=list(ALL_STATES))
-    return read_steps([s for page in found for s in page.get("Steps", []) if s.get("Name") == event["name"]])
+    deadline = clock() + IAM_PROPAGATION_S
+    while True:
+        try:
+            pages = emr_for(event["region"]).get_paginator("list_steps")
+            found = pages.paginate(ClusterId=event["cluster_id"], StepStates=list(ALL_STATES))
+            steps = [s for page in found for s in page.get("Steps", []) if s.get("Name") == event["name"]]
+            return read_steps(steps)
+        except Exception as exc:
+            if _error_code(exc) not in ("AccessDeniedException", "AccessDenied") or clock() >= deadline:
+                raise
+        sleep(IAM_RETRY_DELAY_S)
 
 
 def handler(event: Mapping[str, Any], context: Any) -> dict[str, Any]:
