@@ -8,13 +8,19 @@
 # Every download is verified: pass the sha256 of the librdkafka source tarball you reviewed
 # (`curl -fsSL <url below> | sha256sum`); the S3A jars are checked against Maven Central's .sha1.
 #
-#   docker build --build-arg LIBRDKAFKA_SHA256=<sha256> -t $REGISTRY/kafka-mirror:0.1.0 .
+#   docker build --build-arg LIBRDKAFKA_SHA256=<sha256> --build-arg SPARK_BASE_DIGEST=sha256:<digest> \
+#     -t $REGISTRY/kafka-mirror:0.1.0 .
 #
 # The SparkApplication runs local:///opt/kmirror/kmirror_main.py (components/kafka_mirror/eks/specs.py). The
 # build ends with the app's own self-check (`python3 -m spark_app --self-check`): it loads the
 # data sources into the image's Spark and fails the build if the app could not start there.
 ARG SPARK_VERSION=4.0.2
-FROM apache/spark:${SPARK_VERSION}-scala2.13-java17-python3-ubuntu
+# The base image by digest (a tag can be moved under us): required, the reviewed manifest-list digest of
+# apache/spark:<SPARK_VERSION>-scala2.13-java17-python3-ubuntu (`crane digest apache/spark:4.0.2-scala2.13-java17-
+# python3-ubuntu` or `docker buildx imagetools inspect`), e.g. --build-arg SPARK_BASE_DIGEST=sha256:<64 hex>.
+# Without it the reference ends in a bare `@` and docker build stops at once (CI checks it first).
+ARG SPARK_BASE_DIGEST=""
+FROM apache/spark:${SPARK_VERSION}-scala2.13-java17-python3-ubuntu@${SPARK_BASE_DIGEST}
 
 ARG LIBRDKAFKA_VERSION=2.16.0
 ARG LIBRDKAFKA_SHA256=""

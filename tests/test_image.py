@@ -38,7 +38,11 @@ def test_hadolint_reports_nothing_on_the_dockerfile() -> None:
 def test_the_image_is_spark_4_0_with_python_3_10_and_checks_itself_at_build_time() -> None:
     version = re.search(r"^ARG SPARK_VERSION=(\d+)\.(\d+)\.(\d+)$", DOCKERFILE, re.MULTILINE)
     assert version and version.groups()[:2] == ("4", "0")  # what EMR 8 and the 4.0 images run
-    assert re.search(r"^FROM apache/spark:\$\{SPARK_VERSION\}-scala2\.13-java17-python3-ubuntu$", DOCKERFILE, re.M)
+    assert re.search(
+        r"^FROM apache/spark:\$\{SPARK_VERSION\}-scala2\.13-java17-python3-ubuntu@\$\{SPARK_BASE_DIGEST\}$",
+        DOCKERFILE,
+        re.M,
+    )  # by digest, never by tag alone (issue 43, first review)
     assert "RUN python3 -m spark_app --self-check" in DOCKERFILE  # loads the data sources into the image's Spark
     assert "sha256sum -c -" in DOCKERFILE and "LIBRDKAFKA_SHA256 is required" in DOCKERFILE
     assert "pip3 install --no-cache-dir -r /tmp/requirements-rest.txt" in DOCKERFILE
@@ -135,10 +139,12 @@ def _dockerfile_args() -> dict[str, str]:
 
 
 def _required_args() -> set[str]:
+    froms = " ".join(re.findall(r"^FROM .*$", DOCKERFILE, re.MULTILINE))
     return {
         name
         for name, default in _dockerfile_args().items()
-        if default in ('""', "") and re.search(r'\[ -z "\$\{' + name + r'\}" \]', DOCKERFILE)
+        if default in ('""', "")
+        and (re.search(r'\[ -z "\$\{' + name + r'\}" \]', DOCKERFILE) or "${" + name + "}" in froms)
     }
 
 
@@ -157,7 +163,8 @@ def _build_args(step: dict) -> dict[str, str]:
 
 
 def test_the_dockerfile_requires_the_librdkafka_sha256() -> None:
-    assert _required_args() == {"LIBRDKAFKA_SHA256"}  # the parser below sees what the Dockerfile checks
+    # the parser below sees what the Dockerfile checks, and the base image's digest its FROM needs
+    assert _required_args() == {"LIBRDKAFKA_SHA256", "SPARK_BASE_DIGEST"}
 
 
 def test_the_ci_image_build_passes_every_arg_the_dockerfile_requires_and_no_unknown_one() -> None:
@@ -190,3 +197,23 @@ def test_the_image_job_refuses_early_without_a_well_formed_sha256() -> None:
         assert (done.returncode == 0) is ok, (value, done.stderr)
         if not ok:
             assert "LIBRDKAFKA_SHA256" in done.stderr and "docs/deploy.md" in done.stderr
+
+
+def test_the_image_job_refuses_early_without_a_well_formed_base_digest() -> None:
+    """SPARK_BASE_DIGEST (the apache/spark base by digest) comes from a repository variable too: checked before
+    the build, naming the variable and the fix."""
+    parts = _image_build_step()
+    steps = parts["job"]["steps"]
+    source = _build_args(parts["build"])["SPARK_BASE_DIGEST"]
+    [guard] = [
+        s
+        for s in steps[: steps.index(parts["build"])]
+        if "run" in s and s.get("env", {}).get("SPARK_BASE_DIGEST") == source
+    ]
+    for value, ok in (("", False), ("a" * 64, False), ("sha256:" + "a" * 64, True), ("sha256:" + "A" * 64, False)):
+        done = subprocess.run(
+            ["bash", "-c", guard["run"]], env={"SPARK_BASE_DIGEST": value}, capture_output=True, text=True
+        )
+        assert (done.returncode == 0) is ok, (value, done.stderr)
+        if not ok:
+            assert "SPARK_BASE_DIGEST" in done.stderr and "docs/deploy.md" in done.stderr

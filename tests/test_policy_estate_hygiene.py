@@ -272,11 +272,13 @@ class Args:
 
 def test_the_pack_reports_estate_and_hygiene_violations_through_pulumi_policy(project: Path) -> None:
     policies: dict[str, Any] = {p.name: p for p in build_policies()}
-    assert [p.name for p in build_policies()][-5:] == [
+    assert [p.name for p in build_policies()][-7:] == [
         "one-stack-per-flow",
         "image-by-digest",
         "encrypted-buckets",
         "no-wildcard-iam",
+        "no-broad-managed-iam",
+        "protected-emr-encrypted",
         "no-public-eks-endpoint",
     ]
     config = {"project_dir": str(project)}

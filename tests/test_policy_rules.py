@@ -134,6 +134,8 @@ def test_policies_report_through_the_pulumi_policy_api() -> None:
         "image-by-digest",
         "encrypted-buckets",
         "no-wildcard-iam",
+        "no-broad-managed-iam",
+        "protected-emr-encrypted",
         "no-public-eks-endpoint",
     ]
 

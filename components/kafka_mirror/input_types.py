@@ -208,6 +208,8 @@ class EmrDeploymentTarget(TypedDict):
     """The entry script's S3 URI."""
     step_function: str
     """The Lambda function that adds, replaces and stops the steps."""
+    step_reader: NotRequired[str]
+    """The read-only Lambda function that reports a flow's step state on every program run (drift)."""
     app_role: NotRequired[str]
     """The nodes' instance profile (ARN; its role has the same name) of a cluster the platform creates: a flow's MSK
     IAM policy is attached to that role."""

@@ -27,6 +27,7 @@ from kafka_mirror.emr.spark_platform import EmrSparkPlatform, EmrSparkPlatformAr
 from kafka_mirror.emr.specs import EmrSettings, metrics_port_problems
 from kafka_mirror.handover import PEER_STACKS_KEY, guard, parse_peer_stacks
 from kafka_mirror.mirror_deployment import MirrorDeployment, MirrorDeploymentArgs
+from kafka_mirror.network import NETWORK_KEY, resolve_network
 from kafka_mirror.prerequisites import Lookup, aws_lookup, check_prerequisites, stack_prerequisites
 from kafka_mirror.replication_topology import ReplicationTopology
 from kafka_mirror.secrets.stack import StackSecrets, resolve_fields, stack_secret_name
@@ -342,6 +343,7 @@ def deploy_per_target(
 def main() -> None:
     """Entry point of `__main__.py`; raises kmirror.errors.ValidationError for bad config/topology."""
     config = pulumi.Config(NS)
-    stack = parse_stack_config(read_config(config), pulumi.get_stack())
+    raw = resolve_network(read_config(config), config.get_object(NETWORK_KEY))  # brownfield ids (network.py)
+    stack = parse_stack_config(raw, pulumi.get_stack())
     for key, value in deploy(stack, config).items():
         pulumi.export(key, value)

@@ -63,7 +63,7 @@ class TargetMirrorDeployment(pulumi.ComponentResource):
             self.metrics_endpoint = self._deploy_eks(name, out, bool(platform.get("pod_monitor")))
         else:
             out = pulumi.Output.all(platform["emr"], *specs).apply(lambda v: self._render_emr(name, v[0], v[1:], spark))
-            self.metrics_endpoint = self._deploy_emr(name, out)
+            self.metrics_endpoint = self._deploy_emr(name, out, platform["emr"])
         role_target = pulumi.Output.from_input(platform[given[0]])
         for flow_id in self.flow_ids:
             attach_msk_iam_policy(self, self._flow_child(name, flow_id), flow_specs[flow_id], role_target)
@@ -116,9 +116,9 @@ class TargetMirrorDeployment(pulumi.ComponentResource):
             step_input=app_step_input(target["cluster_id"], name, step_args, settings),
         )
 
-    def _deploy_emr(self, name: str, out: pulumi.Output[Any]) -> pulumi.Output[Any]:
+    def _deploy_emr(self, name: str, out: pulumi.Output[Any], target: pulumi.Input[Any]) -> pulumi.Output[Any]:
         objects = [(self._flow_child(name, flow_id), ("objects", flow_id)) for flow_id in self.flow_ids]
-        made = step_resources(self, name, out, objects, self._depends_on)
+        made = step_resources(self, name, out, objects, self._depends_on, target)
         self.step, step_id = made.step, made.step_id
         return pulumi.Output.all(out, step_id).apply(
             lambda v: {

@@ -21,7 +21,7 @@ from pulumi_policy import (
     StackValidationPolicy,
 )
 
-from . import estate, hygiene, paging, rules
+from . import estate, hygiene, iam_emr, paging, rules
 
 PACK_NAME = "kafka-mirror"
 PROJECT_DIR_SCHEMA = PolicyConfigSchema(
@@ -145,6 +145,16 @@ def build_policies() -> list[Policy]:
         ),
         _resource_policy(
             "no-wildcard-iam", "No IAM Allow of '*' or 's3:*' on Resource '*'.", hygiene.wildcard_iam_violations
+        ),
+        _resource_policy(
+            "no-broad-managed-iam",
+            "No attachment of an AWS-managed policy granting a whole service or the account.",
+            iam_emr.broad_attachment_violations,
+        ),
+        _resource_policy(
+            "protected-emr-encrypted",
+            "A termination-protected EMR cluster has a security configuration (encryption).",
+            iam_emr.protected_emr_violations,
         ),
         _mandatory(
             ResourceValidationPolicy,

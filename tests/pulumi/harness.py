@@ -121,6 +121,8 @@ class Mocks(pulumi.runtime.Mocks):
             out.setdefault("name", args.name)
         if args.typ == "aws:emr/cluster:Cluster":
             return "j-MOCKCLUSTER", out
+        if args.typ == "aws:emr/securityConfiguration:SecurityConfiguration":
+            out.setdefault("name", f"{args.name}-3d9e1f2")  # auto-naming
         if args.typ == "aws:lambda/function:Function":
             out.setdefault("name", f"{args.name}-5e1d2c0")  # auto-naming
             out["arn"] = f"arn:aws:lambda:eu-central-1:123456789012:function:{out['name']}"
@@ -139,6 +141,9 @@ class Mocks(pulumi.runtime.Mocks):
         return f"{args.name}-id", out
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        if args.token == "aws:lambda/getInvocation:getInvocation":  # the step reader (kafka_mirror.emr.step_reader)
+            self.invokes.append(f"{args.token} {args.args.get('functionName')}")
+            return {"id": "read", "result": json.dumps({"state": "RUNNING", "drift": "none"}), **dict(args.args)}, []
         if args.token not in INVOKE_IDS:
             return {}, []
         identifier = str(args.args.get(INVOKE_IDS[args.token]))

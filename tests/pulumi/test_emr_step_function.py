@@ -12,7 +12,7 @@ import pytest
 from kafka_mirror.bundle import build_bundle
 from kafka_mirror.eks.specs import app_name
 from kafka_mirror.emr.specs import YARN_MARKER_DAYS, YARN_MARKERS, yarn_tag
-from kafka_mirror.emr.step_function import STEP_ACTIONS, step_function_policy
+from kafka_mirror.emr.step_function import STEP_ACTIONS, reader_policy, step_function_policy
 from kafka_mirror.emr.step_lambda import LAMBDA_TIMEOUT_S
 from tests.pulumi.harness import ROOT, Run, run_program, unwrap
 from tests.pulumi.test_program import EXPECTED, fake_wheelhouse
@@ -32,7 +32,7 @@ def central(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
 
 
 def test_each_flow_is_a_crud_invocation_of_the_platforms_step_function(central: Run) -> None:
-    [function] = central.of_type(FUNCTION)
+    function = central.named("central-emr-steps")
     invocations = {r.name: r for r in central.of_type(INVOCATION)}
     assert sorted(invocations) == sorted(f"{app_name(f)}-step" for f in EXPECTED["central"])
     for flow_id in EXPECTED["central"]:
@@ -55,7 +55,7 @@ def test_no_python_dynamic_resource_is_registered_any_more(central: Run) -> None
 
 
 def test_the_step_function_runs_the_handler_with_a_role_scoped_to_the_cluster(central: Run) -> None:
-    [function] = central.of_type(FUNCTION)
+    function = central.named("central-emr-steps")
     inputs = unwrap(function.inputs)
     assert inputs["runtime"] == "python3.12" and inputs["handler"] == "step_lambda.handler"
     assert inputs["timeout"] == 900
@@ -133,3 +133,21 @@ def test_the_documented_import_file_names_what_the_program_registers_for_the_buc
     assert {(r["type"], r["name"]) for r in imported} == made and len(made) == 6
     assert all(r["parent"] == component["name"] and r["id"] == name for r in imported)
     assert all(central.named(r["name"]).provider == "" for r in imported)  # the default provider: none to name
+
+
+def test_each_flows_invocation_reads_its_step_through_the_list_only_reader_on_every_run(central: Run) -> None:
+    """Drift (issue 43, day two): the Invocation's triggers come from the reader, invoked in previews too."""
+    reader = central.named("central-emr-steps-read")
+    inputs = unwrap(reader.inputs)
+    assert inputs["handler"] == "step_reader.handler" and inputs["timeout"] == 60
+    assert inputs["role"] == "arn:aws:iam::123456789012:role/central-emr-steps-read-role-7f3a9c1"
+    policy = json.loads(unwrap(central.named("central-emr-steps-read-policy").inputs)["policy"])
+    logs = "arn:aws:logs:eu-central-1:123456789012:log-group:central-emr-steps-read-logs-0c4b7e9"
+    assert policy == reader_policy("eu-central-1", "j-MOCKCLUSTER", logs)
+    [platform] = central.of_type("kafka-mirror:index:EmrSparkPlatform")
+    assert central.outputs[platform.urn]["deployment_target"]["step_reader"] == "central-emr-steps-read-5e1d2c0"
+    invocations = central.of_type(INVOCATION)
+    assert invocations
+    for invocation in invocations:
+        # only the reader's answer (the harness answers as a live step's reader) gives this value
+        assert unwrap(invocation.inputs)["triggers"] == {"step_ended": "none"}

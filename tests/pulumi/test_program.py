@@ -411,7 +411,11 @@ def test_an_existing_emr_cluster_gets_steps_and_the_policy_its_nodes_need() -> N
     config["kafka-mirror:spark"] = json.dumps(spark)
     run = run_program("central", config)
     assert not run.of_type("aws:emr/cluster:Cluster")
-    assert [r.name for r in run.of_type("aws:iam/role:Role")] == ["central-emr-steps-role"]  # the step function's
+    # only the step function's and its read-only step reader's (drift) roles
+    assert sorted(r.name for r in run.of_type("aws:iam/role:Role")) == [
+        "central-emr-steps-read-role",
+        "central-emr-steps-role",
+    ]
     assert {step_input(s)["cluster_id"] for s in run.of_type(STEP)} == {"j-EXISTING1"}
     [platform] = [v for urn, v in run.outputs.items() if urn.endswith("EmrSparkPlatform::central-emr")]
     policy = json.loads(platform["node_policy"])

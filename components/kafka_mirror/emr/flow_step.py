@@ -19,6 +19,7 @@ import pulumi_aws as aws
 
 from kafka_mirror.eks.specs import flow_json, with_metrics_port
 from kafka_mirror.emr.specs import EmrSettings, emr_metrics_port, emr_step_args, emr_step_input, flow_object_key
+from kafka_mirror.emr.step_drift import step_triggers
 from kafka_mirror.rendered import child_options, output_at
 from kmirror.errors import Problem, ValidationError
 
@@ -45,9 +46,12 @@ def step_resources(
     out: pulumi.Output[Any],
     objects: Sequence[tuple[str, Sequence[str]]],
     depends_on: Sequence[pulumi.Resource],
+    target: pulumi.Input[Any],
 ) -> StepResources:
     """Each flow's S3 object (`<object name>-flow`, its `key` and `content` at its path of the rendered
-    `out`, in `out["bucket"]`) and the step `<name>-step` (`out["step_function"]`, `out["step_input"]`)."""
+    `out`, in `out["bucket"]`) and the step `<name>-step` (`out["step_function"]`, `out["step_input"]`),
+    whose triggers read the platform's step reader (`target`, `emr.step_drift`: a step that ended since
+    the last `up` shows as drift)."""
     flow_objects = [
         aws.s3.BucketObjectv2(
             f"{object_name}-flow",
@@ -65,6 +69,7 @@ def step_resources(
         function_name=out.apply(lambda r: r["step_function"]),
         input=out.apply(lambda r: r["step_input"]),
         lifecycle_scope="CRUD",
+        triggers=step_triggers(target, out.apply(lambda r: r["step_input"])),  # drift: a dead step
         opts=pulumi.ResourceOptions.merge(
             child_options(parent, depends_on, cast(list[pulumi.Resource], flow_objects)),
             pulumi.ResourceOptions(delete_before_replace=True),
@@ -108,7 +113,7 @@ def deploy_flow_step(
     """The flow's S3 object and streaming step as children of `parent` (secrets come from the nodes'
     sync, so no secret names here); returns them and the flow's metrics endpoint."""
     out = pulumi.Output.all(target, spec, spark).apply(lambda v: render_flow_step(name, v))
-    made = step_resources(parent, name, out, [(name, ())], depends_on)
+    made = step_resources(parent, name, out, [(name, ())], depends_on, target)
     # Cluster mode: YARN picks the driver's node, so the endpoint is the YARN application and a
     # port fixed per flow; Prometheus finds the node via EC2 service discovery on that port.
     endpoint = pulumi.Output.all(out, made.step_id, app_name).apply(

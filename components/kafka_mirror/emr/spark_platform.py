@@ -42,7 +42,7 @@ from kafka_mirror.emr.specs import (
     secrets_manifest,
     wheelhouse_key,
 )
-from kafka_mirror.emr.step_function import create_step_function
+from kafka_mirror.emr.step_function import create_step_function, create_step_reader
 from kafka_mirror.emr.step_lambda import stop_timeout_problem
 from kafka_mirror.emr.wheelhouse import Wheelhouse, deploy_wheelhouses, normalize
 from kafka_mirror.input_types import AwsSettings, EmrDeploymentTarget, FlowSpark
@@ -211,6 +211,8 @@ class EmrSparkPlatform(pulumi.ComponentResource):
         files: AppFiles | None = None,
     ) -> None:
         """`stack_secrets`: the stack program's secrets; `files`: what to upload (default: the packaged ones)."""
+        if problems := encryption_problems(args):
+            raise ValidationError(problems, name)
         super().__init__(TOKEN, name, {}, opts)
         s = emr_settings(args)
         self.settings = s
@@ -245,6 +247,7 @@ class EmrSparkPlatform(pulumi.ComponentResource):
             self.cluster_id = cluster.id
             app_role = cluster.ec2_attributes.apply(lambda a: a.instance_profile if a else None)
         self.step_function = create_step_function(self, name, s.region, self.cluster_id, self.bucket, bucket_key).name
+        self.step_reader = create_step_reader(self, name, s.region, self.cluster_id).name
         if args.get("alarms", True):
             created = None if args.get("cluster_id") else int(args.get("core_instance_count", 2))
             create_alarms(
@@ -258,7 +261,13 @@ class EmrSparkPlatform(pulumi.ComponentResource):
         self.secrets = pulumi.Output.from_input(sorted(self.stack_secrets))
         self.wheelhouse = pulumi.Output.from_input({w.tag: list(w.files) for w in self.wheelhouses})
         target = pulumi.Output.all(
-            self._resolved, self.cluster_id, self.bundle_uri, self.entry_uri, self.step_function, app_role
+            self._resolved,
+            self.cluster_id,
+            self.bundle_uri,
+            self.entry_uri,
+            self.step_function,
+            app_role,
+            self.step_reader,
         ).apply(
             lambda v: dict(
                 platform="emr",
@@ -267,6 +276,7 @@ class EmrSparkPlatform(pulumi.ComponentResource):
                 bundle_uri=v[2],
                 entry_uri=v[3],
                 step_function=v[4],
+                step_reader=v[6],
                 **({"app_role": v[5]} if v[5] else {}),  # MSK IAM policies attach to its role (MirrorDeployment)
             )
         )
@@ -422,6 +432,22 @@ def _region(args: EmrSparkPlatformArgs, aws_settings: dict[str, Any]) -> str:
             ]
         )
     return str(found)
+
+
+def encryption_problems(args: EmrSparkPlatformArgs) -> list[Problem]:
+    """A cluster the platform creates with `protect` (the default: production) must have its SecurityConfiguration
+    (encryption in transit and at rest): the stack config requires it, and so does the component for plugin users."""
+    encryption: dict[str, Any] = dict(args.get("encryption") or {})
+    if args.get("cluster_id") or not args.get("protect", True):
+        return []
+    if encryption.get("certificates_zip") and encryption.get("kms_key_arn"):
+        return []
+    fix = (
+        "required for a protected (production) cluster the platform creates: {certificates_zip: s3://BUCKET/KEY.zip "
+        "(the PEM certificates of TLS between nodes), kms_key_arn: ARN (local disks and EBS)}; only a throwaway "
+        "cluster may go without, with protect: false"
+    )
+    return [Problem("encryption", f"{fix}, got {args.get('encryption')!r}")]
 
 
 def emr_settings(args: EmrSparkPlatformArgs) -> EmrSettings:

@@ -20,6 +20,8 @@ from kafka_mirror.emr.specs import YARN_MARKERS, bucket_key_statement
 from kafka_mirror.emr.step_lambda import LAMBDA_TIMEOUT_S
 
 HANDLER_FILE = "step_lambda.py"
+READER_FILE = "step_reader.py"
+READER_TIMEOUT_S = 60
 RUNTIME = "python3.12"
 STEP_ACTIONS = (
     "elasticmapreduce:AddJobFlowSteps",
@@ -84,10 +86,70 @@ def step_function_policy(
     }
 
 
-def handler_code() -> pulumi.AssetArchive:
-    """The function's zip: the handler module under its own name (content-addressed by Pulumi)."""
-    source = (Path(__file__).parent / HANDLER_FILE).read_text()
-    return pulumi.AssetArchive({HANDLER_FILE: pulumi.StringAsset(source)})
+def reader_policy(region: str, cluster_id: str, log_group_arn: str) -> dict[str, Any]:
+    """The step reader's only permissions: listing this cluster's steps and writing its own logs. A
+    preview role that may invoke it can learn the steps' states, never add or cancel one."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {
+                "Sid": "ListFlowSteps",
+                "Effect": "Allow",
+                "Action": ["elasticmapreduce:ListSteps"],
+                "Resource": emr_cluster_arn(region, cluster_id),
+            },
+            {
+                "Sid": "OwnLogs",
+                "Effect": "Allow",
+                "Action": ["logs:CreateLogStream", "logs:PutLogEvents"],
+                "Resource": f"{log_group_arn}:*",
+            },
+        ],
+    }
+
+
+def handler_code(file: str = HANDLER_FILE) -> pulumi.AssetArchive:
+    """A function's zip: its handler module under its own name (content-addressed by Pulumi)."""
+    source = (Path(__file__).parent / file).read_text()
+    return pulumi.AssetArchive({file: pulumi.StringAsset(source)})
+
+
+def _role(name: str, child: pulumi.ResourceOptions) -> aws.iam.Role:
+    assume = {"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}
+    return aws.iam.Role(
+        name, assume_role_policy=json.dumps({"Version": "2012-10-17", "Statement": [assume]}), tags=TAGS, opts=child
+    )
+
+
+def create_step_reader(
+    parent: pulumi.Resource, name: str, region: str, cluster_id: pulumi.Input[str]
+) -> aws.lambda_.Function:
+    """The read-only function the flows' drift check invokes (`step_reader.py`; children `<name>-steps-read*`)."""
+    child = pulumi.ResourceOptions(parent=parent)
+    logs = aws.cloudwatch.LogGroup(
+        f"{name}-steps-read-logs", retention_in_days=LOG_RETENTION_DAYS, tags=TAGS, opts=child
+    )
+    role = _role(f"{name}-steps-read-role", child)
+    policy = aws.iam.RolePolicy(
+        f"{name}-steps-read-policy",
+        role=role.id,
+        policy=pulumi.Output.all(cluster_id, logs.arn).apply(
+            lambda v: json.dumps(reader_policy(region, str(v[0]), str(v[1])), sort_keys=True)
+        ),
+        opts=child,
+    )
+    return aws.lambda_.Function(
+        f"{name}-steps-read",
+        runtime=RUNTIME,
+        handler=f"{READER_FILE.removesuffix('.py')}.handler",
+        code=handler_code(READER_FILE),
+        role=role.arn,
+        timeout=READER_TIMEOUT_S,
+        memory_size=128,
+        logging_config={"log_format": "Text", "log_group": logs.name},
+        tags=TAGS,
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=[policy, logs]),
+    )
 
 
 def create_step_function(
@@ -101,13 +163,7 @@ def create_step_function(
     """The log group, role, role policy and function (children `<name>-steps*`)."""
     child = pulumi.ResourceOptions(parent=parent)
     logs = aws.cloudwatch.LogGroup(f"{name}-steps-logs", retention_in_days=LOG_RETENTION_DAYS, tags=TAGS, opts=child)
-    assume = {"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}
-    role = aws.iam.Role(
-        f"{name}-steps-role",
-        assume_role_policy=json.dumps({"Version": "2012-10-17", "Statement": [assume]}),
-        tags=TAGS,
-        opts=child,
-    )
+    role = _role(f"{name}-steps-role", child)
     policy = aws.iam.RolePolicy(
         f"{name}-steps-policy",
         role=role.id,
