@@ -124,7 +124,10 @@ class PvcConfig(_Strict):
 
 class MonitoringConfig(_Strict):
     pod_monitor: bool = Field(False, description="a PodMonitor per app (kube-prometheus-stack CRDs)")
-    prometheus_rule: bool = Field(False, description="the mirror's PrometheusRule alerts")
+    prometheus_rule: bool = Field(False, description="the mirror's PrometheusRule alerts (requires runbook_url)")
+    runbook_url: str | None = Field(
+        None, description="absolute http(s) URL of the runbook each alert links to (docs/deploy.md's, on your Git host)"
+    )
     dashboard: bool = Field(False, description="the Grafana dashboard as a ConfigMap (sidecar-loaded)")
     labels: dict[str, str] = Field(default_factory=dict, description="labels the Prometheus operator selects")
     prometheus: str | None = Field(

@@ -77,6 +77,19 @@ def _eks_rules(spark: Mapping[str, Any], path: str) -> list[Problem]:
                 "prometheus); a cluster without one: install it first, or turn these off",
             )
         )
+    runbook = monitoring.get("runbook_url")
+    if monitoring.get("prometheus_rule") is True and not (
+        isinstance(runbook, str) and re.fullmatch(r"https?://[^\s/]+(/\S*)?", runbook)
+    ):
+        # an alert's runbook link is opened from a pager: a repository path opens nowhere
+        problems.append(
+            Problem(
+                f"{path}.monitoring.runbook_url",
+                f"is {runbook!r}: required with prometheus_rule, an absolute http(s) URL of the runbook the "
+                "alerts link to (docs/deploy.md#runbook-a-failed-deploy-or-a-stuck-flow on your Git host, e.g. "
+                "https://github.com/ORG/REPO/blob/main/docs/deploy.md#runbook-a-failed-deploy-or-a-stuck-flow)",
+            )
+        )
     cluster: dict[str, Any] = spark["cluster"] if isinstance(spark.get("cluster"), dict) else {}
     if cluster.get("create"):
         for key in ("subnet_ids", "vpc_id"):

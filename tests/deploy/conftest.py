@@ -6,6 +6,8 @@ What the test cluster has beforehand, as a cluster admin would have set it up (t
 expects these to exist on an existing cluster):
 - the `nfs-client` StorageClass (`local`'s checkpoint claim; WaitForFirstConsumer, as an NFS
   provisioner's class is commonly set; nothing provisions volumes here);
+- the `monitoring` namespace, where the cluster's kube-prometheus-stack (Grafana, whose sidecar
+  loads `west`'s dashboard ConfigMap from its own namespace) would live;
 - the Prometheus operator's PodMonitor and PrometheusRule CRDs (prometheus-operator 0.93.0's own
   files, tests/deploy/data/), which `west` expects (`monitoring.install_crds` is off there);
 - the Spark operator's CRDs: the stacks install the operator's Helm chart, which is fetched from the
@@ -91,6 +93,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
             },
             "/apis/storage.k8s.io/v1/storageclasses",
         )
+        cp.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "monitoring"}}, "/api/v1/namespaces")
         crds = [*prometheus_crds(), *operator_crds()]
         for crd in crds:
             cp.apply(crd, CRDS)

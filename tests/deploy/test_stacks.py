@@ -24,6 +24,7 @@ from tests.deploy.engine import Engine, copy_project
 
 NS = "kafka-mirror"
 SPARK_APPS = f"/apis/sparkoperator.k8s.io/v1beta2/namespaces/{NS}/sparkapplications"
+DASHBOARD = "/api/v1/namespaces/monitoring/configmaps/kafka-mirror-dashboard"  # west: Grafana's namespace
 # what each stack makes in its namespace, by API path (the app-level objects are per flow)
 NAMESPACED = {
     "configmaps": f"/api/v1/namespaces/{NS}/configmaps",
@@ -157,6 +158,10 @@ def test_preview_up_again_and_destroy_against_a_real_api_server(
     assert app["spec"]["sparkVersion"] and app["spec"]["mainApplicationFile"], app["spec"]
     if stack == "west":
         assert sorted(found["podmonitors"]) and found["prometheusrules"], found
+        rule = cluster.get(f"/apis/monitoring.coreos.com/v1/namespaces/{NS}/prometheusrules/kafka-mirror") or {}
+        links = {r["annotations"]["runbook_url"] for r in rule["spec"]["groups"][0]["rules"]}
+        assert len(links) == 1 and links.pop().startswith("https://"), "each alert links an absolute runbook URL"
+        assert cluster.get(DASHBOARD), "the dashboard is in Grafana's (monitoring) namespace, where its sidecar looks"
     else:
         assert found["pvcs"] == ["kmirror-checkpoints"], found
 
@@ -175,6 +180,7 @@ def test_preview_up_again_and_destroy_against_a_real_api_server(
     run("destroy", "--yes", "--skip-preview")
     assert namespace_gone(cluster), "the namespace is gone after destroy"
     assert ours(cluster) == {}, "nothing of ours is left after destroy"
+    assert not cluster.get(DASHBOARD), "the dashboard ConfigMap is gone after destroy"
     # the cluster's CRDs stay (the program never owned them here: operator.install is off)
     assert cluster.get("/apis/apiextensions.k8s.io/v1/customresourcedefinitions/sparkapplications.sparkoperator.k8s.io")
 

@@ -26,7 +26,12 @@ def east() -> Run:
     if "east" not in _runs:
         config = stack_config("east")
         spark = json.loads(config["kafka-mirror:spark"])
-        spark["monitoring"] = {"pod_monitor": True, "prometheus_rule": True, "prometheus": "monitoring/prometheus"}
+        spark["monitoring"] = {
+            "pod_monitor": True,
+            "prometheus_rule": True,
+            "prometheus": "monitoring/prometheus",
+            "runbook_url": "https://git.example.com/ops/kafka-mirror/blob/main/docs/deploy.md#runbook",
+        }
         config["kafka-mirror:spark"] = json.dumps(spark)
         _runs["east"] = run_program("east", config)
     return _runs["east"]

@@ -129,6 +129,19 @@ def test_monitoring_without_a_declared_prometheus_is_refused() -> None:
         run_program("west", config)
 
 
+def test_alerts_without_an_absolute_runbook_url_are_refused_before_anything_is_made() -> None:
+    config = stack_config("west")
+    spark = json.loads(config["kafka-mirror:spark"])
+    spark["monitoring"]["runbook_url"] = "docs/deploy.md#runbook-a-failed-deploy-or-a-stuck-flow"
+    config["kafka-mirror:spark"] = json.dumps(spark)
+    with pytest.raises(
+        ValidationError,
+        match=r"spark\.monitoring\.runbook_url: is 'docs/deploy.md#runbook-a-failed-deploy-or-a-stuck-flow': "
+        r"required with prometheus_rule, an absolute http\(s\) URL",
+    ):
+        run_program("west", config)
+
+
 def test_the_wait_for_running_is_set_per_stack() -> None:
     config = stack_config("local")
     spark = json.loads(config["kafka-mirror:spark"])

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from kafka_mirror.eks.platform_args import check_runbook_url
 from kafka_mirror.eks.spark_platform import SPARK_OPERATOR_CHART_VERSION, _operator_release_values, required_image
 from kafka_mirror.eks.specs import SPARK_PORT_CONF, EksSettings, operator_image_values, spark_application_manifest
 from kmirror.errors import ValidationError
@@ -178,3 +179,12 @@ def test_the_app_image_is_required(args: dict[str, Any]) -> None:
     assert "EksSparkPlatform east-eks: image: required, got" in str(info.value)
     assert "REPO@sha256:" in str(info.value)
     assert required_image("east-eks", {"image": "repo@" + DIGEST}) == "repo@" + DIGEST
+
+
+def test_the_component_refuses_alerts_without_an_absolute_runbook_url() -> None:
+    """Plugin users (no stack config) get the same refusal as the stack program, before anything is made."""
+    for monitoring in ({"prometheus_rule": True}, {"prometheus_rule": True, "runbook_url": "docs/deploy.md#runbook"}):
+        with pytest.raises(ValidationError, match=r"monitoring\.runbook_url: is .*absolute http\(s\) URL"):
+            check_runbook_url("east-eks", {"image": "x", "monitoring": monitoring})  # type: ignore[typeddict-item]
+    check_runbook_url("east-eks", {"image": "x", "monitoring": {"prometheus_rule": False}})
+    check_runbook_url("east-eks", {"image": "x", "monitoring": {"prometheus_rule": True, "runbook_url": "https://g/r"}})

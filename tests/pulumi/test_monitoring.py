@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
+
 from kafka_mirror.eks.monitoring import (
     PANELS,
     STRIMZI_MM2_COVERAGE,
@@ -14,12 +16,16 @@ from kafka_mirror.eks.monitoring import (
     grafana_dashboard,
     pod_monitor,
     prometheus_rule,
+    runbook_url_problem,
 )
 from kafka_mirror.eks.specs import EksSettings
 from kmirror_engine.observability.metrics import FlowMetrics
 from tests.pulumi.sparkapp_schema import validate_k8s
 
 SETTINGS = EksSettings(namespace="mirror", image="img:1", pod_monitor=True, monitoring_labels={"release": "kps"})
+RUNBOOK_URL = (
+    "https://git.example.com/ops/kafka-mirror/blob/main/docs/deploy.md#runbook-a-failed-deploy-or-a-stuck-flow"
+)
 EXTERNAL = {"up", "kube_pod_container_status_restarts_total", "kube_deployment_status_replicas_available"}
 
 
@@ -83,6 +89,8 @@ def test_the_dashboard_covers_strimzis_mm2_panels_and_the_issues_list() -> None:
     board = dashboard_config_map(SETTINGS)
     validate_k8s(board)
     assert board["metadata"]["labels"]["grafana_dashboard"] == "1"
+    # Grafana's sidecar loads dashboards from Grafana's (the monitoring) namespace, not the apps'
+    assert board["metadata"]["namespace"] == SETTINGS.monitoring_namespace != SETTINGS.namespace
     assert json.loads(board["data"]["kafka-mirror.json"])["uid"] == "kafka-mirror"
 
 
@@ -99,8 +107,10 @@ def test_alerts_cover_lag_heartbeat_failed_batches_and_checkpoint_age() -> None:
         "KafkaMirrorCheckpointStale",
         "KafkaMirrorBatchesSlow",
     } <= names
-    rule = prometheus_rule(SETTINGS)
+    rule = prometheus_rule(SETTINGS, RUNBOOK_URL)
     assert rule["metadata"]["labels"]["release"] == "kps" and rule["metadata"]["namespace"] == "mirror"
+    # every alert links the runbook by the absolute URL a pager can open, not a repository path
+    assert {r["annotations"]["runbook_url"] for r in rule["spec"]["groups"][0]["rules"]} == {RUNBOOK_URL}
     assert all(r["labels"]["severity"] in ("warning", "critical") for r in rule["spec"]["groups"][0]["rules"])
 
 
@@ -137,5 +147,18 @@ def test_the_operator_and_its_fail_closed_webhook_alert_when_they_have_no_replic
             f'deployment="spark-operator-{deployment}"}}) < 1'
         )
     assert not {"KafkaMirrorOperatorDown", "KafkaMirrorOperatorWebhookDown"} & {r["alert"] for r in alert_rules("m")}
-    rule = prometheus_rule(SETTINGS, "spark-operator")
+    rule = prometheus_rule(SETTINGS, RUNBOOK_URL, "spark-operator")
     assert "KafkaMirrorOperatorWebhookDown" in {r["alert"] for r in rule["spec"]["groups"][0]["rules"]}
+
+
+@pytest.mark.parametrize(
+    "url", [None, "", "docs/deploy.md#runbook-a-failed-deploy-or-a-stuck-flow", "ftp://x/y", "https://"]
+)
+def test_a_runbook_link_a_pager_cannot_open_is_refused(url: object) -> None:
+    problem = runbook_url_problem(url, "monitoring.runbook_url")
+    assert problem is not None and problem.path == "monitoring.runbook_url"
+    assert repr(url) in problem.message and "https://github.com/ORG/REPO/blob/main/docs/deploy.md" in problem.message
+
+
+def test_an_absolute_runbook_link_is_taken() -> None:
+    assert runbook_url_problem(RUNBOOK_URL, "monitoring.runbook_url") is None

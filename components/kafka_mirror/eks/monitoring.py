@@ -9,9 +9,11 @@ each of its MM2 panels to ours (tests/pulumi/test_monitoring.py checks every one
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from kafka_mirror.eks.specs import PART_OF, EksSettings, app_name
+from kmirror.errors import Problem
 
 DASHBOARD_UID = "kafka-mirror"
 DASHBOARD_FILE = "kafka-mirror.json"
@@ -53,11 +55,26 @@ def driver_pod_monitor(name: str, port_names: list[str], settings: EksSettings) 
     }
 
 
+# The runbook's place in this repository: each alert links the copy on the user's own Git host
+# (`monitoring.runbook_url`, an absolute URL that Alertmanager and a pager can open; a repository
+# path opens nowhere).
 RUNBOOK = "docs/deploy.md#runbook-a-failed-deploy-or-a-stuck-flow"
 
 
+def runbook_url_problem(url: object, field: str) -> Problem | None:
+    """Why `url` cannot be the alerts' runbook link (absolute http(s) URL required), or None."""
+    if isinstance(url, str) and re.fullmatch(r"https?://[^\s/]+(/\S*)?", url):
+        return None
+    return Problem(
+        field,
+        f"is {url!r}: required with prometheus_rule, an absolute http(s) URL of the runbook an alert links to "
+        f"(this repository's {RUNBOOK} on your Git host, e.g. "
+        f"https://github.com/ORG/REPO/blob/main/{RUNBOOK})",
+    )
+
+
 def _alert(name: str, expr: str, for_: str, severity: str, summary: str) -> dict[str, Any]:
-    annotations = {"summary": summary, "runbook_url": RUNBOOK}
+    annotations = {"summary": summary, "runbook_url": RUNBOOK}  # the absolute link: `alert_rules`
     return {"alert": name, "expr": expr, "for": for_, "labels": {"severity": severity}, "annotations": annotations}
 
 
@@ -212,7 +229,12 @@ def alert_rules(namespace: str, operator_namespace: str | None = None) -> list[d
     ]
 
 
-def prometheus_rule(settings: EksSettings, operator_namespace: str | None = None) -> dict[str, Any]:
+def prometheus_rule(settings: EksSettings, runbook_url: str, operator_namespace: str | None = None) -> dict[str, Any]:
+    """The PrometheusRule of the apps' namespace; each alert links `runbook_url` (`runbook_url_problem`)."""
+    rules = [
+        {**rule, "annotations": {**rule["annotations"], "runbook_url": runbook_url}}
+        for rule in alert_rules(settings.namespace, operator_namespace)
+    ]
     return {
         "apiVersion": "monitoring.coreos.com/v1",
         "kind": "PrometheusRule",
@@ -221,7 +243,7 @@ def prometheus_rule(settings: EksSettings, operator_namespace: str | None = None
             "namespace": settings.namespace,
             "labels": {**PART_OF, **settings.monitoring_labels},
         },
-        "spec": {"groups": [{"name": "kafka-mirror", "rules": alert_rules(settings.namespace, operator_namespace)}]},
+        "spec": {"groups": [{"name": "kafka-mirror", "rules": rules}]},
     }
 
 
@@ -358,13 +380,15 @@ def grafana_dashboard() -> dict[str, Any]:
 
 
 def dashboard_config_map(settings: EksSettings) -> dict[str, Any]:
-    """The dashboard as a ConfigMap that kube-prometheus-stack's Grafana sidecar loads (`grafana_dashboard: "1"`)."""
+    """The dashboard as a ConfigMap that kube-prometheus-stack's Grafana sidecar loads (`grafana_dashboard: "1"`),
+    in the monitoring namespace (`monitoring.namespace`): the sidecar watches only Grafana's own namespace
+    unless its chart sets `sidecar.dashboards.searchNamespace`, so one in the apps' namespace was never loaded."""
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": {
             "name": "kafka-mirror-dashboard",
-            "namespace": settings.namespace,
+            "namespace": settings.monitoring_namespace,
             "labels": {**PART_OF, "grafana_dashboard": "1"},
         },
         "data": {DASHBOARD_FILE: json.dumps(grafana_dashboard(), indent=2, sort_keys=True)},

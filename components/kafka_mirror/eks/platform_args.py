@@ -8,6 +8,7 @@ from typing import TypedDict
 import pulumi
 from typing_extensions import NotRequired
 
+from kafka_mirror.eks.monitoring import runbook_url_problem
 from kafka_mirror.eks.settings import DEFAULT_MONITORING_NAMESPACE, EksSettings
 from kafka_mirror.input_types import FlowSpark
 from kmirror.errors import Problem, ValidationError
@@ -88,7 +89,9 @@ class MonitoringArgs(TypedDict):
     pod_monitor: NotRequired[bool]
     """A PodMonitor per app's driver."""
     prometheus_rule: NotRequired[bool]
-    """The mirror's PrometheusRule alerts."""
+    """The mirror's PrometheusRule alerts (requires `runbook_url`)."""
+    runbook_url: NotRequired[str]
+    """Absolute http(s) URL of the runbook each alert links to (docs/deploy.md's runbook on your Git host)."""
     dashboard: NotRequired[bool]
     """The Grafana dashboard as a ConfigMap (label `grafana_dashboard: "1"`)."""
     labels: NotRequired[dict[str, str]]
@@ -154,6 +157,15 @@ class EksSparkPlatformArgs(TypedDict):
     """How long `pulumi up` waits for each SparkApplication to be RUNNING before failing (default 600)."""
     network_policy: NotRequired[bool]
     """Deny ingress to the mirror pods but Spark RPC between them and Prometheus scrapes (default true)."""
+
+
+def check_runbook_url(name: str, args: EksSparkPlatformArgs) -> None:
+    """With `monitoring.prometheus_rule`, the absolute runbook URL its alerts link (`runbook_url_problem`)."""
+    monitoring = args.get("monitoring") or {}
+    if monitoring.get("prometheus_rule"):
+        problem = runbook_url_problem(monitoring.get("runbook_url"), "monitoring.runbook_url")
+        if problem is not None:
+            raise ValidationError([problem], name)
 
 
 def required_image(name: str, args: EksSparkPlatformArgs) -> pulumi.Input[str]:

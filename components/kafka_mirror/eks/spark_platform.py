@@ -30,6 +30,7 @@ from kafka_mirror.eks.platform_args import (
     EksSparkPlatformArgs,
     MonitoringArgs,
     OperatorArgs,
+    check_runbook_url,
     eks_settings,
     required_image,
 )
@@ -99,6 +100,7 @@ class EksSparkPlatform(pulumi.ComponentResource):
         applying it (the provider's `render_yaml_to_directory`; the kubeconfig is then unused)."""
         super().__init__(TOKEN, name, {}, opts)
         image = required_image(name, args)
+        check_runbook_url(name, args)  # refused before anything is made
         self.settings = eks_settings(args)
         pvc = args.get("checkpoint_pvc")
         operator = args.get("operator") or {}
@@ -284,7 +286,7 @@ class EksSparkPlatform(pulumi.ComponentResource):
             self.ready.append(crds)
             opts = pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(depends_on=[crds]))
         if monitoring.get("prometheus_rule"):
-            rule = prometheus_rule(self.settings, operator_namespace)
+            rule = prometheus_rule(self.settings, str(monitoring.get("runbook_url")), operator_namespace)
             k8s.apiextensions.CustomResource(
                 f"{name}-alerts",
                 api_version=rule["apiVersion"],
