@@ -68,14 +68,20 @@ class FakeAdmin:
 
 
 def raw_spec(
-    source: str = "west", target: str = "east", *, topics: Any = ("orders",), **options: Any
+    source: str = "west",
+    target: str = "east",
+    *,
+    topics: Any = ("orders",),
+    config: dict[str, Any] | None = None,
+    **options: Any,
 ) -> dict[str, Any]:
-    """A valid `source`->`target` flow spec as a dict (default replication policy, no client
-    config); `options` add or replace top-level keys."""
+    """A valid `source`->`target` flow spec as a dict (default replication policy; `config`: both
+    clusters' client config, none if not given); `options` add or replace top-level keys."""
+    clients = {} if config is None else {"config": config}
     return {
         "id": f"{source}->{target}",
-        "source": {"alias": source, "bootstrap_servers": f"{source.lower()}:9092"},
-        "target": {"alias": target, "bootstrap_servers": f"{target.lower()}:9092"},
+        "source": {"alias": source, "bootstrap_servers": f"{source.lower()}:9092", **clients},
+        "target": {"alias": target, "bootstrap_servers": f"{target.lower()}:9092", **clients},
         "topics": list(topics),
         "topics_exclude": [],
         "replication_policy": {"type": "default"},
