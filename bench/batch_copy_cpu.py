@@ -34,18 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.measure import produce_parallel
+from bench.measure import copy_configs, produce_parallel
 from bench.verify import verify_counts, verify_sample
 from kmirror_engine.copying import batch_copy
 from kmirror_engine.copying.batch_copy import new_batch_copier
 from kmirror_engine.copying.native_copy import NativeRangeCopier, new_loop
-from kmirror_engine.copying.range_copy import (
-    CONSUMER_REQUIRED,
-    CONSUMER_TUNING,
-    PRODUCER_TUNING,
-    CopyRange,
-    RangeCopier,
-)
+from kmirror_engine.copying.range_copy import CopyRange, RangeCopier
 
 LOOPS = ("batch", "batch-pymerge", "batch-nomerge", "python", "native")
 
@@ -133,15 +127,8 @@ def run_codec(args: argparse.Namespace, source: str, target: str, codec: str) ->
     filled = produce_parallel(source, src, args.records, args.size, args.partitions, args.producers, small)
     counts: dict[int, int] = filled["counts"]
     ranges = [CopyRange(src, p, 0, n, src) for p, n in sorted(counts.items())]
-    consumer_config = {
-        "bootstrap.servers": source,
-        "group.id": f"bench-{run}",
-        "enable.auto.commit": False,
-        "isolation.level": "read_committed",
-        **CONSUMER_TUNING,
-        **CONSUMER_REQUIRED,
-    }
-    producer_config = {"bootstrap.servers": target, "acks": "all", "enable.idempotence": True, **PRODUCER_TUNING}
+    # the producer's max.in.flight=5 (SAFE_PRODUCER) is what librdkafka sets for an idempotent one anyway
+    consumer_config, producer_config = copy_configs(source, target, f"bench-{run}", **{"enable.auto.commit": False})
     lines = []
     for loop in args.loops.split(","):
         runs = [

@@ -19,15 +19,9 @@ if __package__ in (None, ""):
 
 from confluent_kafka import Consumer, Producer
 
-from bench.measure import SAFE_PRODUCER, add_fences, count_until_fence, create_topics, produce_parallel
+from bench.measure import add_fences, copy_configs, count_until_fence, create_topics, produce_parallel
 from kmirror_cli.local_brokers import LocalBroker
-from kmirror_engine.copying.range_copy import (
-    CONSUMER_REQUIRED,
-    CONSUMER_TUNING,
-    PRODUCER_TUNING,
-    CopyRange,
-    RangeCopier,
-)
+from kmirror_engine.copying.range_copy import CopyRange, RangeCopier
 from kmirror_engine.observability.progress import PartitionProgress
 
 
@@ -35,16 +29,8 @@ def copy_with_loops(source: str, target: str, dst: str, counts: dict[int, int], 
     """Copy every partition of "src" into `dst` with `loops` threads; returns (wall s, CPU s)."""
     copiers = []
     for _ in range(loops):
-        consumer = Consumer(
-            {
-                "bootstrap.servers": source,
-                "group.id": "copy-loops",
-                "isolation.level": "read_committed",
-                **CONSUMER_TUNING,
-                **CONSUMER_REQUIRED,
-            }
-        )
-        producer = Producer({"bootstrap.servers": target, **PRODUCER_TUNING, **SAFE_PRODUCER})
+        consumer_config, producer_config = copy_configs(source, target, "copy-loops")
+        consumer, producer = Consumer(consumer_config), Producer(producer_config)
         producer.list_topics(dst, 10)  # connected and metadata known before the clock starts
         copiers.append(RangeCopier(consumer, producer))
     results: list[list[PartitionProgress]] = []

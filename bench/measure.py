@@ -17,11 +17,26 @@ from typing import Any, cast
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kmirror_engine.copying.range_copy import CONSUMER_TUNING, PRODUCER_TUNING
+from kmirror_engine.copying.range_copy import CONSUMER_REQUIRED, CONSUMER_TUNING, PRODUCER_TUNING
 
 SAFE_PRODUCER = {"acks": "all", "enable.idempotence": True, "max.in.flight.requests.per.connection": 5}
 FENCE_KEY = b"__bench_fence__"
 HEADERS: list[tuple[str, str | bytes | None]] = [("bench-origin", b"mirror_bench")]
+
+
+def copy_configs(source: str, target: str, group: str, **consumer: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The consumer and producer configs of one copy loop from `source` to `target` as the engine
+    sets them up: read_committed with the loop's tuning and required settings, an idempotent
+    producer (acks=all) with the loop's tuning; `consumer` adds consumer settings."""
+    consumer_config = {
+        "bootstrap.servers": source,
+        "group.id": group,
+        **consumer,
+        "isolation.level": "read_committed",
+        **CONSUMER_TUNING,
+        **CONSUMER_REQUIRED,
+    }
+    return consumer_config, {"bootstrap.servers": target, **PRODUCER_TUNING, **SAFE_PRODUCER}
 
 
 def create_topics(bootstrap: str, names: list[str], partitions: int, config: dict[str, str] | None = None) -> None:

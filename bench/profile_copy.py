@@ -25,16 +25,10 @@ if __package__ in (None, ""):
 
 from confluent_kafka import Consumer, Producer
 
-from bench.measure import SAFE_PRODUCER, add_fences, count_until_fence, create_topics, produce_parallel
+from bench.measure import add_fences, copy_configs, count_until_fence, create_topics, produce_parallel
 from kmirror_cli.local_brokers import LocalBroker
 from kmirror_engine.copying.native_copy import NativeRangeCopier, new_loop
-from kmirror_engine.copying.range_copy import (
-    CONSUMER_REQUIRED,
-    CONSUMER_TUNING,
-    PRODUCER_TUNING,
-    CopyRange,
-    RangeCopier,
-)
+from kmirror_engine.copying.range_copy import CopyRange, RangeCopier
 
 
 def thread_cpu() -> dict[str, float]:
@@ -66,14 +60,7 @@ def main() -> int:
         create_topics(target.bootstrap_servers, ["west.src"], nparts)
         counts = produce_parallel(source.bootstrap_servers, "src", args.records, args.size, nparts, 2)["counts"]
         add_fences(source.bootstrap_servers, "src", nparts)
-        consumer_config = {
-            "bootstrap.servers": source.bootstrap_servers,
-            "group.id": "profile",
-            "isolation.level": "read_committed",
-            **CONSUMER_TUNING,
-            **CONSUMER_REQUIRED,
-        }
-        producer_config = {"bootstrap.servers": target.bootstrap_servers, **PRODUCER_TUNING, **SAFE_PRODUCER}
+        consumer_config, producer_config = copy_configs(source.bootstrap_servers, target.bootstrap_servers, "profile")
         ranges = [CopyRange("src", p, 0, counts[p], "west.src") for p in range(nparts)]
         profiler: Any = None
         if args.loop == "native":

@@ -1,6 +1,7 @@
 """A source planner over fake clusters, shared by the unit tests of planning, faults, rate
 limits, flow control and the sink: `FakeAdmin` (a cluster: topic -> per-partition log start and
-end), `spec(**options)` (a valid west->east flow spec) and `planner(source, **options)`."""
+end), `spec(**options)` (a valid west->east flow spec), `raw_spec(source, target, topics=..., **options)`
+(a valid flow spec as the dict `parse_flow_spec` reads) and `planner(source, **options)`."""
 
 from __future__ import annotations
 
@@ -64,6 +65,29 @@ class FakeAdmin:
             out[r] = Future()
             out[r].set_result({})
         return out
+
+
+def raw_spec(
+    source: str = "west",
+    target: str = "east",
+    *,
+    topics: Any = ("orders",),
+    config: dict[str, Any] | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """A valid `source`->`target` flow spec as a dict (default replication policy; `config`: both
+    clusters' client config, none if not given); `options` add or replace top-level keys."""
+    clients = {} if config is None else {"config": config}
+    return {
+        "id": f"{source}->{target}",
+        "source": {"alias": source, "bootstrap_servers": f"{source.lower()}:9092", **clients},
+        "target": {"alias": target, "bootstrap_servers": f"{target.lower()}:9092", **clients},
+        "topics": list(topics),
+        "topics_exclude": [],
+        "replication_policy": {"type": "default"},
+        "checkpoint_location": "/tmp/ck",
+        **options,
+    }
 
 
 def spec(**options: Any) -> FlowSpec:

@@ -40,6 +40,7 @@ from kmirror_engine.copying.batch_wire import (
 )
 from kmirror_engine.copying.range_copy import CopyError, CopyRange
 from kmirror_engine.copying.record_limits import TargetRules
+from tests.planner_fakes import raw_spec
 
 GZIP = DefaultRecordBatchBuilder.CODEC_GZIP
 NONE = DefaultRecordBatchBuilder.CODEC_NONE
@@ -335,18 +336,7 @@ def test_link_config_translates_tls_and_scram_and_names_what_it_cannot() -> None
 
 
 def _flow(**options: Any) -> Any:
-    return parse_flow_spec(
-        {
-            "id": "west->east",
-            "topics": ["t"],
-            "topics_exclude": [],
-            "replication_policy": {"type": "default"},
-            "source": {"alias": "west", "bootstrap_servers": "w:9092"},
-            "target": {"alias": "east", "bootstrap_servers": "e:9092"},
-            "checkpoint_location": "/tmp/ckpt",
-            **options,
-        }
-    )
+    return parse_flow_spec(raw_spec(topics=["t"], **options))
 
 
 def test_copy_loop_batch_is_an_option_refused_with_what_only_record_loops_serve() -> None:

@@ -264,26 +264,26 @@ def test_malformed_fetched_batches_fail_naming_partition_and_offset_not_a_bare_i
     cut = bytearray(marker(3, 77, 1)[:61] + b"\x80")  # the marker's one record: an unterminated varint
     struct.pack_into(">i", cut, 8, len(cut) - 12)
     struct.pack_into(">I", cut, 17, crc32c(memoryview(cut)[21:]))
-    records = build(0, 3) + bytes(cut)
     broker = BrokerLog()
-    copier = BatchRangeCopier(Source(records, broker), Target(broker), fallback=lambda: None)  # type: ignore[arg-type]
-    with pytest.raises(
-        CopyError,
-        match=r"fetching t\[0\] at offset 0: the fetched record batches are malformed "
-        r"\(IndexError",
-    ):
-        copier.copy([CopyRange("t", 0, 0, 4, "west.t")])
+
+    def copy_fails(records: bytes, end: int, match: str) -> None:
+        copier = BatchRangeCopier(Source(records, broker), Target(broker), fallback=lambda: None)  # type: ignore[arg-type]
+        with pytest.raises(CopyError, match=match):
+            copier.copy([CopyRange("t", 0, 0, end, "west.t")])
+
+    copy_fails(
+        build(0, 3) + bytes(cut),
+        4,
+        r"fetching t\[0\] at offset 0: the fetched record batches are malformed \(IndexError",
+    )
     # a magic 2 batch whose length is shorter than a batch header (struct.error at produce time before)
     short = bytearray(build(3, 2))
     struct.pack_into(">i", short, 8, 8)
-    records = build(0, 3) + bytes(short[:20])
-    copier = BatchRangeCopier(Source(records, broker), Target(broker), fallback=lambda: None)  # type: ignore[arg-type]
-    with pytest.raises(
-        CopyError,
-        match=r"fetching t\[0\] at offset 0: .*batch at offset 3 is 20 bytes, shorter "
-        r"than a batch header",
-    ):
-        copier.copy([CopyRange("t", 0, 0, 5, "west.t")])
+    copy_fails(
+        build(0, 3) + bytes(short[:20]),
+        5,
+        r"fetching t\[0\] at offset 0: .*batch at offset 3 is 20 bytes, shorter than a batch header",
+    )
 
 
 def test_a_record_older_than_its_batchs_first_goes_to_the_record_loop_under_a_timestamp_window() -> None:

@@ -59,6 +59,13 @@ def copier_factory(clusters: Any, copy_loop: str) -> Iterator[Any]:
         consumer.close()
 
 
+def _mirrored(clusters: Any, name: str, partitions: int) -> tuple[str, str]:
+    """Source topic `name` and its mirror `west.<name>` on the target, with `partitions` each."""
+    create_topic(clusters.source, name, partitions)
+    create_topic(clusters.target, f"west.{name}", partitions)
+    return name, f"west.{name}"
+
+
 def _records(partitions: int, per_partition: int) -> list[dict[str, Any]]:
     return [
         {
@@ -76,9 +83,7 @@ def _records(partitions: int, per_partition: int) -> list[dict[str, Any]]:
 def test_copy_preserves_partition_key_value_headers_and_timestamp(
     clusters: Any, unique: str, copier_factory: Any
 ) -> None:
-    src, dst = f"copy-src-{unique}", f"west.copy-src-{unique}"
-    create_topic(clusters.source, src, 3)
-    create_topic(clusters.target, dst, 3)
+    src, dst = _mirrored(clusters, f"copy-src-{unique}", 3)
     records = _records(3, 20)
     produce(clusters.source, src, records)
     add_fences(clusters.source, src, 3)
@@ -124,9 +129,7 @@ def _transaction(bootstrap: str, topic: str, values: list[bytes], unique: str) -
 def test_offset_syncs_follow_drift_from_holes_and_a_non_empty_target(
     clusters: Any, unique: str, copier_factory: Any
 ) -> None:
-    src, dst = f"sync-src-{unique}", f"west.sync-src-{unique}"
-    create_topic(clusters.source, src, 1)
-    create_topic(clusters.target, dst, 1)
+    src, dst = _mirrored(clusters, f"sync-src-{unique}", 1)
     produce(clusters.target, dst, [{"value": b"already-there", "partition": 0}] * 2)  # target offsets 0-1
     produce(clusters.source, src, [{"value": f"a{i}".encode(), "partition": 0} for i in range(5)])  # 0-4
     _transaction(clusters.source, src, [b"t0", b"t1", b"t2"], unique)  # 5-7, 8 the commit marker
@@ -149,9 +152,7 @@ def test_offset_syncs_follow_drift_from_holes_and_a_non_empty_target(
 def test_a_record_the_producer_cannot_send_fails_the_copy_naming_it(
     clusters: Any, unique: str, copier_factory: Any
 ) -> None:
-    src, dst = f"big-src-{unique}", f"west.big-src-{unique}"
-    create_topic(clusters.source, src, 2)
-    create_topic(clusters.target, dst, 2)
+    src, dst = _mirrored(clusters, f"big-src-{unique}", 2)
     produce(clusters.source, src, [{"value": b"small", "partition": 1}, {"value": b"x" * 5000, "partition": 1}])
     add_fences(clusters.source, src, 2)
 
@@ -166,9 +167,8 @@ def test_a_record_the_producer_cannot_send_fails_the_copy_naming_it(
 def test_too_large_records_go_to_the_dead_letter_topic_when_configured(
     clusters: Any, unique: str, copier_factory: Any
 ) -> None:
-    src, dst, dlq = f"dlq-src-{unique}", f"west.dlq-src-{unique}", f"dlq-{unique}"
-    create_topic(clusters.source, src, 1)
-    create_topic(clusters.target, dst, 1)
+    src, dst = _mirrored(clusters, f"dlq-src-{unique}", 1)
+    dlq = f"dlq-{unique}"
     create_topic(clusters.target, dlq, 1)
     values = [b"one", b"x" * 5000, b"three"]
     produce(clusters.source, src, [{"key": b"k", "value": v, "partition": 0, "headers": [("h", b"1")]} for v in values])
@@ -193,9 +193,7 @@ def test_too_large_records_go_to_the_dead_letter_topic_when_configured(
 def test_a_start_offset_the_source_no_longer_serves_fails_instead_of_skipping(
     clusters: Any, unique: str, copier_factory: Any
 ) -> None:
-    src, dst = f"gone-src-{unique}", f"west.gone-src-{unique}"
-    create_topic(clusters.source, src, 1)
-    create_topic(clusters.target, dst, 1)
+    src, dst = _mirrored(clusters, f"gone-src-{unique}", 1)
     produce(clusters.source, src, [{"value": b"a", "partition": 0}] * 3)
     add_fences(clusters.source, src, 1)
 
@@ -226,9 +224,7 @@ def test_a_failed_delivery_fails_the_copy_naming_the_source_record(
 def test_a_record_over_the_target_topics_limit_fails_before_it_is_produced(
     clusters: Any, unique: str, copier_factory: Any, copy_loop: str
 ) -> None:
-    src, dst = f"limit-src-{unique}", f"west.limit-src-{unique}"
-    create_topic(clusters.source, src, 1)
-    create_topic(clusters.target, dst, 1)
+    src, dst = _mirrored(clusters, f"limit-src-{unique}", 1)
     produce(clusters.source, src, [{"value": v, "partition": 0} for v in (b"small", b"x" * 3000, b"after")])
     add_fences(clusters.source, src, 1)
 

@@ -22,30 +22,19 @@ from kmirror_engine.observability.heartbeats import HeartbeatEmitter, HeartbeatE
 from kmirror_engine.observability.metrics import FlowMetrics
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 from tests.kafka_fakes import done
+from tests.planner_fakes import raw_spec
 
 
 @pytest.fixture(autouse=True)
 def source_answers(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The fake flows' source (w:9092) is taken as reachable unless a test says otherwise."""
+    """The fake flows' source (west:9092) is taken as reachable unless a test says otherwise."""
     import kmirror_engine.failover.target_only
 
     monkeypatch.setattr(kmirror_engine.failover.target_only, "source_reachable", lambda endpoint: None)
 
 
 def spec(**options: Any) -> FlowSpec:
-    return parse_flow_spec(
-        {
-            "id": "west->east",
-            "checkpoint_location": "/tmp/x",
-            "topics": ["orders.*"],
-            "topics_exclude": [],
-            "source": {"alias": "west", "bootstrap_servers": "w:9092"},
-            "target": {"alias": "east", "bootstrap_servers": "e:9092"},
-            "replication_policy": {"type": "default"},
-            "groups": ["app.*"],
-            **options,
-        }
-    )
+    return parse_flow_spec(raw_spec(topics=["orders.*"], **{"groups": ["app.*"], **options}))
 
 
 class FakeAdmin:

@@ -22,17 +22,9 @@ from kmirror_engine.planning.flow_control import (
     newest_state,
 )
 from kmirror_engine.planning.internal_names import control_topic
-from tests.planner_fakes import FakeAdmin, planner, spec
+from tests.planner_fakes import FakeAdmin, planner, raw_spec, spec
 
-FLOW = {
-    "id": "west->east",
-    "topics": ["orders"],
-    "topics_exclude": [],
-    "replication_policy": {"type": "default"},
-    "source": {"alias": "west", "bootstrap_servers": "s:1"},
-    "target": {"alias": "east", "bootstrap_servers": "t:1"},
-    "checkpoint_location": "/tmp/x",
-}
+FLOW = raw_spec()
 PAUSED = ControlState("paused", by="ops", at="2026-11-28T21:00:00Z", reason="target maintenance")
 
 
@@ -245,7 +237,7 @@ def test_a_failed_write_exits_1_naming_the_cluster_and_the_fix(monkeypatch: Any,
     assert main(["resume", "--flow", str(flow)]) == 1
     err = capsys.readouterr().err
     assert "cannot write the control record of west->east on east: KafkaError{code=_TRANSPORT}" in err
-    assert "check that east (t:1) is reachable" in err and "kmirror-flow-control.internal" in err
+    assert "check that east (east:9092) is reachable" in err and "kmirror-flow-control.internal" in err
 
 
 LOG = """\

@@ -11,23 +11,13 @@ import pytest
 
 from kmirror.flow.spec import EXACTLY_ONCE_MAX_RECORDS_PER_TRIGGER, OPTIONS, parse_flow_spec
 from kmirror.flow.views import CopySettings, PlanningSettings
+from tests.planner_fakes import raw_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def spec(**options: Any) -> Any:
-    return parse_flow_spec(
-        {
-            "id": "west->east",
-            "source": {"alias": "west", "bootstrap_servers": "w:9092"},
-            "target": {"alias": "east", "bootstrap_servers": "e:9092"},
-            "topics": ["orders"],
-            "topics_exclude": [],
-            "replication_policy": {"type": "default"},
-            "checkpoint_location": "/tmp/ck",
-            **options,
-        }
-    )
+    return parse_flow_spec(raw_spec(**options))
 
 
 def test_views_carry_the_declared_defaults() -> None:

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from kmirror.errors import EXIT_INVALID_INPUT, ValidationError
 from kmirror.flow.spec import ALLOWED, OPTION_BY_NAME, REQUIRED, load_flow_spec, parse_flow_spec
 from tests import fuzz_helpers
+from tests.planner_fakes import raw_spec
 
 BASE: dict[str, Any] = {
     "id": "west->east",
@@ -258,15 +259,7 @@ def test_properties_valid_only_together_are_not_reported_alone() -> None:
 
 
 def test_exactly_once_defaults_to_smaller_batches_unless_set() -> None:
-    base = {
-        "id": "a->b",
-        "source": {"alias": "a", "bootstrap_servers": "a:9092"},
-        "target": {"alias": "b", "bootstrap_servers": "b:9092"},
-        "topics": [".*"],
-        "topics_exclude": [],
-        "replication_policy": {"type": "default"},
-        "checkpoint_location": "/tmp/c",
-    }
+    base = raw_spec("a", "b", topics=[".*"])
     assert parse_flow_spec(base).option("max_records_per_trigger") == 5_000_000
     assert parse_flow_spec({**base, "exactly_once": True}).option("max_records_per_trigger") == 500_000
     explicit = {**base, "exactly_once": True, "max_records_per_trigger": 7}

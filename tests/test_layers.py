@@ -39,6 +39,18 @@ def _copy_tree(tmp: Path) -> Path:
     return tmp
 
 
+def _import_late(path: Path, module: str) -> None:
+    """Append to `path` a function-level `import module` (contracts count those too)."""
+    path.write_text(path.read_text() + f"\n\ndef _late() -> None:\n    import {module}  # noqa\n")
+
+
+def _broken(root: Path) -> str:
+    """lint-imports' report over `root`, which must break a contract."""
+    result = _lint_imports(root)
+    assert result.returncode != 0, result.stdout + result.stderr
+    return result.stdout
+
+
 def test_every_contract_holds_over_every_module(tmp_path: Path) -> None:
     result = _lint_imports(_copy_tree(tmp_path))
     assert result.returncode == 0, result.stdout + result.stderr
@@ -50,31 +62,21 @@ def test_an_arrow_up_a_floor_breaks_the_contract(tmp_path: Path) -> None:
     lag command importing pyspark and the Spark glue importing an engine module past its facade
     (issue 44) are all reported."""
     root = _copy_tree(tmp_path)
-    ranges = root / "kmirror_engine" / "planning" / "ranges.py"
-    ranges.write_text(ranges.read_text() + "\n\ndef _up() -> None:\n    import spark_app.main  # noqa\n")
-    lag = root / "kmirror_cli" / "commands" / "lag.py"
-    lag.write_text(lag.read_text() + "\n\ndef _spark() -> None:\n    import pyspark  # noqa\n")
-    check = root / "spark_app" / "self_check.py"
-    check.write_text(
-        check.read_text() + "\n\ndef _deep() -> None:\n    import kmirror_engine.clients.factory  # noqa\n"
-    )
-    result = _lint_imports(root)
-    assert result.returncode != 0
-    assert "kmirror_engine.planning.ranges -> spark_app.main" in result.stdout, result.stdout
-    assert "kmirror_cli.commands.lag -> pyspark" in result.stdout, result.stdout
-    assert "spark_app.self_check -> kmirror_engine.clients.factory" in result.stdout, result.stdout
-    assert "5 kept, 4 broken" in result.stdout, result.stdout  # floors, engine-no-Spark, operator commands, facades
+    _import_late(root / "kmirror_engine" / "planning" / "ranges.py", "spark_app.main")
+    _import_late(root / "kmirror_cli" / "commands" / "lag.py", "pyspark")
+    _import_late(root / "spark_app" / "self_check.py", "kmirror_engine.clients.factory")
+    out = _broken(root)
+    assert "kmirror_engine.planning.ranges -> spark_app.main" in out, out
+    assert "kmirror_cli.commands.lag -> pyspark" in out, out
+    assert "spark_app.self_check -> kmirror_engine.clients.factory" in out, out
+    assert "5 kept, 4 broken" in out, out  # floors, engine-no-Spark, operator commands, facades
 
 
 def test_an_import_circle_breaks_the_contract(tmp_path: Path) -> None:
     """Issue 29: no module (or subpackage) of a package imports one that imports it back, even
     through a function-level import: the clients importing the copy loops closes a circle."""
     root = _copy_tree(tmp_path)
-    factory = root / "kmirror_engine" / "clients" / "factory.py"
-    factory.write_text(
-        factory.read_text() + "\n\ndef _circle() -> None:\n    import kmirror_engine.copying.exactly_once  # noqa\n"
-    )
-    result = _lint_imports(root)
-    assert result.returncode != 0
-    assert "No cycles are allowed in kmirror_engine." in result.stdout, result.stdout
-    assert "8 kept, 1 broken" in result.stdout, result.stdout
+    _import_late(root / "kmirror_engine" / "clients" / "factory.py", "kmirror_engine.copying.exactly_once")
+    out = _broken(root)
+    assert "No cycles are allowed in kmirror_engine." in out, out
+    assert "8 kept, 1 broken" in out, out

@@ -20,23 +20,13 @@ from kmirror.mm2.takeover import (
     decode_source_offset,
     plan_takeover,
 )
+from tests.planner_fakes import raw_spec
 
 PATH = "starting_offsets.from_mm2"
 
 
 def flow(**options: Any) -> Any:
-    return parse_flow_spec(
-        {
-            "id": "A->B",
-            "source": {"alias": "A", "bootstrap_servers": "a:9092"},
-            "target": {"alias": "B", "bootstrap_servers": "b:9092"},
-            "topics": ["orders"],
-            "topics_exclude": [],
-            "replication_policy": {"type": "default"},
-            "checkpoint_location": "/tmp/ck",
-            **options,
-        }
-    )
+    return parse_flow_spec(raw_spec("A", "B", **options))
 
 
 def test_from_mm2_defaults_to_mm2_dedicated_modes_topic_names() -> None:

@@ -14,21 +14,11 @@ from kmirror.flow.spec import FlowSpec, parse_flow_spec
 from kmirror_engine.copying import native_copy
 from kmirror_engine.copying.native_copy import _progress, native_config, python_only_reasons, use_native_loop
 from kmirror_engine.copying.range_copy import CopyRange
+from tests.planner_fakes import raw_spec
 
 
 def _spec(**options: Any) -> FlowSpec:
-    return parse_flow_spec(
-        {
-            "id": "west->east",
-            "topics": ["t"],
-            "topics_exclude": [],
-            "replication_policy": {"type": "default"},
-            "source": {"alias": "west", "bootstrap_servers": "s:9092", "config": {}},
-            "target": {"alias": "east", "bootstrap_servers": "t:9092", "config": {}},
-            "checkpoint_location": "/tmp/ckpt",
-            **options,
-        }
-    )
+    return parse_flow_spec(raw_spec(topics=["t"], **options))
 
 
 @pytest.fixture

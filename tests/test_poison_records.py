@@ -22,22 +22,14 @@ from kmirror_engine.copying.record_limits import TargetRules, capped_producer_co
 from kmirror_engine.observability.metrics import FlowMetrics
 from kmirror_engine.observability.progress import BatchProgress
 from tests.kafka_fakes import FakeConsumer, FakeMessage, LimitedBroker
+from tests.planner_fakes import raw_spec
 
 NOW_MS = int(time.time() * 1000)
 HOUR_MS = 3_600_000
 
 
 def _flow(**options: Any) -> dict[str, Any]:
-    return {
-        "id": "west->east",
-        "source": {"alias": "west", "bootstrap_servers": "s:9092"},
-        "target": {"alias": "east", "bootstrap_servers": "t:9092"},
-        "topics": [".*"],
-        "topics_exclude": [],
-        "replication_policy": {"type": "default"},
-        "checkpoint_location": "/tmp/cp",
-        **options,
-    }
+    return raw_spec(topics=[".*"], **options)
 
 
 class StampedMessage(FakeMessage):

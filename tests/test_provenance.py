@@ -13,6 +13,7 @@ from kmirror.flow.spec import flow_spec_problems, parse_flow_spec
 from kmirror_engine.copying.provenance import PROVENANCE_HEADER, Provenance, origin_of
 from kmirror_engine.copying.range_copy import CopyRange, RangeCopier
 from tests.kafka_fakes import FakeConsumer, FakeMessage, LimitedBroker
+from tests.planner_fakes import raw_spec
 
 USER = ("app.trace", b"t-1")
 
@@ -137,16 +138,7 @@ def test_a_flow_among_the_loops_clusters_without_provenance_keeps_the_cycle_refu
 
 
 def _spec(**options: Any) -> dict[str, Any]:
-    return {
-        "id": "a->b",
-        "source": {"alias": "a", "bootstrap_servers": "a:9092"},
-        "target": {"alias": "b", "bootstrap_servers": "b:9092"},
-        "topics": [".*"],
-        "topics_exclude": [],
-        "replication_policy": IDENTITY,
-        "checkpoint_location": "/tmp/ck",
-        **options,
-    }
+    return raw_spec("a", "b", topics=[".*"], replication_policy=IDENTITY, **options)
 
 
 def test_only_the_python_record_loop_copies_a_flow_with_provenance_headers(monkeypatch: pytest.MonkeyPatch) -> None:

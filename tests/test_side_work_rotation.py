@@ -18,6 +18,7 @@ from kmirror_engine.clients import cache, factory
 from kmirror_engine.clients.cache import RenewingProducer, retire_producer
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 from tests.kafka_fakes import Msg
+from tests.planner_fakes import raw_spec
 
 
 class FakeProducer:
@@ -102,17 +103,7 @@ def spec(password_file: Path) -> FlowSpec:
         "sasl.username": "mirror",
         "sasl.password": f"${{file:{password_file}}}",
     }
-    return parse_flow_spec(
-        {
-            "id": "west->east",
-            "checkpoint_location": "/tmp/x",
-            "topics": ["orders"],
-            "topics_exclude": [],
-            "source": {"alias": "west", "bootstrap_servers": "w:9092", "config": scram},
-            "target": {"alias": "east", "bootstrap_servers": "e:9092", "config": scram},
-            "replication_policy": {"type": "default"},
-        }
-    )
+    return parse_flow_spec(raw_spec(config=scram))
 
 
 def test_offset_syncs_after_a_rotated_password_go_through_a_producer_with_the_new_one(secret: Path) -> None:

@@ -19,6 +19,7 @@ from kmirror.errors import ValidationError
 from kmirror.flow.spec import parse_flow_spec
 from kmirror.flow.transform_sql import transform_sql_problems
 from kmirror_cli.cli import main
+from tests.planner_fakes import raw_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 REORDERS = "would reorder records within a partition; remove it: a transform works record by record"
@@ -227,16 +228,7 @@ def test_any_text_gives_a_list_of_messages_and_never_raises(sql: str) -> None:
 
 
 def flow(sql: str) -> dict[str, Any]:
-    return {
-        "id": "west->east",
-        "checkpoint_location": "/tmp/cp",
-        "topics": ["orders"],
-        "topics_exclude": [],
-        "source": {"alias": "west", "bootstrap_servers": "w:9092"},
-        "replication_policy": {"type": "default"},
-        "target": {"alias": "east", "bootstrap_servers": "e:9092"},
-        "transform": {"sql": sql},
-    }
+    return raw_spec(transform={"sql": sql})
 
 
 def test_the_flow_spec_refuses_it_at_transform_sql_with_every_problem() -> None:

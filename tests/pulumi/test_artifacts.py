@@ -126,23 +126,14 @@ def test_gssapi_wheel_script_is_valid_bash_and_insists_on_a_checksum() -> None:
 def test_entry_script_runs_the_app_from_outside_the_package(tmp_path: Path) -> None:
     """`kmirror_engine/copying/range_copy.py` would shadow stdlib `copy` if the entry ran from inside the package."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "kmirror_main.py"), "--help"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+
+    def entry(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, str(ROOT / "scripts" / "kmirror_main.py"), *args]
+        return subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, env=env, check=False)
+
+    out = entry("--help")
     assert out.returncode == 0 and "--flow" in out.stdout
-    missing = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "kmirror_main.py"), "--flow", "/nope.json"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env=env,
-        check=False,
-    )
+    missing = entry("--flow", "/nope.json")
     assert missing.returncode == 2 and "file not found: '/nope.json'" in missing.stderr
 
 

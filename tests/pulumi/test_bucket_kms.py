@@ -11,11 +11,10 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from kafka_mirror.bundle import build_bundle
 from kmirror.errors import ValidationError
 from kmirror.stack.config import parse_stack_config
 from tests.pulumi.harness import ROOT, Mocks, Run, run_program, stack_config, unwrap
-from tests.pulumi.test_program import fake_wheelhouse
+from tests.pulumi.test_program import prebuilt_artifacts
 
 KEY = "arn:aws:kms:eu-central-1:123456789012:key/0f1e2d3c-4b5a-4697-8877-665544332211"
 FIELD = "kafka-mirror:spark.bucket_kms_key_arn"
@@ -55,10 +54,7 @@ def config(**changes: object) -> dict[str, str]:
 @pytest.fixture(scope="module")
 def byo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     """central with an existing bucket on SSE-KMS, under mocks."""
-    path, _ = build_bundle(ROOT, tmp_path_factory.mktemp("bundle"))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("KMIRROR_BUNDLE", str(path))
-        patch.setenv("KMIRROR_WHEELHOUSE", str(fake_wheelhouse(tmp_path_factory.mktemp("wheelhouse"))))
+    with prebuilt_artifacts(tmp_path_factory):
         yield run_program("central", config(create_bucket=False, bucket_kms_key_arn=KEY))
 
 

@@ -10,7 +10,6 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from kafka_mirror.bundle import build_bundle
 from kafka_mirror.emr.spark_platform import emr_settings
 from kafka_mirror.emr.specs import emr_step_input
 from kafka_mirror.emr.step_lambda import MAX_STOP_TIMEOUT_S, StepSpec, parse_step
@@ -18,7 +17,7 @@ from kmirror.errors import ValidationError
 from kmirror.stack.config import parse_stack_config
 from kmirror.stack.models import EmrSparkConfig
 from tests.pulumi.harness import ROOT, Run, run_program, stack_config, unwrap
-from tests.pulumi.test_program import fake_wheelhouse
+from tests.pulumi.test_program import prebuilt_artifacts
 
 
 def central_spark(**changes: object) -> dict[str, object]:
@@ -28,12 +27,9 @@ def central_spark(**changes: object) -> dict[str, object]:
 
 @pytest.fixture(scope="module")
 def central(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    path, _ = build_bundle(ROOT, tmp_path_factory.mktemp("bundle"))
     config = stack_config("central")
     config["kafka-mirror:spark"] = json.dumps(central_spark(step_start_timeout_s=720))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("KMIRROR_BUNDLE", str(path))
-        patch.setenv("KMIRROR_WHEELHOUSE", str(fake_wheelhouse(tmp_path_factory.mktemp("wheelhouse"))))
+    with prebuilt_artifacts(tmp_path_factory):
         yield run_program("central", config)
 
 

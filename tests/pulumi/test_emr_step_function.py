@@ -9,13 +9,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafka_mirror.bundle import build_bundle
 from kafka_mirror.eks.specs import app_name
 from kafka_mirror.emr.specs import YARN_MARKER_DAYS, YARN_MARKERS, yarn_tag
 from kafka_mirror.emr.step_function import STEP_ACTIONS, reader_policy, step_function_policy
 from kafka_mirror.emr.step_lambda import LAMBDA_TIMEOUT_S
 from tests.pulumi.harness import ROOT, Run, run_program, unwrap
-from tests.pulumi.test_program import EXPECTED, fake_wheelhouse
+from tests.pulumi.test_program import EXPECTED, prebuilt_artifacts
 
 INVOCATION = "aws:lambda/invocation:Invocation"
 FUNCTION = "aws:lambda/function:Function"
@@ -24,10 +23,7 @@ FUNCTION = "aws:lambda/function:Function"
 @pytest.fixture(scope="module")
 def central(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     """`pulumi up -s central` (EMR) under mocks, with a built bundle and a placeholder wheelhouse."""
-    path, _ = build_bundle(ROOT, tmp_path_factory.mktemp("bundle"))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("KMIRROR_BUNDLE", str(path))
-        patch.setenv("KMIRROR_WHEELHOUSE", str(fake_wheelhouse(tmp_path_factory.mktemp("wheelhouse"))))
+    with prebuilt_artifacts(tmp_path_factory):
         yield run_program("central")
 
 

@@ -10,19 +10,15 @@ from collections.abc import Iterator
 
 import pytest
 
-from kafka_mirror.bundle import build_bundle
 from kafka_mirror.prerequisites import KINDS, Prerequisite, check_prerequisites
 from kmirror.errors import ValidationError
 from tests.pulumi.harness import ROOT, Mocks, run_program, stack_config
-from tests.pulumi.test_program import fake_wheelhouse
+from tests.pulumi.test_program import prebuilt_artifacts
 
 
 @pytest.fixture(scope="module", autouse=True)
 def prebuilt(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    path, _ = build_bundle(ROOT, tmp_path_factory.mktemp("bundle"))
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("KMIRROR_BUNDLE", str(path))
-        patch.setenv("KMIRROR_WHEELHOUSE", str(fake_wheelhouse(tmp_path_factory.mktemp("wheelhouse"))))
+    with prebuilt_artifacts(tmp_path_factory):
         yield
 
 

@@ -9,6 +9,7 @@ import hashlib
 import json
 import re
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -59,14 +60,22 @@ def fake_wheelhouse(root: Path, kafka_wheel: str = GSSAPI_WHEEL, extra: str = ""
     return root
 
 
-@pytest.fixture(scope="module", autouse=True)
-def bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """One bundle and wheelhouse for every run: other work on the source tree must not change step
-    args mid-test, and the program must not download wheels."""
+@contextmanager
+def prebuilt_artifacts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """While inside: a bundle built from this tree in `$KMIRROR_BUNDLE` and a placeholder
+    wheelhouse (`fake_wheelhouse`) in `$KMIRROR_WHEELHOUSE`, so a program run builds nothing."""
     path, _ = build_bundle(ROOT, tmp_path_factory.mktemp("bundle"))
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("KMIRROR_BUNDLE", str(path))
         patch.setenv("KMIRROR_WHEELHOUSE", str(fake_wheelhouse(tmp_path_factory.mktemp("wheelhouse"))))
+        yield
+
+
+@pytest.fixture(scope="module", autouse=True)
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """One bundle and wheelhouse for every run: other work on the source tree must not change step
+    args mid-test, and the program must not download wheels."""
+    with prebuilt_artifacts(tmp_path_factory):
         yield
 
 

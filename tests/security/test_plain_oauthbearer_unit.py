@@ -13,6 +13,7 @@ from kmirror.errors import KmirrorError
 from kmirror.security.acls import kafka_principal
 from kmirror.security.config import client_config, security_materialisations, security_problems
 from kmirror_engine.clients.security_check import check_client_support
+from tests.planner_fakes import raw_spec
 
 pytestmark = pytest.mark.security
 PATH = "clusters.cloud.security"
@@ -134,19 +135,7 @@ def test_kmirror_acls_names_the_oauthbearer_client_and_the_plain_user(tmp_path: 
     for security, who in ((oauth(), "User:mirror"), (plain(), "User:APIKEY1")):
         config = client_config(security)
         flow = tmp_path / "flow.json"
-        flow.write_text(
-            json.dumps(
-                {
-                    "id": "west->east",
-                    "checkpoint_location": "/tmp/cp",
-                    "topics": ["orders"],
-                    "topics_exclude": [],
-                    "source": {"alias": "west", "bootstrap_servers": "src:9092", "config": config},
-                    "target": {"alias": "east", "bootstrap_servers": "dst:9092", "config": config},
-                    "replication_policy": {"type": "default"},
-                }
-            )
-        )
+        flow.write_text(json.dumps(raw_spec(config=config)))
         assert main(["acls", "--flow", str(flow), "--topic", "orders"]) == 0
         printed = capsys.readouterr().out.splitlines()
         assert printed and all(f"--allow-principal {who} " in line for line in printed), printed
