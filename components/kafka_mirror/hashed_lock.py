@@ -202,11 +202,3 @@ def image_target(arch: str) -> LockTarget:
         build_requirements=("setuptools>=62", "wheel"),  # confluent-kafka's [build-system] requires
         sdists=("confluent-kafka",),
     )
-
-
-PROGRAM_LOCK = LockTarget(
-    name="program-cp311-x86_64.lock",
-    purpose="The Pulumi program's venv in the deploy, preview and drift jobs",
-    python_version="3.11",  # actions/setup-python in .github/workflows
-    platforms=manylinux_platforms("x86_64", 39),  # ubuntu-latest (24.04)
-)
