@@ -164,27 +164,33 @@ def resolve_lock(
     return "\n".join([*header, *lines]) + "\n"
 
 
+def committed_pin_lines(
+    lock_path: Path, requirements_path: Path, expected: str, fix: str, error: type[KmirrorError] = LockError
+) -> list[str]:
+    """The pin lines of a committed lock whose header records inputs-sha256 `expected`; raises `error`
+    when it is missing, resolved from other inputs, or has a line that is not a hash pin."""
+    if not lock_path.is_file():
+        raise error(f"{lock_path} not found: {fix}")
+    text = lock_path.read_text().splitlines()
+    found = next((line.removeprefix(INPUTS_PREFIX) for line in text if line.startswith(INPUTS_PREFIX)), None)
+    if found != expected:
+        raise error(
+            f"{lock_path} was resolved from other requirements than {requirements_path} "
+            f"(inputs-sha256 {found}, now {expected}): {fix}"
+        )
+    pins = [line.strip() for line in text if line.strip() and not line.startswith("#")]
+    if bad := [line for line in pins if not PIN.fullmatch(line)]:
+        raise error(f"{lock_path}: not a hash pin: {bad[0]!r}; {fix}")
+    return pins
+
+
 def check_lock(lock_path: Path, requirements_path: Path, target: LockTarget) -> dict[str, str]:
     """name -> version of a committed lock; raises LockError when it is missing, not all hash pins, or
     resolved from other requirements than `requirements_path` (the fix: the maintainer's refresh)."""
     fix = f"run {REFRESH_SCRIPT} (a maintainer, with PyPI reachable) and commit {lock_path.name}"
-    if not lock_path.is_file():
-        raise LockError(f"{lock_path} not found: {fix}")
-    text = lock_path.read_text().splitlines()
-    found = next((line.removeprefix(INPUTS_PREFIX) for line in text if line.startswith(INPUTS_PREFIX)), None)
     expected = lock_inputs_digest(requirements_path.read_text(), target)
-    if found != expected:
-        raise LockError(
-            f"{lock_path} was resolved from other requirements than {requirements_path} "
-            f"(inputs-sha256 {found}, now {expected}): {fix}"
-        )
-    pins: dict[str, str] = {}
-    for line in (line.strip() for line in text if line.strip() and not line.startswith("#")):
-        match = PIN.fullmatch(line)
-        if not match:
-            raise LockError(f"{lock_path}: not a hash pin: {line!r}; {fix}")
-        pins[match.group(1)] = match.group(2)
-    return pins
+    pins = committed_pin_lines(lock_path, requirements_path, expected, fix)
+    return {match.group(1): match.group(2) for match in map(PIN.fullmatch, pins) if match}
 
 
 IMAGE_PYTHON = "3.10"
