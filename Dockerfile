@@ -1,7 +1,7 @@
 # The kafka-mirror app image for EKS (SparkApplication `image`): the official Apache Spark 4.0
 # image (Ubuntu 22.04, Python 3.10, Java 17: the Spark and Python the app's second test leg runs,
 # `make test-spark40`) + the `spark_app`, `kmirror_engine` and `kmirror` packages + their Python deps
-# (scripts/app-requirements.txt, whose markers pick the Python 3.10 pins) + a confluent-kafka
+# (scripts/app-requirements.txt, whose markers pick the Python 3.10 pins, hash-locked per architecture) + a confluent-kafka
 # built against a librdkafka with Cyrus SASL, so GSSAPI (Kerberos) clusters work (the PyPI wheel
 # has no GSSAPI) + kinit + the S3A connector for s3a:// checkpoints.
 #
@@ -24,7 +24,6 @@ FROM apache/spark:${SPARK_VERSION}-scala2.13-java17-python3-ubuntu@${SPARK_BASE_
 
 ARG LIBRDKAFKA_VERSION=2.16.0
 ARG LIBRDKAFKA_SHA256=""
-ARG CONFLUENT_KAFKA_VERSION=2.16.1
 # hadoop-aws must match the Hadoop of the Spark distribution (Spark 4.0.x: Hadoop 3.4.1, AWS SDK v2 2.24.6).
 ARG HADOOP_AWS_VERSION=3.4.1
 ARG AWS_SDK_VERSION=2.24.6
@@ -59,13 +58,18 @@ RUN if [ -z "${LIBRDKAFKA_SHA256}" ]; then \
 WORKDIR /opt/kmirror
 RUN rm -rf /tmp/librdkafka
 
-# The app's Python deps; confluent-kafka compiled against the librdkafka above (the build fails
-# if the client cannot do Kerberos).
-COPY scripts/app-requirements.txt /opt/kmirror/requirements.txt
-RUN pip3 install --no-cache-dir --no-binary confluent-kafka "confluent-kafka==${CONFLUENT_KAFKA_VERSION}" \
- && grep -v '^confluent-kafka' /opt/kmirror/requirements.txt > /tmp/requirements-rest.txt \
- && pip3 install --no-cache-dir -r /tmp/requirements-rest.txt \
- && rm /tmp/requirements-rest.txt \
+# The app's Python deps, every one by the sha256 of its committed lock (scripts/image-cp310-<arch>.lock,
+# resolved from scripts/app-requirements.txt by scripts/hashed-lock-refresh.sh; nothing resolves here:
+# --no-deps). confluent-kafka is pinned by its source archive's sha256 and compiled against the
+# librdkafka above (the build fails if the client cannot do Kerberos); its build requirements come
+# from the same lock, installed first, because pip hashes nothing it puts in an isolated build env.
+COPY scripts/image-cp310-x86_64.lock scripts/image-cp310-aarch64.lock /opt/kmirror/locks/
+RUN lock="/opt/kmirror/locks/image-cp310-$(uname -m).lock" \
+ && if [ ! -f "$lock" ]; then echo "no hashed lock for $(uname -m): $lock (scripts/hashed-lock-refresh.sh)" >&2; exit 2; fi \
+ && grep -E '^(setuptools|wheel)==' "$lock" > /opt/kmirror/locks/build-requirements.lock \
+ && pip3 install --no-cache-dir --require-hashes --no-deps -r /opt/kmirror/locks/build-requirements.lock \
+ && pip3 install --no-cache-dir --require-hashes --no-deps --no-build-isolation --no-binary confluent-kafka -r "$lock" \
+ && rm -rf /opt/kmirror/locks \
  && python3 -c 'import confluent_kafka as c; c.Producer({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanisms": "GSSAPI", "sasl.kerberos.kinit.cmd": "true"})'
 
 # S3A for s3a:// checkpoints (credentials from IRSA through the default AWS provider chain).

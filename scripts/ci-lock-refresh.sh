@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Refreshes the hashed pins of the files a deploy job installs with pip's --require-hashes:
-# policy/requirements.txt (the policy pack's venv) and examples/python/requirements.txt. A
+# policy/requirements.txt (the policy pack's venv), examples/python/requirements.txt and
+# scripts/program-requirements.txt (the Pulumi program's venv in the deploy jobs). A
 # maintainer runs it after changing a pin in constraints.txt and commits the result; CI never
 # runs it (it installs the committed hashes; tests/test_ci_deploy.py checks that no workflow step
 # or CI script resolves or rewrites a lock).
@@ -45,3 +46,4 @@ refresh() {  # FILE WHEEL_PIN_INCLUDE EXTRA_REQUIREMENT...
 
 refresh "$root/policy/requirements.txt" "-r ../dist/kafka-mirror-wheel.txt" pulumi-policy pyyaml
 refresh "$root/examples/python/requirements.txt" "-r ../../dist/kafka-mirror-wheel.txt"
+refresh "$root/scripts/program-requirements.txt" "-r ../dist/kafka-mirror-wheel.txt"

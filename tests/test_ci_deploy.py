@@ -180,6 +180,6 @@ def test_no_step_or_ci_script_resolves_rewrites_or_widens_a_lock() -> None:
             if p.name != "ci-lock-refresh.sh"
         }
     )
-    texts["Makefile"] = (ROOT / "Makefile").read_text()  # `make setup` runs in every job
+    texts["Makefile"] = (ROOT / "Makefile").read_text()  # `make setup` runs in the test and diff jobs
     found = {where: [w for w in LOCK_WRITERS if w in text] for where, text in texts.items()}
     assert {where: words for where, words in found.items() if words} == {}

@@ -17,6 +17,15 @@ from pathlib import Path
 
 import pytest
 
+from kafka_mirror.hashed_lock import (
+    IMAGE_ARCHITECTURES,
+    LockError,
+    check_lock,
+    image_target,
+    normalize,
+    resolve_lock,
+)
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
 # apache/spark's 4.0.x images build on eclipse-temurin:17-jammy (Ubuntu 22.04: Python 3.10, glibc 2.35)
@@ -45,7 +54,6 @@ def test_the_image_is_spark_4_0_with_python_3_10_and_checks_itself_at_build_time
     )  # by digest, never by tag alone (issue 43, first review)
     assert "RUN python3 -m spark_app --self-check" in DOCKERFILE  # loads the data sources into the image's Spark
     assert "sha256sum -c -" in DOCKERFILE and "LIBRDKAFKA_SHA256 is required" in DOCKERFILE
-    assert "pip3 install --no-cache-dir -r /tmp/requirements-rest.txt" in DOCKERFILE
     assert "pyspark" not in (ROOT / "scripts" / "app-requirements.txt").read_text().split("pyspark itself")[1]
 
 
@@ -217,3 +225,84 @@ def test_the_image_job_refuses_early_without_a_well_formed_base_digest() -> None
         assert (done.returncode == 0) is ok, (value, done.stderr)
         if not ok:
             assert "SPARK_BASE_DIGEST" in done.stderr and "docs/deploy.md" in done.stderr
+
+
+# Issue 43 (first review): every pip install in the image is hash-pinned from a committed lock per
+# architecture (scripts/image-cp310-<arch>.lock, kafka_mirror.hashed_lock), resolved from
+# scripts/app-requirements.txt; confluent-kafka by its source archive's sha256 (built from source).
+def _pip_installs() -> list[str]:
+    runs = re.findall(r"^RUN (?:.*\\\n)*.*$", DOCKERFILE, re.MULTILINE)
+    return [part for run in runs for part in re.split(r"&&", run) if re.search(r"\bpip3? install\b", part)]
+
+
+def test_every_pip_install_in_the_dockerfile_is_hash_pinned_from_a_committed_lock() -> None:
+    installs = _pip_installs()
+    assert len(installs) == 2, installs  # the build requirements, then the whole lock
+    for install in installs:
+        assert "--require-hashes" in install and "--no-deps" in install, install
+        files = re.findall(r"-r (\S+)", install)
+        assert files and all(f in ('"$lock"', "/opt/kmirror/locks/build-requirements.lock") for f in files), install
+        assert not re.search(r"\s[a-zA-Z][\w.-]*==", install), install  # no pin by name outside the lock
+    assert "--no-build-isolation --no-binary confluent-kafka" in installs[1]
+    copied = re.search(
+        r"^COPY (scripts/image-cp310-\S+\.lock) (scripts/image-cp310-\S+\.lock) /opt/kmirror/locks/$", DOCKERFILE, re.M
+    )
+    assert copied and set(copied.groups()) == {f"scripts/image-cp310-{arch}.lock" for arch in IMAGE_ARCHITECTURES}
+    assert 'lock="/opt/kmirror/locks/image-cp310-$(uname -m).lock"' in DOCKERFILE
+
+
+@pytest.mark.parametrize("arch", IMAGE_ARCHITECTURES)
+def test_the_image_lock_pins_exactly_the_app_requirements_for_python_3_10(arch: str, tmp_path: Path) -> None:
+    from packaging.requirements import Requirement
+
+    requirements = ROOT / "scripts" / "app-requirements.txt"
+    target = image_target(arch)
+    pins = check_lock(ROOT / "scripts" / target.name, requirements, target)  # refuses a stale lock
+    wanted = {}
+    for line in requirements_for(IMAGE_PYTHON, tmp_path / "reqs.txt").read_text().splitlines():
+        requirement = Requirement(line)
+        wanted[normalize(requirement.name)] = str(requirement.specifier).removeprefix("==")
+    assert {name: pins[name] for name in wanted} == wanted
+    assert {"setuptools", "wheel"} <= set(pins)  # confluent-kafka builds with --no-build-isolation
+    assert "pyspark" not in pins
+
+
+def test_a_lock_resolved_from_other_requirements_is_refused(tmp_path: Path) -> None:
+    target = image_target("x86_64")
+    requirements = tmp_path / "app-requirements.txt"
+    requirements.write_text((ROOT / "scripts" / "app-requirements.txt").read_text().replace("2.16.1", "2.16.2"))
+    with pytest.raises(LockError, match="resolved from other requirements"):
+        check_lock(ROOT / "scripts" / target.name, requirements, target)
+
+
+def test_resolving_pins_the_sdist_by_its_archive_hash_and_refuses_another_python(tmp_path: Path) -> None:
+    requirements = tmp_path / "app-requirements.txt"
+    requirements.write_text("confluent-kafka==2.16.1\n")
+    target = image_target("aarch64")
+    seen: list[list[str]] = []
+
+    def pip(python: str, args: list[str], version: str = "3.10") -> None:
+        seen.append(args)
+        report = {
+            "environment": {"python_version": version},
+            "install": [
+                {
+                    "metadata": {"name": name, "version": v},
+                    "download_info": {"archive_info": {"hashes": {"sha256": c * 64}}},
+                }
+                for name, v, c in (("confluent_kafka", "2.16.1", "a"), ("setuptools", "80.0", "b"))
+            ],
+        }
+        Path(args[args.index("--report") + 1]).write_text(json.dumps(report))
+
+    text = resolve_lock(requirements, target, "python3.10", pip=pip, sdist_hash=lambda n, v: "c" * 64)
+    assert "confluent-kafka==2.16.1 --hash=sha256:" + "c" * 64 in text.splitlines()
+    assert "setuptools==80.0 --hash=sha256:" + "b" * 64 in text.splitlines()
+    assert "manylinux_2_35_aarch64" in seen[0] and "--only-binary=:all:" in seen[0]
+    lock = tmp_path / target.name
+    lock.write_text(text)
+    assert check_lock(lock, requirements, target) == {"confluent-kafka": "2.16.1", "setuptools": "80.0"}
+    with pytest.raises(LockError, match=r"resolved on Python 3\.11"):
+        resolve_lock(
+            requirements, target, "python3.11", pip=lambda p, a: pip(p, a, "3.11"), sdist_hash=lambda n, v: "c" * 64
+        )
