@@ -23,7 +23,7 @@ from typing import Any
 
 from bench.many_topics import _count, _create, _fences, _fill
 from bench.mirror_bench import load_averages, local_broker
-from bench.spark_runs import flow_spec, run_spark_once
+from bench.spark_runs import flow_spec, run_latency, run_spark_once
 
 _POPEN = subprocess.Popen
 
@@ -56,6 +56,28 @@ def _launch_in(cwd: Path | None, py_spy_out: Path | None) -> None:
     runs.subprocess.Popen = popen  # type: ignore[assignment]
 
 
+def latency_pair(args: argparse.Namespace) -> int:
+    """`run_latency` (8 partitions, 15 s measured) once per tree, back to back on the same brokers."""
+    run = uuid.uuid4().hex[:6]
+    with local_broker("kafka-4.1", "lat-source") as sb, local_broker("kafka-4.1", "lat-target") as tb:
+        for round_ in range(args.rounds):
+            for index, tree in enumerate(args.tree or ["."]):
+                _launch_in(Path(tree).resolve(), None)
+                got = run_latency(
+                    sb.bootstrap_servers,
+                    tb.bootstrap_servers,
+                    8,
+                    args.latency_rate,
+                    15.0,
+                    args.size,
+                    f"{run}-{round_}-{index}",
+                    copy_loop=args.copy_loop,
+                )
+                got.pop("rss", None)
+                print(json.dumps({"round": round_, "tree": tree, **got, "load": load_averages()}), flush=True)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--topics", type=int, default=2000)
@@ -68,7 +90,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--tree", action="append", default=[], help="run the app from this source tree too (repeatable; default: .)"
     )
+    parser.add_argument(
+        "--latency-rate", type=int, default=0, help="instead: the streaming latency run at this rate, per tree"
+    )
     args = parser.parse_args(argv)
+    if args.latency_rate:
+        return latency_pair(args)
     run, workdir = uuid.uuid4().hex[:6], Path(tempfile.mkdtemp(prefix="kmirror-many-"))
     print(f"workdir {workdir}", flush=True)
     with local_broker("kafka-4.1", "many-source") as sb, local_broker("kafka-4.1", "many-target") as tb:

@@ -49,9 +49,6 @@ class FakeAdmin:
     def describe_configs(self, resources: list[Any]) -> dict[Any, Future[Any]]:
         return {r: done(self.configs.get(r.name, {})) for r in resources}
 
-    def list_offsets(self, request: dict[Any, Any], **kwargs: Any) -> dict[Any, Future[Any]]:
-        return {tp: done(SimpleNamespace(offset=0)) for tp in request}
-
     def create_topics(self, new: list[Any]) -> dict[str, Future[Any]]:
         self.created += new
         for t in new:

@@ -24,7 +24,6 @@ from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic, Resou
 from kmirror.errors import ConnectionFailure, KmirrorError
 from kmirror.flow.spec import ClusterEndpoint
 from kmirror_engine.planning.discovery import MirroredTopic, list_topic_partitions
-from kmirror_engine.planning.topic_readiness import await_writable
 
 log = logging.getLogger("kmirror.target_topics")
 
@@ -117,9 +116,6 @@ class TargetTopics:
         short = [t for t in todo if t.target_topic in existing and existing[t.target_topic] < t.partitions]
         if short:
             self._grow(short, existing)
-        made = [t for t in missing if t.target_topic not in existing] + short
-        if made:  # writable before the copy's first produce (`topic_readiness`)
-            await_writable(self.target_admin, {t.target_topic: t.partitions for t in made})
         for topic in todo:
             self._verified[topic.target_topic] = max(topic.partitions, existing.get(topic.target_topic, 0))
         self._record_created()
