@@ -16,14 +16,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 from pathlib import Path
 from typing import Any
 
-from bench.many_topics import _count, _create, _fences, _fill
+from bench.many_topics import _create, _fill, mirror_checked
 from bench.mirror_bench import load_averages, local_broker
-from bench.spark_runs import flow_spec, run_latency, run_spark_once
+from bench.spark_runs import flow_spec, run_latency
 
 _POPEN = subprocess.Popen
 
@@ -53,7 +52,7 @@ def _launch_in(cwd: Path | None, py_spy_out: Path | None) -> None:
             ]
         return _POPEN(cmd, cwd=cwd, **kw)
 
-    runs.subprocess.Popen = popen  # type: ignore[assignment]
+    setattr(runs.subprocess, "Popen", popen)  # noqa: B010  # the module run_spark_once starts the app with
 
 
 def latency_pair(args: argparse.Namespace) -> int:
@@ -110,21 +109,14 @@ def main(argv: list[str] | None = None) -> int:
             walls = {}
             runs = [(tree, label) for tree in (args.tree or ["."]) for label in layouts if args.only in (None, label)]
             for index, (tree, label) in enumerate(runs):
-                names, counts = layouts[label]
+                counts = layouts[label][1]
                 alias = f"m{label}{round_}t{index}"
                 flow = flow_spec(
                     source, target, f"bench-{label}-{run}-.*", workdir, alias=alias, copy_loop=args.copy_loop
                 )
                 spy = workdir / f"py-spy-{alias}.txt" if args.py_spy and round_ == args.rounds - 1 else None
                 _launch_in(Path(tree).resolve(), spy)
-                started = time.time()
-                spark = run_spark_once(flow, workdir)
-                wall = time.time() - started
-                remote = [f"{alias}.{name}" for name in names]
-                _fences(target, remote)
-                got = _count(target, remote)
-                if {(t.split(".", 1)[1], p): c for (t, p), c in got.items()} != counts:
-                    raise SystemExit(f"{label}: output does not match the source")
+                spark, wall = mirror_checked(target, flow, workdir, alias, counts, label)
                 walls[(tree, label)] = wall
                 copy = spark["end"] - spark["start"]
                 print(
