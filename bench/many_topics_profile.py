@@ -61,8 +61,9 @@ def latency_pair(args: argparse.Namespace) -> int:
     with local_broker("kafka-4.1", "lat-source") as sb, local_broker("kafka-4.1", "lat-target") as tb:
         for round_ in range(args.rounds):
             for index, tree in enumerate(args.tree or ["."]):
-                spy = Path(tempfile.mkdtemp(prefix="kmirror-lat-spy-")) / "py-spy.txt" if args.py_spy else None
-                _launch_in(Path(tree).resolve(), spy)
+                # (no --py-spy here: the run ends the app with SIGTERM, which ends py-spy before it writes;
+                # attach `py-spy record --pid <planner or worker> --duration 20` while it runs instead)
+                _launch_in(Path(tree).resolve(), None)
                 got = run_latency(
                     sb.bootstrap_servers,
                     tb.bootstrap_servers,
@@ -74,7 +75,6 @@ def latency_pair(args: argparse.Namespace) -> int:
                     copy_loop=args.copy_loop,
                 )
                 got.pop("rss", None)
-                got["py_spy"] = str(spy) if spy else None
                 print(json.dumps({"round": round_, "tree": tree, **got, "load": load_averages()}), flush=True)
     return 0
 
