@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import itertools
 import struct
 import time
 from types import SimpleNamespace
@@ -711,46 +710,3 @@ def test_a_source_topic_deleted_during_the_copy_fails_it_after_the_grace_with_on
         copier.copy([CopyRange("t", p, 0, 5, "west.t") for p in range(8)])
     assert time.monotonic() - started < 5
     assert 1 <= source.refreshed - 1 <= source.polls + 1  # one a pass, not eight
-
-
-def test_a_partition_refusing_produces_for_a_while_is_resent_with_backoff_and_few_metadata_refreshes(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """A new target partition its broker does not host yet answers NOT_LEADER_OR_FOLLOWER for a
-    while (seconds for thousands of new partitions): its batch is resent at most every
-    RESEND_BACKOFF_S, and the target's metadata (every topic the link writes) is refreshed at
-    most once per TARGET_REFRESH_MIN_S, not before every resend; the batch lands once."""
-    import time as real_time
-
-    now = [1000.0]
-    monkeypatch.setattr(batch_copy, "time", SimpleNamespace(monotonic=lambda: now[0], time=real_time.time))
-    refusals = 25
-
-    class Clocked(FakeLink):
-        def poll(self, timeout_ms: float) -> None:
-            now[0] += timeout_ms / 1000
-
-    def fetched(request: Any) -> Any:
-        part = SimpleNamespace(partition_index=0, error_code=0, records=build(0, 5), aborted_transactions=[])
-        return SimpleNamespace(responses=[SimpleNamespace(topic="t", partitions=[part])])
-
-    tries: list[float] = []
-
-    def produced(request: Any) -> Any:
-        if type(request).__name__.startswith("InitProducerId"):
-            return SimpleNamespace(error_code=0, producer_id=4711, producer_epoch=2)
-        tries.append(now[0])
-        error = 6 if len(tries) <= refusals else 0
-        part = SimpleNamespace(index=0, error_code=error, base_offset=-1 if error else 0)
-        return SimpleNamespace(responses=[SimpleNamespace(name="west.t", partition_responses=[part])])
-
-    source, target = Clocked(fetched), Clocked(produced)
-    copier = BatchRangeCopier(source, target, fallback=lambda: None)  # type: ignore[arg-type]
-    [progress] = copier.copy([CopyRange("t", 0, 0, 5, "west.t")])
-    assert progress.records == 5 and len(tries) == refusals + 1
-    gaps = [b - a for a, b in itertools.pairwise(tries)]
-    assert min(gaps[1:]) >= batch_copy.RESEND_BACKOFF_S - 1e-9  # the first resend goes at once
-    elapsed = tries[-1] - tries[0]
-    # the round's metadata, then at most one refresh per TARGET_REFRESH_MIN_S of resending
-    assert 2 <= target.refreshed <= 2 + elapsed / batch_copy.TARGET_REFRESH_MIN_S
-    assert target.refreshed < refusals

@@ -95,15 +95,6 @@ RENEW_AFTER_S = 24 * 3600.0
 UNKNOWN_TOPIC_GRACE_S = 15.0
 # Errors after which the same batches are resent once metadata is fresh (Kafka's retriable ones).
 RETRIABLE = frozenset({3, 5, 6, 7, 13, 19, 20, 56, 74, 75})  # UNKNOWN_TOPIC_OR_PARTITION .. UNKNOWN_LEADER_EPOCH
-# Batches that failed retriably are resent at most once per RESEND_BACKOFF_S (the first time at
-# once, after a metadata refresh), and the target's metadata is refreshed for them at most once
-# per TARGET_REFRESH_MIN_S (resent to the leaders known
-# meanwhile: a moved leader answers NOT_LEADER again and is looked up at the next refresh). A new
-# target partition its broker does not host yet refuses every produce for a while (seconds for
-# thousands of new partitions); a refresh per pass re-decoded the metadata of every target topic
-# ~10 times a second: 85% of the copy tasks' time of a 2,000-topic run (py-spy, issue 47).
-RESEND_BACKOFF_S = 0.1
-TARGET_REFRESH_MIN_S = 1.0
 OUT_OF_ORDER_SEQUENCE = 45
 DUPLICATE_SEQUENCE = 46
 OFFSET_OUT_OF_RANGE = 1
@@ -168,8 +159,6 @@ class BatchRangeCopier:
         # raised by answer handlers; kafka-python's Futures log and drop a callback's exception
         self._errors: list[BaseException] = []
         self._refused = 0  # produce requests failed during this `_produce` turn
-        self._resend_at = 0.0  # monotonic time before which failed batches are not resent
-        self._target_refreshed = -TARGET_REFRESH_MIN_S  # monotonic time of the last resend's refresh
 
     def use_rules(self, limits: Mapping[str, int | None], rules: Mapping[str, TargetRules]) -> None:
         """The target topics' limits and rules for the next `copy()` (a kept copier serves many tasks)."""
@@ -462,12 +451,8 @@ class BatchRangeCopier:
         # decoded the whole target's metadata once per partition: 40-75 s of a 2,000-topic copy
         # whose new target partitions were not ready at the first produce)
         resend = [s for s in live if s.retry and not s.in_flight]
-        now = time.monotonic()
-        if resend and now >= self._resend_at:
-            self._resend_at = now + RESEND_BACKOFF_S
-            if now - self._target_refreshed >= TARGET_REFRESH_MIN_S:
-                self._target_refreshed = now
-                self._target_leaders = self.target.leaders({s.rng.target_topic for s in resend})
+        if resend:
+            self._target_leaders = self.target.leaders({s.rng.target_topic for s in resend})
             for s in resend:
                 s.pending.extendleft(reversed(s.retry))
                 s.retry = []
