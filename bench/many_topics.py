@@ -80,6 +80,22 @@ def _count(bootstrap: str, topics: list[str], timeout_s: float = 300) -> dict[tu
     return counts
 
 
+def mirror_checked(
+    target: str, flow: Path, workdir: Path, alias: str, counts: dict[tuple[str, int], int], what: str
+) -> tuple[dict[str, Any], float]:
+    """`run_spark_once` of `flow`, its output counted per partition against `counts`; returns the
+    run's figures and its whole wall time (s)."""
+    started = time.time()
+    spark = run_spark_once(flow, workdir)
+    wall = time.time() - started
+    remote = sorted({f"{alias}.{topic}" for topic, _ in counts})
+    _fences(target, remote)
+    got = _count(target, remote)
+    if {(t.split(".", 1)[1], p): c for (t, p), c in got.items()} != counts:
+        raise SystemExit(f"{what}: output does not match the source")
+    return spark, wall
+
+
 def run_many(
     source: str, target: str, run: str, topics: int, records: int, size: int, workdir: Path, **options: Any
 ) -> dict[str, Any]:
@@ -93,14 +109,7 @@ def run_many(
         counts = _fill(source, names, records, size)
         fill_s = time.time() - filled  # one producer writing these records into this layout: the floor
         flow = flow_spec(source, target, f"{prefix}-.*", workdir, alias=f"m{label}", **options)
-        started = time.time()
-        spark = run_spark_once(flow, workdir)
-        wall = time.time() - started
-        remote = [f"m{label}.{name}" for name in names]
-        _fences(target, remote)
-        got = _count(target, remote)
-        if {(t.split(".", 1)[1], p): c for (t, p), c in got.items()} != counts:
-            raise SystemExit(f"many topics ({label}, {n} topics): output does not match the source")
+        spark, wall = mirror_checked(target, flow, workdir, f"m{label}", counts, f"many topics ({label}, {n} topics)")
         out[label] = {
             "topics": n,
             "wall_s": wall,

@@ -105,3 +105,20 @@ def test_plan_tasks_keeps_partitions_whole_for_exactly_once() -> None:
 
 def test_range_rows_match_the_schema_order() -> None:
     assert rng("a", 3, 1, 2).as_row() == ("a", 3, 1, 2, "src.a")
+
+
+def test_plan_tasks_keeps_each_small_topic_in_one_task() -> None:
+    """400 small topics over 2 tasks: each task writes half the topics, not a partition of each
+    (every task pays per topic it writes), and the load stays balanced."""
+    ranges = [rng(f"t{i:04d}", p, 0, 10) for i in range(400) for p in range(2)]
+    tasks = plan_tasks(ranges, task_count=2, max_records_per_task=1_000_000)
+    topics = [{r.source_topic for r in task} for task in tasks]
+    assert len(tasks) == 2 and not topics[0] & topics[1]
+    assert sorted(sum(r.size for r in task) for task in tasks) == [4_000, 4_000]
+    assert sorted((r for task in tasks for r in task), key=lambda r: (r.source_topic, r.partition)) == ranges
+
+
+def test_plan_tasks_still_spreads_the_partitions_of_a_large_topic() -> None:
+    ranges = [rng("big", p, 0, 1000) for p in range(8)] + [rng(f"small{i}", 0, 0, 10) for i in range(3)]
+    tasks = plan_tasks(ranges, task_count=2, max_records_per_task=1_000_000)
+    assert sorted(sum(1 for r in task if r.source_topic == "big") for task in tasks) == [4, 4]

@@ -108,6 +108,35 @@ def group_into_tasks(ranges: Iterable[OffsetRange], task_count: int) -> list[tup
     return [tuple(sorted(t, key=lambda r: (r.source_topic, r.partition, r.start_offset))) for t in tasks]
 
 
+# A topic holding at most 1/(SMALL_TOPIC_SHARE x tasks) of a batch's offsets goes to one task
+# whole: with thousands of small topics every task would otherwise hold a partition of nearly
+# every topic, and each task pays per topic it writes (the target topics' configs it reads, the
+# metadata its links refresh). Balance stays within one such topic of the per-partition one.
+SMALL_TOPIC_SHARE = 8
+
+
+def _balance_keeping_small_topics(stand_ins: Sequence[OffsetRange], count: int) -> list[tuple[OffsetRange, ...]]:
+    """`group_into_tasks` of `stand_ins` (one per partition), a small topic's partitions as one unit."""
+    total = sum(r.size for r in stand_ins)
+    by_topic: dict[str, list[OffsetRange]] = {}
+    for r in stand_ins:
+        by_topic.setdefault(r.source_topic, []).append(r)
+    small = {
+        topic
+        for topic, parts in by_topic.items()
+        if len(parts) > 1 and sum(r.size for r in parts) * SMALL_TOPIC_SHARE * count <= total
+    }
+    if not small:
+        return group_into_tasks(stand_ins, count)
+    units = [r for r in stand_ins if r.source_topic not in small] + [
+        OffsetRange(topic, -1, 0, sum(r.size for r in by_topic[topic]), "") for topic in sorted(small)
+    ]
+    return [
+        tuple(part for unit in task for part in (by_topic[unit.source_topic] if unit.partition == -1 else [unit]))
+        for task in group_into_tasks(units, count)
+    ]
+
+
 def plan_tasks(
     ranges: Sequence[OffsetRange], task_count: int, max_records_per_task: int, keep_partitions_whole: bool = False
 ) -> list[tuple[OffsetRange, ...]]:
@@ -141,7 +170,7 @@ def plan_tasks(
     # balance the partitions (as stand-in ranges spanning their total size), then put each
     # partition's real ranges where its stand-in went
     stand_ins = [replace(r, end_offset=r.start_offset + sizes[tp]) for tp, r in by_partition.items()]
-    balanced = group_into_tasks(stand_ins, count)
+    balanced = _balance_keeping_small_topics(stand_ins, count)
     placed = {(r.source_topic, r.partition): i for i, task in enumerate(balanced) for r in task}
     tasks: list[list[OffsetRange]] = [[] for _ in balanced]
     for rng in [*by_partition.values(), *extra]:
