@@ -3,7 +3,10 @@
 Uses only the installed `kafka_mirror` package; the topology is inline data in the shape of
 stacks/topology.yaml, and east-1's bootstrap servers could be any output (e.g. an MSK cluster's).
 East-1's SCRAM password is a required stack secret: `pulumi config set --secret eastScramPassword ...`
-(no fallback: a default password would end up on a production cluster).
+(no fallback: a default password would end up on a production cluster). So is the east EKS cluster's
+kubeconfig: `pulumi config set --secret eastKubeconfig "$(aws eks update-kubeconfig --name east --dry-run)"`;
+every Kubernetes object goes through it, never through the ambient ~/.kube/config, whose current context
+may be another cluster.
 """
 
 import pulumi
@@ -11,6 +14,7 @@ import pulumi
 from kafka_mirror import EksSparkPlatform, MirrorDeployment, ReplicationTopology, ScramSecret
 
 config = pulumi.Config()
+east_kubeconfig = config.require_secret("eastKubeconfig")
 east_brokers = pulumi.Output.from_input(config.get("eastBrokers") or "b-1.east-1.kafka.us-east-1.amazonaws.com:9096")
 
 topology = ReplicationTopology(
@@ -52,9 +56,12 @@ scram = ScramSecret(
         "username": "mirrormaker",
         "password": config.require_secret("eastScramPassword"),
         "store": {"secret_name": "east-1-scram", "namespace": "kafka-mirror"},
+        "kubeconfig": east_kubeconfig,
     },
 )
-platform = EksSparkPlatform("east-eks", {"namespace": "kafka-mirror", "image": "ghcr.io/acme/kafka-mirror:0.1.0"})
+platform = EksSparkPlatform(
+    "east-eks", {"namespace": "kafka-mirror", "kubeconfig": east_kubeconfig, "image": "ghcr.io/acme/kafka-mirror:0.1.0"}
+)
 flow = "west-1->east-1"
 mirror = MirrorDeployment(
     "west-1-to-east-1",
@@ -63,6 +70,7 @@ mirror = MirrorDeployment(
         "spark": topology.flow_spark.apply(lambda spark: spark[flow]),
         "secret_names": topology.secret_names.apply(lambda names: names[flow]),
         "eks": platform.deployment_target,
+        "kubeconfig": east_kubeconfig,
     },
     pulumi.ResourceOptions(depends_on=[scram]),
 )

@@ -7,6 +7,8 @@ import * as YAML from "yaml";
 
 const config = new pulumi.Config();
 const flow = "west-1->east-1";
+// The east EKS cluster's kubeconfig: every Kubernetes object goes through it, never the ambient one.
+const eastKubeconfig = config.requireSecret("eastKubeconfig");
 
 // The topology file's own shape (snake_case keys): load it, or write the object inline.
 const estate = new kafkaMirror.ReplicationTopology("estate", {
@@ -18,9 +20,11 @@ const scram = new kafkaMirror.ScramSecret("east-1-scram", {
     username: "mirrormaker",
     password: config.requireSecret("eastScramPassword"),
     store: { secretName: "east-1-scram", namespace: "kafka-mirror" },
+    kubeconfig: eastKubeconfig,
 });
 const platform = new kafkaMirror.EksSparkPlatform("east-eks", {
     namespace: "kafka-mirror",
+    kubeconfig: eastKubeconfig,
     image: "ghcr.io/acme/kafka-mirror:0.1.0",
     sparkDefaults: { executors: 2, executorMemory: "2g" },   // a typed FlowSpark: a misspelt field fails tsc
 });
@@ -29,6 +33,7 @@ const mirror = new kafkaMirror.MirrorDeployment("west-1-to-east-1", {
     spark: estate.flowSpark.apply(spark => spark[flow]),
     secretNames: estate.secretNames.apply(names => names[flow]),
     eks: platform.deploymentTarget,
+    kubeconfig: eastKubeconfig,
 }, { dependsOn: [scram] });
 
 export const flows = estate.flows;

@@ -17,9 +17,13 @@ NS = "kafka-mirror"
 def deploy_example(engine: Engine, cluster: ControlPlane, project: Path, password: str) -> None:
     """Stack `dev` of `project`: preview, up, read back, destroy, `stack rm` (both examples name
     their stack `dev`); `password` is the east cluster's SCRAM password the example reads."""
-    env = {"KUBECONFIG": str(cluster.kubeconfig_path)}
+    # the cluster is reached only through the stack's secret `eastKubeconfig`: an ambient kubeconfig
+    # that points nowhere proves no object takes the default provider
+    env = {"KUBECONFIG": str(project / "no-such-kubeconfig")}
     engine.run("stack", "init", "dev", "--secrets-provider", "passphrase", cwd=project)
     engine.run("config", "set", "--secret", "eastScramPassword", password, "-s", "dev", cwd=project)
+    kubeconfig = Path(cluster.kubeconfig_path).read_text()
+    engine.run("config", "set", "--secret", "eastKubeconfig", kubeconfig, "-s", "dev", cwd=project)
     preview = engine.run("preview", "-s", "dev", cwd=project, env=env)
     assert "kafka-mirror:index:MirrorDeployment" in preview.stdout, preview.stdout
     with operator_stand_in(cluster) as marked:  # the app's RUNNING state, which `up` awaits

@@ -5,7 +5,8 @@ API server: preview, up (objects read back), the secret kept secret, destroy.
 Two edits of the copy, both for this test bed: the runtime's `virtualenv` option dropped (the
 program runs in the test's own venv, which has the package) and `operator: {install: False}` on
 the platform (the operator's chart cannot be fetched here; the cluster has the operator's CRDs,
-tests/deploy/conftest.py). The cluster is reached through the ambient KUBECONFIG, as the example expects."""
+tests/deploy/conftest.py). The cluster is reached only through the stack's secret `eastKubeconfig`
+(tests/deploy/examples.py)."""
 
 from __future__ import annotations
 

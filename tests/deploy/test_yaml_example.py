@@ -5,7 +5,7 @@ and the test API server: preview, up (objects read back), secrets kept, destroy.
 Two edits of the copy, both for this test bed: the package path made absolute (the copy lives
 elsewhere) and `operator: {install: false}` on the platform (the operator's chart cannot be fetched
 here; the cluster has the operator's CRDs, tests/deploy/conftest.py). The cluster is reached
-through the ambient KUBECONFIG, as the example expects."""
+only through the stack's secret `eastKubeconfig` (tests/deploy/examples.py)."""
 
 from __future__ import annotations
 

@@ -175,6 +175,7 @@ def test_the_python_example_runs_under_mocks_from_a_fresh_venv(tmp_path: Path) -
             str(ROOT / "tests" / "pulumi" / "example_runner.py"),
             str(ROOT / "examples" / "python"),
             "eastScramPassword=from-the-stack",
+            "eastKubeconfig=apiVersion: v1",
         ],
         capture_output=True,
         text=True,
@@ -194,7 +195,12 @@ def test_the_python_example_runs_under_mocks_from_a_fresh_venv(tmp_path: Path) -
     print(done.stdout)
     # no password fallback: without the stack secret the example refuses to run, naming it
     unset = subprocess.run(
-        [str(python), str(ROOT / "tests" / "pulumi" / "example_runner.py"), str(ROOT / "examples" / "python")],
+        [
+            str(python),
+            str(ROOT / "tests" / "pulumi" / "example_runner.py"),
+            str(ROOT / "examples" / "python"),
+            "eastKubeconfig=apiVersion: v1",
+        ],
         capture_output=True,
         text=True,
         timeout=300,

@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "yaml" / "Pulumi.yaml"
 SCHEMA = json.loads((ROOT / "components" / "schema.json").read_text())
 PASSWORD = "yaml-example-pw-7Q2x"
+KUBECONFIG = "apiVersion: v1\nkind: Config\nclusters: []  # east, from the stack's secret config\n"
 NAMES = {
     "estate": "ReplicationTopology",
     "east1Scram": "ScramSecret",
@@ -33,10 +34,28 @@ NAMES = {
 @pytest.fixture(scope="module")
 def example() -> tuple[PluginEngine, dict[str, Value]]:
     program = Program(EXAMPLE, SCHEMA)
-    config = {"eastScramPassword": PASSWORD}
-    with PluginEngine(program.name, "dev", config, {"eastScramPassword"}) as engine:
-        outputs = program.run(config, {"eastScramPassword"}, engine.construct)
+    config = {"eastScramPassword": PASSWORD, "eastKubeconfig": KUBECONFIG}
+    secret_keys = {"eastScramPassword", "eastKubeconfig"}
+    with PluginEngine(program.name, "dev", config, secret_keys) as engine:
+        outputs = program.run(config, secret_keys, engine.construct)
     return engine, outputs
+
+
+def test_every_kubernetes_object_goes_through_the_stacks_kubeconfig_not_the_ambient_one(
+    example: tuple[PluginEngine, Any],
+) -> None:
+    """The ambient kubeconfig's current context may be another cluster: the example names its own."""
+    engine, _ = example
+    run = engine.run
+    providers = {r.urn: r for r in run.of_type("pulumi:providers:kubernetes")}
+    assert providers and all(unwrap(p.inputs)["kubeconfig"] == KUBECONFIG for p in providers.values())
+    assert all(isinstance(p.inputs["kubeconfig"], dict) for p in providers.values())  # a secret, wrapped
+    objects = [r for r in run.resources if r.typ.startswith("kubernetes:") and not r.typ.startswith("pulumi:")]
+    assert {"kubernetes:core/v1:Secret", "kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication"} <= {
+        r.typ for r in objects
+    }
+    for made in objects:
+        assert made.provider.rsplit("::", 1)[0] in providers, (made.typ, made.name, made.provider)
 
 
 def test_the_example_constructs_every_resource_through_the_plugin(example: tuple[PluginEngine, Any]) -> None:

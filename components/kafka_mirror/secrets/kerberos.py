@@ -32,6 +32,10 @@ class KerberosSecretArgs(TypedDict):
     """The KDCs (`host[:port]`), for a rendered krb5.conf."""
     store: NotRequired[SecretStoreArgs]
     """Where the secret goes (default: a Kubernetes Secret `kmirror-<name>` in namespace `kmirror`)."""
+    kubeconfig: NotRequired[pulumi.Input[str]]
+    """`store.target` kubernetes: the cluster's kubeconfig (keep it a secret); the Secret is made through a
+    provider from it, never through the ambient kubeconfig, whose current context may be another cluster
+    (default: the program's Kubernetes provider)."""
 
 
 class KerberosSecret(pulumi.ComponentResource):
@@ -58,7 +62,9 @@ class KerberosSecret(pulumi.ComponentResource):
         if krb5_conf is None and realm and kdcs:
             krb5_conf = render_krb5_conf(realm, list(kdcs))
         text = {"krb5.conf": krb5_conf} if krb5_conf is not None else {}
-        stored = store_secret(self, name, args.get("store"), dict(text), {"keytab": args["keytab_b64"]})
+        stored = store_secret(
+            self, name, args.get("store"), dict(text), {"keytab": args["keytab_b64"]}, kubeconfig=args.get("kubeconfig")
+        )
         self.secret_name = pulumi.Output.from_input(stored.secret_name)
         self.mount_path = pulumi.Output.from_input(stored.mount_path)
         self.principal = pulumi.Output.from_input(args["principal"])

@@ -23,6 +23,10 @@ class ScramSecretArgs(TypedDict):
     """The user's password, e.g. `config.require_secret("eastScramPassword")`; stored as a secret under `password`."""
     store: NotRequired[SecretStoreArgs]
     """Where the secret goes (default: a Kubernetes Secret `kmirror-<name>` in namespace `kmirror`)."""
+    kubeconfig: NotRequired[pulumi.Input[str]]
+    """`store.target` kubernetes: the cluster's kubeconfig (keep it a secret); the Secret is made through a
+    provider from it, never through the ambient kubeconfig, whose current context may be another cluster
+    (default: the program's Kubernetes provider)."""
 
 
 class ScramSecret(pulumi.ComponentResource):
@@ -43,7 +47,7 @@ class ScramSecret(pulumi.ComponentResource):
     def __init__(self, name: str, args: ScramSecretArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(TOKEN, name, {}, opts)
         text = {"username": args["username"], "password": args["password"]}
-        stored = store_secret(self, name, args.get("store"), text)
+        stored = store_secret(self, name, args.get("store"), text, kubeconfig=args.get("kubeconfig"))
         self.secret_name = pulumi.Output.from_input(stored.secret_name)
         self.mount_path = pulumi.Output.from_input(stored.mount_path)
         self.password_key = pulumi.Output.from_input("password")

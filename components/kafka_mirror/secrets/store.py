@@ -60,8 +60,10 @@ def store_secret(
     args: SecretStoreArgs | None,
     text_values: dict[str, pulumi.Input[str]],
     binary_b64_values: dict[str, pulumi.Input[str]] | None = None,
+    kubeconfig: pulumi.Input[str] | None = None,
 ) -> StoredSecret:
-    """Create the child Secret holding `text_values` (+ base64 `binary_b64_values`) as pulumi secrets.
+    """Create the child Secret holding `text_values` (+ base64 `binary_b64_values`) as pulumi secrets;
+    on kubernetes through a provider made from `kubeconfig` when given (else the program's provider).
 
     Raises ValueError for a `target` other than kubernetes or aws."""
     store: SecretStoreArgs = args or {}
@@ -72,6 +74,10 @@ def store_secret(
     binary = binary_b64_values or {}
     opts = pulumi.ResourceOptions(parent=parent)
     if target == "kubernetes":
+        secret_opts = pulumi.ResourceOptions(parent=parent, additional_secret_outputs=["data", "stringData"])
+        if kubeconfig is not None:
+            provider = k8s.Provider(f"{name}-k8s", kubeconfig=pulumi.Output.secret(kubeconfig), opts=opts)
+            secret_opts = pulumi.ResourceOptions.merge(secret_opts, pulumi.ResourceOptions(provider=provider))
         secret = k8s.core.v1.Secret(
             f"{name}-secret",
             metadata=k8s.meta.v1.ObjectMetaArgs(
@@ -82,7 +88,7 @@ def store_secret(
             type="Opaque",
             string_data={k: pulumi.Output.secret(v) for k, v in text_values.items()},
             data={k: pulumi.Output.secret(v) for k, v in binary.items()},
-            opts=pulumi.ResourceOptions(parent=parent, additional_secret_outputs=["data", "stringData"]),
+            opts=secret_opts,
         )
         return StoredSecret(secret_name, secret_mount_dir(secret_name), None, secret)
     sm_secret = aws.secretsmanager.Secret(

@@ -32,6 +32,10 @@ class TlsSecretArgs(TypedDict):
     """The keystore's password (key `keystore-password`)."""
     store: NotRequired[SecretStoreArgs]
     """Where the secret goes (default: a Kubernetes Secret `kmirror-<name>` in namespace `kmirror`)."""
+    kubeconfig: NotRequired[pulumi.Input[str]]
+    """`store.target` kubernetes: the cluster's kubeconfig (keep it a secret); the Secret is made through a
+    provider from it, never through the ambient kubeconfig, whose current context may be another cluster
+    (default: the program's Kubernetes provider)."""
 
 
 class TlsSecret(pulumi.ComponentResource):
@@ -60,7 +64,7 @@ class TlsSecret(pulumi.ComponentResource):
         text = {k: v for k, v in candidates.items() if v is not None}
         pkcs12 = args.get("pkcs12_b64")
         binary = {"keystore.p12": pkcs12} if pkcs12 is not None else {}
-        stored = store_secret(self, name, args.get("store"), text, binary)
+        stored = store_secret(self, name, args.get("store"), text, binary, kubeconfig=args.get("kubeconfig"))
         self.secret_name = pulumi.Output.from_input(stored.secret_name)
         self.mount_path = pulumi.Output.from_input(stored.mount_path)
         self.keys = pulumi.Output.from_input(sorted([*text, *binary]))
