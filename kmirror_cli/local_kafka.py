@@ -151,8 +151,8 @@ class KafkaBroker(BrokerProcess):
 
     name: str
     line: str = DEFAULT_LINE
-    port: int = field(default_factory=free_port)
-    controller_port: int = field(default_factory=free_port)
+    port: int = 0  # 0: a free port, picked now (and again if another process takes it before the first start)
+    controller_port: int = 0  # as `port`
     authorizer: bool = True
     super_users: tuple[str, ...] = ("User:ANONYMOUS",)
     extra_listeners: tuple[Listener, ...] = ()
@@ -165,6 +165,15 @@ class KafkaBroker(BrokerProcess):
     work_dir: Path | None = None
     # a controlled shutdown (stop) leaves the storage until remove(); it may take a while
     stop_timeout_s: ClassVar[float] = 30.0
+    # first starts that lost a picked port to another process (`start`)
+    bind_attempts: ClassVar[int] = 3
+    picked_ports: frozenset[str] = field(default=frozenset(), init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        picked = {name for name in ("port", "controller_port") if getattr(self, name) == 0}
+        for name in picked:
+            setattr(self, name, free_port())
+        self.picked_ports = frozenset(picked)
 
     @property
     def version(self) -> str:
@@ -263,18 +272,40 @@ class KafkaBroker(BrokerProcess):
 
     def start(self) -> KafkaBroker:
         """Start (formatting the storage on the first start); returns when the broker serves
-        requests. Raises KmirrorError with the log's last lines when it does not within 90 s."""
-        if self.work_dir is None:
-            self.work_dir = Path(tempfile.mkdtemp(prefix=f"kmirror-kafka-{self.name}-"))
-            self._format()
-        work_dir = self.work_dir
-        log = self.log_path.open("ab")
-        offset = self.log_path.stat().st_size
-        command = self._java("kafka.Kafka", str(work_dir / "server.properties"), heap_mb=self.heap_mb)
-        self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        log.close()
-        self._wait_started(offset)
-        return self
+        requests. Raises KmirrorError with the log's last lines when it does not within 90 s.
+
+        A port picked by `free_port` is free when picked, not when the broker binds it: another
+        process (a client's outgoing connection, another broker or Spark of a concurrent test chain)
+        can take it in between. A first start that fails to bind therefore starts over with new
+        ports and new storage, up to `bind_attempts` times; a restart keeps its ports (its clients
+        know them)."""
+        for attempt in range(1, self.bind_attempts + 1):
+            first = self.work_dir is None
+            if first:
+                self.work_dir = Path(tempfile.mkdtemp(prefix=f"kmirror-kafka-{self.name}-"))
+                self._format()
+            assert self.work_dir is not None
+            log = self.log_path.open("ab")
+            offset = self.log_path.stat().st_size
+            command = self._java("kafka.Kafka", str(self.work_dir / "server.properties"), heap_mb=self.heap_mb)
+            self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            log.close()
+            try:
+                self._wait_started(offset)
+                return self
+            except KmirrorError:
+                if not (first and self.picked_ports and attempt < self.bind_attempts and self._bind_failed(offset)):
+                    raise
+            shutil.rmtree(self.work_dir, ignore_errors=True)
+            self.work_dir = None
+            for name in self.picked_ports:
+                setattr(self, name, free_port())
+        raise AssertionError("unreachable: the last attempt raises")
+
+    def _bind_failed(self, log_offset: int) -> bool:
+        with self.log_path.open("rb") as log:
+            log.seek(log_offset)
+            return b"Address already in use" in log.read()
 
     def _wait_started(self, log_offset: int) -> None:
         deadline = time.monotonic() + START_TIMEOUT_S

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import socket
 import uuid
 from typing import Any
 
@@ -43,3 +44,21 @@ def test_server_properties_are_production_like_with_listeners_and_the_authorizer
     assert props["listener.name.scram.sasl.enabled.mechanisms"] == "X"
     assert props["auto.create.topics.enable"] == "false"
     assert props["super.users"] == "User:ANONYMOUS"
+
+
+def test_a_first_start_whose_picked_port_was_taken_in_between_starts_on_new_ports() -> None:
+    """Two test chains at once: a port `free_port` picked can be taken before the broker binds it
+    (CI lost a leg to `Address already in use`). A given port is never changed."""
+    assert local_kafka.KafkaBroker("given", port=1111, controller_port=2222).picked_ports == frozenset()
+    broker = local_kafka.KafkaBroker(f"bind-{uuid.uuid4().hex[:8]}")
+    assert broker.picked_ports == {"port", "controller_port"}
+    taken = broker.port
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", taken))
+        holder.listen()
+        try:
+            broker.start()
+            assert broker.port != taken and broker.process is not None and broker.process.poll() is None
+            assert f"127.0.0.1:{broker.port}" in broker.server_properties()["listeners"]
+        finally:
+            broker.remove()

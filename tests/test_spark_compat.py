@@ -39,7 +39,7 @@ SPARK_HAS_ADMISSION_CONTROL = importlib.util.find_spec("pyspark.sql.streaming.da
 # EMR nodes, scripts/app-requirements.txt) does not install; the CLI commands that read stack
 # files come with them. import-linter keeps spark_app and kmirror_engine off pydantic
 # (pyproject.toml), so the app never reaches them.
-DEPLOY_TIME = ("kmirror.stack.models", "kmirror.stack.config", "kmirror_cli")
+DEPLOY_TIME = ("kmirror.stack.models", "kmirror.stack.config", "kmirror.stack.platform_rules", "kmirror_cli")
 HAS_PYDANTIC = importlib.util.find_spec("pydantic") is not None
 
 
