@@ -91,7 +91,8 @@ def test_access_entries_come_from_the_stack_config() -> None:
     assert preview["principalArn"] == "arn:aws:iam::123456789012:role/kafka-mirror-preview"
     assert preview["accessPolicies"]["preview"] == {
         "policyArn": "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy",
-        "accessScope": {"type": "namespace", "namespaces": ["kafka-mirror"]},
+        # the apps' namespace, and monitoring: east's dashboard ConfigMap, which `preview --refresh` reads
+        "accessScope": {"type": "namespace", "namespaces": ["kafka-mirror", "monitoring"]},
     }
     assert entries["deploy-0"]["accessPolicies"]["deploy"]["policyArn"].endswith("/AmazonEKSClusterAdminPolicy")
     assert entries["view-0"]["accessPolicies"]["view"]["accessScope"] == {"type": "cluster"}

@@ -45,6 +45,7 @@ class EksClusterSettings:
     protect: bool = True  # Pulumi protect + EKS deletion protection
     access: dict[str, Any] = field(default_factory=dict)  # deploy_roles, preview_roles, view_roles (ARNs)
     namespace: str = "kafka-mirror"  # what preview roles may read
+    also_readable: tuple[str, ...] = ()  # more namespaces preview roles read (the dashboard's: monitoring)
     runner_security_group_id: Any = None  # pulumi.Input[str]: the deploying runner, admitted on 443
     runner_cidr_blocks: list[str] = field(default_factory=list)
 
@@ -55,12 +56,14 @@ VIEW_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
 NODE_GROUP_TIMEOUTS = pulumi.CustomTimeouts(create="30m", update="60m", delete="30m")
 
 
-def access_entries(access: dict[str, Any], namespace: str) -> dict[str, dict[str, Any]]:
+def access_entries(access: dict[str, Any], namespace: str, also_readable: tuple[str, ...] = ()) -> dict[str, Any]:
     """pulumi-eks `access_entries`: deploy roles are cluster admins (`pulumi up`), preview roles read
-    the apps' namespace only (`pulumi preview` in CI), view roles (on-call) read the whole cluster."""
+    the apps' namespace (and `also_readable`: where the stack puts other objects, e.g. the dashboard)
+    only (`pulumi preview --refresh` in CI), view roles (on-call) read the whole cluster."""
+    readable = [namespace, *(n for n in dict.fromkeys(also_readable) if n != namespace)]
     kinds = {
         "deploy_roles": ("deploy", ADMIN_POLICY, {"type": "cluster"}),
-        "preview_roles": ("preview", VIEW_POLICY, {"type": "namespace", "namespaces": [namespace]}),
+        "preview_roles": ("preview", VIEW_POLICY, {"type": "namespace", "namespaces": readable}),
         "view_roles": ("view", VIEW_POLICY, {"type": "cluster"}),
     }
     entries: dict[str, dict[str, Any]] = {}
@@ -92,7 +95,7 @@ def cluster_args(settings: EksClusterSettings, key_arn: pulumi.Input[str]) -> di
         "tags": dict(settings.tags),
         "deletion_protection": settings.protect,
     }
-    if entries := access_entries(settings.access, settings.namespace):
+    if entries := access_entries(settings.access, settings.namespace, settings.also_readable):
         args["access_entries"] = entries
     if settings.endpoint_public_access:
         args["public_access_cidrs"] = list(settings.public_access_cidrs)

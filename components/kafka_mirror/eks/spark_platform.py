@@ -115,7 +115,11 @@ class EksSparkPlatform(pulumi.ComponentResource):
                 f"{name}-k8s", render_yaml_to_directory=render_dir, opts=pulumi.ResourceOptions(parent=self)
             )
         elif cluster is not None:
-            settings = EksClusterSettings(**{**cast(Any, cluster), "namespace": self.settings.namespace})
+            dashboard = (args.get("monitoring") or {}).get("dashboard")  # its ConfigMap: the monitoring namespace
+            readable = (self.settings.monitoring_namespace,) if dashboard else ()
+            settings = EksClusterSettings(
+                **{**cast(Any, cluster), "namespace": self.settings.namespace, "also_readable": readable}
+            )
             self.cluster, self.k8s_provider, kubeconfig, self.nodes = create_eks_cluster(self, name, settings)
             self.kubeconfig = cast(Any, kubeconfig)
             if irsa is None:  # a role trusting the OIDC provider made in this same run
