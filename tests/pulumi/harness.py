@@ -280,3 +280,25 @@ if __name__ == "__main__":  # `.venv/bin/python -m tests.pulumi.harness east`: w
     for registered in result.resources:
         print(f"{registered.typ:70} {registered.name}")
     print(json.dumps(result.exports, indent=2, sort_keys=True, default=str))
+
+
+def assert_handler_stands_alone(archive: pulumi.AssetArchive, filename: str, tmp_path: Path) -> None:
+    """A Lambda function's zip holds its handler file alone, and that file imports on the Lambda runtime
+    (boto3 and the standard library) without loading anything of this project."""
+    import subprocess
+    import sys
+
+    assert list(archive.assets) == [filename]
+    source = archive.assets[filename]
+    assert isinstance(source, pulumi.StringAsset)
+    (tmp_path / filename).write_text(source.text)
+    module = filename.removesuffix(".py")
+    code = (
+        "import sys; sys.path[:] = [p for p in sys.path if 'site-packages' in p or 'python3' in p]; "
+        f"sys.path.insert(0, {str(tmp_path)!r}); import {module}; "
+        "ours = sorted(m for m in sys.modules if m.startswith(('kmirror', 'kafka_mirror'))); "
+        f"print(ours, callable({module}.handler))"
+    )
+    out = subprocess.run([sys.executable, "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[]", "True"]

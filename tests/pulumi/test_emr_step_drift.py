@@ -12,8 +12,6 @@ next `up` (issue 43, "Drift: a real Read for the EMR step resource").
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +24,7 @@ from kafka_mirror.emr.step_drift import TRIGGER, reader_input, step_triggers
 from kafka_mirror.emr.step_function import READER_FILE, handler_code, reader_policy
 from kafka_mirror.emr.step_lambda import handler as step_handler
 from kafka_mirror.emr.step_reader import NO_DRIFT, YARN_ENDED, YARN_LIVE, read_flow, read_steps
+from tests.pulumi.harness import assert_handler_stands_alone
 from tests.pulumi.moto_support import set_step_state
 from tests.pulumi.test_emr_first_up import REGION, cluster, endpoint, event  # noqa: F401 (fixtures)
 
@@ -162,20 +161,7 @@ def test_a_target_without_a_reader_reads_nothing() -> None:
 def test_the_readers_code_is_its_handler_alone_and_imports_nothing_of_the_project(tmp_path: Path) -> None:
     """The reader function's zip (step_function.handler_code(READER_FILE)) runs on the Lambda runtime: boto3 and
     the standard library only."""
-    archive = handler_code(READER_FILE)
-    assert list(archive.assets) == [READER_FILE]
-    source = archive.assets[READER_FILE]
-    assert isinstance(source, pulumi.StringAsset)
-    (tmp_path / READER_FILE).write_text(source.text)
-    code = (
-        "import sys; sys.path[:] = [p for p in sys.path if 'site-packages' in p or 'python3' in p]; "
-        f"sys.path.insert(0, {str(tmp_path)!r}); import step_reader; "
-        "ours = sorted(m for m in sys.modules if m.startswith(('kmirror', 'kafka_mirror'))); "
-        "print(ours, callable(step_reader.handler))"
-    )
-    out = subprocess.run([sys.executable, "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True, check=False)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["[]", "True"]
+    assert_handler_stands_alone(handler_code(READER_FILE), READER_FILE, tmp_path)
 
 
 class Denied(Exception):

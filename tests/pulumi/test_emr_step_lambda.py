@@ -4,8 +4,6 @@ server mode on 127.0.0.1, over boto3's real HTTP calls, with the events an
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -13,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import boto3
-import pulumi
 import pytest
 from moto.core.responses import ActionResult
 from moto.emr.responses import ElasticMapReduceResponse
@@ -22,6 +19,7 @@ from kafka_mirror.emr.spark_platform import EmrSparkPlatformArgs, emr_settings
 from kafka_mirror.emr.step_function import HANDLER_FILE, handler_code
 from kafka_mirror.emr.step_lambda import StepInputError, StepRunner, StepStillRunning, apply_action, handler
 from kmirror.errors import ValidationError
+from tests.pulumi.harness import assert_handler_stands_alone
 from tests.pulumi.moto_support import moto_server, set_step_state
 
 REGION = "eu-central-1"
@@ -236,20 +234,7 @@ def test_events_without_a_crud_action_are_refused(step: dict[str, Any]) -> None:
 
 def test_the_function_code_is_the_handler_alone_and_imports_nothing_of_the_project(tmp_path: Path) -> None:
     """The Lambda runtime has boto3 and the standard library, not kafka_mirror or kmirror."""
-    archive = handler_code()
-    assert list(archive.assets) == [HANDLER_FILE]
-    source = archive.assets[HANDLER_FILE]
-    assert isinstance(source, pulumi.StringAsset)
-    (tmp_path / HANDLER_FILE).write_text(source.text)
-    code = (
-        "import sys; sys.path[:] = [p for p in sys.path if 'site-packages' in p or 'python3' in p]; "
-        f"sys.path.insert(0, {str(tmp_path)!r}); import step_lambda; "
-        "ours = sorted(m for m in sys.modules if m.startswith(('kmirror', 'kafka_mirror'))); "
-        "print(ours, callable(step_lambda.handler))"
-    )
-    out = subprocess.run([sys.executable, "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True, check=False)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.split() == ["[]", "True"]
+    assert_handler_stands_alone(handler_code(), HANDLER_FILE, tmp_path)
 
 
 def test_access_denied_right_after_the_role_policy_was_made_is_retried(step: dict[str, Any]) -> None:
