@@ -14,6 +14,23 @@ from kmirror.errors import Problem
 from kmirror.stack.deploy_layout import CHECKPOINT_MOUNT, DIGEST_RE
 from kmirror.stack.models import RWX
 
+# The runbook's place in this repository: each alert links the copy on the user's own Git host
+# (`monitoring.runbook_url`, an absolute URL that Alertmanager and a pager can open; a repository
+# path opens nowhere). Checked here for the stack config and by the EKS component for plugin users.
+RUNBOOK = "docs/deploy.md#runbook-a-failed-deploy-or-a-stuck-flow"
+
+
+def runbook_url_problem(url: object, field: str) -> Problem | None:
+    """Why `url` cannot be the alerts' runbook link (absolute http(s) URL required), or None."""
+    if isinstance(url, str) and re.fullmatch(r"https?://[^\s/]+(/\S*)?", url):
+        return None
+    return Problem(
+        field,
+        f"is {url!r}: required with prometheus_rule, an absolute http(s) URL of the runbook an alert links to "
+        f"(this repository's {RUNBOOK} on your Git host, e.g. "
+        f"https://github.com/ORG/REPO/blob/main/{RUNBOOK})",
+    )
+
 
 def _eks_rules(spark: Mapping[str, Any], path: str) -> list[Problem]:
     """Rules across keys of an EKS stack (run on the raw mapping, so they are reported next to
@@ -77,19 +94,9 @@ def _eks_rules(spark: Mapping[str, Any], path: str) -> list[Problem]:
                 "prometheus); a cluster without one: install it first, or turn these off",
             )
         )
-    runbook = monitoring.get("runbook_url")
-    if monitoring.get("prometheus_rule") is True and not (
-        isinstance(runbook, str) and re.fullmatch(r"https?://[^\s/]+(/\S*)?", runbook)
-    ):
-        # an alert's runbook link is opened from a pager: a repository path opens nowhere
-        problems.append(
-            Problem(
-                f"{path}.monitoring.runbook_url",
-                f"is {runbook!r}: required with prometheus_rule, an absolute http(s) URL of the runbook the "
-                "alerts link to (docs/deploy.md#runbook-a-failed-deploy-or-a-stuck-flow on your Git host, e.g. "
-                "https://github.com/ORG/REPO/blob/main/docs/deploy.md#runbook-a-failed-deploy-or-a-stuck-flow)",
-            )
-        )
+    if monitoring.get("prometheus_rule") is True:
+        problem = runbook_url_problem(monitoring.get("runbook_url"), f"{path}.monitoring.runbook_url")
+        problems += [problem] if problem is not None else []
     cluster: dict[str, Any] = spark["cluster"] if isinstance(spark.get("cluster"), dict) else {}
     if cluster.get("create"):
         for key in ("subnet_ids", "vpc_id"):

@@ -16,9 +16,9 @@ from kafka_mirror.eks.monitoring import (
     grafana_dashboard,
     pod_monitor,
     prometheus_rule,
-    runbook_url_problem,
 )
 from kafka_mirror.eks.specs import EksSettings
+from kmirror.stack.platform_rules import runbook_url_problem
 from kmirror_engine.observability.metrics import FlowMetrics
 from tests.pulumi.sparkapp_schema import validate_k8s
 

@@ -9,11 +9,10 @@ each of its MM2 panels to ours (tests/pulumi/test_monitoring.py checks every one
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from kafka_mirror.eks.specs import PART_OF, EksSettings, app_name
-from kmirror.errors import Problem
+from kmirror.stack.platform_rules import RUNBOOK
 
 DASHBOARD_UID = "kafka-mirror"
 DASHBOARD_FILE = "kafka-mirror.json"
@@ -55,24 +54,8 @@ def driver_pod_monitor(name: str, port_names: list[str], settings: EksSettings) 
     }
 
 
-# The runbook's place in this repository: each alert links the copy on the user's own Git host
-# (`monitoring.runbook_url`, an absolute URL that Alertmanager and a pager can open; a repository
-# path opens nowhere).
-RUNBOOK = "docs/deploy.md#runbook-a-failed-deploy-or-a-stuck-flow"
-
-
-def runbook_url_problem(url: object, field: str) -> Problem | None:
-    """Why `url` cannot be the alerts' runbook link (absolute http(s) URL required), or None."""
-    if isinstance(url, str) and re.fullmatch(r"https?://[^\s/]+(/\S*)?", url):
-        return None
-    return Problem(
-        field,
-        f"is {url!r}: required with prometheus_rule, an absolute http(s) URL of the runbook an alert links to "
-        f"(this repository's {RUNBOOK} on your Git host, e.g. "
-        f"https://github.com/ORG/REPO/blob/main/{RUNBOOK})",
-    )
-
-
+# Each alert links the runbook by the absolute URL the stack names (`monitoring.runbook_url`,
+# `runbook_url_problem`); RUNBOOK is its place in this repository, the placeholder until then.
 def _alert(name: str, expr: str, for_: str, severity: str, summary: str) -> dict[str, Any]:
     annotations = {"summary": summary, "runbook_url": RUNBOOK}  # the absolute link: `alert_rules`
     return {"alert": name, "expr": expr, "for": for_, "labels": {"severity": severity}, "annotations": annotations}

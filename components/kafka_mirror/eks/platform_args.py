@@ -8,11 +8,11 @@ from typing import TypedDict
 import pulumi
 from typing_extensions import NotRequired
 
-from kafka_mirror.eks.monitoring import runbook_url_problem
 from kafka_mirror.eks.settings import DEFAULT_MONITORING_NAMESPACE, EksSettings
 from kafka_mirror.input_types import FlowSpark
 from kmirror.errors import Problem, ValidationError
 from kmirror.stack.models import PVC_NAME
+from kmirror.stack.platform_rules import runbook_url_problem
 
 
 class OperatorArgs(TypedDict):
