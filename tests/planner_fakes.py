@@ -22,7 +22,10 @@ class FakeAdmin:
     def list_topics(self, timeout: float) -> Any:
         return SimpleNamespace(
             topics={
-                n: SimpleNamespace(partitions=dict.fromkeys(range(len(p))), error=None) for n, p in self.logs.items()
+                n: SimpleNamespace(
+                    partitions={i: SimpleNamespace(leader=0, error=None) for i in range(len(p))}, error=None
+                )
+                for n, p in self.logs.items()
             }
         )
 

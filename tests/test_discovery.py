@@ -28,7 +28,10 @@ class FakeAdmin:
         if self.down:
             raise KafkaException(KafkaError(KafkaError._TRANSPORT, "connection refused"))
         return SimpleNamespace(
-            topics={n: SimpleNamespace(partitions=dict.fromkeys(range(c)), error=None) for n, c in self.topics.items()}
+            topics={
+                n: SimpleNamespace(partitions={i: SimpleNamespace(leader=0, error=None) for i in range(c)}, error=None)
+                for n, c in self.topics.items()
+            }
         )
 
 

@@ -99,7 +99,8 @@ class TargetAdmin:
 
     def list_topics(self, timeout: float = -1) -> Any:
         listed = {
-            t: SimpleNamespace(partitions=dict.fromkeys(range(n)), error=None) for t, n in self.partitions.items()
+            t: SimpleNamespace(partitions={i: SimpleNamespace(leader=0, error=None) for i in range(n)}, error=None)
+            for t, n in self.partitions.items()
         }
         return SimpleNamespace(topics=listed)
 

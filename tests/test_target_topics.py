@@ -43,7 +43,10 @@ class FakeAdmin:
 
     def list_topics(self, timeout: float) -> Any:
         return SimpleNamespace(
-            topics={n: SimpleNamespace(partitions=dict.fromkeys(range(c)), error=None) for n, c in self.topics.items()}
+            topics={
+                n: SimpleNamespace(partitions={i: SimpleNamespace(leader=0, error=None) for i in range(c)}, error=None)
+                for n, c in self.topics.items()
+            }
         )
 
     def describe_configs(self, resources: list[Any]) -> dict[Any, Future[Any]]:
@@ -57,7 +60,27 @@ class FakeAdmin:
 
     def create_partitions(self, new: list[Any]) -> dict[str, Future[Any]]:
         self.grown += new
+        if self.grow_error is None:
+            self.topics.update({p.topic: p.new_total_count for p in new})
         return {p.topic: done(error=self.grow_error) for p in new}
+
+
+class SlowToHost(FakeAdmin):
+    """A target whose new topics are listed leaderless for `polls` listings after creation (a
+    loaded KRaft broker that committed the topic but does not serve it yet)."""
+
+    def __init__(self, polls: int) -> None:
+        super().__init__({})
+        self.polls, self.listings = polls, 0
+
+    def list_topics(self, timeout: float) -> Any:
+        listing = super().list_topics(timeout)
+        self.listings += 1
+        if self.created and self.polls > 0:
+            self.polls -= 1
+            for t in self.created:
+                listing.topics[t.topic].partitions[0].leader = -1
+        return listing
 
 
 def test_configs_to_copy_keeps_explicit_ones_minus_mm2_excludes() -> None:
@@ -84,6 +107,26 @@ def test_missing_topic_created_with_partitions_configs_and_replication_factor() 
         3,
         {"retention.ms": "1000"},
     )
+
+
+def test_a_created_topic_is_waited_for_until_every_partition_has_a_leader() -> None:
+    """CI saw a producer fail every record with UNKNOWN_TOPIC_OR_PART 30 s after the topic's
+    creation on a loaded broker: ensure() returns only once the target serves the new topic."""
+    target = SlowToHost(polls=3)
+    TargetTopics(FakeAdmin({"orders": 2}), target, EAST, sync_configs=False).ensure(
+        {"orders": MirroredTopic("orders", 2, "west.orders")}
+    )
+    assert target.polls == 0  # the three leaderless listings were all waited through
+    assert target.listings == 1 + 3 + 1  # the first listing, three leaderless ones, the served one
+
+
+def test_a_topic_still_leaderless_at_the_deadline_is_logged_and_the_copy_goes_on(caplog) -> None:
+    target = SlowToHost(polls=10_000)
+    with caplog.at_level("WARNING", logger="kmirror.target_topics"):
+        TargetTopics(FakeAdmin({"orders": 2}), target, EAST, sync_configs=False, timeout_s=0.3).ensure(
+            {"orders": MirroredTopic("orders", 2, "west.orders")}
+        )
+    assert "west.orders[0]" in caplog.text and "without a leader on east" in caplog.text
 
 
 class OrderedRegistry:

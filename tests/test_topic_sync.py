@@ -85,7 +85,10 @@ class FakeAclAdmin:
 
     def list_topics(self, timeout: float) -> Any:
         return SimpleNamespace(
-            topics={n: SimpleNamespace(error=None, partitions=dict.fromkeys(range(c))) for n, c in self.topics.items()}
+            topics={
+                n: SimpleNamespace(error=None, partitions={i: SimpleNamespace(leader=0, error=None) for i in range(c)})
+                for n, c in self.topics.items()
+            }
         )
 
     def describe_acls(self, acl_filter: Any, request_timeout: float) -> Future:

@@ -9,11 +9,19 @@ between our listing and our CreateTopics) is checked for its partition count lik
 never trusted for merely existing. It raises KmirrorError naming the topic, both counts and the
 fix when a topic cannot be created or grown (e.g. the target refuses CreatePartitions),
 because copying into too few partitions would fail later or scramble per-key order.
+
+A topic it created or grew is also waited for (up to `timeout_s`) until every partition has a
+leader in the target's metadata: CreateTopics answers once the controller committed the topic,
+and a busy broker can serve it much later; a producer that asks meanwhile is told
+UNKNOWN_TOPIC_OR_PART and, after `topic.metadata.propagation.max.ms` (30 s), fails every record
+queued for it. Seen in CI: a KRaft broker on a loaded 2-core machine. Still leaderless at the
+deadline: logged, and the copy goes on (the producer's own wait and failure stay the backstop).
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
@@ -68,6 +76,26 @@ def configs_to_copy(entries: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+LEADER_POLL_S = 0.2
+
+
+def leaderless(metadata: Any, wanted: Mapping[str, int]) -> list[str]:
+    """`topic[partition]` (or `topic`) of `wanted` (topic -> partitions) that `metadata` (a
+    ClusterMetadata) does not show yet with a leader and no error."""
+    out = []
+    for name, count in sorted(wanted.items()):
+        topic = metadata.topics.get(name)
+        if topic is None or topic.error is not None or len(topic.partitions) < count:
+            out.append(name)
+            continue
+        out += [
+            f"{name}[{p}]"
+            for p in range(count)
+            if (part := topic.partitions.get(p)) is None or part.error is not None or part.leader < 0
+        ]
+    return out
+
+
 def _result(future: Any, timeout_s: float) -> Any:
     """The admin future's result; no answer in time (a frozen broker) is a retriable ConnectionFailure."""
     try:
@@ -109,6 +137,7 @@ class TargetTopics:
         missing = [t for t in todo if t.target_topic not in existing]
         if missing and self.created is not None:
             self.created.ensure_exists()  # before the topics it will record (CreatedTopics.ensure_exists)
+        raced: set[str] = set()
         if missing and (raced := self._create(missing)):
             # Someone created them after our listing (or their metadata was hidden from it): their
             # partition count is whatever that creator chose, so it is checked like any other.
@@ -116,9 +145,34 @@ class TargetTopics:
         short = [t for t in todo if t.target_topic in existing and existing[t.target_topic] < t.partitions]
         if short:
             self._grow(short, existing)
+        made = {t.target_topic: t.partitions for t in [*missing, *short] if t.target_topic not in raced}
+        if made:
+            self._await_leaders(made)
         for topic in todo:
             self._verified[topic.target_topic] = max(topic.partitions, existing.get(topic.target_topic, 0))
         self._record_created()
+
+    def _await_leaders(self, wanted: Mapping[str, int]) -> None:
+        """Wait until every partition of `wanted` (topic -> partitions) has a leader in the target's
+        metadata, or `timeout_s` passed (logged, not raised: see the module doc)."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                waiting = leaderless(self.target_admin.list_topics(timeout=self.timeout_s), wanted)
+            except KafkaException as exc:
+                waiting = [f"metadata unreadable: {exc.args[0]}"]
+            if not waiting:
+                return
+            if time.monotonic() >= deadline:
+                log.warning(
+                    "target topic partitions still without a leader on %s %.0f s after creation: %s; copying on "
+                    "(the producer waits for them in its turn)",
+                    self.target.alias,
+                    self.timeout_s,
+                    ", ".join(waiting[:10]),
+                )
+                return
+            time.sleep(LEADER_POLL_S)
 
     def _record_created(self) -> None:
         if self.created is not None and self._unrecorded:
