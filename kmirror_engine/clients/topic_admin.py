@@ -8,6 +8,14 @@ with the replication factor and min.insync.replicas of the cluster's `internal_t
 (`kmirror.flow.internal_sizing`). A topic that exists with another layout is reported (one
 `kmirror warning` line naming the topic, what was found and what is wanted), never altered:
 changing a live topic's replicas or partitions is the operator's decision.
+
+A topic created here (and a mirror's target topic, `kmirror_engine.planning.target_topics`) is
+waited for until every partition has a leader (`await_leaders`, up to the admin timeout):
+CreateTopics answers once the controller committed the topic, and a busy broker can serve it much
+later; a producer that asks meanwhile is told UNKNOWN_TOPIC_OR_PART and, after
+`topic.metadata.propagation.max.ms` (30 s), fails every record queued for it. Seen in CI: a KRaft
+broker on a loaded 2-core machine. Still leaderless at the deadline: logged, and the caller goes on
+(the producer's own wait and failure stay the backstop).
 """
 
 from __future__ import annotations
@@ -15,6 +23,8 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
+from collections.abc import Mapping
 from typing import Any, TextIO
 
 from kmirror.errors import KmirrorError
@@ -62,6 +72,53 @@ def ensure_topic(
     except KafkaException as exc:
         if exc.args[0].code() != KafkaError.TOPIC_ALREADY_EXISTS:
             raise InternalTopicError(f"cannot create {topic} on {endpoint.alias}: {exc}") from exc
+        return
+    await_leaders(admin, endpoint, {topic: wanted["partitions"]}, TIMEOUT_S)
+
+
+LEADER_POLL_S = 0.2
+
+
+def leaderless(metadata: Any, wanted: Mapping[str, int]) -> list[str]:
+    """`topic[partition]` (or `topic`) of `wanted` (topic -> partitions) that `metadata` (a
+    ClusterMetadata) does not show yet with a leader and no error."""
+    out = []
+    for name, count in sorted(wanted.items()):
+        topic = metadata.topics.get(name)
+        if topic is None or topic.error is not None or len(topic.partitions) < count:
+            out.append(name)
+            continue
+        out += [
+            f"{name}[{p}]"
+            for p in range(count)
+            if (part := topic.partitions.get(p)) is None or part.error is not None or part.leader < 0
+        ]
+    return out
+
+
+def await_leaders(admin: Any, endpoint: ClusterEndpoint, wanted: Mapping[str, int], timeout_s: float) -> None:
+    """Wait until every partition of `wanted` (topic -> partitions) has a leader in `endpoint`'s
+    metadata, or `timeout_s` passed (logged, not raised: see the module doc)."""
+    from confluent_kafka import KafkaException
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            waiting = leaderless(admin.list_topics(timeout=timeout_s), wanted)
+        except KafkaException as exc:
+            waiting = [f"metadata unreadable: {exc.args[0]}"]
+        if not waiting:
+            return
+        if time.monotonic() >= deadline:
+            log.warning(
+                "topic partitions still without a leader on %s %.0f s after creation: %s; going on "
+                "(a producer waits for them in its turn)",
+                endpoint.alias,
+                timeout_s,
+                ", ".join(waiting[:10]),
+            )
+            return
+        time.sleep(LEADER_POLL_S)
 
 
 def layout_mismatch(admin: Any, metadata: Any, wanted: dict[str, Any]) -> dict[str, tuple[Any, Any]]:

@@ -10,18 +10,13 @@ never trusted for merely existing. It raises KmirrorError naming the topic, both
 fix when a topic cannot be created or grown (e.g. the target refuses CreatePartitions),
 because copying into too few partitions would fail later or scramble per-key order.
 
-A topic it created or grew is also waited for (up to `timeout_s`) until every partition has a
-leader in the target's metadata: CreateTopics answers once the controller committed the topic,
-and a busy broker can serve it much later; a producer that asks meanwhile is told
-UNKNOWN_TOPIC_OR_PART and, after `topic.metadata.propagation.max.ms` (30 s), fails every record
-queued for it. Seen in CI: a KRaft broker on a loaded 2-core machine. Still leaderless at the
-deadline: logged, and the copy goes on (the producer's own wait and failure stay the backstop).
+A topic it created or grew is also waited for until every partition has a leader
+(`kmirror_engine.clients.topic_admin.await_leaders`, up to `timeout_s`).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping
 from concurrent.futures import TimeoutError as FutureTimeout
 from typing import Any
@@ -31,6 +26,7 @@ from confluent_kafka.admin import ConfigResource, NewPartitions, NewTopic, Resou
 
 from kmirror.errors import ConnectionFailure, KmirrorError
 from kmirror.flow.spec import ClusterEndpoint
+from kmirror_engine.clients.topic_admin import await_leaders
 from kmirror_engine.planning.discovery import MirroredTopic, list_topic_partitions
 
 log = logging.getLogger("kmirror.target_topics")
@@ -73,26 +69,6 @@ def configs_to_copy(entries: Mapping[str, Any]) -> dict[str, str]:
             continue
         if entry.value is not None:
             out[name] = str(entry.value)
-    return out
-
-
-LEADER_POLL_S = 0.2
-
-
-def leaderless(metadata: Any, wanted: Mapping[str, int]) -> list[str]:
-    """`topic[partition]` (or `topic`) of `wanted` (topic -> partitions) that `metadata` (a
-    ClusterMetadata) does not show yet with a leader and no error."""
-    out = []
-    for name, count in sorted(wanted.items()):
-        topic = metadata.topics.get(name)
-        if topic is None or topic.error is not None or len(topic.partitions) < count:
-            out.append(name)
-            continue
-        out += [
-            f"{name}[{p}]"
-            for p in range(count)
-            if (part := topic.partitions.get(p)) is None or part.error is not None or part.leader < 0
-        ]
     return out
 
 
@@ -147,32 +123,10 @@ class TargetTopics:
             self._grow(short, existing)
         made = {t.target_topic: t.partitions for t in [*missing, *short] if t.target_topic not in raced}
         if made:
-            self._await_leaders(made)
+            await_leaders(self.target_admin, self.target, made, self.timeout_s)
         for topic in todo:
             self._verified[topic.target_topic] = max(topic.partitions, existing.get(topic.target_topic, 0))
         self._record_created()
-
-    def _await_leaders(self, wanted: Mapping[str, int]) -> None:
-        """Wait until every partition of `wanted` (topic -> partitions) has a leader in the target's
-        metadata, or `timeout_s` passed (logged, not raised: see the module doc)."""
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            try:
-                waiting = leaderless(self.target_admin.list_topics(timeout=self.timeout_s), wanted)
-            except KafkaException as exc:
-                waiting = [f"metadata unreadable: {exc.args[0]}"]
-            if not waiting:
-                return
-            if time.monotonic() >= deadline:
-                log.warning(
-                    "target topic partitions still without a leader on %s %.0f s after creation: %s; copying on "
-                    "(the producer waits for them in its turn)",
-                    self.target.alias,
-                    self.timeout_s,
-                    ", ".join(waiting[:10]),
-                )
-                return
-            time.sleep(LEADER_POLL_S)
 
     def _record_created(self) -> None:
         if self.created is not None and self._unrecorded:
