@@ -96,6 +96,46 @@ def test_access_entries_come_from_the_stack_config() -> None:
     }
     assert entries["deploy-0"]["accessPolicies"]["deploy"]["policyArn"].endswith("/AmazonEKSClusterAdminPolicy")
     assert entries["view-0"]["accessPolicies"]["view"]["accessScope"] == {"type": "cluster"}
+    # The nightly drift job's refresh reads east's Secrets (the stack's and Helm's release storage), the Spark
+    # CRDs and SparkApplications: only its own role, read-only cluster-wide with Secrets; not the PR preview role.
+    assert entries["drift-0"] == {
+        "principalArn": "arn:aws:iam::123456789012:role/kafka-mirror-drift",
+        "accessPolicies": {
+            "drift": {
+                "policyArn": "arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminViewPolicy",
+                "accessScope": {"type": "cluster"},
+            }
+        },
+    }
+    assert {e["principalArn"] for k, e in entries.items() if k.startswith("preview")}.isdisjoint(
+        {entries["drift-0"]["principalArn"]}
+    )
+    assert all("AdminView" not in str(e) for k, e in entries.items() if not k.startswith("drift"))
+
+
+def test_the_pr_preview_role_is_never_a_drift_role_that_reads_secrets() -> None:
+    preview = "arn:aws:iam::123456789012:role/kafka-mirror-preview"
+    config = stack_config("east")
+    spark = json.loads(config["kafka-mirror:spark"])
+    spark["cluster"]["access"]["drift_roles"] = [preview]
+    config["kafka-mirror:spark"] = json.dumps(spark)
+    with pytest.raises(
+        ValidationError,
+        match=r"cluster\.access\.drift_roles: \['arn:aws:iam::123456789012:role/"
+        r"kafka-mirror-preview'\] is also in preview_roles: a drift role reads every Secret",
+    ):
+        run_program("east", config)
+
+
+def test_runner_labels_stay_out_of_the_component_and_a_private_endpoint_requires_them() -> None:
+    [cluster] = stack("east").of_type("eks:index:Cluster")  # east sets runner_labels: the program ran
+    assert "runnerLabels" not in unwrap(cluster.inputs)
+    config = stack_config("east")
+    spark = json.loads(config["kafka-mirror:spark"])
+    del spark["cluster"]["runner_labels"]
+    config["kafka-mirror:spark"] = json.dumps(spark)
+    with pytest.raises(ValidationError, match=r"cluster\.runner_labels: required with deploy_from_vpc: true"):
+        run_program("east", config)
 
 
 def test_the_runner_is_admitted_to_the_private_endpoint_before_the_provider_uses_it() -> None:
