@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKFLOWS = ROOT / ".github" / "workflows"
 LOCK = "scripts/program-requirements.txt"
 INSTALL = f".venv/bin/python -m pip install -q --disable-pip-version-check --require-hashes -r {LOCK}"
-PROGRAM_JOBS = [("preview.yml", "preview"), ("preview.yml", "up"), ("drift.yml", "drift")]
+PROGRAM_JOBS = [("preview.yml", "preview"), ("preview.yml", "up"), ("drift.yml", "drift"), ("drift.yml", "stacks")]
 HASH_PIN = re.compile(r"([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+)(?: ;.*?)?((?: --hash=sha256:[0-9a-f]{64})+)")
 
 

@@ -169,6 +169,7 @@ class EksStack:
             spark_defaults=_spark_defaults(stack),
         )
         cluster = dict(stack.get("cluster") or {})
+        cluster.pop("runner_labels", None)  # CI's `runs-on` (kmirror stack-info --matrix): nothing to create
         if cluster.pop("create", False):
             args["cluster"] = cluster
             # a new cluster has no Prometheus operator CRDs: install them before the PodMonitors and rules

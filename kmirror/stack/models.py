@@ -80,6 +80,12 @@ class EksAccessConfig(_Strict):
         default_factory=list, description="read-only in the apps' namespace: the roles that run `pulumi preview`"
     )
     view_roles: list[str] = Field(default_factory=list, description="read-only cluster-wide: on-call")
+    drift_roles: list[str] = Field(
+        default_factory=list,
+        description="read-only cluster-wide, Secrets included (AmazonEKSAdminViewPolicy): the nightly drift job's "
+        "role (`pulumi preview --refresh` reads every object the stack owns: its Secrets, the Helm release's "
+        "storage, the Spark CRDs); main's code only, never a pull request's preview role",
+    )
 
 
 class EksClusterConfig(_Strict):
@@ -99,6 +105,11 @@ class EksClusterConfig(_Strict):
     )
     runner_cidr_blocks: list[str] = Field(
         default_factory=list, description="with deploy_from_vpc: the runners' address ranges, admitted on 443"
+    )
+    runner_labels: list[str] = Field(
+        default_factory=list,
+        description="with deploy_from_vpc (required then): the `runs-on` labels of the self-hosted GitHub Actions "
+        "runner inside the VPC that previews, drift checks and deploys this stack, e.g. [self-hosted, kmirror-east]",
     )
     public_access_cidrs: list[str] = Field(default_factory=list)
     kms_key_arn: str | None = Field(None, description="KMS key for secrets envelope encryption (default: created)")

@@ -98,6 +98,8 @@ def _eks_rules(spark: Mapping[str, Any], path: str) -> list[Problem]:
         problem = runbook_url_problem(monitoring.get("runbook_url"), f"{path}.monitoring.runbook_url")
         problems += [problem] if problem is not None else []
     cluster: dict[str, Any] = spark["cluster"] if isinstance(spark.get("cluster"), dict) else {}
+    problems += runner_label_problems(cluster, f"{path}.cluster")
+    problems += _drift_role_problems(cluster, f"{path}.cluster.access")
     if cluster.get("create"):
         for key in ("subnet_ids", "vpc_id"):
             if not cluster.get(key):
@@ -130,6 +132,79 @@ def _eks_rules(spark: Mapping[str, Any], path: str) -> list[Problem]:
         elif kube.get("config") and kube.get("file"):
             problems.append(Problem(f"{path}.kubeconfig", "give either config or file, not both"))
     return problems
+
+
+# GitHub-hosted runner images: a VM outside every VPC of the estate (never a VPC runner's label).
+_HOSTED_LABEL = re.compile(r"(ubuntu|windows|macos)-(latest|[0-9][0-9.]*)(-[a-z0-9-]+)?")
+
+
+def runner_label_problems(cluster: Mapping[str, Any], path: str) -> list[Problem]:
+    """`runner_labels` names the self-hosted GitHub Actions runner in the VPC (CI's `runs-on` for this
+    stack's preview, drift and up, `kmirror stack-info --matrix`): required with deploy_from_vpc, where a
+    hosted runner never reaches the private endpoint; only meaningful with it."""
+    labels, from_vpc = cluster.get("runner_labels"), cluster.get("deploy_from_vpc") is True
+    example = "[self-hosted, kmirror-<datacenter>]"
+    if labels is None or labels == []:
+        if not from_vpc:
+            return []
+        return [
+            Problem(
+                f"{path}.runner_labels",
+                f"required with deploy_from_vpc: true: the `runs-on` labels of the self-hosted GitHub Actions runner "
+                f"inside the VPC (a hosted ubuntu-latest runner never reaches the private endpoint), e.g. {example}",
+            )
+        ]
+    if not isinstance(labels, list):
+        return []  # the model reports the type
+    if not from_vpc:
+        return [
+            Problem(
+                f"{path}.runner_labels",
+                f"{labels!r} is only used with deploy_from_vpc: true (the stack's CI jobs run on ubuntu-latest "
+                "otherwise); remove it, or set deploy_from_vpc: true and admit that runner (runner_security_group_id)",
+            )
+        ]
+    problems = []
+    for index, label in enumerate(labels):
+        if not isinstance(label, str):
+            continue  # the model reports the type
+        if not re.fullmatch(r"[^\s,]+", label):
+            problems.append(
+                Problem(f"{path}.runner_labels.{index}", f"{label!r} is not a runner label (no blanks or commas)")
+            )
+        elif _HOSTED_LABEL.fullmatch(label):
+            problems.append(
+                Problem(
+                    f"{path}.runner_labels.{index}",
+                    f"{label!r} is a GitHub-hosted runner, outside the VPC: it never reaches the private endpoint; "
+                    f"name the self-hosted runner in the VPC, e.g. {example}",
+                )
+            )
+    if len(set(map(str, labels))) != len(labels):
+        problems.append(Problem(f"{path}.runner_labels", f"{labels!r} names a label twice"))
+    return problems
+
+
+def _drift_role_problems(cluster: Mapping[str, Any], path: str) -> list[Problem]:
+    """A drift role reads every Secret of the cluster (AmazonEKSAdminViewPolicy); a pull request's preview
+    runs that request's code with the preview role: the two must never be the same role."""
+    access = cluster.get("access")
+    if not isinstance(access, dict):
+        return []
+    preview, drift = access.get("preview_roles"), access.get("drift_roles")
+    if not isinstance(preview, list) or not isinstance(drift, list):
+        return []
+    both = sorted({r for r in drift if isinstance(r, str)} & {r for r in preview if isinstance(r, str)})
+    if not both:
+        return []
+    return [
+        Problem(
+            f"{path}.drift_roles",
+            f"{both} is also in preview_roles: a drift role reads every Secret of the cluster, and the preview role "
+            "runs pull requests' code; give the nightly drift job its own role (AWS_DRIFT_ROLE_ARN of the `drift` "
+            "environment, main only: docs/ci-preview.md, Drift)",
+        )
+    ]
 
 
 def _first_up_problems(spark: Mapping[str, Any], cluster: Mapping[str, Any], path: str) -> list[Problem]:

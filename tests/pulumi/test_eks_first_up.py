@@ -103,13 +103,16 @@ def test_a_private_endpoint_needs_a_runner_that_reaches_it() -> None:
     [refused] = problems({**EKS, "cluster": CREATE})
     assert refused.startswith("kafka-mirror:spark.cluster.endpoint_public_access: false (private API endpoint)")
     assert "deploy_from_vpc: true" in refused and "public_access_cidrs" in refused
-    assert problems({**EKS, "cluster": {**CREATE, "deploy_from_vpc": True, "runner_security_group_id": "sg-1"}}) == []
+    from_vpc = {**CREATE, "deploy_from_vpc": True, "runner_security_group_id": "sg-1"}
+    [unlabelled] = problems({**EKS, "cluster": from_vpc})  # CI's jobs would run on ubuntu-latest, outside the VPC
+    assert unlabelled.startswith("kafka-mirror:spark.cluster.runner_labels: required with deploy_from_vpc: true")
+    assert problems({**EKS, "cluster": {**from_vpc, "runner_labels": ["self-hosted", "vpc"]}}) == []
     public = {**CREATE, "endpoint_public_access": True, "public_access_cidrs": ["203.0.113.0/24"]}
     assert problems({**EKS, "cluster": public}) == []
 
 
 def test_a_role_made_before_the_run_is_refused_for_a_created_cluster() -> None:
-    cluster = {**CREATE, "deploy_from_vpc": True, "runner_security_group_id": "sg-1"}
+    cluster = {**CREATE, "deploy_from_vpc": True, "runner_security_group_id": "sg-1", "runner_labels": ["vpc"]}
     [refused] = problems({**EKS, "cluster": cluster, "irsa_role_arn": "arn:aws:iam::1:role/r"})
     assert refused.startswith("kafka-mirror:spark.irsa_role_arn: 'arn:aws:iam::1:role/r' cannot trust the OIDC")
     assert problems({**EKS, "cluster": cluster, "irsa_policy_arns": ["arn:aws:iam::1:policy/p"]}) == []

@@ -5,7 +5,7 @@ to mean "mirroring" (issue 43's blockers 2, 5, 6, 7, 9)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -39,6 +39,15 @@ def edited(name: str, **cluster: Any) -> dict[str, str]:
     config = stack_config(name)
     spark = json.loads(config["kafka-mirror:spark"])
     spark["cluster"].update(cluster)
+    config["kafka-mirror:spark"] = json.dumps(spark)
+    return config
+
+
+def spark_edited(name: str, edit: Callable[[dict[str, Any]], object]) -> dict[str, str]:
+    """Stack `name`'s config with `edit` applied to its `kafka-mirror:spark`."""
+    config = stack_config(name)
+    spark = json.loads(config["kafka-mirror:spark"])
+    edit(spark)
     config["kafka-mirror:spark"] = json.dumps(spark)
     return config
 
@@ -96,6 +105,37 @@ def test_access_entries_come_from_the_stack_config() -> None:
     }
     assert entries["deploy-0"]["accessPolicies"]["deploy"]["policyArn"].endswith("/AmazonEKSClusterAdminPolicy")
     assert entries["view-0"]["accessPolicies"]["view"]["accessScope"] == {"type": "cluster"}
+    # The nightly drift job's refresh reads east's Secrets (the stack's and Helm's release storage), the Spark
+    # CRDs and SparkApplications: only its own role, read-only cluster-wide with Secrets; not the PR preview role.
+    assert entries["drift-0"] == {
+        "principalArn": "arn:aws:iam::123456789012:role/kafka-mirror-drift",
+        "accessPolicies": {
+            "drift": {
+                "policyArn": "arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminViewPolicy",
+                "accessScope": {"type": "cluster"},
+            }
+        },
+    }
+    assert {e["principalArn"] for k, e in entries.items() if k.startswith("preview")}.isdisjoint(
+        {entries["drift-0"]["principalArn"]}
+    )
+    assert all("AdminView" not in str(e) for k, e in entries.items() if not k.startswith("drift"))
+
+
+def test_the_pr_preview_role_is_never_a_drift_role_that_reads_secrets() -> None:
+    preview = "arn:aws:iam::123456789012:role/kafka-mirror-preview"
+    config = spark_edited("east", lambda spark: spark["cluster"]["access"].update(drift_roles=[preview]))
+    refused = r"cluster\.access\.drift_roles: \['[^']*kafka-mirror-preview'\] is also in preview_roles: a drift role"
+    with pytest.raises(ValidationError, match=refused + " reads every Secret"):
+        run_program("east", config)
+
+
+def test_runner_labels_stay_out_of_the_component_and_a_private_endpoint_requires_them() -> None:
+    [cluster] = stack("east").of_type("eks:index:Cluster")  # east sets runner_labels: the program ran
+    assert "runnerLabels" not in unwrap(cluster.inputs)
+    config = spark_edited("east", lambda spark: spark["cluster"].pop("runner_labels"))
+    with pytest.raises(ValidationError, match=r"cluster\.runner_labels: required with deploy_from_vpc: true"):
+        run_program("east", config)
 
 
 def test_the_runner_is_admitted_to_the_private_endpoint_before_the_provider_uses_it() -> None:

@@ -43,7 +43,7 @@ class EksClusterSettings:
     log_types: list[str] = field(default_factory=lambda: list(CONTROL_PLANE_LOGS))
     tags: dict[str, str] = field(default_factory=lambda: {"part-of": "kafka-mirror"})
     protect: bool = True  # Pulumi protect + EKS deletion protection
-    access: dict[str, Any] = field(default_factory=dict)  # deploy_roles, preview_roles, view_roles (ARNs)
+    access: dict[str, Any] = field(default_factory=dict)  # deploy_, preview_, view_, drift_roles (ARNs)
     namespace: str = "kafka-mirror"  # what preview roles may read
     also_readable: tuple[str, ...] = ()  # more namespaces preview roles read (the dashboard's: monitoring)
     runner_security_group_id: Any = None  # pulumi.Input[str]: the deploying runner, admitted on 443
@@ -53,18 +53,24 @@ class EksClusterSettings:
 # Who reaches the cluster besides its creator (EKS access policies; authentication_mode API).
 ADMIN_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
 VIEW_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSViewPolicy"
+# Read everything, Secrets included (get/list/watch): what a refresh of the whole stack reads (its Secrets,
+# the Helm release's storage Secrets, CRDs, SparkApplications, RBAC objects); AmazonEKSViewPolicy reads none of those.
+ADMIN_VIEW_POLICY = "arn:aws:eks::aws:cluster-access-policy/AmazonEKSAdminViewPolicy"
 NODE_GROUP_TIMEOUTS = pulumi.CustomTimeouts(create="30m", update="60m", delete="30m")
 
 
 def access_entries(access: dict[str, Any], namespace: str, also_readable: tuple[str, ...] = ()) -> dict[str, Any]:
     """pulumi-eks `access_entries`: deploy roles are cluster admins (`pulumi up`), preview roles read
     the apps' namespace (and `also_readable`: where the stack puts other objects, e.g. the dashboard)
-    only (`pulumi preview --refresh` in CI), view roles (on-call) read the whole cluster."""
+    only, Secrets excepted (a pull request's `pulumi preview`), view roles (on-call) read the whole
+    cluster but its Secrets, drift roles read the whole cluster with its Secrets (the nightly
+    `pulumi preview --refresh` of main's code: a refresh reads every object the stack owns)."""
     readable = [namespace, *(n for n in dict.fromkeys(also_readable) if n != namespace)]
     kinds = {
         "deploy_roles": ("deploy", ADMIN_POLICY, {"type": "cluster"}),
         "preview_roles": ("preview", VIEW_POLICY, {"type": "namespace", "namespaces": readable}),
         "view_roles": ("view", VIEW_POLICY, {"type": "cluster"}),
+        "drift_roles": ("drift", ADMIN_VIEW_POLICY, {"type": "cluster"}),
     }
     entries: dict[str, dict[str, Any]] = {}
     for key, (kind, policy, scope) in kinds.items():

@@ -76,7 +76,7 @@ class EksClusterArgs(TypedDict):
     protect: NotRequired[bool]
     """Pulumi protect and EKS deletion protection on the cluster (default true)."""
     access: NotRequired[dict[str, list[str]]]
-    """Access entries: `deploy_roles` (cluster admin), `preview_roles` (read-only in the namespace), `view_roles`."""
+    """Access entries: `deploy_roles` (admin), `preview_roles`/`view_roles` (no Secrets), `drift_roles` (read all)."""
     runner_security_group_id: NotRequired[pulumi.Input[str]]
     """With deploy_from_vpc: the deploying runner's security group, admitted to the API endpoint (443)."""
     runner_cidr_blocks: NotRequired[list[str]]
