@@ -39,7 +39,8 @@ from bench.verify import verify_counts, verify_sample
 from kmirror_engine.copying import batch_copy
 from kmirror_engine.copying.batch_copy import new_batch_copier
 from kmirror_engine.copying.native_copy import NativeRangeCopier, new_loop
-from kmirror_engine.copying.range_copy import CopyRange, RangeCopier
+from kmirror_engine.copying.range_copy import RangeCopier
+from kmirror_engine.copying.ranges import CopyRange
 
 LOOPS = ("batch", "batch-pymerge", "batch-nomerge", "python", "native")
 

@@ -38,7 +38,7 @@ from kmirror_engine.copying.batch_wire import (
     rewrite,
     split_batches,
 )
-from kmirror_engine.copying.range_copy import CopyError, CopyRange
+from kmirror_engine.copying.ranges import CopyError, CopyRange
 from kmirror_engine.copying.record_limits import TargetRules
 from tests.planner_fakes import raw_spec
 

@@ -18,7 +18,7 @@ from kafka.record.default_records import DefaultRecordBatch
 from kmirror_engine.copying import batch_copy
 from kmirror_engine.copying.batch_copy import BatchRangeCopier
 from kmirror_engine.copying.batch_wire import split_batches
-from kmirror_engine.copying.range_copy import CopyRange
+from kmirror_engine.copying.ranges import CopyRange
 from tests.test_batch_copy import FakeLink, build, produced_records
 
 
@@ -240,7 +240,7 @@ def test_a_corrupted_small_batch_is_never_merged_under_a_fresh_crc() -> None:
     accepts (corrupted records stored as good ones). Its own CRC is checked before the merge:
     the copy fails naming partition and offset, and nothing of the run is produced."""
     from kmirror_engine.copying.batch_wire import BatchFormatError, merge
-    from kmirror_engine.copying.range_copy import CopyError
+    from kmirror_engine.copying.ranges import CopyError
 
     middle = bytearray(build(3, 2))
     middle[-3] ^= 0x01  # inside the last record's header value: the CRC no longer matches
@@ -258,7 +258,7 @@ def test_malformed_fetched_batches_fail_naming_partition_and_offset_not_a_bare_i
     """A control batch whose record is cut inside a varint (a fuzz of the codec found such inputs:
     bare IndexErrors naming nothing): the copy fails with a CopyError naming partition and offset."""
     from kmirror_engine.copying.batch_wire import crc32c
-    from kmirror_engine.copying.range_copy import CopyError
+    from kmirror_engine.copying.ranges import CopyError
     from tests.test_batch_copy import marker
 
     cut = bytearray(marker(3, 77, 1)[:61] + b"\x80")  # the marker's one record: an unterminated varint

@@ -15,7 +15,8 @@ from kmirror.errors import ValidationError
 from kmirror.flow.settings import setting_problems
 from kmirror.flow.spec import parse_flow_spec
 from kmirror_engine.copying.exactly_once import TRANSACTION_TIMEOUT_S, TransactionalCopier
-from kmirror_engine.copying.range_copy import CONSUMER_TUNING, CopyRange, RangeCopier
+from kmirror_engine.copying.range_copy import RangeCopier
+from kmirror_engine.copying.ranges import CONSUMER_TUNING, CopyRange
 from kmirror_engine.copying.rate_limit import (
     PROBE_RECORDS,
     Pacer,

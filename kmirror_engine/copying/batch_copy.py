@@ -49,7 +49,7 @@ from kmirror_engine.copying.batch_wire import (
     split_batches,
 )
 from kmirror_engine.copying.native_copy import native_module
-from kmirror_engine.copying.range_copy import DEFAULT_STALL_TIMEOUT_S, CopyError, CopyRange, copy_in_rounds
+from kmirror_engine.copying.ranges import DEFAULT_STALL_TIMEOUT_S, CopyError, CopyRange, copy_in_rounds
 from kmirror_engine.copying.record_limits import TargetRules
 from kmirror_engine.observability.progress import PartitionProgress
 

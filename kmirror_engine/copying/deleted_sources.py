@@ -28,7 +28,7 @@ from typing import Any
 
 from kmirror.errors import DataLossError, KmirrorError
 from kmirror.flow.spec import FlowSpec
-from kmirror_engine.copying.range_copy import CopyRange
+from kmirror_engine.copying.ranges import CopyRange
 from kmirror_engine.observability.progress import PartitionProgress
 
 log = logging.getLogger("kmirror.copy")

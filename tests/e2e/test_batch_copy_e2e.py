@@ -17,7 +17,7 @@ from kmirror.flow.spec import parse_flow_spec
 from kmirror_engine.copying.batch_copy import fetch_request, new_batch_copier
 from kmirror_engine.copying.batch_net import BrokerLink
 from kmirror_engine.copying.batch_wire import AbortedTransaction, committed, split_batches
-from kmirror_engine.copying.range_copy import CONSUMER_REQUIRED, CONSUMER_TUNING, CopyError, CopyRange
+from kmirror_engine.copying.ranges import CONSUMER_REQUIRED, CONSUMER_TUNING, CopyError, CopyRange
 from kmirror_engine.copying.record_limits import TargetRules
 from kmirror_engine.failover.checkpoints import translate_group
 from spark_app.main import run_flow
