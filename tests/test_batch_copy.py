@@ -21,9 +21,10 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from kmirror.errors import ValidationError
 from kmirror.flow.spec import parse_flow_spec
-from kmirror_engine.copying import batch_copy
+from kmirror_engine.copying import batch_copy, batch_queue
 from kmirror_engine.copying.batch_copy import BatchRangeCopier
 from kmirror_engine.copying.batch_net import link_config
+from kmirror_engine.copying.batch_queue import queue_run
 from kmirror_engine.copying.batch_state import RangeInFlight, fallback_reason
 from kmirror_engine.copying.batch_wire import (
     CONTROL_BIT,
@@ -400,7 +401,7 @@ def produced_records(request: Any) -> bytes:
 def test_a_retriable_produce_error_resends_the_same_bytes_and_sequence_after_a_metadata_refresh(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(batch_copy, "MERGE_BELOW_RECORDS", 0)  # two batches, two requests
+    monkeypatch.setattr(batch_queue, "MERGE_BELOW_RECORDS", 0)  # two batches, two requests
     batches = build(0, 4) + build(4, 6)
 
     def fetched(request: Any) -> Any:
@@ -657,11 +658,10 @@ def test_a_merged_batch_over_the_target_limit_goes_as_its_parts() -> None:
     batches = split_batches(b"".join(parts))
     assert all(len(b.data) <= limit for b in batches) and len(merge(batches).data) > limit
     state = RangeInFlight(CopyRange("t", 0, 0, 4, "west.t"), TargetRules(), limit, 0)
-    copier = BatchRangeCopier(FakeLink(lambda r: None), FakeLink(lambda r: None), fallback=lambda: None)  # type: ignore[arg-type]
-    copier._queue(state, batches)
+    queue_run(state, batches)
     assert [item.batch.record_count for item in state.pending] == [1, 1, 1, 1]
     unlimited = RangeInFlight(CopyRange("t", 0, 0, 4, "west.t"), TargetRules(), None, 0)
-    copier._queue(unlimited, batches)
+    queue_run(unlimited, batches)
     assert [item.batch.record_count for item in unlimited.pending] == [4]  # without a limit: merged
 
 

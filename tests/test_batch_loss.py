@@ -15,7 +15,7 @@ from kafka.errors import KafkaConnectionError
 from kafka.future import Future
 from kafka.record.default_records import DefaultRecordBatch
 
-from kmirror_engine.copying import batch_copy
+from kmirror_engine.copying import batch_queue
 from kmirror_engine.copying.batch_copy import BatchRangeCopier
 from kmirror_engine.copying.batch_wire import split_batches
 from kmirror_engine.copying.ranges import CopyRange
@@ -133,7 +133,7 @@ def test_a_produce_the_client_refuses_at_once_is_resent_in_order_never_counted_a
     record lands once and in order, and the offset syncs map each record to where it landed.
     Before: the in-flight first batch was moved to the resend and the refused one booked as
     landed: 12 records reported, 10 on the target, syncs going backwards."""
-    monkeypatch.setattr(batch_copy, "MERGE_BELOW_RECORDS", 0)  # three batches, three requests
+    monkeypatch.setattr(batch_queue, "MERGE_BELOW_RECORDS", 0)  # three batches, three requests
     source_records = build(0, 4) + build(4, 6) + build(10, 2)
     broker = BrokerLog(refuse=lambda n: n == 2)
     copier = BatchRangeCopier(Source(source_records, broker), Target(broker), fallback=lambda: None)  # type: ignore[arg-type]
@@ -151,7 +151,7 @@ def test_a_leader_move_with_batches_in_flight_at_the_old_leader_books_each_answe
     """The target partition's leader moves (node 1 -> 2) while batches are in flight to node 1:
     no batch goes to node 2 before node 1 answered its own (which then fail and are resent in
     order), so no answer is booked against another batch and no out-of-order error is raised."""
-    monkeypatch.setattr(batch_copy, "MERGE_BELOW_RECORDS", 0)
+    monkeypatch.setattr(batch_queue, "MERGE_BELOW_RECORDS", 0)
     source_records = b"".join(build(3 * i, 3) for i in range(6))
     broker = BrokerLog(leaders=[1, 2])  # the round's metadata says 1; every refresh after it says 2
     copier = BatchRangeCopier(Source(source_records, broker), Target(broker), fallback=lambda: None)  # type: ignore[arg-type]
