@@ -26,8 +26,8 @@ from kmirror_engine.copying.rate_limit import (
     range_shares,
 )
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
-from kmirror_engine.planning.range_planner import SIZE_SAMPLE_TTL_S, RecordSizes, split_rate_limits
 from kmirror_engine.planning.ranges import OffsetRange
+from kmirror_engine.planning.rate_shares import SIZE_SAMPLE_TTL_S, RecordSizes, split_rate_limits
 from tests.kafka_fakes import FakeConsumer, FakeMessage, LimitedBroker
 from tests.planner_fakes import FakeAdmin, planner, spec
 
