@@ -257,7 +257,7 @@ def test_a_corrupted_small_batch_is_never_merged_under_a_fresh_crc() -> None:
 def test_malformed_fetched_batches_fail_naming_partition_and_offset_not_a_bare_index_error() -> None:
     """A control batch whose record is cut inside a varint (a fuzz of the codec found such inputs:
     bare IndexErrors naming nothing): the copy fails with a CopyError naming partition and offset."""
-    from kmirror_engine.copying.batch_wire import crc32c
+    from kmirror_engine.copying.batch_crc import crc32c
     from kmirror_engine.copying.ranges import CopyError
     from tests.test_batch_copy import marker
 

@@ -15,12 +15,12 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from kmirror_engine.copying import native_copy
+from kmirror_engine.copying.batch_crc import crc32c
 from kmirror_engine.copying.batch_wire import (
     HEADER_BYTES,
     AppendRecords,
     BatchFormatError,
     _append_records,
-    crc32c,
     crc_ok,
     merge,
     mergeable,

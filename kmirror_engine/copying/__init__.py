@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from kmirror_engine.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from kmirror_engine.copying.batch_wire import build_crc_tables
+    from kmirror_engine.copying.batch_crc import build_crc_tables
     from kmirror_engine.copying.range_copy import RangeCopier
     from kmirror_engine.copying.ranges import (
         CONSUMER_REQUIRED,
@@ -47,7 +47,7 @@ __all__ = [
 __getattr__ = lazy_exports(
     __name__,
     {
-        "batch_wire": ("build_crc_tables",),
+        "batch_crc": ("build_crc_tables",),
         "range_copy": ("RangeCopier",),
         "ranges": (
             "CONSUMER_REQUIRED",
