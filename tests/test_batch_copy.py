@@ -24,6 +24,7 @@ from kmirror.flow.spec import parse_flow_spec
 from kmirror_engine.copying import batch_copy, batch_queue
 from kmirror_engine.copying.batch_copy import BatchRangeCopier
 from kmirror_engine.copying.batch_crc import crc_update
+from kmirror_engine.copying.batch_merge import merge
 from kmirror_engine.copying.batch_net import link_config
 from kmirror_engine.copying.batch_queue import queue_run
 from kmirror_engine.copying.batch_state import RangeInFlight, fallback_reason
@@ -34,7 +35,6 @@ from kmirror_engine.copying.batch_wire import (
     committed,
     control_type,
     crc_ok,
-    merge,
     patch_header,
     rewrite,
     split_batches,

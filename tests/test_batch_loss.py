@@ -239,7 +239,8 @@ def test_a_corrupted_small_batch_is_never_merged_under_a_fresh_crc() -> None:
     """A flipped byte in a small source batch: merging would give it a fresh CRC the target
     accepts (corrupted records stored as good ones). Its own CRC is checked before the merge:
     the copy fails naming partition and offset, and nothing of the run is produced."""
-    from kmirror_engine.copying.batch_wire import BatchFormatError, merge
+    from kmirror_engine.copying.batch_merge import merge
+    from kmirror_engine.copying.batch_wire import BatchFormatError
     from kmirror_engine.copying.ranges import CopyError
 
     middle = bytearray(build(3, 2))

@@ -1,6 +1,6 @@
 """How the batch copy path (`kmirror_engine.copying.batch_copy`) reads: the Fetch request of one
 source leader, and a partition's fetch answer turned into its queue: whole batches to produce
-(small neighbours merged into one, `batch_wire.merge`), committed ones only, and spans of records
+(small neighbours merged into one, `batch_merge.merge`), committed ones only, and spans of records
 for the record loop (`batch_state.fallback_reason`).
 """
 
@@ -12,17 +12,9 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, cast
 
 from kmirror_engine.copying.batch_frames import FetchCall
+from kmirror_engine.copying.batch_merge import AppendRecords, merge, mergeable
 from kmirror_engine.copying.batch_state import RangeInFlight, RecordSpan, SentBatch, fallback_reason
-from kmirror_engine.copying.batch_wire import (
-    AbortedTransaction,
-    AppendRecords,
-    Batch,
-    BatchFormatError,
-    committed,
-    merge,
-    mergeable,
-    split_batches,
-)
+from kmirror_engine.copying.batch_wire import AbortedTransaction, Batch, BatchFormatError, committed, split_batches
 from kmirror_engine.copying.native_copy import native_module
 from kmirror_engine.copying.ranges import CopyError
 
@@ -35,7 +27,7 @@ FETCH_MAX_BYTES = 4 * 1024 * 1024
 PARTITION_FETCH_BYTES = 1024 * 1024
 FETCH_MAX_WAIT_MS = 50
 READ_COMMITTED = 1
-# Source batches under this many records are merged with their neighbours (`batch_wire.merge`) into
+# Source batches under this many records are merged with their neighbours (`batch_merge.merge`) into
 # batches of at most MERGE_MAX_BYTES (and the target's max.message.bytes): a Produce request carries
 # one batch per partition, so unmerged they cost a request each (docs/performance.md, stop 35).
 MERGE_BELOW_RECORDS = int(os.environ.get("KMIRROR_MERGE_BELOW", "256"))  # 0: never (bench comparisons)
@@ -109,7 +101,7 @@ def queue_fetched(s: RangeInFlight, part: Any, log_once: Callable[[str, RangeInF
 
 
 def queue_run(s: RangeInFlight, run: list[Batch]) -> None:
-    """Queue consecutive small batches as one (`batch_wire.merge`: one request slot for all).
+    """Queue consecutive small batches as one (`batch_merge.merge`: one request slot for all).
     Rewritten deltas can make a merged batch larger than its parts: one over the target's
     max.message.bytes would be refused, so its parts go as they came (each fits)."""
     try:

@@ -151,7 +151,7 @@ def test_batch_flow_copies_compressed_and_transactional_topics_byte_for_byte(
         assert sum(len(v) for v in source.values()) == (80 if topic == txn else 600)
         # the batches themselves were copied: the same record counts and codecs (lz4 3, zstd 4),
         # the transactional flag dropped (the target's producer is idempotent, not transactional);
-        # small uncompressed batches may go merged (`batch_wire.merge`), never split
+        # small uncompressed batches may go merged (`batch_merge.merge`), never split
         for p in range(PARTITIONS):
             shapes = batch_shapes(clusters.source, topic, p)
             copied = batch_shapes(clusters.target, f"w{unique}.{topic}", p)
