@@ -39,7 +39,7 @@ from kmirror_engine.planning.discovery import MirroredTopic, TopicDiscovery
 from kmirror_engine.planning.flow_control import ControlReader
 from kmirror_engine.planning.offset_queries import query_offsets, with_retries
 from kmirror_engine.planning.ranges import OffsetRange, Offsets, admit, plan_tasks
-from kmirror_engine.planning.rate_shares import RecordSizes, size_sampler, split_rate_limits
+from kmirror_engine.planning.rate_shares import RecordSizes, split_rate_limits
 from kmirror_engine.planning.target_topics import TargetTopics
 
 log = logging.getLogger("kmirror.source")
@@ -105,7 +105,7 @@ class RangePlanner:
         registry, the control reader and, for a byte-limited flow, the record-size sampler."""
         from kmirror_engine.clients.factory import admin_client
 
-        sampler = (lambda: size_sampler(spec)) if spec.copy.max_bytes_per_second else None
+        sampler = (lambda: cls._size_sampler(spec)) if spec.copy.max_bytes_per_second else None
         return cls(
             spec,
             once,
@@ -265,6 +265,20 @@ class RangePlanner:
             self.record_sizes.bytes_per_offset([r for task in tasks for r in task]) if copy.max_bytes_per_second else {}
         )
         return split_rate_limits(tasks, per_offset, records_limited=bool(copy.max_records_per_second))
+
+    @staticmethod
+    def _size_sampler(spec: FlowSpec) -> Any:
+        """A source consumer (assign only) for `RecordSizes`, with small fetches: a sample needs a
+        few records per partition, not a full prefetch."""
+        from kmirror_engine.clients.factory import consumer_config, new_consumer
+
+        config = {
+            **consumer_config(spec),
+            "fetch.max.bytes": 4 * 1024 * 1024,
+            "max.partition.fetch.bytes": 64 * 1024,
+            "enable.partition.eof": True,
+        }
+        return new_consumer(config, role="record-size-sampler")
 
     def _deleted(self, missing: list[tuple[str, int]], start: Offsets, end: Offsets) -> list[tuple[str, int]]:
         """Planned partitions the listing no longer has, once a describe confirms their topic is

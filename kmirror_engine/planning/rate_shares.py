@@ -1,6 +1,6 @@
 """Each planned range's share of the flow's rate limits (issue 26): a bytes limit is split by
 estimated bytes, a records limit by offsets (`split_rate_limits`); the bytes per offset of each
-partition are sampled from the source (`RecordSizes`, over `size_sampler`) and kept a while.
+partition are sampled from the source (`RecordSizes`) and kept a while.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from typing import Any
 
 from confluent_kafka import TopicPartition
 
-from kmirror.flow.spec import FlowSpec
 from kmirror_engine.planning.ranges import OffsetRange
 
 # Byte-limited flows: records the planner reads at the start of each planned partition to learn its
@@ -111,17 +110,3 @@ def _tally(got: list[int], msg: Any) -> None:
     got[1] = msg.offset()
     got[2] += (len(value) if value else 0) + (len(key) if key else 0)
     got[3] += 1
-
-
-def size_sampler(spec: FlowSpec) -> Any:
-    """A source consumer (assign only) for `RecordSizes`, with small fetches: a sample needs a
-    few records per partition, not a full prefetch."""
-    from kmirror_engine.clients.factory import consumer_config, new_consumer
-
-    config = {
-        **consumer_config(spec),
-        "fetch.max.bytes": 4 * 1024 * 1024,
-        "max.partition.fetch.bytes": 64 * 1024,
-        "enable.partition.eof": True,
-    }
-    return new_consumer(config, role="record-size-sampler")
