@@ -36,10 +36,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.measure import copy_configs, produce_parallel
 from bench.verify import verify_counts, verify_sample
-from kmirror_engine.copying import batch_copy
+from kmirror_engine.copying import batch_queue
 from kmirror_engine.copying.batch_copy import new_batch_copier
 from kmirror_engine.copying.native_copy import NativeRangeCopier, new_loop
-from kmirror_engine.copying.range_copy import CopyRange, RangeCopier
+from kmirror_engine.copying.range_copy import RangeCopier
+from kmirror_engine.copying.ranges import CopyRange
 
 LOOPS = ("batch", "batch-pymerge", "batch-nomerge", "python", "native")
 
@@ -167,11 +168,11 @@ def copy_once(
     dst = f"{src}-{loop}-{k}"
     create(target, dst, args.partitions, codec)
     targeted = [CopyRange(r.source_topic, r.partition, 0, r.end_offset, dst) for r in ranges]
-    merging = (batch_copy.MERGE_BELOW_RECORDS, batch_copy.NATIVE_MERGE)
+    merging = (batch_queue.MERGE_BELOW_RECORDS, batch_queue.NATIVE_MERGE)
     if loop.startswith("batch"):
         # batch-pymerge: small batches merged in Python; batch-nomerge: not merged (comparisons)
-        batch_copy.NATIVE_MERGE = merging[1] and loop != "batch-pymerge"
-        batch_copy.MERGE_BELOW_RECORDS = 0 if loop == "batch-nomerge" else merging[0]
+        batch_queue.NATIVE_MERGE = merging[1] and loop != "batch-pymerge"
+        batch_queue.MERGE_BELOW_RECORDS = 0 if loop == "batch-nomerge" else merging[0]
         copier: Any = new_batch_copier(consumer_config, producer_config)
         close = copier.close
     elif loop == "native":
@@ -184,7 +185,7 @@ def copy_once(
         wall, cpu, progress = measure(copier, targeted)
     finally:
         close()
-        batch_copy.MERGE_BELOW_RECORDS, batch_copy.NATIVE_MERGE = merging
+        batch_queue.MERGE_BELOW_RECORDS, batch_queue.NATIVE_MERGE = merging
     records, fallback = sum(p.records for p in progress), sum(p.fallback_records for p in progress)
     verify_counts(target, dst, args.partitions, counts, f"{loop}/{codec}")
     compared = verify_sample(source, target, src, dst, counts, f"{loop}/{codec}")

@@ -18,20 +18,17 @@ from typing import Any
 
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 
-from kmirror_engine.copying.batch_copy import (
-    FETCH_MAX_BYTES,
-    FETCH_MAX_WAIT_MS,
+from kmirror_engine.copying.batch_copy import MAX_PENDING_BYTES
+from kmirror_engine.copying.batch_frames import BufferPool, FetchCall, ProduceCall, ProducedBatch
+from kmirror_engine.copying.batch_net import BrokerLink
+from kmirror_engine.copying.batch_produce import (
     INIT_PRODUCER_ID_VERSION,
     MAX_IN_FLIGHT,
-    MAX_PENDING_BYTES,
-    PARTITION_FETCH_BYTES,
     PRODUCE_BUFFERS,
     PRODUCE_MAX_BYTES,
     PRODUCE_TIMEOUT_MS,
-    READ_COMMITTED,
 )
-from kmirror_engine.copying.batch_frames import BufferPool, FetchCall, ProduceCall, ProducedBatch
-from kmirror_engine.copying.batch_net import BrokerLink
+from kmirror_engine.copying.batch_queue import FETCH_MAX_BYTES, FETCH_MAX_WAIT_MS, PARTITION_FETCH_BYTES, READ_COMMITTED
 from kmirror_engine.copying.batch_wire import Batch, split_batches
 
 

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from bench.measure import FENCE_KEY, HEADERS, SAFE_PRODUCER
 from bench.spark_runs import flow_spec, run_spark_once
-from kmirror_engine.copying.range_copy import PRODUCER_TUNING
+from kmirror_engine.copying.ranges import PRODUCER_TUNING
 
 PARTITIONS = 2
 

@@ -17,7 +17,7 @@ from typing import Any, cast
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from kmirror_engine.copying.range_copy import CONSUMER_REQUIRED, CONSUMER_TUNING, PRODUCER_TUNING
+from kmirror_engine.copying.ranges import CONSUMER_REQUIRED, CONSUMER_TUNING, PRODUCER_TUNING
 
 SAFE_PRODUCER = {"acks": "all", "enable.idempotence": True, "max.in.flight.requests.per.connection": 5}
 FENCE_KEY = b"__bench_fence__"

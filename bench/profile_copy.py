@@ -28,7 +28,8 @@ from confluent_kafka import Consumer, Producer
 from bench.measure import add_fences, copy_configs, count_until_fence, create_topics, produce_parallel
 from kmirror_cli.local_brokers import LocalBroker
 from kmirror_engine.copying.native_copy import NativeRangeCopier, new_loop
-from kmirror_engine.copying.range_copy import CopyRange, RangeCopier
+from kmirror_engine.copying.range_copy import RangeCopier
+from kmirror_engine.copying.ranges import CopyRange
 
 
 def thread_cpu() -> dict[str, float]:

@@ -13,7 +13,7 @@ from typing import Any, cast
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
 from bench.measure import SAFE_PRODUCER
-from kmirror_engine.copying.range_copy import CONSUMER_TUNING, PRODUCER_TUNING
+from kmirror_engine.copying.ranges import CONSUMER_TUNING, PRODUCER_TUNING
 
 
 def raw_mirror(source: str, target: str, src_topic: str, dst_topic: str, expected: dict[int, int]) -> dict[str, Any]:

@@ -836,7 +836,7 @@ static PyObject *append_records(PyObject *mod, PyObject *args) {
     Py_ssize_t end = data.len, at = start, old = PyByteArray_GET_SIZE(out), i = 0;
     if (start < 0 || start > end || count < 0) goto malformed;
     /* a record's three rewritten varints grow it by at most 27 bytes (each from 1 byte to at most
-     * 10: the shifted deltas are written as 64-bit zigzag varints, as batch_wire._zigzag does) */
+     * 10: the shifted deltas are written as 64-bit zigzag varints, as batch_merge._zigzag does) */
     if (count > (PY_SSIZE_T_MAX - old - (end - start)) / GROWTH_PER_RECORD ||
         PyByteArray_Resize(out, old + (end - start) + count * GROWTH_PER_RECORD) < 0) {
         PyBuffer_Release(&data);

@@ -56,7 +56,7 @@ READER_APIS = ("auto", "admission-control", "position-tracking")
 # The reader's rows: the range contract plus the offsets retention deleted right before each
 # range (fail_on_data_loss=false), so the copy tasks' progress carries the count to the batch
 # listeners (progress line "skipped", metric kmirror_skipped_records_total), and each range's
-# share of the flow's rate limits (`kmirror_engine.planning.range_planner.split_rate_limits`).
+# share of the flow's rate limits (`kmirror_engine.planning.rate_shares.split_rate_limits`).
 # `source_end`: the source partition's end offset when the batch was planned (None after a restart
 # replanned it): the batch listeners' lag and records at risk, without a ListOffsets per batch.
 READER_SCHEMA = RANGE_SCHEMA + ", skipped_before BIGINT, rate_share DOUBLE, source_end BIGINT"

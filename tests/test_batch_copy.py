@@ -21,9 +21,12 @@ from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchB
 
 from kmirror.errors import ValidationError
 from kmirror.flow.spec import parse_flow_spec
-from kmirror_engine.copying import batch_copy
+from kmirror_engine.copying import batch_copy, batch_queue
 from kmirror_engine.copying.batch_copy import BatchRangeCopier
+from kmirror_engine.copying.batch_crc import crc_update
+from kmirror_engine.copying.batch_merge import merge
 from kmirror_engine.copying.batch_net import link_config
+from kmirror_engine.copying.batch_queue import queue_run
 from kmirror_engine.copying.batch_state import RangeInFlight, fallback_reason
 from kmirror_engine.copying.batch_wire import (
     CONTROL_BIT,
@@ -32,13 +35,11 @@ from kmirror_engine.copying.batch_wire import (
     committed,
     control_type,
     crc_ok,
-    crc_update,
-    merge,
     patch_header,
     rewrite,
     split_batches,
 )
-from kmirror_engine.copying.range_copy import CopyError, CopyRange
+from kmirror_engine.copying.ranges import CopyError, CopyRange
 from kmirror_engine.copying.record_limits import TargetRules
 from tests.planner_fakes import raw_spec
 
@@ -144,7 +145,7 @@ def test_crc_tables_built_by_several_copier_threads_at_once_give_right_crcs(
     import sys
     import threading
 
-    from kmirror_engine.copying import batch_wire
+    from kmirror_engine.copying import batch_crc
 
     wrong: list[int] = []
 
@@ -158,7 +159,7 @@ def test_crc_tables_built_by_several_copier_threads_at_once_give_right_crcs(
     sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
     try:
         for _ in range(10):
-            monkeypatch.setattr(batch_wire, "_SHIFTS", [])
+            monkeypatch.setattr(batch_crc, "_SHIFTS", [])
             threads = [
                 threading.Thread(target=update, args=(os.urandom(36) + bytes(n),))
                 for n in (1 << 20, 3 << 19, 1 << 21, 700_001)
@@ -180,19 +181,19 @@ def test_crc_tables_built_ahead_serve_every_batch_up_to_their_size_and_stay_righ
     builds nothing more and still equals google-crc32c's CRC of the whole message."""
     import os
 
-    from kmirror_engine.copying import batch_wire
+    from kmirror_engine.copying import batch_crc
     from spark_app.worker_daemon import warm_up
 
-    monkeypatch.setattr(batch_wire, "_SHIFTS", [])
+    monkeypatch.setattr(batch_crc, "_SHIFTS", [])
     warm_up()
-    assert len(batch_wire._SHIFTS) == 24  # 2**0 .. 2**23 zero bytes
+    assert len(batch_crc._SHIFTS) == 24  # 2**0 .. 2**23 zero bytes
     for size in (8 * 1024 * 1024, 1_000_003, 61):
         message = os.urandom(36) + bytes(size - 36)
         after = os.urandom(36)
         assert crc_update(google_crc32c.value(message), message[:36], after, size) == google_crc32c.value(
             after + message[36:]
         )
-    assert len(batch_wire._SHIFTS) == 24
+    assert len(batch_crc._SHIFTS) == 24
 
 
 def test_the_rewritten_batch_keeps_the_sources_crc_check_a_corrupted_batch_stays_corrupted() -> None:
@@ -400,7 +401,7 @@ def produced_records(request: Any) -> bytes:
 def test_a_retriable_produce_error_resends_the_same_bytes_and_sequence_after_a_metadata_refresh(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(batch_copy, "MERGE_BELOW_RECORDS", 0)  # two batches, two requests
+    monkeypatch.setattr(batch_queue, "MERGE_BELOW_RECORDS", 0)  # two batches, two requests
     batches = build(0, 4) + build(4, 6)
 
     def fetched(request: Any) -> Any:
@@ -657,11 +658,10 @@ def test_a_merged_batch_over_the_target_limit_goes_as_its_parts() -> None:
     batches = split_batches(b"".join(parts))
     assert all(len(b.data) <= limit for b in batches) and len(merge(batches).data) > limit
     state = RangeInFlight(CopyRange("t", 0, 0, 4, "west.t"), TargetRules(), limit, 0)
-    copier = BatchRangeCopier(FakeLink(lambda r: None), FakeLink(lambda r: None), fallback=lambda: None)  # type: ignore[arg-type]
-    copier._queue(state, batches)
+    queue_run(state, batches)
     assert [item.batch.record_count for item in state.pending] == [1, 1, 1, 1]
     unlimited = RangeInFlight(CopyRange("t", 0, 0, 4, "west.t"), TargetRules(), None, 0)
-    copier._queue(unlimited, batches)
+    queue_run(unlimited, batches)
     assert [item.batch.record_count for item in unlimited.pending] == [4]  # without a limit: merged
 
 

@@ -12,9 +12,9 @@ from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.frame import KafkaBytes
 from kafka.protocol.producer.produce import ProduceRequest
 
-from kmirror_engine.copying.batch_copy import fetch_request
 from kmirror_engine.copying.batch_frames import FetchAnswer, Gather, ProduceCall, ProducedBatch, uvarint
 from kmirror_engine.copying.batch_net import _DirectReadTransport
+from kmirror_engine.copying.batch_queue import fetch_request
 from kmirror_engine.copying.batch_wire import crc_ok, rewrite, split_batches
 from tests.test_batch_copy import build
 

@@ -15,10 +15,10 @@ from kafka.errors import KafkaConnectionError
 from kafka.future import Future
 from kafka.record.default_records import DefaultRecordBatch
 
-from kmirror_engine.copying import batch_copy
+from kmirror_engine.copying import batch_queue
 from kmirror_engine.copying.batch_copy import BatchRangeCopier
 from kmirror_engine.copying.batch_wire import split_batches
-from kmirror_engine.copying.range_copy import CopyRange
+from kmirror_engine.copying.ranges import CopyRange
 from tests.test_batch_copy import FakeLink, build, produced_records
 
 
@@ -133,7 +133,7 @@ def test_a_produce_the_client_refuses_at_once_is_resent_in_order_never_counted_a
     record lands once and in order, and the offset syncs map each record to where it landed.
     Before: the in-flight first batch was moved to the resend and the refused one booked as
     landed: 12 records reported, 10 on the target, syncs going backwards."""
-    monkeypatch.setattr(batch_copy, "MERGE_BELOW_RECORDS", 0)  # three batches, three requests
+    monkeypatch.setattr(batch_queue, "MERGE_BELOW_RECORDS", 0)  # three batches, three requests
     source_records = build(0, 4) + build(4, 6) + build(10, 2)
     broker = BrokerLog(refuse=lambda n: n == 2)
     copier = BatchRangeCopier(Source(source_records, broker), Target(broker), fallback=lambda: None)  # type: ignore[arg-type]
@@ -151,7 +151,7 @@ def test_a_leader_move_with_batches_in_flight_at_the_old_leader_books_each_answe
     """The target partition's leader moves (node 1 -> 2) while batches are in flight to node 1:
     no batch goes to node 2 before node 1 answered its own (which then fail and are resent in
     order), so no answer is booked against another batch and no out-of-order error is raised."""
-    monkeypatch.setattr(batch_copy, "MERGE_BELOW_RECORDS", 0)
+    monkeypatch.setattr(batch_queue, "MERGE_BELOW_RECORDS", 0)
     source_records = b"".join(build(3 * i, 3) for i in range(6))
     broker = BrokerLog(leaders=[1, 2])  # the round's metadata says 1; every refresh after it says 2
     copier = BatchRangeCopier(Source(source_records, broker), Target(broker), fallback=lambda: None)  # type: ignore[arg-type]
@@ -239,8 +239,9 @@ def test_a_corrupted_small_batch_is_never_merged_under_a_fresh_crc() -> None:
     """A flipped byte in a small source batch: merging would give it a fresh CRC the target
     accepts (corrupted records stored as good ones). Its own CRC is checked before the merge:
     the copy fails naming partition and offset, and nothing of the run is produced."""
-    from kmirror_engine.copying.batch_wire import BatchFormatError, merge
-    from kmirror_engine.copying.range_copy import CopyError
+    from kmirror_engine.copying.batch_merge import merge
+    from kmirror_engine.copying.batch_wire import BatchFormatError
+    from kmirror_engine.copying.ranges import CopyError
 
     middle = bytearray(build(3, 2))
     middle[-3] ^= 0x01  # inside the last record's header value: the CRC no longer matches
@@ -257,8 +258,8 @@ def test_a_corrupted_small_batch_is_never_merged_under_a_fresh_crc() -> None:
 def test_malformed_fetched_batches_fail_naming_partition_and_offset_not_a_bare_index_error() -> None:
     """A control batch whose record is cut inside a varint (a fuzz of the codec found such inputs:
     bare IndexErrors naming nothing): the copy fails with a CopyError naming partition and offset."""
-    from kmirror_engine.copying.batch_wire import crc32c
-    from kmirror_engine.copying.range_copy import CopyError
+    from kmirror_engine.copying.batch_crc import crc32c
+    from kmirror_engine.copying.ranges import CopyError
     from tests.test_batch_copy import marker
 
     cut = bytearray(marker(3, 77, 1)[:61] + b"\x80")  # the marker's one record: an unterminated varint

@@ -1,4 +1,4 @@
-"""Merging consecutive small record batches into one (`batch_wire.merge`, the batch path's answer
+"""Merging consecutive small record batches into one (`batch_merge.merge`, the batch path's answer
 to topics written in small batches: a Produce request carries one batch per partition). The merged
 batch is read back with kafka-python's own record reader: every record's offset, timestamp, key,
 value and headers as before."""
@@ -15,17 +15,9 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
 from kmirror_engine.copying import native_copy
-from kmirror_engine.copying.batch_wire import (
-    HEADER_BYTES,
-    AppendRecords,
-    BatchFormatError,
-    _append_records,
-    crc32c,
-    crc_ok,
-    merge,
-    mergeable,
-    split_batches,
-)
+from kmirror_engine.copying.batch_crc import crc32c
+from kmirror_engine.copying.batch_merge import AppendRecords, _append_records, merge, mergeable
+from kmirror_engine.copying.batch_wire import HEADER_BYTES, BatchFormatError, crc_ok, split_batches
 
 NONE, GZIP = DefaultRecordBatchBuilder.CODEC_NONE, DefaultRecordBatchBuilder.CODEC_GZIP
 

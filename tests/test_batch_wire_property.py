@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from kmirror_engine.copying.batch_copy import BatchRangeCopier
-from kmirror_engine.copying.batch_wire import control_type, crc32c, split_batches
-from kmirror_engine.copying.range_copy import CopyError, CopyRange
+from kmirror_engine.copying.batch_crc import crc32c
+from kmirror_engine.copying.batch_wire import control_type, split_batches
+from kmirror_engine.copying.ranges import CopyError, CopyRange
 from tests.test_batch_copy import marker
 from tests.test_batch_loss import BrokerLog, RecordLoop, Source, Target, _legacy_message_set
 

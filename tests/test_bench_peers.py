@@ -16,7 +16,7 @@ from bench.measure import peak_total, pss_kib
 from bench.mirror_bench import cpu_each_round
 from bench.mm2_run import Mm2Flow, mm2_properties
 from bench.mm2_tuning import TUNED_CONSUMER, TUNED_PRODUCER, tuned_properties, tuned_tasks
-from kmirror_engine.copying.batch_wire import crc32c
+from kmirror_engine.copying.batch_crc import crc32c
 
 SUMMARY = (
     "1000000 records sent, 412371.1 records/sec (94.38 MB/sec), 85.12 ms avg latency, 412.00 ms max latency, "

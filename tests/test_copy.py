@@ -10,14 +10,8 @@ from confluent_kafka import Consumer, Producer
 
 from kmirror_cli.local_brokers import free_port
 from kmirror_engine.copying.native_copy import NativeRangeCopier, new_loop
-from kmirror_engine.copying.range_copy import (
-    CONSUMER_REQUIRED,
-    CONSUMER_TUNING,
-    PRODUCER_TUNING,
-    CopyError,
-    CopyRange,
-    RangeCopier,
-)
+from kmirror_engine.copying.range_copy import RangeCopier
+from kmirror_engine.copying.ranges import CONSUMER_REQUIRED, CONSUMER_TUNING, PRODUCER_TUNING, CopyError, CopyRange
 from tests.kafka_helpers import BASE_TIMESTAMP_MS, add_fences, consume_all, create_topic, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark40]

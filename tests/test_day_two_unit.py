@@ -20,7 +20,8 @@ from confluent_kafka import KafkaError, KafkaException
 from kmirror.errors import ConnectionFailure, DataLossError, KmirrorError
 from kmirror.flow.spec import ClusterEndpoint
 from kmirror_engine.copying.exactly_once import Committed, committed_offsets, stale_offsets
-from kmirror_engine.copying.range_copy import CopyError, CopyRange, RangeCopier
+from kmirror_engine.copying.range_copy import RangeCopier
+from kmirror_engine.copying.ranges import CopyError, CopyRange
 from tests.kafka_fakes import FakeConsumer, FakeMessage, LimitedBroker
 from tests.planner_fakes import FakeAdmin, planner, spec
 
@@ -92,7 +93,7 @@ def test_exactly_once_a_batch_rejected_as_too_large_fails_saying_the_transaction
 
 
 def test_producer_batches_are_capped_at_the_smallest_target_topic_limit() -> None:
-    from kmirror_engine.copying.range_copy import PRODUCER_TUNING
+    from kmirror_engine.copying.ranges import PRODUCER_TUNING
     from kmirror_engine.copying.record_limits import capped_producer_config
 
     capped = capped_producer_config(PRODUCER_TUNING, [2000, None, 5000])

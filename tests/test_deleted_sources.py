@@ -14,9 +14,9 @@ from confluent_kafka import KafkaError, KafkaException
 from kmirror.errors import ConnectionFailure, DataLossError, KmirrorError
 from kmirror.flow.spec import parse_flow_spec
 from kmirror_engine.copying.deleted_sources import DELETED_DURING_COPY, tolerating_deleted_sources
-from kmirror_engine.copying.range_copy import CopyError, CopyRange
+from kmirror_engine.copying.ranges import CopyError, CopyRange
 from kmirror_engine.observability.progress import PartitionProgress
-from kmirror_engine.planning.range_planner import DATA_LOSS_PREFIX
+from kmirror_engine.planning.data_loss import DATA_LOSS_PREFIX
 
 
 def flow(**options: Any) -> Any:

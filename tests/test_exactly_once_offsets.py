@@ -9,7 +9,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from kmirror.errors import KmirrorError
 from kmirror_engine.copying.exactly_once import committed_offsets
-from kmirror_engine.copying.range_copy import CopyRange
+from kmirror_engine.copying.ranges import CopyRange
 
 RANGES = [CopyRange("orders", 0, 0, 10, "west.orders"), CopyRange("orders", 1, 0, 10, "west.orders")]
 

@@ -14,7 +14,8 @@ from confluent_kafka import KafkaError
 
 from kmirror.errors import ConnectionFailure, DataLossError
 from kmirror.flow.spec import ClusterEndpoint
-from kmirror_engine.copying.range_copy import CopyError, CopyRange, RangeCopier
+from kmirror_engine.copying.range_copy import RangeCopier
+from kmirror_engine.copying.ranges import CopyError, CopyRange
 from kmirror_engine.planning.offset_queries import query_offsets, with_retries
 from kmirror_engine.planning.target_topics import TargetTopics
 from tests.kafka_fakes import FakeConsumer, FakeMessage, LimitedBroker

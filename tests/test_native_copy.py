@@ -13,7 +13,7 @@ from kmirror.errors import KmirrorError
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
 from kmirror_engine.copying import native_copy
 from kmirror_engine.copying.native_copy import _progress, native_config, python_only_reasons, use_native_loop
-from kmirror_engine.copying.range_copy import CopyRange
+from kmirror_engine.copying.ranges import CopyRange
 from tests.planner_fakes import raw_spec
 
 

@@ -17,7 +17,8 @@ from confluent_kafka import KafkaError
 from kmirror.errors import ValidationError
 from kmirror.flow.spec import parse_flow_spec
 from kmirror.flow.views import OffsetSkip
-from kmirror_engine.copying.range_copy import CopyError, CopyRange, RangeCopier
+from kmirror_engine.copying.range_copy import RangeCopier
+from kmirror_engine.copying.ranges import CopyError, CopyRange
 from kmirror_engine.copying.record_limits import TargetRules, capped_producer_config, rules_from_configs
 from kmirror_engine.observability.metrics import FlowMetrics
 from kmirror_engine.observability.progress import BatchProgress

@@ -11,7 +11,8 @@ from kmirror.errors import ValidationError
 from kmirror.estate.planner import flow_spec_for, parse_topology, plan_topology
 from kmirror.flow.spec import flow_spec_problems, parse_flow_spec
 from kmirror_engine.copying.provenance import PROVENANCE_HEADER, Provenance, origin_of
-from kmirror_engine.copying.range_copy import CopyRange, RangeCopier
+from kmirror_engine.copying.range_copy import RangeCopier
+from kmirror_engine.copying.ranges import CopyRange
 from tests.kafka_fakes import FakeConsumer, FakeMessage, LimitedBroker
 from tests.planner_fakes import raw_spec
 

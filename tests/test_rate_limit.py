@@ -15,7 +15,8 @@ from kmirror.errors import ValidationError
 from kmirror.flow.settings import setting_problems
 from kmirror.flow.spec import parse_flow_spec
 from kmirror_engine.copying.exactly_once import TRANSACTION_TIMEOUT_S, TransactionalCopier
-from kmirror_engine.copying.range_copy import CONSUMER_TUNING, CopyRange, RangeCopier
+from kmirror_engine.copying.range_copy import RangeCopier
+from kmirror_engine.copying.ranges import CONSUMER_TUNING, CopyRange
 from kmirror_engine.copying.rate_limit import (
     PROBE_RECORDS,
     Pacer,
@@ -25,8 +26,8 @@ from kmirror_engine.copying.rate_limit import (
     range_shares,
 )
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
-from kmirror_engine.planning.range_planner import SIZE_SAMPLE_TTL_S, RecordSizes, split_rate_limits
 from kmirror_engine.planning.ranges import OffsetRange
+from kmirror_engine.planning.rate_shares import SIZE_SAMPLE_TTL_S, RecordSizes, split_rate_limits
 from tests.kafka_fakes import FakeConsumer, FakeMessage, LimitedBroker
 from tests.planner_fakes import FakeAdmin, planner, spec
 

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from kmirror_engine.copying.range_copy import CopyRange
+from kmirror_engine.copying.ranges import CopyRange
 from kmirror_engine.copying.task_threads import copy_in_threads, partition_groups
 
 

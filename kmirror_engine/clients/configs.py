@@ -7,7 +7,7 @@ made by `kmirror_engine.clients.factory`, which re-exports these names).
   idempotent producer keeps order up to 5), unbounded retries. A `producer` override that
   would weaken one of these is a ValidationError naming the key, never silently replaced.
 - Throughput tuning (fetch sizes, linger, batch size) lives with the copy loop
-  (`kmirror_engine.copying.range_copy.CONSUMER_TUNING` / `PRODUCER_TUNING`), layered under these configs.
+  (`kmirror_engine.copying.ranges.CONSUMER_TUNING` / `PRODUCER_TUNING`), layered under these configs.
 - Secret references (`${file:..}`/`${env:..}`) are resolved here, right before a client is
   created: never log the result.
 - Kerberos: every principal gets its own ticket cache in a directory private to the process

@@ -8,15 +8,15 @@ from typing import TYPE_CHECKING
 from kmirror_engine.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
-    from kmirror_engine.copying.batch_wire import build_crc_tables
-    from kmirror_engine.copying.range_copy import (
+    from kmirror_engine.copying.batch_crc import build_crc_tables
+    from kmirror_engine.copying.range_copy import RangeCopier
+    from kmirror_engine.copying.ranges import (
         CONSUMER_REQUIRED,
         CONSUMER_TUNING,
         PRODUCER_TUNING,
         TRANSIENT,
         CopyError,
         CopyRange,
-        RangeCopier,
     )
     from kmirror_engine.copying.rate_limit import Throttled
     from kmirror_engine.copying.task_copy import (
@@ -47,15 +47,15 @@ __all__ = [
 __getattr__ = lazy_exports(
     __name__,
     {
-        "batch_wire": ("build_crc_tables",),
-        "range_copy": (
+        "batch_crc": ("build_crc_tables",),
+        "range_copy": ("RangeCopier",),
+        "ranges": (
             "CONSUMER_REQUIRED",
             "CONSUMER_TUNING",
             "PRODUCER_TUNING",
             "TRANSIENT",
             "CopyError",
             "CopyRange",
-            "RangeCopier",
         ),
         "rate_limit": ("Throttled",),
         "transform_writer": ("TransformWrites", "keep_producer", "take_producer"),

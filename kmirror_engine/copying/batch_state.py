@@ -7,12 +7,12 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from kmirror_engine.copying.batch_wire import Batch, keys_present, min_timestamp
-from kmirror_engine.copying.range_copy import CopyRange, closed_syncs
+from kmirror_engine.copying.ranges import CopyRange, closed_syncs
 from kmirror_engine.copying.record_limits import TargetRules
 from kmirror_engine.observability.progress import PartitionProgress
 
 # Timestamps within this much of the target's message.timestamp window: the record loop checks
-# them one by one (its own margin, range_copy.TIMESTAMP_GATE_MARGIN_MS).
+# them one by one (its own margin, range_state.TIMESTAMP_GATE_MARGIN_MS).
 WINDOW_MARGIN_MS = 600_000
 # A compacted target refuses a batch holding a record without a key: uncompressed batches of up to
 # this many records have their keys checked here (MM2's heartbeats, small keyed batches) and go as

@@ -13,19 +13,17 @@ A batch on the wire (Kafka's DefaultRecordBatch):
 
 Only the header changes on the way to the target: keys, values, headers, timestamps and the
 compressed record bytes stay byte-identical, which is what makes the copy cheap. Small
-uncompressed batches may go merged (`merge`): then each record's length and deltas are written
-again, its attributes, key, value and headers kept as they are.
+uncompressed batches may go merged (`batch_merge.merge`): then each record's length and deltas
+are written again, its attributes, key, value and headers kept as they are.
 """
 
 from __future__ import annotations
 
-import functools
 import struct
-import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
-import google_crc32c
+from kmirror_engine.copying.batch_crc import crc32c, crc_update
 
 HEADER_BYTES = 61
 LOG_OVERHEAD = 12  # baseOffset + batchLength: the bytes batchLength does not count
@@ -37,13 +35,14 @@ CONTROL_BIT = 0x20
 COMPRESSION_MASK = 0x07  # attributes: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd
 NO_PRODUCER_ID = -1
 ABORT_MARKER = 0  # control record key type: 0 abort, 1 commit
-_HEADER = struct.Struct(">qiibIhiqqqhii")
+HEADER = struct.Struct(">qiibIhiqqqhii")
 _PRODUCER_FIELDS = struct.Struct(">qhi")  # producerId, producerEpoch, baseSequence
 _HEAD = struct.Struct(">qi")  # baseOffset, batchLength
-_CRC = struct.Struct(">I")
+CRC_FIELD = struct.Struct(">I")
 _ATTRIBUTES = struct.Struct(">h")
 _BASE_AND_EPOCH = struct.Struct(">q")
 _EPOCH = struct.Struct(">i")
+_PATCHED_END = PRODUCER_AT + _PRODUCER_FIELDS.size  # the CRC'd bytes the copy rewrites: 21..56
 
 
 class BatchFormatError(ValueError):
@@ -112,7 +111,7 @@ def split_batches(records: bytes | memoryview) -> list[Batch]:
         if magic != MAGIC_V2:
             out.append(Batch(view[at : at + size], base_offset, magic, 0, 0, -1, -1, NO_PRODUCER_ID, 1))
         else:
-            (_, _, _, _, _, attributes, last_delta, base_ts, max_ts, producer_id, _, _, count) = _HEADER.unpack_from(
+            (_, _, _, _, _, attributes, last_delta, base_ts, max_ts, producer_id, _, _, count) = HEADER.unpack_from(
                 view, at
             )
             out.append(
@@ -164,123 +163,14 @@ def patch_header(
     before = bytes(out[head:tail])
     _ATTRIBUTES.pack_into(out, head, attributes & ~TRANSACTIONAL_BIT)
     _PRODUCER_FIELDS.pack_into(out, at + PRODUCER_AT, producer_id, producer_epoch, base_sequence)
-    stored = _CRC.unpack_from(out, at + CRC_AT)[0]
-    _CRC.pack_into(out, at + CRC_AT, crc_update(stored, before, bytes(out[head:tail]), end - head))
+    stored = CRC_FIELD.unpack_from(out, at + CRC_AT)[0]
+    CRC_FIELD.pack_into(out, at + CRC_AT, crc_update(stored, before, bytes(out[head:tail]), end - head))
 
 
 def crc_ok(data: bytes | bytearray | memoryview) -> bool:
     """Whether a batch's stored CRC32C matches its bytes 21..end."""
     view = memoryview(data)
-    return int(_CRC.unpack_from(view, CRC_AT)[0]) == crc32c(view[ATTRIBUTES_AT:])
-
-
-# -- updating a CRC32C for changed bytes --------------------------------------------------------
-# CRC32C is affine over GF(2): for messages a, b of one length, crc(a) ^ crc(b) = crc0(a ^ b), the
-# CRC with zero initial value and no final xor. When a and b differ only in their first k bytes
-# (the header fields the copy rewrites), a ^ b is those k bytes of difference and then zeros, and
-# the CRC register after the zeros is the register after the k bytes shifted by the zeros: a
-# linear map, kept here per power of two of zero bytes as four 256-entry tables (built on first
-# use from the one-byte map). An update costs one table look-up per set bit of the zero count.
-
-_POLY = 0x82F63B78  # CRC32C (Castagnoli), bit-reflected
-_PATCHED_END = PRODUCER_AT + _PRODUCER_FIELDS.size  # the CRC'd bytes the copy rewrites: 21..56
-_SHIFTS: list[tuple[list[int], list[int], list[int], list[int]]] = []  # [k]: 2**k zero bytes
-_SHIFTS_LOCK = threading.Lock()
-
-
-def _tables(columns: Sequence[int]) -> tuple[list[int], list[int], list[int], list[int]]:
-    """A linear map of 32-bit registers, given by the images of its 32 unit bits, as four byte tables."""
-    out = []
-    for byte in range(4):
-        table = [0] * 256
-        for value in range(1, 256):
-            low = value & -value
-            table[value] = table[value ^ low] ^ columns[8 * byte + low.bit_length() - 1]
-        out.append(table)
-    return out[0], out[1], out[2], out[3]
-
-
-def _apply(tables: tuple[list[int], list[int], list[int], list[int]], register: int) -> int:
-    t0, t1, t2, t3 = tables
-    return t0[register & 0xFF] ^ t1[(register >> 8) & 0xFF] ^ t2[(register >> 16) & 0xFF] ^ t3[register >> 24]
-
-
-def _shift_table(k: int) -> tuple[list[int], list[int], list[int], list[int]]:
-    """The map of the CRC register over 2**k zero bytes. Built under a lock: a task's copiers run
-    on several threads, and two building the same table would append it twice, leaving every
-    later table a power of two off (wrong CRCs the target refuses; seen in a Spark run)."""
-    if k < len(_SHIFTS):
-        return _SHIFTS[k]
-    with _SHIFTS_LOCK:
-        while len(_SHIFTS) <= k:
-            if not _SHIFTS:
-                columns = []
-                for bit in range(32):
-                    register = 1 << bit
-                    for _ in range(8):
-                        register = (register >> 1) ^ (_POLY if register & 1 else 0)
-                    columns.append(register)
-            else:
-                half = _SHIFTS[-1]
-                columns = [_apply(half, _apply(half, 1 << bit)) for bit in range(32)]
-            _SHIFTS.append(_tables(columns))
-    return _SHIFTS[k]
-
-
-# Batches up to this size find their tables built by `build_crc_tables` (a larger one builds the rest).
-CRC_TABLES_PREBUILT_BYTES = 8 * 1024 * 1024
-
-
-def build_crc_tables(max_bytes: int = CRC_TABLES_PREBUILT_BYTES) -> int:
-    """Build the shift tables for batches up to `max_bytes` now (~3 ms of CPU for 8 MiB), and
-    return how many there are. Spark's worker daemon calls it once before it forks the task
-    processes, which then inherit them instead of each building them on its first batches."""
-    _shift_table(max_bytes.bit_length() - 1)
-    return len(_SHIFTS)
-
-
-def crc_shift(register: int, zeros: int) -> int:
-    """The CRC register (zero initial value, no final xor) after `zeros` more zero bytes."""
-    k = 0
-    while zeros:
-        if zeros & 1:
-            register = _apply(_shift_table(k), register)
-        zeros >>= 1
-        k += 1
-    return register
-
-
-@functools.cache
-def _zeros_crc(width: int) -> int:
-    """CRC32C of `width` zero bytes: the part of a CRC that depends on the length alone."""
-    return int(google_crc32c.value(bytes(width)))
-
-
-def crc_update(crc: int, before: bytes, after: bytes, length: int) -> int:
-    """The CRC32C of a `length`-byte message whose CRC was `crc` after its first bytes `before`
-    were replaced by `after` (same length); the other bytes are not read."""
-    if before == after:
-        return crc
-    width = len(before)
-    diff = (int.from_bytes(before, "big") ^ int.from_bytes(after, "big")).to_bytes(width, "big")
-    register = google_crc32c.value(diff) ^ _zeros_crc(width)  # crc0 of the difference
-    return crc ^ crc_shift(register, length - width)
-
-
-# google-crc32c reads bytes only (no views): the CRC is taken over copies of this many bytes at a
-# time, which stay in the CPU's cache and in malloc's heap (a copy of a whole 1 MiB batch is a
-# fresh mapping, page-faulted in each time). The `crc32c` package reads views, but its import
-# scans every distribution on sys.path (importlib.metadata), pyspark.zip included: ~1 s of CPU
-# per Spark Python worker.
-CRC_CHUNK_BYTES = 64 * 1024
-
-
-def crc32c(view: memoryview) -> int:
-    """CRC32C (Castagnoli) of `view`."""
-    crc = 0
-    for at in range(0, len(view), CRC_CHUNK_BYTES):
-        crc = google_crc32c.extend(crc, bytes(view[at : at + CRC_CHUNK_BYTES]))
-    return crc
+    return int(CRC_FIELD.unpack_from(view, CRC_AT)[0]) == crc32c(view[ATTRIBUTES_AT:])
 
 
 def control_type(batch: Batch) -> int | None:
@@ -298,10 +188,10 @@ def control_type(batch: Batch) -> int | None:
 def _record_key(view: memoryview, at: int) -> tuple[int, int, int]:
     """Of the uncompressed record at `at`: its key's length (-1: no key), where the key starts, and
     where the next record starts (length, attributes, timestamp and offset deltas read past)."""
-    length, body = _varint(view, at)
-    _, pos = _varint(view, body + 1)  # the timestamp delta, after the record's attributes
-    _, pos = _varint(view, pos)  # the offset delta
-    key_length, key_at = _varint(view, pos)
+    length, body = read_varint(view, at)
+    _, pos = read_varint(view, body + 1)  # the timestamp delta, after the record's attributes
+    _, pos = read_varint(view, pos)  # the offset delta
+    key_length, key_at = read_varint(view, pos)
     return key_length, key_at, body + length
 
 
@@ -332,8 +222,8 @@ def min_timestamp(batch: Batch, max_records: int) -> int | None:
     view, at, low = batch.data, HEADER_BYTES, batch.base_timestamp
     try:
         for _ in range(batch.record_count):
-            length, body = _varint(view, at)
-            delta, _ = _varint(view, body + 1)  # after the record's attributes
+            length, body = read_varint(view, at)
+            delta, _ = read_varint(view, body + 1)  # after the record's attributes
             low = min(low, batch.base_timestamp + delta)
             at = body + length
     except (IndexError, ValueError, BatchFormatError):
@@ -341,7 +231,7 @@ def min_timestamp(batch: Batch, max_records: int) -> int | None:
     return low if at == len(view) else None
 
 
-def _varint(view: memoryview, at: int) -> tuple[int, int]:
+def read_varint(view: memoryview, at: int) -> tuple[int, int]:
     """A zigzag varint at `at`: (value, position after it)."""
     raw, at = read_uvarint(view, at, max_bytes=10)
     return (raw >> 1) ^ -(raw & 1), at
@@ -401,114 +291,3 @@ def committed(batches: Sequence[Batch], aborted: Iterable[AbortedTransaction]) -
         if batch.is_control:
             continue
         yield batch
-
-
-# -- merging small batches ----------------------------------------------------------------------
-# A Produce request (v3+) carries one batch per partition, so a topic written in small batches
-# (a producer at a low rate) costs the batch path a request per source batch (docs/performance.md,
-# "Issue 28 (stop 35)"). Consecutive small uncompressed batches of a partition are merged into one
-# batch: each record's bytes are kept but its length, offset delta and timestamp delta, which are
-# relative to its batch, are written again relative to the merged batch.
-
-
-def mergeable(batch: Batch) -> bool:
-    """Whether `batch` may be merged with its neighbours: magic 2, uncompressed, CreateTime, no
-    transaction or control marker, no offset gaps (every offset of the merged batch is a record)."""
-    return (
-        batch.magic == MAGIC_V2
-        and not batch.attributes & (COMPRESSION_MASK | TIMESTAMP_TYPE_BIT | TRANSACTIONAL_BIT | CONTROL_BIT)
-        and batch.contiguous
-        and batch.record_count > 0
-    )
-
-
-# append_records(out, data, start, count, offset_shift, ts_shift): `merge`'s per-record part,
-# `_append_records` or the native module's (same contract, ValueError on a malformed record).
-AppendRecords = Callable[[bytearray, memoryview, int, int, int, int], None]
-
-
-def merge(batches: Sequence[Batch], append_records: AppendRecords | None = None) -> Batch:
-    """One batch holding the records of `batches` (consecutive offsets, each `mergeable`), in
-    order, byte-identical but for each record's length, offset delta and timestamp delta. Its
-    base offset and timestamp are the first batch's; its producer fields are -1 (the produce path
-    writes the target's, with the CRC, `patch_header`). `append_records` does the per-record
-    work (default: in Python; the batch path passes the native module's).
-
-    The merged batch gets a fresh CRC, so each source batch's own CRC is checked first: a batch
-    corrupted at the source or on the way raises BatchFormatError (a single batch keeps its
-    source CRC: the target refuses it if it is corrupt)."""
-    if len(batches) == 1:
-        return batches[0]
-    for batch in batches:
-        if batch.magic == MAGIC_V2 and len(batch.data) >= HEADER_BYTES and not crc_ok(batch.data):
-            raise BatchFormatError(
-                f"batch at offset {batch.base_offset} does not match its CRC32C (corrupted at the source or on the way)"
-            )
-    append = append_records or _append_records
-    first = batches[0]
-    out = bytearray(HEADER_BYTES)
-    count = 0
-    max_ts = first.max_timestamp
-    for batch in batches:
-        if not mergeable(batch) or batch.base_offset != first.base_offset + count:
-            raise BatchFormatError(
-                f"batch at offset {batch.base_offset} cannot be merged after offset {first.base_offset + count - 1}"
-            )
-        try:
-            append(
-                out, batch.data, HEADER_BYTES, batch.record_count, count, batch.base_timestamp - first.base_timestamp
-            )
-        except (ValueError, IndexError) as exc:
-            raise BatchFormatError(f"batch {batch.base_offset}: {exc}") from None
-        count += batch.record_count
-        max_ts = max(max_ts, batch.max_timestamp)
-    _HEADER.pack_into(
-        out,
-        0,
-        first.base_offset,
-        len(out) - LOG_OVERHEAD,
-        -1,
-        MAGIC_V2,
-        0,
-        0,
-        count - 1,
-        first.base_timestamp,
-        max_ts,
-        NO_PRODUCER_ID,
-        -1,
-        -1,
-        count,
-    )
-    _CRC.pack_into(out, CRC_AT, crc32c(memoryview(out)[ATTRIBUTES_AT:]))
-    return Batch(
-        memoryview(out), first.base_offset, MAGIC_V2, 0, count - 1, first.base_timestamp, max_ts, NO_PRODUCER_ID, count
-    )
-
-
-def _append_records(out: bytearray, view: memoryview, at: int, count: int, offset_shift: int, ts_shift: int) -> None:
-    """`merge`'s per-record part in Python (AppendRecords; `out` is left as it was on an error)."""
-    end, start_len = len(view), len(out)
-    try:
-        for index in range(count):
-            length, at = _varint(view, at)
-            body_end = at + length
-            if length < 1 or body_end > end:
-                raise ValueError(f"record {index} of the batch is malformed or runs past its batch")
-            attributes = view[at]
-            ts_delta, pos = _varint(view, at + 1)
-            offset_delta, pos = _varint(view, pos)
-            if pos > body_end:
-                raise ValueError(f"record {index} of the batch is malformed or runs past its batch")
-            head = bytes((attributes,)) + _zigzag(ts_delta + ts_shift) + _zigzag(offset_delta + offset_shift)
-            out += _zigzag(len(head) + body_end - pos)
-            out += head
-            out += view[pos:body_end]
-            at = body_end
-    except (ValueError, IndexError):
-        del out[start_len:]
-        raise
-
-
-def _zigzag(value: int) -> bytes:
-    """`value` as a zigzag varint (a record's fields; `_varint` reads them)."""
-    return uvarint((value << 1) ^ (value >> 63))

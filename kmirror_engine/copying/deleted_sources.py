@@ -1,7 +1,7 @@
 """A source topic deleted while a writer task copies its planned range.
 
 The planner drops a deleted topic before it plans it (discovery) and checks a planned topic missing
-from a listing before the batch's tasks start (`range_planner.unknown_topics`). What is left is a
+from a listing before the batch's tasks start (`data_loss.unknown_topics`). What is left is a
 deletion during the copy itself: the copy loops see it as an unknown partition (the record loops'
 consumer error, the batch path's metadata and fetch answers), a failure the task cannot tell from
 a broker that lost a partition. `tolerating_deleted_sources` wraps a copy group: when the copy
@@ -28,7 +28,7 @@ from typing import Any
 
 from kmirror.errors import DataLossError, KmirrorError
 from kmirror.flow.spec import FlowSpec
-from kmirror_engine.copying.range_copy import CopyRange
+from kmirror_engine.copying.ranges import CopyRange
 from kmirror_engine.observability.progress import PartitionProgress
 
 log = logging.getLogger("kmirror.copy")
@@ -74,7 +74,7 @@ def tolerating_deleted_sources(
 def _deleted(spec: FlowSpec, group: Sequence[CopyRange], admin_factory: Callable[[], Any] | None) -> set[str]:
     """The group's source topics the source cluster no longer knows (empty when it cannot tell:
     the copy's own failure is then the one raised)."""
-    from kmirror_engine.planning.range_planner import unknown_topics
+    from kmirror_engine.planning.data_loss import unknown_topics
 
     if admin_factory is None:
         from kmirror_engine.clients.factory import admin_client
@@ -96,7 +96,7 @@ def _dropped(
     gone: set[str],
     copy_group: Callable[[list[CopyRange]], list[PartitionProgress]],
 ) -> list[PartitionProgress]:
-    from kmirror_engine.planning.range_planner import report_data_loss
+    from kmirror_engine.planning.data_loss import report_data_loss
 
     for r in (r for r in group if r.source_topic in gone):
         count = r.end_offset - r.start_offset

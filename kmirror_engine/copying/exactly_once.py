@@ -48,7 +48,8 @@ from kmirror.errors import KmirrorError
 from kmirror.flow.spec import FlowSpec
 from kmirror_engine.clients.coordinator import COORDINATOR_NOT_YET
 from kmirror_engine.clients.factory import TRANSACTION_TIMEOUT_MS
-from kmirror_engine.copying.range_copy import CopyRange, RangeCopier
+from kmirror_engine.copying.range_copy import RangeCopier
+from kmirror_engine.copying.ranges import CopyRange
 from kmirror_engine.observability.progress import PartitionProgress
 from kmirror_engine.planning.internal_names import partition_transactional_id, transactional_id
 

@@ -30,7 +30,7 @@ from typing import Any, cast
 from kmirror.errors import KmirrorError
 from kmirror.flow.spec import COPY_LOOP_CANNOT_SERVE, FlowSpec
 from kmirror.security.msk_iam import is_msk_iam
-from kmirror_engine.copying.range_copy import (
+from kmirror_engine.copying.ranges import (
     CONSUME_BATCH,
     DEFAULT_STALL_TIMEOUT_S,
     CopyError,
@@ -193,7 +193,7 @@ class NativeRangeCopier:
 
 
 def _progress(rng: CopyRange, row: tuple[Any, ...]) -> PartitionProgress:
-    """`_RangeState.progress()` from the native loop's accounting of one range."""
+    """`RangeState.progress()` from the native loop's accounting of one range."""
     records, size, last_ts, syncs, drift, last_upstream, lat_min, lat_max, lat_sum, lat_count = row
     syncs = closed_syncs([(s[0], s[1]) for s in syncs], drift, last_upstream)
     return PartitionProgress.for_range(

@@ -22,253 +22,35 @@ Contract of `RangeCopier.copy(ranges)`:
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
-import math
-import sys
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from kmirror.errors import KmirrorError
 from kmirror.flow.views import OffsetSkip
 from kmirror_engine.clients.factory import refresh_metadata
 from kmirror_engine.copying.access_probe import AccessProbe, denied_message
+from kmirror_engine.copying.poison_records import UNREADABLE, PoisonRecords
 from kmirror_engine.copying.provenance import Provenance
-from kmirror_engine.copying.rate_limit import Pacer
-from kmirror_engine.copying.record_limits import (
-    BATCH_OVERHEAD_BYTES,
-    RECORD_OVERHEAD_BYTES,
-    TargetRules,
-    over_limit,
-    record_bytes,
+from kmirror_engine.copying.range_state import TOO_LARGE, RangeState
+from kmirror_engine.copying.ranges import (
+    CONSUME_BATCH,
+    DEFAULT_STALL_TIMEOUT_S,
+    TRANSIENT,
+    CopyError,
+    CopyRange,
+    rounds_of,
 )
+from kmirror_engine.copying.rate_limit import Pacer
+from kmirror_engine.copying.record_limits import TargetRules
 from kmirror_engine.observability.progress import PartitionProgress
 
 log = logging.getLogger("kmirror.copy")
-TOO_LARGE = frozenset({KafkaError.MSG_SIZE_TOO_LARGE, KafkaError.RECORD_LIST_TOO_LARGE})
-# What the target answers for a batch holding a record it will never accept, whatever the retries
-# (INVALID_MSG is Kafka's CORRUPT_MESSAGE; _INVALID_DIFFERENT_RECORD: another record of the batch).
-REFUSED = frozenset(
-    getattr(KafkaError, name)  # _INVALID_DIFFERENT_RECORD is newer than some system librdkafkas (GSSAPI builds)
-    for name in ("INVALID_TIMESTAMP", "INVALID_RECORD", "INVALID_MSG", "_INVALID_DIFFERENT_RECORD")
-    if hasattr(KafkaError, name)
-)
-# Consumer errors for a source batch that cannot be read (corrupt at the source).
-UNREADABLE = frozenset(
-    getattr(KafkaError, name) for name in ("_BAD_MSG", "_BAD_COMPRESSION", "INVALID_MSG") if hasattr(KafkaError, name)
-)
-SKIPPED_PREFIX = "kmirror skipped "
-# How long a copy round may run for the timestamp gate of the hot loop to stay exact: records
-# within this much of the topic's `message.timestamp.before.max.ms` edge get the full check.
-TIMESTAMP_GATE_MARGIN_MS = 600_000
-# Messages per consume() call: 1,000 used ~25% less CPU per record than 10,000 here (the
-# batch of Message objects stays in cache); both keep the prefetch queue full.
-CONSUME_BATCH = 1_000
-# The consumer position must move at least once per this many seconds, or the copy fails
-# (a range planned past what the broker serves would otherwise hang the task forever).
-DEFAULT_STALL_TIMEOUT_S = 300.0
-
-# Throughput defaults layered *under* the configured clients (user/clients.py values win):
-# large fetches and batches: fewer, bigger requests (linger.ms 100 rather than 20: ~5% more
-# records/s measured) save client and broker CPU on a machine the copy shares with the brokers.
-CONSUMER_TUNING: dict[str, Any] = {
-    "fetch.max.bytes": 64 * 1024 * 1024,
-    "max.partition.fetch.bytes": 8 * 1024 * 1024,
-    # bounds the prefetch (memory) per copy loop; 64 MiB is ~0.5 s of records at full speed
-    "queued.max.messages.kbytes": 64 * 1024,
-    "fetch.wait.max.ms": 50,
-}
-# Layered *over* the configured consumer: the end of a range whose last offsets are
-# transaction markers is only seen through the partition-EOF event.
-# auto.offset.reset=error: a start offset deleted by retention after planning must fail the
-# copy, never silently jump to the log end (librdkafka's default) and skip records.
-CONSUMER_REQUIRED: dict[str, Any] = {"enable.partition.eof": True, "auto.offset.reset": "error"}
-# Consumer events that only mean "a broker is unreachable for now": librdkafka reconnects by
-# itself, so they are logged and the copy waits (bounded by the stall timeout).
-TRANSIENT = frozenset(
-    {
-        KafkaError._TRANSPORT,
-        KafkaError._ALL_BROKERS_DOWN,
-        KafkaError._TIMED_OUT,
-        KafkaError.REQUEST_TIMED_OUT,
-        KafkaError.NOT_LEADER_FOR_PARTITION,
-        KafkaError.LEADER_NOT_AVAILABLE,
-        KafkaError._RESOLVE,
-    }
-)
-PRODUCER_TUNING: dict[str, Any] = {
-    "linger.ms": 100,
-    "batch.size": 1024 * 1024,
-    "batch.num.messages": 100_000,
-    "queue.buffering.max.messages": 1_000_000,
-    "queue.buffering.max.kbytes": 128 * 1024,  # bounds memory per copy loop
-}
 
 
-class CopyError(KmirrorError):
-    """A record could not be mirrored; the batch must be retried (nothing was committed)."""
-
-
-@dataclass(frozen=True)
-class CopyRange:
-    """One planned offset range: [start_offset, end_offset) of a source partition."""
-
-    source_topic: str
-    partition: int
-    start_offset: int
-    end_offset: int
-    target_topic: str
-    skipped_before: int = 0  # offsets retention deleted before start_offset (fail_on_data_loss=false)
-    rate_share: float | None = None  # of the flow's rate limits (`rate_limit.range_shares`); None: not planned
-    source_end: int | None = None  # the source partition's end offset when planned (None: unknown)
-
-
-class _RangeState:
-    """Counters of one range in flight; `on_delivery` is its one bound delivery callback."""
-
-    def __init__(
-        self,
-        rng: CopyRange,
-        failures: list[str],
-        rules: TargetRules | None = None,
-        limit: int | None = None,
-        transactional: bool = False,
-        skips: Sequence[OffsetSkip] = (),
-    ) -> None:
-        self.rng = rng
-        self.limit = limit  # the target topic's max.message.bytes (None: unknown)
-        # what the target topic refuses record by record (`limit` is its max.message.bytes)
-        self.rules = dataclasses.replace(rules or TargetRules(), max_message_bytes=limit)
-        # hot-loop gates: a record passing all three cannot be refused, so it skips the full check
-        # key+value bytes above which the record's full size is checked against the limit
-        self.check_above = limit - BATCH_OVERHEAD_BYTES - RECORD_OVERHEAD_BYTES if limit is not None else 2**62
-        self.oldest_ms, self.newest_ms = _timestamp_gate(self.rules, int(time.time() * 1000))
-        self.needs_key = bool(self.rules.compacted)
-        self.skips = tuple(s for s in skips if s.topic == rng.source_topic and s.partition == rng.partition)
-        self.skipped = 0  # records `skip_offsets` named, not copied
-        self.returned_home = 0  # records whose provenance names the target as origin, not copied
-        self.transactional = transactional
-        self.cut: int | None = None  # next offset when the copy stopped early (byte budget)
-        # hot-loop copies of the range's fields (one attribute lookup each per record)
-        self.end, self.target, self.partition = rng.end_offset, rng.target_topic, rng.partition
-        self.pending: deque[int] = deque()  # upstream offsets produced, in delivery order
-        self.push = self.pending.append
-        self.failures = failures
-        self.records = self.bytes = self.dead_lettered = 0
-        self.last_timestamp_ms: int | None = None
-        self.done = rng.start_offset >= rng.end_offset
-        self.drift: int | None = None
-        self.syncs: list[tuple[int, int]] = []
-        self.last_upstream = -1  # upstream offset of the last delivered record (drift is constant since)
-        self.lat_min, self.lat_max = 2**62, -(2**62)
-        self.lat_sum = self.lat_count = 0
-
-    # Wall clock (ms) stamped by the copier before every poll/flush, when delivery callbacks run;
-    # one clock read per poll instead of one per record. A class attribute: it is just "now".
-    now_ms = 0
-
-    def on_delivery(self, err: KafkaError | None, msg: Any) -> None:
-        upstream = self.pending.popleft()
-        if err is not None:
-            self._failed(upstream, err, msg)
-            return
-        downstream = msg.offset()
-        if downstream - upstream != self.drift:
-            self.syncs.append((upstream, downstream))
-            self.drift = downstream - upstream
-        self.last_upstream = upstream
-        latency = self.now_ms - msg.timestamp()[1]
-        self.lat_sum += latency
-        self.lat_count += 1
-        if latency > self.lat_max:
-            self.lat_max = latency
-        if latency < self.lat_min:
-            self.lat_min = latency
-
-    def _failed(self, upstream: int, err: KafkaError, msg: Any) -> None:
-        if err.code() in TOO_LARGE:
-            self._rejected_as_too_large(upstream, err, msg)
-            return
-        if err.code() in REFUSED:
-            self.failures.append(self._refused_with_its_batch(upstream, err))
-            return
-        self.failures.append(
-            f"delivery to {self.rng.target_topic}[{self.rng.partition}] failed for source record "
-            f"{self.rng.source_topic}[{self.rng.partition}]@{upstream}: {err.str()}"
-        )
-
-    def _refused_with_its_batch(self, upstream: int, err: KafkaError) -> str:
-        """The failure for a record the broker refused that `TargetRules` did not foresee (a topic
-        config that could not be read, a clock at the edge of the timestamp window). The broker
-        refuses a whole batch for one record, so this record may be a bystander: never
-        dead-lettered (that would move a good record out of the mirror), the copy fails."""
-        r = self.rng
-        return (
-            f"source record {r.source_topic}[{r.partition}]@{upstream} was refused by {r.target_topic}[{r.partition}] "
-            f"with its whole batch ({err.str()}): the record at fault is this one or a later one of the batch. "
-            f"Ways out (docs/reliability.md#poison-records): let the mirror read the target topic's configs "
-            f"(DescribeConfigs) so it finds such records before producing them and, with dead_letter_topic set, "
-            f"dead-letters them; or find the record and skip it with skip_offsets: "
-            f'["{r.source_topic}:{r.partition}:<offset>"]'
-        )
-
-    def _rejected_as_too_large(self, upstream: int, err: KafkaError, msg: Any) -> None:
-        """The broker (or librdkafka) refused the record's batch as too large. Never dead-lettered
-        here: a record over a known limit never reaches the producer (`RangeCopier._refused`), so
-        the record fits, or the limit is unknown and nothing says it does not (issue 25: a record
-        is never dead-lettered on a guess). In a transaction the rejection makes the transaction
-        abortable: the task aborts it, the batch fails and nothing of it becomes visible."""
-        where = f"source record {self.rng.source_topic}[{self.rng.partition}]@{upstream}"
-        full = record_bytes(msg.key(), msg.value(), msg.headers())
-        if self.transactional:
-            self.failures.append(
-                f"{where} ({full} bytes) was rejected by {self.rng.target_topic}[{self.rng.partition}] as too large "
-                f"({err.str()}); in exactly-once mode that makes the transaction abortable: it is aborted, nothing of "
-                "it is visible to read_committed readers, and the batch fails"
-            )
-            return
-        if self.limit is None:
-            self.failures.append(
-                f"{where} ({full} bytes) was rejected by {self.rng.target_topic}[{self.rng.partition}] as too large "
-                f"({err.str()}) and the topic's max.message.bytes could not be read, so it is not dead-lettered; "
-                "ways out (docs/reliability.md#poison-records): let the mirror read the topic's configs "
-                "(DescribeConfigs), raise max.message.bytes on the target, or skip it with skip_offsets: "
-                f'["{self.rng.source_topic}:{self.rng.partition}:{upstream}"]'
-            )
-            return
-        if not over_limit(full, self.limit):
-            self.failures.append(
-                f"{where} ({full} bytes) fits {self.rng.target_topic}'s limit of {self.limit} bytes but its batch was "
-                f"rejected as too large ({err.str()}); it is not dead-lettered; the producer's batch.size and "
-                "message.max.bytes must not exceed the topic's max.message.bytes"
-            )
-            return
-        self.failures.append(
-            f"delivery to {self.rng.target_topic}[{self.rng.partition}] failed for {where}: {err.str()}"
-        )
-
-    def progress(self) -> PartitionProgress:
-        syncs = closed_syncs(self.syncs, self.drift, self.last_upstream)
-        return PartitionProgress.for_range(
-            self.rng,
-            next_offset=self.rng.end_offset if self.cut is None else self.cut,
-            records=self.records,
-            size=self.bytes,
-            last_timestamp_ms=self.last_timestamp_ms,
-            offset_syncs=syncs,
-            latency=(self.lat_min, self.lat_max, self.lat_sum, self.lat_count),
-            dead_lettered=self.dead_lettered,
-            skipped_by_option=self.skipped,
-            returned_home=self.returned_home,
-        )
-
-
-class RangeCopier:
+class RangeCopier(PoisonRecords):
     """Copies ranges with an injected consumer (read_committed, assign-only, configured with
     `CONSUMER_REQUIRED`) and producer.
 
@@ -332,7 +114,7 @@ class RangeCopier:
         self.stall_timeout_s = stall_timeout_s
         self.poll_timeout_s = poll_timeout_s
         self._failures: list[str] = []
-        self._states: list[_RangeState] = []  # of the round in flight
+        self._states: list[RangeState] = []  # of the round in flight
         self._copied_bytes = 0  # by the rounds of this copy() that finished
 
     def copy(self, ranges: Iterable[CopyRange]) -> list[PartitionProgress]:
@@ -345,11 +127,11 @@ class RangeCopier:
         self._copied_bytes = 0
         if self.max_seconds is not None:
             self._deadline = self._now() + self.max_seconds
-        for round_ in _rounds(ordered):
+        for round_ in rounds_of(ordered):
             if self._spent(self._copied_bytes):  # budget spent: not started
                 for index in round_:  # nothing copied: next_offset is the range's start
                     rng = ordered[index]
-                    results[index] = _RangeState(
+                    results[index] = RangeState(
                         dataclasses.replace(rng, end_offset=rng.start_offset), [], None
                     ).progress()
                 continue
@@ -360,7 +142,7 @@ class RangeCopier:
     def _copy_round(self, ranges: Sequence[CopyRange]) -> list[PartitionProgress]:
         failures = self._failures = []
         states = {
-            (r.source_topic, r.partition): _RangeState(
+            (r.source_topic, r.partition): RangeState(
                 r,
                 failures,
                 self.rules.get(r.target_topic),
@@ -384,7 +166,7 @@ class RangeCopier:
         self._copied_bytes += sum(s.bytes for s in states.values())
         return [s.progress() for s in states.values()]
 
-    def _pump(self, active: dict[tuple[str, int], _RangeState], failures: list[str]) -> None:
+    def _pump(self, active: dict[tuple[str, int], RangeState], failures: list[str]) -> None:
         consume, produce, poll = self.consumer.consume, self.producer.produce, self.producer.poll
         last_move, probe = time.monotonic(), AccessProbe()
         pacer, paid = self.pacer, (0, 0)  # paid: records and bytes of this round charged to the pacer
@@ -438,7 +220,7 @@ class RangeCopier:
                 state.records += 1
                 state.bytes += size
                 state.last_timestamp_ms = ts
-            _RangeState.now_ms = int(time.time() * 1000)
+            RangeState.now_ms = int(time.time() * 1000)
             poll(0)
             if failures:
                 raise CopyError(f"{len(failures)} record(s) failed; first: {failures[0]}")
@@ -478,10 +260,10 @@ class RangeCopier:
         return (records, size), False
 
     def _serve(self) -> None:
-        _RangeState.now_ms = int(time.time() * 1000)
+        RangeState.now_ms = int(time.time() * 1000)
         self.producer.poll(0)
 
-    def _cut(self, active: dict[tuple[str, int], _RangeState]) -> None:
+    def _cut(self, active: dict[tuple[str, int], RangeState]) -> None:
         """Stop every range in flight at the consumer position (what was consumed is produced)."""
         for tp in self.consumer.position([TopicPartition(t, p) for t, p in active]):
             state = active.get((tp.topic, tp.partition))
@@ -489,36 +271,7 @@ class RangeCopier:
                 state.cut = min(max(tp.offset, state.rng.start_offset), state.rng.end_offset)
                 self._finish(active, state)
 
-    def _refused(self, state: _RangeState, msg: Any) -> bool:
-        """True when the target topic refuses the record (`TargetRules.refusal`): dead-lettered
-        (counted) without being produced, so its batch stays clean; raises CopyError naming the
-        record, the reason and the ways out without a dead-letter topic."""
-        rng, offset = state.rng, msg.offset()
-        reason = state.rules.refusal(msg.key(), msg.value(), msg.headers(), msg.timestamp()[1], int(time.time() * 1000))
-        if reason is None:
-            return False
-        if not self.dead_letter_topic:
-            raise CopyError(
-                f"cannot produce source record {rng.source_topic}[{rng.partition}]@{offset} to "
-                f"{rng.target_topic}[{rng.partition}]: the target refuses it: {reason}. Ways out "
-                "(docs/reliability.md#poison-records): set dead_letter_topic (the record goes there with its "
-                "origin in headers), skip it with skip_offsets: "
-                f'["{rng.source_topic}:{rng.partition}:{offset}"], or change that config of the target topic'
-            )
-        self._dead_letter(rng, msg, reason)
-        state.dead_lettered += 1
-        return True
-
-    def _skip_named(self, state: _RangeState, msg: Any) -> bool:
-        """True (logged, counted) when the flow's `skip_offsets` names this record."""
-        offset = msg.offset()
-        if not any(s.first <= offset <= s.last for s in state.skips):
-            return False
-        _log_skipped(state.rng, offset, "skip_offsets", msg.timestamp()[1])
-        state.skipped += 1
-        return True
-
-    def _produce_slow(self, state: _RangeState, msg: Any, exc: Exception, headers: Any) -> bool:
+    def _produce_slow(self, state: RangeState, msg: Any, exc: Exception, headers: Any) -> bool:
         """Retry a produce the local queue refused; True once produced.
 
         Raises CopyError for any other produce error (too large for the producer: never a dead letter).
@@ -529,7 +282,7 @@ class RangeCopier:
         while isinstance(exc, BufferError) or (
             _code(exc) == KafkaError._UNKNOWN_PARTITION and time.monotonic() < deadline
         ):
-            _RangeState.now_ms = int(time.time() * 1000)
+            RangeState.now_ms = int(time.time() * 1000)
             if isinstance(exc, BufferError):
                 self.producer.poll(0.05)  # local queue full: serve delivery reports, then retry
             else:  # the target topic grew (TargetTopics) after this producer cached its metadata
@@ -562,7 +315,7 @@ class RangeCopier:
             f"({len(value or b'')} bytes) to {rng.target_topic}[{rng.partition}]: {error.str()}{hint}"
         ) from exc
 
-    def _on_consumer_event(self, msg: Any, err: KafkaError, active: dict[tuple[str, int], _RangeState]) -> None:
+    def _on_consumer_event(self, msg: Any, err: KafkaError, active: dict[tuple[str, int], RangeState]) -> None:
         if err.code() in TRANSIENT and not err.fatal():
             log.warning(
                 "source consumer: %s (retrying; the copy fails after %.0f s without progress)",
@@ -579,24 +332,7 @@ class RangeCopier:
         if state is not None and msg.offset() >= state.rng.end_offset:
             self._finish(active, state)
 
-    def _unreadable(self, msg: Any, err: KafkaError, active: dict[tuple[str, int], _RangeState]) -> None:
-        """A source batch the consumer cannot read (corrupt): seek past it when `skip_offsets`
-        names its offset (logged, counted), else fail naming partition, offset and the way out."""
-        topic, partition, offset = msg.topic(), msg.partition(), msg.offset()
-        state = active.get((topic, partition))
-        if state is not None and offset >= 0 and any(s.first <= offset <= s.last for s in state.skips):
-            _log_skipped(state.rng, offset, "skip_offsets", None)
-            state.skipped += 1
-            self.consumer.seek(TopicPartition(topic, partition, offset + 1))
-            return
-        raise CopyError(
-            f"consuming {topic}[{partition}] failed at offset {offset}: {err.str()}; the source holds a record "
-            "that cannot be read (a corrupt batch). Way out (docs/reliability.md#poison-records): skip it with "
-            f'skip_offsets: ["{topic}:{partition}:{offset}"] (a range "{topic}:{partition}:{offset}-<last>" when '
-            "the next offsets fail too)"
-        )
-
-    def _finish_by_position(self, active: dict[tuple[str, int], _RangeState]) -> bool:
+    def _finish_by_position(self, active: dict[tuple[str, int], RangeState]) -> bool:
         """Finish ranges whose consumer position reached their end (e.g. only markers left)."""
         if not active:
             return False
@@ -608,7 +344,7 @@ class RangeCopier:
                 finished = True
         return finished
 
-    def _finish(self, active: dict[tuple[str, int], _RangeState], state: _RangeState) -> None:
+    def _finish(self, active: dict[tuple[str, int], RangeState], state: RangeState) -> None:
         key = (state.rng.source_topic, state.rng.partition)
         if active.pop(key, None) is not None:
             state.done = True
@@ -617,124 +353,14 @@ class RangeCopier:
     def _drain(self, failures: list[str]) -> None:
         """Wait for every delivery report (including dead letters); raise on any failure."""
         while True:
-            _RangeState.now_ms = int(time.time() * 1000)
+            RangeState.now_ms = int(time.time() * 1000)
             remaining = self.producer.flush(0.1)
             if failures:
                 raise CopyError(f"{len(failures)} record(s) failed; first: {failures[0]}")
             if remaining == 0:
                 return
 
-    def _dead_letter(self, rng: CopyRange, msg: Any, reason: str) -> None:
-        """Send the refused record itself (key, value, headers, timestamp) to the dead-letter topic
-        with its provenance; a dead letter the producer or the dead-letter topic refuses (too
-        large even there, a timestamp it refuses too) fails the copy naming the source record."""
-        key, value, ts, offset = msg.key(), msg.value(), msg.timestamp()[1], msg.offset()
-        where = f"source record {rng.source_topic}[{rng.partition}]@{offset}"
-        headers = [
-            *(msg.headers() or []),
-            ("kmirror.origin.cluster", self.source_cluster.encode()),
-            ("kmirror.origin.topic", rng.source_topic.encode()),
-            ("kmirror.origin.partition", str(rng.partition).encode()),
-            ("kmirror.origin.offset", str(offset).encode()),
-            ("kmirror.origin.timestamp", str(ts).encode()),
-            ("kmirror.origin.bytes", str(len(value or b"") + len(key or b"")).encode()),
-            ("kmirror.error", f"refused by {rng.target_topic}: {reason}".encode()),
-        ]
-
-        def delivered(err: KafkaError | None, _msg: Any) -> None:
-            if err is not None:
-                self._failures.append(
-                    f"{where} was refused by {rng.target_topic} ({reason}) and then by the "
-                    f"dead-letter topic {self.dead_letter_topic}: {err.str()}"
-                )
-
-        while True:
-            try:
-                self.producer.produce(
-                    self.dead_letter_topic,
-                    value,
-                    key,
-                    headers=headers,
-                    on_delivery=delivered,
-                    timestamp=ts if ts > 0 else 0,
-                )
-                return
-            except BufferError:
-                self.producer.poll(0.05)  # local queue full: serve delivery reports, then retry
-            except KafkaException as exc:
-                raise CopyError(
-                    f"{where} was refused by {rng.target_topic} ({reason}) and cannot be dead-lettered "
-                    f"to {self.dead_letter_topic} either: {exc.args[0].str()}"
-                ) from exc
-
-
-def _timestamp_gate(rules: TargetRules, now_ms: int) -> tuple[float, float]:
-    """Timestamps the hot loop passes without the full check for a round starting at `now_ms`:
-    only records within `TIMESTAMP_GATE_MARGIN_MS` of the topic's window (or outside it) are
-    checked exactly, so a round running that long still finds every refused one."""
-    if not rules.create_time:
-        return -math.inf, math.inf
-    oldest = -math.inf if rules.before_max_ms is None else now_ms - rules.before_max_ms + TIMESTAMP_GATE_MARGIN_MS
-    newest = math.inf if rules.after_max_ms is None else now_ms + rules.after_max_ms
-    return oldest, newest
-
-
-def _log_skipped(rng: CopyRange, offset: int, reason: str, timestamp_ms: int | None) -> None:
-    """The audit line of a record not copied: `kmirror skipped {json}` on stderr, where the
-    progress lines go (a Spark worker's logging is not configured)."""
-    line = {
-        "event": "skipped",
-        "reason": reason,
-        "source_topic": rng.source_topic,
-        "partition": rng.partition,
-        "offset": offset,
-        "target_topic": rng.target_topic,
-        "timestamp_ms": timestamp_ms,
-    }
-    print(SKIPPED_PREFIX + json.dumps(line, sort_keys=True), file=sys.stderr, flush=True)
-
 
 def _code(exc: BaseException) -> Any:
     error = exc.args[0] if isinstance(exc, KafkaException) and exc.args else None
     return error.code() if isinstance(error, KafkaError) else None
-
-
-def closed_syncs(
-    syncs: Sequence[tuple[int, int]], drift: int | None, last_upstream: int
-) -> tuple[tuple[int, int], ...]:
-    """A range's offset syncs for its progress: the first record and every drift change as
-    recorded, plus the last record when it is not already the last sync (every copy loop's rule)."""
-    closed = list(syncs)
-    if drift is not None and closed[-1][0] != last_upstream:
-        closed.append((last_upstream, last_upstream + drift))
-    return tuple(closed)
-
-
-def copy_in_rounds(
-    ranges: Iterable[CopyRange], copy_round: Callable[[Sequence[CopyRange]], list[PartitionProgress]]
-) -> list[PartitionProgress]:
-    """Every range copied by `copy_round`, one range per source partition per round (`_rounds`);
-    their progress in input order (the native and batch loops' `copy`)."""
-    ordered = list(ranges)
-    results: dict[int, PartitionProgress] = {}
-    for round_ in _rounds(ordered):
-        for index, progress in zip(round_, copy_round([ordered[i] for i in round_]), strict=True):
-            results[index] = progress
-    return [results[i] for i in range(len(ordered))]
-
-
-def _rounds(ranges: Sequence[CopyRange]) -> list[list[int]]:
-    """Group range indexes so that each round holds at most one range per source partition."""
-    rounds: list[list[int]] = []
-    seen: list[set[tuple[str, int]]] = []
-    for index, rng in enumerate(ranges):
-        key = (rng.source_topic, rng.partition)
-        for round_, keys in zip(rounds, seen, strict=True):
-            if key not in keys:
-                round_.append(index)
-                keys.add(key)
-                break
-        else:
-            rounds.append([index])
-            seen.append({key})
-    return rounds

@@ -8,7 +8,7 @@ between executors:
   share of the flow's limits (the reader's `rate_share` column; the shares of a batch sum to 1).
   A records limit is split by offsets (`range_shares`); a bytes limit by each range's estimated
   bytes, its offsets times its partition's sampled bytes per offset
-  (`kmirror_engine.planning.range_planner.split_rate_limits`, issue 26): split by offsets, a
+  (`kmirror_engine.planning.rate_shares.split_rate_limits`, issue 26): split by offsets, a
   partition of 1 MB records next to one of small records got a record-count share, and 1 GB took
   27.8 h under a 10 MB/s limit instead of ~100 s.
 - **Pacing** (executors): a copy loop paces itself at the flow's limits times the sum of its

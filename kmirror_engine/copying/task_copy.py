@@ -25,13 +25,8 @@ from kmirror_engine.clients.cache import CLIENTS, CopyClients, config_key
 from kmirror_engine.copying.deleted_sources import tolerating_deleted_sources
 from kmirror_engine.copying.native_copy import NativeRangeCopier, new_loop, use_native_loop
 from kmirror_engine.copying.provenance import provenance_for
-from kmirror_engine.copying.range_copy import (
-    CONSUMER_REQUIRED,
-    CONSUMER_TUNING,
-    PRODUCER_TUNING,
-    CopyRange,
-    RangeCopier,
-)
+from kmirror_engine.copying.range_copy import RangeCopier
+from kmirror_engine.copying.ranges import CONSUMER_REQUIRED, CONSUMER_TUNING, PRODUCER_TUNING, CopyRange
 from kmirror_engine.copying.rate_limit import (
     Throttled,
     has_limits,

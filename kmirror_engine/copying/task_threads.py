@@ -17,7 +17,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from kmirror_engine.copying.range_copy import CopyRange
+from kmirror_engine.copying.ranges import CopyRange
 
 Progress = TypeVar("Progress")
 

@@ -28,7 +28,7 @@ from typing import Any
 from kmirror.errors import KmirrorError
 from kmirror.flow.spec import ClusterEndpoint, FlowSpec
 from kmirror_engine.clients.factory import admin_client, new_producer, producer_config
-from kmirror_engine.copying.range_copy import PRODUCER_TUNING, CopyError
+from kmirror_engine.copying.ranges import PRODUCER_TUNING, CopyError
 from kmirror_engine.planning.created_topics import CreatedTopics
 from kmirror_engine.planning.discovery import MirroredTopic, list_topic_partitions
 from kmirror_engine.planning.target_topics import TargetTopics

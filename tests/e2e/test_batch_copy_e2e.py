@@ -14,10 +14,11 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kmirror.flow.spec import parse_flow_spec
-from kmirror_engine.copying.batch_copy import fetch_request, new_batch_copier
+from kmirror_engine.copying.batch_copy import new_batch_copier
 from kmirror_engine.copying.batch_net import BrokerLink
+from kmirror_engine.copying.batch_queue import fetch_request
 from kmirror_engine.copying.batch_wire import AbortedTransaction, committed, split_batches
-from kmirror_engine.copying.range_copy import CONSUMER_REQUIRED, CONSUMER_TUNING, CopyError, CopyRange
+from kmirror_engine.copying.ranges import CONSUMER_REQUIRED, CONSUMER_TUNING, CopyError, CopyRange
 from kmirror_engine.copying.record_limits import TargetRules
 from kmirror_engine.failover.checkpoints import translate_group
 from spark_app.main import run_flow
@@ -150,7 +151,7 @@ def test_batch_flow_copies_compressed_and_transactional_topics_byte_for_byte(
         assert sum(len(v) for v in source.values()) == (80 if topic == txn else 600)
         # the batches themselves were copied: the same record counts and codecs (lz4 3, zstd 4),
         # the transactional flag dropped (the target's producer is idempotent, not transactional);
-        # small uncompressed batches may go merged (`batch_wire.merge`), never split
+        # small uncompressed batches may go merged (`batch_merge.merge`), never split
         for p in range(PARTITIONS):
             shapes = batch_shapes(clusters.source, topic, p)
             copied = batch_shapes(clusters.target, f"w{unique}.{topic}", p)
@@ -245,13 +246,13 @@ def test_a_batch_corrupted_on_the_way_is_refused_by_the_target_not_copied(
     so a byte changed between the source's disk and the target (here: in the fetched answer's
     buffer) still fails the CRC: the real broker refuses the batch (CORRUPT_MESSAGE) and the copy
     fails naming it; nothing of that batch is on the target."""
-    import kmirror_engine.copying.batch_copy as batch_copy
+    import kmirror_engine.copying.batch_queue as batch_queue
 
     topic = f"bcx-{unique}"
     create_topic(clusters.source, topic, 1)
     create_topic(clusters.target, topic, 1)
     produce_with(clusters.source, topic, [dict(r, partition=0) for r in records("crc", 100)])
-    split = batch_copy.split_batches
+    split = batch_queue.split_batches
 
     def flip_a_record_byte(records: Any) -> list[Any]:
         batches = split(records)
@@ -259,7 +260,7 @@ def test_a_batch_corrupted_on_the_way_is_refused_by_the_target_not_copied(
             batches[0].data[-2] ^= 0x01  # a byte of the first batch's last record (the fetch buffer)
         return batches
 
-    monkeypatch.setattr(batch_copy, "split_batches", flip_a_record_byte)
+    monkeypatch.setattr(batch_queue, "split_batches", flip_a_record_byte)
     consumer_config = source_consumer(clusters)
     copier = new_batch_copier(consumer_config, {"bootstrap.servers": clusters.target}, stall_timeout_s=30)
     try:
@@ -281,9 +282,9 @@ def test_a_batch_larger_than_the_partition_fetch_limit_is_fetched_whole(
     (KIP-74) and cuts or leaves out the others': a cut batch is never produced, the partition is
     fetched again (first, with the request's limit) until every batch came whole. The limit is made
     tiny here instead of the batches big."""
-    import kmirror_engine.copying.batch_copy as batch_copy
+    import kmirror_engine.copying.batch_queue as batch_queue
 
-    monkeypatch.setattr(batch_copy, "PARTITION_FETCH_BYTES", 512)
+    monkeypatch.setattr(batch_queue, "PARTITION_FETCH_BYTES", 512)
     topic = f"bcw-{unique}"
     create_topic(clusters.source, topic, 3)
     create_topic(clusters.target, topic, 3)

@@ -15,7 +15,7 @@ from confluent_kafka.admin import AdminClient
 from kmirror.errors import DataLossError
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
 from kmirror_engine.copying.exactly_once import StaleOffsetsError, TransactionalCopier
-from kmirror_engine.copying.range_copy import CONSUMER_REQUIRED, CONSUMER_TUNING, CopyRange
+from kmirror_engine.copying.ranges import CONSUMER_REQUIRED, CONSUMER_TUNING, CopyRange
 from kmirror_engine.copying.task_copy import copy_task_ranges
 from kmirror_engine.planning.internal_names import offsets_group, transactional_id
 from tests.brokers import IS_TANSU

@@ -11,7 +11,7 @@ from confluent_kafka import Consumer, Producer
 
 from kmirror.flow.spec import parse_flow_spec
 from kmirror_engine.copying.exactly_once import TransactionalCopier, resume_ranges
-from kmirror_engine.copying.range_copy import CONSUMER_REQUIRED, CONSUMER_TUNING, CopyRange
+from kmirror_engine.copying.ranges import CONSUMER_REQUIRED, CONSUMER_TUNING, CopyRange
 from kmirror_engine.copying.task_copy import copy_task_ranges
 from kmirror_engine.planning.internal_names import offsets_group, run_token, transactional_id
 from tests.kafka_helpers import add_fences, consume_all, create_topic, produce

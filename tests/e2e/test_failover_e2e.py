@@ -32,7 +32,8 @@ from kmirror.mm2.formats import (
 from kmirror_cli.cli import main
 from kmirror_cli.local_brokers import free_port
 from kmirror_engine.clients.factory import admin_client, consumer_config, producer_config
-from kmirror_engine.copying.range_copy import CopyRange, RangeCopier
+from kmirror_engine.copying.range_copy import RangeCopier
+from kmirror_engine.copying.ranges import CopyRange
 from kmirror_engine.failover.checkpoints import read_checkpoints
 from kmirror_engine.failover.failover_listener import FailoverListener
 from kmirror_engine.failover.group_sync import committed_offsets

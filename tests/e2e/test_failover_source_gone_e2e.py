@@ -22,7 +22,8 @@ from kmirror.flow.spec import parse_flow_spec
 from kmirror.mm2.formats import Checkpoint, OffsetSync, encode_checkpoint, encode_offset_sync
 from kmirror_cli.cli import main
 from kmirror_engine.clients.factory import admin_client, consumer_config, producer_config
-from kmirror_engine.copying.range_copy import CopyRange, RangeCopier
+from kmirror_engine.copying.range_copy import RangeCopier
+from kmirror_engine.copying.ranges import CopyRange
 from kmirror_engine.failover.failover_listener import FailoverListener
 from kmirror_engine.failover.group_sync import committed_offsets
 from kmirror_engine.failover.target_only import SOURCE_PROBE_S

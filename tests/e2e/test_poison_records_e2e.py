@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
-from kmirror_engine.copying.range_copy import CopyError, CopyRange
+from kmirror_engine.copying.ranges import CopyError, CopyRange
 from kmirror_engine.copying.task_copy import copy_task_ranges
 from spark_app.main import _require_internal_topic_access
 from tests.kafka_helpers import add_fences, consume_all, create_topic, produce

@@ -50,7 +50,8 @@ class FlowRun:
         """One batch: copy what the source has now, persist syncs, then heartbeats and checkpoints.
         Returns the records copied."""
         from kmirror_engine.clients.factory import consumer_config, new_consumer, new_producer, producer_config
-        from kmirror_engine.copying.range_copy import CopyRange, RangeCopier
+        from kmirror_engine.copying.range_copy import RangeCopier
+        from kmirror_engine.copying.ranges import CopyRange
         from kmirror_engine.observability.progress import BatchProgress
 
         started = time.monotonic()

@@ -11,7 +11,7 @@ import pytest
 
 from kmirror.flow.spec import parse_flow_spec
 from kmirror_engine.clients.factory import admin_client
-from kmirror_engine.copying.range_copy import CopyRange
+from kmirror_engine.copying.ranges import CopyRange
 from kmirror_engine.copying.task_copy import copy_task_ranges
 from kmirror_engine.planning.discovery import MirroredTopic
 from kmirror_engine.planning.target_topics import TargetTopics

@@ -472,7 +472,8 @@ GSSAPI_MIRROR = """
 import json, sys
 from kmirror.flow.spec import parse_flow_spec
 from kmirror_engine.clients.factory import admin_client, consumer_config, new_consumer, new_producer, producer_config
-from kmirror_engine.copying.range_copy import CONSUMER_REQUIRED, CopyRange, RangeCopier
+from kmirror_engine.copying.ranges import CONSUMER_REQUIRED, CopyRange
+from kmirror_engine.copying.range_copy import RangeCopier
 from kmirror_engine.planning.discovery import MirroredTopic
 from kmirror_engine.planning.target_topics import TargetTopics
 spec, topic = parse_flow_spec(json.loads(sys.argv[1])), sys.argv[2]

@@ -30,7 +30,7 @@ from kmirror_cli.local_brokers import free_port
 from kmirror_cli.local_kafka import KafkaBroker, Listener
 from kmirror_engine.clients.factory import admin_client
 from kmirror_engine.clients.security_check import check_client_support, check_connection
-from kmirror_engine.copying.range_copy import CopyRange
+from kmirror_engine.copying.ranges import CopyRange
 from kmirror_engine.copying.task_copy import copy_task_ranges
 from kmirror_engine.planning.discovery import MirroredTopic
 from kmirror_engine.planning.target_topics import TargetTopics

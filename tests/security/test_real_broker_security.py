@@ -37,7 +37,7 @@ from kmirror.security.config import client_config, security_problems
 from kmirror_cli.local_kafka import KafkaBroker, Listener
 from kmirror_engine.clients.factory import admin_client
 from kmirror_engine.clients.security_check import check_connection
-from kmirror_engine.copying.range_copy import CopyRange
+from kmirror_engine.copying.ranges import CopyRange
 from kmirror_engine.copying.task_copy import copy_task_ranges
 from kmirror_engine.planning.discovery import MirroredTopic
 from kmirror_engine.planning.internal_names import control_topic

@@ -29,7 +29,7 @@ from kmirror.security.config import client_config, redact, resolve_references, s
 from kmirror_cli.local_brokers import LocalBroker, free_port
 from kmirror_engine.clients.factory import producer_config
 from kmirror_engine.clients.security_check import check_connection, check_flow_security
-from kmirror_engine.copying.range_copy import CopyRange
+from kmirror_engine.copying.ranges import CopyRange
 from kmirror_engine.copying.task_copy import copy_task_ranges
 from tests.security.tls_support import Issued, Stunnel, TestCa
 
