@@ -118,7 +118,7 @@ class FailoverListener:
         self.heartbeats: HeartbeatEmitter | None = None
         self._heartbeats_ready = False
         if heartbeats and spec.heartbeats.emit:
-            self.heartbeats = HeartbeatEmitter(spec, self.producer)
+            self.heartbeats = HeartbeatEmitter.for_flow(spec, self.producer)
             self.failover_metrics.side_work("heartbeats_setup", self._prepare_heartbeats)
         if serve_metrics and spec.checkpoints.metrics_port is not None:
             self.metrics.serve(spec.checkpoints.metrics_port)
