@@ -42,6 +42,7 @@ from kmirror.flow.spec_options import (
 from kmirror.flow.views import (
     CheckpointSettings,
     CopySettings,
+    FlowRoute,
     HeartbeatSettings,
     PlanningSettings,
     TopicSyncSettings,
@@ -123,6 +124,10 @@ class FlowSpec:
     @cached_property
     def topic_sync(self) -> TopicSyncSettings:
         return TopicSyncSettings.read(self.option)
+
+    @cached_property
+    def route(self) -> FlowRoute:
+        return FlowRoute(self.id, self.source, self.target, self.topic_selection, self.policy)
 
     @property
     def exactly_once(self) -> bool:
