@@ -127,7 +127,7 @@ class FlowSpec:
 
     @cached_property
     def route(self) -> FlowRoute:
-        return FlowRoute(self.id, self.source, self.target, self.topic_selection, self.policy)
+        return FlowRoute(self.id, self.source, self.target, self.topic_selection, self.group_selection, self.policy)
 
     @property
     def exactly_once(self) -> bool:

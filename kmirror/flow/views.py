@@ -12,7 +12,7 @@ a part asks for them:
 | `FlowSpec.checkpoints` (`CheckpointSettings`) | offset syncs, checkpoints, group offset sync, the metrics endpoint |
 | `FlowSpec.heartbeats` (`HeartbeatSettings`) | the heartbeat emitter |
 | `FlowSpec.topic_sync` (`TopicSyncSettings`) | topic creation and the config/ACL sync rounds |
-| `FlowSpec.route` (`FlowRoute`) | the config/ACL sync rounds: the flow's clusters, topics and remote names |
+| `FlowSpec.route` (`FlowRoute`) | the config/ACL sync and checkpoint rounds: clusters, topics, groups, names |
 
 A view holds plain values (picklable, frozen), so a part that takes one cannot read another
 part's settings by accident and a test builds one without a whole flow spec.
@@ -242,12 +242,14 @@ class TopicSyncSettings:
 
 @dataclass(frozen=True)
 class FlowRoute:
-    """Where a flow's records go: its id, the two clusters, which source topics it mirrors
-    (`selection`) and their names on the target (`policy`); what a part that discovers the flow's
-    topics on its own (the config and ACL sync rounds) reads."""
+    """Where a flow's records go: its id, the two clusters, which source topics it mirrors and
+    which groups it checkpoints (`topics`, `groups`), the topics' names on the target (`policy`);
+    what a part that finds the flow's topics or groups on its own (the config and ACL sync rounds,
+    the checkpoint round) reads."""
 
     flow_id: str
     source: ClusterEndpoint
     target: ClusterEndpoint
-    selection: NameSelection
+    topics: NameSelection  # the source topics it mirrors
+    groups: NameSelection  # the consumer groups it checkpoints
     policy: ReplicationPolicy

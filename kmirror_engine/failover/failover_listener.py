@@ -113,7 +113,9 @@ class FailoverListener:
             report_internal_topic_access(spec, self.target_admin)
         self.checkpoint_round: CheckpointRound | None = None
         if spec.checkpoints.emit:
-            self.checkpoint_round = CheckpointRound(spec, self.syncs, clients, self.failover_metrics, second_writer)
+            self.checkpoint_round = CheckpointRound.for_flow(
+                spec, self.syncs, clients, self.failover_metrics, second_writer
+            )
             self.failover_metrics.side_work("checkpoints_setup", self.checkpoint_round.prepare)
         self.heartbeats: HeartbeatEmitter | None = None
         self._heartbeats_ready = False

@@ -212,9 +212,7 @@ class AclSync:
         from kmirror_engine.planning.discovery import TopicDiscovery
 
         route = self.route
-        discovery = TopicDiscovery(
-            self.source_admin, route.source, route.selection, route.policy, route.target.alias, 0
-        )
+        discovery = TopicDiscovery(self.source_admin, route.source, route.topics, route.policy, route.target.alias, 0)
         remote = {t.source_topic: t.target_topic for t in discovery.topics().values()}
         wanted = remote_read_acls(list_topic_acls(self.source_admin, route.source.alias), remote)
         present = list_topic_acls(self.target_admin, route.target.alias)

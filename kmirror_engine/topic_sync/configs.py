@@ -103,9 +103,7 @@ class ConfigSync:
         from kmirror_engine.planning.discovery import TopicDiscovery, list_topic_partitions
 
         route = self.route
-        discovery = TopicDiscovery(
-            self.source_admin, route.source, route.selection, route.policy, route.target.alias, 0
-        )
+        discovery = TopicDiscovery(self.source_admin, route.source, route.topics, route.policy, route.target.alias, 0)
         existing = list_topic_partitions(self.target_admin, route.target, TIMEOUT_S)
         owned = self.owned()
         pairs = {
