@@ -113,7 +113,7 @@ def _real_parts(spec: FlowSpec) -> SideWorkParts:
             GroupCommitListener.for_flow(spec),  # source next-offsets -> the flow's source group
             ProgressLogListener(spec),  # one quiet progress line per batch
             # offset syncs, checkpoints, group sync, metrics; heartbeats beat on the driver (HeartbeatTicker)
-            FailoverListener(spec, heartbeats=False),
+            FailoverListener.for_flow(spec, heartbeats=False),
         ]
 
     return SideWorkParts(
