@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kmirror.errors import Problem, Problems, ValidationError
+from kmirror.flow.endpoint import ClusterEndpoint
 from kmirror.flow.filters import NameSelection
 from kmirror.flow.internal_sizing import InternalTopicSizing
 from kmirror.flow.replication_policy import ReplicationPolicy, policy_from_config
@@ -70,18 +71,6 @@ __all__ = [
     "parse_flow_spec",
     "unserved_options",
 ]
-
-
-@dataclass(frozen=True)
-class ClusterEndpoint:
-    alias: str
-    bootstrap_servers: str
-    config: dict[str, Any] = field(default_factory=dict)
-    internal_topics: InternalTopicSizing = field(default_factory=InternalTopicSizing)  # sizes the mirror's own topics
-
-    def client_config(self) -> dict[str, Any]:
-        """librdkafka properties for a client of this cluster."""
-        return {"bootstrap.servers": self.bootstrap_servers, **self.config}
 
 
 @dataclass(frozen=True)

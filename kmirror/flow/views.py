@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from kmirror.flow.endpoint import ClusterEndpoint
     from kmirror.flow.filters import NameSelection
     from kmirror.flow.replication_policy import ReplicationPolicy
-    from kmirror.flow.spec import ClusterEndpoint
 
 Read = Callable[[str], Any]  # FlowSpec.option: an option's value or its declared default
 # `skip_offsets` entries: topic:partition:offset or topic:partition:first-last (Kafka topic names
