@@ -144,7 +144,7 @@ def mirror_pass(spec: Any, ends: dict[int, int]) -> dict[int, int]:
         progress = RangeCopier(consumer, producer, stall_timeout_s=30).copy(ranges)
     finally:
         consumer.close()
-    listener = FailoverListener(spec, serve_metrics=False, heartbeats=False)
+    listener = FailoverListener.for_flow(spec, serve_metrics=False, heartbeats=False)
     try:
         duration_ms = int((time.monotonic() - started) * 1000)
         listener.on_batch(BatchProgress(0, tuple(progress), duration_ms, {(TOPIC, p): e for p, e in ends.items()}))

@@ -110,10 +110,10 @@ class FlowSideWork:
 def _real_parts(spec: FlowSpec) -> SideWorkParts:
     def batch_listeners() -> list[BatchListener]:
         return [
-            GroupCommitListener(spec),  # source next-offsets -> the flow's source group
+            GroupCommitListener.for_flow(spec),  # source next-offsets -> the flow's source group
             ProgressLogListener(spec),  # one quiet progress line per batch
             # offset syncs, checkpoints, group sync, metrics; heartbeats beat on the driver (HeartbeatTicker)
-            FailoverListener(spec, heartbeats=False),
+            FailoverListener.for_flow(spec, heartbeats=False),
         ]
 
     return SideWorkParts(

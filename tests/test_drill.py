@@ -123,7 +123,7 @@ def test_dry_drill_stops_nothing_and_reports_what_the_target_knows(
     produce(clusters.source, topic, [{"value": f"late{i}".encode(), "partition": 0} for i in range(3)])
     add_fences(clusters.source, topic, 1)
     commit(clusters.source, group, topic, GROUP_AT)
-    listener = FailoverListener(spec, serve_metrics=False)
+    listener = FailoverListener.for_flow(spec, serve_metrics=False)
     mirror_until(spec, topic, remote, END, listener)  # the mirror's batch saw 3 more records on the source
     listener.close(final=True)
 

@@ -126,10 +126,10 @@ def listener_with(
     spec: FlowSpec, producer: Any, sync_log: FakeSyncLog, target: TargetAdmin, ensure: Any = None
 ) -> FailoverListener:
     clients = FailoverClients(sync_log, producer, SourceAdmin(), target, lambda: [], ensure or (lambda t, c: None))
-    return FailoverListener(spec, serve_metrics=False, heartbeats=True, clients=clients)
+    return FailoverListener.for_flow(spec, serve_metrics=False, heartbeats=True, clients=clients)
 
 
-def commit_batch(monkeypatch: pytest.MonkeyPatch, listener: FailoverListener, batch_id: int) -> None:
+def commit_batch(monkeypatch: pytest.MonkeyPatch, spec: FlowSpec, listener: FailoverListener, batch_id: int) -> None:
     """The sink's driver-side commit (what Spark calls before recording the batch as done)."""
     monkeypatch.setattr(sink, "listeners_for", lambda spec: [listener])
     first = batch_id * 10
@@ -144,7 +144,7 @@ def commit_batch(monkeypatch: pytest.MonkeyPatch, listener: FailoverListener, ba
         1_000,
         offset_syncs=((first, first + 3), (first + 9, first + 12)),
     )
-    writer = MirrorStreamWriter(json.dumps(listener.spec.to_dict()))
+    writer = MirrorStreamWriter(json.dumps(spec.to_dict()))
     writer.commit([MirrorCommitMessage(0, (part,), 1_000, 1_100)], batch_id)
 
 
@@ -172,7 +172,7 @@ def test_failed_checkpoints_group_sync_and_heartbeats_leave_the_batch_committed(
     listener = listener_with(spec, producer, sync_log, target, ensure)
     assert failures(listener) == {"heartbeats_setup": 1.0}  # reported at start, the listener still works
 
-    commit_batch(monkeypatch, listener, 0)  # returns: Spark records the batch, nothing is replayed
+    commit_batch(monkeypatch, spec, listener, 0)  # returns: Spark records the batch, nothing is replayed
     assert sync_log.written == [("orders", 0, 0), ("orders", 0, 9)]  # the syncs were persisted
     assert failures(listener) == {"heartbeats_setup": 1.0, "heartbeats": 1.0, "checkpoints": 2.0, "offset_lag": 1.0}
     lines = [
@@ -188,7 +188,7 @@ def test_failed_checkpoints_group_sync_and_heartbeats_leave_the_batch_committed(
     assert any("hint" in r for r in lines)
 
     producer.refused.clear()  # the ACL was granted: the next round delivers; the group turned active
-    commit_batch(monkeypatch, listener, 1)
+    commit_batch(monkeypatch, spec, listener, 1)
     ((_, key, value),) = [s for s in producer.sent if s[0] == "west.checkpoints.internal"]
     assert decode_checkpoint(key, value).group == "app-1"
     assert target.altered == 1  # group sync tried, failed (group active), counted, batch still committed
@@ -205,7 +205,7 @@ def test_a_failed_offset_sync_write_is_reported_but_never_fails_the_delivered_ba
     sync_log = FakeSyncLog()
     listener = listener_with(spec, RefusingProducer(set()), sync_log, TargetAdmin())
     sync_log.refuse = True
-    commit_batch(monkeypatch, listener, 0)  # before: raised OffsetSyncError out of the commit
+    commit_batch(monkeypatch, spec, listener, 0)  # before: raised OffsetSyncError out of the commit
     assert 'kmirror side_work_failed {"error": "OffsetSyncError: ' in capsys.readouterr().err
 
 

@@ -12,7 +12,8 @@ import pytest
 from confluent_kafka import TopicPartition
 
 from kmirror.errors import KmirrorError
-from kmirror.flow.spec import FlowSpec, parse_flow_spec
+from kmirror.flow.spec import ClusterEndpoint, FlowSpec, parse_flow_spec
+from kmirror.flow.views import HeartbeatSettings
 from kmirror.mm2.formats import Checkpoint, decode_heartbeat
 from kmirror_cli.cli import main
 from kmirror_engine.failover.checkpoints import CheckpointEmitter, is_more_recent, translate_offsets
@@ -31,6 +32,9 @@ def source_answers(monkeypatch: pytest.MonkeyPatch) -> None:
     import kmirror_engine.failover.target_only
 
     monkeypatch.setattr(kmirror_engine.failover.target_only, "source_reachable", lambda endpoint: None)
+
+
+EAST = ClusterEndpoint("east", "east:9092")
 
 
 def spec(**options: Any) -> FlowSpec:
@@ -168,7 +172,7 @@ def test_checkpoint_rules_follow_mm2() -> None:
 
 def test_heartbeats_at_interval_to_the_target_heartbeats_topic() -> None:
     producer = FakeProducer()
-    beats = HeartbeatEmitter(spec(heartbeat_interval_ms=1000), producer)
+    beats = HeartbeatEmitter("west", EAST, HeartbeatSettings(emit=True, interval_ms=1000), producer)
     assert [beats.maybe_emit(t) for t in (5000, 5500, 6000)] == [True, False, True]
     topic, key, value = producer.sent[0]
     assert topic == "heartbeats"
@@ -197,7 +201,7 @@ def test_heartbeat_ticker_beats_while_idle_counts_failures_and_beats_last_at_sto
         if len(created) == 1:
             raise HeartbeatError("cannot create heartbeats on east: timed out")
 
-    emitter = HeartbeatEmitter(spec(heartbeat_interval_ms=60_000), producer)
+    emitter = HeartbeatEmitter("west", EAST, HeartbeatSettings(emit=True, interval_ms=60_000), producer)
     ticker = HeartbeatTicker("west->east", emitter, clock_ms=lambda: now[0], ensure_topic=ensure)
     ticker.start()  # the target refuses the topic at first: counted, retried, the mirror goes on
     assert (len(created), ticker.failures, producer.sent) == (1, 1, [])
@@ -220,7 +224,7 @@ def test_heartbeats_refuse_a_policy_that_would_loop() -> None:
     looping = SimpleNamespace(**{**vars(spec()), "replication_policy": {"type": "identity"}})
     looping.policy = SimpleNamespace(format_remote_topic=lambda alias, topic: topic)
     with pytest.raises(HeartbeatError, match="maps 'heartbeats' to itself; heartbeats would loop"):
-        HeartbeatEmitter(looping, FakeProducer())  # type: ignore[arg-type]
+        HeartbeatEmitter.for_flow(looping, FakeProducer())  # type: ignore[arg-type]
 
 
 def test_metrics_per_partition_in_prometheus_text_and_progress_log() -> None:

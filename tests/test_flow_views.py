@@ -66,6 +66,17 @@ def test_views_are_frozen_and_travel_to_executors() -> None:
     assert isinstance(PlanningSettings.read(flow.option), PlanningSettings)
 
 
+def test_the_route_names_the_flows_clusters_topics_and_remote_names() -> None:
+    flow = pickle.loads(pickle.dumps(spec(topics=["orders.*"], topics_exclude=["orders.tmp"])))
+    route = flow.route
+    assert (route.flow_id, route.source.alias, route.target.alias) == (flow.id, "west", "east")
+    assert route.topics.matches("orders.eu") and not route.topics.matches("orders.tmp")
+    assert route.groups.matches("app") and route.groups == flow.group_selection
+    assert route.policy.format_remote_topic("west", "orders.eu") == "west.orders.eu"
+    with pytest.raises(AttributeError):
+        route.flow_id = "other"  # type: ignore[misc]
+
+
 def _option_reads(path: Path) -> list[str]:
     """`<anything>.option("name")` calls with a literal name (Spark reader options excepted: those
     are `.option(...)` on a DataStreamReader/Writer, whose names are not flow-spec options)."""

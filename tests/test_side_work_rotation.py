@@ -267,7 +267,7 @@ def batch(batch_id: int, next_offset: int, ends: dict[tuple[str, int], int] | No
 def test_the_group_commit_consumer_is_rebuilt_after_a_rotation_and_rechecks_after_a_refusal(secret: Path) -> None:
     from kmirror_engine.failover.group_commit import GroupCommitListener
 
-    listener = GroupCommitListener(spec(secret))
+    listener = GroupCommitListener.for_flow(spec(secret))
     listener.on_batch(batch(0, 5))
     secret.write_text("after-rotation")
     listener.on_batch(batch(1, 9))

@@ -154,9 +154,7 @@ def test_acl_sync_creates_only_missing_read_acls_and_prints_one_line_each() -> N
     target = FakeAclAdmin({}, [binding("west.orders", "User:alice", AclOperation.READ, AclPermissionType.ALLOW)])
     out = io.StringIO()
     ledger = MemoryLedger()
-    sync = AclSync(
-        SPEC, admin_factory=lambda endpoint: source if endpoint.alias == "west" else target, out=out, ledger=ledger
-    )
+    sync = AclSync(SPEC.route, source, target, ledger, out)
     assert sync.run() == [TopicAcl("west.pay.eu", "User:bob", "*", "READ", "ALLOW")]
     assert target.created == [binding("west.pay.eu", "User:bob", AclOperation.READ, AclPermissionType.ALLOW)]
     # recorded as synced (the hand-made west.orders ACL, already there, is not)
@@ -196,7 +194,7 @@ def test_a_failed_sync_round_is_counted_and_retried_never_raised() -> None:
         {**SPEC.to_dict(), "sync_topic_configs": False, "sync_topic_acls": True, "sync_topic_acls_interval_ms": 5000}
     )
     now = [100.0]
-    acl_sync = AclSync(spec, lambda endpoint: admin)
+    acl_sync = AclSync(spec.route, admin, admin, MemoryLedger())
     ticker = SyncTicker(spec.id, once=True, syncs=[("ACL sync", acl_sync, 5000)], clock=lambda: now[0]).start()
     assert ticker.failures == 1
     ticker.tick()  # not due yet
@@ -264,9 +262,7 @@ def test_acl_sync_deletes_the_acls_it_created_once_revoked_at_the_source_never_h
     hand_made = binding("west.orders", "User:ops", AclOperation.READ, AclPermissionType.ALLOW)
     target = FakeAclAdmin({}, [hand_made])
     out, ledger = io.StringIO(), MemoryLedger()
-    sync = AclSync(
-        SPEC, admin_factory=lambda endpoint: source if endpoint.alias == "west" else target, out=out, ledger=ledger
-    )
+    sync = AclSync(SPEC.route, source, target, ledger, out)
     sync.run()
     deny = binding("west.orders", "User:eve", AclOperation.READ, AclPermissionType.DENY)
     allow = binding("west.orders", "User:alice", AclOperation.READ, AclPermissionType.ALLOW)

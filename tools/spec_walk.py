@@ -4,7 +4,7 @@ Static (AST only: nothing is imported or run), so it measures any checkout the s
 
 1. Parameters: every function parameter in kmirror*, spark_app annotated `FlowSpec` (the whole
    spec) vs annotated with one of the views of `kmirror/flow/views.py` (`PlanningSettings`,
-   `CopySettings`, `CheckpointSettings`, `HeartbeatSettings`, `TopicSyncSettings`); the
+   `CopySettings`, `CheckpointSettings`, `HeartbeatSettings`, `TopicSyncSettings`, `FlowRoute`); the
    dataclass fields and `read()` of views.py itself are not parameters and are not counted.
 
 2. The walk of a flow spec from `spark_app/main.py:run_flow`: starting with its `spec` parameter
@@ -34,7 +34,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("kmirror", "kmirror_engine", "kmirror_cli", "spark_app")
-VIEWS = ("PlanningSettings", "CopySettings", "CheckpointSettings", "HeartbeatSettings", "TopicSyncSettings")
+VIEWS = (
+    "PlanningSettings",
+    "CopySettings",
+    "CheckpointSettings",
+    "HeartbeatSettings",
+    "TopicSyncSettings",
+    "FlowRoute",
+)
 START = ("spark_app.main", "run_flow")
 _ERRORS = ("Error", "Failure", "Exception")  # raising an error naming a spec value is not a walk
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from kmirror.errors import Problem, Problems, ValidationError
+from kmirror.flow.endpoint import ClusterEndpoint
 from kmirror.flow.filters import NameSelection
 from kmirror.flow.internal_sizing import InternalTopicSizing
 from kmirror.flow.replication_policy import ReplicationPolicy, policy_from_config
@@ -42,6 +43,7 @@ from kmirror.flow.spec_options import (
 from kmirror.flow.views import (
     CheckpointSettings,
     CopySettings,
+    FlowRoute,
     HeartbeatSettings,
     PlanningSettings,
     TopicSyncSettings,
@@ -69,18 +71,6 @@ __all__ = [
     "parse_flow_spec",
     "unserved_options",
 ]
-
-
-@dataclass(frozen=True)
-class ClusterEndpoint:
-    alias: str
-    bootstrap_servers: str
-    config: dict[str, Any] = field(default_factory=dict)
-    internal_topics: InternalTopicSizing = field(default_factory=InternalTopicSizing)  # sizes the mirror's own topics
-
-    def client_config(self) -> dict[str, Any]:
-        """librdkafka properties for a client of this cluster."""
-        return {"bootstrap.servers": self.bootstrap_servers, **self.config}
 
 
 @dataclass(frozen=True)
@@ -123,6 +113,10 @@ class FlowSpec:
     @cached_property
     def topic_sync(self) -> TopicSyncSettings:
         return TopicSyncSettings.read(self.option)
+
+    @cached_property
+    def route(self) -> FlowRoute:
+        return FlowRoute(self.id, self.source, self.target, self.topic_selection, self.group_selection, self.policy)
 
     @property
     def exactly_once(self) -> bool:

@@ -1,7 +1,7 @@
 """Typed views of a flow spec: each part of the engine reads its own settings, once.
 
 MirrorMaker hands each task a typed config read at start (`MirrorSourceTaskConfig`,
-`emitCheckpointsInterval()`); a flow spec does the same through five views, built from the
+`emitCheckpointsInterval()`); a flow spec does the same through these views, built from the
 options table (`kmirror.flow.spec.OPTIONS`, names, docs and defaults declared once) the first time
 a part asks for them:
 
@@ -12,6 +12,7 @@ a part asks for them:
 | `FlowSpec.checkpoints` (`CheckpointSettings`) | offset syncs, checkpoints, group offset sync, the metrics endpoint |
 | `FlowSpec.heartbeats` (`HeartbeatSettings`) | the heartbeat emitter |
 | `FlowSpec.topic_sync` (`TopicSyncSettings`) | topic creation and the config/ACL sync rounds |
+| `FlowSpec.route` (`FlowRoute`) | the config/ACL sync and checkpoint rounds: clusters, topics, groups, names |
 
 A view holds plain values (picklable, frozen), so a part that takes one cannot read another
 part's settings by accident and a test builds one without a whole flow spec.
@@ -22,7 +23,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kmirror.flow.endpoint import ClusterEndpoint
+    from kmirror.flow.filters import NameSelection
+    from kmirror.flow.replication_policy import ReplicationPolicy
 
 Read = Callable[[str], Any]  # FlowSpec.option: an option's value or its declared default
 # `skip_offsets` entries: topic:partition:offset or topic:partition:first-last (Kafka topic names
@@ -232,3 +238,18 @@ class TopicSyncSettings:
             acls_interval_ms=int(option("sync_topic_acls_interval_ms")),
             replication_factor=option("replication_factor"),
         )
+
+
+@dataclass(frozen=True)
+class FlowRoute:
+    """Where a flow's records go: its id, the two clusters, which source topics it mirrors and
+    which groups it checkpoints (`topics`, `groups`), the topics' names on the target (`policy`);
+    what a part that finds the flow's topics or groups on its own (the config and ACL sync rounds,
+    the checkpoint round) reads."""
+
+    flow_id: str
+    source: ClusterEndpoint
+    target: ClusterEndpoint
+    topics: NameSelection  # the source topics it mirrors
+    groups: NameSelection  # the consumer groups it checkpoints
+    policy: ReplicationPolicy

@@ -23,6 +23,7 @@ from confluent_kafka import KafkaException
 from kmirror.errors import KmirrorError
 from kmirror.flow.replication_policy import checkpoints_topic
 from kmirror.flow.spec import FlowSpec
+from kmirror.flow.views import CheckpointSettings, FlowRoute
 from kmirror_engine.failover.checkpoints import CHECKPOINTS_TOPIC_CONFIG, CheckpointEmitter
 from kmirror_engine.failover.failover_metrics import FailoverMetrics
 from kmirror_engine.failover.group_sync import ActiveGroupError, sync_group
@@ -56,33 +57,52 @@ class HomeSyncs:
 class CheckpointRound:
     def __init__(
         self,
+        route: FlowRoute,
+        settings: CheckpointSettings,
+        syncs: OffsetSyncWriter,
+        clients: Any,
+        metrics: FailoverMetrics,
+        emitter: CheckpointEmitter,
+        home: HomeSyncs | None = None,
+    ) -> None:
+        """Rounds of `route`'s checkpoints through `emitter` (over `syncs.store`), with `clients`
+        (a FailoverClients); `home`: on a reverse flow, the forward flow's syncs the emitter also
+        translates through (its `home_syncs`). No I/O here; `for_flow` builds the emitter."""
+        self.route, self.settings = route, settings
+        self.syncs, self.clients, self.metrics = syncs, clients, metrics
+        self.home = home
+        self.emitter = emitter
+        self.ready = False
+
+    @classmethod
+    def for_flow(
+        cls,
         spec: FlowSpec,
         syncs: OffsetSyncWriter,
         clients: Any,
         metrics: FailoverMetrics,
         second_writer: bool = False,
         home_log: Any = None,
-    ) -> None:
-        """`clients`: a FailoverClients. `second_writer`: checkpoints only inside the syncs read
-        so far (see CheckpointEmitter). `home_log`: on a reverse flow, the forward flow's sync log
-        (default: `SyncLog(spec.source, spec.checkpoints.reverse_of)`); ignored on other flows."""
-        self.spec, self.syncs, self.clients, self.metrics = spec, syncs, clients, metrics
-        home = spec.checkpoints.reverse_of
-        self.home = HomeSyncs(home_log or SyncLog(spec.source, home)) if home is not None else None
-        self.emitter = CheckpointEmitter(
+    ) -> CheckpointRound:
+        """`spec`'s round. `second_writer`: checkpoints only inside the syncs read so far (see
+        CheckpointEmitter). `home_log`: on a reverse flow, the forward flow's sync log (default:
+        `SyncLog(spec.source, spec.checkpoints.reverse_of)`); ignored on other flows."""
+        home_alias = spec.checkpoints.reverse_of
+        home = HomeSyncs(home_log or SyncLog(spec.source, home_alias)) if home_alias is not None else None
+        emitter = CheckpointEmitter(
             spec,
             syncs.store,
             clients.source_admin,
             clients.producer,
             within_known_history=second_writer,
-            home_syncs=self.home.store if self.home is not None else None,
+            home_syncs=home.store if home is not None else None,
         )
-        self.ready = False
+        return cls(spec.route, spec.checkpoints, syncs, clients, metrics, emitter, home)
 
     def prepare(self) -> None:
         if self.ready:
             return
-        self.clients.ensure_topic(checkpoints_topic(self.spec.source.alias), CHECKPOINTS_TOPIC_CONFIG)
+        self.clients.ensure_topic(checkpoints_topic(self.route.source.alias), CHECKPOINTS_TOPIC_CONFIG)
         for checkpoint in self.clients.read_checkpoints():
             self.emitter.last[(checkpoint.group, checkpoint.topic, checkpoint.partition)] = checkpoint
         self.ready = True
@@ -103,26 +123,30 @@ class CheckpointRound:
                 self.metrics.report_failure("checkpoints", f"group {group!r} skipped this round: {error}")
         for group in sorted({c.group for c in emitted}):
             self.metrics.flow.observe_checkpoints(group, latency_ms)
-        if self.spec.checkpoints.sync_group_offsets:
+        if self.settings.sync_group_offsets:
             self._sync_groups()
         return len(emitted)
 
     def _sync_groups(self) -> None:
         by_group: dict[str, dict[tuple[str, int], int]] = {}
         for (group, topic, partition), checkpoint in self.emitter.last.items():
-            if not self.spec.group_selection.matches(group):
+            if not self.route.groups.matches(group):
                 continue  # read back from the checkpoints topic, but no longer selected
             by_group.setdefault(group, {})[(topic, partition)] = checkpoint.downstream_offset
         for group, offsets in sorted(by_group.items()):
             try:
-                result = sync_group(self.clients.target_admin, group, offsets, self.spec.target.alias)
+                result = sync_group(self.clients.target_admin, group, offsets, self.route.target.alias)
             except ActiveGroupError as exc:
-                log.info("flow %s: group offsets not synced: %s", self.spec.id, exc)  # MM2 skips live groups too
+                log.info("flow %s: group offsets not synced: %s", self.route.flow_id, exc)  # MM2 skips live groups too
                 continue
             except (KmirrorError, KafkaException) as exc:  # e.g. the group turned active before the alter
                 self.metrics.report_failure("group_offset_sync", exc)
                 continue
             if result.written:
                 log.info(
-                    "flow %s: synced group %s on %s: %s", self.spec.id, group, self.spec.target.alias, result.written
+                    "flow %s: synced group %s on %s: %s",
+                    self.route.flow_id,
+                    group,
+                    self.route.target.alias,
+                    result.written,
                 )

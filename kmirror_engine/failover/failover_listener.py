@@ -85,45 +85,67 @@ class FailoverListener:
 
     def __init__(
         self,
+        flow_id: str,
+        checkpoints: CheckpointSettings,
+        clients: FailoverClients,
+        failover_metrics: FailoverMetrics,
+        syncs: OffsetSyncWriter,
+        checkpoint_round: CheckpointRound | None = None,
+        heartbeats: HeartbeatEmitter | None = None,
+    ) -> None:
+        """The listener of flow `flow_id` over its parts: `syncs` (loaded), the checkpoint round
+        (None: `emit_checkpoints` off), the heartbeat emitter (None: no heartbeats here). No I/O
+        here; `for_flow` connects, loads the syncs and prepares the round and heartbeats."""
+        self.flow_id = flow_id
+        self.failover_metrics = failover_metrics
+        self.metrics: FlowMetrics = failover_metrics.flow
+        self.clients = clients
+        self.syncs = syncs
+        self.store: SyncStore = syncs.store
+        self.sync_log = clients.sync_log
+        self.producer = clients.producer
+        self.source_admin, self.target_admin = clients.source_admin, clients.target_admin
+        self.checkpoint_round = checkpoint_round
+        self.heartbeats = heartbeats
+        self._heartbeats_ready = False
+        self.checkpoint_interval_ms = checkpoints.interval_ms
+        self.last_checkpoint_ms: int | None = None
+
+    @classmethod
+    def for_flow(
+        cls,
         spec: FlowSpec,
         serve_metrics: bool = True,
         heartbeats: bool = True,
         second_writer: bool = False,
         clients: FailoverClients | None = None,
-    ) -> None:
+    ) -> FailoverListener:
         """Connects to both clusters and loads the syncs (raising if they cannot be read: nothing
         can be translated without them). Preparing the checkpoint round (see CheckpointRound) is
         side work, retried before each round until it succeeds.
         `heartbeats=False`: leave heartbeats to the driver's HeartbeatTicker (the app's sink does).
         `second_writer`: checkpoints only inside the syncs read so far (see CheckpointEmitter)."""
-        self.spec = spec
-        self.failover_metrics = FailoverMetrics.for_flow(spec)
-        self.metrics: FlowMetrics = self.failover_metrics.flow
+        failover_metrics = FailoverMetrics.for_flow(spec)
         clients = clients or FailoverClients.connect(spec)
-        self.clients = clients
-        self.syncs = OffsetSyncWriter.for_flow(spec, self.failover_metrics, clients.sync_log)
-        self.store: SyncStore = self.syncs.store
-        self.sync_log = clients.sync_log
-        self.producer = clients.producer
-        self.source_admin, self.target_admin = clients.source_admin, clients.target_admin
+        syncs = OffsetSyncWriter.for_flow(spec, failover_metrics, clients.sync_log)
         if spec.id not in _access_reported:
             _access_reported.add(spec.id)
             from kmirror_engine.planning.internal_topics import report_internal_topic_access
 
-            report_internal_topic_access(spec, self.target_admin)
-        self.checkpoint_round: CheckpointRound | None = None
+            report_internal_topic_access(spec, clients.target_admin)
+        checkpoint_round: CheckpointRound | None = None
         if spec.checkpoints.emit:
-            self.checkpoint_round = CheckpointRound(spec, self.syncs, clients, self.failover_metrics, second_writer)
-            self.failover_metrics.side_work("checkpoints_setup", self.checkpoint_round.prepare)
-        self.heartbeats: HeartbeatEmitter | None = None
-        self._heartbeats_ready = False
+            checkpoint_round = CheckpointRound.for_flow(spec, syncs, clients, failover_metrics, second_writer)
+            failover_metrics.side_work("checkpoints_setup", checkpoint_round.prepare)
+        emitter: HeartbeatEmitter | None = None
         if heartbeats and spec.heartbeats.emit:
-            self.heartbeats = HeartbeatEmitter(spec, self.producer)
-            self.failover_metrics.side_work("heartbeats_setup", self._prepare_heartbeats)
+            emitter = HeartbeatEmitter.for_flow(spec, clients.producer)
+        listener = cls(spec.id, spec.checkpoints, clients, failover_metrics, syncs, checkpoint_round, emitter)
+        if emitter is not None:
+            failover_metrics.side_work("heartbeats_setup", listener._prepare_heartbeats)
         if serve_metrics and spec.checkpoints.metrics_port is not None:
-            self.metrics.serve(spec.checkpoints.metrics_port)
-        self.checkpoint_interval_ms = spec.checkpoints.interval_ms
-        self.last_checkpoint_ms: int | None = None
+            listener.metrics.serve(spec.checkpoints.metrics_port)
+        return listener
 
     @property
     def checkpoints(self) -> CheckpointEmitter | None:
@@ -192,7 +214,7 @@ def final_checkpoint(spec: FlowSpec) -> int:
     For drivers whose listeners live in another process (the sink's commit worker): call it
     after a clean `--once` run. Returns the number of checkpoints written.
     """
-    listener = FailoverListener(spec, serve_metrics=False, heartbeats=False)
+    listener = FailoverListener.for_flow(spec, serve_metrics=False, heartbeats=False)
     try:
         return listener.checkpoint_now() if listener.checkpoint_round is not None else 0
     finally:
@@ -230,7 +252,7 @@ class IdleCheckpoints:
         return cls(
             spec.id,
             spec.checkpoints,
-            lambda: FailoverListener(spec, serve_metrics=False, heartbeats=False, second_writer=True),
+            lambda: FailoverListener.for_flow(spec, serve_metrics=False, heartbeats=False, second_writer=True),
         )
 
     @property

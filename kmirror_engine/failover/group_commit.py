@@ -24,23 +24,30 @@ log = logging.getLogger("kmirror.group_commit")
 class GroupCommitListener:
     """Commits each batch's next-offsets to the flow's source group (see the module docstring)."""
 
-    def __init__(self, spec: FlowSpec, consumer_factory: Any = None) -> None:
-        """`consumer_factory()`: makes the long-lived consumer holder (`current()`, `invalidate()`,
-        `close()`); default a `renewing_consumer` of the flow's consumer config, rebuilt when the
-        source's credentials rotate (tests inject one of fakes)."""
-        self.spec = spec
+    def __init__(self, flow_id: str, consumer_group: str, consumer_factory: Any) -> None:
+        """Commits of flow `flow_id` to source group `consumer_group` (no I/O here; `for_flow` builds
+        the real one). `consumer_factory()`: makes the long-lived consumer holder (`current()`,
+        `invalidate()`, `close()`) at the first commit (tests inject one of fakes)."""
+        self.flow_id, self.consumer_group = flow_id, consumer_group
         self.consumer_factory = consumer_factory
         self._consumer: Any = None  # RenewingClient
         self.failures = 0
 
+    @classmethod
+    def for_flow(cls, spec: FlowSpec) -> GroupCommitListener:
+        """Commits to `spec`'s consumer group through a `renewing_consumer` of the flow's consumer
+        config, rebuilt when the source's credentials rotate."""
+
+        def consumer_factory() -> Any:
+            from kmirror_engine.clients.factory import consumer_config, renewing_consumer
+
+            return renewing_consumer(lambda: consumer_config(spec), role="source-group-committer")
+
+        return cls(spec.id, spec.consumer_group, consumer_factory)
+
     def _client(self) -> Any:
         if self._consumer is None:
-            if self.consumer_factory is not None:
-                self._consumer = self.consumer_factory()
-            else:
-                from kmirror_engine.clients.factory import consumer_config, renewing_consumer
-
-                self._consumer = renewing_consumer(lambda: consumer_config(self.spec), role="source-group-committer")
+            self._consumer = self.consumer_factory()
         return self._consumer.current()
 
     def on_batch(self, batch: BatchProgress) -> None:
@@ -56,9 +63,9 @@ class GroupCommitListener:
                 self._consumer.invalidate()  # re-read the credentials before the next commit
             log.warning(
                 "%s: committing batch %d offsets to source group %r failed (retried with the next batch): %s",
-                self.spec.id,
+                self.flow_id,
                 batch.batch_id,
-                self.spec.consumer_group,
+                self.consumer_group,
                 exc.args[0],
             )
 

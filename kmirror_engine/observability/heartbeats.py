@@ -5,7 +5,7 @@ TARGET cluster. The data path replicates each cluster's own `heartbeats` downstr
 cluster sees its upstream hops and their liveness.
 
 Why they never loop: this emitter writes only the target's plain `heartbeats` topic, which
-the policy never produces as a remote name (checked at construction); a replicated
+the policy never produces as a remote name (checked by `HeartbeatEmitter.for_flow`); a replicated
 `<alias>.heartbeats` that came from the target is a cycle and `should_replicate_topic`
 refuses it, so A->B->A stops after one hop.
 """
@@ -20,7 +20,8 @@ from confluent_kafka import KafkaException
 
 from kmirror.errors import KmirrorError
 from kmirror.flow.replication_policy import HEARTBEATS_TOPIC
-from kmirror.flow.spec import FlowSpec
+from kmirror.flow.spec import ClusterEndpoint, FlowSpec
+from kmirror.flow.views import HeartbeatSettings
 from kmirror.mm2.formats import Heartbeat, encode_heartbeat
 from kmirror_engine.clients.delivery import DeliveryConfirmingProducer, DeliveryFailure
 from kmirror_engine.planning.internal_names import layout
@@ -37,21 +38,29 @@ class HeartbeatError(KmirrorError):
 class HeartbeatEmitter:
     """Writes one heartbeat per interval; `maybe_emit(now_ms)` is cheap to call often."""
 
-    def __init__(self, spec: FlowSpec, producer: Any) -> None:
+    def __init__(self, source_alias: str, target: ClusterEndpoint, settings: HeartbeatSettings, producer: Any) -> None:
+        """Heartbeats of `source_alias` to `target`'s `heartbeats` topic through `producer` (no I/O
+        here; `for_flow` checks the flow's policy first)."""
+        self.source_alias = source_alias
+        self.target = target
+        self.target_alias = target.alias
+        self.interval_ms = settings.interval_ms
+        self.producer = producer
+        self.delivery = DeliveryConfirmingProducer(producer, what="heartbeat", error=HeartbeatError, describe=_message)
+        self.last_ms: int | None = None
+        self.sent = 0
+
+    @classmethod
+    def for_flow(cls, spec: FlowSpec, producer: Any) -> HeartbeatEmitter:
+        """The heartbeats of `spec`; raises HeartbeatError when its replication policy would make
+        them loop (the policy maps `heartbeats` to itself)."""
         remote = spec.policy.format_remote_topic(spec.source.alias, HEARTBEATS_TOPIC)
         if remote == HEARTBEATS_TOPIC:
             raise HeartbeatError(
                 f"replication policy {spec.replication_policy!r} maps {HEARTBEATS_TOPIC!r} to itself; "
                 "heartbeats would loop. Use a policy that prefixes heartbeats topics (default or identity)."
             )
-        self.source_alias = spec.source.alias
-        self.target = spec.target
-        self.target_alias = spec.target.alias
-        self.interval_ms = spec.heartbeats.interval_ms
-        self.producer = producer
-        self.delivery = DeliveryConfirmingProducer(producer, what="heartbeat", error=HeartbeatError, describe=_message)
-        self.last_ms: int | None = None
-        self.sent = 0
+        return cls(spec.source.alias, spec.target, spec.heartbeats, producer)
 
     def maybe_emit(self, now_ms: int) -> bool:
         """Queue a heartbeat when the interval elapsed; raises HeartbeatError for an earlier failed one."""
@@ -108,7 +117,7 @@ class HeartbeatTicker:
         from kmirror_engine.clients.factory import producer_config, renewing_producer
 
         producer = renewing_producer(lambda: producer_config(spec), role="heartbeats-producer")
-        return cls(spec.id, HeartbeatEmitter(spec, producer))
+        return cls(spec.id, HeartbeatEmitter.for_flow(spec, producer))
 
     @property
     def failures(self) -> int:

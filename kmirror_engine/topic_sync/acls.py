@@ -31,6 +31,7 @@ from typing import Any, Protocol, TextIO
 
 from kmirror.errors import ConnectionFailure, KmirrorError
 from kmirror.flow.spec import ClusterEndpoint, FlowSpec
+from kmirror.flow.views import FlowRoute
 from kmirror.security.acls import AclSyncPlan, TopicAcl, plan_acl_sync, remote_read_acls, synced_acls_topic
 from kmirror_engine.planning.internal_names import layout
 from kmirror_engine.planning.keyed_reader import read_keyed_to_end
@@ -174,31 +175,47 @@ class AclSync:
 
     def __init__(
         self,
+        route: FlowRoute,
+        source_admin: Any,
+        target_admin: Any,
+        ledger: SyncedAclLedger,
+        out: TextIO | None = None,
+    ) -> None:
+        """ACL sync of `route`'s remote topics over the clusters' admin clients, recording what it
+        synced in `ledger` (no I/O here; `for_flow` builds the real ones). Lines go to `out`
+        (default stderr)."""
+        self.route, self.out = route, out
+        self.source_admin, self.target_admin = source_admin, target_admin
+        self.ledger = ledger
+        self.created = 0
+        self.deleted = 0
+        self.last_plan = AclSyncPlan((), ())
+
+    @classmethod
+    def for_flow(
+        cls,
         spec: FlowSpec,
         admin_factory: Any = None,
         out: TextIO | None = None,
         ledger: SyncedAclLedger | None = None,
-    ) -> None:
+    ) -> AclSync:
+        """`spec`'s ACL sync over `admin_factory(endpoint)` (default `admin_client`), recording in
+        `ledger` (default the flow's SyncedAcls on its target)."""
         if admin_factory is None:
             from kmirror_engine.clients.factory import admin_client as admin_factory
-        self.spec, self.out = spec, out
-        self.source_admin, self.target_admin = admin_factory(spec.source), admin_factory(spec.target)
-        self.ledger = ledger or SyncedAcls(spec.target, spec.source.alias, spec.id)
-        self.created = 0
-        self.deleted = 0
-        self.last_plan = AclSyncPlan((), ())
+        source_admin, target_admin = admin_factory(spec.source), admin_factory(spec.target)
+        ledger = ledger or SyncedAcls(spec.target, spec.source.alias, spec.id)
+        return cls(spec.route, source_admin, target_admin, ledger, out)
 
     def plan(self) -> AclSyncPlan:
         """What this round would change (reads the source, the target and the record)."""
         from kmirror_engine.planning.discovery import TopicDiscovery
 
-        spec = self.spec
-        discovery = TopicDiscovery(
-            self.source_admin, spec.source, spec.topic_selection, spec.policy, spec.target.alias, 0
-        )
+        route = self.route
+        discovery = TopicDiscovery(self.source_admin, route.source, route.topics, route.policy, route.target.alias, 0)
         remote = {t.source_topic: t.target_topic for t in discovery.topics().values()}
-        wanted = remote_read_acls(list_topic_acls(self.source_admin, spec.source.alias), remote)
-        present = list_topic_acls(self.target_admin, spec.target.alias)
+        wanted = remote_read_acls(list_topic_acls(self.source_admin, route.source.alias), remote)
+        present = list_topic_acls(self.target_admin, route.target.alias)
         return plan_acl_sync(wanted, present, self.ledger.load(), remote.values())
 
     def run(self) -> list[TopicAcl]:
@@ -244,13 +261,13 @@ class AclSync:
             future.result(timeout=TIMEOUT_S)
         except (KafkaException, FutureTimeout) as exc:
             raise KmirrorError(
-                f"{self.spec.id}: {doing} ACL {acl} on {self.spec.target.alias!r} failed: {exc} "
+                f"{self.route.flow_id}: {doing} ACL {acl} on {self.route.target.alias!r} failed: {exc} "
                 "(the mirror needs Alter on the target's cluster resource)"
             ) from None
 
     def _print(self, action: str, acl: TopicAcl) -> None:
         record = {
-            "flow": self.spec.id,
+            "flow": self.route.flow_id,
             "action": action,
             "topic": acl.topic,
             "principal": acl.principal,
@@ -258,5 +275,5 @@ class AclSync:
             "operation": acl.operation,
             "permission": acl.permission,
         }
-        log.info("%s: %s %s", self.spec.id, action, record)
+        log.info("%s: %s %s", self.route.flow_id, action, record)
         print(PREFIX + json.dumps(record), file=self.out or sys.stderr, flush=True)

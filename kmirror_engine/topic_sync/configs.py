@@ -27,6 +27,7 @@ from typing import Any, TextIO
 
 from kmirror.errors import KmirrorError
 from kmirror.flow.spec import FlowSpec
+from kmirror.flow.views import FlowRoute, TopicSyncSettings
 from kmirror_engine.planning.target_topics import EXCLUDED_CONFIGS, set_on_topic
 
 log = logging.getLogger("kmirror.config_sync")
@@ -69,29 +70,41 @@ def config_changes(topic: str, source: Mapping[str, Any], target: Mapping[str, A
 class ConfigSync:
     """One flow's config sync; `run()` does one round and returns the changes it applied."""
 
-    def __init__(self, spec: FlowSpec, admin_factory: Any = None, out: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        route: FlowRoute,
+        settings: TopicSyncSettings,
+        source_admin: Any,
+        target_admin: Any,
+        out: TextIO | None = None,
+    ) -> None:
+        """Config sync of `route`'s remote topics over the clusters' admin clients (no I/O here;
+        `for_flow` builds the real clients). Lines go to `out` (default stderr)."""
+        self.route, self.settings, self.out = route, settings, out
+        self.source_admin, self.target_admin = source_admin, target_admin
+        self.changes = 0
+
+    @classmethod
+    def for_flow(cls, spec: FlowSpec, admin_factory: Any = None, out: TextIO | None = None) -> ConfigSync:
+        """`spec`'s config sync over `admin_factory(endpoint)` (default `admin_client`)."""
         if admin_factory is None:
             from kmirror_engine.clients.factory import admin_client as admin_factory
-        self.spec, self.out = spec, out
-        self.source_admin, self.target_admin = admin_factory(spec.source), admin_factory(spec.target)
-        self.changes = 0
+        return cls(spec.route, spec.topic_sync, admin_factory(spec.source), admin_factory(spec.target), out)
 
     def owned(self) -> set[str] | None:
         """Remote topics config sync may alter (None: any remote topic of the flow)."""
-        if self.spec.topic_sync.configs_of_existing_topics:
+        if self.settings.configs_of_existing_topics:
             return None
         from kmirror_engine.planning.created_topics import CreatedTopics
 
-        return CreatedTopics(self.spec.target, self.spec.source.alias, self.spec.id).load()
+        return CreatedTopics(self.route.target, self.route.source.alias, self.route.flow_id).load()
 
     def run(self) -> list[ConfigChange]:
         from kmirror_engine.planning.discovery import TopicDiscovery, list_topic_partitions
 
-        spec = self.spec
-        discovery = TopicDiscovery(
-            self.source_admin, spec.source, spec.topic_selection, spec.policy, spec.target.alias, 0
-        )
-        existing = list_topic_partitions(self.target_admin, spec.target, TIMEOUT_S)
+        route = self.route
+        discovery = TopicDiscovery(self.source_admin, route.source, route.topics, route.policy, route.target.alias, 0)
+        existing = list_topic_partitions(self.target_admin, route.target, TIMEOUT_S)
         owned = self.owned()
         pairs = {
             t.source_topic: t.target_topic
@@ -100,8 +113,8 @@ class ConfigSync:
         }
         if not pairs:
             return []
-        source = _describe(self.source_admin, list(pairs), spec.source.alias)
-        target = _describe(self.target_admin, list(pairs.values()), spec.target.alias)
+        source = _describe(self.source_admin, list(pairs), route.source.alias)
+        target = _describe(self.target_admin, list(pairs.values()), route.target.alias)
         applied = []
         for source_topic, remote in sorted(pairs.items()):
             changes = config_changes(remote, source[source_topic], target[remote])
@@ -121,13 +134,13 @@ class ConfigSync:
                 future.result(timeout=TIMEOUT_S)
         except KafkaException as exc:
             raise KmirrorError(
-                f"{self.spec.id}: altering configs of {remote} on {self.spec.target.alias!r} "
+                f"{self.route.flow_id}: altering configs of {remote} on {self.route.target.alias!r} "
                 f"failed: {exc.args[0].str()} (grant AlterConfigs on it)"
             ) from None
         for change in changes:
             self.changes += 1
             record = {
-                "flow": self.spec.id,
+                "flow": self.route.flow_id,
                 "topic": change.topic,
                 "config": change.name,
                 "operation": change.operation,
@@ -136,7 +149,7 @@ class ConfigSync:
             }
             log.info(
                 "%s: %s %s.%s (%s -> %s)",
-                self.spec.id,
+                self.route.flow_id,
                 change.operation,
                 remote,
                 change.name,

@@ -90,7 +90,7 @@ def test_lag_translate_and_failover_run_in_a_venv_without_pyspark(
     end = 10 + TANSU_FENCES
     commit(clusters.source, group, topic, GROUP_AT)
     commit(clusters.source, other, topic, 5)
-    listener = FailoverListener(spec)
+    listener = FailoverListener.for_flow(spec)
     try:
         mirror_pass(spec, topic, remote, end, 0, listener)
     finally:

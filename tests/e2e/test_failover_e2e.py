@@ -141,7 +141,7 @@ def test_failover_resumes_at_exactly_the_shifted_offsets(
     commit(clusters.source, f"app2-{unique}", topic, 6)
     commit(clusters.source, f"other-{unique}", topic, 5)  # not selected by groups
 
-    listener = FailoverListener(spec)
+    listener = FailoverListener.for_flow(spec)
     mirror_pass(spec, topic, remote, END, 0, listener)  # v0..v9 (and tansu's fence)
     metrics = urllib.request.urlopen(f"http://127.0.0.1:{listener.metrics.port}/metrics", timeout=10).read().decode()
     labels = f'flow="{spec.id}",partition="0",topic="{remote}"'
@@ -243,7 +243,7 @@ def test_translation_stays_exact_across_a_restart_and_a_new_shift(clusters: Any,
     create_topic(clusters.target, remote)
     produce(clusters.target, remote, [{"value": b"unrelated", "partition": 0}] * 3)
     produce(clusters.source, topic, [{"value": f"v{i}".encode(), "partition": 0} for i in range(10)])
-    first = FailoverListener(spec)
+    first = FailoverListener.for_flow(spec)
     mirror_pass(spec, topic, remote, 10, 0, first)
     first.close(final=False)  # the process goes away
     syncs = offset_syncs_topic(src_alias)
@@ -252,7 +252,7 @@ def test_translation_stays_exact_across_a_restart_and_a_new_shift(clusters: Any,
     produce(clusters.target, remote, [{"value": b"unrelated", "partition": 0}] * 2)  # the shift grows to 5
     produce(clusters.source, topic, [{"value": f"v{i}".encode(), "partition": 0} for i in range(10, 20)])
     commit(clusters.source, group, topic, 15)
-    second = FailoverListener(spec)  # a new process: history comes from the syncs topic
+    second = FailoverListener.for_flow(spec)  # a new process: history comes from the syncs topic
     mirror_pass(spec, topic, remote, 20, 1, second)
     second.close(final=True)
 
@@ -405,7 +405,7 @@ def test_failover_refuses_an_unmirrored_partition_unless_allow_partial(
     consumer = Consumer({"bootstrap.servers": clusters.source, "group.id": group, "enable.auto.commit": False})
     consumer.commit(offsets=[TopicPartition(topic, 0, 4), TopicPartition(topic, 1, 2)], asynchronous=False)
     consumer.close()
-    listener = FailoverListener(spec)
+    listener = FailoverListener.for_flow(spec)
     mirror_pass(spec, topic, remote, 6, 0, listener)  # partition 0 only
     listener.close(final=False)
     fence(clusters.target, offset_syncs_topic(src_alias), encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))

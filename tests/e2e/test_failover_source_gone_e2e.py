@@ -117,7 +117,7 @@ def mirror_then_lose_the_source(clusters: Any, unique: str, tmp_path: Path) -> O
         produce(source.bootstrap_servers, topic, late)
         add_fences(source.bootstrap_servers, topic, 1)  # tansu: makes the late records visible to ListOffsets
         commit(source.bootstrap_servers, group, topic, GROUP_AT)
-        listener = FailoverListener(spec)
+        listener = FailoverListener.for_flow(spec)
         mirror_until(spec, topic, remote, END, listener)  # the late records are never mirrored
         listener.close(final=True)
         fence(clusters.target, checkpoints_topic(src_alias), encode_checkpoint(Checkpoint("fence", "f", 0, 0, 0)))

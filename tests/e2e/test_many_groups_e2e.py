@@ -72,7 +72,7 @@ def test_many_groups_fail_over_and_back_each_on_its_own(
     commit(clusters.source, g2, topic, 6)
     commit(clusters.source, g3, f"unmirrored-{unique}", 0)  # nothing of it translates: refused on its own
     commit(clusters.source, f"other-{unique}", topic, 5)  # not in the flow's groups: never touched
-    listener = FailoverListener(spec, serve_metrics=False)
+    listener = FailoverListener.for_flow(spec, serve_metrics=False)
     mirror_pass(spec, topic, remote, END, 0, listener)
     listener.close(final=True)
 

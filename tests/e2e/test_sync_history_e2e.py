@@ -82,7 +82,7 @@ def test_restart_and_translate_time_stay_flat_as_batches_accumulate(
     create_topic(clusters.source, topic, PARTITIONS)
     clients = FailoverClients.connect(spec)
     clients.sync_log = SyncLog(spec.target, src, snapshot_after_syncs=SNAPSHOT_AFTER_SYNCS)
-    writer = FailoverListener(spec, serve_metrics=False, heartbeats=False, clients=clients)
+    writer = FailoverListener.for_flow(spec, serve_metrics=False, heartbeats=False, clients=clients)
     figures: list[dict[str, Any]] = []
     batch = 0
     for batches in (10, 100, 1000):
@@ -173,7 +173,7 @@ def test_restart_stays_bounded_when_snapshots_keep_failing(
     create_topic(clusters.source, topic, PARTITIONS)
     clients = FailoverClients.connect(spec)
     clients.sync_log = SyncLog(spec.target, src, snapshot_after_syncs=10**9, snapshot_interval_s=10**9)
-    writer = FailoverListener(spec, serve_metrics=False, heartbeats=False, clients=clients)
+    writer = FailoverListener.for_flow(spec, serve_metrics=False, heartbeats=False, clients=clients)
     loads, batch = [], 0
     for batches in (50, 500):
         while batch < batches:

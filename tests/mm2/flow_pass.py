@@ -43,7 +43,7 @@ class FlowRun:
         self.spec = spec
         self.planner = RangePlanner.for_flow(spec, once=False, task_count=1)
         self.offsets = self.planner.initial_offsets()
-        self.listener = FailoverListener(spec, serve_metrics=False, heartbeats=heartbeats)
+        self.listener = FailoverListener.for_flow(spec, serve_metrics=False, heartbeats=heartbeats)
         self.batch_id = 0
 
     def run(self) -> int:

@@ -374,13 +374,13 @@ def test_the_listed_acls_are_enough_for_heartbeats_the_created_topics_registry_a
         registry = CreatedTopics(spec.target, "west", spec.id)
         registry.record([(remote, topic)])
         assert remote in registry.load()
-        emitter = HeartbeatEmitter(spec, new_producer(producer_config(spec), role="heartbeats-producer"))
+        emitter = HeartbeatEmitter.for_flow(spec, new_producer(producer_config(spec), role="heartbeats-producer"))
         ensure_heartbeats_topic(emitter)
         assert emitter.maybe_emit(1_700_000_000_000)
         emitter.flush(30)
         assert _count(east.broker.bootstrap_servers, "heartbeats", 1) >= 1
         _alter_topic_config(west, topic, "retention.ms", "7200000")
-        ConfigSync(spec).run()
+        ConfigSync.for_flow(spec).run()
         assert _topic_config(east, remote)["retention.ms"] == "7200000"
     finally:
         revoke_all(west, who)
