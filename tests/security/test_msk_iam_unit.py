@@ -220,7 +220,7 @@ def test_every_client_the_factory_makes_gets_the_callback(fake_credentials: None
 
 
 def test_the_batch_path_falls_back_to_the_record_loop_by_rule() -> None:
-    from kmirror_engine.copying.batch_net import link_config
+    from kmirror_engine.copying.batch_settings import link_config
 
     _, reasons = link_config(client_config(msk()))
     assert reasons == ["SASL mechanism OAUTHBEARER is not supported on the batch path (PLAIN and SCRAM are)"]

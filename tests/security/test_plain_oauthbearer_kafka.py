@@ -9,7 +9,7 @@ on (issue 45). Two single-node clusters, each with
 
 The mirror's principal holds only the grants `mirror_acls` lists. The harness's own PLAINTEXT
 listener is the only super user. The batch copy path speaks PLAIN (kafka-python's SASL layer);
-OAUTHBEARER flows copy with the record loop (`batch_net` names the reason; see the last test).
+OAUTHBEARER flows copy with the record loop (`batch_settings` names the reason; see the last test).
 """
 
 from __future__ import annotations
