@@ -18,8 +18,9 @@ import pytest
 
 from kmirror.errors import KmirrorError
 from kmirror.security.acls import AclGrant
-from kmirror.security.config import client_config, security_problems
+from kmirror.security.config import client_config
 from kmirror.security.msk_iam import grant_actions, iam_policy, msk_iam_config_problems, resource_arn
+from kmirror.security.security_checks import security_problems
 from kmirror_engine.clients.msk_iam import with_msk_iam
 
 ACCESS_KEY, SECRET_KEY = "AKIAMSKIAMTEST000001", "mskiam/test/secret+key"

@@ -25,7 +25,8 @@ import pytest
 from kmirror.errors import ConnectionFailure
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
 from kmirror.security.acls import kafka_principal
-from kmirror.security.config import client_config, security_problems
+from kmirror.security.config import client_config
+from kmirror.security.security_checks import security_problems
 from kmirror_cli.local_brokers import free_port
 from kmirror_cli.local_kafka import KafkaBroker, Listener
 from kmirror_engine.clients.factory import admin_client
