@@ -25,8 +25,8 @@ from kmirror_engine.copying import batch_copy, batch_queue
 from kmirror_engine.copying.batch_copy import BatchRangeCopier
 from kmirror_engine.copying.batch_crc import crc_update
 from kmirror_engine.copying.batch_merge import merge
-from kmirror_engine.copying.batch_net import link_config
 from kmirror_engine.copying.batch_queue import queue_run
+from kmirror_engine.copying.batch_settings import link_config
 from kmirror_engine.copying.batch_state import RangeInFlight, fallback_reason
 from kmirror_engine.copying.batch_wire import (
     CONTROL_BIT,

@@ -13,8 +13,8 @@ from kafka.protocol.frame import KafkaBytes
 from kafka.protocol.producer.produce import ProduceRequest
 
 from kmirror_engine.copying.batch_frames import FetchAnswer, Gather, ProduceCall, ProducedBatch, uvarint
-from kmirror_engine.copying.batch_net import _DirectReadTransport
 from kmirror_engine.copying.batch_queue import fetch_request
+from kmirror_engine.copying.batch_sockets import _DirectReadTransport
 from kmirror_engine.copying.batch_wire import crc_ok, rewrite, split_batches
 from tests.test_batch_copy import build
 
@@ -261,7 +261,7 @@ def test_the_direct_parser_reads_answers_split_anyhow_into_their_frames_in_order
     from kafka.protocol.producer.produce import ProduceResponse
 
     from kmirror_engine.copying.batch_frames import Frame, ProduceCall
-    from kmirror_engine.copying.batch_net import POOLED_MIN_BYTES, _DirectParser
+    from kmirror_engine.copying.batch_sockets import POOLED_MIN_BYTES, _DirectParser
 
     records = bytes(build(0, 3)) * (POOLED_MIN_BYTES // len(build(0, 3)) + 1)  # large enough for the pool
     fetch = FetchResponse[12](

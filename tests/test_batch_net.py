@@ -1,4 +1,4 @@
-"""The batch path's event loop (`kmirror_engine.copying.batch_net._LeanSelector`): kafka-python's
+"""The batch path's event loop (`kmirror_engine.copying.batch_sockets.LeanSelector`): kafka-python's
 selector with a socket's read interest kept in epoll between reads."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from kmirror_engine.copying.batch_net import _LeanSelector
+from kmirror_engine.copying.batch_sockets import LeanSelector
 
 
 class _CountingEpoll:
@@ -36,15 +36,15 @@ class _CountingEpoll:
 
 
 @pytest.fixture
-def net() -> Iterator[tuple[_LeanSelector, _CountingEpoll]]:
-    selector = _LeanSelector()
+def net() -> Iterator[tuple[LeanSelector, _CountingEpoll]]:
+    selector = LeanSelector()
     counting = _CountingEpoll(selector._selector._selector)  # type: ignore[attr-defined]
     selector._selector._selector = counting  # type: ignore[attr-defined]
     yield selector, counting
     selector.close()
 
 
-def _reader(net: _LeanSelector, sock: socket.socket, got: list[bytes], reads: int) -> Any:
+def _reader(net: LeanSelector, sock: socket.socket, got: list[bytes], reads: int) -> Any:
     async def read() -> None:
         for _ in range(reads):
             await net.wait_read(sock)
@@ -53,7 +53,7 @@ def _reader(net: _LeanSelector, sock: socket.socket, got: list[bytes], reads: in
     return read()
 
 
-def _poll_until(net: _LeanSelector, done: Any) -> None:
+def _poll_until(net: LeanSelector, done: Any) -> None:
     for _ in range(50):
         if done():
             return
@@ -61,7 +61,7 @@ def _poll_until(net: _LeanSelector, done: Any) -> None:
     raise AssertionError("the event loop did not get there")
 
 
-def _read_once(net: _LeanSelector, payload: bytes) -> tuple[socket.socket, socket.socket, list[bytes]]:
+def _read_once(net: LeanSelector, payload: bytes) -> tuple[socket.socket, socket.socket, list[bytes]]:
     """A fresh socket pair whose reading end has had one read wait end with `payload`: the ends
     (ours first) and what was read."""
     a, b = socket.socketpair()
@@ -74,7 +74,7 @@ def _read_once(net: _LeanSelector, payload: bytes) -> tuple[socket.socket, socke
 
 
 def test_read_waits_keep_the_sockets_registration_instead_of_two_epoll_changes_per_read(
-    net: tuple[_LeanSelector, _CountingEpoll],
+    net: tuple[LeanSelector, _CountingEpoll],
 ) -> None:
     """The library registers before and unregisters after every read: 40 changes for 20 reads.
     Kept registered: one, and every read still wakes its reader with its own bytes."""
@@ -94,7 +94,7 @@ def test_read_waits_keep_the_sockets_registration_instead_of_two_epoll_changes_p
 
 
 def test_data_nobody_waits_for_drops_the_interest_and_a_later_reader_still_gets_it(
-    net: tuple[_LeanSelector, _CountingEpoll],
+    net: tuple[LeanSelector, _CountingEpoll],
 ) -> None:
     """Reading paused (no reader) while bytes arrive: the poll does not wake again and again for
     them; the socket is watched again as soon as someone waits, and gets the bytes then."""
@@ -113,7 +113,7 @@ def test_data_nobody_waits_for_drops_the_interest_and_a_later_reader_still_gets_
 
 
 def test_a_closed_sockets_number_given_to_a_new_socket_is_watched_for_the_new_one(
-    net: tuple[_LeanSelector, _CountingEpoll],
+    net: tuple[LeanSelector, _CountingEpoll],
 ) -> None:
     """A socket closed while its read interest is kept (a connection dropped between reads): the
     next socket the kernel gives the same number is registered afresh, not mistaken for it."""
@@ -137,7 +137,7 @@ def test_a_closed_sockets_number_given_to_a_new_socket_is_watched_for_the_new_on
     d.close()
 
 
-def test_write_waits_and_closes_unregister_as_the_library_does(net: tuple[_LeanSelector, _CountingEpoll]) -> None:
+def test_write_waits_and_closes_unregister_as_the_library_does(net: tuple[LeanSelector, _CountingEpoll]) -> None:
     """A writable socket kept registered would wake every poll: a write wait ends unregistered,
     and closing (both events, as the transport does) removes the socket."""
     selector, _ = net
@@ -169,7 +169,7 @@ def test_a_reader_is_woken_once_the_answer_it_reads_is_whole_not_for_every_piece
 
     from kafka.protocol.parser import KafkaProtocol
 
-    from kmirror_engine.copying.batch_net import _DirectParser
+    from kmirror_engine.copying.batch_sockets import _DirectParser
 
     listener = socket.create_server(("127.0.0.1", 0))
     theirs = socket.create_connection(listener.getsockname())
@@ -213,7 +213,7 @@ def test_tls_settings_the_batch_path_does_not_apply_send_the_flow_to_a_record_lo
     """Issue 41: ssl.crl.location, enable.ssl.certificate.verification=false and a CA directory
     failed every task of a batch-path flow with a misleading "cannot reach"; they are reasons
     for the record loop now (`link_config`, `task_copy.batch_path_blockers`)."""
-    from kmirror_engine.copying.batch_net import link_config
+    from kmirror_engine.copying.batch_settings import link_config
 
     ca_file = tmp_path / "ca.pem"
     ca_file.write_text("-")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from kmirror.errors import DataLossError, KmirrorError
 from kmirror_cli.local_brokers import free_port
-from spark_app.main import explain
+from spark_app.query_watch import explain
 
 
 def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -94,7 +94,7 @@ def test_a_lost_planning_process_restarts_the_query_a_bounded_number_of_times() 
 
     import pytest
 
-    from spark_app.main import PLANNER_RESTARTS, PlanningProcessLost, planning_process_lost, run_query
+    from spark_app.query_watch import PLANNER_RESTARTS, PlanningProcessLost, planning_process_lost, run_query
 
     assert planning_process_lost(_lost())
     assert not planning_process_lost(KmirrorError("java.io.EOFException while reading a file"))

@@ -13,7 +13,8 @@ from kafka_mirror.eks.spark_platform import (
     EksSparkPlatformArgs,
     OperatorArgs,
 )
-from kafka_mirror.emr.spark_platform import EmrSparkPlatform, EmrSparkPlatformArgs
+from kafka_mirror.emr.platform_args import EmrSparkPlatformArgs
+from kafka_mirror.emr.spark_platform import EmrSparkPlatform
 from kafka_mirror.kafka_cluster import KafkaCluster, KafkaClusterArgs
 from kafka_mirror.mirror_deployment import MirrorDeployment, MirrorDeploymentArgs
 from kafka_mirror.replication_topology import ReplicationTopology, ReplicationTopologyArgs

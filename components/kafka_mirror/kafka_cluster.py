@@ -14,8 +14,9 @@ from typing_extensions import NotRequired
 
 from kafka_mirror.input_types import ClusterSecurity
 from kmirror.errors import ValidationError
-from kmirror.security.config import client_config, security_materialisations, security_problems
+from kmirror.security.config import client_config, security_materialisations
 from kmirror.security.secret_refs import Materialisation
+from kmirror.security.security_checks import security_problems
 
 TOKEN = "kafka-mirror:index:KafkaCluster"
 

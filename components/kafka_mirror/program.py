@@ -23,7 +23,8 @@ from kafka_mirror.aws_session import aws_settings
 from kafka_mirror.deploy_files import app_bundle as _packaged_bundle
 from kafka_mirror.eks.spark_platform import EksSparkPlatform, EksSparkPlatformArgs
 from kafka_mirror.eks.specs import CHECKPOINT_MOUNT, app_name
-from kafka_mirror.emr.spark_platform import EmrSparkPlatform, EmrSparkPlatformArgs
+from kafka_mirror.emr.platform_args import EmrSparkPlatformArgs
+from kafka_mirror.emr.spark_platform import EmrSparkPlatform
 from kafka_mirror.emr.specs import EmrSettings, metrics_port_problems
 from kafka_mirror.handover import PEER_STACKS_KEY, guard, parse_peer_stacks
 from kafka_mirror.mirror_deployment import MirrorDeployment, MirrorDeploymentArgs

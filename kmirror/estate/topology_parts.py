@@ -15,7 +15,7 @@ from kmirror.estate.patterns import PATTERNS, Pattern, flow_id, parse_flow_id
 from kmirror.flow.internal_sizing import InternalTopicSizing, sizing_problems
 from kmirror.flow.settings import SETTING_KEYS, normalise, setting_problems
 from kmirror.option_table import unknown_keys
-from kmirror.security.config import security_problems
+from kmirror.security.security_checks import security_problems
 
 TOP_KEYS = ("clusters", "defaults", "topologies", "flows")
 CLUSTER_KEYS = ("bootstrap_servers", "datacenter", "security", "internal_topics", "production")

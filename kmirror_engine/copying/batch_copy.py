@@ -329,7 +329,7 @@ def new_batch_copier(
     """A copier on new links to the source (the consumer's config) and the target (the producer's),
     with a Python record loop on the same configs for the batches that need per-record work.
 
-    Raises KmirrorError when the configs cannot be translated (`batch_net.link_config`: the
+    Raises KmirrorError when the configs cannot be translated (`batch_settings.link_config`: the
     caller checks first) and LinkError when a cluster cannot be reached."""
     from kmirror_engine.clients.factory import new_consumer, new_producer
     from kmirror_engine.copying.range_copy import RangeCopier

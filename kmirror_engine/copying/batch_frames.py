@@ -128,7 +128,7 @@ class _AnswerHeader:
 
 
 class Frame:
-    """An answer's bytes in a reused buffer (`batch_net`'s frame pool): `view` is exactly the
+    """An answer's bytes in a reused buffer (`batch_sockets`'s frame pool): `view` is exactly the
     answer; `tell`/`seek` as kafka-python's `KafkaBytes`, which the decoders read otherwise."""
 
     __slots__ = ("_pos", "view")
@@ -383,7 +383,7 @@ class ProduceCall(_Call):
 
 class Gather:
     """A request's bytes as pieces that one `socket.sendmsg` sends (plaintext connections of the
-    batch path, `batch_net`): the batches go from their fetch buffers to the socket without a copy
+    batch path, `batch_sockets`): the batches go from their fetch buffers to the socket without a copy
     into a request buffer. `advance` drops what a (partial) send took."""
 
     __slots__ = ("pieces",)

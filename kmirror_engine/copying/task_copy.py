@@ -117,9 +117,10 @@ def batch_path_blockers(*configs: dict[str, Any]) -> list[str]:
     loop then copies the flow (for `copy_loop: batch` its records count as `fallback_records`).
     Imported here: kafka-python is needed by flows on the batch path only (the GSSAPI test venv has none)."""
     try:
-        from kmirror_engine.copying.batch_net import link_config
+        from kmirror_engine.copying import batch_net  # noqa: F401  (the connections, through kafka-python)
     except ImportError as exc:
         return [f"kafka-python, which the batch path speaks through, cannot be imported ({exc})"]
+    from kmirror_engine.copying.batch_settings import link_config
 
     return [reason for config in configs for reason in link_config(config)[1]]
 

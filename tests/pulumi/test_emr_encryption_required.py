@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_mirror.emr.spark_platform import EmrSparkPlatform, EmrSparkPlatformArgs, encryption_problems
+from kafka_mirror.emr.platform_args import EmrSparkPlatformArgs, encryption_problems
+from kafka_mirror.emr.spark_platform import EmrSparkPlatform
 from kmirror.errors import ValidationError
 
 BASE: EmrSparkPlatformArgs = {"bucket": "acme", "region": "eu-central-1", "subnet_id": "subnet-1", "vpc_id": "vpc-1"}

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 import yaml
 
-from kafka_mirror.emr.spark_platform import emr_settings
+from kafka_mirror.emr.platform_args import emr_settings
 from kafka_mirror.emr.specs import emr_step_input
 from kafka_mirror.emr.step_lambda import MAX_STOP_TIMEOUT_S, StepSpec, parse_step
 from kmirror.errors import ValidationError

@@ -15,7 +15,7 @@ import pytest
 from moto.core.responses import ActionResult
 from moto.emr.responses import ElasticMapReduceResponse
 
-from kafka_mirror.emr.spark_platform import EmrSparkPlatformArgs, emr_settings
+from kafka_mirror.emr.platform_args import EmrSparkPlatformArgs, emr_settings
 from kafka_mirror.emr.step_function import HANDLER_FILE, handler_code
 from kafka_mirror.emr.step_lambda import StepInputError, StepRunner, StepStillRunning, apply_action, handler
 from kmirror.errors import ValidationError

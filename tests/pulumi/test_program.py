@@ -553,7 +553,7 @@ def test_every_stack_setting_reaches_its_component_or_the_program(platform: str)
     no longer has) fails here instead of being dropped silently."""
     from kafka_mirror import program
     from kafka_mirror.eks.spark_platform import EksSparkPlatformArgs
-    from kafka_mirror.emr.spark_platform import EmrSparkPlatformArgs
+    from kafka_mirror.emr.platform_args import EmrSparkPlatformArgs
     from kmirror.stack.models import EksSparkConfig, EmrSparkConfig
 
     model, args, keys, computed = {
@@ -588,7 +588,7 @@ def test_a_created_emr_cluster_has_three_primary_nodes_unless_told_one() -> None
     cluster; EMR's three-primary group survives losing one (and replaces it)."""
     [cluster] = stack_run("central").of_type("aws:emr/cluster:Cluster")
     assert unwrap(cluster.inputs)["masterInstanceGroup"]["instanceCount"] == 3
-    from kafka_mirror.emr.spark_platform import primary_nodes
+    from kafka_mirror.emr.platform_args import primary_nodes
 
     assert primary_nodes(1) == 1
     with pytest.raises(Exception, match="primary_node_count: EMR runs 1 or 3 primary nodes, got 2"):

@@ -199,7 +199,7 @@ def test_the_plugin_venv_reports_the_project_version_not_0_0_0(monkeypatch: pyte
 
 
 def test_an_emr_platform_without_a_region_is_refused_not_sent_to_us_east_1(monkeypatch: pytest.MonkeyPatch) -> None:
-    from kafka_mirror.emr.spark_platform import emr_settings
+    from kafka_mirror.emr.platform_args import emr_settings
     from kmirror.errors import ValidationError
 
     for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):

@@ -23,8 +23,9 @@ from typing import Any
 import pytest
 
 from kmirror.errors import KmirrorError
-from kmirror.security.config import client_config, security_problems
+from kmirror.security.config import client_config
 from kmirror.security.kerberos import jaas_kafka_client, jvm_options, render_krb5_conf
+from kmirror.security.security_checks import security_problems
 from kmirror_cli.local_brokers import free_port
 from kmirror_engine.clients.security_check import check_client_support
 from tests.security.kdc_support import REALM, LocalKdc

@@ -27,7 +27,8 @@ import pytest
 
 from kmirror.errors import ConnectionFailure
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
-from kmirror.security.config import client_config, security_problems
+from kmirror.security.config import client_config
+from kmirror.security.security_checks import security_problems
 from kmirror_cli.local_kafka import KafkaBroker, Listener, cache_dir, kafka_jars
 from kmirror_engine.clients.factory import admin_client
 from kmirror_engine.clients.security_check import check_client_support, check_connection

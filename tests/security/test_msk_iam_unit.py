@@ -18,8 +18,9 @@ import pytest
 
 from kmirror.errors import KmirrorError
 from kmirror.security.acls import AclGrant
-from kmirror.security.config import client_config, security_problems
+from kmirror.security.config import client_config
 from kmirror.security.msk_iam import grant_actions, iam_policy, msk_iam_config_problems, resource_arn
+from kmirror.security.security_checks import security_problems
 from kmirror_engine.clients.msk_iam import with_msk_iam
 
 ACCESS_KEY, SECRET_KEY = "AKIAMSKIAMTEST000001", "mskiam/test/secret+key"
@@ -220,7 +221,7 @@ def test_every_client_the_factory_makes_gets_the_callback(fake_credentials: None
 
 
 def test_the_batch_path_falls_back_to_the_record_loop_by_rule() -> None:
-    from kmirror_engine.copying.batch_net import link_config
+    from kmirror_engine.copying.batch_settings import link_config
 
     _, reasons = link_config(client_config(msk()))
     assert reasons == ["SASL mechanism OAUTHBEARER is not supported on the batch path (PLAIN and SCRAM are)"]

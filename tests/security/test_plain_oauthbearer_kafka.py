@@ -9,7 +9,7 @@ on (issue 45). Two single-node clusters, each with
 
 The mirror's principal holds only the grants `mirror_acls` lists. The harness's own PLAINTEXT
 listener is the only super user. The batch copy path speaks PLAIN (kafka-python's SASL layer);
-OAUTHBEARER flows copy with the record loop (`batch_net` names the reason; see the last test).
+OAUTHBEARER flows copy with the record loop (`batch_settings` names the reason; see the last test).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ import pytest
 from kmirror.errors import ConnectionFailure
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
 from kmirror.security.acls import kafka_principal
-from kmirror.security.config import client_config, security_problems
+from kmirror.security.config import client_config
+from kmirror.security.security_checks import security_problems
 from kmirror_cli.local_brokers import free_port
 from kmirror_cli.local_kafka import KafkaBroker, Listener
 from kmirror_engine.clients.factory import admin_client

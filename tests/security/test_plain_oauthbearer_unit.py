@@ -11,7 +11,8 @@ import pytest
 
 from kmirror.errors import KmirrorError
 from kmirror.security.acls import kafka_principal
-from kmirror.security.config import client_config, security_materialisations, security_problems
+from kmirror.security.config import client_config, security_materialisations
+from kmirror.security.security_checks import security_problems
 from kmirror_engine.clients.security_check import check_client_support
 from tests.planner_fakes import raw_spec
 

@@ -33,7 +33,8 @@ from confluent_kafka.admin import (
 
 from kmirror.flow.replication_policy import HEARTBEATS_TOPIC, checkpoints_topic
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
-from kmirror.security.config import client_config, security_problems
+from kmirror.security.config import client_config
+from kmirror.security.security_checks import security_problems
 from kmirror_cli.local_kafka import KafkaBroker, Listener
 from kmirror_engine.clients.factory import admin_client
 from kmirror_engine.clients.security_check import check_connection

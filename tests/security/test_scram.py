@@ -21,7 +21,8 @@ import pytest
 
 from kmirror.errors import ConnectionFailure
 from kmirror.flow.spec import ClusterEndpoint
-from kmirror.security.config import client_config, security_problems
+from kmirror.security.config import client_config
+from kmirror.security.security_checks import security_problems
 from kmirror_cli.local_brokers import LocalBroker, free_port, tansu_binary, wait_for_port
 from kmirror_engine.clients.security_check import check_connection
 from tests.security.tls_support import Stunnel, TestCa

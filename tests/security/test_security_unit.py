@@ -12,9 +12,10 @@ from hypothesis import strategies as st
 
 from kmirror.errors import KmirrorError
 from kmirror.security.acls import AclGrant, AclSide, kafka_principal, mirror_acl_commands
-from kmirror.security.config import client_config, redact, resolve_references, security_problems
+from kmirror.security.config import client_config, redact, resolve_references
 from kmirror.security.kerberos import jaas_kafka_client, jvm_options, render_krb5_conf
 from kmirror.security.secret_refs import materialisation
+from kmirror.security.security_checks import security_problems
 
 PATH = "clusters.east-1.security"
 

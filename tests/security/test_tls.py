@@ -25,7 +25,8 @@ from cryptography.hazmat.primitives.serialization import pkcs12
 
 from kmirror.errors import ConnectionFailure, KmirrorError
 from kmirror.flow.spec import ClusterEndpoint, FlowSpec, parse_flow_spec
-from kmirror.security.config import client_config, redact, resolve_references, security_problems
+from kmirror.security.config import client_config, redact, resolve_references
+from kmirror.security.security_checks import security_problems
 from kmirror_cli.local_brokers import LocalBroker, free_port
 from kmirror_engine.clients.factory import producer_config
 from kmirror_engine.clients.security_check import check_connection, check_flow_security
