@@ -133,6 +133,8 @@ def test_realm_and_kdcs_render_krb5_conf_and_export_it(tmp_path: Path, monkeypat
     monkeypatch.setenv("KRB5_CONFIG", "placeholder")  # so that monkeypatch restores the original state,
     monkeypatch.delenv("KRB5_CONFIG")  # which resolve_references changes below
     monkeypatch.setattr("tempfile.gettempdir", lambda: str(tmp_path))
+    # this process's private directory is made under tmp_path here: not kept for the tests after this one
+    monkeypatch.setattr("kmirror.security.kerberos._private_dir", None)
     config = {"sasl.mechanisms": "GSSAPI", "kmirror.krb5.realm": "EX.COM", "kmirror.krb5.kdcs": "kdc1,kdc2:750"}
     assert resolve_references(config) == {"sasl.mechanisms": "GSSAPI"}
     assert Path(os.environ["KRB5_CONFIG"]).read_text() == render_krb5_conf("EX.COM", ["kdc1", "kdc2:750"])
