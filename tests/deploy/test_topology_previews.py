@@ -5,6 +5,7 @@ the policy pack, run by the real engine, passes the estate and refuses a violati
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -16,8 +17,10 @@ import yaml
 
 from kafka_mirror.eks.specs import app_name
 from policy.kafka_mirror_policy.pack import PACK_NAME
+from tests.deploy import identities as ids
 from tests.deploy.apiserver import ControlPlane
 from tests.deploy.engine import REPO, Engine, copy_project
+from tests.deploy.identities import credential_file, exec_kubeconfig
 from tests.deploy.test_stacks import namespace_gone, operator_stand_in, prepare_stack
 
 STACK = "west"
@@ -28,6 +31,9 @@ def west(engine: Engine, cluster: ControlPlane, tmp_path_factory: pytest.TempPat
     project = copy_project(tmp_path_factory.mktemp("west-project"))
     shutil.copytree(REPO / "policy", project / "policy", ignore=shutil.ignore_patterns("venv", "__pycache__"))
     prepare_stack(engine, project, STACK, cluster)
+    # the stack's kubeconfig names no identity: each run's credential is its own (tests/deploy/identities.py)
+    admin = credential_file(project.parent / "admin-credential.json", cluster.token)
+    engine.run("config", "set", "--secret", "westKubeconfig", exec_kubeconfig(cluster, admin), "-s", STACK, cwd=project)
     with operator_stand_in(cluster):  # the SparkApplications' RUNNING state, which `up` awaits
         engine.run("up", "--yes", "--skip-preview", "-s", STACK, cwd=project)
     yield project
@@ -153,3 +159,56 @@ def test_the_deploy_script_runs_the_real_cli_with_the_policy_pack(
     images = {a["metadata"]["name"]: a["spec"]["image"] for a in apps.get("items", [])}
     assert images and set(images.values()) == {image}, images
     assert image in (west / "stacks" / "Pulumi.west.yaml").read_text(), "the digest is recorded in the stack file"
+
+
+def test_a_pull_requests_preview_needs_only_the_view_role_in_the_namespaces_and_drift_needs_secrets(
+    engine: Engine, west: Path, cluster: ControlPlane, tmp_path: Path
+) -> None:
+    """Issue 43 item 7 against a real API server: `preview_roles` get AmazonEKSViewPolicy in the apps'
+    and the dashboard's namespaces only. Its stand-in here is a ServiceAccount bound there to what the
+    `view` ClusterRole aggregates (no Secrets, no RBAC objects, no custom resources, nothing
+    cluster-scoped). A pull request's `pulumi preview --diff` (no refresh) passes with it, the changed
+    objects and the unchanged ones: the provider diffs against the
+    state, and the server-side dry-run of a changed object, which RBAC refuses (`patch`), is skipped
+    in a preview. A `--refresh` (the drift job) reads every
+    object and is refused; the drift role's read-all grant (AmazonEKSAdminViewPolicy) passes it."""
+    rules = (cluster.get(f"{ids.RBAC}/clusterroles/system:aggregate-to-view") or {})["rules"]
+    ids.cluster_role(cluster, "kmirror-test-view", rules)  # `view` here: no aggregation controller runs
+    read_all = [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["get", "list", "watch"]}]
+    ids.cluster_role(cluster, "kmirror-test-admin-view", read_all)
+    as_preview = {
+        ids.CREDENTIAL_ENV: str(credential_file(tmp_path / "p.json", ids.service_account_token(cluster, "preview")))
+    }
+    as_drift = {
+        ids.CREDENTIAL_ENV: str(credential_file(tmp_path / "d.json", ids.service_account_token(cluster, "drift")))
+    }
+    for namespace in ("kafka-mirror", "monitoring"):
+        ids.bind(cluster, "preview", "kmirror-test-view", namespace)
+    ids.bind(cluster, "drift", "kmirror-test-admin-view")
+    run = lambda *a, env: engine.run(*a, "-s", STACK, cwd=west, env=env, check=False)  # noqa: E731
+
+    original = edit_topology(west, change_topics)
+    try:
+        changed = run("preview", "--diff", env=as_preview)
+    finally:
+        (west / "stacks" / "topology.yaml").write_text(original)
+    assert changed.returncode == 0, changed.stdout[-3000:] + changed.stderr[-3000:]
+    # every other object is previewed unchanged: nothing read from the cluster
+    assert re.search(r"\b2 changes\. \d+ unchanged", changed.stdout), changed.stdout
+    app = app_name("east-2->west-2")
+    assert f"ConfigMap::{app}-flow" in changed.stdout and '+ [1]: "stock.*"' in changed.stdout, changed.stdout
+    # the dry-run was tried and refused (the provider logs it): the read-only identity wrote nothing
+    assert f'configmaps "{app}-flow" is forbidden' in changed.stderr and "cannot patch" in changed.stderr
+
+    refresh = run("preview", "--diff", "--refresh", env=as_preview)
+    assert refresh.returncode != 0, refresh.stdout[-3000:]
+    text = refresh.stdout + refresh.stderr
+    refused = set(re.findall(r'cannot (?:get|list) resource "([a-z]+)"', text))
+    # what `view` does not read (Secrets; RBAC objects; custom resources; cluster-scoped objects:
+    # the PriorityClass, and the CRDs and Helm's storage Secrets too with operator.install, docs/ci-preview.md);
+    # never what it does (the flows' ConfigMaps, Services, PDBs, the dashboard's ConfigMap)
+    beyond_view = {"secrets", "roles", "rolebindings", "priorityclasses", "customresourcedefinitions"}
+    assert refused and refused <= beyond_view | {"sparkapplications", "podmonitors", "prometheusrules"}, text[-4000:]
+
+    drift = run("preview", "--diff", "--refresh", "--expect-no-changes", env=as_drift)
+    assert drift.returncode == 0, drift.stdout[-3000:] + drift.stderr[-3000:]
