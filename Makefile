@@ -107,7 +107,7 @@ CHAINS := test-chain-a test-chain-b
 # Beside the chains, not in front of them (~4 min of wall time measured on this machine: lint 2 min 43 s
 # with a cold mypy cache, the Spark 4.0 venv 1 min 6 s): a lint failure still fails `make test`
 # (make -k runs everything, then exits non-zero), and leg 2 takes the venv under the same lock.
-TEST_AHEAD := lint $(if $(LEG2),venv40-ahead)
+TEST_AHEAD = lint $(if $(LEG2),venv40-ahead)
 LEG1A := test-main-e2e
 LEG1B := test-main-rest
 LEG2 := test-spark40
