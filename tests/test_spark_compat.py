@@ -39,7 +39,9 @@ SPARK_HAS_ADMISSION_CONTROL = importlib.util.find_spec("pyspark.sql.streaming.da
 # EMR nodes, scripts/app-requirements.txt) does not install; the CLI commands that read stack
 # files come with them. import-linter keeps spark_app and kmirror_engine off pydantic
 # (pyproject.toml), so the app never reaches them.
-DEPLOY_TIME = ("kmirror.stack.models", "kmirror.stack.config", "kmirror.stack.platform_rules", "kmirror_cli")
+# the stack config (kmirror.stack, pydantic models) and the CLI: deploy time, never imported by the app
+# (pyproject.toml's import-linter contract forbids kmirror.stack to spark_app and kmirror_engine)
+DEPLOY_TIME = ("kmirror.stack", "kmirror_cli")
 HAS_PYDANTIC = importlib.util.find_spec("pydantic") is not None
 
 
