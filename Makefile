@@ -169,8 +169,8 @@ CLUSTER_LEG_2C_ONLY := --deselect \
 test-cluster-leg: setup kafka-dists
 	@echo "== $$(date +%T) leg 1c: pyspark 4.3.0 / Python 3.11 / Apache Kafka 4.1 on a Spark standalone cluster (tests/cluster)"
 	$(call test_leg,$(PY),kafka-4.1,-p no:cacheprovider --durations=15 tests/cluster $(CLUSTER_LEG_2C_ONLY),1c)
-test-cluster: setup kafka-dists
-	$(call test_leg,$(PY),kafka-4.1,-p no:cacheprovider --durations=15 tests/cluster,1c)
+test-cluster: CLUSTER_LEG_2C_ONLY :=
+test-cluster: test-cluster-leg
 
 # Leg 2 leaves out five fault runs leg 1 makes (~7 min of CI, docs/testing.md): the native copy
 # loop's two longest (what they add over their python-loop twins is the C loop itself, which leg 2

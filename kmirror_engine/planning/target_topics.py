@@ -121,7 +121,9 @@ class TargetTopics:
         short = [t for t in todo if t.target_topic in existing and existing[t.target_topic] < t.partitions]
         if short:
             self._grow(short, existing)
-        made = {t.target_topic: t.partitions for t in [*missing, *short] if t.target_topic not in raced}
+        # what this call created (not what someone else did meanwhile) or grew (raced ones included)
+        made = {t.target_topic: t.partitions for t in missing if t.target_topic not in raced}
+        made.update({t.target_topic: t.partitions for t in short})
         if made:
             await_leaders(self.target_admin, self.target, made, self.timeout_s)
         for topic in todo:
