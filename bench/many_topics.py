@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from bench.measure import FENCE_KEY, HEADERS, SAFE_PRODUCER
+from bench.measure import FENCE_KEY, HEADERS, SAFE_PRODUCER, count_fenced
 from bench.spark_runs import flow_spec, run_spark_once
 from kmirror_engine.copying.ranges import PRODUCER_TUNING
 
@@ -59,22 +59,7 @@ def _fences(bootstrap: str, topics: list[str]) -> None:
 def _count(bootstrap: str, topics: list[str], timeout_s: float = 300) -> dict[tuple[str, int], int]:
     """Records per topic partition before its fence, one consumer for all of them."""
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "bench-many", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(t, p, 0) for t in topics for p in range(PARTITIONS)])
-    counts = {(t, p): 0 for t in topics for p in range(PARTITIONS)}
-    done: set[tuple[str, int]] = set()
-    deadline = time.monotonic() + timeout_s
-    try:
-        while len(done) < len(counts) and time.monotonic() < deadline:
-            for msg in consumer.consume(10_000, timeout=0.5):
-                if msg.error():
-                    raise KafkaException(msg.error())
-                tp = (str(msg.topic()), int(msg.partition() or 0))
-                if msg.key() == FENCE_KEY:
-                    done.add(tp)
-                elif tp not in done:
-                    counts[tp] += 1
-    finally:
-        consumer.close()
+    counts, done = count_fenced(consumer, [(t, p) for t in topics for p in range(PARTITIONS)], timeout_s)
     if len(done) < len(counts):
         raise RuntimeError(f"fences seen on {len(done)} of {len(counts)} partitions within {timeout_s} s")
     return counts

@@ -10,7 +10,7 @@ import multiprocessing
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -134,25 +134,35 @@ def count_until_fence(bootstrap: str, topic: str, nparts: int, timeout_s: float 
             "enable.partition.eof": False,
         }
     )
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(nparts)])
-    counts = dict.fromkeys(range(nparts), 0)
-    done: set[int] = set()
+    counts, done = count_fenced(consumer, [(topic, p) for p in range(nparts)], timeout_s)
+    if len(done) < nparts:
+        seen = sorted(p for _, p in done)
+        raise RuntimeError(f"{topic}: fences seen on {seen} of {nparts} partitions within {timeout_s} s")
+    return {p: n for (_, p), n in counts.items()}
+
+
+def count_fenced(
+    consumer: Consumer, partitions: Iterable[tuple[str, int]], timeout_s: float
+) -> tuple[dict[tuple[str, int], int], set[tuple[str, int]]]:
+    """Records per topic partition before its fence, read by `consumer` (closed after) from offset 0
+    (fence-keyed records not counted), and the partitions whose fence it saw within `timeout_s`."""
+    counts = dict.fromkeys(partitions, 0)
+    consumer.assign([TopicPartition(t, p, 0) for t, p in counts])
+    done: set[tuple[str, int]] = set()
     deadline = time.monotonic() + timeout_s
     try:
-        while len(done) < nparts and time.monotonic() < deadline:
+        while len(done) < len(counts) and time.monotonic() < deadline:
             for msg in consumer.consume(10_000, timeout=0.5):
                 if msg.error():
                     raise KafkaException(msg.error())
-                p = cast(int, msg.partition())
+                tp = (str(msg.topic()), cast(int, msg.partition()))
                 if msg.key() == FENCE_KEY:
-                    done.add(p)
-                elif p not in done:
-                    counts[p] += 1
+                    done.add(tp)
+                elif tp not in done:
+                    counts[tp] += 1
     finally:
         consumer.close()
-    if len(done) < nparts:
-        raise RuntimeError(f"{topic}: fences seen on {sorted(done)} of {nparts} partitions within {timeout_s} s")
-    return counts
+    return counts, done
 
 
 def _children() -> dict[int, list[int]]:

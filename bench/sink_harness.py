@@ -23,6 +23,7 @@ if __package__ in (None, ""):
 
 from pyspark.sql import SparkSession
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming import StreamingQuery
 
 from bench.measure import add_fences, count_until_fence, create_topics, produce_parallel
 from kmirror_cli.local_brokers import LocalBroker
@@ -68,6 +69,26 @@ class _OneBatch(DataSourceStreamReader):
         """Nothing to commit: the batch is fixed."""
 
 
+def start_fixed_ranges_copy(
+    spark: SparkSession, ranges: list[list[Any]], spec: dict[str, Any], checkpoint: Path, tasks: int
+) -> StreamingQuery:
+    """Start one batch of `ranges` (rows of RANGE_SCHEMA), split over `tasks` tasks, through the
+    "kmirror-sink" data source of flow `spec` (both data sources registered here)."""
+    spark.dataSource.register(FixedRanges)
+    spark.dataSource.register(MirrorSink)
+    return (
+        spark.readStream.format("kmirror-fixed-ranges")
+        .option("ranges", json.dumps(ranges))
+        .option("tasks", tasks)
+        .load()
+        .writeStream.format("kmirror-sink")
+        .option("flow_spec", json.dumps(spec))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=2_000_000)
@@ -98,20 +119,7 @@ def main() -> int:
         ranges = [["src", p, 0, counts[p], "west.src"] for p in range(nparts)]
         spark = SparkSession.builder.master(args.master).config("spark.ui.enabled", "false").getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
-        spark.dataSource.register(FixedRanges)
-        spark.dataSource.register(MirrorSink)
-        query = (
-            spark.readStream.format("kmirror-fixed-ranges")
-            .option("ranges", json.dumps(ranges))
-            .option("tasks", args.tasks)
-            .load()
-            .writeStream.format("kmirror-sink")
-            .option("flow_spec", json.dumps(spec))
-            .option("checkpointLocation", str(workdir / "checkpoint"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        query.awaitTermination()
+        start_fixed_ranges_copy(spark, ranges, spec, workdir / "checkpoint", args.tasks).awaitTermination()
         spark.stop()
         add_fences(dst, "west.src", nparts)
         counted = count_until_fence(dst, "west.src", nparts)

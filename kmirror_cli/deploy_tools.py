@@ -22,7 +22,6 @@ directory; `path TOOL` prints one binary's path.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import hashlib
 import json
 import os
@@ -34,7 +33,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kmirror_cli.local_kafka import cache_dir
+from kmirror_cli.local_kafka import cache_dir, filled_once
 
 WRAPPERS = Path(__file__).resolve().parent.parent / "deploy-tools"
 K8S_PROVIDER_MODULE = "github.com/pulumi/pulumi-kubernetes/provider/v4"
@@ -191,12 +190,8 @@ def build(tool: Tool, *, quiet: bool = False) -> Path:
     """The tool's binary, built once (later calls and concurrent builders reuse it)."""
     home = tool_home(tool)
     binary = home / "bin" / tool.name
-    if (home / ".complete").exists():
-        return binary
-    home.mkdir(parents=True, exist_ok=True)
-    with (home / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (home / ".complete").exists():
+    with filled_once(home) as to_fill:
+        if not to_fill:
             return binary
         go, env = go_binary(), go_env()
         log = home / "build.log"

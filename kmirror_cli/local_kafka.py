@@ -23,6 +23,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
@@ -60,6 +61,21 @@ def cache_dir() -> Path:
     return Path(os.environ.get("KMIRROR_CACHE_DIR") or Path.home() / ".cache" / "kmirror")
 
 
+@contextlib.contextmanager
+def filled_once(home: Path) -> Iterator[bool]:
+    """A cache directory filled once: yields False when `home` carries its `.complete` marker, else
+    True while holding `home/.lock`, for the caller to fill `home` and then write the marker.
+    Concurrent callers wait on the lock and then find the marker; an interrupted fill leaves none,
+    so it is redone."""
+    if (home / ".complete").exists():
+        yield False
+        return
+    home.mkdir(parents=True, exist_ok=True)
+    with (home / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield not (home / ".complete").exists()
+
+
 def resolve_line(line: str) -> str:
     """The pinned version of a Kafka line ("4.1") or an exact pinned version; raises naming the choices."""
     if line in KAFKA_LINES:
@@ -79,12 +95,8 @@ def kafka_jars(line: str = DEFAULT_LINE) -> Path:
     version = resolve_line(line)
     home = cache_dir() / f"kafka-{version}"
     jars = home / "lib"
-    if (home / ".complete").exists():
-        return jars
-    home.mkdir(parents=True, exist_ok=True)
-    with (home / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (home / ".complete").exists():
+    with filled_once(home) as to_fill:
+        if not to_fill:
             return jars
         mvn = shutil.which("mvn")
         if mvn is None:

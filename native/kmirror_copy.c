@@ -470,6 +470,18 @@ static rd_kafka_conf_t *make_conf(PyObject *dict, const char *what) {
     return conf;
 }
 
+/* A client made from `conf` (which it then owns); NULL with a ValueError naming `what` when
+ * librdkafka refuses it, `conf` destroyed (librdkafka leaves a refused conf to its caller). */
+static rd_kafka_t *new_client(rd_kafka_type_t type, rd_kafka_conf_t *conf, const char *what) {
+    char errstr[512];
+    rd_kafka_t *client = rd_kafka_new(type, conf, errstr, sizeof errstr);
+    if (!client) {
+        rd_kafka_conf_destroy(conf);
+        PyErr_Format(PyExc_ValueError, "cannot create the %s: %s", what, errstr);
+    }
+    return client;
+}
+
 static int Loop_init(Loop *self, PyObject *args, PyObject *kwds) {
     static char *kwlist[] = {"consumer_config", "producer_config", "batch_size", NULL};
     PyObject *cdict, *pdict;
@@ -480,7 +492,6 @@ static int Loop_init(Loop *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     if (batch_size < 1) batch_size = 1;
-    char errstr[512];
     rd_kafka_conf_t *pconf = make_conf(pdict, "producer");
     if (!pconf) return -1;
     rd_kafka_conf_set_dr_msg_cb(pconf, on_delivery);
@@ -491,18 +502,14 @@ static int Loop_init(Loop *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     /* the producer first: its id request then overlaps the consumer's first fetch */
-    self->producer = rd_kafka_new(RD_KAFKA_PRODUCER, pconf, errstr, sizeof errstr);
+    self->producer = new_client(RD_KAFKA_PRODUCER, pconf, "target producer");
     if (!self->producer) {
-        rd_kafka_conf_destroy(pconf);
         rd_kafka_conf_destroy(cconf);
-        PyErr_Format(PyExc_ValueError, "cannot create the target producer: %s", errstr);
         return -1;
     }
-    self->consumer = rd_kafka_new(RD_KAFKA_CONSUMER, cconf, errstr, sizeof errstr);
+    self->consumer = new_client(RD_KAFKA_CONSUMER, cconf, "source consumer");
     if (!self->consumer) {
-        rd_kafka_conf_destroy(cconf);
         destroy_clients(self);
-        PyErr_Format(PyExc_ValueError, "cannot create the source consumer: %s", errstr);
         return -1;
     }
     rd_kafka_poll_set_consumer(self->consumer);

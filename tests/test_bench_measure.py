@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from bench.measure import RssSampler, _kind
+from bench.measure import FENCE_KEY, RssSampler, _kind, count_fenced
 
 JAVA = "/usr/lib/jvm/java-17-openjdk-amd64/bin/java"
 SITE = "/venv/lib/python3.11/site-packages/pyspark"
@@ -85,3 +85,54 @@ def test_a_process_that_ended_before_the_window_adds_nothing_to_it() -> None:
     cpu = sampler.cpu_between(2.5, 4.0)
     assert cpu["jvm"] == pytest.approx(0.2)  # 20's growth only, not 10's whole 0.30
     assert cpu["workers"] == pytest.approx(0.45 + 0.20)
+
+
+class _Msg:
+    def __init__(self, topic: str, partition: int, key: bytes | None) -> None:
+        self._tp, self._key = (topic, partition), key
+
+    def error(self) -> None:
+        return None
+
+    def topic(self) -> str:
+        return self._tp[0]
+
+    def partition(self) -> int:
+        return self._tp[1]
+
+    def key(self) -> bytes | None:
+        return self._key
+
+
+class _Consumer:
+    def __init__(self, batches: list[list[_Msg]]) -> None:
+        self.batches, self.assigned, self.closed = batches, [], False
+
+    def assign(self, partitions: list[Any]) -> None:
+        self.assigned = [(tp.topic, tp.partition, tp.offset) for tp in partitions]
+
+    def consume(self, _n: int, timeout: float) -> list[_Msg]:
+        return self.batches.pop(0) if self.batches else []
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_count_fenced_counts_each_partition_up_to_its_fence() -> None:
+    """Both benchmarks' counters (one topic, many topics): records after a partition's fence are not counted."""
+    a0, a1, b0 = ("a", 0), ("a", 1), ("b", 0)
+    batches = [
+        [_Msg(*a0, b"k"), _Msg(*a0, b"k"), _Msg(*a1, None), _Msg(*b0, b"k")],
+        [_Msg(*a0, FENCE_KEY), _Msg(*a0, b"late"), _Msg(*a1, FENCE_KEY), _Msg(*b0, FENCE_KEY)],
+    ]
+    consumer = _Consumer(batches)
+    counts, done = count_fenced(consumer, [a0, a1, b0], timeout_s=5)
+    assert counts == {a0: 2, a1: 1, b0: 1}
+    assert done == {a0, a1, b0}
+    assert consumer.assigned == [("a", 0, 0), ("a", 1, 0), ("b", 0, 0)] and consumer.closed
+
+
+def test_count_fenced_names_the_partitions_whose_fence_never_came() -> None:
+    consumer = _Consumer([[_Msg("a", 0, b"k"), _Msg("a", 1, FENCE_KEY)]])
+    counts, done = count_fenced(consumer, [("a", 0), ("a", 1)], timeout_s=0.2)
+    assert counts == {("a", 0): 1, ("a", 1): 0} and done == {("a", 1)} and consumer.closed

@@ -1,80 +1,35 @@
-"""What a batch copies: discovery, offset queries, ranges, target/created/internal topics, config and ACL sync.
-
-The public surface for the Spark glue and the CLI: `__all__`, loaded lazily (kmirror_engine/lazy_exports.py).
-"""
+"""What a batch copies: discovery, offset queries, ranges, target/created/internal topics, config and ACL sync."""
 
 from typing import TYPE_CHECKING
 
 from kmirror_engine.lazy_exports import lazy_exports
 
-if TYPE_CHECKING:
-    from kmirror_engine.planning.discovery import TopicDiscovery
-    from kmirror_engine.planning.flow_control import (
-        ControlState,
-        newest_record,
-        write_state,
-    )
-    from kmirror_engine.planning.internal_names import control_topic, run_token
-    from kmirror_engine.planning.internal_topics import (
-        mirror_acls,
-        principal_hint,
-        require_internal_topic_access,
-    )
-    from kmirror_engine.planning.range_planner import RangePlanner
-    from kmirror_engine.planning.ranges import (
-        RANGE_SCHEMA,
-        OffsetRange,
-        Offsets,
-        offsets_from_json,
-        offsets_to_json,
-        plan_tasks,
-    )
+if TYPE_CHECKING:  # the public surface for the Spark glue and the CLI (`as`: re-exported), loaded lazily below
+    from kmirror_engine.planning.discovery import TopicDiscovery as TopicDiscovery
+    from kmirror_engine.planning.flow_control import ControlState as ControlState
+    from kmirror_engine.planning.flow_control import newest_record as newest_record
+    from kmirror_engine.planning.flow_control import write_state as write_state
+    from kmirror_engine.planning.internal_names import control_topic as control_topic
+    from kmirror_engine.planning.internal_names import run_token as run_token
+    from kmirror_engine.planning.internal_topics import mirror_acls as mirror_acls
+    from kmirror_engine.planning.internal_topics import principal_hint as principal_hint
+    from kmirror_engine.planning.internal_topics import require_internal_topic_access as require_internal_topic_access
+    from kmirror_engine.planning.range_planner import RangePlanner as RangePlanner
+    from kmirror_engine.planning.ranges import RANGE_SCHEMA as RANGE_SCHEMA
+    from kmirror_engine.planning.ranges import OffsetRange as OffsetRange
+    from kmirror_engine.planning.ranges import Offsets as Offsets
+    from kmirror_engine.planning.ranges import offsets_from_json as offsets_from_json
+    from kmirror_engine.planning.ranges import offsets_to_json as offsets_to_json
+    from kmirror_engine.planning.ranges import plan_tasks as plan_tasks
 
-__all__ = [
-    "RANGE_SCHEMA",
-    "ControlState",
-    "OffsetRange",
-    "Offsets",
-    "RangePlanner",
-    "TopicDiscovery",
-    "control_topic",
-    "mirror_acls",
-    "newest_record",
-    "offsets_from_json",
-    "offsets_to_json",
-    "plan_tasks",
-    "principal_hint",
-    "require_internal_topic_access",
-    "run_token",
-    "write_state",
-]
-
-__getattr__ = lazy_exports(
+__getattr__, __all__ = lazy_exports(
     __name__,
     {
         "discovery": ("TopicDiscovery",),
-        "flow_control": (
-            "ControlState",
-            "newest_record",
-            "write_state",
-        ),
-        "internal_names": (
-            "control_topic",
-            "run_token",
-        ),
-        "internal_topics": (
-            "mirror_acls",
-            "principal_hint",
-            "require_internal_topic_access",
-        ),
+        "flow_control": ("ControlState", "newest_record", "write_state"),
+        "internal_names": ("control_topic", "run_token"),
+        "internal_topics": ("mirror_acls", "principal_hint", "require_internal_topic_access"),
         "range_planner": ("RangePlanner",),
-        "ranges": (
-            "RANGE_SCHEMA",
-            "OffsetRange",
-            "Offsets",
-            "offsets_from_json",
-            "offsets_to_json",
-            "plan_tasks",
-        ),
+        "ranges": ("RANGE_SCHEMA", "OffsetRange", "Offsets", "offsets_from_json", "offsets_to_json", "plan_tasks"),
     },
 )

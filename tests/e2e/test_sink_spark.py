@@ -3,13 +3,11 @@ commit runs, and the target holds every record of every range, in order."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
-from bench.sink_harness import FixedRanges
-from spark_app.sink import MirrorSink
+from bench.sink_harness import start_fixed_ranges_copy
 from tests.kafka_helpers import add_fences, consume_all, create_topic, produce
 
 pytestmark = pytest.mark.e2e
@@ -38,20 +36,7 @@ def test_writer_tasks_copy_their_ranges_through_spark(spark: Any, clusters: Any,
         "emit_heartbeats": False,
     }
     ranges = [[src, p, 0, 30, dst] for p in range(3)]
-    spark.dataSource.register(FixedRanges)
-    spark.dataSource.register(MirrorSink)
-
-    query = (
-        spark.readStream.format("kmirror-fixed-ranges")
-        .option("ranges", json.dumps(ranges))
-        .option("tasks", 2)
-        .load()
-        .writeStream.format("kmirror-sink")
-        .option("flow_spec", json.dumps(spec))
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = start_fixed_ranges_copy(spark, ranges, spec, tmp_path / "checkpoint", tasks=2)
     query.awaitTermination(300)
 
     assert query.exception() is None

@@ -72,13 +72,12 @@ class KerberosSecret(pulumi.ComponentResource):
         self.krb5_conf_path = pulumi.Output.from_input(f"{stored.mount_path}krb5.conf" if text else "")
         self.secret_arn = stored.secret_arn  # type: ignore[assignment]  # None on kubernetes: no output
         self.secret_resource = stored.resource  # dependency handle for pods/steps that mount it
-        outputs = {
-            "secret_name": self.secret_name,
-            "mount_path": self.mount_path,
-            "principal": self.principal,
-            "keytab_path": self.keytab_path,
-            "krb5_conf_path": self.krb5_conf_path,
-        }
-        if stored.secret_arn is not None:
-            outputs["secret_arn"] = stored.secret_arn
-        self.register_outputs(outputs)
+        self.register_outputs(
+            stored.outputs(
+                secret_name=self.secret_name,
+                mount_path=self.mount_path,
+                principal=self.principal,
+                keytab_path=self.keytab_path,
+                krb5_conf_path=self.krb5_conf_path,
+            )
+        )

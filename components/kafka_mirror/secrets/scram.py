@@ -53,7 +53,6 @@ class ScramSecret(pulumi.ComponentResource):
         self.password_key = pulumi.Output.from_input("password")
         self.secret_arn = stored.secret_arn  # type: ignore[assignment]  # None on kubernetes: no output
         self.secret_resource = stored.resource  # dependency handle for pods/steps that mount it
-        outputs = {"secret_name": self.secret_name, "mount_path": self.mount_path, "password_key": self.password_key}
-        if stored.secret_arn is not None:
-            outputs["secret_arn"] = stored.secret_arn
-        self.register_outputs(outputs)
+        self.register_outputs(
+            stored.outputs(secret_name=self.secret_name, mount_path=self.mount_path, password_key=self.password_key)
+        )

@@ -45,6 +45,11 @@ class StoredSecret:
     secret_arn: pulumi.Output[str] | None  # aws only
     resource: pulumi.CustomResource  # the Secret (kubernetes) or SecretVersion (aws) holding the values
 
+    def outputs(self, **own: Any) -> dict[str, Any]:
+        """What a secret component registers: its `own` outputs, and `secret_arn` on aws (None on
+        kubernetes: no output)."""
+        return own if self.secret_arn is None else {**own, "secret_arn": self.secret_arn}
+
 
 def aws_secret_name(secret_name: str, prefix: str | None = None) -> str:
     """The Secrets Manager name: stack-unique (`kafka-mirror/<project>/<stack>/<name>` by default),

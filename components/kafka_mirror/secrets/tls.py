@@ -70,7 +70,4 @@ class TlsSecret(pulumi.ComponentResource):
         self.keys = pulumi.Output.from_input(sorted([*text, *binary]))
         self.secret_arn = stored.secret_arn  # type: ignore[assignment]  # None on kubernetes: no output
         self.secret_resource = stored.resource  # dependency handle for pods/steps that mount it
-        outputs = {"secret_name": self.secret_name, "mount_path": self.mount_path, "keys": self.keys}
-        if stored.secret_arn is not None:
-            outputs["secret_arn"] = stored.secret_arn
-        self.register_outputs(outputs)
+        self.register_outputs(stored.outputs(secret_name=self.secret_name, mount_path=self.mount_path, keys=self.keys))
