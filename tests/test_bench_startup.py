@@ -9,7 +9,7 @@ TRACE = """\
 100 10:00:00.000000 execve("/v/bin/python", ["python", "-m", "spark_app"], 0x7ffd /* 30 vars */) = 0
 100 10:00:00.500000 connect(3, {sa_family=AF_INET, sin_port=htons(9092), sin_addr=inet_addr("127.0.0.1")}, 16) = 0
 100 10:00:01.000000 clone(child_stack=NULL, flags=CLONE_CHILD_CLEARTID|SIGCHLD) = 101
-101 10:00:01.100000 execve("/usr/lib/jvm/bin/java", ["java", "-cp", "x", "org.apache.spark.deploy.SparkSubmit"], 0x1 /* 9 vars */) = 0
+101 10:00:01.100000 execve("/jvm/bin/java", ["java", "org.apache.spark.deploy.SparkSubmit"], 0x1 /* 9 vars */) = 0
 101 10:00:01.200000 clone3({flags=CLONE_VM|CLONE_THREAD|CLONE_SIGHAND, child_tid=0x7f}, 88 <unfinished ...>
 100 10:00:01.250000 connect(4, {sa_family=AF_INET, sin_port=htons(9093), sin_addr=inet_addr("127.0.0.1")}, 16) = 0
 101 10:00:01.300000 <... clone3 resumed> => {parent_tid=[102]}, 88) = 102
