@@ -16,7 +16,7 @@ from kmirror.flow.spec import ClusterEndpoint, FlowSpec, parse_flow_spec
 from kmirror.flow.views import HeartbeatSettings
 from kmirror.mm2.formats import Checkpoint, decode_heartbeat
 from kmirror_cli.cli import main
-from kmirror_engine.failover.checkpoints import CheckpointEmitter, is_more_recent, translate_offsets
+from kmirror_engine.failover.checkpoints import is_more_recent, translate_offsets
 from kmirror_engine.failover.group_sync import ActiveGroupError, sync_group
 from kmirror_engine.failover.offset_syncs import SyncStore
 from kmirror_engine.observability.heartbeats import HeartbeatEmitter, HeartbeatError
@@ -24,6 +24,7 @@ from kmirror_engine.observability.metrics import FlowMetrics
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 from tests.kafka_fakes import done
 from tests.planner_fakes import raw_spec
+from tests.sync_log_fakes import emitter_of
 
 
 @pytest.fixture(autouse=True)
@@ -114,13 +115,13 @@ def test_checkpoints_translate_selected_groups_on_mirrored_topics_only() -> None
     store = SyncStore()
     store.add_segment("orders", 0, 0, 10, [(0, 3), (9, 12)])
     admin = FakeAdmin(offsets={("orders", 0): 4, ("payments", 0): 1})
-    emitter = CheckpointEmitter(spec(), store, admin, FakeProducer())
+    emitter = emitter_of(spec(), store, admin, FakeProducer())
     assert emitter.groups() == ["app-1", "app-2"]  # not "batch" (groups), not the mirror's own group
     emitted, _ = emitter.emit(["app-1"])
     assert emitted == [Checkpoint("app-1", "west.orders", 0, 4, 7, "")]
     assert emitter.emit(["app-1"])[0] == []  # repeated checkpoint is not emitted again
     assert [
-        t.source_topic for t in translate_offsets(spec(), store, {("orders", 0): (4, ""), ("pay", 0): (1, "")})
+        t.source_topic for t in translate_offsets(spec().route, store, {("orders", 0): (4, ""), ("pay", 0): (1, "")})
     ] == ["orders"]
 
 
@@ -128,11 +129,11 @@ def test_a_second_checkpoint_writer_only_checkpoints_inside_the_history_it_read(
     store = SyncStore()
     store.add_segment("orders", 0, 0, 10, [(0, 3), (9, 12)])  # mirrored [0, 10): the driver read this much
     admin = FakeAdmin(offsets={("orders", 0): 10})
-    driver = CheckpointEmitter(spec(), store, admin, FakeProducer(), within_known_history=True)
+    driver = emitter_of(spec(), store, admin, FakeProducer(), within_known_history=True)
     assert driver.emit(["app-1"])[0] == [Checkpoint("app-1", "west.orders", 0, 10, 13, "")]  # at the known end
     admin.offsets[("orders", 0)] = 14  # the group is past the syncs this writer has read
     assert driver.emit(["app-1"])[0] == []  # the sink's listener, with newer syncs, checkpoints it
-    assert CheckpointEmitter(spec(), store, admin, FakeProducer()).emit(["app-1"])[0] == [
+    assert emitter_of(spec(), store, admin, FakeProducer()).emit(["app-1"])[0] == [
         Checkpoint("app-1", "west.orders", 0, 14, 13, "")
     ]  # a lone writer: MM2's +1 rule
 

@@ -90,12 +90,14 @@ class CheckpointRound:
         home_alias = spec.checkpoints.reverse_of
         home = HomeSyncs(home_log or SyncLog(spec.source, home_alias)) if home_alias is not None else None
         emitter = CheckpointEmitter(
-            spec,
+            spec.route,
             syncs.store,
             clients.source_admin,
             clients.producer,
             within_known_history=second_writer,
             home_syncs=home.store if home is not None else None,
+            own_group=spec.consumer_group,
+            reverse_of=home_alias,
         )
         return cls(spec.route, spec.checkpoints, syncs, clients, metrics, emitter, home)
 
