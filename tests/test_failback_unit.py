@@ -225,7 +225,9 @@ def reverse_round(spec: Any, home_log: Any, admin: Any) -> tuple[Any, Any]:
     producer, metrics = FakeProducer(), FailoverMetrics(spec.id, spec.copy, spec.source)
     clients = FailoverClients(FakeSyncLog(), producer, admin, TargetAdmin(), lambda: [], lambda t, c: None)
     syncs = OffsetSyncWriter(spec.id, spec.checkpoints, clients.sync_log, metrics).load()
-    return CheckpointRound.for_flow(spec, syncs, clients, metrics, home_log=home_log), producer
+    return CheckpointRound.for_flow(
+        spec.route, spec.checkpoints, spec.consumer_group, syncs, clients, metrics, home_log=home_log
+    ), producer
 
 
 def test_the_reverse_flows_checkpoint_round_loads_the_forward_syncs_from_its_source_and_writes_home(

@@ -53,9 +53,11 @@ class SyncTicker:
         settings = spec.topic_sync
         syncs: list[tuple[str, Any, int]] = []
         if settings.configs:
-            syncs.append(("config sync", ConfigSync.for_flow(spec, admin_factory), settings.configs_interval_ms))
+            syncs.append(
+                ("config sync", ConfigSync.for_flow(spec.route, settings, admin_factory), settings.configs_interval_ms)
+            )
         if settings.acls:
-            syncs.append(("ACL sync", AclSync.for_flow(spec, admin_factory), settings.acls_interval_ms))
+            syncs.append(("ACL sync", AclSync.for_flow(spec.route, admin_factory), settings.acls_interval_ms))
         return cls(spec.id, once, syncs)
 
     def _add(self, what: str, sync: Any, interval_ms: int) -> None:

@@ -381,7 +381,7 @@ def test_the_listed_acls_are_enough_for_heartbeats_the_created_topics_registry_a
         emitter.flush(30)
         assert _count(east.broker.bootstrap_servers, "heartbeats", 1) >= 1
         _alter_topic_config(west, topic, "retention.ms", "7200000")
-        ConfigSync.for_flow(spec).run()
+        ConfigSync.for_flow(spec.route, spec.topic_sync).run()
         assert _topic_config(east, remote)["retention.ms"] == "7200000"
     finally:
         revoke_all(west, who)
