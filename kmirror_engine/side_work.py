@@ -81,7 +81,7 @@ class FlowSideWork:
         parts = SideWorkParts(
             heartbeats=lambda: HeartbeatTicker.for_flow(spec).start(),
             idle_checkpoints=lambda: IdleCheckpoints.for_flow(spec).start(),
-            topic_sync=lambda once: SyncTicker.for_flow(spec, once).start(),
+            topic_sync=lambda once: SyncTicker.for_flow(spec.route, spec.topic_sync, once).start(),
             final_checkpoint=lambda: final_checkpoint(
                 FailoverListener.for_flow(spec, serve_metrics=False, heartbeats=False)
             ),

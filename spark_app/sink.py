@@ -100,9 +100,9 @@ class MirrorStreamWriter(DataSourceStreamWriter):
         started_ms = _now_ms()
         # The batch is delivered: side work (group commit, checkpoints, offset syncs, progress)
         # is logged and retried at the next batch when it fails, never failing this batch.
-        run_side_work(spec, lambda listener: listener.on_batch(batch), listeners_for)
+        run_side_work(spec.id, lambda listener: listener.on_batch(batch), lambda: listeners_for(spec))
         now = _now_ms()
-        run_side_work(spec, lambda listener: listener.on_idle(now), listeners_for)
+        run_side_work(spec.id, lambda listener: listener.on_idle(now), lambda: listeners_for(spec))
         log_path = os.environ.get(BATCH_LOG_ENV)
         if log_path:  # the benchmark's record of the batch; listeners_ms: this commit's own work
             _append_batch_log(log_path, batch, first_read_ms, last_delivery_ms, _now_ms() - started_ms)
@@ -111,7 +111,7 @@ class MirrorStreamWriter(DataSourceStreamWriter):
         """Nothing to undo: copied records stay (at-least-once); the retried batch copies again
         (in exactly-once mode, failed tasks aborted their own transactions). The failure is
         counted (kmirror_failed_batches_total) by the flow's listeners."""
-        batch_failed(parse_flow_spec(json.loads(self.spec_json)), batchId)
+        batch_failed(listeners_for(parse_flow_spec(json.loads(self.spec_json))), batchId)
 
 
 def aggregate(

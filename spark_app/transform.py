@@ -32,6 +32,7 @@ from typing import Any
 
 from kmirror.errors import Problem, ValidationError
 from kmirror.flow.spec import FlowSpec
+from kmirror.flow.views import CopySettings
 from kmirror_engine.observability import BatchProgress, PartitionProgress
 from kmirror_engine.planning import OffsetRange, plan_tasks
 from spark_app.records_source import RECORDS_SCHEMA, RecordsSource
@@ -75,8 +76,8 @@ class Transform:
     exact_origin: bool  # topic and partition are records' own columns: every kept row is attributed
 
 
-def _refused(spec: FlowSpec, message: str) -> ValidationError:
-    return ValidationError([Problem("transform.sql", message)], source=f"flow {spec.id}")
+def _refused(flow_id: str, message: str) -> ValidationError:
+    return ValidationError([Problem("transform.sql", message)], source=f"flow {flow_id}")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -89,13 +90,14 @@ def _output_ids(df: Any) -> dict[str, int]:
     return {output.apply(i).name(): output.apply(i).exprId().id() for i in range(output.size())}
 
 
-def validate_transform(spark: Any, spec: FlowSpec) -> Transform:
-    """The flow's transform, checked over an empty `records` view (module doc); raises ValidationError."""
+def validate_transform(spark: Any, flow_id: str, copy: CopySettings) -> Transform:
+    """Flow `flow_id`'s transform (its `copy` view's `transform_sql`), checked over an empty
+    `records` view (module doc); raises ValidationError."""
     from pyspark.errors import PySparkException
 
-    sql = spec.copy.transform_sql
+    sql = copy.transform_sql
     if sql is None:
-        raise ValueError(f"flow {spec.id} has no transform")  # callers check spec.copy.transform_sql first
+        raise ValueError(f"flow {flow_id} has no transform")  # callers check copy.transform_sql first
     session = spark.newSession()  # its own temporary views: a user's `records` view stays untouched
     empty = session.createDataFrame([], RECORDS_SCHEMA)
     empty.createOrReplaceTempView(VIEW)
@@ -104,7 +106,7 @@ def validate_transform(spark: Any, spec: FlowSpec) -> Transform:
         fields = {f.name: f.dataType.simpleString() for f in result.schema.fields}
         plan = result._jdf.queryExecution().analyzed().toString()
     except PySparkException as exc:
-        raise _refused(spec, f"Spark refused the query: {_first_line(exc)}") from None
+        raise _refused(flow_id, f"Spark refused the query: {_first_line(exc)}") from None
     problems = [
         f"the result has no column `{name}` ({wanted}); it must have exactly the columns of records"
         for name, wanted in COLUMN_TYPES.items()
@@ -127,11 +129,11 @@ def validate_transform(spark: Any, spec: FlowSpec) -> Transform:
             "transform works record by record (SELECT ... FROM records WHERE ..., functions, explode)"
         )
     if problems:
-        raise ValidationError([Problem("transform.sql", p) for p in problems], source=f"flow {spec.id}")
+        raise ValidationError([Problem("transform.sql", p) for p in problems], source=f"flow {flow_id}")
     source_ids, result_ids = _output_ids(empty), _output_ids(result)
     if result_ids["offset"] != source_ids["offset"]:
         raise _refused(
-            spec,
+            flow_id,
             "column `offset` must be records.offset unchanged (the mirror maps source offsets "
             "to target offsets with it)",
         )
@@ -184,9 +186,9 @@ class TransformBatch:
         _batch_log(batch, summaries)
         # the batch is delivered: side work failing is logged and retried with the next batch, as
         # in the copy path's sink commit (failing the batch would copy it again at every retry)
-        run_side_work(self.spec, lambda listener: listener.on_batch(batch), listeners_for)
+        run_side_work(self.spec.id, lambda listener: listener.on_batch(batch), lambda: listeners_for(self.spec))
         now = int(time.time() * 1000)
-        run_side_work(self.spec, lambda listener: listener.on_idle(now), listeners_for)
+        run_side_work(self.spec.id, lambda listener: listener.on_idle(now), lambda: listeners_for(self.spec))
 
 
 def batch_progress(
@@ -261,7 +263,7 @@ def _batch_log(batch: BatchProgress, summaries: list[dict[str, Any]]) -> None:
 
 def transform_writer(spark: Any, ranges: Any, spec: FlowSpec, task_count: int) -> Any:
     """The DataStreamWriter of a transform flow; validates the query first (ValidationError)."""
-    transform = validate_transform(spark, spec)
+    transform = validate_transform(spark, spec.id, spec.copy)
     if not transform.exact_origin:
         log.warning(
             "%s: the transform changes topic or partition; offset syncs stay exact unless it routes "

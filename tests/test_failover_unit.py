@@ -355,7 +355,7 @@ def test_lag_watch_refreshes_the_table_until_interrupted(
         if len(sleeps) == 2:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(lag, "lag_rows", lambda s: [row])
+    monkeypatch.setattr(lag, "lag_rows", lambda route, group: [row])
     monkeypatch.setattr(lag.time, "sleep", sleep)
     monkeypatch.setenv("COLUMNS", "120")
     assert main(["lag", "--flow", write_flow(tmp_path), "--watch"]) == 130
