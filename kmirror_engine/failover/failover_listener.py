@@ -125,7 +125,7 @@ class FailoverListener:
         side work, retried before each round until it succeeds.
         `heartbeats=False`: leave heartbeats to the driver's HeartbeatTicker (the app's sink does).
         `second_writer`: checkpoints only inside the syncs read so far (see CheckpointEmitter)."""
-        failover_metrics = FailoverMetrics(spec.id, spec.copy, spec.source)
+        failover_metrics = FailoverMetrics.for_flow(spec)
         clients = clients or FailoverClients.connect(spec)
         syncs = OffsetSyncWriter.for_flow(spec.route, spec.checkpoints, failover_metrics, clients.sync_log)
         if spec.id not in _access_reported:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from kmirror.flow.endpoint import ClusterEndpoint
+from kmirror.flow.spec import ClusterEndpoint, FlowSpec
 from kmirror.flow.views import CopySettings
 from kmirror_engine.observability.metrics import FlowMetrics
 from kmirror_engine.observability.progress import BatchProgress
@@ -38,6 +38,10 @@ class FailoverMetrics:
         self.flow_id, self.copy, self.source = flow_id, copy, source
         self.flow = FlowMetrics(flow_id)
         self.flow.set_rate_limits(copy.max_bytes_per_second, copy.max_records_per_second)
+
+    @classmethod
+    def for_flow(cls, spec: FlowSpec) -> FailoverMetrics:
+        return cls(spec.id, spec.copy, spec.source)
 
     def side_work(self, work: str, action: Callable[[], Any]) -> Any:
         """Run `action`; a failure is reported and counted, never raised (see module docstring)."""
