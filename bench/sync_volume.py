@@ -28,8 +28,9 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 from kmirror.flow.spec import parse_flow_spec
 from kmirror_engine.failover import offset_syncs
+from kmirror_engine.failover.offset_sync_topic import OffsetSyncTopic
 from kmirror_engine.failover.offset_sync_writer import OffsetSyncWriter
-from kmirror_engine.failover.offset_syncs import OffsetSyncTopic, Sync, SyncStore
+from kmirror_engine.failover.offset_syncs import Sync, SyncStore
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 
 

@@ -24,7 +24,8 @@ if TYPE_CHECKING:
         sync_group,
     )
     from kmirror_engine.failover.offset_sync_snapshots import SyncLog
-    from kmirror_engine.failover.offset_syncs import SyncStore, read_partition0
+    from kmirror_engine.failover.offset_sync_topic import read_partition0
+    from kmirror_engine.failover.offset_syncs import SyncStore
     from kmirror_engine.failover.takeover_syncs import write_takeover_syncs
     from kmirror_engine.failover.target_only import (
         SOURCE_PROBE_S,
@@ -84,10 +85,8 @@ __getattr__ = lazy_exports(
             "sync_group",
         ),
         "offset_sync_snapshots": ("SyncLog",),
-        "offset_syncs": (
-            "SyncStore",
-            "read_partition0",
-        ),
+        "offset_sync_topic": ("read_partition0",),
+        "offset_syncs": ("SyncStore",),
         "takeover_syncs": ("write_takeover_syncs",),
         "target_only": (
             "SOURCE_PROBE_S",

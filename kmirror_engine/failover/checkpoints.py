@@ -33,7 +33,8 @@ from kmirror.mm2.formats import Checkpoint, decode_checkpoint, encode_checkpoint
 from kmirror_engine.clients.delivery import DeliveryConfirmingProducer
 from kmirror_engine.failover.failback import remote_homecomings
 from kmirror_engine.failover.group_sync import GroupAdminError, committed_offsets, list_groups
-from kmirror_engine.failover.offset_syncs import SyncStore, read_partition0
+from kmirror_engine.failover.offset_sync_topic import read_partition0
+from kmirror_engine.failover.offset_syncs import SyncStore
 from kmirror_engine.planning.internal_names import layout
 
 CHECKPOINTS_TOPIC_CONFIG = layout("checkpoints")

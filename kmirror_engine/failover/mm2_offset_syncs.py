@@ -15,7 +15,8 @@ from kmirror.flow.replication_policy import offset_syncs_topic
 from kmirror.flow.views import FlowRoute
 from kmirror.mm2.formats import FormatError, decode_offset_sync
 from kmirror.mm2.sync_store import Mm2SyncStore
-from kmirror_engine.failover.offset_syncs import OffsetSyncError, read_partition0
+from kmirror_engine.failover.offset_sync_topic import read_partition0
+from kmirror_engine.failover.offset_syncs import OffsetSyncError
 
 
 def mm2_syncs_topic(route: FlowRoute) -> str:

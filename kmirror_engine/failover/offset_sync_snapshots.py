@@ -34,14 +34,8 @@ from typing import Any
 from kmirror.flow.replication_policy import offset_syncs_topic
 from kmirror.flow.spec import ClusterEndpoint
 from kmirror_engine.clients.topic_admin import ensure_topic
-from kmirror_engine.failover.offset_syncs import (
-    OffsetSyncError,
-    OffsetSyncTopic,
-    PartitionSyncs,
-    Sync,
-    SyncStore,
-    read_partition0,
-)
+from kmirror_engine.failover.offset_sync_topic import OffsetSyncTopic, read_partition0
+from kmirror_engine.failover.offset_syncs import OffsetSyncError, PartitionSyncs, Sync, SyncStore
 from kmirror_engine.planning.internal_names import layout, reader_group, snapshot_topic
 
 log = logging.getLogger("kmirror.failover")

@@ -129,7 +129,7 @@ def target_partition_counts(
 
 def read_checkpoints_with_time(target: ClusterEndpoint, topic: str, timeout_s: float = 30.0) -> list[Stamped]:
     """Every checkpoint of `topic` with its record timestamp (ms), in log order."""
-    from kmirror_engine.failover.offset_syncs import read_partition0
+    from kmirror_engine.failover.offset_sync_topic import read_partition0
 
     out = []
     for m in read_partition0(target, topic, timeout_s):

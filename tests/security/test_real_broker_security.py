@@ -498,7 +498,8 @@ def test_offset_syncs_are_still_written_after_the_scram_password_is_rotated(
     file (here at every use: RECHECK_S 0), is rebuilt with the new password and the sync lands."""
     from kmirror.flow.replication_policy import offset_syncs_topic
     from kmirror_engine.clients import cache
-    from kmirror_engine.failover.offset_syncs import OffsetSyncTopic, Sync, SyncStore
+    from kmirror_engine.failover.offset_sync_topic import OffsetSyncTopic
+    from kmirror_engine.failover.offset_syncs import Sync, SyncStore
 
     west, east, directory = secure
     topic = f"sec-rotate-{unique}"
