@@ -16,7 +16,8 @@ class Listener(ProgressLogListener):
 
     def __init__(self, interval_s: float) -> None:
         flow = spec()
-        super().__init__(flow.id, flow.source, flow.copy, out=io.StringIO(), interval_s=interval_s)
+        super().__init__(flow.id, flow.source, flow.copy, out=io.StringIO())
+        self.interval_s = interval_s
         self.log_end: dict[tuple[str, int], int] | None = {}
 
     def _end_offsets(self, batch: BatchProgress) -> dict[tuple[str, int], int] | None:

@@ -38,6 +38,7 @@ class OffsetSyncTopic:
         self.read_until = 0  # next offset `load` reads from (loads are incremental)
         self.written_until = 0  # offset after the newest sync this process wrote (acknowledged)
         self.source_ends: dict[tuple[str, int], int] = {}  # newest SOURCE_END_HEADER loaded per partition
+        self.queued = 0  # syncs this process queued (`write`), delivered or not
 
     def ensure_exists(self) -> None:
         """Create the topic (1 partition, time-based retention so history is not compacted away)."""
@@ -76,6 +77,7 @@ class OffsetSyncTopic:
             if clean_until is not None and i == len(syncs) - 1:
                 headers.append((CLEAN_UNTIL_HEADER, str(clean_until).encode()))
             self._producer.produce(self.topic, value, key, partition=0, headers=headers)
+        self.queued += len(syncs)
 
     def bounds(self, timeout_s: float = 30.0) -> tuple[int, int]:
         """The topic's (low, high) watermarks; (0, 0) when it does not exist."""

@@ -93,19 +93,13 @@ def merge(held: BatchProgress, batch: BatchProgress) -> BatchProgress:
 
 
 class ProgressLogListener:
-    def __init__(
-        self,
-        flow_id: str,
-        source: ClusterEndpoint,
-        copy: CopySettings,
-        out: TextIO | None = None,
-        admin: Any = None,
-        interval_s: float = LINE_INTERVAL_S,
-    ) -> None:
-        """Progress lines of flow `flow_id` (its `copy` view: isolation, rate limits), with the lag
-        read from `source` (through `admin`, default an `admin_client` made at the first batch)."""
-        self.flow_id, self.source, self.copy = flow_id, source, copy
-        self.out, self._admin, self.interval_s = out, admin, interval_s
+    interval_s = LINE_INTERVAL_S  # at most one line per interval while behind (tests shorten it)
+
+    def __init__(self, flow_id: str, source: ClusterEndpoint, copy: CopySettings, out: TextIO | None = None) -> None:
+        """Progress lines of flow `flow_id` (its `copy` view: isolation, rate limits) to `out`
+        (default stderr), with the lag read from `source` (an `admin_client` made at the first batch)."""
+        self.flow_id, self.source, self.copy, self.out = flow_id, source, copy, out
+        self._admin: Any = None
         self._held: BatchProgress | None = None
         self._held_batches = 0
         self._last_line = float("-inf")  # time.monotonic() of the last line
