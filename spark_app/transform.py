@@ -27,13 +27,15 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from kmirror.errors import Problem, ValidationError
 from kmirror.flow.spec import FlowSpec
-from kmirror.flow.views import CopySettings
-from kmirror_engine.observability import BatchProgress, PartitionProgress
+from kmirror.flow.views import CopySettings, PlanningSettings
+from kmirror_engine.observability import BatchListener, BatchProgress, PartitionProgress
 from kmirror_engine.planning import OffsetRange, plan_tasks
 from spark_app.records_source import RECORDS_SCHEMA, RecordsSource
 
@@ -149,12 +151,23 @@ def _type_problem(name: str, got: str, wanted: str) -> str:
 class TransformBatch:
     """The `foreachBatch` function of a transform flow (module doc)."""
 
-    def __init__(self, spec: FlowSpec, transform: Transform, task_count: int) -> None:
-        self.spec, self.transform, self.task_count = spec, transform, task_count
-        self.spec_json = json.dumps(spec.to_dict())
+    def __init__(
+        self,
+        flow_id: str,
+        spec_json: str,
+        planning: PlanningSettings,
+        transform: Transform,
+        task_count: int,
+        listeners: Callable[[], list[BatchListener]],
+    ) -> None:
+        """The batches of flow `flow_id` (its spec as JSON, for the records' reader and writer
+        tasks; its `planning` view: the records per task), through `transform` over `task_count`
+        tasks; `listeners()`: the flow's listeners (`listeners_for`), called after each batch."""
+        self.flow_id, self.spec_json, self.planning = flow_id, spec_json, planning
+        self.transform, self.task_count, self.listeners = transform, task_count, listeners
 
     def __call__(self, batch_df: Any, batch_id: int) -> None:
-        from spark_app.listeners import listeners_for, run_side_work
+        from spark_app.listeners import run_side_work
         from spark_app.records_writer import SUMMARY_SCHEMA, RecordsWriter
 
         rows = batch_df.collect()  # the planned ranges: one small row per source partition range
@@ -168,7 +181,7 @@ class TransformBatch:
         summaries: list[dict[str, Any]] = []
         if ranges:
             session = batch_df.sparkSession
-            tasks = plan_tasks(ranges, self.task_count, self.spec.planning.max_records_per_task)
+            tasks = plan_tasks(ranges, self.task_count, self.planning.max_records_per_task)
             session.dataSource.register(RecordsSource)
             task_json = json.dumps([[list(r.as_row()[:4]) for r in task] for task in tasks])
             records = (
@@ -186,9 +199,9 @@ class TransformBatch:
         _batch_log(batch, summaries)
         # the batch is delivered: side work failing is logged and retried with the next batch, as
         # in the copy path's sink commit (failing the batch would copy it again at every retry)
-        run_side_work(self.spec.id, lambda listener: listener.on_batch(batch), lambda: listeners_for(self.spec))
+        run_side_work(self.flow_id, lambda listener: listener.on_batch(batch), self.listeners)
         now = int(time.time() * 1000)
-        run_side_work(self.spec.id, lambda listener: listener.on_idle(now), lambda: listeners_for(self.spec))
+        run_side_work(self.flow_id, lambda listener: listener.on_idle(now), self.listeners)
 
 
 def batch_progress(
@@ -270,4 +283,9 @@ def transform_writer(spark: Any, ranges: Any, spec: FlowSpec, task_count: int) -
             "records into a partition the flow mirrors itself (docs/spark-app.md)",
             spec.id,
         )
-    return ranges.writeStream.foreachBatch(TransformBatch(spec, transform, task_count))
+    from spark_app.listeners import listeners_for
+
+    batches = TransformBatch(
+        spec.id, json.dumps(spec.to_dict()), spec.planning, transform, task_count, partial(listeners_for, spec)
+    )
+    return ranges.writeStream.foreachBatch(batches)

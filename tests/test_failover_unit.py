@@ -3,8 +3,10 @@ partition back, checkpoint emission rules, heartbeat loop guard, metrics text.""
 
 from __future__ import annotations
 
+import re
 import threading
 from concurrent.futures import Future
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -222,10 +224,12 @@ def test_heartbeat_ticker_beats_while_idle_counts_failures_and_beats_last_at_sto
 
 
 def test_heartbeats_refuse_a_policy_that_would_loop() -> None:
-    looping = SimpleNamespace(**{**vars(spec()), "replication_policy": {"type": "identity"}})
-    looping.policy = SimpleNamespace(format_remote_topic=lambda alias, topic: topic)
-    with pytest.raises(HeartbeatError, match="maps 'heartbeats' to itself; heartbeats would loop"):
-        HeartbeatEmitter.for_flow(looping, FakeProducer())  # type: ignore[arg-type]
+    flow = spec()
+    looping = SimpleNamespace(format_remote_topic=lambda alias, topic: topic, to_dict=lambda: {"type": "identity"})
+    route = replace(flow.route, policy=looping)
+    loops = re.escape("policy {'type': 'identity'} maps 'heartbeats' to itself; heartbeats would loop")
+    with pytest.raises(HeartbeatError, match=loops):
+        HeartbeatEmitter.for_flow(route, flow.heartbeats, FakeProducer())
 
 
 def test_metrics_per_partition_in_prometheus_text_and_progress_log() -> None:

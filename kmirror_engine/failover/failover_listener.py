@@ -141,7 +141,7 @@ class FailoverListener:
             failover_metrics.side_work("checkpoints_setup", checkpoint_round.prepare)
         emitter: HeartbeatEmitter | None = None
         if heartbeats and spec.heartbeats.emit:
-            emitter = HeartbeatEmitter.for_flow(spec, clients.producer)
+            emitter = HeartbeatEmitter.for_flow(spec.route, spec.heartbeats, clients.producer)
         listener = cls(spec.id, spec.checkpoints, clients, failover_metrics, syncs, checkpoint_round, emitter)
         if emitter is not None:
             failover_metrics.side_work("heartbeats_setup", listener._prepare_heartbeats)

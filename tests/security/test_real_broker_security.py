@@ -375,7 +375,9 @@ def test_the_listed_acls_are_enough_for_heartbeats_the_created_topics_registry_a
         registry = CreatedTopics(spec.target, "west", spec.id)
         registry.record([(remote, topic)])
         assert remote in registry.load()
-        emitter = HeartbeatEmitter.for_flow(spec, new_producer(producer_config(spec), role="heartbeats-producer"))
+        emitter = HeartbeatEmitter.for_flow(
+            spec.route, spec.heartbeats, new_producer(producer_config(spec), role="heartbeats-producer")
+        )
         ensure_heartbeats_topic(emitter)
         assert emitter.maybe_emit(1_700_000_000_000)
         emitter.flush(30)
