@@ -28,8 +28,9 @@ if __package__ in (None, ""):  # run as a script: make the repository importable
 
 from kmirror.flow.spec import parse_flow_spec
 from kmirror_engine.failover import offset_syncs
+from kmirror_engine.failover.offset_sync_topic import OffsetSyncTopic
 from kmirror_engine.failover.offset_sync_writer import OffsetSyncWriter
-from kmirror_engine.failover.offset_syncs import OffsetSyncTopic, Sync, SyncStore
+from kmirror_engine.failover.offset_syncs import Sync, SyncStore
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 
 
@@ -79,12 +80,11 @@ def old_thin(
         if last is not None and not dirty and not final and downstream - upstream == last[1] - last[0]:
             continue
         assert lag_max is not None
-        keep = last is None or i == 0 or final or pairs[i + 1][1] - last[1] > lag_max
-        if keep:
-            out.append((upstream, downstream, not dirty))
-            last, dirty = (upstream, downstream), False
-        else:
-            dirty = True
+        if not (last is None or i == 0 or final or pairs[i + 1][1] - last[1] > lag_max):
+            dirty = True  # a drift change the next pair follows closely: dropped, the stretch is dirty
+            continue
+        out.append((upstream, downstream, not dirty))
+        last, dirty = (upstream, downstream), False
     return out
 
 

@@ -142,7 +142,7 @@ def checkpoint_summary(spec: Any, groups: Sequence[str]) -> tuple[dict[str, tupl
     out: dict[str, tuple[int | None, int | None]] = {}
     for group in groups:
         positions = positions_from_checkpoints(
-            spec, latest_checkpoints(stamped, group), store, now, sync_log.syncs.source_ends
+            spec.route, latest_checkpoints(stamped, group), store, now, sync_log.syncs.source_ends
         )
         ages = [p.age_ms for p in positions if p.age_ms is not None]
         risks = [p.records_at_risk for p in positions if p.records_at_risk is not None]

@@ -69,7 +69,25 @@ class FlowSideWork:
     @classmethod
     def for_flow(cls, spec: FlowSpec, once: bool = False) -> FlowSideWork:
         """The side work of `spec` over its real clusters (`once`: a `--once` run)."""
-        return cls(spec.id, once, spec.heartbeats, spec.checkpoints, spec.topic_sync, _real_parts(spec))
+
+        def batch_listeners() -> list[BatchListener]:
+            return [
+                GroupCommitListener.for_flow(spec),  # source next-offsets -> the flow's source group
+                ProgressLogListener(spec.id, spec.source, spec.copy),  # one quiet progress line per batch
+                # offset syncs, checkpoints, group sync, metrics; heartbeats beat on the driver (HeartbeatTicker)
+                FailoverListener.for_flow(spec, heartbeats=False),
+            ]
+
+        parts = SideWorkParts(
+            heartbeats=lambda: HeartbeatTicker.for_flow(spec).start(),
+            idle_checkpoints=lambda: IdleCheckpoints.for_flow(spec).start(),
+            topic_sync=lambda once: SyncTicker.for_flow(spec.route, spec.topic_sync, once).start(),
+            final_checkpoint=lambda: final_checkpoint(
+                FailoverListener.for_flow(spec, serve_metrics=False, heartbeats=False)
+            ),
+            batch_listeners=batch_listeners,
+        )
+        return cls(spec.id, once, spec.heartbeats, spec.checkpoints, spec.topic_sync, parts)
 
     def batch_listeners(self) -> list[BatchListener]:
         """The listeners of each committed batch, in call order (module doc); built anew each call."""
@@ -105,21 +123,3 @@ class FlowSideWork:
         tickers, self.tickers = self.tickers, []
         for ticker in tickers:
             ticker.stop()
-
-
-def _real_parts(spec: FlowSpec) -> SideWorkParts:
-    def batch_listeners() -> list[BatchListener]:
-        return [
-            GroupCommitListener.for_flow(spec),  # source next-offsets -> the flow's source group
-            ProgressLogListener(spec),  # one quiet progress line per batch
-            # offset syncs, checkpoints, group sync, metrics; heartbeats beat on the driver (HeartbeatTicker)
-            FailoverListener.for_flow(spec, heartbeats=False),
-        ]
-
-    return SideWorkParts(
-        heartbeats=lambda: HeartbeatTicker.for_flow(spec).start(),
-        idle_checkpoints=lambda: IdleCheckpoints.for_flow(spec).start(),
-        topic_sync=lambda once: SyncTicker.for_flow(spec, once).start(),
-        final_checkpoint=lambda: final_checkpoint(spec),
-        batch_listeners=batch_listeners,
-    )

@@ -50,12 +50,13 @@ def listeners_for(spec: FlowSpec) -> list[BatchListener]:
 
 
 def run_side_work(
-    spec: FlowSpec,
+    flow_id: str,
     call: Callable[[Any], None],
-    listeners_of: Callable[[FlowSpec], list[BatchListener]] | None = None,
+    listeners: Callable[[], list[BatchListener]],
     out: TextIO | None = None,
 ) -> int:
-    """Call `call(listener)` for every listener of `spec`, after the batch was delivered.
+    """Call `call(listener)` for every listener of flow `flow_id` (`listeners()`, e.g.
+    `lambda: listeners_for(spec)`), after the batch was delivered.
 
     A failure (building the listeners, or one listener) never fails the delivered batch: failing
     it would make Spark copy the batch again at every retry and restart (one batch of duplicates
@@ -64,16 +65,16 @@ def run_side_work(
     of failures (0: all ran).
     """
     try:
-        listeners = (listeners_of or listeners_for)(spec)
+        built = listeners()
     except Exception as exc:
-        _report_side_work_failure(spec.id, "build_listeners", exc, out)
+        _report_side_work_failure(flow_id, "build_listeners", exc, out)
         return 1
     failures = 0
-    for listener in listeners:
+    for listener in built:
         try:
             call(listener)
         except Exception as exc:
-            _report_side_work_failure(spec.id, type(listener).__name__, exc, out)
+            _report_side_work_failure(flow_id, type(listener).__name__, exc, out)
             failures += 1
     return failures
 
@@ -83,9 +84,10 @@ def _report_side_work_failure(flow_id: str, work: str, exc: BaseException, out: 
     print("kmirror side_work_failed " + json.dumps(record, sort_keys=True), file=out or sys.stderr, flush=True)
 
 
-def batch_failed(spec: FlowSpec, batch_id: int) -> None:
-    """Tell the flow's listeners that Spark aborted batch `batch_id` (those with `on_batch_failed`)."""
-    for listener in listeners_for(spec):
+def batch_failed(listeners: list[BatchListener], batch_id: int) -> None:
+    """Tell a flow's listeners (`listeners_for(spec)`) that Spark aborted batch `batch_id` (those
+    with `on_batch_failed`)."""
+    for listener in listeners:
         on_failed = getattr(listener, "on_batch_failed", None)
         if on_failed is not None:
             on_failed(batch_id)

@@ -25,12 +25,16 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kmirror.errors import ConnectionFailure, KmirrorError
 from kmirror.flow.spec import FlowSpec, load_flow_spec
+from kmirror.flow.views import CopySettings
 from kmirror_engine.planning import run_token
 from spark_app.query_watch import run_query
+
+if TYPE_CHECKING:
+    from kmirror_engine.planning import RangePlanner
 
 log = logging.getLogger("kmirror.main")
 START_CHECK_TIMEOUT_S = 15.0  # per cluster; two clusters stay within the ~30 s bound
@@ -166,17 +170,18 @@ def run_flow(
         if spec.copy.transform_sql is not None and not validated:  # a bad query is refused before anything is written
             from spark_app.transform import validate_transform
 
-            validate_transform(spark, spec)
+            validate_transform(spark, spec.id, spec.copy)
         side_work.start()
         checkpoint = checkpoint or spec.checkpoint_location
         if once:
             run_once(spark, spec, checkpoint, stop, reader_api)
-            _close_driver_listeners(spec)  # their offset-sync heads before the final checkpoint reads them
+            # their offset-sync heads before the final checkpoint reads them
+            _close_driver_listeners(spec.id, spec.copy)
             side_work.finish()
         else:
             run_query(lambda: start_query(spark, spec, False, checkpoint, reader_api), stop)
     finally:
-        _close_driver_listeners(spec)
+        _close_driver_listeners(spec.id, spec.copy)
         side_work.stop()
         if own_session:
             spark.stop()
@@ -193,7 +198,10 @@ def run_once(spark: Any, spec: FlowSpec, checkpoint: str, stop: threading.Event,
     if reader_class(reader_api).api == "admission-control":
         run_query(lambda: start_query(spark, spec, True, checkpoint, reader_api), stop)
         return
-    until = frozen_end_offsets(spec, max(1, spark.sparkContext.defaultParallelism))
+    from kmirror_engine.planning import RangePlanner
+
+    task_count = max(1, spark.sparkContext.defaultParallelism)
+    until = frozen_end_offsets(RangePlanner.for_flow(spec, once=True, task_count=task_count))
     previous_end: Any = None
     while not stop.is_set():
         query = run_query(lambda: start_query(spark, spec, True, checkpoint, reader_api, until=until), stop)
@@ -203,11 +211,12 @@ def run_once(spark: Any, spec: FlowSpec, checkpoint: str, stop: threading.Event,
         previous_end = end
 
 
-def frozen_end_offsets(spec: FlowSpec, task_count: int) -> str:
-    """End offsets of every mirrored partition now, as the reader's offset JSON (--once's bound)."""
-    from kmirror_engine.planning import RangePlanner, offsets_to_json
+def frozen_end_offsets(planner: RangePlanner) -> str:
+    """End offsets of every partition `planner` (a `--once` planner) mirrors now, as the reader's
+    offset JSON (--once's bound)."""
+    from kmirror_engine.planning import offsets_to_json
 
-    return json.dumps(offsets_to_json(RangePlanner.for_flow(spec, once=True, task_count=task_count).available()))
+    return json.dumps(offsets_to_json(planner.available()))
 
 
 def last_batch_end(query: Any) -> Any:
@@ -232,18 +241,18 @@ def _as_json(offset: Any) -> Any:
         return offset or None
 
 
-def _close_driver_listeners(spec: FlowSpec) -> None:
+def _close_driver_listeners(flow_id: str, copy: CopySettings) -> None:
     """A transform flow's listeners run in this driver (its foreachBatch calls them): closed when its
     query ends, with their clients and threads (idempotent). The copy path's live in the sink's
     commit process and close at its exit. A failure is logged (the copy is delivered by then)."""
-    if spec.copy.transform_sql is None:
+    if copy.transform_sql is None:
         return
     from spark_app.listeners import close_listeners
 
     try:
-        close_listeners(False, spec.id)
+        close_listeners(False, flow_id)
     except Exception as exc:  # side work after delivery: logged, never failing the run or hiding its error
-        log.warning("%s: closing the flow's listeners failed: %s", spec.id, exc)
+        log.warning("%s: closing the flow's listeners failed: %s", flow_id, exc)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

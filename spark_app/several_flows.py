@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from kmirror.errors import KmirrorError, Problem, ValidationError
@@ -131,7 +132,7 @@ def run_flows(
     reader_api = reader_api or os.environ.get("KMIRROR_READER_API", "auto")
     reader_class(reader_api)
     for spec in specs:
-        _naming(spec, validate_client_configs)
+        _naming(spec.id, partial(validate_client_configs, spec))
     stop = stop or threading.Event()
     own_session = spark is None
     if spark is None:
@@ -148,7 +149,7 @@ def run_flows(
             if spec.copy.transform_sql is not None:
                 from spark_app.transform import validate_transform
 
-                _naming(spec, lambda s: validate_transform(spark, s))
+                _naming(spec.id, partial(validate_transform, spark, spec.id, spec.copy))
         codes: dict[str, int] = {}
 
         def one(spec: FlowSpec) -> None:
@@ -174,10 +175,10 @@ def run_flows(
             jvm_classes.finish()
 
 
-def _naming(spec: FlowSpec, check: Callable[[FlowSpec], object]) -> None:
-    """`check(spec)`, a ValidationError naming the flow."""
+def _naming(flow_id: str, check: Callable[[], object]) -> None:
+    """`check()` of flow `flow_id`, a ValidationError naming the flow."""
     try:
-        check(spec)
+        check()
     except ValidationError as exc:
-        source = exc.source if spec.id in exc.source else f"flow {spec.id}"
+        source = exc.source if flow_id in exc.source else f"flow {flow_id}"
         raise ValidationError(exc.problems, source=source) from None

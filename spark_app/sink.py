@@ -22,14 +22,15 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from pyspark.sql.datasource import DataSource, DataSourceStreamWriter, WriterCommitMessage
 
 from kmirror.errors import KmirrorError
-from kmirror.flow.spec import FlowSpec, parse_flow_spec
+from kmirror.flow.spec import parse_flow_spec
 from kmirror_engine.copying import CopyRange, Throttled, auto_copy_loop, copy_task_ranges, fence_for_query
 from kmirror_engine.observability import BatchProgress, PartitionProgress
 from spark_app.lazy_pandas import defer_pandas_import
@@ -100,9 +101,9 @@ class MirrorStreamWriter(DataSourceStreamWriter):
         started_ms = _now_ms()
         # The batch is delivered: side work (group commit, checkpoints, offset syncs, progress)
         # is logged and retried at the next batch when it fails, never failing this batch.
-        run_side_work(spec, lambda listener: listener.on_batch(batch), listeners_for)
+        run_side_work(spec.id, lambda listener: listener.on_batch(batch), lambda: listeners_for(spec))
         now = _now_ms()
-        run_side_work(spec, lambda listener: listener.on_idle(now), listeners_for)
+        run_side_work(spec.id, lambda listener: listener.on_idle(now), lambda: listeners_for(spec))
         log_path = os.environ.get(BATCH_LOG_ENV)
         if log_path:  # the benchmark's record of the batch; listeners_ms: this commit's own work
             _append_batch_log(log_path, batch, first_read_ms, last_delivery_ms, _now_ms() - started_ms)
@@ -111,7 +112,7 @@ class MirrorStreamWriter(DataSourceStreamWriter):
         """Nothing to undo: copied records stay (at-least-once); the retried batch copies again
         (in exactly-once mode, failed tasks aborted their own transactions). The failure is
         counted (kmirror_failed_batches_total) by the flow's listeners."""
-        batch_failed(parse_flow_spec(json.loads(self.spec_json)), batchId)
+        batch_failed(listeners_for(parse_flow_spec(json.loads(self.spec_json))), batchId)
 
 
 def aggregate(
@@ -186,7 +187,7 @@ class MirrorSink(DataSource):
         spec = parse_flow_spec(json.loads(spec_json))
         token = self.options.get("query_token")
         if spec.exactly_once:
-            _fence_once(spec, token)
+            _fence_once(partial(fence_for_query, spec), token)
         return MirrorStreamWriter(spec_json, auto_copy_loop(), token if spec.exactly_once else None)
 
 
@@ -198,11 +199,11 @@ class MirrorSink(DataSource):
 _FENCED: set[str] = set()
 
 
-def _fence_once(spec: FlowSpec, query_token: str | None) -> None:
-    """Fence the earlier runs' transactional ids once per query start in this process (without a
-    token, as before: every call)."""
+def _fence_once(fence: Callable[[], object], query_token: str | None) -> None:
+    """Fence the earlier runs' transactional ids (`fence()`: `fence_for_query` of the flow) once
+    per query start in this process (without a token, as before: every call)."""
     if query_token is not None and query_token in _FENCED:
         return
-    fence_for_query(spec)
+    fence()
     if query_token is not None:
         _FENCED.add(query_token)

@@ -92,7 +92,7 @@ class RangeReader(DataSourceStreamReader):
                 parse_flow_spec(json.loads(self.spec_json)),
                 self.once,
                 self.task_count,
-                on_takeover=write_takeover_syncs,
+                on_takeover=lambda flow, points: write_takeover_syncs(flow.route, points),
             )
             if self.until_json:
                 self._planner.frozen_end = offsets_from_json(json.loads(self.until_json))

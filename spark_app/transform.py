@@ -27,12 +27,15 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from kmirror.errors import Problem, ValidationError
 from kmirror.flow.spec import FlowSpec
-from kmirror_engine.observability import BatchProgress, PartitionProgress
+from kmirror.flow.views import CopySettings, PlanningSettings
+from kmirror_engine.observability import BatchListener, BatchProgress, PartitionProgress
 from kmirror_engine.planning import OffsetRange, plan_tasks
 from spark_app.records_source import RECORDS_SCHEMA, RecordsSource
 
@@ -75,8 +78,8 @@ class Transform:
     exact_origin: bool  # topic and partition are records' own columns: every kept row is attributed
 
 
-def _refused(spec: FlowSpec, message: str) -> ValidationError:
-    return ValidationError([Problem("transform.sql", message)], source=f"flow {spec.id}")
+def _refused(flow_id: str, message: str) -> ValidationError:
+    return ValidationError([Problem("transform.sql", message)], source=f"flow {flow_id}")
 
 
 def _first_line(exc: BaseException) -> str:
@@ -89,13 +92,14 @@ def _output_ids(df: Any) -> dict[str, int]:
     return {output.apply(i).name(): output.apply(i).exprId().id() for i in range(output.size())}
 
 
-def validate_transform(spark: Any, spec: FlowSpec) -> Transform:
-    """The flow's transform, checked over an empty `records` view (module doc); raises ValidationError."""
+def validate_transform(spark: Any, flow_id: str, copy: CopySettings) -> Transform:
+    """Flow `flow_id`'s transform (its `copy` view's `transform_sql`), checked over an empty
+    `records` view (module doc); raises ValidationError."""
     from pyspark.errors import PySparkException
 
-    sql = spec.copy.transform_sql
+    sql = copy.transform_sql
     if sql is None:
-        raise ValueError(f"flow {spec.id} has no transform")  # callers check spec.copy.transform_sql first
+        raise ValueError(f"flow {flow_id} has no transform")  # callers check copy.transform_sql first
     session = spark.newSession()  # its own temporary views: a user's `records` view stays untouched
     empty = session.createDataFrame([], RECORDS_SCHEMA)
     empty.createOrReplaceTempView(VIEW)
@@ -104,7 +108,7 @@ def validate_transform(spark: Any, spec: FlowSpec) -> Transform:
         fields = {f.name: f.dataType.simpleString() for f in result.schema.fields}
         plan = result._jdf.queryExecution().analyzed().toString()
     except PySparkException as exc:
-        raise _refused(spec, f"Spark refused the query: {_first_line(exc)}") from None
+        raise _refused(flow_id, f"Spark refused the query: {_first_line(exc)}") from None
     problems = [
         f"the result has no column `{name}` ({wanted}); it must have exactly the columns of records"
         for name, wanted in COLUMN_TYPES.items()
@@ -127,11 +131,11 @@ def validate_transform(spark: Any, spec: FlowSpec) -> Transform:
             "transform works record by record (SELECT ... FROM records WHERE ..., functions, explode)"
         )
     if problems:
-        raise ValidationError([Problem("transform.sql", p) for p in problems], source=f"flow {spec.id}")
+        raise ValidationError([Problem("transform.sql", p) for p in problems], source=f"flow {flow_id}")
     source_ids, result_ids = _output_ids(empty), _output_ids(result)
     if result_ids["offset"] != source_ids["offset"]:
         raise _refused(
-            spec,
+            flow_id,
             "column `offset` must be records.offset unchanged (the mirror maps source offsets "
             "to target offsets with it)",
         )
@@ -147,12 +151,23 @@ def _type_problem(name: str, got: str, wanted: str) -> str:
 class TransformBatch:
     """The `foreachBatch` function of a transform flow (module doc)."""
 
-    def __init__(self, spec: FlowSpec, transform: Transform, task_count: int) -> None:
-        self.spec, self.transform, self.task_count = spec, transform, task_count
-        self.spec_json = json.dumps(spec.to_dict())
+    def __init__(
+        self,
+        flow_id: str,
+        spec_json: str,
+        planning: PlanningSettings,
+        transform: Transform,
+        task_count: int,
+        listeners: Callable[[], list[BatchListener]],
+    ) -> None:
+        """The batches of flow `flow_id` (its spec as JSON, for the records' reader and writer
+        tasks; its `planning` view: the records per task), through `transform` over `task_count`
+        tasks; `listeners()`: the flow's listeners (`listeners_for`), called after each batch."""
+        self.flow_id, self.spec_json, self.planning = flow_id, spec_json, planning
+        self.transform, self.task_count, self.listeners = transform, task_count, listeners
 
     def __call__(self, batch_df: Any, batch_id: int) -> None:
-        from spark_app.listeners import listeners_for, run_side_work
+        from spark_app.listeners import run_side_work
         from spark_app.records_writer import SUMMARY_SCHEMA, RecordsWriter
 
         rows = batch_df.collect()  # the planned ranges: one small row per source partition range
@@ -166,7 +181,7 @@ class TransformBatch:
         summaries: list[dict[str, Any]] = []
         if ranges:
             session = batch_df.sparkSession
-            tasks = plan_tasks(ranges, self.task_count, self.spec.planning.max_records_per_task)
+            tasks = plan_tasks(ranges, self.task_count, self.planning.max_records_per_task)
             session.dataSource.register(RecordsSource)
             task_json = json.dumps([[list(r.as_row()[:4]) for r in task] for task in tasks])
             records = (
@@ -184,9 +199,9 @@ class TransformBatch:
         _batch_log(batch, summaries)
         # the batch is delivered: side work failing is logged and retried with the next batch, as
         # in the copy path's sink commit (failing the batch would copy it again at every retry)
-        run_side_work(self.spec, lambda listener: listener.on_batch(batch), listeners_for)
+        run_side_work(self.flow_id, lambda listener: listener.on_batch(batch), self.listeners)
         now = int(time.time() * 1000)
-        run_side_work(self.spec, lambda listener: listener.on_idle(now), listeners_for)
+        run_side_work(self.flow_id, lambda listener: listener.on_idle(now), self.listeners)
 
 
 def batch_progress(
@@ -261,11 +276,16 @@ def _batch_log(batch: BatchProgress, summaries: list[dict[str, Any]]) -> None:
 
 def transform_writer(spark: Any, ranges: Any, spec: FlowSpec, task_count: int) -> Any:
     """The DataStreamWriter of a transform flow; validates the query first (ValidationError)."""
-    transform = validate_transform(spark, spec)
+    transform = validate_transform(spark, spec.id, spec.copy)
     if not transform.exact_origin:
         log.warning(
             "%s: the transform changes topic or partition; offset syncs stay exact unless it routes "
             "records into a partition the flow mirrors itself (docs/spark-app.md)",
             spec.id,
         )
-    return ranges.writeStream.foreachBatch(TransformBatch(spec, transform, task_count))
+    from spark_app.listeners import listeners_for
+
+    batches = TransformBatch(
+        spec.id, json.dumps(spec.to_dict()), spec.planning, transform, task_count, partial(listeners_for, spec)
+    )
+    return ranges.writeStream.foreachBatch(batches)

@@ -54,3 +54,19 @@ class FakeSyncLog:
         return False
 
     def close(self) -> None: ...
+
+
+def emitter_of(spec: Any, store: SyncStore, source_admin: Any, producer: Any, **options: Any) -> Any:
+    """The `CheckpointEmitter` a flow spec's checkpoint round builds (`CheckpointRound.for_flow`),
+    over `store`, `source_admin` and `producer` (fakes)."""
+    from kmirror_engine.failover.checkpoints import CheckpointEmitter
+
+    return CheckpointEmitter(
+        spec.route,
+        store,
+        source_admin,
+        producer,
+        own_group=spec.consumer_group,
+        reverse_of=spec.checkpoints.reverse_of,
+        **options,
+    )

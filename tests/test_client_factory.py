@@ -99,7 +99,7 @@ def test_every_kafka_client_is_made_by_the_factory() -> None:
 def test_the_check_covers_the_packages_and_the_factory_module_exists() -> None:
     names = {str(p.relative_to(ROOT)) for p in modules()}
     assert names >= FACTORY_MODULES
-    assert {"spark_app/sink.py", "kmirror_cli/commands/lag.py", "kmirror_engine/failover/offset_syncs.py"} <= names
+    assert {"spark_app/sink.py", "kmirror_cli/commands/lag.py", "kmirror_engine/failover/offset_sync_topic.py"} <= names
 
 
 class Recorder:
@@ -284,7 +284,8 @@ def test_engine_writers_keep_their_messages_through_the_factory(
 ) -> None:
     """Offset syncs and the created-topics registry get their producers from the factory's seam
     (secrets resolved, safe) and report failures as before."""
-    from kmirror_engine.failover.offset_syncs import OffsetSyncError, OffsetSyncTopic, Sync
+    from kmirror_engine.failover.offset_sync_topic import OffsetSyncTopic
+    from kmirror_engine.failover.offset_syncs import OffsetSyncError, Sync
     from kmirror_engine.planning import created_topics
 
     scripted = ScriptedProducer(["Broker: Not enough replicas"])

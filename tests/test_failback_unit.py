@@ -43,7 +43,7 @@ def test_translate_back_after_a_gap_rereads_rather_than_skips() -> None:
 
 def test_homecomings_keep_only_this_flows_remote_topics() -> None:
     offsets = {("west.orders", 0): (7, ""), ("orders", 0): (2, ""), ("north.orders", 0): (1, "")}
-    assert homecomings(spec(), shifted_store(), offsets) == [Homecoming("west.orders", 0, "orders", 7, 4)]
+    assert homecomings(spec().route, shifted_store(), offsets) == [Homecoming("west.orders", 0, "orders", 7, 4)]
 
 
 class HomeAdmin(TargetAdmin):
@@ -162,30 +162,28 @@ class GroupsOnB(TargetAdmin):
 
 def test_a_reverse_flow_checkpoints_the_forward_remote_topics_home_through_the_inverse_syncs() -> None:
     from kmirror.mm2.formats import Checkpoint
-    from kmirror_engine.failover.checkpoints import CheckpointEmitter
+    from tests.sync_log_fakes import emitter_of
     from tests.test_failover_unit import FakeProducer
 
     admin = GroupsOnB({("west.orders", 0): 7, ("payments", 0): 1})
     own_syncs = SyncStore()  # the reverse flow's own history: east's `payments` never mirrored yet
-    emitter = CheckpointEmitter(
-        reverse_spec(reverse_of="west"), own_syncs, admin, FakeProducer(), home_syncs=shifted_store()
-    )
+    emitter = emitter_of(reverse_spec(reverse_of="west"), own_syncs, admin, FakeProducer(), home_syncs=shifted_store())
     assert emitter.emit()[0] == [Checkpoint("app-1", "orders", 0, 7, 4, "m")]  # = translate_back(.., 7)
     assert emitter.emit()[0] == []  # not again until the group moves
     admin.offsets[("west.orders", 0)] = 13  # read everything mirrored: resume after it at home
     assert emitter.emit()[0] == [Checkpoint("app-1", "orders", 0, 13, 10, "m")]
     # the same flow without reverse_of (a plain east->west): no upstream-topic checkpoints
-    plain = CheckpointEmitter(reverse_spec(), own_syncs, admin, FakeProducer(), home_syncs=shifted_store())
+    plain = emitter_of(reverse_spec(), own_syncs, admin, FakeProducer(), home_syncs=shifted_store())
     assert plain.emit()[0] == []
 
 
 def test_a_second_reverse_writer_checkpoints_only_up_to_the_newest_forward_sync_it_read() -> None:
     from kmirror.mm2.formats import Checkpoint
-    from kmirror_engine.failover.checkpoints import CheckpointEmitter
+    from tests.sync_log_fakes import emitter_of
     from tests.test_failover_unit import FakeProducer
 
     admin = GroupsOnB({("west.orders", 0): 13})  # past the newest forward sync (9 -> 12)
-    second = CheckpointEmitter(
+    second = emitter_of(
         reverse_spec(reverse_of="west"),
         SyncStore(),
         admin,
@@ -227,7 +225,9 @@ def reverse_round(spec: Any, home_log: Any, admin: Any) -> tuple[Any, Any]:
     producer, metrics = FakeProducer(), FailoverMetrics(spec.id, spec.copy, spec.source)
     clients = FailoverClients(FakeSyncLog(), producer, admin, TargetAdmin(), lambda: [], lambda t, c: None)
     syncs = OffsetSyncWriter(spec.id, spec.checkpoints, clients.sync_log, metrics).load()
-    return CheckpointRound.for_flow(spec, syncs, clients, metrics, home_log=home_log), producer
+    return CheckpointRound.for_flow(
+        spec.route, spec.checkpoints, spec.consumer_group, syncs, clients, metrics, home_log=home_log
+    ), producer
 
 
 def test_the_reverse_flows_checkpoint_round_loads_the_forward_syncs_from_its_source_and_writes_home(

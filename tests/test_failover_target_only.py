@@ -78,7 +78,7 @@ def test_positions_report_checkpoint_age_and_records_at_risk() -> None:
         ("west.orders", 1): (Checkpoint("app-1", "west.orders", 1, 3, 3), None),
         ("north.orders", 0): (Checkpoint("app-1", "north.orders", 0, 1, 1), 4_000),  # another flow's topic
     }
-    positions = positions_from_checkpoints(spec(), latest, store, now_ms=10_000, source_ends={("orders", 0): 42})
+    positions = positions_from_checkpoints(spec().route, latest, store, now_ms=10_000, source_ends={("orders", 0): 42})
     assert positions == [
         CheckpointedPosition(Translation("orders", 0, "west.orders", 20, 20), age_ms=6_000, records_at_risk=12),
         CheckpointedPosition(Translation("orders", 1, "west.orders", 3, 3), age_ms=None, records_at_risk=None),
@@ -263,5 +263,5 @@ def test_the_last_known_lag_is_persisted_with_the_offset_syncs() -> None:
     writer.record(BatchProgress(0, (p0, p1), 10, {("orders", 0): 25}))
     assert sync_log.writes == [("orders", 0, 10, 25), ("orders", 1, 5, None)]
     latest = {("west.orders", 0): (Checkpoint("app-1", "west.orders", 0, 7, 7), 1_000)}
-    (position,) = positions_from_checkpoints(spec(), latest, writer.store, 2_000, {("orders", 0): 25})
+    (position,) = positions_from_checkpoints(spec().route, latest, writer.store, 2_000, {("orders", 0): 25})
     assert position.records_at_risk == 15

@@ -3,8 +3,10 @@ partition back, checkpoint emission rules, heartbeat loop guard, metrics text.""
 
 from __future__ import annotations
 
+import re
 import threading
 from concurrent.futures import Future
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 
@@ -16,7 +18,7 @@ from kmirror.flow.spec import ClusterEndpoint, FlowSpec, parse_flow_spec
 from kmirror.flow.views import HeartbeatSettings
 from kmirror.mm2.formats import Checkpoint, decode_heartbeat
 from kmirror_cli.cli import main
-from kmirror_engine.failover.checkpoints import CheckpointEmitter, is_more_recent, translate_offsets
+from kmirror_engine.failover.checkpoints import is_more_recent, translate_offsets
 from kmirror_engine.failover.group_sync import ActiveGroupError, sync_group
 from kmirror_engine.failover.offset_syncs import SyncStore
 from kmirror_engine.observability.heartbeats import HeartbeatEmitter, HeartbeatError
@@ -24,6 +26,7 @@ from kmirror_engine.observability.metrics import FlowMetrics
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 from tests.kafka_fakes import done
 from tests.planner_fakes import raw_spec
+from tests.sync_log_fakes import emitter_of
 
 
 @pytest.fixture(autouse=True)
@@ -114,13 +117,13 @@ def test_checkpoints_translate_selected_groups_on_mirrored_topics_only() -> None
     store = SyncStore()
     store.add_segment("orders", 0, 0, 10, [(0, 3), (9, 12)])
     admin = FakeAdmin(offsets={("orders", 0): 4, ("payments", 0): 1})
-    emitter = CheckpointEmitter(spec(), store, admin, FakeProducer())
+    emitter = emitter_of(spec(), store, admin, FakeProducer())
     assert emitter.groups() == ["app-1", "app-2"]  # not "batch" (groups), not the mirror's own group
     emitted, _ = emitter.emit(["app-1"])
     assert emitted == [Checkpoint("app-1", "west.orders", 0, 4, 7, "")]
     assert emitter.emit(["app-1"])[0] == []  # repeated checkpoint is not emitted again
     assert [
-        t.source_topic for t in translate_offsets(spec(), store, {("orders", 0): (4, ""), ("pay", 0): (1, "")})
+        t.source_topic for t in translate_offsets(spec().route, store, {("orders", 0): (4, ""), ("pay", 0): (1, "")})
     ] == ["orders"]
 
 
@@ -128,11 +131,11 @@ def test_a_second_checkpoint_writer_only_checkpoints_inside_the_history_it_read(
     store = SyncStore()
     store.add_segment("orders", 0, 0, 10, [(0, 3), (9, 12)])  # mirrored [0, 10): the driver read this much
     admin = FakeAdmin(offsets={("orders", 0): 10})
-    driver = CheckpointEmitter(spec(), store, admin, FakeProducer(), within_known_history=True)
+    driver = emitter_of(spec(), store, admin, FakeProducer(), within_known_history=True)
     assert driver.emit(["app-1"])[0] == [Checkpoint("app-1", "west.orders", 0, 10, 13, "")]  # at the known end
     admin.offsets[("orders", 0)] = 14  # the group is past the syncs this writer has read
     assert driver.emit(["app-1"])[0] == []  # the sink's listener, with newer syncs, checkpoints it
-    assert CheckpointEmitter(spec(), store, admin, FakeProducer()).emit(["app-1"])[0] == [
+    assert emitter_of(spec(), store, admin, FakeProducer()).emit(["app-1"])[0] == [
         Checkpoint("app-1", "west.orders", 0, 14, 13, "")
     ]  # a lone writer: MM2's +1 rule
 
@@ -221,10 +224,12 @@ def test_heartbeat_ticker_beats_while_idle_counts_failures_and_beats_last_at_sto
 
 
 def test_heartbeats_refuse_a_policy_that_would_loop() -> None:
-    looping = SimpleNamespace(**{**vars(spec()), "replication_policy": {"type": "identity"}})
-    looping.policy = SimpleNamespace(format_remote_topic=lambda alias, topic: topic)
-    with pytest.raises(HeartbeatError, match="maps 'heartbeats' to itself; heartbeats would loop"):
-        HeartbeatEmitter.for_flow(looping, FakeProducer())  # type: ignore[arg-type]
+    flow = spec()
+    looping = SimpleNamespace(format_remote_topic=lambda alias, topic: topic, to_dict=lambda: {"type": "identity"})
+    route = replace(flow.route, policy=looping)
+    loops = re.escape("policy {'type': 'identity'} maps 'heartbeats' to itself; heartbeats would loop")
+    with pytest.raises(HeartbeatError, match=loops):
+        HeartbeatEmitter.for_flow(route, flow.heartbeats, FakeProducer())
 
 
 def test_metrics_per_partition_in_prometheus_text_and_progress_log() -> None:
@@ -354,7 +359,7 @@ def test_lag_watch_refreshes_the_table_until_interrupted(
         if len(sleeps) == 2:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(lag, "lag_rows", lambda s: [row])
+    monkeypatch.setattr(lag, "lag_rows", lambda route, group: [row])
     monkeypatch.setattr(lag.time, "sleep", sleep)
     monkeypatch.setenv("COLUMNS", "120")
     assert main(["lag", "--flow", write_flow(tmp_path), "--watch"]) == 130

@@ -15,7 +15,9 @@ class Listener(ProgressLogListener):
     """End offsets from a dict the test moves (the source's log end)."""
 
     def __init__(self, interval_s: float) -> None:
-        super().__init__(spec(), out=io.StringIO(), interval_s=interval_s)
+        flow = spec()
+        super().__init__(flow.id, flow.source, flow.copy, out=io.StringIO())
+        self.interval_s = interval_s
         self.log_end: dict[tuple[str, int], int] | None = {}
 
     def _end_offsets(self, batch: BatchProgress) -> dict[tuple[str, int], int] | None:

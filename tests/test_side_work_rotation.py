@@ -108,7 +108,8 @@ def spec(password_file: Path) -> FlowSpec:
 
 def test_offset_syncs_after_a_rotated_password_go_through_a_producer_with_the_new_one(secret: Path) -> None:
     """Before: the producer built at the first sync kept 'before-rotation' for the process's life."""
-    from kmirror_engine.failover.offset_syncs import OffsetSyncTopic, Sync
+    from kmirror_engine.failover.offset_sync_topic import OffsetSyncTopic
+    from kmirror_engine.failover.offset_syncs import Sync
 
     syncs = OffsetSyncTopic(spec(secret).target, "mm2-offset-syncs.west.internal")
     syncs.write("orders", 0, [Sync(0, 0)], 1)
@@ -124,7 +125,8 @@ def test_offset_syncs_after_a_rotated_password_go_through_a_producer_with_the_ne
 def test_a_producer_being_replaced_delivers_its_records_first_and_its_callbacks_run(secret: Path) -> None:
     """A rotation noticed between two records of one batch: the first record goes out with the
     old producer before the new one is used, and the batch's confirm sees both delivered."""
-    from kmirror_engine.failover.offset_syncs import OffsetSyncTopic, Sync
+    from kmirror_engine.failover.offset_sync_topic import OffsetSyncTopic
+    from kmirror_engine.failover.offset_syncs import Sync
 
     syncs = OffsetSyncTopic(spec(secret).target, "mm2-offset-syncs.west.internal")
     syncs.write("orders", 0, [Sync(0, 0)], 1)  # queued, not confirmed yet
@@ -139,7 +141,8 @@ def test_a_producer_being_replaced_delivers_its_records_first_and_its_callbacks_
 def test_records_the_replaced_producer_cannot_deliver_fail_loudly_in_the_batch_confirm(secret: Path) -> None:
     """The old producer's credentials are refused: its record is purged and the confirm of the
     batch raises naming it (the batch is retried), while the next records go out with the new one."""
-    from kmirror_engine.failover.offset_syncs import OffsetSyncError, OffsetSyncTopic, Sync
+    from kmirror_engine.failover.offset_sync_topic import OffsetSyncTopic
+    from kmirror_engine.failover.offset_syncs import OffsetSyncError, Sync
 
     syncs = OffsetSyncTopic(spec(secret).target, "mm2-offset-syncs.west.internal")
     syncs.write("orders", 0, [Sync(0, 0)], 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -216,7 +217,10 @@ def test_a_transform_flows_side_work_failure_never_fails_its_delivered_batch(
     monkeypatch.setattr(listeners_module, "build_listeners", lambda spec: [FailingListener(), after])
     listeners_module.close_listeners(False)
     spec = parse_flow_spec(SPEC)
-    TransformBatch(spec, Transform("SELECT * FROM records", exact_origin=True), 1)(_NoRows(), 3)  # does not raise
+    transform = Transform("SELECT * FROM records", exact_origin=True)
+    listeners = partial(listeners_module.listeners_for, spec)
+    batches = TransformBatch(spec.id, json.dumps(spec.to_dict()), spec.planning, transform, 1, listeners)
+    batches(_NoRows(), 3)  # does not raise
     assert [b.batch_id for b in after.batches] == [3] and len(after.idle) == 1
     [line] = [x for x in capsys.readouterr().err.splitlines() if x.startswith("kmirror side_work_failed ")]
     assert json.loads(line.split(" ", 2)[2])["work"] == "FailingListener"

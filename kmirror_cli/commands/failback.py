@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
     spec = load_flow(args)
     group, home, away = args.group, spec.source.alias, spec.target.alias
     refuse_active_group(admin_client(spec.target), group, away, "failing back")
-    moves = plan_failback(spec, group)
+    moves = plan_failback(spec.route, group)
     if not moves:
         raise KmirrorError(
             f"nothing to fail back: group {group!r} has no committed offset on {away} on topics flow {spec.id} "

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from kmirror.errors import KmirrorError
-from kmirror.flow.spec import FlowSpec
+from kmirror.flow.views import FlowRoute
 from kmirror_cli.flow_args import add_flow_arguments, load_flow
 
 WATCH_INTERVAL_S = 2.0
@@ -32,20 +32,20 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def lag_rows(spec: FlowSpec) -> list[dict[str, Any]]:
-    """One row per partition the mirror has committed on the source, sorted by topic and partition."""
+def lag_rows(route: FlowRoute, group: str) -> list[dict[str, Any]]:
+    """One row per partition the mirror (its source group `group`) has committed on `route`'s
+    source, sorted by topic and partition."""
     from confluent_kafka import TopicPartition
 
     from kmirror_engine.clients import admin_client, new_consumer
     from kmirror_engine.failover import committed_offsets, describe_group
 
-    group = spec.consumer_group
-    admin = admin_client(spec.source)
-    offsets = committed_offsets(admin, group, spec.source.alias)
-    owners = describe_group(admin, group, spec.source.alias).owners
-    source = new_consumer(spec.source, role="lag-source-reader", group_id=group, **{"enable.auto.commit": False})
+    admin = admin_client(route.source)
+    offsets = committed_offsets(admin, group, route.source.alias)
+    owners = describe_group(admin, group, route.source.alias).owners
+    source = new_consumer(route.source, role="lag-source-reader", group_id=group, **{"enable.auto.commit": False})
     target = new_consumer(
-        spec.target,
+        route.target,
         role="lag-target-reader",
         group_id=f"{group}-lag",
         **{"enable.auto.commit": False, "enable.partition.eof": True},
@@ -54,7 +54,7 @@ def lag_rows(spec: FlowSpec) -> list[dict[str, Any]]:
     try:
         for (topic, partition), (offset, _metadata) in sorted(offsets.items()):
             _low, log_size = source.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT_S)
-            remote = spec.policy.format_remote_topic(spec.source.alias, topic)
+            remote = route.policy.format_remote_topic(route.source.alias, topic)
             last_ms = _last_timestamp_ms(target, remote, partition)
             delay_ms = None if last_ms is None else max(int(time.time() * 1000) - last_ms, 0)
             rows.append(
@@ -99,10 +99,10 @@ def _last_timestamp_ms(consumer: Any, topic: str, partition: int) -> int | None:
     return last
 
 
-def render(rows: list[dict[str, Any]], spec: FlowSpec) -> Any:
+def render(rows: list[dict[str, Any]], flow_id: str) -> Any:
     from rich.table import Table
 
-    table = Table(title=f"kmirror lag: {spec.id}")
+    table = Table(title=f"kmirror lag: {flow_id}")
     for column in ("Group", "Topic", "Pid", "Offset", "logSize", "Lag", "Owner", "Delay (ms)"):
         table.add_column(column, justify="left" if column in ("Group", "Topic", "Owner") else "right")
     for r in rows:
@@ -126,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     spec = load_flow(args)
     console = Console()
     while True:
-        rows = lag_rows(spec)
+        rows = lag_rows(spec.route, spec.consumer_group)
         if not rows and not args.watch:
             raise KmirrorError(
                 f"group {spec.consumer_group!r} has no committed offsets on {spec.source.alias!r}; "
@@ -135,7 +135,7 @@ def run(args: argparse.Namespace) -> int:
         if args.format == "json":
             print(json.dumps(rows), flush=True)
         else:
-            console.print(render(rows, spec))
+            console.print(render(rows, spec.id))
         if not args.watch:
             return 0
         time.sleep(WATCH_INTERVAL_S)

@@ -90,7 +90,7 @@ def flow_status(spec: Any, stale_after_s: float, now_ms: int) -> dict[str, Any]:
     syncs = [(m.timestamp()[1], True) for m in read_partition0(spec.target, offset_syncs_topic(source))]
     checkpoints = [(m.timestamp()[1], True) for m in read_partition0(spec.target, checkpoints_topic(source))]
     lag: dict[str, int] = {}
-    for row in lag_rows(spec):
+    for row in lag_rows(spec.route, spec.consumer_group):
         lag[row["topic"]] = lag.get(row["topic"], 0) + int(row["lag"])
     controls = [(m.key(), m.value()) for m in read_partition0(spec.target, control_topic())]
     control = newest_record(controls, spec.id)

@@ -52,13 +52,13 @@ def group_position(
     if not from_checkpoints:
         why = source_reachable(spec.source) if probed is False else probed
         if why is None:
-            return translate_group(spec, group), None
+            return translate_group(spec.route, group), None
         print(
             f"source {spec.source.alias} unreachable after {SOURCE_PROBE_S:g} s ({why}); "
             f"using the checkpoints on {spec.target.alias}",
             file=sys.stderr,
         )
-    positions = group_from_checkpoints(spec, group)
+    positions = group_from_checkpoints(spec.route, group)
     return [p.translation for p in positions], positions
 
 

@@ -17,8 +17,8 @@ if TYPE_CHECKING:  # the public surface for the Spark glue and the CLI (`as`: re
     from kmirror_engine.failover.group_sync import list_groups as list_groups
     from kmirror_engine.failover.group_sync import sync_group as sync_group
     from kmirror_engine.failover.offset_sync_snapshots import SyncLog as SyncLog
+    from kmirror_engine.failover.offset_sync_topic import read_partition0 as read_partition0
     from kmirror_engine.failover.offset_syncs import SyncStore as SyncStore
-    from kmirror_engine.failover.offset_syncs import read_partition0 as read_partition0
     from kmirror_engine.failover.takeover_syncs import write_takeover_syncs as write_takeover_syncs
     from kmirror_engine.failover.target_only import SOURCE_PROBE_S as SOURCE_PROBE_S
     from kmirror_engine.failover.target_only import describe_position as describe_position
@@ -39,7 +39,8 @@ __getattr__, __all__ = lazy_exports(
         "group_commit": ("GroupCommitListener",),
         "group_sync": ("committed_offsets", "describe_group", "is_active", "list_groups", "sync_group"),
         "offset_sync_snapshots": ("SyncLog",),
-        "offset_syncs": ("SyncStore", "read_partition0"),
+        "offset_sync_topic": ("read_partition0",),
+        "offset_syncs": ("SyncStore",),
         "takeover_syncs": ("write_takeover_syncs",),
         "target_only": (
             "SOURCE_PROBE_S",

@@ -22,7 +22,6 @@ from confluent_kafka import KafkaException
 
 from kmirror.errors import KmirrorError
 from kmirror.flow.replication_policy import checkpoints_topic
-from kmirror.flow.spec import FlowSpec
 from kmirror.flow.views import CheckpointSettings, FlowRoute
 from kmirror_engine.failover.checkpoints import CHECKPOINTS_TOPIC_CONFIG, CheckpointEmitter
 from kmirror_engine.failover.failover_metrics import FailoverMetrics
@@ -77,27 +76,32 @@ class CheckpointRound:
     @classmethod
     def for_flow(
         cls,
-        spec: FlowSpec,
+        route: FlowRoute,
+        settings: CheckpointSettings,
+        own_group: str,
         syncs: OffsetSyncWriter,
         clients: Any,
         metrics: FailoverMetrics,
         second_writer: bool = False,
         home_log: Any = None,
     ) -> CheckpointRound:
-        """`spec`'s round. `second_writer`: checkpoints only inside the syncs read so far (see
+        """The round of `route`'s checkpoints (`own_group`: the mirror's own source group, never
+        checkpointed). `second_writer`: checkpoints only inside the syncs read so far (see
         CheckpointEmitter). `home_log`: on a reverse flow, the forward flow's sync log (default:
-        `SyncLog(spec.source, spec.checkpoints.reverse_of)`); ignored on other flows."""
-        home_alias = spec.checkpoints.reverse_of
-        home = HomeSyncs(home_log or SyncLog(spec.source, home_alias)) if home_alias is not None else None
+        `SyncLog(route.source, settings.reverse_of)`); ignored on other flows."""
+        home_alias = settings.reverse_of
+        home = HomeSyncs(home_log or SyncLog(route.source, home_alias)) if home_alias is not None else None
         emitter = CheckpointEmitter(
-            spec,
+            route,
             syncs.store,
             clients.source_admin,
             clients.producer,
             within_known_history=second_writer,
             home_syncs=home.store if home is not None else None,
+            own_group=own_group,
+            reverse_of=home_alias,
         )
-        return cls(spec.route, spec.checkpoints, syncs, clients, metrics, emitter, home)
+        return cls(route, settings, syncs, clients, metrics, emitter, home)
 
     def prepare(self) -> None:
         if self.ready:

@@ -25,14 +25,16 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from kmirror.errors import KmirrorError
+from kmirror.flow.endpoint import ClusterEndpoint
 from kmirror.flow.filters import should_replicate_topic
 from kmirror.flow.replication_policy import checkpoints_topic
-from kmirror.flow.spec import ClusterEndpoint, FlowSpec
+from kmirror.flow.views import FlowRoute
 from kmirror.mm2.formats import Checkpoint, decode_checkpoint, encode_checkpoint
 from kmirror_engine.clients.delivery import DeliveryConfirmingProducer
 from kmirror_engine.failover.failback import remote_homecomings
 from kmirror_engine.failover.group_sync import GroupAdminError, committed_offsets, list_groups
-from kmirror_engine.failover.offset_syncs import SyncStore, read_partition0
+from kmirror_engine.failover.offset_sync_topic import read_partition0
+from kmirror_engine.failover.offset_syncs import SyncStore
 from kmirror_engine.planning.internal_names import layout
 
 CHECKPOINTS_TOPIC_CONFIG = layout("checkpoints")
@@ -59,15 +61,15 @@ class Translator(Protocol):
 
 
 def translate_offsets(
-    spec: FlowSpec, store: Translator, offsets: dict[tuple[str, int], tuple[int, str]]
+    route: FlowRoute, store: Translator, offsets: dict[tuple[str, int], tuple[int, str]]
 ) -> list[Translation]:
-    """Translate a group's committed source offsets on the topics this flow mirrors, sorted."""
-    policy, selection = spec.policy, spec.topic_selection
+    """Translate a group's committed source offsets on the topics `route` mirrors, sorted."""
+    policy, selection = route.policy, route.topics
     out = []
     for (topic, partition), (offset, metadata) in sorted(offsets.items()):
-        if not should_replicate_topic(selection, policy, topic, spec.target.alias):
+        if not should_replicate_topic(selection, policy, topic, route.target.alias):
             continue
-        remote = policy.format_remote_topic(spec.source.alias, topic)
+        remote = policy.format_remote_topic(route.source.alias, topic)
         out.append(Translation(topic, partition, remote, offset, store.translate(topic, partition, offset), metadata))
     return out
 
@@ -84,42 +86,48 @@ class CheckpointEmitter:
 
     def __init__(
         self,
-        spec: FlowSpec,
+        route: FlowRoute,
         store: SyncStore,
         source_admin: Any,
         producer: Any,
         within_known_history: bool = False,
         home_syncs: SyncStore | None = None,
+        *,
+        own_group: str,
+        reverse_of: str | None = None,
     ) -> None:
-        """`within_known_history`: for a second writer (the driver's idle rounds) whose syncs may be
+        """Checkpoints of `route`'s groups except `own_group` (the mirror's own source group);
+        `reverse_of`: on a reverse flow, the forward flow's source alias (`CheckpointSettings`).
+        `within_known_history`: for a second writer (the driver's idle rounds) whose syncs may be
         older than the sink listener's: it only checkpoints offsets inside the history it has read
         (`SyncStore.mirrored_until`), where both writers translate alike, so it never emits a lower
         downstream offset after the listener's. `home_syncs`: on a reverse flow, the forward flow's
         sync history (see the module docstring); None emits no checkpoints for upstream topics."""
-        self.spec = spec
+        self.route = route
+        self.own_group, self.reverse_of = own_group, reverse_of
         self.within_known_history = within_known_history
         self.store = store
         self.home_syncs = home_syncs
         self.source_admin = source_admin
         self.producer = producer
-        self.topic = checkpoints_topic(spec.source.alias)
+        self.topic = checkpoints_topic(route.source.alias)
         self.last: dict[tuple[str, str, int], Checkpoint] = {}
         self.failed_groups: dict[str, str] = {}  # group -> why its offsets were not read, last emit
         self.delivery = DeliveryConfirmingProducer(producer, what="checkpoint", error=CheckpointError)
 
     def groups(self) -> list[str]:
         """Source groups this flow checkpoints: selected by groups/groups_exclude, not the mirror's own."""
-        selection = self.spec.group_selection
+        selection = self.route.groups
         return [
             g
-            for g in list_groups(self.source_admin, self.spec.source.alias)
-            if selection.matches(g) and g != self.spec.consumer_group
+            for g in list_groups(self.source_admin, self.route.source.alias)
+            if selection.matches(g) and g != self.own_group
         ]
 
     def checkpoints_for(self, group: str, offsets: dict[tuple[str, int], tuple[int, str]]) -> list[Checkpoint]:
         """New checkpoints of one group (pure given the store and what was emitted before)."""
         out = []
-        for t in translate_offsets(self.spec, self.store, offsets):
+        for t in translate_offsets(self.route, self.store, offsets):
             if t.downstream_offset is None:
                 continue
             known = self.store.mirrored_until(t.source_topic, t.partition)
@@ -139,11 +147,11 @@ class CheckpointEmitter:
         partitions (the group read no mirrored record) are left out, as in `checkpoints_for`; a second
         writer only checkpoints offsets up to the newest forward sync it has read (where every reader
         of the forward syncs translates alike)."""
-        home = self.spec.checkpoints.reverse_of
+        home = self.reverse_of
         if home is None or self.home_syncs is None:
             return []
         out = []
-        for h in remote_homecomings(self.spec.policy, home, self.home_syncs, offsets):
+        for h in remote_homecomings(self.route.policy, home, self.home_syncs, offsets):
             if h.upstream_offset is None:
                 continue
             syncs = self.home_syncs.syncs(h.source_topic, h.partition)
@@ -170,7 +178,7 @@ class CheckpointEmitter:
         self.failed_groups = {}
         for group in self.groups() if groups is None else groups:
             try:
-                offsets = committed_offsets(self.source_admin, group, self.spec.source.alias)
+                offsets = committed_offsets(self.source_admin, group, self.route.source.alias)
             except GroupAdminError as exc:
                 self.failed_groups[group] = str(exc)
                 continue
@@ -189,7 +197,7 @@ def read_checkpoints(target: ClusterEndpoint, topic: str, timeout_s: float = 30.
     return [decode_checkpoint(m.key() or b"", m.value() or b"") for m in read_partition0(target, topic, timeout_s)]
 
 
-def translate_group(spec: FlowSpec, group: str) -> list[Translation]:
+def translate_group(route: FlowRoute, group: str) -> list[Translation]:
     """Live translation of `group`'s committed source offsets (what `kmirror translate` and
     `kmirror failover` use) with the flow's persisted syncs; where they cannot translate (a
     partition kafka-mirror never mirrored, or a group before its first sync: records MM2 copied,
@@ -199,12 +207,12 @@ def translate_group(spec: FlowSpec, group: str) -> list[Translation]:
     from kmirror_engine.failover.offset_sync_snapshots import SyncLog
 
     store = SyncStore()
-    SyncLog(spec.target, spec.source.alias).load(store)  # newest snapshots + the short tail after them
-    offsets = committed_offsets(admin_client(spec.source), group, spec.source.alias)
-    return with_mm2_syncs(spec, translate_offsets(spec, store, offsets))
+    SyncLog(route.target, route.source.alias).load(store)  # newest snapshots + the short tail after them
+    offsets = committed_offsets(admin_client(route.source), group, route.source.alias)
+    return with_mm2_syncs(route, translate_offsets(route, store, offsets))
 
 
-def with_mm2_syncs(spec: FlowSpec, translations: list[Translation]) -> list[Translation]:
+def with_mm2_syncs(route: FlowRoute, translations: list[Translation]) -> list[Translation]:
     """`translations`, the untranslatable ones translated by MM2's syncs instead (read only when
     there is one); still None where MM2 gives none. kafka-mirror's own answers are kept: they are
     exact where MM2's only bound the offset."""
@@ -212,7 +220,7 @@ def with_mm2_syncs(spec: FlowSpec, translations: list[Translation]) -> list[Tran
         return translations
     from kmirror_engine.failover.mm2_offset_syncs import load_mm2_syncs
 
-    mm2 = load_mm2_syncs(spec)
+    mm2 = load_mm2_syncs(route)
     return [
         t
         if t.downstream_offset is not None

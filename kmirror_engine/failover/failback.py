@@ -12,7 +12,7 @@ way: a group moved home skips no record it had not read on B. For a group at dow
   follows on A may be re-read, never skipped);
 - before the oldest sync: untranslatable (None): the group has read no mirrored record.
 
-The same translation feeds `kmirror failback` (`plan_failback`, from the flow's own spec) and a
+The same translation feeds `kmirror failback` (`plan_failback`, from the flow's own route) and a
 reverse flow's checkpoints for upstream topics (`remote_homecomings`, from the reverse flow's
 policy and the forward syncs it reads; `checkpoints.CheckpointEmitter.homecoming_checkpoints`).
 """
@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kmirror.flow.replication_policy import ReplicationPolicy
-from kmirror.flow.spec import FlowSpec
+from kmirror.flow.views import FlowRoute
 from kmirror_engine.failover.offset_syncs import SyncStore, translate_through
 
 
@@ -45,11 +45,11 @@ def translate_back(store: SyncStore, topic: str, partition: int, downstream_offs
 
 
 def homecomings(
-    spec: FlowSpec, store: SyncStore, target_offsets: dict[tuple[str, int], tuple[int, str]]
+    route: FlowRoute, store: SyncStore, target_offsets: dict[tuple[str, int], tuple[int, str]]
 ) -> list[Homecoming]:
     """A group's committed offsets on the target, on this flow's remote topics, translated back;
     sorted. Offsets on other topics (the target's own, other flows') are left out."""
-    return remote_homecomings(spec.policy, spec.source.alias, store, target_offsets)
+    return remote_homecomings(route.policy, route.source.alias, store, target_offsets)
 
 
 def remote_homecomings(
@@ -69,12 +69,12 @@ def remote_homecomings(
     return out
 
 
-def plan_failback(spec: FlowSpec, group: str) -> list[Homecoming]:
+def plan_failback(route: FlowRoute, group: str) -> list[Homecoming]:
     """Where `group` (committed on the target) resumes on the source; reads the target only."""
     from kmirror_engine.clients.factory import admin_client
     from kmirror_engine.failover.group_sync import committed_offsets
     from kmirror_engine.failover.offset_sync_snapshots import SyncLog
 
     store = SyncStore()
-    SyncLog(spec.target, spec.source.alias).load(store)
-    return homecomings(spec, store, committed_offsets(admin_client(spec.target), group, spec.target.alias))
+    SyncLog(route.target, route.source.alias).load(store)
+    return homecomings(route, store, committed_offsets(admin_client(route.target), group, route.target.alias))

@@ -127,7 +127,7 @@ class FailoverListener:
         `second_writer`: checkpoints only inside the syncs read so far (see CheckpointEmitter)."""
         failover_metrics = FailoverMetrics.for_flow(spec)
         clients = clients or FailoverClients.connect(spec)
-        syncs = OffsetSyncWriter.for_flow(spec, failover_metrics, clients.sync_log)
+        syncs = OffsetSyncWriter.for_flow(spec.route, spec.checkpoints, failover_metrics, clients.sync_log)
         if spec.id not in _access_reported:
             _access_reported.add(spec.id)
             from kmirror_engine.planning.internal_topics import report_internal_topic_access
@@ -135,11 +135,13 @@ class FailoverListener:
             report_internal_topic_access(spec, clients.target_admin)
         checkpoint_round: CheckpointRound | None = None
         if spec.checkpoints.emit:
-            checkpoint_round = CheckpointRound.for_flow(spec, syncs, clients, failover_metrics, second_writer)
+            checkpoint_round = CheckpointRound.for_flow(
+                spec.route, spec.checkpoints, spec.consumer_group, syncs, clients, failover_metrics, second_writer
+            )
             failover_metrics.side_work("checkpoints_setup", checkpoint_round.prepare)
         emitter: HeartbeatEmitter | None = None
         if heartbeats and spec.heartbeats.emit:
-            emitter = HeartbeatEmitter.for_flow(spec, clients.producer)
+            emitter = HeartbeatEmitter.for_flow(spec.route, spec.heartbeats, clients.producer)
         listener = cls(spec.id, spec.checkpoints, clients, failover_metrics, syncs, checkpoint_round, emitter)
         if emitter is not None:
             failover_metrics.side_work("heartbeats_setup", listener._prepare_heartbeats)
@@ -208,13 +210,14 @@ class FailoverListener:
             self.metrics.close()
 
 
-def final_checkpoint(spec: FlowSpec) -> int:
-    """Emit one checkpoint round (+ group sync) from the persisted syncs, in any process.
+def final_checkpoint(listener: FailoverListener) -> int:
+    """Emit one checkpoint round (+ group sync) through `listener` (built for it, from the
+    persisted syncs, in any process: `FailoverListener.for_flow(spec, serve_metrics=False,
+    heartbeats=False)`), then close it.
 
     For drivers whose listeners live in another process (the sink's commit worker): call it
     after a clean `--once` run. Returns the number of checkpoints written.
     """
-    listener = FailoverListener.for_flow(spec, serve_metrics=False, heartbeats=False)
     try:
         return listener.checkpoint_now() if listener.checkpoint_round is not None else 0
     finally:

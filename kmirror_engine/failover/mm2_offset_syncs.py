@@ -12,28 +12,29 @@ moved by kafka-mirror lands where MM2's checkpoint task (and `RemoteClusterUtils
 from __future__ import annotations
 
 from kmirror.flow.replication_policy import offset_syncs_topic
-from kmirror.flow.spec import FlowSpec
+from kmirror.flow.views import FlowRoute
 from kmirror.mm2.formats import FormatError, decode_offset_sync
 from kmirror.mm2.sync_store import Mm2SyncStore
-from kmirror_engine.failover.offset_syncs import OffsetSyncError, read_partition0
+from kmirror_engine.failover.offset_sync_topic import read_partition0
+from kmirror_engine.failover.offset_syncs import OffsetSyncError
 
 
-def mm2_syncs_topic(spec: FlowSpec) -> str:
+def mm2_syncs_topic(route: FlowRoute) -> str:
     """MM2's syncs topic of this flow's source and target, on the source (named after the target)."""
-    return offset_syncs_topic(spec.target.alias)
+    return offset_syncs_topic(route.target.alias)
 
 
-def load_mm2_syncs(spec: FlowSpec, timeout_s: float = 60.0) -> Mm2SyncStore:
+def load_mm2_syncs(route: FlowRoute, timeout_s: float = 60.0) -> Mm2SyncStore:
     """MM2's translation state for this flow, replayed from its syncs topic on the source (empty
     when the topic does not exist). Raises OffsetSyncError when the topic cannot be read or holds a
     record that is not an OffsetSync (MM2's checkpoint task would stop on it too)."""
-    topic, store = mm2_syncs_topic(spec), Mm2SyncStore()
-    for msg in read_partition0(spec.source, topic, timeout_s):
+    topic, store = mm2_syncs_topic(route), Mm2SyncStore()
+    for msg in read_partition0(route.source, topic, timeout_s):
         try:
             store.add(decode_offset_sync(msg.key() or b"", msg.value() or b""))
         except FormatError as exc:
             raise OffsetSyncError(
-                f"{topic} on {spec.source.alias}, offset {msg.offset()}: not an MM2 offset sync ({exc}); "
+                f"{topic} on {route.source.alias}, offset {msg.offset()}: not an MM2 offset sync ({exc}); "
                 f"only MirrorMaker 2 should write that topic: check what else produces to it"
             ) from None
     return store

@@ -34,14 +34,8 @@ from typing import Any
 from kmirror.flow.replication_policy import offset_syncs_topic
 from kmirror.flow.spec import ClusterEndpoint
 from kmirror_engine.clients.topic_admin import ensure_topic
-from kmirror_engine.failover.offset_syncs import (
-    OffsetSyncError,
-    OffsetSyncTopic,
-    PartitionSyncs,
-    Sync,
-    SyncStore,
-    read_partition0,
-)
+from kmirror_engine.failover.offset_sync_topic import OffsetSyncTopic, read_partition0
+from kmirror_engine.failover.offset_syncs import OffsetSyncError, PartitionSyncs, Sync, SyncStore
 from kmirror_engine.planning.internal_names import layout, reader_group, snapshot_topic
 
 log = logging.getLogger("kmirror.failover")
@@ -208,7 +202,8 @@ class SyncLog:
         self.snapshot_interval_s = snapshot_interval_s
         self.max_tail_syncs = max_tail_syncs
         self.clock = clock
-        self.since_snapshot = 0  # syncs in the tail (loaded or written) not in a snapshot yet
+        self._since_loaded = 0  # see since_snapshot
+        self.write = self.syncs.write  # appends go to the topic as they are; it counts them (`queued`)
         self.last_snapshot_s = clock()
         self.last_load: dict[str, int] = {}  # records read by the last full load, for tests and logs
         self._producer: Any = None  # DeliveryConfirmingProducer
@@ -270,17 +265,14 @@ class SyncLog:
         """Read the syncs appended since the last load (for readers next to the writer)."""
         return self.syncs.load(store, timeout_s)
 
-    def write(
-        self,
-        source_topic: str,
-        partition: int,
-        syncs: list[Sync],
-        next_offset: int,
-        source_end: int | None = None,
-        clean_until: int | None = None,
-    ) -> None:
-        self.syncs.write(source_topic, partition, syncs, next_offset, source_end, clean_until)
-        self.since_snapshot += len(syncs)
+    @property
+    def since_snapshot(self) -> int:
+        """Syncs in the tail (loaded or written) not in a snapshot yet."""
+        return self._since_loaded + self.syncs.queued
+
+    @since_snapshot.setter
+    def since_snapshot(self, count: int) -> None:
+        self._since_loaded = count - self.syncs.queued
 
     def flush(self) -> None:
         self.syncs.flush()

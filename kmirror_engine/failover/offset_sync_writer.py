@@ -24,8 +24,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from kmirror.flow.spec import FlowSpec
-from kmirror.flow.views import CheckpointSettings
+from kmirror.flow.views import CheckpointSettings, FlowRoute
 from kmirror_engine.failover.failover_metrics import FailoverMetrics
 from kmirror_engine.failover.offset_sync_snapshots import SyncLog
 from kmirror_engine.failover.offset_syncs import Sync, SyncStore
@@ -61,11 +60,13 @@ class OffsetSyncWriter:
         self.lost: set[tuple[str, int]] = set()  # a flush of their syncs failed: the next one breaks continuity
 
     @classmethod
-    def for_flow(cls, spec: FlowSpec, metrics: FailoverMetrics, sync_log: Any = None) -> OffsetSyncWriter:
-        """The writer of `spec`'s syncs (to its target's log, `SyncLog`, unless `sync_log` is
+    def for_flow(
+        cls, route: FlowRoute, checkpoints: CheckpointSettings, metrics: FailoverMetrics, sync_log: Any = None
+    ) -> OffsetSyncWriter:
+        """The writer of `route`'s syncs (to its target's log, `SyncLog`, unless `sync_log` is
         given), loaded: raises if the history cannot be read."""
-        sync_log = sync_log if sync_log is not None else SyncLog(spec.target, spec.source.alias)
-        return cls(spec.id, spec.checkpoints, sync_log, metrics).load()
+        sync_log = sync_log if sync_log is not None else SyncLog(route.target, route.source.alias)
+        return cls(route.flow_id, checkpoints, sync_log, metrics).load()
 
     def load(self) -> OffsetSyncWriter:
         """Ensure the syncs topic and load the history (module doc); returns this writer."""

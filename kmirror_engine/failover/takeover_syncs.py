@@ -8,7 +8,7 @@ MM2 copied (exactly to `target_offset`), and the copy's own first sync (the same
 so translation is exact from the takeover point on. Groups at earlier offsets translate from
 MM2's checkpoints (or MM2's syncs, when it kept them in this same topic).
 
-The planner calls `write_takeover_syncs` through `RangePlanner(on_takeover=...)`: planning
+The planner calls `write_takeover_syncs` (with its flow's route) through `RangePlanner(on_takeover=...)`: planning
 never imports failover (failover builds on planning).
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from kmirror.flow.spec import FlowSpec
+from kmirror.flow.views import FlowRoute
 from kmirror.mm2.takeover import TakeoverPoint
 from kmirror_engine.failover.offset_sync_snapshots import SyncLog
 from kmirror_engine.failover.offset_syncs import Sync
@@ -25,13 +25,13 @@ from kmirror_engine.failover.offset_syncs import Sync
 log = logging.getLogger("kmirror.failover")
 
 
-def write_takeover_syncs(spec: FlowSpec, points: Sequence[TakeoverPoint]) -> int:
+def write_takeover_syncs(route: FlowRoute, points: Sequence[TakeoverPoint]) -> int:
     """Persist one sync per point in the flow's offset-syncs topic on the target (MM2's
     OffsetSync format); returns how many. Raises OffsetSyncError when they cannot be confirmed:
     the copy must not start with the takeover point unknown."""
     if not points:
         return 0
-    sync_log = SyncLog(spec.target, spec.source.alias)
+    sync_log = SyncLog(route.target, route.source.alias)
     try:
         sync_log.ensure_exists()
         for point in points:
@@ -42,5 +42,5 @@ def write_takeover_syncs(spec: FlowSpec, points: Sequence[TakeoverPoint]) -> int
         sync_log.flush()
     finally:
         sync_log.close()
-    log.info("flow %s: wrote %d takeover offset sync(s) to %s", spec.id, len(points), sync_log.syncs.topic)
+    log.info("flow %s: wrote %d takeover offset sync(s) to %s", route.flow_id, len(points), sync_log.syncs.topic)
     return len(points)

@@ -22,8 +22,9 @@ import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from kmirror.flow.endpoint import ClusterEndpoint
 from kmirror.flow.replication_policy import checkpoints_topic
-from kmirror.flow.spec import ClusterEndpoint, FlowSpec
+from kmirror.flow.views import FlowRoute
 from kmirror.mm2.formats import Checkpoint, decode_checkpoint
 from kmirror_engine.failover.checkpoints import Translation
 from kmirror_engine.failover.offset_syncs import SyncStore
@@ -76,7 +77,7 @@ def latest_checkpoints(checkpoints: Iterable[Stamped], group: str) -> dict[tuple
 
 
 def positions_from_checkpoints(
-    spec: FlowSpec,
+    route: FlowRoute,
     latest: Mapping[tuple[str, int], Stamped],
     store: SyncStore,
     now_ms: int,
@@ -86,8 +87,8 @@ def positions_from_checkpoints(
     not map back to a source topic of this flow are left out."""
     out = []
     for (remote, partition), (checkpoint, timestamp_ms) in sorted(latest.items()):
-        source_topic = spec.policy.upstream_topic(remote) or remote  # identity policy: same name
-        if spec.policy.format_remote_topic(spec.source.alias, source_topic) != remote:
+        source_topic = route.policy.upstream_topic(remote) or remote  # identity policy: same name
+        if route.policy.format_remote_topic(route.source.alias, source_topic) != remote:
             continue
         translation = Translation(
             source_topic,
@@ -128,7 +129,7 @@ def target_partition_counts(
 
 def read_checkpoints_with_time(target: ClusterEndpoint, topic: str, timeout_s: float = 30.0) -> list[Stamped]:
     """Every checkpoint of `topic` with its record timestamp (ms), in log order."""
-    from kmirror_engine.failover.offset_syncs import read_partition0
+    from kmirror_engine.failover.offset_sync_topic import read_partition0
 
     out = []
     for m in read_partition0(target, topic, timeout_s):
@@ -137,16 +138,16 @@ def read_checkpoints_with_time(target: ClusterEndpoint, topic: str, timeout_s: f
     return out
 
 
-def group_from_checkpoints(spec: FlowSpec, group: str) -> list[CheckpointedPosition]:
+def group_from_checkpoints(route: FlowRoute, group: str) -> list[CheckpointedPosition]:
     """`group`'s positions on the target from its newest checkpoints (reads the target only)."""
     from kmirror_engine.failover.offset_sync_snapshots import SyncLog
 
     store = SyncStore()
-    sync_log = SyncLog(spec.target, spec.source.alias)
+    sync_log = SyncLog(route.target, route.source.alias)
     sync_log.load(store)
-    checkpoints = read_checkpoints_with_time(spec.target, checkpoints_topic(spec.source.alias))
+    checkpoints = read_checkpoints_with_time(route.target, checkpoints_topic(route.source.alias))
     latest = latest_checkpoints(checkpoints, group)
-    return positions_from_checkpoints(spec, latest, store, int(time.time() * 1000), sync_log.syncs.source_ends)
+    return positions_from_checkpoints(route, latest, store, int(time.time() * 1000), sync_log.syncs.source_ends)
 
 
 def describe_position(p: CheckpointedPosition) -> str:

@@ -21,7 +21,7 @@ from confluent_kafka import KafkaException
 from kmirror.errors import KmirrorError
 from kmirror.flow.replication_policy import HEARTBEATS_TOPIC
 from kmirror.flow.spec import ClusterEndpoint, FlowSpec
-from kmirror.flow.views import HeartbeatSettings
+from kmirror.flow.views import FlowRoute, HeartbeatSettings
 from kmirror.mm2.formats import Heartbeat, encode_heartbeat
 from kmirror_engine.clients.delivery import DeliveryConfirmingProducer, DeliveryFailure
 from kmirror_engine.planning.internal_names import layout
@@ -51,16 +51,16 @@ class HeartbeatEmitter:
         self.sent = 0
 
     @classmethod
-    def for_flow(cls, spec: FlowSpec, producer: Any) -> HeartbeatEmitter:
-        """The heartbeats of `spec`; raises HeartbeatError when its replication policy would make
+    def for_flow(cls, route: FlowRoute, settings: HeartbeatSettings, producer: Any) -> HeartbeatEmitter:
+        """The heartbeats of `route`; raises HeartbeatError when its replication policy would make
         them loop (the policy maps `heartbeats` to itself)."""
-        remote = spec.policy.format_remote_topic(spec.source.alias, HEARTBEATS_TOPIC)
+        remote = route.policy.format_remote_topic(route.source.alias, HEARTBEATS_TOPIC)
         if remote == HEARTBEATS_TOPIC:
             raise HeartbeatError(
-                f"replication policy {spec.replication_policy!r} maps {HEARTBEATS_TOPIC!r} to itself; "
+                f"replication policy {route.policy.to_dict()!r} maps {HEARTBEATS_TOPIC!r} to itself; "
                 "heartbeats would loop. Use a policy that prefixes heartbeats topics (default or identity)."
             )
-        return cls(spec.source.alias, spec.target, spec.heartbeats, producer)
+        return cls(route.source.alias, route.target, settings, producer)
 
     def maybe_emit(self, now_ms: int) -> bool:
         """Queue a heartbeat when the interval elapsed; raises HeartbeatError for an earlier failed one."""
@@ -117,7 +117,7 @@ class HeartbeatTicker:
         from kmirror_engine.clients.factory import producer_config, renewing_producer
 
         producer = renewing_producer(lambda: producer_config(spec), role="heartbeats-producer")
-        return cls(spec.id, HeartbeatEmitter.for_flow(spec, producer))
+        return cls(spec.id, HeartbeatEmitter.for_flow(spec.route, spec.heartbeats, producer))
 
     @property
     def failures(self) -> int:

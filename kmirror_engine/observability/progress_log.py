@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any, TextIO
 
 from kmirror.errors import KmirrorError
-from kmirror.flow.spec import FlowSpec
+from kmirror.flow.endpoint import ClusterEndpoint
 from kmirror.flow.views import CopySettings
 from kmirror_engine.observability.progress import BatchProgress, next_offsets
 
@@ -93,10 +93,13 @@ def merge(held: BatchProgress, batch: BatchProgress) -> BatchProgress:
 
 
 class ProgressLogListener:
-    def __init__(
-        self, spec: FlowSpec, out: TextIO | None = None, admin: Any = None, interval_s: float = LINE_INTERVAL_S
-    ) -> None:
-        self.spec, self.out, self._admin, self.interval_s = spec, out, admin, interval_s
+    interval_s = LINE_INTERVAL_S  # at most one line per interval while behind (tests shorten it)
+
+    def __init__(self, flow_id: str, source: ClusterEndpoint, copy: CopySettings, out: TextIO | None = None) -> None:
+        """Progress lines of flow `flow_id` (its `copy` view: isolation, rate limits) to `out`
+        (default stderr), with the lag read from `source` (an `admin_client` made at the first batch)."""
+        self.flow_id, self.source, self.copy, self.out = flow_id, source, copy, out
+        self._admin: Any = None
         self._held: BatchProgress | None = None
         self._held_batches = 0
         self._last_line = float("-inf")  # time.monotonic() of the last line
@@ -107,10 +110,10 @@ class ProgressLogListener:
         if self._admin is None:
             from kmirror_engine.clients.factory import admin_client
 
-            self._admin = admin_client(self.spec.source)
-        read_committed = self.spec.copy.read_committed
+            self._admin = admin_client(self.source)
+        read_committed = self.copy.read_committed
         try:
-            return query_offsets(self._admin, self.spec.source, next_offsets(batch), "latest", read_committed, 5.0)
+            return query_offsets(self._admin, self.source, next_offsets(batch), "latest", read_committed, 5.0)
         except KmirrorError:
             return None  # reported as "lag": null; the next batch tries again
 
@@ -121,7 +124,7 @@ class ProgressLogListener:
             batch = merge(self._held, batch)
         batches = self._held_batches + 1
         end_offsets = self._end_offsets(batch)
-        record = progress_record(self.spec.id, self.spec.copy, batch, end_offsets)
+        record = progress_record(self.flow_id, self.copy, batch, end_offsets)
         if record["lag"] and time.monotonic() - self._last_line < self.interval_s:
             self._held, self._held_batches = batch, batches  # behind: the next batch comes soon
             return
@@ -140,6 +143,6 @@ class ProgressLogListener:
         """Print a held line (the admin client has no close)."""
         if self._held is not None:
             self._print(
-                progress_record(self.spec.id, self.spec.copy, self._held, self._end_offsets(self._held)),
+                progress_record(self.flow_id, self.copy, self._held, self._end_offsets(self._held)),
                 self._held_batches,
             )

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from typing import Any, Protocol, TextIO
 
 from kmirror.errors import ConnectionFailure, KmirrorError
-from kmirror.flow.spec import ClusterEndpoint, FlowSpec
+from kmirror.flow.endpoint import ClusterEndpoint
 from kmirror.flow.views import FlowRoute
 from kmirror.security.acls import AclSyncPlan, TopicAcl, plan_acl_sync, remote_read_acls, synced_acls_topic
 from kmirror_engine.planning.internal_names import layout
@@ -194,18 +194,18 @@ class AclSync:
     @classmethod
     def for_flow(
         cls,
-        spec: FlowSpec,
+        route: FlowRoute,
         admin_factory: Any = None,
         out: TextIO | None = None,
         ledger: SyncedAclLedger | None = None,
     ) -> AclSync:
-        """`spec`'s ACL sync over `admin_factory(endpoint)` (default `admin_client`), recording in
+        """`route`'s ACL sync over `admin_factory(endpoint)` (default `admin_client`), recording in
         `ledger` (default the flow's SyncedAcls on its target)."""
         if admin_factory is None:
             from kmirror_engine.clients.factory import admin_client as admin_factory
-        source_admin, target_admin = admin_factory(spec.source), admin_factory(spec.target)
-        ledger = ledger or SyncedAcls(spec.target, spec.source.alias, spec.id)
-        return cls(spec.route, source_admin, target_admin, ledger, out)
+        source_admin, target_admin = admin_factory(route.source), admin_factory(route.target)
+        ledger = ledger or SyncedAcls(route.target, route.source.alias, route.flow_id)
+        return cls(route, source_admin, target_admin, ledger, out)
 
     def plan(self) -> AclSyncPlan:
         """What this round would change (reads the source, the target and the record)."""

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from kmirror.errors import KmirrorError
-from kmirror.flow.spec import FlowSpec
 from kmirror.flow.views import FlowRoute, TopicSyncSettings
 from kmirror_engine.planning.target_topics import EXCLUDED_CONFIGS, set_on_topic
 
@@ -85,11 +84,13 @@ class ConfigSync:
         self.changes = 0
 
     @classmethod
-    def for_flow(cls, spec: FlowSpec, admin_factory: Any = None, out: TextIO | None = None) -> ConfigSync:
-        """`spec`'s config sync over `admin_factory(endpoint)` (default `admin_client`)."""
+    def for_flow(
+        cls, route: FlowRoute, settings: TopicSyncSettings, admin_factory: Any = None, out: TextIO | None = None
+    ) -> ConfigSync:
+        """`route`'s config sync over `admin_factory(endpoint)` (default `admin_client`)."""
         if admin_factory is None:
             from kmirror_engine.clients.factory import admin_client as admin_factory
-        return cls(spec.route, spec.topic_sync, admin_factory(spec.source), admin_factory(spec.target), out)
+        return cls(route, settings, admin_factory(route.source), admin_factory(route.target), out)
 
     def owned(self) -> set[str] | None:
         """Remote topics config sync may alter (None: any remote topic of the flow)."""

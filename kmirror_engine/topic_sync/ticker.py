@@ -19,7 +19,7 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from kmirror.errors import KmirrorError
-from kmirror.flow.spec import FlowSpec
+from kmirror.flow.views import FlowRoute, TopicSyncSettings
 from kmirror_engine.scheduler import PeriodicTask
 
 log = logging.getLogger("kmirror.sync_ticker")
@@ -44,19 +44,22 @@ class SyncTicker:
         self.task = PeriodicTask(f"kmirror-sync {flow_id}", 1.0, self.tick, join_timeout_s=5.0)
 
     @classmethod
-    def for_flow(cls, spec: FlowSpec, once: bool, admin_factory: Any = None) -> SyncTicker:
-        """The syncs `spec`'s `topic_sync` view asks for (configs, then ACLs), over the clusters'
-        admin clients (`admin_factory(endpoint)`, default `admin_client`)."""
+    def for_flow(
+        cls, route: FlowRoute, settings: TopicSyncSettings, once: bool, admin_factory: Any = None
+    ) -> SyncTicker:
+        """The syncs of `route` its `topic_sync` view (`settings`) asks for (configs, then ACLs),
+        over the clusters' admin clients (`admin_factory(endpoint)`, default `admin_client`)."""
         from kmirror_engine.topic_sync.acls import AclSync
         from kmirror_engine.topic_sync.configs import ConfigSync
 
-        settings = spec.topic_sync
         syncs: list[tuple[str, Any, int]] = []
         if settings.configs:
-            syncs.append(("config sync", ConfigSync.for_flow(spec, admin_factory), settings.configs_interval_ms))
+            syncs.append(
+                ("config sync", ConfigSync.for_flow(route, settings, admin_factory), settings.configs_interval_ms)
+            )
         if settings.acls:
-            syncs.append(("ACL sync", AclSync.for_flow(spec, admin_factory), settings.acls_interval_ms))
-        return cls(spec.id, once, syncs)
+            syncs.append(("ACL sync", AclSync.for_flow(route, admin_factory), settings.acls_interval_ms))
+        return cls(route.flow_id, once, syncs)
 
     def _add(self, what: str, sync: Any, interval_ms: int) -> None:
         self.jobs.append(

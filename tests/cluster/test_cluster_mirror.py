@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, TopicPartition
 from kmirror.flow.replication_policy import offset_syncs_topic
 from kmirror.flow.spec import parse_flow_spec
 from kmirror.mm2.formats import decode_offset_sync
-from kmirror_engine.failover.offset_syncs import read_partition0
+from kmirror_engine.failover.offset_sync_topic import read_partition0
 from tests.cluster.conftest import ClusterApp
 from tests.conftest import require_copy_loop
 from tests.e2e.fault_helpers import flow_spec

@@ -170,7 +170,7 @@ def test_batch_flow_copies_compressed_and_transactional_topics_byte_for_byte(
     consumer = Consumer({"bootstrap.servers": clusters.source, "group.id": group, "enable.auto.commit": False})
     consumer.commit(offsets=[TopicPartition(txn, 0, at)], asynchronous=False)
     consumer.close()
-    [translation] = [t for t in translate_group(spec, group) if t.source_topic == txn]
+    [translation] = [t for t in translate_group(spec.route, group) if t.source_topic == txn]
     assert (translation.upstream_offset, translation.downstream_offset) == (at, 30)
 
 

@@ -37,7 +37,8 @@ from kmirror_engine.copying.ranges import CopyRange
 from kmirror_engine.failover.checkpoints import read_checkpoints
 from kmirror_engine.failover.failover_listener import FailoverListener
 from kmirror_engine.failover.group_sync import committed_offsets
-from kmirror_engine.failover.offset_syncs import OffsetSyncTopic, SyncStore, read_partition0
+from kmirror_engine.failover.offset_sync_topic import OffsetSyncTopic, read_partition0
+from kmirror_engine.failover.offset_syncs import SyncStore
 from kmirror_engine.observability.progress import BatchProgress
 from tests.brokers import IS_TANSU
 from tests.kafka_helpers import FENCE_KEY, TANSU_FENCES, add_fences, create_topic, produce

@@ -25,7 +25,7 @@ from kmirror.mm2.formats import (
     encode_offset_sync,
 )
 from kmirror_engine.failover.checkpoints import read_checkpoints
-from kmirror_engine.failover.offset_syncs import read_partition0
+from kmirror_engine.failover.offset_sync_topic import read_partition0
 from kmirror_engine.planning.target_topics import configs_to_copy
 from spark_app.main import run_flow
 from tests.kafka_helpers import BASE_TIMESTAMP_MS, FENCE_KEY, add_fences, consume_all, create_topic, produce

@@ -97,7 +97,7 @@ def test_the_reverse_flow_checkpoints_groups_home_and_never_mirrors_the_remote_t
     # A is back: the planned reverse flow runs once (in A's datacenter)
     run_flow(reverse, spark=spark, once=True)
 
-    home = plan_failback(forward, group)  # what `kmirror failback` would write: translate_back
+    home = plan_failback(forward.route, group)  # what `kmirror failback` would write: translate_back
     assert home == [Homecoming(remote, 0, orders, FOREIGN + READ_ON_B, READ_ON_B)]
     mine = [c for c in read_checkpoints(reverse.target, checkpoints_topic(b)) if c.group == group]
     assert mine[-1] == Checkpoint(group, orders, 0, FOREIGN + READ_ON_B, READ_ON_B, "")

@@ -26,7 +26,8 @@ from kmirror.mm2.formats import OffsetSync, encode_offset_sync
 from kmirror_cli.cli import main
 from kmirror_engine.failover.failover_listener import FailoverClients, FailoverListener
 from kmirror_engine.failover.offset_sync_snapshots import SyncLog
-from kmirror_engine.failover.offset_syncs import OffsetSyncTopic, SyncStore
+from kmirror_engine.failover.offset_sync_topic import OffsetSyncTopic
+from kmirror_engine.failover.offset_syncs import SyncStore
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 from kmirror_engine.planning.internal_names import snapshot_topic
 from tests.kafka_helpers import create_topic, produce

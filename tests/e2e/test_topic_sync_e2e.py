@@ -100,7 +100,7 @@ def test_broker_defaults_are_never_pinned_on_remote_topics_and_a_settled_sync_ch
         "retention.ms": "86400000",
         "cleanup.policy": "compact,delete",
     }
-    assert ConfigSync.for_flow(spec).run() == []  # settled: no SET, no DELETE every interval
+    assert ConfigSync.for_flow(spec.route, spec.topic_sync).run() == []  # settled: no SET, no DELETE every interval
 
 
 def alter(bootstrap: str, topic: str, **changes: str | None) -> None:
@@ -154,14 +154,14 @@ def test_configs_follow_the_source_on_topics_the_mirror_created_and_only_there(
 
     # a config the source stops setting is deleted on the remote topic (the interval's round)
     alter(clusters.source, ours, max_message_bytes=None)
-    changes = ConfigSync.for_flow(spec).run()
+    changes = ConfigSync.for_flow(spec.route, spec.topic_sync).run()
     assert [(c.name, c.operation) for c in changes if c.topic == f"w{unique}.{ours}"] == [
         ("max.message.bytes", "DELETE")
     ]
     assert "max.message.bytes" not in set_on_topic(clusters.target, f"w{unique}.{ours}")
     # told to, it also syncs the topic it did not create
     everything = sync_flow(clusters, unique, [ours, theirs], tmp_path / "cp", sync_configs_of_existing_topics=True)
-    assert [(c.topic, c.name, c.value) for c in ConfigSync.for_flow(everything).run()] == [
+    assert [(c.topic, c.name, c.value) for c in ConfigSync.for_flow(everything.route, everything.topic_sync).run()] == [
         (f"w{unique}.{theirs}", "retention.ms", "7200000")
     ]
 

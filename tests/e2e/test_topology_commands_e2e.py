@@ -25,7 +25,7 @@ from kmirror.flow.spec import parse_flow_spec
 from kmirror_cli.cli import main
 from kmirror_engine.clients.factory import admin_client
 from kmirror_engine.failover.group_sync import committed_offsets
-from kmirror_engine.failover.offset_syncs import read_partition0
+from kmirror_engine.failover.offset_sync_topic import read_partition0
 from kmirror_engine.planning.flow_control import newest_record
 from kmirror_engine.planning.internal_names import control_topic
 from tests.e2e.test_failover_e2e import commit

@@ -16,7 +16,8 @@ from kmirror.errors import ValidationError
 from kmirror.flow.replication_policy import offset_syncs_topic
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
 from kmirror.mm2.formats import OffsetSync, encode_offset_sync
-from kmirror_engine.failover.offset_syncs import OffsetSyncTopic, SyncStore
+from kmirror_engine.failover.offset_sync_topic import OffsetSyncTopic
+from kmirror_engine.failover.offset_syncs import SyncStore
 from spark_app import listeners as listeners_module
 from spark_app.main import run_flow
 from tests.e2e.test_mirror_e2e import mirrored

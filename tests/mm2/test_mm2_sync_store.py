@@ -140,8 +140,8 @@ def test_what_kafka_mirror_cannot_translate_is_translated_from_mm2s_syncs(monkey
         Translation("orders", 1, "A.orders", 250, None),
         Translation("orders", 2, "A.orders", 7, None),
     ]
-    assert [t.downstream_offset for t in with_mm2_syncs(spec, rows)] == [11, 1, 181, None]
+    assert [t.downstream_offset for t in with_mm2_syncs(spec.route, rows)] == [11, 1, 181, None]
     assert read == ["A"]
-    assert mm2_offset_syncs.mm2_syncs_topic(spec) == "mm2-offset-syncs.B.internal"
+    assert mm2_offset_syncs.mm2_syncs_topic(spec.route) == "mm2-offset-syncs.B.internal"
     read.clear()
-    assert with_mm2_syncs(spec, rows[:1]) == rows[:1] and read == []  # nothing to fill: MM2's topic unread
+    assert with_mm2_syncs(spec.route, rows[:1]) == rows[:1] and read == []  # nothing to fill: MM2's topic unread

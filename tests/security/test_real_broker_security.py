@@ -375,13 +375,15 @@ def test_the_listed_acls_are_enough_for_heartbeats_the_created_topics_registry_a
         registry = CreatedTopics(spec.target, "west", spec.id)
         registry.record([(remote, topic)])
         assert remote in registry.load()
-        emitter = HeartbeatEmitter.for_flow(spec, new_producer(producer_config(spec), role="heartbeats-producer"))
+        emitter = HeartbeatEmitter.for_flow(
+            spec.route, spec.heartbeats, new_producer(producer_config(spec), role="heartbeats-producer")
+        )
         ensure_heartbeats_topic(emitter)
         assert emitter.maybe_emit(1_700_000_000_000)
         emitter.flush(30)
         assert _count(east.broker.bootstrap_servers, "heartbeats", 1) >= 1
         _alter_topic_config(west, topic, "retention.ms", "7200000")
-        ConfigSync.for_flow(spec).run()
+        ConfigSync.for_flow(spec.route, spec.topic_sync).run()
         assert _topic_config(east, remote)["retention.ms"] == "7200000"
     finally:
         revoke_all(west, who)
@@ -498,7 +500,8 @@ def test_offset_syncs_are_still_written_after_the_scram_password_is_rotated(
     file (here at every use: RECHECK_S 0), is rebuilt with the new password and the sync lands."""
     from kmirror.flow.replication_policy import offset_syncs_topic
     from kmirror_engine.clients import cache
-    from kmirror_engine.failover.offset_syncs import OffsetSyncTopic, Sync, SyncStore
+    from kmirror_engine.failover.offset_sync_topic import OffsetSyncTopic
+    from kmirror_engine.failover.offset_syncs import Sync, SyncStore
 
     west, east, directory = secure
     topic = f"sec-rotate-{unique}"
