@@ -131,7 +131,7 @@ def run_flows(
     reader_api = reader_api or os.environ.get("KMIRROR_READER_API", "auto")
     reader_class(reader_api)
     for spec in specs:
-        _naming(spec, validate_client_configs)
+        _naming(spec, lambda s: validate_client_configs(s.route, s.copy))
     stop = stop or threading.Event()
     own_session = spark is None
     if spark is None:

@@ -203,6 +203,6 @@ def _fence_once(spec: FlowSpec, query_token: str | None) -> None:
     token, as before: every call)."""
     if query_token is not None and query_token in _FENCED:
         return
-    fence_for_query(spec)
+    fence_for_query(spec.route, spec.copy)
     if query_token is not None:
         _FENCED.add(query_token)

@@ -16,9 +16,9 @@ if TYPE_CHECKING:
     )
     from kmirror_engine.planning.internal_names import control_topic, run_token
     from kmirror_engine.planning.internal_topics import (
+        InternalTopicAccess,
         mirror_acls,
         principal_hint,
-        require_internal_topic_access,
     )
     from kmirror_engine.planning.range_planner import RangePlanner
     from kmirror_engine.planning.ranges import (
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "RANGE_SCHEMA",
     "ControlState",
+    "InternalTopicAccess",
     "OffsetRange",
     "Offsets",
     "RangePlanner",
@@ -44,7 +45,6 @@ __all__ = [
     "offsets_to_json",
     "plan_tasks",
     "principal_hint",
-    "require_internal_topic_access",
     "run_token",
     "write_state",
 ]
@@ -63,9 +63,9 @@ __getattr__ = lazy_exports(
             "run_token",
         ),
         "internal_topics": (
+            "InternalTopicAccess",
             "mirror_acls",
             "principal_hint",
-            "require_internal_topic_access",
         ),
         "range_planner": ("RangePlanner",),
         "ranges": (

@@ -31,7 +31,8 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from kmirror.errors import ConnectionFailure, DataLossError
-from kmirror.flow.spec import FlowSpec
+from kmirror.flow.spec import ClusterEndpoint, FlowSpec
+from kmirror.flow.views import CopySettings
 from kmirror.mm2.takeover import TakeoverPoint
 from kmirror_engine.planning.created_topics import CreatedTopics
 from kmirror_engine.planning.data_loss import report_data_loss, unknown_topics
@@ -105,7 +106,11 @@ class RangePlanner:
         registry, the control reader and, for a byte-limited flow, the record-size sampler."""
         from kmirror_engine.clients.factory import admin_client
 
-        sampler = (lambda: cls._size_sampler(spec)) if spec.copy.max_bytes_per_second else None
+        sampler = (
+            (lambda: cls._size_sampler(spec.source, spec.copy, spec.consumer_group))
+            if spec.copy.max_bytes_per_second
+            else None
+        )
         return cls(
             spec,
             once,
@@ -113,7 +118,7 @@ class RangePlanner:
             admin_client(spec.source),
             admin_client(spec.target),
             created=CreatedTopics(spec.target, spec.source.alias, spec.id),
-            control=ControlReader(spec),
+            control=ControlReader(spec.id, spec.target),
             record_sizes=RecordSizes(sampler),
             on_takeover=on_takeover,
         )
@@ -175,7 +180,12 @@ class RangePlanner:
         topics = self._retry(self.discovery.topics, "topic discovery")
         plan = self._retry(
             lambda: plan_mm2_takeover(
-                self.spec, self.spec.planning.from_mm2, topics, self.source_admin, self.target_topics.target_admin
+                self.spec.route,
+                self.read_committed,
+                self.spec.planning.from_mm2,
+                topics,
+                self.source_admin,
+                self.target_topics.target_admin,
             ),
             "reading where MirrorMaker 2 stopped",
         )
@@ -267,13 +277,13 @@ class RangePlanner:
         return split_rate_limits(tasks, per_offset, records_limited=bool(copy.max_records_per_second))
 
     @staticmethod
-    def _size_sampler(spec: FlowSpec) -> Any:
+    def _size_sampler(source: ClusterEndpoint, copy: CopySettings, group_id: str) -> Any:
         """A source consumer (assign only) for `RecordSizes`, with small fetches: a sample needs a
         few records per partition, not a full prefetch."""
         from kmirror_engine.clients.factory import consumer_config, new_consumer
 
         config = {
-            **consumer_config(spec),
+            **consumer_config(source, copy, group_id),
             "fetch.max.bytes": 4 * 1024 * 1024,
             "max.partition.fetch.bytes": 64 * 1024,
             "enable.partition.eof": True,
