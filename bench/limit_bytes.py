@@ -18,8 +18,9 @@ from typing import Any
 
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 
+from kmirror_engine.copying.batch_buffers import BufferPool
 from kmirror_engine.copying.batch_copy import MAX_PENDING_BYTES
-from kmirror_engine.copying.batch_frames import BufferPool, FetchCall, ProduceCall, ProducedBatch
+from kmirror_engine.copying.batch_frames import FetchCall, ProduceCall, ProducedBatch
 from kmirror_engine.copying.batch_net import BrokerLink
 from kmirror_engine.copying.batch_produce import (
     INIT_PRODUCER_ID_VERSION,

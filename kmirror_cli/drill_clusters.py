@@ -137,8 +137,11 @@ def mirror_pass(spec: Any, ends: dict[int, int]) -> dict[int, int]:
     from kmirror_engine.observability import BatchProgress
 
     started = time.monotonic()
-    consumer = new_consumer({**consumer_config(spec), "enable.partition.eof": True}, role="drill-mirror")
-    producer = new_producer(producer_config(spec), role="drill-mirror")
+    consumer = new_consumer(
+        {**consumer_config(spec.source, spec.copy, spec.consumer_group), "enable.partition.eof": True},
+        role="drill-mirror",
+    )
+    producer = new_producer(producer_config(spec.target, spec.copy, spec.id), role="drill-mirror")
     try:
         ranges = [CopyRange(TOPIC, p, 0, end, REMOTE) for p, end in ends.items()]
         progress = RangeCopier(consumer, producer, stall_timeout_s=30).copy(ranges)

@@ -62,7 +62,7 @@ def check_clusters(spec: FlowSpec, once: bool, stop: threading.Event) -> None:
     backoff = 1.0
     while True:
         try:
-            check_flow_security(spec, timeout_s=START_CHECK_TIMEOUT_S)
+            check_flow_security(spec.source, spec.target, timeout_s=START_CHECK_TIMEOUT_S)
             return
         except ConnectionFailure as exc:
             if once or stop.is_set():
@@ -78,9 +78,9 @@ def _require_internal_topic_access(spec: FlowSpec) -> None:
     dead-letter topic created when missing (the target's `internal_topics` sizing): a record the
     target refuses must find it, not fail its batch after all."""
     from kmirror_engine.clients import admin_client, ensure_topic
-    from kmirror_engine.planning import require_internal_topic_access
+    from kmirror_engine.planning import InternalTopicAccess
 
-    require_internal_topic_access(spec, admin_client(spec.target))
+    InternalTopicAccess.for_flow(spec).require(admin_client(spec.target))
     if spec.copy.dead_letter_topic:
         ensure_topic(spec.target, spec.copy.dead_letter_topic, {}, spec.target.internal_topics.partitions or 1)
 
@@ -150,7 +150,8 @@ def run_flow(
 
     stop = stop or threading.Event()
     if not validated:
-        validate_client_configs(spec)  # a bad librdkafka property is invalid input (exit 2), not a task failure
+        # a bad librdkafka property is invalid input (exit 2), not a task failure
+        validate_client_configs(spec.route, spec.copy)
     # before any Spark session: an unsupported or unreachable cluster fails fast, with one clean line
     check_clusters(spec, once, stop)
     _require_internal_topic_access(spec)  # a missing ACL is refused before anything is copied

@@ -183,7 +183,11 @@ class RecordsReader(DataSourceReader):
         defer_pandas_import()  # a task's process: pyarrow would import pandas for nothing
         spec = parse_flow_spec(json.loads(self.spec_json))
         schema = arrow_schema()
-        config = {**CONSUMER_TUNING, **consumer_config(spec), **CONSUMER_REQUIRED}
+        config = {
+            **CONSUMER_TUNING,
+            **consumer_config(spec.source, spec.copy, spec.consumer_group),
+            **CONSUMER_REQUIRED,
+        }
         consumer = new_consumer(config, role="records-reader")
         try:
             columns = _Columns()

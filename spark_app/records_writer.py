@@ -42,8 +42,8 @@ class RecordsWriter:
 
         defer_pandas_import()  # a task's process: pyarrow would import pandas for nothing
         spec = parse_flow_spec(json.loads(self.spec_json))
-        key, producer = take_producer(spec)
-        task = TransformWrites(spec, producer, self.ranges)
+        key, producer = take_producer(spec.route, spec.copy)
+        task = TransformWrites(spec.route, spec.topic_sync, producer, self.ranges)
         first_ms = int(time.time() * 1000)
         for batch in batches:
             if batch.num_rows:

@@ -132,7 +132,7 @@ def run_flows(
     reader_api = reader_api or os.environ.get("KMIRROR_READER_API", "auto")
     reader_class(reader_api)
     for spec in specs:
-        _naming(spec.id, partial(validate_client_configs, spec))
+        _naming(spec.id, partial(validate_client_configs, spec.route, spec.copy))
     stop = stop or threading.Event()
     own_session = spark is None
     if spark is None:

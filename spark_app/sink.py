@@ -187,7 +187,7 @@ class MirrorSink(DataSource):
         spec = parse_flow_spec(json.loads(spec_json))
         token = self.options.get("query_token")
         if spec.exactly_once:
-            _fence_once(partial(fence_for_query, spec), token)
+            _fence_once(partial(fence_for_query, spec.route, spec.copy), token)
         return MirrorStreamWriter(spec_json, auto_copy_loop(), token if spec.exactly_once else None)
 
 

@@ -155,7 +155,7 @@ class PositionTrackingReader(RangeReader):
 
     def latestOffset(self) -> dict:  # type: ignore[override]  # Spark 4.0's signature (module doc)
         start = self._position if self._position is not None else self.initial_offsets()
-        end = self.planner.next_end(start, self.planner.spec.planning.max_records_per_trigger)
+        end = self.planner.next_end(start, self.planner.planning.max_records_per_trigger)
         self._position = end
         return offsets_to_json(end)
 
@@ -168,7 +168,7 @@ if HAS_ADMISSION_CONTROL:
         api = "admission-control"
 
         def getDefaultReadLimit(self) -> ReadLimit:
-            return ReadMaxRows(self.planner.spec.planning.max_records_per_trigger)
+            return ReadMaxRows(self.planner.planning.max_records_per_trigger)
 
         def prepareForTriggerAvailableNow(self) -> None:
             if self.planner.frozen_end is None:

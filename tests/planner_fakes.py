@@ -110,9 +110,15 @@ def spec(**options: Any) -> FlowSpec:
 
 
 def planner(source: FakeAdmin, **options: Any) -> RangePlanner:
+    """A planner of the flow `spec(**options)` over fake clusters, built from its views."""
     target = FakeAdmin({})
+    flow = spec(**options)
     return RangePlanner(
-        spec(**options),
+        flow.route,
+        flow.planning,
+        flow.topic_sync,
+        flow.copy,
+        flow.consumer_group,
         once=True,
         task_count=2,
         source_admin=source,

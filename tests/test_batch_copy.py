@@ -520,8 +520,8 @@ def test_auto_flows_take_the_batch_path_unless_a_flow_needs_a_record_loop_or_the
 
     monkeypatch.delenv(AUTO_COPY_LOOP_ENV, raising=False)
     assert AUTO_ORDER[0] == "batch" and auto_copy_loop() == "batch"
-    assert takes_batch_path(spec()) and takes_batch_path(spec(copy_loop="batch"))  # auto: the batch path
-    assert not takes_batch_path(spec(copy_loop="native")) and not takes_batch_path(spec(copy_loop="python"))
+    assert takes_batch_path(spec().copy) and takes_batch_path(spec(copy_loop="batch").copy)  # auto: the batch path
+    assert not takes_batch_path(spec(copy_loop="native").copy) and not takes_batch_path(spec(copy_loop="python").copy)
     needs_records = {
         "exactly_once": True,
         "dead_letter_topic": "dlq",
@@ -531,10 +531,14 @@ def test_auto_flows_take_the_batch_path_unless_a_flow_needs_a_record_loop_or_the
     }
     assert set(COPY_LOOP_CANNOT_SERVE["batch"]) <= {*needs_records, "provenance_headers"}
     for name, value in needs_records.items():  # each option the table names keeps its flow on a record loop
-        assert not takes_batch_path(spec(**{name: value})), name
+        assert not takes_batch_path(spec(**{name: value}).copy), name
     monkeypatch.setenv(AUTO_COPY_LOOP_ENV, "record")  # the way back, deployment-wide
-    assert auto_copy_loop() == "record" and not takes_batch_path(spec()) and takes_batch_path(spec(copy_loop="batch"))
-    assert takes_batch_path(spec(), auto_loop="batch")  # the driver's value, not this process's, decides
+    assert (
+        auto_copy_loop() == "record"
+        and not takes_batch_path(spec().copy)
+        and takes_batch_path(spec(copy_loop="batch").copy)
+    )
+    assert takes_batch_path(spec().copy, auto_loop="batch")  # the driver's value, not this process's, decides
     monkeypatch.setenv(AUTO_COPY_LOOP_ENV, "fast")
     with pytest.raises(KmirrorError, match=r"KMIRROR_AUTO_COPY_LOOP is 'fast'; set it to one of batch, record"):
         auto_copy_loop()

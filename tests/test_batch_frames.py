@@ -12,7 +12,8 @@ from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.frame import KafkaBytes
 from kafka.protocol.producer.produce import ProduceRequest
 
-from kmirror_engine.copying.batch_frames import FetchAnswer, Gather, ProduceCall, ProducedBatch, uvarint
+from kmirror_engine.copying.batch_buffers import Gather
+from kmirror_engine.copying.batch_frames import FetchAnswer, ProduceCall, ProducedBatch, uvarint
 from kmirror_engine.copying.batch_queue import fetch_request
 from kmirror_engine.copying.batch_sockets import _DirectReadTransport
 from kmirror_engine.copying.batch_wire import crc_ok, rewrite, split_batches
@@ -216,7 +217,7 @@ def test_a_fetch_answer_is_read_as_kafka_python_encodes_it_and_records_stay_view
 
 
 def test_a_pooled_buffer_is_handed_out_again_only_once_no_view_of_it_is_alive() -> None:
-    from kmirror_engine.copying.batch_frames import BufferPool
+    from kmirror_engine.copying.batch_buffers import BufferPool
 
     pool = BufferPool(capacity=1024, count=2)
     first = pool.take(100)
@@ -234,7 +235,7 @@ def test_a_pooled_buffer_is_handed_out_again_only_once_no_view_of_it_is_alive() 
 def test_pooled_buffers_are_as_large_as_the_frames_asked_of_them() -> None:
     """A buffer is sized to its frame in GRAIN steps, never past the capacity; a free buffer too
     small for a frame is replaced, a large enough one reused, a referenced one kept."""
-    from kmirror_engine.copying.batch_frames import BufferPool
+    from kmirror_engine.copying.batch_buffers import BufferPool
 
     grain = BufferPool.GRAIN
     pool = BufferPool(capacity=5 * grain, count=2)
@@ -260,7 +261,8 @@ def test_the_direct_parser_reads_answers_split_anyhow_into_their_frames_in_order
     from kafka.protocol.parser import KafkaProtocol
     from kafka.protocol.producer.produce import ProduceResponse
 
-    from kmirror_engine.copying.batch_frames import Frame, ProduceCall
+    from kmirror_engine.copying.batch_buffers import Frame
+    from kmirror_engine.copying.batch_frames import ProduceCall
     from kmirror_engine.copying.batch_sockets import POOLED_MIN_BYTES, _DirectParser
 
     records = bytes(build(0, 3)) * (POOLED_MIN_BYTES // len(build(0, 3)) + 1)  # large enough for the pool

@@ -27,7 +27,8 @@ def spec(**options: Any) -> FlowSpec:
 
 
 def test_producer_is_safe_by_default_and_accepts_tuning() -> None:
-    config = producer_config(spec(producer={"linger.ms": 5, "acks": "all"}), transactional_id="t-1")
+    flow = spec(producer={"linger.ms": 5, "acks": "all"})
+    config = producer_config(flow.target, flow.copy, flow.id, transactional_id="t-1")
     assert config["bootstrap.servers"] == "t:1" and config["linger.ms"] == 5 and config["transactional.id"] == "t-1"
     assert (config["acks"], config["enable.idempotence"], config["max.in.flight.requests.per.connection"]) == (
         "all",
@@ -42,11 +43,13 @@ def test_producer_is_safe_by_default_and_accepts_tuning() -> None:
 )
 def test_weakening_overrides_are_rejected_naming_the_key(key: str, value: Any) -> None:
     with pytest.raises(ValidationError, match=rf"producer\.{key}: must"):
-        producer_config(spec(producer={key: value}))
+        flow = spec(producer={key: value})
+        producer_config(flow.target, flow.copy, flow.id)
 
 
 def test_consumer_is_assign_only_read_committed_and_keeps_overrides() -> None:
-    config = consumer_config(spec(consumer={"fetch.min.bytes": 1, "enable.auto.commit": True}))
+    flow = spec(consumer={"fetch.min.bytes": 1, "enable.auto.commit": True})
+    config = consumer_config(flow.source, flow.copy, flow.consumer_group)
     assert (
         config["isolation.level"] == "read_committed" and config["client.id"] == "x" and config["fetch.min.bytes"] == 1
     )

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import stat
 import subprocess
+from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from types import SimpleNamespace
@@ -18,7 +19,7 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from kmirror.errors import ConnectionFailure, DataLossError, KmirrorError
-from kmirror.flow.spec import ClusterEndpoint
+from kmirror.flow.spec import ClusterEndpoint, FlowSpec
 from kmirror_engine.copying.exactly_once import Committed, committed_offsets, stale_offsets
 from kmirror_engine.copying.range_copy import RangeCopier
 from kmirror_engine.copying.ranges import CopyError, CopyRange
@@ -188,8 +189,9 @@ def test_speculation_is_forced_off_locally_and_on_clusters_and_the_transaction_t
 
     assert session_confs("local[2]")["spark.speculation"] == "false"
     assert session_confs(None, {"spark.speculation": "true"}) == {"spark.speculation": "false"}
-    assert producer_config(spec(), transactional_id="kmirror-x-0")["transaction.timeout.ms"] == 60_000
-    assert "transaction.timeout.ms" not in producer_config(spec())
+    flow = spec()
+    assert producer_config(flow.target, flow.copy, flow.id, "kmirror-x-0")["transaction.timeout.ms"] == 60_000
+    assert "transaction.timeout.ms" not in producer_config(flow.target, flow.copy, flow.id)
 
 
 # ---- item 8: clients that outlive their secrets and metadata ----
@@ -289,7 +291,11 @@ def test_each_kerberos_principal_gets_its_own_private_ticket_cache(
     kinit.chmod(0o755)
     log = tmp_path / "kinit.log"
     caches = []
-    for principal, make in (("west@EX.TEST", consumer_config), ("east@EX.TEST", producer_config)):
+    makers: tuple[tuple[str, Callable[[FlowSpec], dict[str, Any]]], ...] = (
+        ("west@EX.TEST", lambda f: consumer_config(f.source, f.copy, f.consumer_group)),
+        ("east@EX.TEST", lambda f: producer_config(f.target, f.copy, f.id)),
+    )
+    for principal, make in makers:
         kerberos = {
             "security.protocol": "SASL_PLAINTEXT",
             "sasl.mechanisms": "GSSAPI",

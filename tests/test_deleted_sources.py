@@ -85,13 +85,14 @@ class FlakyLoop:
         return [progress(r) for r in group]
 
 
+ROUTE = flow().route
 GROUP = [rng("orders", 0), rng("gone", 0, 5, 50), rng("orders", 1), rng("gone", 1, 7, 8)]
 
 
 def test_with_fail_on_data_loss_on_a_deleted_topic_is_a_data_loss_error_naming_it_and_the_way_out() -> None:
     loop, admin = FlakyLoop({"gone"}), FakeAdmin({"gone"})
     with pytest.raises(DataLossError) as caught:
-        tolerating_deleted_sources(flow(), loop, lambda: admin)(list(GROUP))
+        tolerating_deleted_sources(ROUTE, True, loop, lambda: admin)(list(GROUP))
     text = str(caught.value)
     assert text.startswith(
         "west->east: data loss on gone[0]: topic gone was deleted from 'west' (describe: unknown topic) while "
@@ -105,7 +106,7 @@ def test_with_fail_on_data_loss_off_the_deleted_ranges_are_reported_and_the_othe
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     loop = FlakyLoop({"gone"})
-    out = tolerating_deleted_sources(flow(fail_on_data_loss=False), loop, lambda: FakeAdmin({"gone"}))(list(GROUP))
+    out = tolerating_deleted_sources(ROUTE, False, loop, lambda: FakeAdmin({"gone"}))(list(GROUP))
     assert [(p.source_topic, p.partition) for p in out] == [("orders", 0), ("gone", 0), ("orders", 1), ("gone", 1)]
     assert loop.groups[1] == [GROUP[0], GROUP[2]]  # copied again without the deleted topic
     assert out[0] == progress(GROUP[0]) and out[2] == progress(GROUP[2])
@@ -121,7 +122,7 @@ def test_with_fail_on_data_loss_off_the_deleted_ranges_are_reported_and_the_othe
 def test_a_group_of_deleted_topics_only_is_dropped_without_copying_again() -> None:
     loop = FlakyLoop({"gone"})
     group = [rng("gone", 0), rng("gone", 1)]
-    out = tolerating_deleted_sources(flow(fail_on_data_loss=False), loop, lambda: FakeAdmin({"gone"}))(group)
+    out = tolerating_deleted_sources(ROUTE, False, loop, lambda: FakeAdmin({"gone"}))(group)
     assert [p.records for p in out] == [0, 0] and len(loop.groups) == 1
 
 
@@ -135,7 +136,7 @@ def test_a_group_of_deleted_topics_only_is_dropped_without_copying_again() -> No
 def test_a_failure_without_a_confirmed_deletion_is_raised_unchanged(admin: FakeAdmin) -> None:
     failure = CopyError("producing to west.gone failed: Broker: Not enough in-sync replicas")
     with pytest.raises(CopyError) as caught:
-        tolerating_deleted_sources(flow(fail_on_data_loss=False), FlakyLoop({"gone"}, failure), lambda: admin)(GROUP)
+        tolerating_deleted_sources(ROUTE, False, FlakyLoop({"gone"}, failure), lambda: admin)(GROUP)
     assert caught.value is failure
 
 
@@ -144,12 +145,12 @@ def test_an_admin_that_cannot_be_made_leaves_the_copy_failure_standing() -> None
         raise ConnectionFailure("cluster 'west': cannot reach w:9092")
 
     with pytest.raises(KmirrorError, match="Unknown topic or partition"):
-        tolerating_deleted_sources(flow(), FlakyLoop({"gone"}), broken)(GROUP)
+        tolerating_deleted_sources(ROUTE, True, FlakyLoop({"gone"}), broken)(GROUP)
 
 
 def test_a_copy_without_failure_never_asks_the_source() -> None:
     admin = FakeAdmin({"gone"})
-    out = tolerating_deleted_sources(flow(), FlakyLoop(set()), lambda: admin)(GROUP)
+    out = tolerating_deleted_sources(ROUTE, True, FlakyLoop(set()), lambda: admin)(GROUP)
     assert out == [progress(r) for r in GROUP] and admin.asked == []
 
 
@@ -159,8 +160,6 @@ def test_a_fenced_writer_or_a_data_loss_verdict_stands_even_when_the_topic_is_go
     admin = FakeAdmin({"gone"})
     for failure in (FencedError("another driver took west.gone[0]"), DataLossError("retention ran past gone[0]")):
         with pytest.raises(type(failure)) as caught:
-            tolerating_deleted_sources(flow(fail_on_data_loss=False), FlakyLoop({"gone"}, failure), lambda: admin)(
-                GROUP
-            )
+            tolerating_deleted_sources(ROUTE, False, FlakyLoop({"gone"}, failure), lambda: admin)(GROUP)
         assert caught.value is failure
     assert admin.asked == []

@@ -86,7 +86,7 @@ def test_every_writer_of_a_partition_shares_its_transactional_id_and_start_up_fe
     from tests.planner_fakes import spec
 
     flow = spec(exactly_once=True)
-    assert partition_transactional_id(flow, "west.orders", 1) == "kmirror-west-to-east-west.orders-1"
+    assert partition_transactional_id(flow.id, "west.orders", 1) == "kmirror-west-to-east-west.orders-1"
     initialised: list[str] = []
 
     class Fencer:
@@ -96,7 +96,7 @@ def test_every_writer_of_a_partition_shares_its_transactional_id_and_start_up_fe
         def init_transactions(self, timeout: float) -> None:
             initialised.append(self.txn_id)
 
-    ids = fence_previous_generation(flow, 2, Fencer, [("west.orders", 0), ("west.orders", 1)])
+    ids = fence_previous_generation(flow.id, 2, Fencer, [("west.orders", 0), ("west.orders", 1)])
     assert (
         sorted(initialised)
         == sorted(ids)

@@ -26,7 +26,7 @@ from kmirror.mm2.formats import decode_checkpoint
 from kmirror_engine.failover.failover_listener import FailoverClients, FailoverListener
 from kmirror_engine.failover.offset_syncs import OffsetSyncError
 from kmirror_engine.observability.progress import PartitionProgress
-from kmirror_engine.planning.internal_topics import report_internal_topic_access
+from kmirror_engine.planning.internal_topics import InternalTopicAccess
 from spark_app import sink
 from spark_app.sink import MirrorCommitMessage, MirrorStreamWriter
 from tests.kafka_fakes import done, failed
@@ -242,7 +242,7 @@ class AclAdmin:
 def test_missing_acls_on_internal_topics_are_reported_at_start_naming_topic_and_grant() -> None:
     spec = parse_flow_spec(flow())
     out = io.StringIO()
-    problems = report_internal_topic_access(spec, AclAdmin([AclOperation.DESCRIBE]), out)
+    problems = InternalTopicAccess.for_flow(spec).report(AclAdmin([AclOperation.DESCRIBE]), out)
     assert [(p.topic, p.missing) for p in problems] == [
         ("heartbeats", ("Create", "Describe", "Write")),  # unauthorized: Kafka hides whether it exists
         ("west.checkpoints.internal", ("Write",)),
@@ -256,8 +256,10 @@ def test_missing_acls_on_internal_topics_are_reported_at_start_naming_topic_and_
         "User:mirror --operation Write --topic west.checkpoints.internal"
     )
     # creation allowed: a missing topic is not a problem; a broker that does not answer: nothing
-    assert [p.topic for p in report_internal_topic_access(spec, AclAdmin([AclOperation.CREATE]), io.StringIO())] == [
+    assert [
+        p.topic for p in InternalTopicAccess.for_flow(spec).report(AclAdmin([AclOperation.CREATE]), io.StringIO())
+    ] == [
         "heartbeats",
         "west.checkpoints.internal",
     ]
-    assert len(report_internal_topic_access(spec, AclAdmin(None), io.StringIO())) == 2
+    assert len(InternalTopicAccess.for_flow(spec).report(AclAdmin(None), io.StringIO())) == 2

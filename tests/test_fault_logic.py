@@ -243,7 +243,7 @@ def test_streaming_start_retries_an_unreachable_cluster_with_doubling_backoff_an
 
     failures = iter(range(7))
 
-    def unreachable_then_up(flow: Any, timeout_s: float) -> None:
+    def unreachable_then_up(source: Any, target: Any, timeout_s: float) -> None:
         if next(failures, None) is not None:
             raise ConnectionFailure("cluster 'east' (127.0.0.1:9): cannot connect")
 
@@ -264,7 +264,7 @@ def test_streaming_start_retries_an_unreachable_cluster_with_doubling_backoff_an
     assert waits.seconds == [1, 2, 4, 8, 16, 30, 30]
     assert capsys.readouterr().err.count("kmirror: cluster 'east' (127.0.0.1:9): cannot connect; retrying in") == 7
 
-    def down(flow: Any, timeout_s: float) -> None:
+    def down(source: Any, target: Any, timeout_s: float) -> None:
         raise ConnectionFailure("cluster 'east' (127.0.0.1:9): cannot connect")
 
     monkeypatch.setattr(kmirror_engine.clients.security_check, "check_flow_security", down)

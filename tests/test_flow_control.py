@@ -104,7 +104,8 @@ def reader(consumer: FakeConsumer, clock: list[float]) -> tuple[ControlReader, i
         made.append(consumer)
         return consumer
 
-    return ControlReader(spec(), make_consumer=make, out=out, clock=lambda: clock[0]), out
+    flow = spec()
+    return ControlReader(flow.id, flow.target, make_consumer=make, out=out, clock=lambda: clock[0]), out
 
 
 def audit_lines(out: io.StringIO) -> list[dict[str, Any]]:
@@ -207,7 +208,7 @@ def test_pause_and_resume_take_the_flow_selectors_and_write_the_record(
     from kmirror_engine.planning import flow_control
 
     written: list[tuple[str, ControlState]] = []
-    monkeypatch.setattr(flow_control, "write_state", lambda s, state: written.append((s.id, state)))
+    monkeypatch.setattr(flow_control, "write_state", lambda flow_id, target, state: written.append((flow_id, state)))
     flow = tmp_path / "flow.json"
     flow.write_text(json.dumps(FLOW))
     assert main(["pause", "--flow", str(flow), "--reason", "target maintenance"]) == 0
@@ -306,7 +307,7 @@ def test_pause_from_the_topology_and_the_stack_writes_the_planned_flows_record(m
 
     written: list[tuple[str, str, str]] = []
     monkeypatch.setattr(
-        flow_control, "write_state", lambda s, state: written.append((s.id, s.target.alias, state.state))
+        flow_control, "write_state", lambda flow_id, target, state: written.append((flow_id, target.alias, state.state))
     )
     assert main(["pause", "--topology", "stacks/topology.yaml", "--flow", "west-1->east-1"]) == 0
     assert main(["resume", "--stack", "east", "--flow", "west-1->east-1", "--reason", "done"]) == 0

@@ -255,7 +255,8 @@ def test_properties_valid_only_together_are_not_reported_alone() -> None:
         parse_flow_spec(raw)
     assert [p.path for p in caught.value.problems] == ["target.config.linger.ms"]
     raw["target"]["config"]["linger.ms"] = "5"
-    assert client_config_problems(parse_flow_spec(raw)) == []
+    flow = parse_flow_spec(raw)
+    assert client_config_problems(flow.route, flow.copy) == []
 
 
 def test_exactly_once_defaults_to_smaller_batches_unless_set() -> None:

@@ -149,13 +149,18 @@ def takeover_planner(
     monkeypatch.setattr(mm2_takeover, "mm2_synced", lambda endpoint, topic: synced)
     monkeypatch.setattr(mm2_takeover, "report_takeover", lambda flow_id, plan: None)
     source, target = FakeAdmin({"orders": [(0, 500), (0, 500)]}), FakeAdmin(target_logs)
+    spec = flow(starting_offsets={"from_mm2": {}})
     return RangePlanner(
-        flow(starting_offsets={"from_mm2": {}}),
+        spec.route,
+        spec.planning,
+        spec.topic_sync,
+        spec.copy,
+        spec.consumer_group,
         once=True,
         task_count=1,
         source_admin=source,
         target_admin=target,
-        on_takeover=lambda spec, points: written.append((spec.id, list(points))),
+        on_takeover=lambda points: written.append((spec.id, list(points))),
     )
 
 

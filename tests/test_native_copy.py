@@ -11,6 +11,7 @@ import pytest
 
 from kmirror.errors import KmirrorError
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
+from kmirror.flow.views import CopySettings
 from kmirror_engine.copying import native_copy
 from kmirror_engine.copying.native_copy import _progress, native_config, python_only_reasons, use_native_loop
 from kmirror_engine.copying.ranges import CopyRange
@@ -19,6 +20,11 @@ from tests.planner_fakes import raw_spec
 
 def _spec(**options: Any) -> FlowSpec:
     return parse_flow_spec(raw_spec(topics=["t"], **options))
+
+
+def _flow(spec: FlowSpec) -> tuple[str, CopySettings]:
+    """What `use_native_loop` reads of a flow: its id and `copy` view."""
+    return spec.id, spec.copy
 
 
 @pytest.fixture
@@ -32,9 +38,9 @@ def not_built(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_auto_picks_the_native_loop_when_built_and_the_flow_needs_nothing_else(built: None) -> None:
-    assert use_native_loop(_spec()) is True
-    assert use_native_loop(_spec(copy_loop="native")) is True
-    assert use_native_loop(_spec(copy_loop="python")) is False
+    assert use_native_loop(*_flow(_spec())) is True
+    assert use_native_loop(*_flow(_spec(copy_loop="native"))) is True
+    assert use_native_loop(*_flow(_spec(copy_loop="python"))) is False
 
 
 @pytest.mark.parametrize("option", [{"exactly_once": True}, {"dead_letter_topic": "dlq"}])
@@ -43,7 +49,7 @@ def test_flows_only_the_python_loop_can_copy_fall_back_on_auto_and_fail_on_nativ
 ) -> None:
     """Issue 41: `copy_loop: native` with such an option is refused by validate (before: with
     exactly_once the Python loop ran silently; with dead_letter_topic every writer task failed)."""
-    assert use_native_loop(_spec(**option)) is False
+    assert use_native_loop(*_flow(_spec(**option))) is False
     name = next(iter(option))
     with pytest.raises(
         KmirrorError,
@@ -63,7 +69,7 @@ def test_one_table_decides_which_loop_serves_which_flow() -> None:
         assert name in COPY_LOOP_CANNOT_SERVE["batch"] and name in COPY_LOOP_CANNOT_SERVE["native"]
     assert unserved_options("python", {"exactly_once": True}) == []
     assert unserved_options("batch", {"exactly_once": True, "dead_letter_topic": None}) == ["exactly_once"]
-    assert not takes_batch_path(_spec(dead_letter_topic="dlq"))
+    assert not takes_batch_path(_spec(dead_letter_topic="dlq").copy)
 
 
 def test_exactly_once_refuses_a_read_uncommitted_consumer() -> None:
@@ -79,14 +85,14 @@ def test_exactly_once_refuses_a_read_uncommitted_consumer() -> None:
 
 
 def test_a_missing_module_falls_back_on_auto_and_fails_on_native(not_built: None) -> None:
-    assert use_native_loop(_spec()) is False
+    assert use_native_loop(*_flow(_spec())) is False
     with pytest.raises(KmirrorError, match=r"the native module is not built for this Python"):
-        use_native_loop(_spec(copy_loop="native"))
+        use_native_loop(*_flow(_spec(copy_loop="native")))
 
 
 def test_client_configs_with_python_callables_need_the_python_loop(built: None) -> None:
-    assert python_only_reasons(_spec(), {"error_cb": print}) == ["client property error_cb is a Python callable"]
-    assert use_native_loop(_spec(), {"error_cb": print}) is False
+    assert python_only_reasons(_spec().copy, {"error_cb": print}) == ["client property error_cb is a Python callable"]
+    assert use_native_loop(*_flow(_spec()), {"error_cb": print}) is False
     with pytest.raises(KmirrorError, match="error_cb is a Python callable"):
         native_config({"error_cb": print})
 

@@ -386,11 +386,11 @@ def test_the_producer_is_capped_by_the_dead_letter_topics_limit_too(monkeypatch:
 
     flow = spec(dead_letter_topic="dlq")
     ranges = [CopyRange("t", 0, 0, 5, "w.t")]
-    assert task_copy.limited_topics(flow, ranges) == {"w.t", "dlq"}
-    assert task_copy.limited_topics(spec(), ranges) == {"w.t"}
+    assert task_copy.limited_topics(flow.copy, ranges) == {"w.t", "dlq"}
+    assert task_copy.limited_topics(spec().copy, ranges) == {"w.t"}
     read = {"w.t": 1_000_000, "dlq": 10_485_760}
     monkeypatch.setattr(task_copy, "_LIMITS", {})  # this worker's cache, fresh (and dropped after the test)
     monkeypatch.setattr(task_copy, "topic_rules", lambda admin, topics: {t: TargetRules(read[t]) for t in topics})
     monkeypatch.setattr("kmirror_engine.clients.factory.admin_client", lambda endpoint: None)
-    limits = task_copy.target_limits(flow, task_copy.limited_topics(flow, ranges))
+    limits = task_copy.target_limits(flow.target, task_copy.limited_topics(flow.copy, ranges))
     assert capped_producer_config({}, limits.values())["message.max.bytes"] >= 10_485_760

@@ -41,4 +41,4 @@ def test_an_infinite_timeout_in_the_target_cluster_config_is_refused_too() -> No
             "checkpoint_location": "/tmp/unused",
         }
     )
-    assert [p.path for p in client_config_problems(spec)] == ["target.config.message.timeout.ms"]
+    assert [p.path for p in client_config_problems(spec.route, spec.copy)] == ["target.config.message.timeout.ms"]

@@ -156,6 +156,6 @@ def test_only_the_python_record_loop_copies_a_flow_with_provenance_headers(monke
     ]
     spec = parse_flow_spec(_spec(provenance_headers=True))
     monkeypatch.setenv(AUTO_COPY_LOOP_ENV, "batch")  # the batch sweep: auto flows take the batch path...
-    assert not takes_batch_path(spec)  # ...except this one
-    assert takes_batch_path(parse_flow_spec(_spec()))
-    assert python_only_reasons(spec) == ["provenance_headers is set"]  # auto never picks the native loop
+    assert not takes_batch_path(spec.copy)  # ...except this one
+    assert takes_batch_path(parse_flow_spec(_spec()).copy)
+    assert python_only_reasons(spec.copy) == ["provenance_headers is set"]  # auto never picks the native loop

@@ -161,10 +161,10 @@ def test_range_shares_follow_the_work_and_sum_to_one_over_the_batch() -> None:
 def test_the_loops_of_a_batch_get_shares_of_the_flow_limits_that_add_up_to_them() -> None:
     flow = spec(max_bytes_per_second=1_000_000, max_records_per_second=5000)
     shares = range_shares([[700, 100], [150, 50]])
-    loops = [pacer_for(flow, sum(task)) for task in shares]
+    loops = [pacer_for(flow.copy, sum(task)) for task in shares]
     assert sum(p.bytes.rate for p in loops if p and p.bytes) == pytest.approx(1_000_000)
     assert sum(p.records.rate for p in loops if p and p.records) == pytest.approx(5000)
-    assert pacer_for(spec(), 0.5) is None  # no limit: no pacer
+    assert pacer_for(spec().copy, 0.5) is None  # no limit: no pacer
 
 
 def test_the_reader_gives_every_planned_range_its_share() -> None:
@@ -191,13 +191,14 @@ def test_rows_without_shares_split_the_limit_over_their_task() -> None:
 
 def test_a_byte_limited_flow_bounds_its_consumers_prefetch_unless_the_user_set_it() -> None:
     base = {**CONSUMER_TUNING}
-    assert paced_consumer_config(spec(), base) == base
-    paced = paced_consumer_config(spec(max_bytes_per_second=8_000_000), base)
+    assert paced_consumer_config(spec().copy, base) == base
+    paced = paced_consumer_config(spec(max_bytes_per_second=8_000_000).copy, base)
     assert (paced["fetch.max.bytes"], paced["queued.max.messages.kbytes"]) == (2_000_000, 1953)
-    small = paced_consumer_config(spec(max_bytes_per_second=1000), base)
+    small = paced_consumer_config(spec(max_bytes_per_second=1000).copy, base)
     assert small["max.partition.fetch.bytes"] == 1024 * 1024  # never below 1 MiB
     user = paced_consumer_config(
-        spec(max_bytes_per_second=1000, consumer={"fetch.max.bytes": 5_000_000}), {**base, "fetch.max.bytes": 5_000_000}
+        spec(max_bytes_per_second=1000, consumer={"fetch.max.bytes": 5_000_000}).copy,
+        {**base, "fetch.max.bytes": 5_000_000},
     )
     assert user["fetch.max.bytes"] == 5_000_000
 
@@ -239,8 +240,8 @@ def test_auto_picks_the_python_loop_for_a_limited_flow() -> None:
     from kmirror_engine.copying.native_copy import python_only_reasons, use_native_loop
 
     flow = spec(max_records_per_second=100)
-    assert python_only_reasons(flow) == ["max_records_per_second is set"]
-    assert use_native_loop(flow) is False
+    assert python_only_reasons(flow.copy) == ["max_records_per_second is set"]
+    assert use_native_loop(flow.id, flow.copy) is False
 
 
 def test_limits_are_topology_settings_checked_with_their_path() -> None:
@@ -333,10 +334,10 @@ def test_a_task_adds_each_loops_waits_to_its_tally(monkeypatch: pytest.MonkeyPat
     clients = SimpleNamespace(consumer=None, producer=None)
     lease = SimpleNamespace(__enter__=lambda *_: clients, __exit__=lambda *_: None)
     monkeypatch.setattr(sink, "RangeCopier", Copier)
-    monkeypatch.setattr(sink, "target_limits", lambda spec, topics: {})
+    monkeypatch.setattr(sink, "target_limits", lambda target, topics: {})
     monkeypatch.setattr(sink.CLIENTS, "lease", lambda key, make: type("L", (), dict(vars(lease)))())
-    monkeypatch.setattr("kmirror_engine.clients.factory.consumer_config", lambda spec: {}, raising=False)
-    monkeypatch.setattr("kmirror_engine.clients.factory.producer_config", lambda spec: {}, raising=False)
+    monkeypatch.setattr("kmirror_engine.clients.factory.consumer_config", lambda *a: {}, raising=False)
+    monkeypatch.setattr("kmirror_engine.clients.factory.producer_config", lambda *a: {}, raising=False)
     ranges = [CopyRange("a", 0, 0, 300, "w.a", rate_share=0.3), CopyRange("a", 1, 0, 100, "w.a", rate_share=0.1)]
     throttled = Throttled()
     sink.copy_task_ranges(spec(max_bytes_per_second=1000), ranges, 0, throttled)

@@ -217,7 +217,7 @@ def test_run_flow_skips_the_checks_run_flows_made_and_makes_them_without_it(
     import spark_app.main as main
 
     checked: list[str] = []
-    monkeypatch.setattr(factory, "validate_client_configs", lambda spec: checked.append(spec.id))
+    monkeypatch.setattr(factory, "validate_client_configs", lambda route, copy: checked.append(route.flow_id))
 
     class Reached(Exception):
         pass

@@ -124,7 +124,7 @@ def test_exactly_once_ids_are_fenced_once_per_query_start_not_at_every_stream_wr
     from tests.planner_fakes import spec
 
     fenced: list[str] = []
-    monkeypatch.setattr(spark_app.sink, "fence_for_query", lambda flow: fenced.append(flow.id))
+    monkeypatch.setattr(spark_app.sink, "fence_for_query", lambda route, copy: fenced.append(route.flow_id))
     eos = json.dumps(spec(exactly_once=True).to_dict())
     for _ in range(3):  # query start, then two commits
         writer = MirrorSink(options={"flow_spec": eos, "query_token": "query-1"}).streamWriter(None, False)

@@ -10,14 +10,14 @@ from confluent_kafka.admin import AclOperation
 import spark_app.main
 from kmirror.errors import KmirrorError
 from kmirror.flow.spec import parse_flow_spec
-from kmirror_engine.planning.internal_topics import require_internal_topic_access
+from kmirror_engine.planning.internal_topics import InternalTopicAccess
 from tests.test_failover_side_work import AclAdmin, flow
 
 
 def test_missing_acls_refuse_the_start_naming_topic_operation_and_grant_command() -> None:
     spec = parse_flow_spec(flow())
     with pytest.raises(KmirrorError) as caught:
-        require_internal_topic_access(spec, AclAdmin([AclOperation.DESCRIBE]), io.StringIO())
+        InternalTopicAccess.for_flow(spec).require(AclAdmin([AclOperation.DESCRIBE]), io.StringIO())
     message = str(caught.value)
     assert message.startswith("flow west->east: refusing to start without the ACLs the mirror needs:\n  - ")
     assert (
@@ -35,7 +35,7 @@ def test_a_broker_that_reports_no_operations_is_not_refused() -> None:
 
             return {t: done(type("T", (), {"authorized_operations": None})()) for t in topics.topic_names}
 
-    require_internal_topic_access(parse_flow_spec(flow()), Silent([AclOperation.CREATE]), io.StringIO())
+    InternalTopicAccess.for_flow(parse_flow_spec(flow())).require(Silent([AclOperation.CREATE]), io.StringIO())
 
 
 def test_run_flow_checks_access_before_any_spark_session(monkeypatch: pytest.MonkeyPatch) -> None:

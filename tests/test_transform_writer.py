@@ -85,7 +85,8 @@ def test_routed_topics_are_created_as_the_flow_asks_and_recorded_in_the_registry
     target = Cluster({"west.orders": 4})
     registry, producer = Registry(), Producer()
     writes = TransformWrites(
-        spec(replication_factor=3),
+        spec(replication_factor=3).route,
+        spec(replication_factor=3).topic_sync,
         producer,
         [["orders", 0, 0, 10, "west.orders"]],
         admin_factory=lambda endpoint: source if endpoint.alias == "west" else target,
@@ -115,7 +116,8 @@ def test_a_flow_without_config_sync_or_replication_factor_creates_bare_topics_at
     target = Cluster({"west.orders": 2})
     registry = Registry()
     writes = TransformWrites(
-        spec(sync_topic_configs=False),
+        spec(sync_topic_configs=False).route,
+        spec(sync_topic_configs=False).topic_sync,
         Producer(),
         [["orders", 0, 0, 10, "west.orders"]],
         admin_factory=lambda endpoint: source if endpoint.alias == "west" else target,

@@ -100,7 +100,9 @@ class FlowSpec:
 
     @cached_property
     def copy(self) -> CopySettings:
-        return CopySettings.read(self.option)
+        return CopySettings.read(
+            self.option, dict.fromkeys(n for names in COPY_LOOP_CANNOT_SERVE.values() for n in names)
+        )
 
     @cached_property
     def checkpoints(self) -> CheckpointSettings:

@@ -21,8 +21,8 @@ part's settings by accident and a test builds one without a whole flow spec.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -152,13 +152,18 @@ class CopySettings:
     transform_sql: str | None
     trigger_interval_ms: int
     read_committed: bool
+    # the values of the options some copy loop cannot serve (`COPY_LOOP_CANNOT_SERVE`: provenance
+    # headers, dead letters...), as set: what picks the loop (`unserved_options`) and provenance reads
+    loop_options: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def rate_limited(self) -> bool:
         return bool(self.max_bytes_per_second or self.max_records_per_second)
 
     @classmethod
-    def read(cls, option: Read) -> CopySettings:
+    def read(cls, option: Read, loop_options: Iterable[str] = ()) -> CopySettings:
+        """The copy settings; `loop_options`: the names of `COPY_LOOP_CANNOT_SERVE`, which the
+        flow spec passes (`kmirror.flow.spec_checks` imports this module)."""
         transform = option("transform")
         return cls(
             producer=dict(option("producer")),
@@ -172,6 +177,7 @@ class CopySettings:
             transform_sql=None if transform is None else str(transform["sql"]),
             trigger_interval_ms=int(option("trigger_interval_ms")),
             read_committed=_read_committed(option("consumer")),
+            loop_options={name: option(name) for name in loop_options},
         )
 
 

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     spec = load_flow(args)
     at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
     state = ControlState(args.control_state, by=user(), at=at, reason=args.reason)
-    write_state(spec, state)
+    write_state(spec.id, spec.target, state)
     print(
         f"flow {spec.id}: {state.state} (by {state.by} at {state.at}"
         + (f", reason: {state.reason}" if state.reason else "")

@@ -1,5 +1,6 @@
-"""The flow's Kafka client configurations, built from the flow spec (the clients themselves are
-made by `kmirror_engine.clients.factory`, which re-exports these names).
+"""The flow's Kafka client configurations, built from a cluster endpoint and the flow's `copy`
+view (the clients themselves are made by `kmirror_engine.clients.factory`, which re-exports these
+names).
 
 - Source consumers are assign()-only (no group membership, no auto commit) and read
   `read_committed` unless the flow's `consumer` overrides say otherwise.
@@ -25,7 +26,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from kmirror.errors import Problem, ValidationError
-from kmirror.flow.spec import FlowSpec
+from kmirror.flow.endpoint import ClusterEndpoint
+from kmirror.flow.views import CopySettings
 from kmirror.security import client_properties as safety_rules
 from kmirror.security.client_properties import same_property
 from kmirror.security.config import resolve_references
@@ -39,13 +41,14 @@ PRODUCER_SAFETY: dict[str, Any] = {
 }
 
 
-def consumer_config(spec: FlowSpec) -> dict[str, Any]:
-    """Source consumer: assign()-only, no auto commit, read_committed unless overridden."""
+def consumer_config(source: ClusterEndpoint, copy: CopySettings, group_id: str) -> dict[str, Any]:
+    """Consumer of `source` (a flow's: `spec.source, spec.copy, spec.consumer_group`): assign()-only,
+    no auto commit, read_committed unless the `consumer` overrides of `copy` say otherwise."""
     config = {
         "isolation.level": "read_committed",
-        **spec.source.client_config(),
-        **spec.copy.consumer,
-        "group.id": spec.consumer_group,
+        **source.client_config(),
+        **copy.consumer,
+        "group.id": group_id,
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
     }
@@ -84,11 +87,12 @@ def safe_producer_config(base: Mapping[str, Any], overrides: Mapping[str, Any], 
 TRANSACTION_TIMEOUT_MS = 60_000
 
 
-def producer_config(spec: FlowSpec, transactional_id: str | None = None) -> dict[str, Any]:
-    """Target producer that cannot lose data; raises ValidationError for an unsafe override."""
-    config = resolve_references(
-        safe_producer_config(spec.target.client_config(), spec.copy.producer, source=f"flow {spec.id}")
-    )
+def producer_config(
+    target: ClusterEndpoint, copy: CopySettings, flow_id: str, transactional_id: str | None = None
+) -> dict[str, Any]:
+    """Producer of `target` (a flow's: `spec.target, spec.copy, spec.id`) that cannot lose data, with
+    the `producer` overrides of `copy`; raises ValidationError (from flow `flow_id`) for an unsafe one."""
+    config = resolve_references(safe_producer_config(target.client_config(), copy.producer, source=f"flow {flow_id}"))
     if transactional_id is not None:
         config["transactional.id"] = transactional_id
         # explicit, not librdkafka's default by accident: exactly_once.py sizes transactions by it

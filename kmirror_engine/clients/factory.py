@@ -35,7 +35,8 @@ from confluent_kafka import Producer as _KafkaProducer
 from confluent_kafka.admin import AdminClient as _KafkaAdminClient
 
 from kmirror.errors import Problem, ValidationError
-from kmirror.flow.spec import ClusterEndpoint, FlowSpec
+from kmirror.flow.spec import ClusterEndpoint
+from kmirror.flow.views import CopySettings, FlowRoute
 from kmirror.security import client_properties as safety_rules
 from kmirror.security.config import REDACTED, is_kmirror_property, is_sensitive, resolve_references
 from kmirror_engine.clients.cache import (
@@ -359,16 +360,17 @@ def _property_problem(path: str, name: Any, value: Any) -> Problem | None:
     return None
 
 
-def client_config_problems(spec: FlowSpec) -> list[Problem]:
-    """Every librdkafka property of the flow that no client would accept, and every unsafe
-    producer override, named by its path in the flow spec (`source.config.x`, `producer.acks`)."""
-    problems = producer_safety_problems(dict(spec.copy.producer))
-    problems.extend(safety_rules.infinite_timeout_problems(spec.target.config, path="target.config"))
+def client_config_problems(route: FlowRoute, copy: CopySettings) -> list[Problem]:
+    """Every librdkafka property of the flow (its clusters' configs, the client overrides of its
+    `copy` view) that no client would accept, and every unsafe producer override, named by its path
+    in the flow spec (`source.config.x`, `producer.acks`)."""
+    problems = producer_safety_problems(dict(copy.producer))
+    problems.extend(safety_rules.infinite_timeout_problems(route.target.config, path="target.config"))
     maps = {
-        "source.config": spec.source.config,
-        "target.config": spec.target.config,
-        "producer": dict(spec.copy.producer),
-        "consumer": dict(spec.copy.consumer),
+        "source.config": route.source.config,
+        "target.config": route.target.config,
+        "producer": dict(copy.producer),
+        "consumer": dict(copy.consumer),
     }
     for path, properties in maps.items():
         for name, value in properties.items():
@@ -378,9 +380,9 @@ def client_config_problems(spec: FlowSpec) -> list[Problem]:
     return problems
 
 
-def validate_client_configs(spec: FlowSpec) -> None:
+def validate_client_configs(route: FlowRoute, copy: CopySettings) -> None:
     """Raise ValidationError (exit 2) listing `client_config_problems`; called before any
     connection, so a typo fails in milliseconds, not as a Spark task failure."""
-    problems = client_config_problems(spec)
+    problems = client_config_problems(route, copy)
     if problems:
-        raise ValidationError(problems, source=f"flow {spec.id}")
+        raise ValidationError(problems, source=f"flow {route.flow_id}")

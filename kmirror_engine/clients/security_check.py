@@ -1,9 +1,9 @@
 """Start-up checks of a flow's security: can this confluent-kafka build speak the configured
 protocol and SASL mechanism, and does each cluster accept our TLS/SASL credentials?
 
-The app's main calls `check_flow_security(spec)` once before starting the query, so a wrong
-build, CA, certificate or password fails in seconds with a message naming the cluster and the
-fix, instead of as an endless retry loop inside Spark tasks.
+The app's main calls `check_flow_security(spec.source, spec.target)` once before starting the
+query, so a wrong build, CA, certificate or password fails in seconds with a message naming the
+cluster and the fix, instead of as an endless retry loop inside Spark tasks.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import confluent_kafka
 from confluent_kafka import KafkaError, KafkaException
 
 from kmirror.errors import ConnectionFailure, KmirrorError
-from kmirror.flow.spec import ClusterEndpoint, FlowSpec
+from kmirror.flow.spec import ClusterEndpoint
 from kmirror.security.msk_iam import is_msk_iam, msk_iam_config_problems
 from kmirror_engine.clients.factory import endpoint_config, new_admin, probe_client
 
@@ -225,9 +225,9 @@ def check_connection(endpoint: ClusterEndpoint, timeout_s: float = 15.0) -> None
                 ) from None
 
 
-def check_flow_security(spec: FlowSpec, timeout_s: float = 15.0) -> None:
+def check_flow_security(source: ClusterEndpoint, target: ClusterEndpoint, timeout_s: float = 15.0) -> None:
     """The app's start-up check: build support, then a connection to the source and the target."""
-    for endpoint in (spec.source, spec.target):
+    for endpoint in (source, target):
         check_client_support(endpoint.alias, endpoint.client_config())
-    for endpoint in (spec.source, spec.target):
+    for endpoint in (source, target):
         check_connection(endpoint, timeout_s)

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from kmirror_engine.copying.batch_frames import BufferPool
+from kmirror_engine.copying.batch_buffers import BufferPool
 from kmirror_engine.copying.batch_net import BrokerLink
 from kmirror_engine.copying.batch_produce import (
     PRODUCE_BUFFERS,

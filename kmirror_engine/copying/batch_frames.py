@@ -12,6 +12,9 @@ versions: compact strings and arrays, tagged fields):
   request, rewriting the header fields the target's producer owns in place
   (`batch_wire.patch_header`); a resend encodes the same bytes again.
 
+The buffers they are read from and written into, reused, and the pieces of a vectored send live
+in `kmirror_engine.copying.batch_buffers`.
+
 Both plug into kafka-python's connection like its own requests (`with_header`, `encode`,
 `expect_response`, and a header whose `get_response_class` names the answer's decoder), so
 connection set-up, TLS, SASL, correlation ids and timeouts stay the library's. The produce
@@ -27,6 +30,7 @@ from typing import Any
 
 from kafka.protocol.producer.produce import ProduceResponse
 
+from kmirror_engine.copying.batch_buffers import BufferPool, Frame, Gather
 from kmirror_engine.copying.batch_wire import Batch, patch_header, read_uvarint, uvarint
 
 FETCH_KEY, FETCH_VERSION = 1, 12
@@ -125,71 +129,6 @@ class TopicData:
 @dataclass(slots=True)
 class _AnswerHeader:
     correlation_id: int
-
-
-class Frame:
-    """An answer's bytes in a reused buffer (`batch_sockets`'s frame pool): `view` is exactly the
-    answer; `tell`/`seek` as kafka-python's `KafkaBytes`, which the decoders read otherwise."""
-
-    __slots__ = ("_pos", "view")
-
-    def __init__(self, view: memoryview) -> None:
-        self.view, self._pos = view, 0
-
-    def tell(self) -> int:
-        return self._pos
-
-    def seek(self, pos: int) -> None:
-        self._pos = pos
-
-    def __len__(self) -> int:
-        return len(self.view)
-
-
-class BufferPool:
-    """Reused buffers of up to `capacity` bytes, at most `count`: `take` hands out a view of one
-    that no view is alive of any more (a fresh buffer is zero-filled and page-faulted in every
-    time: for 4 MiB answers and requests that was about a third of the copy's CPU,
-    docs/performance.md). A buffer is as large as the frames asked of it, in `GRAIN` steps: fetch
-    answers and produce requests run ~2 MiB, and a buffer of the full capacity faulted in twice
-    the pages (and kept twice the memory) for nothing."""
-
-    GRAIN = 256 * 1024
-
-    def __init__(self, capacity: int, count: int) -> None:
-        self.capacity, self.count = capacity, count
-        self.buffers: list[bytearray] = []
-
-    def take(self, size: int) -> memoryview | None:
-        """A view of exactly `size` bytes of a free buffer (its old bytes), or None: too large,
-        or every buffer still in use. A free buffer too small for `size` is replaced by a larger
-        one where no free buffer is large enough."""
-        if size > self.capacity:
-            return None
-        small = None
-        for index, buffer in enumerate(self.buffers):
-            if _unreferenced(buffer):
-                if len(buffer) >= size:
-                    return memoryview(buffer)[:size]
-                small = index if small is None else small
-        if small is None and len(self.buffers) == self.count:
-            return None
-        fresh = bytearray(min(self.capacity, -(-size // self.GRAIN) * self.GRAIN))
-        if small is None:
-            self.buffers.append(fresh)
-        else:
-            self.buffers[small] = fresh
-        return memoryview(fresh)[:size]
-
-
-def _unreferenced(buffer: bytearray) -> bool:
-    """Whether no view of `buffer` is alive (a bytearray with exports cannot be resized)."""
-    try:
-        buffer.append(0)
-    except BufferError:
-        return False
-    del buffer[-1]
-    return True
 
 
 def _view(buffer: Any) -> memoryview:
@@ -379,26 +318,3 @@ class ProduceCall(_Call):
             else:
                 out[-1] = bytes(out[-1]) + piece
         return Gather(out)
-
-
-class Gather:
-    """A request's bytes as pieces that one `socket.sendmsg` sends (plaintext connections of the
-    batch path, `batch_sockets`): the batches go from their fetch buffers to the socket without a copy
-    into a request buffer. `advance` drops what a (partial) send took."""
-
-    __slots__ = ("pieces",)
-
-    def __init__(self, pieces: list[bytes | memoryview]) -> None:
-        self.pieces = pieces
-
-    def __len__(self) -> int:
-        return sum(len(p) for p in self.pieces)
-
-    def advance(self, sent: int) -> None:
-        pieces, done = self.pieces, 0
-        while done < len(pieces) and sent >= len(pieces[done]):
-            sent -= len(pieces[done])
-            done += 1
-        del pieces[:done]
-        if sent:
-            pieces[0] = memoryview(pieces[0])[sent:]

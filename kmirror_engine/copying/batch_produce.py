@@ -13,7 +13,8 @@ from typing import Any
 from kafka.protocol.producer.transaction import InitProducerIdRequest
 
 from kmirror_engine.clients.coordinator import COORDINATOR_NOT_YET
-from kmirror_engine.copying.batch_frames import BufferPool, ProduceCall, ProducedBatch
+from kmirror_engine.copying.batch_buffers import BufferPool
+from kmirror_engine.copying.batch_frames import ProduceCall, ProducedBatch
 from kmirror_engine.copying.batch_net import BrokerLink
 from kmirror_engine.copying.batch_state import RangeInFlight, SentBatch
 from kmirror_engine.copying.ranges import CopyError
@@ -24,7 +25,7 @@ PRODUCE_TIMEOUT_MS = 30_000
 # In-flight produce requests per target broker: the idempotent producer's limit per partition (5).
 MAX_IN_FLIGHT = 5
 # Batch bytes per produce request (more go in the next one; a larger batch goes alone), and the
-# reused request buffers (`batch_frames.BufferPool`): 5 in flight to each of a few brokers.
+# reused request buffers (`batch_buffers.BufferPool`): 5 in flight to each of a few brokers.
 PRODUCE_MAX_BYTES = 4 * 1024 * 1024
 PRODUCE_BUFFERS = 16
 MAX_SEQUENCE = 2**31 - 1

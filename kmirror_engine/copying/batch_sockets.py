@@ -18,7 +18,8 @@ from kafka.net.transport import KafkaTCPTransport
 from kafka.protocol.frame import KafkaBytes
 from kafka.protocol.parser import KafkaProtocol
 
-from kmirror_engine.copying.batch_frames import BufferPool, FetchAnswer, Frame, Gather, ProduceCall
+from kmirror_engine.copying.batch_buffers import BufferPool, Frame, Gather
+from kmirror_engine.copying.batch_frames import FetchAnswer, ProduceCall
 
 _FRAME_SIZE = struct.Struct(">i")
 _IOV_MAX = 1024  # buffers per sendmsg (Linux's UIO_MAXIOV)

@@ -27,7 +27,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from kmirror.errors import DataLossError, KmirrorError
-from kmirror.flow.spec import FlowSpec
+from kmirror.flow.views import FlowRoute
 from kmirror_engine.copying.ranges import CopyRange
 from kmirror_engine.observability.progress import PartitionProgress
 
@@ -37,12 +37,14 @@ DELETED_DURING_COPY = "topic deleted during copy"
 
 
 def tolerating_deleted_sources(
-    spec: FlowSpec,
+    route: FlowRoute,
+    fail_on_data_loss: bool,
     copy_group: Callable[[list[CopyRange]], list[PartitionProgress]],
     admin_factory: Callable[[], Any] | None = None,
 ) -> Callable[[list[CopyRange]], list[PartitionProgress]]:
-    """`copy_group`, with a failure caused by a source topic deleted under it handled (module doc).
-    `admin_factory()`: the source admin client (default: the flow's)."""
+    """`copy_group` of the flow `route`, with a failure caused by a source topic deleted under it
+    handled as `fail_on_data_loss` (`spec.planning`) says (module doc). `admin_factory()`: the
+    source admin client (default: one of `route.source`)."""
 
     def copy(group: list[CopyRange]) -> list[PartitionProgress]:
         try:
@@ -52,26 +54,27 @@ def tolerating_deleted_sources(
 
             if isinstance(exc, DataLossError | FencedError | StaleOffsetsError | SupersededError):
                 raise  # a verdict of its own, whatever became of the topic
-            gone = _deleted(spec, group, admin_factory)
+            gone = _deleted(route, group, admin_factory)
             if not gone:
                 raise
             lost = [r for r in group if r.source_topic in gone]
-            if spec.planning.fail_on_data_loss:
+            if fail_on_data_loss:
                 first = lost[0]
                 more = f" ({len(lost)} ranges in all)" if len(lost) > 1 else ""
                 raise DataLossError(
-                    f"{spec.id}: data loss on {first.source_topic}[{first.partition}]: topic {first.source_topic} "
-                    f"was deleted from {spec.source.alias!r} (describe: unknown topic) while offsets "
-                    f"{first.start_offset}..{first.end_offset - 1} were being copied{more}; set "
+                    f"{route.flow_id}: data loss on {first.source_topic}[{first.partition}]: "
+                    f"topic {first.source_topic} was deleted from {route.source.alias!r} "
+                    f"(describe: unknown topic) while offsets {first.start_offset}..{first.end_offset - 1} "
+                    f"were being copied{more}; set "
                     "fail_on_data_loss: false to drop them (each reported as a kmirror data_loss line). "
                     f"The copy failed with: {exc}"
                 ) from exc
-            return _dropped(spec, group, gone, copy_group)
+            return _dropped(route, group, gone, copy_group)
 
     return copy
 
 
-def _deleted(spec: FlowSpec, group: Sequence[CopyRange], admin_factory: Callable[[], Any] | None) -> set[str]:
+def _deleted(route: FlowRoute, group: Sequence[CopyRange], admin_factory: Callable[[], Any] | None) -> set[str]:
     """The group's source topics the source cluster no longer knows (empty when it cannot tell:
     the copy's own failure is then the one raised)."""
     from kmirror_engine.planning.data_loss import unknown_topics
@@ -80,18 +83,18 @@ def _deleted(spec: FlowSpec, group: Sequence[CopyRange], admin_factory: Callable
         from kmirror_engine.clients.factory import admin_client
 
         def admin_factory() -> Any:
-            return admin_client(spec.source)
+            return admin_client(route.source)
 
-    where = f"cluster {spec.source.alias!r} ({spec.source.bootstrap_servers})"
+    where = f"cluster {route.source.alias!r} ({route.source.bootstrap_servers})"
     try:
         return unknown_topics(admin_factory(), sorted({r.source_topic for r in group}), where)
     except Exception as exc:  # cannot tell: the copy's failure stands
-        log.warning("%s: after a failed copy, whether its source topics still exist is unknown: %s", spec.id, exc)
+        log.warning("%s: after a failed copy, whether its source topics still exist is unknown: %s", route.flow_id, exc)
         return set()
 
 
 def _dropped(
-    spec: FlowSpec,
+    route: FlowRoute,
     group: list[CopyRange],
     gone: set[str],
     copy_group: Callable[[list[CopyRange]], list[PartitionProgress]],
@@ -100,14 +103,14 @@ def _dropped(
 
     for r in (r for r in group if r.source_topic in gone):
         count = r.end_offset - r.start_offset
-        report_data_loss(spec.id, (r.source_topic, r.partition), r.start_offset, count, DELETED_DURING_COPY)
+        report_data_loss(route.flow_id, (r.source_topic, r.partition), r.start_offset, count, DELETED_DURING_COPY)
         log.warning(
             "%s: %s[%d] was deleted from %r while offsets %d..%d were being copied; they are not mirrored "
             "(fail_on_data_loss=false)",
-            spec.id,
+            route.flow_id,
             r.source_topic,
             r.partition,
-            spec.source.alias,
+            route.source.alias,
             r.start_offset,
             r.end_offset - 1,
         )

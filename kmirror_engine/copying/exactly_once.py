@@ -45,7 +45,6 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, TopicCollection, TopicPartition
 
 from kmirror.errors import KmirrorError
-from kmirror.flow.spec import FlowSpec
 from kmirror_engine.clients.coordinator import COORDINATOR_NOT_YET
 from kmirror_engine.clients.factory import TRANSACTION_TIMEOUT_MS
 from kmirror_engine.copying.range_copy import RangeCopier
@@ -77,21 +76,21 @@ FENCED_CODES = frozenset({KafkaError._FENCED, KafkaError.PRODUCER_FENCED, KafkaE
 
 
 def fence_previous_generation(
-    spec: FlowSpec, id_count: int, make_producer: Callable[[str], Any], partitions: Sequence[tuple[str, int]] = ()
+    flow_id: str, id_count: int, make_producer: Callable[[str], Any], partitions: Sequence[tuple[str, int]] = ()
 ) -> list[str]:
     """init_transactions on every partition's id (`partition_transactional_id`) and on the per-task
-    ids of earlier versions (`transactional_id(spec, i)`, i < id_count), so no zombie task, of this
+    ids of earlier versions (`transactional_id(flow_id, i)`, i < id_count), so no zombie task, of this
     flow's earlier runs or of another driver of it, can commit any more; returns the ids.
     Raises KafkaException when one cannot be fenced (the query must not start then)."""
-    ids = [partition_transactional_id(spec, t, p) for t, p in partitions]
-    ids += [transactional_id(spec, i) for i in range(max(1, id_count))]
+    ids = [partition_transactional_id(flow_id, t, p) for t, p in partitions]
+    ids += [transactional_id(flow_id, i) for i in range(max(1, id_count))]
 
     def fence(txn_id: str) -> None:
         make_producer(txn_id).init_transactions(TRANSACTION_TIMEOUT_S)
 
     with ThreadPoolExecutor(FENCING_THREADS, thread_name_prefix="kmirror-fence") as pool:
         list(pool.map(fence, ids))
-    log.info("%s: fenced %d transactional ids of earlier runs", spec.id, len(ids))
+    log.info("%s: fenced %d transactional ids of earlier runs", flow_id, len(ids))
     return ids
 
 
@@ -213,7 +212,7 @@ class TransactionalCopier:
 
     `producer` must be configured with the transactional id of the ranges' partition
     (`partition_transactional_id`, named again by `transactional_id` in errors); `offsets_consumer`
-    is a target consumer whose group.id is `offsets_group(spec)` (never subscribed);
+    is a target consumer whose group.id is `offsets_group(flow_id)` (never subscribed);
     `source_admin` (optional) describes source topics for their ids; `run`: this driver's
     `run_token` (None: no run recorded or compared).
     """

@@ -28,7 +28,8 @@ from types import ModuleType
 from typing import Any, cast
 
 from kmirror.errors import KmirrorError
-from kmirror.flow.spec import COPY_LOOP_CANNOT_SERVE, FlowSpec
+from kmirror.flow.spec import COPY_LOOP_CANNOT_SERVE
+from kmirror.flow.views import CopySettings
 from kmirror.security.msk_iam import is_msk_iam
 from kmirror_engine.copying.ranges import (
     CONSUME_BATCH,
@@ -72,28 +73,29 @@ def built_for_this_python() -> bool:
     return (Path(sys.prefix) / BUILT_STAMP).exists()
 
 
-def python_only_reasons(spec: FlowSpec, *configs: Mapping[str, Any]) -> list[str]:
-    """Why this flow needs the Python loop (empty: the native loop can copy it)."""
-    reasons = [f"{name} is set" for name in PYTHON_ONLY_OPTIONS if spec.options.get(name)]
+def python_only_reasons(copy: CopySettings, *configs: Mapping[str, Any]) -> list[str]:
+    """Why a flow with these `copy` settings and client `configs` needs the Python loop (empty: the
+    native loop can copy it)."""
+    reasons = [f"{name} is set" for name in PYTHON_ONLY_OPTIONS if copy.loop_options.get(name)]
     reasons += [f"client property {k} is a Python callable" for c in configs for k, v in c.items() if callable(v)]
     if any(is_msk_iam(c) for c in configs):  # its token comes from a Python callback (oauth_cb)
         reasons.append("a cluster uses MSK IAM, whose tokens a Python callback signs")
     return reasons
 
 
-def use_native_loop(spec: FlowSpec, *configs: Mapping[str, Any]) -> bool:
-    """Whether this flow's writer tasks run the native loop (option `copy_loop`).
+def use_native_loop(flow_id: str, copy: CopySettings, *configs: Mapping[str, Any]) -> bool:
+    """Whether the writer tasks of flow `flow_id` run the native loop (option `copy_loop` of `copy`).
 
     Raises KmirrorError for `copy_loop: native` when the module is missing or the flow needs
     the Python loop; "auto" falls back silently (logged once per worker)."""
-    choice = spec.copy.copy_loop
+    choice = copy.copy_loop
     if choice in ("python", "batch"):  # batch: the record loop it falls back to is the Python one
         return False
-    reasons = python_only_reasons(spec, *configs)
+    reasons = python_only_reasons(copy, *configs)
     if native_module() is None:
         reasons.append("the native module is not built for this Python (scripts/build-native.sh)")
     if choice == "native" and reasons:
-        raise KmirrorError(f"flow {spec.id}: copy_loop is native but {'; '.join(reasons)}; set copy_loop to auto")
+        raise KmirrorError(f"flow {flow_id}: copy_loop is native but {'; '.join(reasons)}; set copy_loop to auto")
     return not reasons
 
 

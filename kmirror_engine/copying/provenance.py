@@ -20,7 +20,7 @@ copied by the Python loop (`kmirror.flow.spec.COPY_LOOP_CANNOT_SERVE`). Pure: no
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +65,6 @@ def origin_of(headers: Sequence[tuple[str, Any]] | None) -> str | None:
     return None
 
 
-def provenance_for(options: dict[str, Any], source: str, target: str) -> Provenance | None:
+def provenance_for(options: Mapping[str, Any], source: str, target: str) -> Provenance | None:
     """The flow's `Provenance` when its `provenance_headers` option is on, else None."""
     return Provenance(source, target) if options.get(PROVENANCE_OPTION) else None

@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kmirror.flow.spec import FlowSpec
+from kmirror.flow.views import CopySettings
 
 # A bucket holds at most this many seconds of its rate: the burst a loop may make after it idled.
 BURST_S = 0.2
@@ -147,17 +147,12 @@ class Pacer:
             self.throttled_s += self.clock() - start
 
 
-def has_limits(spec: FlowSpec) -> bool:
-    """True when the flow sets a rate limit."""
-    return spec.copy.rate_limited
-
-
-def pacer_for(spec: FlowSpec, share: float, **kwargs: Any) -> Pacer | None:
-    """The pacer of a copy loop holding `share` of the flow's limits (None: the flow has none)."""
-    if not has_limits(spec):
+def pacer_for(copy: CopySettings, share: float, **kwargs: Any) -> Pacer | None:
+    """The pacer of a copy loop holding `share` of the flow's limits (`copy`; None: the flow has none)."""
+    if not copy.rate_limited:
         return None
     share = min(1.0, max(share, 1e-9))
-    bytes_per_s, records_per_s = spec.copy.max_bytes_per_second, spec.copy.max_records_per_second
+    bytes_per_s, records_per_s = copy.max_bytes_per_second, copy.max_records_per_second
     return Pacer(
         bytes_per_s * share if bytes_per_s else None, records_per_s * share if records_per_s else None, **kwargs
     )
@@ -170,13 +165,13 @@ def range_shares(sizes: Sequence[Sequence[float]]) -> list[list[float]]:
     return [[max(0, s) / total if total else 0.0 for s in task] for task in sizes]
 
 
-def paced_consumer_config(spec: FlowSpec, config: dict[str, Any]) -> dict[str, Any]:
-    """`config` with the prefetch of a byte-limited flow bounded (module doc); unchanged for
+def paced_consumer_config(copy: CopySettings, config: dict[str, Any]) -> dict[str, Any]:
+    """`config` with the prefetch of a byte-limited flow (`copy`) bounded (module doc); unchanged for
     other flows. Properties the user set in the flow's `consumer` settings are kept."""
-    limit = spec.copy.max_bytes_per_second
+    limit = copy.max_bytes_per_second
     if not limit:
         return config
-    user = spec.copy.consumer
+    user = copy.consumer
     size = int(min(64 * 1024 * 1024, max(PREFETCH_MIN_BYTES, limit * PREFETCH_S)))
     size = max(size, int(config.get("message.max.bytes", 0)))  # librdkafka: fetch.max.bytes >= message.max.bytes
     bounds = {"fetch.max.bytes": size, "max.partition.fetch.bytes": size, "queued.max.messages.kbytes": size // 1024}

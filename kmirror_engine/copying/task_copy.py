@@ -20,20 +20,15 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from kmirror.errors import KmirrorError
-from kmirror.flow.spec import FlowSpec, unserved_options
+from kmirror.flow.spec import ClusterEndpoint, FlowSpec, unserved_options
+from kmirror.flow.views import CopySettings, FlowRoute
 from kmirror_engine.clients.cache import CLIENTS, CopyClients, config_key
 from kmirror_engine.copying.deleted_sources import tolerating_deleted_sources
 from kmirror_engine.copying.native_copy import NativeRangeCopier, new_loop, use_native_loop
 from kmirror_engine.copying.provenance import provenance_for
 from kmirror_engine.copying.range_copy import RangeCopier
 from kmirror_engine.copying.ranges import CONSUMER_REQUIRED, CONSUMER_TUNING, PRODUCER_TUNING, CopyRange
-from kmirror_engine.copying.rate_limit import (
-    Throttled,
-    has_limits,
-    paced_consumer_config,
-    pacer_for,
-    range_shares,
-)
+from kmirror_engine.copying.rate_limit import Throttled, paced_consumer_config, pacer_for, range_shares
 from kmirror_engine.copying.record_limits import TargetRules, capped_producer_config, topic_rules
 from kmirror_engine.copying.task_threads import copy_in_threads
 from kmirror_engine.observability.progress import PartitionProgress
@@ -141,16 +136,16 @@ def auto_copy_loop() -> str:
     return value
 
 
-def takes_batch_path(spec: FlowSpec, auto_loop: str | None = None) -> bool:
-    """Whether `spec` copies with the batch path: `copy_loop: batch`, or `auto` with nothing in the
-    flow that needs a record loop (`COPY_LOOP_CANNOT_SERVE`) unless `auto_loop` (None or empty: this
-    process's `AUTO_COPY_LOOP_ENV`) is "record". (Client settings the batch path cannot connect
-    with send an auto flow to the record loops too: `batch_path_blockers`.)"""
-    if spec.copy.copy_loop == "batch":
+def takes_batch_path(copy: CopySettings, auto_loop: str | None = None) -> bool:
+    """Whether a flow with these `copy` settings copies with the batch path: `copy_loop: batch`, or
+    `auto` with nothing in the flow that needs a record loop (`COPY_LOOP_CANNOT_SERVE`) unless
+    `auto_loop` (None or empty: this process's `AUTO_COPY_LOOP_ENV`) is "record". (Client settings
+    the batch path cannot connect with send an auto flow to the record loops too: `batch_path_blockers`.)"""
+    if copy.copy_loop == "batch":
         return True
-    if spec.copy.copy_loop != "auto" or (auto_loop or auto_copy_loop()) != "batch":
+    if copy.copy_loop != "auto" or (auto_loop or auto_copy_loop()) != "batch":
         return False
-    return not unserved_options("batch", spec.options)
+    return not unserved_options("batch", copy.loop_options)
 
 
 def _fell_back(progress: list[PartitionProgress]) -> list[PartitionProgress]:
@@ -182,42 +177,46 @@ def copy_task_ranges(
         producer_config,
     )
 
-    consumer_conf = {**CONSUMER_TUNING, **consumer_config(spec), **CONSUMER_REQUIRED}
-    consumer_conf = paced_consumer_config(spec, consumer_conf)
-    ranges = with_rate_shares(ranges) if has_limits(spec) else ranges
+    copy, route, fail_on_data_loss = spec.copy, spec.route, spec.planning.fail_on_data_loss
+    consumer_conf = {**CONSUMER_TUNING, **consumer_config(spec.source, copy, spec.consumer_group), **CONSUMER_REQUIRED}
+    consumer_conf = paced_consumer_config(copy, consumer_conf)
+    ranges = with_rate_shares(ranges) if copy.rate_limited else ranges
     throttled = throttled if throttled is not None else Throttled()
-    dead_letter_topic = spec.copy.dead_letter_topic
-    limits = target_limits(spec, limited_topics(spec, ranges))
+    dead_letter_topic = copy.dead_letter_topic
+    limits = target_limits(spec.target, limited_topics(copy, ranges))
     # what the target refuses record by record, the skips and the provenance of dead letters (poison records)
     # and the provenance headers the record loop stamps and filters (provenance_headers)
-    provenance = provenance_for(spec.options, spec.source.alias, spec.target.alias)
+    provenance = provenance_for(copy.loop_options, spec.source.alias, spec.target.alias)
     poison: dict[str, Any] = {
-        "rules": cached_rules(spec, limits),
-        "skip_offsets": spec.copy.skip_offsets,
+        "rules": cached_rules(spec.target, limits),
+        "skip_offsets": copy.skip_offsets,
         "source_cluster": spec.source.alias,
         "provenance": provenance,
     }
     if not spec.exactly_once:
 
         def guard(copy_group: CopyGroup) -> CopyGroup:  # a source topic deleted under the copy
-            return tolerating_deleted_sources(spec, copy_group)
+            return tolerating_deleted_sources(route, fail_on_data_loss, copy_group)
 
-        producer_conf = capped_producer_config({**PRODUCER_TUNING, **producer_config(spec)}, limits.values())
-        batch = takes_batch_path(spec, auto_loop)
+        producer_conf = capped_producer_config(
+            {**PRODUCER_TUNING, **producer_config(spec.target, copy, spec.id)}, limits.values()
+        )
+        batch = takes_batch_path(copy, auto_loop)
         blockers = batch_path_blockers(consumer_conf, producer_conf) if batch else []
         if batch and not blockers:
-            return copy_in_batches(consumer_conf, producer_conf, ranges, limits, cached_rules(spec, limits), guard)
-        fell_back = bool(blockers) and spec.copy.copy_loop == "batch"  # auto: a record loop by rule, not a fallback
+            rules = cached_rules(spec.target, limits)
+            return copy_in_batches(consumer_conf, producer_conf, ranges, limits, rules, guard)
+        fell_back = bool(blockers) and copy.copy_loop == "batch"  # auto: a record loop by rule, not a fallback
         for reason in set(blockers) - _BLOCKERS_LOGGED:
             _BLOCKERS_LOGGED.add(reason)
             log.log(
                 logging.WARNING if fell_back else logging.INFO,
                 "flow %s: copy_loop is %s but %s: a record loop copies it",
                 spec.id,
-                spec.copy.copy_loop,
+                copy.copy_loop,
                 reason,
             )
-        if use_native_loop(spec, consumer_conf, producer_conf):
+        if use_native_loop(spec.id, copy, consumer_conf, producer_conf):
             return copy_natively(consumer_conf, producer_conf, ranges, limits, guard)
         key = config_key(consumer_conf, producer_conf)
 
@@ -227,7 +226,7 @@ def copy_task_ranges(
             return CopyClients(new_consumer(consumer_conf, role="copy-consumer"), producer)
 
         def copy_group(group: list[CopyRange]) -> list[PartitionProgress]:
-            pacer = pacer_for(spec, sum(r.rate_share or 0.0 for r in group))
+            pacer = pacer_for(copy, sum(r.rate_share or 0.0 for r in group))
             try:
                 with CLIENTS.lease(key, make) as clients:
                     copier = RangeCopier(
@@ -252,18 +251,18 @@ def copy_task_ranges(
         offsets = new_consumer(
             spec.target,
             role="exactly-once-offsets-consumer",
-            group_id=offsets_group(spec),
+            group_id=offsets_group(spec.id),
             **{"enable.auto.commit": False},
         )
-        pacer = pacer_for(spec, sum(r.rate_share or 0.0 for r in ranges))
+        pacer = pacer_for(copy, sum(r.rate_share or 0.0 for r in ranges))
         # a paced transaction is cut by time too, well inside transaction.timeout.ms
         paced: dict[str, Any] = {} if pacer is None else {"pacer": pacer, "max_seconds": PACED_TRANSACTION_S}
         out: dict[int, PartitionProgress] = {}
         try:
             # one partition at a time, each in its own transactions under its own transactional id
             for target, indexed in _by_target_partition(ranges).items():
-                txn_id = partition_transactional_id(spec, *target)
-                producer_conf = {**PRODUCER_TUNING, **producer_config(spec, transactional_id=txn_id)}
+                txn_id = partition_transactional_id(spec.id, *target)
+                producer_conf = {**PRODUCER_TUNING, **producer_config(spec.target, copy, spec.id, txn_id)}
                 producer = new_producer(
                     capped_producer_config(producer_conf, limits.values()), role="transactional-producer"
                 )
@@ -272,7 +271,7 @@ def copy_task_ranges(
                     producer,
                     offsets,
                     source_admin=admin_client(spec.source),
-                    group=offsets_group(spec),
+                    group=offsets_group(spec.id),
                     run=run,
                     transactional_id=txn_id,
                     dead_letter_topic=dead_letter_topic,
@@ -281,7 +280,7 @@ def copy_task_ranges(
                     **poison,
                 )
                 # one source partition per target partition: a deleted source drops the whole group (no re-copy)
-                progress = tolerating_deleted_sources(spec, copier.copy)([r for _, r in indexed])
+                progress = tolerating_deleted_sources(route, fail_on_data_loss, copier.copy)([r for _, r in indexed])
                 out.update((i, p) for (i, _), p in zip(indexed, progress, strict=True))
             return [out[i] for i in range(len(ranges))]
         finally:
@@ -313,51 +312,54 @@ LIMITS_TTL_S = 60.0
 _LIMITS: dict[tuple[str, str], tuple[float, TargetRules]] = {}
 
 
-def limited_topics(spec: FlowSpec, ranges: Sequence[CopyRange]) -> set[str]:
+def limited_topics(copy: CopySettings, ranges: Sequence[CopyRange]) -> set[str]:
     """The target topics whose `max.message.bytes` bound the task's producer (`capped_producer_config`):
-    the ranges' and the dead-letter topic (a record too large for its target topic goes there whole,
-    so the producer must take what the dead-letter topic takes, not only the largest target's limit)."""
+    the ranges' and the dead-letter topic of `copy` (a record too large for its target topic goes
+    there whole, so the producer must take what the dead-letter topic takes, not only the largest
+    target's limit)."""
     topics = {r.target_topic for r in ranges}
-    if spec.copy.dead_letter_topic:
-        topics.add(spec.copy.dead_letter_topic)
+    if copy.dead_letter_topic:
+        topics.add(copy.dead_letter_topic)
     return topics
 
 
-def target_limits(spec: FlowSpec, topics: set[str]) -> dict[str, int | None]:
-    """`max.message.bytes` of each target topic (None: not reported); reads and caches (per worker
-    process) all of each topic's `TargetRules`, which `cached_rules` then returns."""
+def target_limits(target: ClusterEndpoint, topics: set[str]) -> dict[str, int | None]:
+    """`max.message.bytes` of each topic of `target` (None: not reported); reads and caches (per
+    worker process) all of each topic's `TargetRules`, which `cached_rules` then returns."""
     now = time.monotonic()
-    cluster = spec.target.bootstrap_servers
+    cluster = target.bootstrap_servers
     stale = sorted(t for t in topics if (cluster, t) not in _LIMITS or now - _LIMITS[(cluster, t)][0] >= LIMITS_TTL_S)
     if stale:
         from kmirror_engine.clients.factory import admin_client
 
-        for topic, rules in topic_rules(admin_client(spec.target), stale).items():
+        for topic, rules in topic_rules(admin_client(target), stale).items():
             _LIMITS[(cluster, topic)] = (now, rules)
     return {t: _LIMITS[(cluster, t)][1].max_message_bytes for t in topics}
 
 
-def cached_rules(spec: FlowSpec, topics: Iterable[str]) -> dict[str, TargetRules]:
-    """The rules `target_limits` read for these topics (a topic not read: nothing known, nothing refused)."""
-    cluster = spec.target.bootstrap_servers
+def cached_rules(target: ClusterEndpoint, topics: Iterable[str]) -> dict[str, TargetRules]:
+    """The rules `target_limits` read for these topics of `target` (a topic not read: nothing
+    known, nothing refused)."""
+    cluster = target.bootstrap_servers
     return {t: _LIMITS[(cluster, t)][1] if (cluster, t) in _LIMITS else TargetRules() for t in topics}
 
 
-def fence_for_query(spec: FlowSpec) -> list[str]:
-    """Exactly-once: before the query's first batch, fence every transactional id a previous run
-    could have used (a batch has at most one task per partition: ids 0..partitions-1)."""
+def fence_for_query(route: FlowRoute, copy: CopySettings) -> list[str]:
+    """Exactly-once: before the query's first batch, fence every transactional id a previous run of
+    the flow `route` could have used (a batch has at most one task per partition: ids
+    0..partitions-1), with producers of its target (`producer` overrides of `copy`)."""
     from kmirror_engine.clients.factory import admin_client, new_producer, producer_config
     from kmirror_engine.copying.exactly_once import fence_previous_generation
     from kmirror_engine.planning.discovery import TopicDiscovery
 
     discovery = TopicDiscovery(
-        admin_client(spec.source), spec.source, spec.topic_selection, spec.policy, spec.target.alias, 0
+        admin_client(route.source), route.source, route.topics, route.policy, route.target.alias, 0
     )
     topics = discovery.topics().values()
     partitions = [(t.target_topic, p) for t in topics for p in range(t.partitions)]
     return fence_previous_generation(
-        spec,
+        route.flow_id,
         len(partitions),
-        lambda txn_id: new_producer(producer_config(spec, transactional_id=txn_id), role="fencer"),
+        lambda txn_id: new_producer(producer_config(route.target, copy, route.flow_id, txn_id), role="fencer"),
         partitions,
     )

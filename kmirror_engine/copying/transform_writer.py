@@ -26,7 +26,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from kmirror.errors import KmirrorError
-from kmirror.flow.spec import ClusterEndpoint, FlowSpec
+from kmirror.flow.spec import ClusterEndpoint
+from kmirror.flow.views import CopySettings, FlowRoute, TopicSyncSettings
 from kmirror_engine.clients.factory import admin_client, new_producer, producer_config
 from kmirror_engine.copying.ranges import PRODUCER_TUNING, CopyError
 from kmirror_engine.planning.created_topics import CreatedTopics
@@ -38,10 +39,10 @@ _PRODUCERS: dict[str, Any] = {}  # per worker process and config, reused by late
 _PRODUCERS_LOCK = threading.Lock()
 
 
-def take_producer(spec: FlowSpec) -> tuple[str, Any]:
-    """A producer for the flow's target (a cached one that drained cleanly, else a new one) and its
-    cache key for `keep_producer`."""
-    config = {**PRODUCER_TUNING, **producer_config(spec)}
+def take_producer(route: FlowRoute, copy: CopySettings) -> tuple[str, Any]:
+    """A producer for the flow's target (`route.target`, with the `producer` overrides of `copy`: a
+    cached one that drained cleanly, else a new one) and its cache key for `keep_producer`."""
+    config = {**PRODUCER_TUNING, **producer_config(route.target, copy, route.flow_id)}
     key = json.dumps(config, sort_keys=True, default=str)
     with _PRODUCERS_LOCK:
         producer = _PRODUCERS.pop(key, None)
@@ -89,19 +90,24 @@ class SourcePartitionWrites:
 
 class TransformWrites:
     """One writer task's state: the producer, the planned ranges (`[source_topic, partition, start,
-    end, target_topic]`), per-partition bookkeeping. `admin_factory` and `created` (the
+    end, target_topic]`), per-partition bookkeeping. `route` names the topics and the clusters,
+    `topic_sync` how a new remote topic is created. `admin_factory` and `created` (the
     created-topics registry) are the real ones unless a test gives fakes."""
 
     def __init__(
         self,
-        spec: FlowSpec,
+        route: FlowRoute,
+        topic_sync: TopicSyncSettings,
         producer: Any,
         ranges: Sequence[Sequence[Any]],
         admin_factory: Callable[[ClusterEndpoint], Any] = admin_client,
         created: Any = None,
     ) -> None:
-        self.spec, self.producer, self.admin_factory = spec, producer, admin_factory
-        self.created = created if created is not None else CreatedTopics(spec.target, spec.source.alias, spec.id)
+        self.route, self.topic_sync = route, topic_sync
+        self.producer, self.admin_factory = producer, admin_factory
+        self.created = (
+            created if created is not None else CreatedTopics(route.target, route.source.alias, route.flow_id)
+        )
         self.planned: dict[tuple[str, int], list[tuple[int, int]]] = {}
         for topic, partition, start, end, _target in ranges:
             self.planned.setdefault((topic, int(partition)), []).append((int(start), int(end)))
@@ -129,30 +135,30 @@ class TransformWrites:
     def target(self, topic: str) -> str:
         remote = self.remote.get(topic)
         if remote is None:
-            remote = self.remote[topic] = self.spec.policy.format_remote_topic(self.spec.source.alias, topic)
+            remote = self.remote[topic] = self.route.policy.format_remote_topic(self.route.source.alias, topic)
         if remote not in self.known_targets:
             self._ensure_target(remote, topic)
         return remote
 
     def _ensure_target(self, remote: str, topic: str) -> None:
         """Create `remote` (the remote name of source-side `topic`) unless it exists (module doc)."""
-        target_admin = self.admin_factory(self.spec.target)
-        listing = list_topic_partitions(target_admin, self.spec.target, ADMIN_TIMEOUT_S)
+        target_admin = self.admin_factory(self.route.target)
+        listing = list_topic_partitions(target_admin, self.route.target, ADMIN_TIMEOUT_S)
         self.known_targets.update(listing)
         if remote in listing:
             return
         partitions = max((listing.get(t, 1) for t in self.range_targets), default=1)
-        source_admin = self.admin_factory(self.spec.source)
+        source_admin = self.admin_factory(self.route.source)
         # a routed name may exist only in the transform: then there are no source configs to copy
-        sync_configs = self.spec.topic_sync.configs and (
+        sync_configs = self.topic_sync.configs and (
             any(t == topic for t, _ in self.planned)
-            or topic in list_topic_partitions(source_admin, self.spec.source, ADMIN_TIMEOUT_S)
+            or topic in list_topic_partitions(source_admin, self.route.source, ADMIN_TIMEOUT_S)
         )
         TargetTopics(
             source_admin,
             target_admin,
-            self.spec.target,
-            self.spec.topic_sync.replication_factor,
+            self.route.target,
+            self.topic_sync.replication_factor,
             sync_configs,
             ADMIN_TIMEOUT_S,
             created=self.created,
@@ -184,7 +190,7 @@ class TransformWrites:
         for i, (topic, partition, offset) in enumerate(zip(col["topic"], col["partition"], col["offset"], strict=True)):
             if topic is None or partition is None:
                 raise KmirrorError(
-                    f"flow {self.spec.id}: the transform returned a row with a null "
+                    f"flow {self.route.flow_id}: the transform returned a row with a null "
                     f"{'topic' if topic is None else 'partition'} (source offset {offset})"
                 )
             key, value = col["key"][i], col["value"][i]

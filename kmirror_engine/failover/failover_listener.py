@@ -69,7 +69,9 @@ class FailoverClients:
         from kmirror_engine.clients.factory import admin_client, producer_config, renewing_producer
 
         # long-lived: rebuilt when the target's credentials rotate (the admin clients re-check at every call)
-        producer = renewing_producer(lambda: producer_config(spec), role="checkpoints-producer")
+        producer = renewing_producer(
+            lambda: producer_config(spec.target, spec.copy, spec.id), role="checkpoints-producer"
+        )
         return cls(
             SyncLog(spec.target, spec.source.alias),
             producer,
@@ -130,9 +132,9 @@ class FailoverListener:
         syncs = OffsetSyncWriter.for_flow(spec.route, spec.checkpoints, failover_metrics, clients.sync_log)
         if spec.id not in _access_reported:
             _access_reported.add(spec.id)
-            from kmirror_engine.planning.internal_topics import report_internal_topic_access
+            from kmirror_engine.planning.internal_topics import InternalTopicAccess
 
-            report_internal_topic_access(spec, clients.target_admin)
+            InternalTopicAccess.for_flow(spec).report(clients.target_admin)
         checkpoint_round: CheckpointRound | None = None
         if spec.checkpoints.emit:
             checkpoint_round = CheckpointRound.for_flow(

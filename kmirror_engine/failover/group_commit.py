@@ -41,7 +41,9 @@ class GroupCommitListener:
         def consumer_factory() -> Any:
             from kmirror_engine.clients.factory import consumer_config, renewing_consumer
 
-            return renewing_consumer(lambda: consumer_config(spec), role="source-group-committer")
+            return renewing_consumer(
+                lambda: consumer_config(spec.source, spec.copy, spec.consumer_group), role="source-group-committer"
+            )
 
         return cls(spec.id, spec.consumer_group, consumer_factory)
 

@@ -116,7 +116,9 @@ class HeartbeatTicker:
         rotate, like the other side-work clients."""
         from kmirror_engine.clients.factory import producer_config, renewing_producer
 
-        producer = renewing_producer(lambda: producer_config(spec), role="heartbeats-producer")
+        producer = renewing_producer(
+            lambda: producer_config(spec.target, spec.copy, spec.id), role="heartbeats-producer"
+        )
         return cls(spec.id, HeartbeatEmitter.for_flow(spec.route, spec.heartbeats, producer))
 
     @property

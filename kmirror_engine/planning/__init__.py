@@ -11,9 +11,9 @@ if TYPE_CHECKING:  # the public surface for the Spark glue and the CLI (`as`: re
     from kmirror_engine.planning.flow_control import write_state as write_state
     from kmirror_engine.planning.internal_names import control_topic as control_topic
     from kmirror_engine.planning.internal_names import run_token as run_token
+    from kmirror_engine.planning.internal_topics import InternalTopicAccess as InternalTopicAccess
     from kmirror_engine.planning.internal_topics import mirror_acls as mirror_acls
     from kmirror_engine.planning.internal_topics import principal_hint as principal_hint
-    from kmirror_engine.planning.internal_topics import require_internal_topic_access as require_internal_topic_access
     from kmirror_engine.planning.range_planner import RangePlanner as RangePlanner
     from kmirror_engine.planning.ranges import RANGE_SCHEMA as RANGE_SCHEMA
     from kmirror_engine.planning.ranges import OffsetRange as OffsetRange
@@ -28,7 +28,7 @@ __getattr__, __all__ = lazy_exports(
         "discovery": ("TopicDiscovery",),
         "flow_control": ("ControlState", "newest_record", "write_state"),
         "internal_names": ("control_topic", "run_token"),
-        "internal_topics": ("mirror_acls", "principal_hint", "require_internal_topic_access"),
+        "internal_topics": ("InternalTopicAccess", "mirror_acls", "principal_hint"),
         "range_planner": ("RangePlanner",),
         "ranges": ("RANGE_SCHEMA", "OffsetRange", "Offsets", "offsets_from_json", "offsets_to_json", "plan_tasks"),
     },

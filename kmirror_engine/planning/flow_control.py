@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from kmirror.flow.spec import FlowSpec
+from kmirror.flow.endpoint import ClusterEndpoint
 from kmirror_engine.planning.internal_names import control_topic, layout, reader_group
 
 PREFIX = "kmirror control "
@@ -93,14 +93,17 @@ class ControlReader:
 
     def __init__(
         self,
-        spec: FlowSpec,
+        flow_id: str,
+        target: ClusterEndpoint,
         make_consumer: Callable[[], Any] | None = None,
         out: Any = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.flow_id = spec.id
+        """The reader of flow `flow_id`'s record on `target` (no I/O here: the consumer is made at
+        the first read, by `make_consumer`, default a consumer of `target`)."""
+        self.flow_id = flow_id
         self.topic = control_topic()
-        self._make = make_consumer or (lambda: _target_consumer(spec))
+        self._make = make_consumer or (lambda: _target_consumer(target))
         self._out, self._clock = out, clock
         self._consumer: Any = None
         self._idle: Any = None  # the client that looks for the topic until it exists
@@ -185,26 +188,25 @@ def _values(messages: Iterable[Any]) -> list[tuple[bytes | None, bytes | None]]:
     return [(m.key(), m.value()) for m in messages if m.error() is None]
 
 
-def _target_consumer(spec: FlowSpec) -> Any:
+def _target_consumer(target: ClusterEndpoint) -> Any:
     from kmirror_engine.clients.factory import new_consumer
 
     # the group id the ACL list grants (`internal_names.reader_group`); never committed to
     return new_consumer(
-        spec.target,
+        target,
         role="control-reader",
         group_id=reader_group(control_topic()),
         **{"enable.auto.commit": False},
     )
 
 
-def write_state(spec: FlowSpec, state: ControlState) -> None:
-    """`kmirror pause|resume`: the control record, on the target (topic created compacted if missing).
-    Raises ConnectionFailure naming the cluster and the fix when it cannot be written."""
+def write_state(flow_id: str, target: ClusterEndpoint, state: ControlState) -> None:
+    """`kmirror pause|resume`: flow `flow_id`'s control record, on its `target` (topic created
+    compacted if missing). Raises ConnectionFailure naming the cluster and the fix when it cannot be written."""
     from kmirror.errors import ConnectionFailure
     from kmirror_engine.clients.factory import new_producer
     from kmirror_engine.clients.topic_admin import ensure_topic
 
-    target = spec.target
     fix = (
         f"check that {target.alias} ({target.bootstrap_servers}) is reachable and that this principal may "
         f"create and write topic {control_topic()} (see `kmirror acls`), then run the command again"
@@ -215,14 +217,14 @@ def write_state(spec: FlowSpec, state: ControlState) -> None:
         errors: list[Any] = []
         producer.produce(
             control_topic(),
-            key=spec.id.encode(),
+            key=flow_id.encode(),
             value=encode(state),
             on_delivery=lambda err, _msg: errors.append(err) if err is not None else None,
         )
         left = producer.flush(30)
     except Exception as exc:
-        cause = f"cannot write the control record of {spec.id} on {target.alias}: {exc}; {fix}"
+        cause = f"cannot write the control record of {flow_id} on {target.alias}: {exc}; {fix}"
         raise ConnectionFailure(cause) from exc
     if left or errors:
         cause = errors[0] if errors else "not delivered within 30 s"
-        raise ConnectionFailure(f"cannot write the control record of {spec.id} on {target.alias}: {cause}; {fix}")
+        raise ConnectionFailure(f"cannot write the control record of {flow_id} on {target.alias}: {cause}; {fix}")

@@ -131,21 +131,21 @@ def flow_internal_topics(spec: FlowSpec) -> dict[str, InternalTopic]:
     }
 
 
-def _slug(spec: FlowSpec) -> str:
-    return spec.id.replace("->", "-to-")
+def _slug(flow_id: str) -> str:
+    return flow_id.replace("->", "-to-")
 
 
-def transactional_id(spec: FlowSpec, task_id: int) -> str:
+def transactional_id(flow_id: str, task_id: int) -> str:
     """The transactional.id writer tasks of earlier versions used (one per task index): still
     fenced at a query's start, so a zombie of such a run cannot commit."""
-    return f"kmirror-{_slug(spec)}-{task_id}"
+    return f"kmirror-{_slug(flow_id)}-{task_id}"
 
 
-def partition_transactional_id(spec: FlowSpec, target_topic: str, partition: int) -> str:
+def partition_transactional_id(flow_id: str, target_topic: str, partition: int) -> str:
     """The transactional.id copying one target partition: the same in every driver of the flow,
     so whichever writer initialises it last fences every other one (two live drivers of one
     flow cannot both commit a range of the partition)."""
-    return f"kmirror-{_slug(spec)}-{target_topic}-{partition}"
+    return f"kmirror-{_slug(flow_id)}-{target_topic}-{partition}"
 
 
 def run_token(now_ns: int | None = None) -> str:
@@ -154,6 +154,6 @@ def run_token(now_ns: int | None = None) -> str:
     return f"{time.time_ns() if now_ns is None else now_ns:020d}-{os.urandom(4).hex()}"
 
 
-def offsets_group(spec: FlowSpec) -> str:
-    """The target consumer group holding the mirrored source next-offsets."""
-    return f"kmirror-eos-{_slug(spec)}"
+def offsets_group(flow_id: str) -> str:
+    """The target consumer group holding the mirrored source next-offsets of flow `flow_id`."""
+    return f"kmirror-eos-{_slug(flow_id)}"

@@ -10,7 +10,7 @@ include_authorized_operations=True)`, KIP-430); a broker that does not say (tans
 with nothing) is not checked. A topic that does not exist yet is asked whether it may be
 created and, when the mirror reads it, whether it may be read (`_read_refused`). At start
 (`spark_app.main.run_flow`) a problem refuses the flow before anything is copied
-(`require_internal_topic_access`): since side work never fails a delivered batch, a missing
+(`InternalTopicAccess.require`): since side work never fails a delivered batch, a missing
 ACL would otherwise only fail quietly after every batch. The failover listener's own check
 later only warns; a check that itself fails only warns.
 """
@@ -26,7 +26,7 @@ from typing import Any, TextIO
 
 from kmirror.errors import KmirrorError
 from kmirror.flow.replication_policy import offset_syncs_topic
-from kmirror.flow.spec import FlowSpec
+from kmirror.flow.spec import ClusterEndpoint, FlowSpec
 from kmirror.security.acls import AclGrant, AclSide, acl_command
 from kmirror_engine.planning.internal_names import (
     flow_internal_topics,
@@ -48,10 +48,11 @@ class AccessProblem:
     missing: tuple[str, ...]  # ACL operation names (Kafka's spelling: Read, Write, Create, ...)
     grant: str  # the kafka-acls.sh command that fixes it
 
-    def message(self, spec: FlowSpec) -> str:
+    def message(self, flow_id: str, cluster: str) -> str:
+        """The problem of flow `flow_id` on its target `cluster` (alias), with the fix."""
         return (
-            f"flow {spec.id}: the mirror lacks {'/'.join(self.missing)} on internal topic {self.topic!r} "
-            f"on {spec.target.alias} ({self.purpose}); grant it: {self.grant}"
+            f"flow {flow_id}: the mirror lacks {'/'.join(self.missing)} on internal topic {self.topic!r} "
+            f"on {cluster} ({self.purpose}); grant it: {self.grant}"
         )
 
 
@@ -121,7 +122,7 @@ def mirror_acls(spec: FlowSpec, source_topics: list[str]) -> list[AclGrant]:
             )
         )
     if spec.exactly_once:
-        prefix = transactional_id(spec, 0).rsplit("-", 1)[0]
+        prefix = transactional_id(spec.id, 0).rsplit("-", 1)[0]
         grants.append(
             AclGrant(
                 "target", "TRANSACTIONAL_ID", prefix, "PREFIXED", ("Write", "Describe"), "exactly-once transactions"
@@ -129,7 +130,12 @@ def mirror_acls(spec: FlowSpec, source_topics: list[str]) -> list[AclGrant]:
         )
         grants.append(
             AclGrant(
-                "target", "GROUP", offsets_group(spec), "LITERAL", ("Read", "Describe"), "exactly-once source positions"
+                "target",
+                "GROUP",
+                offsets_group(spec.id),
+                "LITERAL",
+                ("Read", "Describe"),
+                "exactly-once source positions",
             )
         )
     forward = spec.checkpoints.reverse_of
@@ -180,10 +186,10 @@ def principal_hint(config: Mapping[str, Any]) -> str:
     return "User:<the mirror's principal>"
 
 
-def _grant(spec: FlowSpec, topic: str, operations: tuple[str, ...]) -> str:
-    """The literal grant on the target, rendered as `kafka acls` renders mirror_acls."""
+def _grant(target: ClusterEndpoint, topic: str, operations: tuple[str, ...]) -> str:
+    """The literal grant on `target`, rendered as `kafka acls` renders mirror_acls."""
     grant = AclGrant("target", "TOPIC", topic, "LITERAL", operations, "")
-    return acl_command(AclSide(spec.target.bootstrap_servers), principal_hint(spec.target.config), grant)
+    return acl_command(AclSide(target.bootstrap_servers), principal_hint(target.config), grant)
 
 
 def _names(operations: Any) -> set[str] | None:
@@ -193,41 +199,95 @@ def _names(operations: Any) -> set[str] | None:
     return {"READ", "WRITE", "CREATE", "DESCRIBE"} if "ALL" in names else names
 
 
-def check_internal_topic_access(spec: FlowSpec, admin: Any) -> list[AccessProblem]:
-    """Problems found with the target's answers; [] when the broker does not report operations."""
-    from confluent_kafka import KafkaError, TopicCollection
+@dataclass(frozen=True)
+class InternalTopicAccess:
+    """The start-up check of one flow's access to its internal topics: the flow's id, its target
+    and what the mirror needs there (`needed_access`: topic -> (what it is for, ACL operations)).
+    No I/O here: each call is given the target's admin client; `for_flow(spec)` builds the flow's."""
 
-    needs = needed_access(spec)
-    futures = admin.describe_topics(
-        TopicCollection(sorted(needs)), include_authorized_operations=True, request_timeout=ADMIN_TIMEOUT_S
-    )
-    problems: list[AccessProblem] = []
-    missing_topics: list[str] = []
-    for topic, (purpose, operations) in sorted(needs.items()):
+    flow_id: str
+    target: ClusterEndpoint
+    needs: Mapping[str, tuple[str, tuple[str, ...]]]
+
+    @classmethod
+    def for_flow(cls, spec: FlowSpec) -> InternalTopicAccess:
+        return cls(spec.id, spec.target, needed_access(spec))
+
+    def message(self, problem: AccessProblem) -> str:
+        return problem.message(self.flow_id, self.target.alias)
+
+    def check(self, admin: Any) -> list[AccessProblem]:
+        """Problems found with the target's answers; [] when the broker does not report operations."""
+        from confluent_kafka import KafkaError, TopicCollection
+
+        needs, target = self.needs, self.target
+        futures = admin.describe_topics(
+            TopicCollection(sorted(needs)), include_authorized_operations=True, request_timeout=ADMIN_TIMEOUT_S
+        )
+        problems: list[AccessProblem] = []
+        missing_topics: list[str] = []
+        for topic, (purpose, operations) in sorted(needs.items()):
+            try:
+                allowed = _names(futures[topic].result(timeout=ADMIN_TIMEOUT_S).authorized_operations)
+            except Exception as exc:  # the answer's error tells which ACL is missing, if any
+                code = _error_code(exc)
+                if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                    # without Describe Kafka does not say whether the topic exists: grant what
+                    # creating and using it needs (mirror_acls lists the same)
+                    wanted = ("Create", "Describe", *operations)
+                    problems.append(AccessProblem(topic, purpose, wanted, _grant(target, topic, wanted)))
+                elif code == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                    missing_topics.append(topic)
+                continue
+            if allowed is None:
+                continue
+            lacking = tuple(op for op in operations if op.upper() not in allowed)
+            if lacking:
+                problems.append(AccessProblem(topic, purpose, lacking, _grant(target, topic, lacking)))
+        if missing_topics:
+            problems.extend(_creation_problems(target, admin, missing_topics, needs))
+        return problems
+
+    def report(self, admin: Any, out: TextIO | None = None) -> list[AccessProblem]:
+        """Check and print one `kmirror warning {json}` line per problem (stderr: the sink's commit
+        runs in a worker whose logging is not configured). A failed check is itself one warning."""
         try:
-            allowed = _names(futures[topic].result(timeout=ADMIN_TIMEOUT_S).authorized_operations)
-        except Exception as exc:  # the answer's error tells which ACL is missing, if any
-            code = _error_code(exc)
-            if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
-                # without Describe Kafka does not say whether the topic exists: grant what
-                # creating and using it needs (mirror_acls lists the same)
-                wanted = ("Create", "Describe", *operations)
-                problems.append(AccessProblem(topic, purpose, wanted, _grant(spec, topic, wanted)))
-            elif code == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                missing_topics.append(topic)
-            continue
-        if allowed is None:
-            continue
-        lacking = tuple(op for op in operations if op.upper() not in allowed)
-        if lacking:
-            problems.append(AccessProblem(topic, purpose, lacking, _grant(spec, topic, lacking)))
-    if missing_topics:
-        problems.extend(_creation_problems(spec, admin, missing_topics, needs))
-    return problems
+            problems = self.check(admin)
+        except Exception as exc:
+            _write(out, {"event": "internal_topic_access_unchecked", "flow": self.flow_id, "error": str(exc)})
+            return []
+        for problem in problems:
+            log.warning("%s", self.message(problem))
+            _write(
+                out,
+                {
+                    "event": "internal_topic_access",
+                    "flow": self.flow_id,
+                    "cluster": self.target.alias,
+                    "topic": problem.topic,
+                    "missing": list(problem.missing),
+                    "grant": problem.grant,
+                    "message": self.message(problem),
+                },
+            )
+        return problems
+
+    def require(self, admin: Any, out: TextIO | None = None) -> None:
+        """Refuse to start copying without the internal-topic ACLs the mirror needs (issue 26).
+
+        A missing ACL there makes side work fail after every delivered batch, forever; found at
+        start, it is one clear error instead. Raises KmirrorError naming each topic, the missing
+        operations and the `kafka-acls.sh` command that grants them; a broker that does not report
+        authorized operations, or a check that itself fails, is not refused (warned about).
+        """
+        problems = self.report(admin, out)
+        if problems:
+            lines = "\n".join(f"  - {self.message(p)}" for p in problems)
+            raise KmirrorError(f"flow {self.flow_id}: refusing to start without the ACLs the mirror needs:\n{lines}")
 
 
 def _creation_problems(
-    spec: FlowSpec, admin: Any, topics: list[str], needs: Mapping[str, tuple[str, tuple[str, ...]]]
+    target: ClusterEndpoint, admin: Any, topics: list[str], needs: Mapping[str, tuple[str, tuple[str, ...]]]
 ) -> list[AccessProblem]:
     """Topics that do not exist yet: the mirror creates them, which needs Create on the topic or
     the cluster. Asked exactly with a validate-only CreateTopics (authorized, never applied). A
@@ -257,7 +317,7 @@ def _creation_problems(
             topic,
             needs[topic][0] + "; it does not exist yet and the mirror may not create it",
             ("Create",),
-            _grant(spec, topic, ("Create",)),
+            _grant(target, topic, ("Create",)),
         )
         for topic in refused
     ]
@@ -268,7 +328,7 @@ def _creation_problems(
                     topic,
                     needs[topic][0] + "; the mirror may create it but not read it",
                     ("Read",),
-                    _grant(spec, topic, ("Read",)),
+                    _grant(target, topic, ("Read",)),
                 )
             )
     return problems
@@ -298,44 +358,5 @@ def _read_refused(admin: Any, topic: str) -> bool:
     return KafkaError.TOPIC_AUTHORIZATION_FAILED in errors
 
 
-def report_internal_topic_access(spec: FlowSpec, admin: Any, out: TextIO | None = None) -> list[AccessProblem]:
-    """Check and print one `kmirror warning {json}` line per problem (stderr: the sink's commit
-    runs in a worker whose logging is not configured). A failed check is itself one warning."""
-    try:
-        problems = check_internal_topic_access(spec, admin)
-    except Exception as exc:
-        _write(out, {"event": "internal_topic_access_unchecked", "flow": spec.id, "error": str(exc)})
-        return []
-    for problem in problems:
-        log.warning("%s", problem.message(spec))
-        _write(
-            out,
-            {
-                "event": "internal_topic_access",
-                "flow": spec.id,
-                "cluster": spec.target.alias,
-                "topic": problem.topic,
-                "missing": list(problem.missing),
-                "grant": problem.grant,
-                "message": problem.message(spec),
-            },
-        )
-    return problems
-
-
 def _write(out: TextIO | None, record: dict[str, Any]) -> None:
     print(PREFIX + json.dumps(record, sort_keys=True), file=out or sys.stderr, flush=True)
-
-
-def require_internal_topic_access(spec: FlowSpec, admin: Any, out: TextIO | None = None) -> None:
-    """Refuse to start copying without the internal-topic ACLs the mirror needs (issue 26).
-
-    A missing ACL there makes side work fail after every delivered batch, forever; found at
-    start, it is one clear error instead. Raises KmirrorError naming each topic, the missing
-    operations and the `kafka-acls.sh` command that grants them; a broker that does not report
-    authorized operations, or a check that itself fails, is not refused (warned about).
-    """
-    problems = report_internal_topic_access(spec, admin, out)
-    if problems:
-        lines = "\n".join(f"  - {p.message(spec)}" for p in problems)
-        raise KmirrorError(f"flow {spec.id}: refusing to start without the ACLs the mirror needs:\n{lines}")

@@ -26,8 +26,8 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, KafkaError, KafkaException, TopicPartition
 
 from kmirror.errors import ConnectionFailure, Problems
-from kmirror.flow.spec import ClusterEndpoint, FlowSpec
-from kmirror.flow.views import Mm2Takeover
+from kmirror.flow.spec import ClusterEndpoint
+from kmirror.flow.views import FlowRoute, Mm2Takeover
 from kmirror.mm2.formats import FormatError, decode_offset_sync
 from kmirror.mm2.takeover import (
     Mm2SourceOffset,
@@ -123,47 +123,55 @@ def mm2_synced(endpoint: ClusterEndpoint, topic: str) -> dict[tuple[str, int], i
     return out
 
 
-def _remote_ends(target_admin: Any, spec: FlowSpec, topics: dict[str, MirroredTopic]) -> dict[tuple[str, int], int]:
+def _remote_ends(
+    target_admin: Any, target: ClusterEndpoint, topics: dict[str, MirroredTopic]
+) -> dict[tuple[str, int], int]:
     """End offsets of the remote partitions that exist on the target, by SOURCE (topic, partition)."""
-    existing = list_topic_partitions(target_admin, spec.target, 30.0)
+    existing = list_topic_partitions(target_admin, target, 30.0)
     by_remote = {
         (t.target_topic, p): (t.source_topic, p)
         for t in topics.values()
         for p in range(min(t.partitions, existing.get(t.target_topic, 0)))
     }
-    ends = query_offsets(target_admin, spec.target, list(by_remote), "latest", read_committed=False)
+    ends = query_offsets(target_admin, target, list(by_remote), "latest", read_committed=False)
     return {by_remote[tp]: end for tp, end in ends.items()}
 
 
 def plan_mm2_takeover(
-    spec: FlowSpec, takeover: Mm2Takeover, topics: dict[str, MirroredTopic], source_admin: Any, target_admin: Any
+    route: FlowRoute,
+    read_committed: bool,
+    takeover: Mm2Takeover,
+    topics: dict[str, MirroredTopic],
+    source_admin: Any,
+    target_admin: Any,
 ) -> TakeoverPlan:
-    """Where each mirrored partition resumes after MM2; raises ValidationError listing every
+    """Where each mirrored partition of the flow `route` resumes after MM2 (source offsets read
+    `read_committed` or not, as `spec.planning` says); raises ValidationError listing every
     partition that cannot resume safely (see the module doc)."""
-    offsets_topic, syncs_topic = takeover.topics(spec.source.alias, spec.target.alias)
-    syncs_on = spec.source if takeover.offset_syncs_cluster == "source" else spec.target
-    records = mm2_committed(spec.target, offsets_topic)
+    source, target = route.source, route.target
+    offsets_topic, syncs_topic = takeover.topics(source.alias, target.alias)
+    syncs_on = source if takeover.offset_syncs_cluster == "source" else target
+    records = mm2_committed(target, offsets_topic)
     partitions = [(t.source_topic, p) for t in topics.values() for p in range(t.partitions)]
-    read_committed = spec.planning.read_committed
-    starts = query_offsets(source_admin, spec.source, partitions, "earliest", read_committed)
-    ends = query_offsets(source_admin, spec.source, partitions, "latest", read_committed)
+    starts = query_offsets(source_admin, source, partitions, "earliest", read_committed)
+    ends = query_offsets(source_admin, source, partitions, "latest", read_committed)
     plan = plan_takeover(
         partitions,
-        committed_offsets(records, takeover.connector, spec.source.alias),
+        committed_offsets(records, takeover.connector, source.alias),
         mm2_synced(syncs_on, syncs_topic),
         {tp: (starts[tp], ends[tp]) for tp in partitions},
-        _remote_ends(target_admin, spec, topics),
-        lambda topic: spec.policy.format_remote_topic(spec.source.alias, topic),
+        _remote_ends(target_admin, target, topics),
+        lambda topic: route.policy.format_remote_topic(source.alias, topic),
         OPTION_PATH,
     )
     problems = Problems(
-        f"flow {spec.id}: taking over from MirrorMaker 2 ({offsets_topic} on {spec.target.alias!r}, "
+        f"flow {route.flow_id}: taking over from MirrorMaker 2 ({offsets_topic} on {target.alias!r}, "
         f"{syncs_topic} on {syncs_on.alias!r})"
     )
-    problems.extend(alias_problems(records, takeover.connector, spec.source.alias, OPTION_PATH))
+    problems.extend(alias_problems(records, takeover.connector, source.alias, OPTION_PATH))
     problems.extend(plan.problems)
     problems.raise_if_any()
-    report_takeover(spec.id, plan)
+    report_takeover(route.flow_id, plan)
     return plan
 
 

@@ -31,7 +31,8 @@ from typing import Any
 from confluent_kafka import KafkaException
 
 from kmirror.errors import ConnectionFailure, DataLossError
-from kmirror.flow.spec import FlowSpec
+from kmirror.flow.spec import ClusterEndpoint, FlowSpec
+from kmirror.flow.views import CopySettings, FlowRoute, PlanningSettings, TopicSyncSettings
 from kmirror.mm2.takeover import TakeoverPoint
 from kmirror_engine.planning.created_topics import CreatedTopics
 from kmirror_engine.planning.data_loss import report_data_loss, unknown_topics
@@ -50,7 +51,11 @@ class RangePlanner:
 
     def __init__(
         self,
-        spec: FlowSpec,
+        route: FlowRoute,
+        planning: PlanningSettings,
+        topic_sync: TopicSyncSettings,
+        copy: CopySettings,
+        consumer_group: str,
         once: bool,
         task_count: int,
         source_admin: Any,
@@ -58,30 +63,34 @@ class RangePlanner:
         created: CreatedTopics | None = None,
         control: ControlReader | None = None,
         record_sizes: RecordSizes | None = None,
-        on_takeover: Callable[[FlowSpec, Sequence[TakeoverPoint]], object] | None = None,
+        on_takeover: Callable[[Sequence[TakeoverPoint]], object] | None = None,
     ) -> None:
         """A planner over the clients given (no I/O here; `for_flow` builds the real ones).
-        `created`: the created-topics registry (None: not recorded); `control`: the flow's
+        `route`: the flow's id, clusters, topic selection and remote names; `planning`: where it
+        starts, batch and task sizes; `topic_sync`: how target topics are created; `copy`: its rate
+        limits and exactly-once; `consumer_group`: the source group whose commits tell replayed
+        offsets. `created`: the created-topics registry (None: not recorded); `control`: the flow's
         pause/resume reader (None: never paused); `record_sizes`: the byte-limit sampler (default:
         never sampled); `on_takeover`: writes kafka-mirror's first offset syncs at an MM2 takeover
         (the failover side's, passed in by the Spark glue: planning never imports failover)."""
-        self.spec, self.once, self.task_count, self.on_takeover = spec, once, task_count, on_takeover
+        self.route, self.planning, self.copy, self.consumer_group = route, planning, copy, consumer_group
+        self.once, self.task_count, self.on_takeover = once, task_count, on_takeover
         self.source_admin = source_admin
-        self.read_committed = spec.planning.read_committed
+        self.read_committed = planning.read_committed
         self.discovery = TopicDiscovery(
             self.source_admin,
-            spec.source,
-            spec.topic_selection,
-            spec.policy,
-            spec.target.alias,
-            spec.planning.topic_refresh_interval_ms,
+            route.source,
+            route.topics,
+            route.policy,
+            route.target.alias,
+            planning.topic_refresh_interval_ms,
         )
         self.target_topics = TargetTopics(
             self.source_admin,
             target_admin,
-            spec.target,
-            spec.topic_sync.replication_factor,
-            spec.topic_sync.configs,
+            route.target,
+            topic_sync.replication_factor,
+            topic_sync.configs,
             created=created,
         )
         self.frozen_end: Offsets | None = None
@@ -105,24 +114,32 @@ class RangePlanner:
         registry, the control reader and, for a byte-limited flow, the record-size sampler."""
         from kmirror_engine.clients.factory import admin_client
 
-        sampler = (lambda: cls._size_sampler(spec)) if spec.copy.max_bytes_per_second else None
+        sampler = (
+            (lambda: cls._size_sampler(spec.source, spec.copy, spec.consumer_group))
+            if spec.copy.max_bytes_per_second
+            else None
+        )
         return cls(
-            spec,
+            spec.route,
+            spec.planning,
+            spec.topic_sync,
+            spec.copy,
+            spec.consumer_group,
             once,
             task_count,
             admin_client(spec.source),
             admin_client(spec.target),
             created=CreatedTopics(spec.target, spec.source.alias, spec.id),
-            control=ControlReader(spec),
+            control=ControlReader(spec.id, spec.target),
             record_sizes=RecordSizes(sampler),
-            on_takeover=on_takeover,
+            on_takeover=None if on_takeover is None else (lambda points: on_takeover(spec, points)),
         )
 
     def _retry(self, call: Any, what: str) -> Any:
-        return with_retries(call, f"{self.spec.id}: {what}", bounded=self.once)
+        return with_retries(call, f"{self.route.flow_id}: {what}", bounded=self.once)
 
     def _query(self, tps: Any, which: str | int) -> Offsets:
-        return query_offsets(self.source_admin, self.spec.source, tps, which, self.read_committed)
+        return query_offsets(self.source_admin, self.route.source, tps, which, self.read_committed)
 
     def _offsets(self, which: str | int, what: str, among: Any = None) -> Offsets:
         """`which` offsets of the mirrored partitions (only those `among`, when given), retried.
@@ -155,13 +172,13 @@ class RangePlanner:
         return self._retry(run, "topic discovery")
 
     def remote(self, topic: str) -> str:
-        return self.spec.policy.format_remote_topic(self.spec.source.alias, topic)
+        return self.route.policy.format_remote_topic(self.route.source.alias, topic)
 
     def initial_offsets(self) -> Offsets:
-        if self.spec.planning.from_mm2 is not None:
+        if self.planning.from_mm2 is not None:
             return self._takeover_offsets()
         self.mirrored()
-        starting = self.spec.planning.starting_offsets
+        starting = self.planning.starting_offsets
         which = starting["timestamp_ms"] if isinstance(starting, dict) else starting
         return self._offsets(which, "initial offsets")
 
@@ -171,17 +188,22 @@ class RangePlanner:
         offset syncs at the takeover point (`on_takeover`), before anything is copied."""
         from kmirror_engine.planning.mm2_takeover import plan_mm2_takeover
 
-        assert self.spec.planning.from_mm2 is not None
+        assert self.planning.from_mm2 is not None
         topics = self._retry(self.discovery.topics, "topic discovery")
         plan = self._retry(
             lambda: plan_mm2_takeover(
-                self.spec, self.spec.planning.from_mm2, topics, self.source_admin, self.target_topics.target_admin
+                self.route,
+                self.read_committed,
+                self.planning.from_mm2,
+                topics,
+                self.source_admin,
+                self.target_topics.target_admin,
             ),
             "reading where MirrorMaker 2 stopped",
         )
         self.mirrored()
         if self.on_takeover is not None:
-            self._retry(lambda: self.on_takeover(self.spec, plan.points), "writing the takeover offset syncs")
+            self._retry(lambda: self.on_takeover(plan.points), "writing the takeover offset syncs")
         return dict(plan.resume)
 
     def available(self) -> Offsets:
@@ -192,7 +214,7 @@ class RangePlanner:
     def freeze(self) -> None:
         """Trigger.AvailableNow: remember today's end; later calls never go past it."""
         self.frozen_end = self.available()
-        log.info("%s: mirroring up to %d partitions' current end offsets", self.spec.id, len(self.frozen_end))
+        log.info("%s: mirroring up to %d partitions' current end offsets", self.route.flow_id, len(self.frozen_end))
 
     def next_end(self, start: Offsets, max_records: int | None) -> Offsets:
         """End offsets of the next batch (== `start` when there is nothing to do, or the flow is paused)."""
@@ -222,14 +244,14 @@ class RangePlanner:
         self.skipped_before = {}
         for tp in self._deleted([tp for tp in wanted if tp not in log_start], start, end):
             first = start.get(tp, 0)
-            report_data_loss(self.spec.id, tp, first, max(0, end[tp] - first), "topic deleted or deselected")
+            report_data_loss(self.route.flow_id, tp, first, max(0, end[tp] - first), "topic deleted or deselected")
             log.warning(
                 "%s: %s[%d] is gone from %r (deleted or no longer selected) with offsets %d..%d planned; "
                 "they are not mirrored",
-                self.spec.id,
+                self.route.flow_id,
                 tp[0],
                 tp[1],
-                self.spec.source.alias,
+                self.route.source.alias,
                 first,
                 end[tp] - 1,
             )
@@ -249,31 +271,31 @@ class RangePlanner:
             from kmirror_engine.planning.replays import check_replays
 
             self.replays_checked = True
-            check_replays(self.source_admin, self.spec.id, self.spec.consumer_group, ranges, self.spec.exactly_once)
+            check_replays(self.source_admin, self.route.flow_id, self.consumer_group, ranges, self.copy.exactly_once)
         return plan_tasks(
             ranges,
             self.task_count,
-            self.spec.planning.max_records_per_task,
-            keep_partitions_whole=self.spec.exactly_once,
+            self.planning.max_records_per_task,
+            keep_partitions_whole=self.copy.exactly_once,
         )
 
     def rate_shares(self, tasks: Sequence[Sequence[OffsetRange]]) -> list[list[float]]:
         """Each planned range's share of the flow's rate limits (`split_rate_limits`); the shares
         of a batch sum to 1. A byte-limited flow samples the partitions it has no fresh figure for."""
-        copy = self.spec.copy
+        copy = self.copy
         per_offset = (
             self.record_sizes.bytes_per_offset([r for task in tasks for r in task]) if copy.max_bytes_per_second else {}
         )
         return split_rate_limits(tasks, per_offset, records_limited=bool(copy.max_records_per_second))
 
     @staticmethod
-    def _size_sampler(spec: FlowSpec) -> Any:
+    def _size_sampler(source: ClusterEndpoint, copy: CopySettings, group_id: str) -> Any:
         """A source consumer (assign only) for `RecordSizes`, with small fetches: a sample needs a
         few records per partition, not a full prefetch."""
         from kmirror_engine.clients.factory import consumer_config, new_consumer
 
         config = {
-            **consumer_config(spec),
+            **consumer_config(source, copy, group_id),
             "fetch.max.bytes": 4 * 1024 * 1024,
             "max.partition.fetch.bytes": 64 * 1024,
             "enable.partition.eof": True,
@@ -289,14 +311,14 @@ class RangePlanner:
         and a selected topic that exists but was missing from a (partial) listing."""
         if not missing:
             return []
-        where = f"cluster {self.spec.source.alias!r} ({self.spec.source.bootstrap_servers})"
+        where = f"cluster {self.route.source.alias!r} ({self.route.source.bootstrap_servers})"
 
         def check() -> list[tuple[str, int]]:
             try:
                 metadata = self.source_admin.list_topics(timeout=10.0)  # all topics: never auto-creates one
             except KafkaException as exc:
                 raise ConnectionFailure(
-                    f"cluster {self.spec.source.alias!r}: listing topics failed: {exc.args[0]}"
+                    f"cluster {self.route.source.alias!r}: listing topics failed: {exc.args[0]}"
                 ) from None
             errored = sorted({t for t, _ in missing if t in metadata.topics and metadata.topics[t].error is not None})
             if errored:
@@ -312,12 +334,13 @@ class RangePlanner:
                     "listing (a partial metadata view); their planned offsets are kept"
                 )
             deleted = [tp for tp in missing if tp[0] in gone]
-            if deleted and self.spec.planning.fail_on_data_loss:
+            if deleted and self.planning.fail_on_data_loss:
                 t, p = deleted[0]
                 first = start.get((t, p), 0)
                 raise DataLossError(
-                    f"{self.spec.id}: data loss on {t}[{p}]: topic {t} was deleted from {self.spec.source.alias!r} "
-                    f"(describe: unknown topic) with offsets {first}..{end[(t, p)] - 1} planned and not mirrored"
+                    f"{self.route.flow_id}: data loss on {t}[{p}]: topic {t} was deleted from "
+                    f"{self.route.source.alias!r} (describe: unknown topic) with offsets {first}..{end[(t, p)] - 1} "
+                    "planned and not mirrored"
                     f"{f' ({len(deleted)} partitions in all)' if len(deleted) > 1 else ''}; set "
                     "fail_on_data_loss: false to drop them (each reported as a kmirror data_loss line)"
                 )
@@ -331,13 +354,13 @@ class RangePlanner:
         that were not mirrored are gone; raises DataLossError unless fail_on_data_loss is off,
         in which case the new log is mirrored from its start (reported, never silent)."""
         message = (
-            f"{self.spec.id}: data loss on {tp[0]}[{tp[1]}]: its end offset went back from at least {start} to "
-            f"{latest} on {self.spec.source.alias!r} (topic deleted and recreated, or truncated); records of the "
+            f"{self.route.flow_id}: data loss on {tp[0]}[{tp[1]}]: its end offset went back from at least {start} to "
+            f"{latest} on {self.route.source.alias!r} (topic deleted and recreated, or truncated); records of the "
             f"old log from offset {start} on that were not mirrored are lost"
         )
-        if self.spec.planning.fail_on_data_loss:
+        if self.planning.fail_on_data_loss:
             raise DataLossError(message + "; set fail_on_data_loss: false to mirror the new log from its start")
-        report_data_loss(self.spec.id, tp, start, None, "rewind")
+        report_data_loss(self.route.flow_id, tp, start, None, "rewind")
         log.warning("%s; mirroring the new log from its start (fail_on_data_loss=false)", message)
 
     def _check_loss(self, tp: tuple[str, int], first: int, log_start: int, end: int) -> int:
@@ -345,13 +368,13 @@ class RangePlanner:
             return first
         lost_to = min(log_start, end)
         message = (
-            f"{self.spec.id}: data loss on {tp[0]}[{tp[1]}]: offsets {first}..{log_start - 1} were deleted "
-            f"from {self.spec.source.alias!r} (log start {log_start}) before they were mirrored"
+            f"{self.route.flow_id}: data loss on {tp[0]}[{tp[1]}]: offsets {first}..{log_start - 1} were deleted "
+            f"from {self.route.source.alias!r} (log start {log_start}) before they were mirrored"
         )
-        if self.spec.planning.fail_on_data_loss:
+        if self.planning.fail_on_data_loss:
             raise DataLossError(message + "; set fail_on_data_loss: false to skip them (they stay lost)")
         self.skipped_records += lost_to - first
-        report_data_loss(self.spec.id, tp, first, lost_to - first, "retention")
+        report_data_loss(self.route.flow_id, tp, first, lost_to - first, "retention")
         log.warning(
             "%s; skipped %d records (fail_on_data_loss=false; %d skipped in total)",
             message,

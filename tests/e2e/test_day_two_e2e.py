@@ -81,13 +81,13 @@ def eos_task(clusters: Any) -> Iterator[Any]:
             }
         )
         offsets = Consumer(
-            {"bootstrap.servers": clusters.target, "group.id": offsets_group(spec), "enable.auto.commit": False}
+            {"bootstrap.servers": clusters.target, "group.id": offsets_group(spec.id), "enable.auto.commit": False}
         )
         consumers.extend([source, offsets])
         producer = Producer(
             {
                 "bootstrap.servers": clusters.target,
-                "transactional.id": transactional_id(spec, task_id),
+                "transactional.id": transactional_id(spec.id, task_id),
                 "acks": "all",
                 "enable.idempotence": True,
                 "linger.ms": 5,
@@ -95,7 +95,7 @@ def eos_task(clusters: Any) -> Iterator[Any]:
         )
         admin = AdminClient({"bootstrap.servers": clusters.source})
         return TransactionalCopier(
-            source, producer, offsets, source_admin=admin, group=offsets_group(spec), stall_timeout_s=30, **kwargs
+            source, producer, offsets, source_admin=admin, group=offsets_group(spec.id), stall_timeout_s=30, **kwargs
         )
 
     yield make
@@ -173,7 +173,7 @@ def test_the_sink_fences_every_transactional_id_of_an_earlier_run_before_the_fir
     create_topic(clusters.source, topic, 3)
     create_topic(clusters.target, remote, 3)
     spec = _spec(clusters, unique, exactly_once=True)
-    zombie = Producer({"bootstrap.servers": clusters.target, "transactional.id": transactional_id(spec, 2)})
+    zombie = Producer({"bootstrap.servers": clusters.target, "transactional.id": transactional_id(spec.id, 2)})
     zombie.init_transactions(30)
     zombie.begin_transaction()
     zombie.produce(remote, b"zombie copy", partition=0)

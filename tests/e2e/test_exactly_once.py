@@ -53,13 +53,13 @@ def eos(clusters: Any, unique: str) -> Iterator[Any]:
             }
         )
         offsets = Consumer(
-            {"bootstrap.servers": clusters.target, "group.id": offsets_group(spec), "enable.auto.commit": False}
+            {"bootstrap.servers": clusters.target, "group.id": offsets_group(spec.id), "enable.auto.commit": False}
         )
         consumers.extend([source, offsets])
         producer = Producer(
             {
                 "bootstrap.servers": clusters.target,
-                "transactional.id": transactional_id(spec, task_id),
+                "transactional.id": transactional_id(spec.id, task_id),
                 "acks": "all",
                 "enable.idempotence": True,
                 "linger.ms": 5,
@@ -98,7 +98,7 @@ def test_a_replayed_batch_adds_no_duplicates_and_the_next_batch_loses_nothing(
     add_fences(clusters.target, dst, 2)
     mirrored = consume_all(clusters.target, dst, 2)
     assert {p: [m.value() for m in mirrored[p]] for p in range(2)} == values
-    assert spec.id.startswith("west-") and transactional_id(spec, 3) == f"kmirror-west-{unique}-to-east-3"
+    assert spec.id.startswith("west-") and transactional_id(spec.id, 3) == f"kmirror-west-{unique}-to-east-3"
 
 
 @pytest.mark.e2e

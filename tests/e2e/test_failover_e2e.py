@@ -72,8 +72,8 @@ def mirror_pass(spec: FlowSpec, topic: str, remote: str, end: int, batch_id: int
         0
     ]
     consumer, producer = (
-        Consumer({**consumer_config(spec), "enable.partition.eof": True}),
-        Producer(producer_config(spec)),
+        Consumer({**consumer_config(spec.source, spec.copy, spec.consumer_group), "enable.partition.eof": True}),
+        Producer(producer_config(spec.target, spec.copy, spec.id)),
     )
     try:
         progress = RangeCopier(consumer, producer, stall_timeout_s=30).copy([CopyRange(topic, 0, start, end, remote)])

@@ -39,8 +39,8 @@ UNMIRRORED = 5  # records the source holds that the mirror has not copied when t
 def mirror_until(spec: Any, topic: str, remote: str, end: int, listener: Any) -> None:
     """One micro-batch copying [0, end) of topic[0]; the listener asks the source for its end
     offset itself (as it does when the sink does not know it)."""
-    consumer = Consumer({**consumer_config(spec), "enable.partition.eof": True})
-    producer = Producer(producer_config(spec))
+    consumer = Consumer({**consumer_config(spec.source, spec.copy, spec.consumer_group), "enable.partition.eof": True})
+    producer = Producer(producer_config(spec.target, spec.copy, spec.id))
     try:
         progress = RangeCopier(consumer, producer, stall_timeout_s=30).copy([CopyRange(topic, 0, 0, end, remote)])
     finally:

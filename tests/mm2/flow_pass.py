@@ -63,8 +63,14 @@ class FlowRun:
         ]
         progress = []
         if ranges:
-            consumer = new_consumer({**consumer_config(self.spec), "enable.partition.eof": True}, role="test-mirror")
-            producer = new_producer(producer_config(self.spec), role="test-mirror")
+            consumer = new_consumer(
+                {
+                    **consumer_config(self.spec.source, self.spec.copy, self.spec.consumer_group),
+                    "enable.partition.eof": True,
+                },
+                role="test-mirror",
+            )
+            producer = new_producer(producer_config(self.spec.target, self.spec.copy, self.spec.id), role="test-mirror")
             try:
                 progress = RangeCopier(consumer, producer, stall_timeout_s=30).copy(ranges)
             finally:

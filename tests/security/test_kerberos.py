@@ -481,8 +481,9 @@ spec, topic = parse_flow_spec(json.loads(sys.argv[1])), sys.argv[2]
 remote = "west." + topic
 TargetTopics(admin_client(spec.source), admin_client(spec.target), spec.target).ensure(
     {topic: MirroredTopic(topic, 1, remote)})
-consumer = new_consumer({**consumer_config(spec), **CONSUMER_REQUIRED}, role="copy-consumer")
-producer = new_producer(producer_config(spec), role="copy-producer")
+consumer_conf = consumer_config(spec.source, spec.copy, spec.consumer_group)
+consumer = new_consumer({**consumer_conf, **CONSUMER_REQUIRED}, role="copy-consumer")
+producer = new_producer(producer_config(spec.target, spec.copy, spec.id), role="copy-producer")
 progress = RangeCopier(consumer, producer).copy([CopyRange(topic, 0, 0, 100, remote)])
 consumer.close()
 print(json.dumps({"records": [p.records for p in progress]}))

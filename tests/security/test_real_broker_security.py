@@ -42,7 +42,7 @@ from kmirror_engine.copying.ranges import CopyRange
 from kmirror_engine.copying.task_copy import copy_task_ranges
 from kmirror_engine.planning.discovery import MirroredTopic
 from kmirror_engine.planning.internal_names import control_topic
-from kmirror_engine.planning.internal_topics import check_internal_topic_access, mirror_acls, needed_access
+from kmirror_engine.planning.internal_topics import InternalTopicAccess, mirror_acls, needed_access
 from kmirror_engine.planning.target_topics import TargetTopics
 from tests.brokers import IS_TANSU, KAFKA_LINE
 from tests.kafka_helpers import create_topic, produce
@@ -246,7 +246,7 @@ def test_the_listed_acls_are_enough_to_mirror_through_the_brokers_own_listeners(
         with pytest.raises(Exception, match=r"(?i)authoriz"):
             copy_task_ranges(spec, [CopyRange(topic, 0, 0, 100, f"west.{topic}")], 0)
         grant(spec, west, east, who, [topic])
-        assert check_internal_topic_access(spec, AdminClient(_admin_config(spec))) == []
+        assert InternalTopicAccess.for_flow(spec).check(AdminClient(_admin_config(spec))) == []
         # as the driver does: the remote topic created with the source's partitions and configs
         TargetTopics(admin_client(spec.source), admin_client(spec.target), spec.target).ensure(
             {topic: MirroredTopic(topic, 2, f"west.{topic}")}
@@ -334,7 +334,7 @@ def assert_check_names_the_missing_grant(
     """`missing`: the operations the check must name (default: all the topic's grant has)."""
     try:
         grant(spec, west, east, "User:mirror", [topic], leave_out=left_out)
-        problems = check_internal_topic_access(spec, AdminClient(_admin_config(spec)))
+        problems = InternalTopicAccess.for_flow(spec).check(AdminClient(_admin_config(spec)))
         # without Describe the broker does not tell whether the topic exists
         missing = missing or ("Create", "Describe", *needed_access(spec)[left_out][1])
         assert [(p.topic, p.missing) for p in problems] == [(left_out, missing)], problems
@@ -368,7 +368,7 @@ def test_the_listed_acls_are_enough_for_heartbeats_the_created_topics_registry_a
     who = principal(mechanism)
     try:
         grant(spec, west, east, who, [topic])
-        assert check_internal_topic_access(spec, AdminClient(_admin_config(spec))) == []
+        assert InternalTopicAccess.for_flow(spec).check(AdminClient(_admin_config(spec))) == []
         TargetTopics(admin_client(spec.source), admin_client(spec.target), spec.target).ensure(
             {topic: MirroredTopic(topic, 1, remote)}
         )
@@ -376,7 +376,9 @@ def test_the_listed_acls_are_enough_for_heartbeats_the_created_topics_registry_a
         registry.record([(remote, topic)])
         assert remote in registry.load()
         emitter = HeartbeatEmitter.for_flow(
-            spec.route, spec.heartbeats, new_producer(producer_config(spec), role="heartbeats-producer")
+            spec.route,
+            spec.heartbeats,
+            new_producer(producer_config(spec.target, spec.copy, spec.id), role="heartbeats-producer"),
         )
         ensure_heartbeats_topic(emitter)
         assert emitter.maybe_emit(1_700_000_000_000)
@@ -464,7 +466,7 @@ def test_the_rendered_kafka_acls_commands_alone_let_the_engine_run(
     assert len(commands) == len(grants)
     try:
         assert apply_rendered(commands, west, east) == sum(len(g.operations) for g in grants)
-        assert check_internal_topic_access(spec, AdminClient(_admin_config(spec))) == []
+        assert InternalTopicAccess.for_flow(spec).check(AdminClient(_admin_config(spec))) == []
         TargetTopics(admin_client(spec.source), admin_client(spec.target), spec.target).ensure(
             {topic: MirroredTopic(topic, 1, f"west.{topic}")}
         )

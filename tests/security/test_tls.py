@@ -170,7 +170,7 @@ def test_mirror_through_tls_and_mutual_tls_keeps_every_record(
     assert "Certificate accepted at depth=0: CN=mirrormaker" in tls.target_stunnel.log()
     assert spec.target.config["ssl.key.password"] == f"${{file:{tls.password_file}}}"
     out, err = capfd.readouterr()
-    for text in (out, err, caplog.text, repr(spec), repr(redact(producer_config(spec)))):
+    for text in (out, err, caplog.text, repr(spec), repr(redact(producer_config(spec.target, spec.copy, spec.id)))):
         assert KEY_PASSWORD not in text
 
 
@@ -286,7 +286,8 @@ def test_mutual_tls_with_a_pkcs12_keystore(tls: TlsClusters, tmp_path: Path) -> 
 
 
 def test_flow_start_up_check_passes_for_both_tls_clusters(tls: TlsClusters, unique: str) -> None:
-    check_flow_security(_flow(tls, unique), timeout_s=10)
+    flow = _flow(tls, unique)
+    check_flow_security(flow.source, flow.target, timeout_s=10)
 
 
 def test_the_app_mirrors_through_mutual_tls_without_printing_the_key_password(
