@@ -26,6 +26,93 @@ TANSU_FENCES = 1 if IS_TANSU else 0
 BASE_TIMESTAMP_MS = (int(time.time()) - 3600) * 1000
 
 
+# A flow that only copies: no checkpoints, no heartbeats (flow_raw's options).
+COPY_ONLY = {"emit_checkpoints": False, "emit_heartbeats": False}
+
+
+def flow_raw(
+    clusters: Any, source_alias: str, target_alias: str, topics: list[str], checkpoint_location: Any, **options: Any
+) -> dict[str, Any]:
+    """A flow spec as a dict, from `clusters.source` (named `source_alias`) to `clusters.target`:
+    its id `source_alias->target_alias`, the default replication policy, no topic excluded;
+    `options` add or replace top-level keys (`id`, `groups`, `emit_heartbeats`...)."""
+    return {
+        "id": f"{source_alias}->{target_alias}",
+        "checkpoint_location": str(checkpoint_location),
+        "source": {"alias": source_alias, "bootstrap_servers": clusters.source},
+        "target": {"alias": target_alias, "bootstrap_servers": clusters.target},
+        "topics": list(topics),
+        "topics_exclude": [],
+        "replication_policy": {"type": "default"},
+        **options,
+    }
+
+
+def dr_topology(
+    clusters: Any,
+    primary: str,
+    standby: str,
+    topics: list[str],
+    groups: list[str],
+    datacenters: tuple[str, str] = ("dc-a", "dc-b"),
+    defaults: dict[str, Any] | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """A topology as a dict: `clusters.source` named `primary` (in the first of `datacenters`) and
+    `clusters.target` named `standby`, one active-passive topology "dr" between them of `topics`
+    and `groups`; `defaults` (when given) and `options` (the topology's own settings) add to it."""
+    return {
+        "clusters": {
+            primary: {"bootstrap_servers": clusters.source, "datacenter": datacenters[0]},
+            standby: {"bootstrap_servers": clusters.target, "datacenter": datacenters[1]},
+        },
+        **({"defaults": defaults} if defaults is not None else {}),
+        "topologies": [
+            {
+                "name": "dr",
+                "pattern": "active-passive",
+                "primary": primary,
+                "standby": standby,
+                **options,
+                "topics": list(topics),
+                "groups": list(groups),
+            }
+        ],
+    }
+
+
+def transactional_clients(clusters: Any, spec: Any, task_id: int) -> tuple[Consumer, Producer, Consumer]:
+    """The clients of one exactly-once task of `spec` between `clusters`, as the app makes them: a
+    read_committed source consumer of the flow's group, the task's transactional producer and the
+    consumer of the target's offsets group."""
+    from kmirror_engine.copying.ranges import CONSUMER_REQUIRED, CONSUMER_TUNING
+    from kmirror_engine.planning.internal_names import offsets_group, transactional_id
+
+    source = Consumer(
+        {
+            "bootstrap.servers": clusters.source,
+            "group.id": spec.consumer_group,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            **CONSUMER_TUNING,
+            **CONSUMER_REQUIRED,
+        }
+    )
+    offsets = Consumer(
+        {"bootstrap.servers": clusters.target, "group.id": offsets_group(spec), "enable.auto.commit": False}
+    )
+    producer = Producer(
+        {
+            "bootstrap.servers": clusters.target,
+            "transactional.id": transactional_id(spec, task_id),
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+        }
+    )
+    return source, producer, offsets
+
+
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.create_topics([NewTopic(name, partitions, 1, config=config or {})])

@@ -40,7 +40,7 @@ from kmirror_engine.failover.group_sync import committed_offsets
 from kmirror_engine.failover.offset_syncs import OffsetSyncTopic, SyncStore, read_partition0
 from kmirror_engine.observability.progress import BatchProgress
 from tests.brokers import IS_TANSU
-from tests.kafka_helpers import FENCE_KEY, TANSU_FENCES, add_fences, create_topic, produce
+from tests.kafka_helpers import FENCE_KEY, TANSU_FENCES, add_fences, create_topic, flow_raw, produce
 
 pytestmark = pytest.mark.spark40  # also in leg 2 (pyspark 4.0.2 / Python 3.10)
 
@@ -63,6 +63,26 @@ def fence(bootstrap: str, topic: str, key_value: tuple[bytes, bytes]) -> None:
     if not IS_TANSU:
         return
     produce(bootstrap, topic, [{"key": key_value[0], "value": key_value[1], "partition": 0}])
+
+
+def shifted_flow(
+    clusters: Any, unique: str, tmp_path: Path, groups: list[str], **options: Any
+) -> tuple[Path, FlowSpec]:
+    """The flow s<unique> -> t<unique> of orders-<unique> (checkpoints only when a pass asks, metrics
+    on any free port; `options` add to it), written to tmp_path/flow.json. Its source topic holds
+    v0..v9 (and tansu's fence), its remote topic FOREIGN unrelated records first: offsets shift."""
+    src_alias, topic = f"s{unique}", f"orders-{unique}"
+    remote = f"{src_alias}.{topic}"
+    options = {"groups": groups, "metrics_port": 0, "checkpoint_interval_ms": 3_600_000, **options}
+    raw = flow_raw(clusters, src_alias, f"t{unique}", [topic], tmp_path / "ckpt", **options)
+    flow = tmp_path / "flow.json"
+    flow.write_text(json.dumps(raw))
+    create_topic(clusters.source, topic)
+    create_topic(clusters.target, remote)
+    produce(clusters.target, remote, [{"value": f"unrelated-{i}".encode(), "partition": 0} for i in range(FOREIGN)])
+    produce(clusters.source, topic, [{"value": f"v{i}".encode(), "key": b"k", "partition": 0} for i in range(10)])
+    add_fences(clusters.source, topic, 1)  # offset 10
+    return flow, parse_flow_spec(raw)
 
 
 def mirror_pass(spec: FlowSpec, topic: str, remote: str, end: int, batch_id: int, listener: Any) -> None:
@@ -116,27 +136,7 @@ def test_failover_resumes_at_exactly_the_shifted_offsets(
     src_alias, dst_alias = f"s{unique}", f"t{unique}"
     topic, group = f"orders-{unique}", f"app-{unique}"
     remote = f"{src_alias}.{topic}"
-    raw = {
-        "id": f"{src_alias}->{dst_alias}",
-        "checkpoint_location": str(tmp_path / "ckpt"),
-        "source": {"alias": src_alias, "bootstrap_servers": clusters.source},
-        "target": {"alias": dst_alias, "bootstrap_servers": clusters.target},
-        "topics": [f"orders-{unique}"],
-        "topics_exclude": [],
-        "replication_policy": {"type": "default"},
-        "groups": [f"app.*-{unique}"],
-        "sync_group_offsets": True,
-        "metrics_port": 0,
-        "checkpoint_interval_ms": 3_600_000,
-    }
-    flow = tmp_path / "flow.json"
-    flow.write_text(json.dumps(raw))
-    spec = parse_flow_spec(raw)
-    create_topic(clusters.source, topic)
-    create_topic(clusters.target, remote)
-    produce(clusters.target, remote, [{"value": f"unrelated-{i}".encode(), "partition": 0} for i in range(FOREIGN)])
-    produce(clusters.source, topic, [{"value": f"v{i}".encode(), "key": b"k", "partition": 0} for i in range(10)])
-    add_fences(clusters.source, topic, 1)  # offset 10
+    flow, spec = shifted_flow(clusters, unique, tmp_path, [f"app.*-{unique}"], sync_group_offsets=True)
     commit(clusters.source, group, topic, GROUP_AT)
     commit(clusters.source, f"app2-{unique}", topic, 6)
     commit(clusters.source, f"other-{unique}", topic, 5)  # not selected by groups
@@ -227,17 +227,7 @@ def test_translation_stays_exact_across_a_restart_and_a_new_shift(clusters: Any,
     src_alias, dst_alias = f"s{unique}", f"t{unique}"
     topic, group, remote = f"events-{unique}", f"app-{unique}", f"s{unique}.events-{unique}"
     spec = parse_flow_spec(
-        {
-            "id": f"{src_alias}->{dst_alias}",
-            "checkpoint_location": str(tmp_path),
-            "emit_heartbeats": False,
-            "source": {"alias": src_alias, "bootstrap_servers": clusters.source},
-            "target": {"alias": dst_alias, "bootstrap_servers": clusters.target},
-            "topics": [topic],
-            "topics_exclude": [],
-            "replication_policy": {"type": "default"},
-            "groups": [group],
-        }
+        flow_raw(clusters, src_alias, dst_alias, [topic], tmp_path, emit_heartbeats=False, groups=[group])
     )
     create_topic(clusters.source, topic)
     create_topic(clusters.target, remote)
@@ -279,18 +269,8 @@ def test_spark_once_run_leaves_checkpoints_group_offsets_and_lag_behind(
     src_alias, dst_alias = f"s{unique}", f"t{unique}"
     topic, group = f"pay-{unique}", f"app-{unique}"
     remote = f"{src_alias}.{topic}"
-    raw = {
-        "id": f"{src_alias}->{dst_alias}",
-        "checkpoint_location": str(tmp_path / "ckpt"),
-        "source": {"alias": src_alias, "bootstrap_servers": clusters.source},
-        "target": {"alias": dst_alias, "bootstrap_servers": clusters.target},
-        "topics": [topic],
-        "topics_exclude": [],
-        "replication_policy": {"type": "default"},
-        "groups": [group],
-        "sync_group_offsets": True,
-        "metrics_port": free_port(),
-    }
+    options = {"groups": [group], "sync_group_offsets": True, "metrics_port": free_port()}
+    raw = flow_raw(clusters, src_alias, dst_alias, [topic], tmp_path / "ckpt", **options)
     flow = tmp_path / "flow.json"
     flow.write_text(json.dumps(raw))
     spec = parse_flow_spec(raw)
@@ -385,17 +365,7 @@ def test_failover_refuses_an_unmirrored_partition_unless_allow_partial(
     partition 1, whose consumers then started at auto.offset.reset (latest: skipping)."""
     src_alias, dst_alias = f"s{unique}", f"t{unique}"
     topic, group, remote = f"part-{unique}", f"app-{unique}", f"s{unique}.part-{unique}"
-    raw = {
-        "id": f"{src_alias}->{dst_alias}",
-        "checkpoint_location": str(tmp_path),
-        "emit_heartbeats": False,
-        "source": {"alias": src_alias, "bootstrap_servers": clusters.source},
-        "target": {"alias": dst_alias, "bootstrap_servers": clusters.target},
-        "topics": [topic],
-        "topics_exclude": [],
-        "replication_policy": {"type": "default"},
-        "groups": [group],
-    }
+    raw = flow_raw(clusters, src_alias, dst_alias, [topic], tmp_path, emit_heartbeats=False, groups=[group])
     flow = tmp_path / "flow.json"
     flow.write_text(json.dumps(raw))
     spec = parse_flow_spec(raw)

@@ -18,7 +18,7 @@ import pytest
 from kmirror.flow.spec import parse_flow_spec
 from kmirror_cli.cli import main
 from spark_app.main import run_flow
-from tests.kafka_helpers import consume_all, create_topic, produce
+from tests.kafka_helpers import consume_all, create_topic, flow_raw, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real_kafka, pytest.mark.spark40]
 
@@ -122,20 +122,9 @@ def test_a_paused_flow_copies_nothing_keeps_its_heartbeats_and_resumes_exactly_o
     topic = f"pause-{unique}"
     create_topic(clusters.source, topic, 2)
     produce(clusters.source, topic, records("a", 100))
-    raw = {
-        "id": f"pw{unique}->pe{unique}",
-        "topics": [topic],
-        "topics_exclude": [],
-        "replication_policy": {"type": "default"},
-        "checkpoint_location": str(tmp_path / "ckpt"),
-        "source": {"alias": f"pw{unique}", "bootstrap_servers": clusters.source},
-        "target": {"alias": f"pe{unique}", "bootstrap_servers": clusters.target},
-        "emit_checkpoints": False,
-        "emit_heartbeats": True,
-        "heartbeat_interval_ms": 500,
-        "heartbeats_replication_enabled": False,
-        "trigger_interval_ms": 200,
-    }
+    beats = {"emit_heartbeats": True, "heartbeat_interval_ms": 500, "heartbeats_replication_enabled": False}
+    options = {"emit_checkpoints": False, "trigger_interval_ms": 200, **beats}
+    raw = flow_raw(clusters, f"pw{unique}", f"pe{unique}", [topic], tmp_path / "ckpt", **options)
     spec = parse_flow_spec(raw)
     flow = tmp_path / "flow.json"
     flow.write_text(json.dumps(raw))

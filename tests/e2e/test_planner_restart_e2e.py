@@ -17,7 +17,7 @@ import pytest
 
 from kmirror.flow.spec import parse_flow_spec
 from spark_app.main import run_flow
-from tests.kafka_helpers import consume_all, create_topic, produce
+from tests.kafka_helpers import COPY_ONLY, consume_all, create_topic, flow_raw, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark40, pytest.mark.real_kafka]
 RUNNER_MODULE = "python_streaming_source_runner"
@@ -79,18 +79,9 @@ def test_a_killed_planning_process_restarts_the_query_and_nothing_is_lost_or_dou
     create_topic(clusters.source, topic, 2)
     produce(clusters.source, topic, records("a", 200))
     spec = parse_flow_spec(
-        {
-            "id": f"pw{unique}->pe{unique}",
-            "topics": [topic],
-            "topics_exclude": [],
-            "replication_policy": {"type": "default"},
-            "checkpoint_location": str(tmp_path / "ckpt"),
-            "source": {"alias": f"pw{unique}", "bootstrap_servers": clusters.source},
-            "target": {"alias": f"pe{unique}", "bootstrap_servers": clusters.target},
-            "emit_checkpoints": False,
-            "emit_heartbeats": False,
-            "trigger_interval_ms": 200,
-        }
+        flow_raw(
+            clusters, f"pw{unique}", f"pe{unique}", [topic], tmp_path / "ckpt", trigger_interval_ms=200, **COPY_ONLY
+        )
     )
     remote = f"pw{unique}.{topic}"
     stop, failures = threading.Event(), list[Exception]()

@@ -97,16 +97,8 @@ def test_exactly_once_killed_with_a_transaction_open_leaves_no_visible_duplicate
     topic, remote, partitions = f"eos-kill-{unique}", f"west.eos-kill-{unique}", 1
     create_topic(clusters.source, topic, partitions)
     ends = produce_values(clusters.source, topic, partitions, 4000, "a")
-    flow = flow_spec(
-        unique,
-        clusters.source,
-        clusters.target,
-        [topic],
-        tmp_path,
-        exactly_once=True,
-        max_records_per_trigger=2000,
-        max_records_per_second=400,
-    )
+    paced = {"exactly_once": True, "max_records_per_trigger": 2000, "max_records_per_second": 400}
+    flow = flow_spec(unique, clusters.source, clusters.target, [topic], tmp_path, **paced)
     app = app_factory(flow).start()
     clock = Clock()
 

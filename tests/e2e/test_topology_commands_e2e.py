@@ -30,7 +30,7 @@ from kmirror_engine.planning.flow_control import newest_record
 from kmirror_engine.planning.internal_names import control_topic
 from tests.e2e.test_failover_e2e import commit
 from tests.e2e.test_pause_resume_e2e import DriverLog, StreamingRun, delete_control_topic, target_count
-from tests.kafka_helpers import consume_all, create_topic, produce
+from tests.kafka_helpers import consume_all, create_topic, dr_topology, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real_kafka]
 GROUP_AT = 40  # the application group's position on the source
@@ -59,30 +59,11 @@ def test_the_operator_commands_work_from_the_topology_alone(
     a, b = f"tw{unique}", f"te{unique}"
     topic, group, flow_id = f"ops-{unique}", f"app-{unique}", f"tw{unique}->te{unique}"
     remote = f"{a}.{topic}"
-    raw = {
-        "clusters": {
-            a: {"bootstrap_servers": clusters.source, "datacenter": "dc-a"},
-            b: {"bootstrap_servers": clusters.target, "datacenter": "dc-b"},
-        },
-        "defaults": {
-            "heartbeat_interval_ms": 500,
-            "checkpoint_interval_ms": 500,
-            "trigger_interval_ms": 200,
-            "heartbeats_replication_enabled": False,
-        },
-        "topologies": [
-            {
-                "name": "dr",
-                "pattern": "active-passive",
-                "primary": a,
-                "standby": b,
-                "sync_group_offsets": False,  # the group moves only by the failover command
-                "reverse_flow": True,  # a second flow (b->a, run in dc-a, never started): status of many
-                "topics": [topic],
-                "groups": [group],
-            }
-        ],
-    }
+    beats = {"heartbeat_interval_ms": 500, "heartbeats_replication_enabled": False}
+    defaults = {**beats, "checkpoint_interval_ms": 500, "trigger_interval_ms": 200}
+    settings = {"sync_group_offsets": False}  # the group moves only by the failover command
+    settings["reverse_flow"] = True  # a second flow (b->a, run in dc-a, never started): status of many
+    raw = dr_topology(clusters, a, b, [topic], [group], defaults=defaults, **settings)
     (tmp_path / "topology.yaml").write_text(yaml.safe_dump(raw))
     (tmp_path / "stacks").mkdir()
     (tmp_path / "stacks" / "Pulumi.dcb.yaml").write_text(
