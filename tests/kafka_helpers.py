@@ -14,11 +14,23 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kmirror.mm2.formats import (
+    Checkpoint,
+    Heartbeat,
+    OffsetSync,
+    encode_checkpoint,
+    encode_heartbeat,
+    encode_offset_sync,
+)
 from tests.brokers import IS_TANSU
 
 FENCE_KEY = b"__kmirror_test_fence__"
 # Records `add_fences` adds per partition: one on tansu, none on Apache Kafka.
 TANSU_FENCES = 1 if IS_TANSU else 0
+# A valid (key, value) of each MM2 internal topic, for a fence there: its readers decode every record.
+SYNC_FENCE = encode_offset_sync(OffsetSync("__fence", 0, 0, 0))
+CHECKPOINT_FENCE = encode_checkpoint(Checkpoint("fence", "f", 0, 0, 0))
+HEARTBEAT_FENCE = encode_heartbeat(Heartbeat("fence", "fence", 0))
 # Record timestamps for test data: an hour ago. A real broker applies time-based retention to
 # CreateTime: records stamped years ago roll their segment and are deleted within minutes. A topic
 # holding them needs retention.ms well over an hour plus the session (tests use a day): with an

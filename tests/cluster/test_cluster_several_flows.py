@@ -26,7 +26,6 @@ from tests.e2e.fault_helpers import (
     wait_mirrored,
     west_and_north_flows,
 )
-from tests.kafka_helpers import create_topic
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.cluster, pytest.mark.timeout(1200)]
 FIRST_BATCH_TIMEOUT_S = 480.0  # a hang detector, as in test_cluster_faults: minutes of start-up under load
@@ -38,10 +37,8 @@ def test_two_flows_in_one_cluster_app_one_source_frozen_the_other_keeps_mirrorin
     clock = Clock()
     topic, partitions = f"cmulti-{unique}", 2
     with new_broker(f"cmulti-north-{unique}", freezes=True) as north:
-        create_topic(clusters.source, topic, partitions)
-        create_topic(north.bootstrap_servers, topic, partitions)
         west, north_flow = west_and_north_flows(
-            unique, clusters.source, north.bootstrap_servers, clusters.target, topic, tmp_path
+            unique, clusters.source, north.bootstrap_servers, clusters.target, topic, partitions, tmp_path
         )
         north_path = tmp_path / "north.json"
         north_path.write_text(json.dumps(north_flow))

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from tests.kafka_helpers import FENCE_KEY, add_fences, produce
+from tests.kafka_helpers import FENCE_KEY, add_fences, create_topic, produce
 
 END_KEY = b"__fault_end__"
 # The app's start to its first durable batch: ~20 s on an idle 2-core box, over 90 s with the load
@@ -123,10 +123,13 @@ def flow_spec(
 
 
 def west_and_north_flows(
-    unique: str, west: str, north: str, target: str, topic: str, tmp_path: Path
+    unique: str, west: str, north: str, target: str, topic: str, partitions: int, tmp_path: Path
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Two python-loop flows of `topic` into `target`, one from `west` (the suite's source), one from a
-    second source aliased `north`: the several-flows-in-one-application tests (local and cluster)."""
+    """Two python-loop flows of `topic` (created here on both sources, of `partitions`) into `target`,
+    one from `west` (the suite's source), one from a second source aliased `north`: the
+    several-flows-in-one-application tests (local and cluster)."""
+    create_topic(west, topic, partitions)
+    create_topic(north, topic, partitions)
     west_flow = flow_spec(unique, west, target, [topic], tmp_path / "w", copy_loop="python")
     north_flow = flow_spec(unique, north, target, [topic], tmp_path / "n", copy_loop="python")
     north_flow["id"] = f"north-{unique}->east"

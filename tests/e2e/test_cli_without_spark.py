@@ -17,10 +17,9 @@ from typing import Any
 import pytest
 
 from kmirror.flow.replication_policy import offset_syncs_topic
-from kmirror.mm2.formats import OffsetSync, encode_offset_sync
 from kmirror_engine.failover.failover_listener import FailoverListener
 from tests.e2e.test_failover_e2e import FOREIGN, GROUP_AT, commit, fence, mirror_pass, shifted_flow
-from tests.kafka_helpers import TANSU_FENCES
+from tests.kafka_helpers import SYNC_FENCE, TANSU_FENCES
 
 ROOT = Path(__file__).resolve().parents[2]
 # the project's main dependencies an operator's venv gets (pyproject.toml), pyspark and its stack left out
@@ -74,7 +73,7 @@ def test_lag_translate_and_failover_run_in_a_venv_without_pyspark(
         mirror_pass(spec, topic, remote, end, 0, listener)
     finally:
         listener.close(final=True)
-    fence(clusters.target, offset_syncs_topic(src_alias), encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
+    fence(clusters.target, offset_syncs_topic(src_alias), SYNC_FENCE)
 
     translated = kmirror(no_spark_python, "translate", "--flow", str(flow), "--group", group, "--format", "json")
     assert translated.returncode == 0, translated.stderr

@@ -22,12 +22,7 @@ from kmirror.flow.replication_policy import checkpoints_topic, offset_syncs_topi
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
 from kmirror.mm2.formats import (
     Checkpoint,
-    Heartbeat,
-    OffsetSync,
     decode_heartbeat,
-    encode_checkpoint,
-    encode_heartbeat,
-    encode_offset_sync,
 )
 from kmirror_cli.cli import main
 from kmirror_cli.local_brokers import free_port
@@ -40,7 +35,17 @@ from kmirror_engine.failover.group_sync import committed_offsets
 from kmirror_engine.failover.offset_syncs import OffsetSyncTopic, SyncStore, read_partition0
 from kmirror_engine.observability.progress import BatchProgress
 from tests.brokers import IS_TANSU
-from tests.kafka_helpers import FENCE_KEY, TANSU_FENCES, add_fences, create_topic, flow_raw, produce
+from tests.kafka_helpers import (
+    CHECKPOINT_FENCE,
+    FENCE_KEY,
+    HEARTBEAT_FENCE,
+    SYNC_FENCE,
+    TANSU_FENCES,
+    add_fences,
+    create_topic,
+    flow_raw,
+    produce,
+)
 
 pytestmark = pytest.mark.spark40  # also in leg 2 (pyspark 4.0.2 / Python 3.10)
 
@@ -151,7 +156,7 @@ def test_failover_resumes_at_exactly_the_shifted_offsets(
     listener.close(final=True)
 
     # checkpoints: MM2 format, shifted by FOREIGN, only selected groups
-    fence(clusters.target, checkpoints_topic(src_alias), encode_checkpoint(Checkpoint("fence", "f", 0, 0, 0)))
+    fence(clusters.target, checkpoints_topic(src_alias), CHECKPOINT_FENCE)
     found = {c.group: c for c in read_checkpoints(spec.target, checkpoints_topic(src_alias)) if c.topic == remote}
     assert found == {
         group: Checkpoint(group, remote, 0, GROUP_AT, GROUP_AT + FOREIGN, ""),
@@ -163,7 +168,7 @@ def test_failover_resumes_at_exactly_the_shifted_offsets(
     assert target_records_from(clusters.target, remote, GROUP_AT + FOREIGN) == [f"v{i}".encode() for i in range(4, 10)]
 
     # translation from the persisted syncs (a fresh process would do the same)
-    fence(clusters.target, offset_syncs_topic(src_alias), encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
+    fence(clusters.target, offset_syncs_topic(src_alias), SYNC_FENCE)
     capsys.readouterr()
     assert main(["translate", "--flow", str(flow), "--group", group, "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == [
@@ -182,7 +187,7 @@ def test_failover_resumes_at_exactly_the_shifted_offsets(
     assert committed_offsets(admin_client(spec.target), f"other-{unique}", dst_alias) == {(remote, 0): (8, "")}
 
     # heartbeats (src, dst) reached the target's heartbeats topic
-    fence(clusters.target, "heartbeats", encode_heartbeat(Heartbeat("fence", "fence", 0)))
+    fence(clusters.target, "heartbeats", HEARTBEAT_FENCE)
     beats = [decode_heartbeat(m.key(), m.value()) for m in read_partition0(spec.target, "heartbeats")]
     assert any(b.source_cluster_alias == src_alias and b.target_cluster_alias == dst_alias for b in beats)
 
@@ -237,7 +242,7 @@ def test_translation_stays_exact_across_a_restart_and_a_new_shift(clusters: Any,
     mirror_pass(spec, topic, remote, 10, 0, first)
     first.close(final=False)  # the process goes away
     syncs = offset_syncs_topic(src_alias)
-    fence(clusters.target, syncs, encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
+    fence(clusters.target, syncs, SYNC_FENCE)
 
     produce(clusters.target, remote, [{"value": b"unrelated", "partition": 0}] * 2)  # the shift grows to 5
     produce(clusters.source, topic, [{"value": f"v{i}".encode(), "partition": 0} for i in range(10, 20)])
@@ -248,10 +253,10 @@ def test_translation_stays_exact_across_a_restart_and_a_new_shift(clusters: Any,
 
     expected = offset_of(clusters.target, remote, b"v15")
     assert expected == 15 + 5
-    fence(clusters.target, checkpoints_topic(src_alias), encode_checkpoint(Checkpoint("fence", "f", 0, 0, 0)))
+    fence(clusters.target, checkpoints_topic(src_alias), CHECKPOINT_FENCE)
     (checkpoint,) = [c for c in read_checkpoints(spec.target, checkpoints_topic(src_alias)) if c.group == group]
     assert checkpoint == Checkpoint(group, remote, 0, 15, expected, "")
-    fence(clusters.target, syncs, encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
+    fence(clusters.target, syncs, SYNC_FENCE)
     store = SyncStore()
     OffsetSyncTopic(spec.target, syncs).load(store)
     # every source offset translates exactly to where its record landed, across both runs
@@ -295,9 +300,9 @@ def test_spark_once_run_leaves_checkpoints_group_offsets_and_lag_behind(
         assert f"kmirror_record_count_total{{{labels}}} {END}.0" in metrics  # 10 records (and tansu's fence)
         assert f"kmirror_offset_lag{{{labels}}} 0.0" in metrics
     # tansu hides the newest batch of a partition from offset queries: fence the internal topics there
-    fence(clusters.target, offset_syncs_topic(src_alias), encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
-    fence(clusters.target, checkpoints_topic(src_alias), encode_checkpoint(Checkpoint("fence", "f", 0, 0, 0)))
-    fence(clusters.target, "heartbeats", encode_heartbeat(Heartbeat("fence", "fence", 0)))
+    fence(clusters.target, offset_syncs_topic(src_alias), SYNC_FENCE)
+    fence(clusters.target, checkpoints_topic(src_alias), CHECKPOINT_FENCE)
+    fence(clusters.target, "heartbeats", HEARTBEAT_FENCE)
     expected = [
         {"topic": remote, "partition": 0, "upstream_offset": 4, "downstream_offset": 4 + FOREIGN},
         {"topic": remote, "partition": 1, "upstream_offset": 7, "downstream_offset": 7},
@@ -344,9 +349,9 @@ def test_spark_once_run_leaves_checkpoints_group_offsets_and_lag_behind(
     consumer = Consumer({"bootstrap.servers": clusters.source, "group.id": group, "enable.auto.commit": False})
     consumer.commit(offsets=[TopicPartition(topic, 0, 8)], asynchronous=False)
     consumer.close()
-    fence(clusters.target, offset_syncs_topic(src_alias), encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
+    fence(clusters.target, offset_syncs_topic(src_alias), SYNC_FENCE)
     run_flow(spec, spark=spark, once=True)
-    fence(clusters.target, checkpoints_topic(src_alias), encode_checkpoint(Checkpoint("fence", "f", 0, 0, 0)))
+    fence(clusters.target, checkpoints_topic(src_alias), CHECKPOINT_FENCE)
     latest = {
         (c.topic, c.partition): c
         for c in read_checkpoints(spec.target, checkpoints_topic(src_alias))
@@ -378,7 +383,7 @@ def test_failover_refuses_an_unmirrored_partition_unless_allow_partial(
     listener = FailoverListener.for_flow(spec)
     mirror_pass(spec, topic, remote, 6, 0, listener)  # partition 0 only
     listener.close(final=False)
-    fence(clusters.target, offset_syncs_topic(src_alias), encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
+    fence(clusters.target, offset_syncs_topic(src_alias), SYNC_FENCE)
     capsys.readouterr()
 
     assert main(["failover", "--flow", str(flow), "--group", group]) == 1

@@ -18,7 +18,6 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kmirror.flow.replication_policy import checkpoints_topic, offset_syncs_topic
-from kmirror.mm2.formats import Checkpoint, OffsetSync, encode_checkpoint, encode_offset_sync
 from kmirror_cli.cli import main
 from kmirror_engine.clients.factory import admin_client, consumer_config, producer_config
 from kmirror_engine.copying.range_copy import RangeCopier
@@ -29,7 +28,7 @@ from kmirror_engine.failover.target_only import SOURCE_PROBE_S
 from kmirror_engine.observability.progress import BatchProgress
 from tests.brokers import new_broker, real_kafka
 from tests.e2e.test_failover_e2e import END, FOREIGN, GROUP_AT, commit, fence, shifted_flow, target_records_from
-from tests.kafka_helpers import add_fences, produce
+from tests.kafka_helpers import CHECKPOINT_FENCE, SYNC_FENCE, add_fences, produce
 
 TRANSLATED = GROUP_AT + FOREIGN
 UNMIRRORED = 5  # records the source holds that the mirror has not copied when the source dies
@@ -96,8 +95,8 @@ def mirror_then_lose_the_source(clusters: Any, unique: str, tmp_path: Path) -> O
         listener = FailoverListener.for_flow(spec)
         mirror_until(spec, topic, remote, END, listener)  # the late records are never mirrored
         listener.close(final=True)
-        fence(clusters.target, checkpoints_topic(src_alias), encode_checkpoint(Checkpoint("fence", "f", 0, 0, 0)))
-        fence(clusters.target, offset_syncs_topic(src_alias), encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
+        fence(clusters.target, checkpoints_topic(src_alias), CHECKPOINT_FENCE)
+        fence(clusters.target, offset_syncs_topic(src_alias), SYNC_FENCE)
     finally:
         source.stop()
     return Outage(source, flow, spec, src_alias, dst_alias, topic, remote, group)

@@ -28,7 +28,6 @@ from tests.e2e.fault_helpers import (
     wait_until,
     west_and_north_flows,
 )
-from tests.kafka_helpers import create_topic
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -39,10 +38,8 @@ def test_two_flows_one_target_one_source_frozen_the_other_keeps_mirroring_nothin
     clock = Clock()
     topic, partitions = f"multi-{unique}", 2
     with new_broker(f"multi-north-{unique}", freezes=True) as north:
-        create_topic(clusters.source, topic, partitions)
-        create_topic(north.bootstrap_servers, topic, partitions)
         west_flow, north_flow = west_and_north_flows(
-            unique, clusters.source, north.bootstrap_servers, clusters.target, topic, tmp_path
+            unique, clusters.source, north.bootstrap_servers, clusters.target, topic, partitions, tmp_path
         )
         specs = [parse_flow_spec(west_flow, "west.json"), parse_flow_spec(north_flow, "north.json")]
         stop = threading.Event()

@@ -22,14 +22,13 @@ from confluent_kafka import Consumer, TopicPartition
 
 from kmirror.flow.replication_policy import offset_syncs_topic
 from kmirror.flow.spec import parse_flow_spec
-from kmirror.mm2.formats import OffsetSync, encode_offset_sync
 from kmirror_cli.cli import main
 from kmirror_engine.failover.failover_listener import FailoverClients, FailoverListener
 from kmirror_engine.failover.offset_sync_snapshots import SyncLog
 from kmirror_engine.failover.offset_syncs import OffsetSyncTopic, SyncStore
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 from kmirror_engine.planning.internal_names import snapshot_topic
-from tests.kafka_helpers import create_topic, flow_raw, produce
+from tests.kafka_helpers import SYNC_FENCE, create_topic, flow_raw, produce
 
 pytestmark = pytest.mark.spark40  # also in leg 2 (pyspark 4.0.2 / Python 3.10)
 
@@ -85,7 +84,7 @@ def test_restart_and_translate_time_stay_flat_as_batches_accumulate(
         produce(
             clusters.target,
             offset_syncs_topic(src),
-            [{"key": k, "value": v, "partition": 0} for k, v in [encode_offset_sync(OffsetSync("__fence", 0, 0, 0))]],
+            [{"key": SYNC_FENCE[0], "value": SYNC_FENCE[1], "partition": 0}],
         )
         group_at = (batches - 1) * 2 * RECORDS + 20  # mid-way through the newest batch
         commit_group(clusters.source, group, topic, group_at)

@@ -28,8 +28,9 @@ from kmirror_engine.failover.group_sync import committed_offsets
 from kmirror_engine.failover.offset_syncs import read_partition0
 from kmirror_engine.planning.flow_control import newest_record
 from kmirror_engine.planning.internal_names import control_topic
+from tests.e2e.streaming_run import DriverLog, StreamingRun
 from tests.e2e.test_failover_e2e import commit
-from tests.e2e.test_pause_resume_e2e import DriverLog, StreamingRun, delete_control_topic, target_count
+from tests.e2e.test_pause_resume_e2e import delete_control_topic, target_count
 from tests.kafka_helpers import consume_all, create_topic, dr_topology, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real_kafka]
@@ -52,8 +53,7 @@ def test_the_operator_commands_work_from_the_topology_alone(
     clusters: Any,
     unique: str,
     tmp_path: Path,
-    capfd: pytest.CaptureFixture[str],
-    request: pytest.FixtureRequest,
+    driver_log: DriverLog,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     a, b = f"tw{unique}", f"te{unique}"
@@ -80,7 +80,7 @@ def test_the_operator_commands_work_from_the_topology_alone(
     create_topic(clusters.source, topic, 1)
     produce(clusters.source, topic, [{"value": f"a-{i}".encode(), "partition": 0} for i in range(100)])
     commit(clusters.source, group, topic, GROUP_AT)
-    log, run = DriverLog(request, capfd), StreamingRun(spec, spark)
+    log, run = driver_log, StreamingRun(spec, spark)
     run.start()
     try:
         consume_all(
