@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from spark_app.main import run_flow
+from tests.kafka_helpers import consume_all
 
 
 class StreamingRun:
@@ -29,6 +30,11 @@ class StreamingRun:
 
     def start(self) -> None:
         self.thread.start()
+
+    def wait_for_first_batch(self, bootstrap: str, topic: str, partitions: int, records: int) -> None:
+        """Until `records` records reached `topic` (of `partitions`) on `bootstrap`: the first batch,
+        as the query starts (minutes on a loaded box)."""
+        consume_all(bootstrap, topic, partitions, timeout_s=300, expect=records)
 
     def end(self, timeout_s: float = 120) -> None:
         """Stop after the current batch and wait for the thread."""

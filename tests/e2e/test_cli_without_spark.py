@@ -18,7 +18,7 @@ import pytest
 
 from kmirror.flow.replication_policy import offset_syncs_topic
 from kmirror_engine.failover.failover_listener import FailoverListener
-from tests.e2e.test_failover_e2e import FOREIGN, GROUP_AT, commit, fence, mirror_pass, shifted_flow
+from tests.e2e.test_failover_e2e import FOREIGN, GROUP_AT, commit, fence, mirror_pass, shifted_flow, shifted_names
 from tests.kafka_helpers import SYNC_FENCE, TANSU_FENCES
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,9 +61,8 @@ def kmirror(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_lag_translate_and_failover_run_in_a_venv_without_pyspark(
     clusters: Any, unique: str, tmp_path: Path, no_spark_python: Path
 ) -> None:
-    src_alias, dst_alias = f"s{unique}", f"t{unique}"
-    topic, group, other = f"orders-{unique}", f"app-{unique}", f"other-{unique}"
-    remote = f"{src_alias}.{topic}"
+    src_alias, dst_alias, topic, remote = shifted_names(unique)
+    group, other = f"app-{unique}", f"other-{unique}"
     flow, spec = shifted_flow(clusters, unique, tmp_path, [group], sync_group_offsets=False)
     end = 10 + TANSU_FENCES
     commit(clusters.source, group, topic, GROUP_AT)

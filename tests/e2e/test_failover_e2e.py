@@ -70,16 +70,21 @@ def fence(bootstrap: str, topic: str, key_value: tuple[bytes, bytes]) -> None:
     produce(bootstrap, topic, [{"key": key_value[0], "value": key_value[1], "partition": 0}])
 
 
+def shifted_names(unique: str) -> tuple[str, str, str, str]:
+    """shifted_flow's source and target aliases, its topic and that topic's name on the target."""
+    src_alias, topic = f"s{unique}", f"orders-{unique}"
+    return src_alias, f"t{unique}", topic, f"{src_alias}.{topic}"
+
+
 def shifted_flow(
     clusters: Any, unique: str, tmp_path: Path, groups: list[str], **options: Any
 ) -> tuple[Path, FlowSpec]:
     """The flow s<unique> -> t<unique> of orders-<unique> (checkpoints only when a pass asks, metrics
     on any free port; `options` add to it), written to tmp_path/flow.json. Its source topic holds
     v0..v9 (and tansu's fence), its remote topic FOREIGN unrelated records first: offsets shift."""
-    src_alias, topic = f"s{unique}", f"orders-{unique}"
-    remote = f"{src_alias}.{topic}"
+    src_alias, dst_alias, topic, remote = shifted_names(unique)
     options = {"groups": groups, "metrics_port": 0, "checkpoint_interval_ms": 3_600_000, **options}
-    raw = flow_raw(clusters, src_alias, f"t{unique}", [topic], tmp_path / "ckpt", **options)
+    raw = flow_raw(clusters, src_alias, dst_alias, [topic], tmp_path / "ckpt", **options)
     flow = tmp_path / "flow.json"
     flow.write_text(json.dumps(raw))
     create_topic(clusters.source, topic)
@@ -138,9 +143,8 @@ def target_records_from(bootstrap: str, topic: str, offset: int) -> list[bytes]:
 def test_failover_resumes_at_exactly_the_shifted_offsets(
     clusters: Any, unique: str, tmp_path: Path, capsys: Any
 ) -> None:
-    src_alias, dst_alias = f"s{unique}", f"t{unique}"
-    topic, group = f"orders-{unique}", f"app-{unique}"
-    remote = f"{src_alias}.{topic}"
+    src_alias, dst_alias, topic, remote = shifted_names(unique)
+    group = f"app-{unique}"
     flow, spec = shifted_flow(clusters, unique, tmp_path, [f"app.*-{unique}"], sync_group_offsets=True)
     commit(clusters.source, group, topic, GROUP_AT)
     commit(clusters.source, f"app2-{unique}", topic, 6)

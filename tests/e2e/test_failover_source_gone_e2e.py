@@ -27,7 +27,16 @@ from kmirror_engine.failover.group_sync import committed_offsets
 from kmirror_engine.failover.target_only import SOURCE_PROBE_S
 from kmirror_engine.observability.progress import BatchProgress
 from tests.brokers import new_broker, real_kafka
-from tests.e2e.test_failover_e2e import END, FOREIGN, GROUP_AT, commit, fence, shifted_flow, target_records_from
+from tests.e2e.test_failover_e2e import (
+    END,
+    FOREIGN,
+    GROUP_AT,
+    commit,
+    fence,
+    shifted_flow,
+    shifted_names,
+    target_records_from,
+)
 from tests.kafka_helpers import CHECKPOINT_FENCE, SYNC_FENCE, add_fences, produce
 
 TRANSLATED = GROUP_AT + FOREIGN
@@ -81,9 +90,8 @@ def mirror_then_lose_the_source(clusters: Any, unique: str, tmp_path: Path) -> O
     """Source: v0..v9 then UNMIRRORED late records; the group at GROUP_AT; the mirror copies
     v0..v9 (with checkpoints and syncs) onto a target topic holding FOREIGN records; then the
     source broker is stopped (its data kept on disk on Apache Kafka, so it can come back)."""
-    src_alias, dst_alias = f"s{unique}", f"t{unique}"
-    topic, group = f"orders-{unique}", f"app-{unique}"
-    remote = f"{src_alias}.{topic}"
+    src_alias, dst_alias, topic, remote = shifted_names(unique)
+    group = f"app-{unique}"
     source = new_broker(f"gone-src-{unique}").start()
     try:
         gone = replace(clusters, source=source.bootstrap_servers)

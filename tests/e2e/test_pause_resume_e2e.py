@@ -84,9 +84,7 @@ def test_a_paused_flow_copies_nothing_keeps_its_heartbeats_and_resumes_exactly_o
     log, run = driver_log, StreamingRun(spec, spark)
     run.start()
     try:
-        consume_all(
-            clusters.target, remote, 2, timeout_s=300, expect=100
-        )  # the first batch: the query starts (minutes on a loaded box)
+        run.wait_for_first_batch(clusters.target, remote, 2, 100)
         assert main(["pause", "--flow", str(flow), "--reason", "e2e maintenance"]) == 0
         line = log.wait_for('"state": "paused"', 60)
         audit = json.loads(line.split("kmirror control ", 1)[1])

@@ -83,9 +83,7 @@ def test_the_operator_commands_work_from_the_topology_alone(
     log, run = driver_log, StreamingRun(spec, spark)
     run.start()
     try:
-        consume_all(
-            clusters.target, remote, 1, timeout_s=300, expect=100
-        )  # the first batch: the query starts (minutes on a loaded box)
+        run.wait_for_first_batch(clusters.target, remote, 1, 100)
 
         # acls: the commands for this flow's clusters and topic (the source asked which topics match)
         code, grants = cli(log, "acls", *by_file)
