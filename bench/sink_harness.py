@@ -68,6 +68,24 @@ class _OneBatch(DataSourceStreamReader):
         """Nothing to commit: the batch is fixed."""
 
 
+def sink_query(spark: SparkSession, ranges: list[list[Any]], tasks: int, spec: dict[str, Any], checkpoint: Path) -> Any:
+    """The started availableNow query that copies `ranges` ([topic, partition, start, end, target
+    topic]) through the kmirror-sink data source of flow `spec`, its writer tasks spread over `tasks`."""
+    spark.dataSource.register(FixedRanges)
+    spark.dataSource.register(MirrorSink)
+    return (
+        spark.readStream.format("kmirror-fixed-ranges")
+        .option("ranges", json.dumps(ranges))
+        .option("tasks", tasks)
+        .load()
+        .writeStream.format("kmirror-sink")
+        .option("flow_spec", json.dumps(spec))
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--records", type=int, default=2_000_000)
@@ -98,19 +116,7 @@ def main() -> int:
         ranges = [["src", p, 0, counts[p], "west.src"] for p in range(nparts)]
         spark = SparkSession.builder.master(args.master).config("spark.ui.enabled", "false").getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
-        spark.dataSource.register(FixedRanges)
-        spark.dataSource.register(MirrorSink)
-        query = (
-            spark.readStream.format("kmirror-fixed-ranges")
-            .option("ranges", json.dumps(ranges))
-            .option("tasks", args.tasks)
-            .load()
-            .writeStream.format("kmirror-sink")
-            .option("flow_spec", json.dumps(spec))
-            .option("checkpointLocation", str(workdir / "checkpoint"))
-            .trigger(availableNow=True)
-            .start()
-        )
+        query = sink_query(spark, ranges, args.tasks, spec, workdir / "checkpoint")
         query.awaitTermination()
         spark.stop()
         add_fences(dst, "west.src", nparts)

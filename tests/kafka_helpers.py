@@ -159,6 +159,16 @@ def produce(bootstrap: str, topic: str, records: list[dict[str, Any]]) -> None:
     assert remaining == 0 and not errors, f"test produce failed: {errors[:3]} remaining={remaining}"
 
 
+def keyed_topic(bootstrap: str, topic: str, count: int) -> None:
+    """`topic` created with 2 partitions, holding `count` records k<i>/v<i>, spread round-robin."""
+    create_topic(bootstrap, topic, 2)
+    produce(
+        bootstrap,
+        topic,
+        [{"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % 2} for i in range(count)],
+    )
+
+
 def add_fences(bootstrap: str, topic: str, partitions: int) -> None:
     """On tansu only: append one fence record per partition (its own produce+flush) after the
     data, so the data's last batch becomes visible to offset queries. Nothing on Apache Kafka."""

@@ -3,14 +3,12 @@ commit runs, and the target holds every record of every range, in order."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pytest
 
-from bench.sink_harness import FixedRanges
-from spark_app.sink import MirrorSink
-from tests.kafka_helpers import add_fences, consume_all, create_topic, produce
+from bench.sink_harness import sink_query
+from tests.kafka_helpers import COPY_ONLY, add_fences, consume_all, create_topic, flow_raw, produce
 
 pytestmark = pytest.mark.e2e
 
@@ -26,32 +24,9 @@ def test_writer_tasks_copy_their_ranges_through_spark(spark: Any, clusters: Any,
     ]
     produce(clusters.source, src, records)
     add_fences(clusters.source, src, 3)
-    spec = {
-        "id": f"west-{unique}->east",
-        "topics": [src],
-        "topics_exclude": [],
-        "source": {"alias": "west", "bootstrap_servers": clusters.source, "config": {}},
-        "target": {"alias": "east", "bootstrap_servers": clusters.target, "config": {}},
-        "replication_policy": {"type": "default"},
-        "checkpoint_location": str(tmp_path / "unused"),
-        "emit_checkpoints": False,
-        "emit_heartbeats": False,
-    }
+    spec = flow_raw(clusters, "west", "east", [src], tmp_path / "unused", id=f"west-{unique}->east", **COPY_ONLY)
     ranges = [[src, p, 0, 30, dst] for p in range(3)]
-    spark.dataSource.register(FixedRanges)
-    spark.dataSource.register(MirrorSink)
-
-    query = (
-        spark.readStream.format("kmirror-fixed-ranges")
-        .option("ranges", json.dumps(ranges))
-        .option("tasks", 2)
-        .load()
-        .writeStream.format("kmirror-sink")
-        .option("flow_spec", json.dumps(spec))
-        .option("checkpointLocation", str(tmp_path / "checkpoint"))
-        .trigger(availableNow=True)
-        .start()
-    )
+    query = sink_query(spark, ranges, 2, spec, tmp_path / "checkpoint")
     query.awaitTermination(300)
 
     assert query.exception() is None

@@ -105,6 +105,19 @@ class TestCa:
         return Issued(cert_path, _write_key(key, self.directory / f"{common_name}.key", key_password))
 
 
+def broker_tls(ca: TestCa, server: Issued, keystore: Path) -> dict[str, str]:
+    """A broker listener's TLS settings: `server`'s key and chain written to `keystore` (a PEM
+    keystore: the key, then the chain) and `ca` trusted."""
+    keystore.write_text(server.key.read_text() + server.cert.read_text())
+    tls = {
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(keystore),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(ca.cert_path),
+    }
+    return tls
+
+
 class Stunnel(BackgroundProcess):
     """stunnel4 in server mode: TLS on `accept_port`, plaintext to `connect_port` on 127.0.0.1.
 
