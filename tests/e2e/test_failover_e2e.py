@@ -20,10 +20,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from kmirror.flow.replication_policy import checkpoints_topic, offset_syncs_topic
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
-from kmirror.mm2.formats import (
-    Checkpoint,
-    decode_heartbeat,
-)
+from kmirror.mm2.formats import Checkpoint, decode_heartbeat
 from kmirror_cli.cli import main
 from kmirror_cli.local_brokers import free_port
 from kmirror_engine.clients.factory import admin_client, consumer_config, producer_config

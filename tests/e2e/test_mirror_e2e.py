@@ -14,10 +14,7 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from kmirror.flow.replication_policy import checkpoints_topic, offset_syncs_topic
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
-from kmirror.mm2.formats import (
-    Checkpoint,
-    decode_heartbeat,
-)
+from kmirror.mm2.formats import Checkpoint, decode_heartbeat
 from kmirror_engine.failover.checkpoints import read_checkpoints
 from kmirror_engine.failover.offset_syncs import read_partition0
 from kmirror_engine.planning.target_topics import configs_to_copy

@@ -15,7 +15,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from kmirror.security.kerberos import jaas_kafka_client, jvm_options, render_krb
 from kmirror.security.security_checks import security_problems
 from kmirror_cli.local_brokers import free_port
 from kmirror_engine.clients.security_check import check_client_support
+from tests.security.app_run import run_once
 from tests.security.kdc_support import REALM, LocalKdc
 from tests.security.sasl_stub import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslGssapiStub
 
@@ -358,30 +358,10 @@ def test_the_app_refuses_to_start_without_gssapi_and_says_how_to_get_it(
     kdc: LocalKdc, keytab: Path, tmp_path: Path
 ) -> None:
     """`python -m spark_app` in this venv (the PyPI wheel) with a Kerberized source cluster."""
-    flow = tmp_path / "flow.json"
-    flow.write_text(
-        json.dumps(
-            {
-                "id": "dc-old->west-1",
-                "topics": [".*"],
-                "topics_exclude": [],
-                "replication_policy": {"type": "default"},
-                "checkpoint_location": str(tmp_path / "checkpoint"),
-                "source": {
-                    "alias": "dc-old",
-                    "bootstrap_servers": f"127.0.0.1:{free_port()}",
-                    "config": client_config(_security(kdc, keytab)),
-                },
-                "target": {"alias": "west-1", "bootstrap_servers": f"127.0.0.1:{free_port()}", "config": {}},
-            }
-        )
-    )
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "spark_app", "--flow", str(flow), "--once"], capture_output=True, text=True, timeout=120
-    )
+    source, target = ("dc-old", f"127.0.0.1:{free_port()}"), ("west-1", f"127.0.0.1:{free_port()}")
+    done, took_s = run_once(tmp_path, source, client_config(_security(kdc, keytab)), target)
     assert done.returncode == 1
-    assert time.monotonic() - started < 20  # before any Spark session or connection attempt
+    assert took_s < 20  # before any Spark session or connection attempt
     assert done.stderr.startswith("kmirror run: cluster 'dc-old' needs sasl.mechanisms=GSSAPI, which this ")
     assert "scripts/build-gssapi-client.sh" in done.stderr and "Traceback" not in done.stderr
 
