@@ -15,7 +15,6 @@ import pytest
 from kmirror.flow.spec import parse_flow_spec
 from spark_app.main import run_flow
 from spark_app.several_flows import run_flows
-from tests.brokers import new_broker
 from tests.e2e.fault_helpers import (
     APP_START_TIMEOUT_S,
     Clock,
@@ -26,7 +25,7 @@ from tests.e2e.fault_helpers import (
     report,
     target_values,
     wait_until,
-    west_and_north_flows,
+    west_and_north,
 )
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
@@ -37,10 +36,7 @@ def test_two_flows_one_target_one_source_frozen_the_other_keeps_mirroring_nothin
 ) -> None:
     clock = Clock()
     topic, partitions = f"multi-{unique}", 2
-    with new_broker(f"multi-north-{unique}", freezes=True) as north:
-        west_flow, north_flow = west_and_north_flows(
-            unique, clusters.source, north.bootstrap_servers, clusters.target, topic, partitions, tmp_path
-        )
+    with west_and_north(clusters, unique, topic, partitions, tmp_path) as (north, west_flow, north_flow):
         specs = [parse_flow_spec(west_flow, "west.json"), parse_flow_spec(north_flow, "north.json")]
         stop = threading.Event()
         codes: list[int] = []
