@@ -14,16 +14,115 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from kmirror.mm2.formats import (
+    Checkpoint,
+    Heartbeat,
+    OffsetSync,
+    encode_checkpoint,
+    encode_heartbeat,
+    encode_offset_sync,
+)
 from tests.brokers import IS_TANSU
 
 FENCE_KEY = b"__kmirror_test_fence__"
 # Records `add_fences` adds per partition: one on tansu, none on Apache Kafka.
 TANSU_FENCES = 1 if IS_TANSU else 0
+# A valid (key, value) of each MM2 internal topic, for a fence there: its readers decode every record.
+SYNC_FENCE = encode_offset_sync(OffsetSync("__fence", 0, 0, 0))
+CHECKPOINT_FENCE = encode_checkpoint(Checkpoint("fence", "f", 0, 0, 0))
+HEARTBEAT_FENCE = encode_heartbeat(Heartbeat("fence", "fence", 0))
 # Record timestamps for test data: an hour ago. A real broker applies time-based retention to
 # CreateTime: records stamped years ago roll their segment and are deleted within minutes. A topic
 # holding them needs retention.ms well over an hour plus the session (tests use a day): with an
 # hour they expire at the first retention check of a slow run (seen: a 2-core CI machine).
 BASE_TIMESTAMP_MS = (int(time.time()) - 3600) * 1000
+
+
+# A flow that only copies: no checkpoints, no heartbeats (flow_raw's options).
+COPY_ONLY = {"emit_checkpoints": False, "emit_heartbeats": False}
+
+
+def flow_raw(
+    clusters: Any, source_alias: str, target_alias: str, topics: list[str], checkpoint_location: Any, **options: Any
+) -> dict[str, Any]:
+    """A flow spec as a dict, from `clusters.source` (named `source_alias`) to `clusters.target`:
+    its id `source_alias->target_alias`, the default replication policy, no topic excluded;
+    `options` add or replace top-level keys (`id`, `groups`, `emit_heartbeats`...)."""
+    return {
+        "id": f"{source_alias}->{target_alias}",
+        "checkpoint_location": str(checkpoint_location),
+        "source": {"alias": source_alias, "bootstrap_servers": clusters.source},
+        "target": {"alias": target_alias, "bootstrap_servers": clusters.target},
+        "topics": list(topics),
+        "topics_exclude": [],
+        "replication_policy": {"type": "default"},
+        **options,
+    }
+
+
+def dr_topology(
+    clusters: Any,
+    primary: str,
+    standby: str,
+    topics: list[str],
+    groups: list[str],
+    datacenters: tuple[str, str] = ("dc-a", "dc-b"),
+    defaults: dict[str, Any] | None = None,
+    **options: Any,
+) -> dict[str, Any]:
+    """A topology as a dict: `clusters.source` named `primary` (in the first of `datacenters`) and
+    `clusters.target` named `standby`, one active-passive topology "dr" between them of `topics`
+    and `groups`; `defaults` (when given) and `options` (the topology's own settings) add to it."""
+    return {
+        "clusters": {
+            primary: {"bootstrap_servers": clusters.source, "datacenter": datacenters[0]},
+            standby: {"bootstrap_servers": clusters.target, "datacenter": datacenters[1]},
+        },
+        **({"defaults": defaults} if defaults is not None else {}),
+        "topologies": [
+            {
+                "name": "dr",
+                "pattern": "active-passive",
+                "primary": primary,
+                "standby": standby,
+                **options,
+                "topics": list(topics),
+                "groups": list(groups),
+            }
+        ],
+    }
+
+
+def transactional_clients(clusters: Any, spec: Any, task_id: int) -> tuple[Consumer, Producer, Consumer]:
+    """The clients of one exactly-once task of `spec` between `clusters`, as the app makes them: a
+    read_committed source consumer of the flow's group, the task's transactional producer and the
+    consumer of the target's offsets group."""
+    from kmirror_engine.copying.ranges import CONSUMER_REQUIRED, CONSUMER_TUNING
+    from kmirror_engine.planning.internal_names import offsets_group, transactional_id
+
+    source = Consumer(
+        {
+            "bootstrap.servers": clusters.source,
+            "group.id": spec.consumer_group,
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            **CONSUMER_TUNING,
+            **CONSUMER_REQUIRED,
+        }
+    )
+    offsets = Consumer(
+        {"bootstrap.servers": clusters.target, "group.id": offsets_group(spec), "enable.auto.commit": False}
+    )
+    producer = Producer(
+        {
+            "bootstrap.servers": clusters.target,
+            "transactional.id": transactional_id(spec, task_id),
+            "acks": "all",
+            "enable.idempotence": True,
+            "linger.ms": 5,
+        }
+    )
+    return source, producer, offsets
 
 
 def create_topic(bootstrap: str, name: str, partitions: int = 1, config: dict[str, str] | None = None) -> None:
@@ -58,6 +157,16 @@ def produce(bootstrap: str, topic: str, records: list[dict[str, Any]]) -> None:
             producer.poll(0)
     remaining = producer.flush(60)
     assert remaining == 0 and not errors, f"test produce failed: {errors[:3]} remaining={remaining}"
+
+
+def keyed_topic(bootstrap: str, topic: str, count: int) -> None:
+    """`topic` created with 2 partitions, holding `count` records k<i>/v<i>, spread round-robin."""
+    create_topic(bootstrap, topic, 2)
+    produce(
+        bootstrap,
+        topic,
+        [{"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % 2} for i in range(count)],
+    )
 
 
 def add_fences(bootstrap: str, topic: str, partitions: int) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import socket
 import struct
+from typing import Any
 
 from kafka.protocol.consumer.fetch import FetchRequest, FetchResponse
 from kafka.protocol.frame import KafkaBytes
@@ -20,6 +21,12 @@ from kmirror_engine.copying.batch_wire import crc_ok, rewrite, split_batches
 from tests.test_batch_copy import build
 
 Partition = FetchResponse.FetchableTopicResponse.PartitionData
+
+
+def fetch_answer(partitions: dict[str, list[Any]], throttle_time_ms: int = 0) -> Any:
+    """kafka-python's v12 fetch answer (no error, no session) of these partitions of each topic, in order."""
+    responses = [FetchResponse.FetchableTopicResponse(topic=t, partitions=p) for t, p in partitions.items()]
+    return FetchResponse[12](throttle_time_ms=throttle_time_ms, error_code=0, session_id=0, responses=responses)
 
 
 def test_uvarint_is_kafkas_unsigned_varint() -> None:
@@ -159,43 +166,38 @@ def test_gathered_requests_survive_partial_vectored_sends_in_order() -> None:
 
 def test_a_fetch_answer_is_read_as_kafka_python_encodes_it_and_records_stay_views() -> None:
     records = bytes(build(0, 3) + build(3, 4))
-    answer = FetchResponse[12](
+    answer = fetch_answer(
+        {
+            "orders": [
+                Partition(
+                    partition_index=1,
+                    error_code=0,
+                    high_watermark=7,
+                    last_stable_offset=7,
+                    log_start_offset=0,
+                    aborted_transactions=[
+                        Partition.AbortedTransaction(producer_id=9, first_offset=2),
+                        Partition.AbortedTransaction(producer_id=11, first_offset=5),
+                    ],
+                    preferred_read_replica=-1,
+                    records=records,
+                    diverging_epoch=Partition.EpochEndOffset(epoch=3, end_offset=4),
+                    current_leader=Partition.LeaderIdAndEpoch(leader_id=2, leader_epoch=8),
+                ),
+                Partition(
+                    partition_index=0,
+                    error_code=6,
+                    high_watermark=-1,
+                    last_stable_offset=-1,
+                    log_start_offset=-1,
+                    aborted_transactions=None,
+                    preferred_read_replica=-1,
+                    records=None,
+                ),
+            ],
+            "pay": [],
+        },
         throttle_time_ms=3,
-        error_code=0,
-        session_id=0,
-        responses=[
-            FetchResponse.FetchableTopicResponse(
-                topic="orders",
-                partitions=[
-                    Partition(
-                        partition_index=1,
-                        error_code=0,
-                        high_watermark=7,
-                        last_stable_offset=7,
-                        log_start_offset=0,
-                        aborted_transactions=[
-                            Partition.AbortedTransaction(producer_id=9, first_offset=2),
-                            Partition.AbortedTransaction(producer_id=11, first_offset=5),
-                        ],
-                        preferred_read_replica=-1,
-                        records=records,
-                        diverging_epoch=Partition.EpochEndOffset(epoch=3, end_offset=4),
-                        current_leader=Partition.LeaderIdAndEpoch(leader_id=2, leader_epoch=8),
-                    ),
-                    Partition(
-                        partition_index=0,
-                        error_code=6,
-                        high_watermark=-1,
-                        last_stable_offset=-1,
-                        log_start_offset=-1,
-                        aborted_transactions=None,
-                        preferred_read_replica=-1,
-                        records=None,
-                    ),
-                ],
-            ),
-            FetchResponse.FetchableTopicResponse(topic="pay", partitions=[]),
-        ],
     )
     answer.with_header(correlation_id=77)
     wire = answer.encode(framed=False, header=True)
@@ -266,27 +268,21 @@ def test_the_direct_parser_reads_answers_split_anyhow_into_their_frames_in_order
     from kmirror_engine.copying.batch_sockets import POOLED_MIN_BYTES, _DirectParser
 
     records = bytes(build(0, 3)) * (POOLED_MIN_BYTES // len(build(0, 3)) + 1)  # large enough for the pool
-    fetch = FetchResponse[12](
-        throttle_time_ms=0,
-        error_code=0,
-        session_id=0,
-        responses=[
-            FetchResponse.FetchableTopicResponse(
-                topic="t",
-                partitions=[
-                    Partition(
-                        partition_index=0,
-                        error_code=0,
-                        high_watermark=3,
-                        last_stable_offset=3,
-                        log_start_offset=0,
-                        aborted_transactions=None,
-                        preferred_read_replica=-1,
-                        records=records,
-                    )
-                ],
-            )
-        ],
+    fetch = fetch_answer(
+        {
+            "t": [
+                Partition(
+                    partition_index=0,
+                    error_code=0,
+                    high_watermark=3,
+                    last_stable_offset=3,
+                    log_start_offset=0,
+                    aborted_transactions=None,
+                    preferred_read_replica=-1,
+                    records=records,
+                )
+            ]
+        }
     )
     fetch.with_header(correlation_id=1)
     produced = ProduceResponse[9](

@@ -22,7 +22,7 @@ from kmirror_engine.failover.target_only import SOURCE_PROBE_S
 from tests.brokers import BROKER
 from tests.e2e.test_failover_e2e import END, GROUP_AT, commit
 from tests.e2e.test_failover_source_gone_e2e import mirror_until
-from tests.kafka_helpers import add_fences, create_topic, produce
+from tests.kafka_helpers import add_fences, create_topic, dr_topology, flow_raw, produce
 
 LOCAL_STEPS = [
     "start brokers",
@@ -102,18 +102,8 @@ def test_dry_drill_stops_nothing_and_reports_what_the_target_knows(
 ) -> None:
     src, dst, topic, group = f"s{unique}", f"t{unique}", f"orders-{unique}", f"app-{unique}"
     remote = f"{src}.{topic}"
-    raw = {
-        "id": f"{src}->{dst}",
-        "checkpoint_location": str(tmp_path / "ckpt"),
-        "source": {"alias": src, "bootstrap_servers": clusters.source},
-        "target": {"alias": dst, "bootstrap_servers": clusters.target},
-        "topics": [topic],
-        "topics_exclude": [],
-        "replication_policy": {"type": "default"},
-        "groups": [group],
-        "sync_group_offsets": False,
-        "checkpoint_interval_ms": 3_600_000,
-    }
+    options = {"groups": [group], "sync_group_offsets": False, "checkpoint_interval_ms": 3_600_000}
+    raw = flow_raw(clusters, src, dst, [topic], tmp_path / "ckpt", **options)
     (flow := tmp_path / "flow.json").write_text(json.dumps(raw))
     spec = parse_flow_spec(raw)
     create_topic(clusters.source, topic)
@@ -139,25 +129,7 @@ def test_dry_drill_stops_nothing_and_reports_what_the_target_knows(
     assert f"{remote}[0]: 4 -> 4, checkpoint " in report["steps"][0]["detail"]
     # the same drill from the topology alone (issue 46): the planner's flow spec, the same answer
     (topology := tmp_path / "topology.yaml").write_text(
-        yaml.safe_dump(
-            {
-                "clusters": {
-                    src: {"bootstrap_servers": clusters.source, "datacenter": "dc-s"},
-                    dst: {"bootstrap_servers": clusters.target, "datacenter": "dc-t"},
-                },
-                "topologies": [
-                    {
-                        "name": "dr",
-                        "pattern": "active-passive",
-                        "primary": src,
-                        "standby": dst,
-                        "sync_group_offsets": False,
-                        "topics": [topic],
-                        "groups": [group],
-                    }
-                ],
-            }
-        )
+        yaml.safe_dump(dr_topology(clusters, src, dst, [topic], [group], ("dc-s", "dc-t"), sync_group_offsets=False))
     )
     code, planned = drill_json(capsys, "--topology", str(topology), "--flow", f"{src}->{dst}", "--group", group)
     assert code == 0, json.dumps(planned, indent=2)

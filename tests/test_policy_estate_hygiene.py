@@ -19,6 +19,16 @@ from policy.kafka_mirror_policy.pack import build_policies
 
 ROOT = Path(__file__).resolve().parent.parent
 SA = rules.SPARK_APPLICATION
+# The pack's estate and hygiene policies, in its order (after the rules' policies: tests/test_policy_rules.py)
+ESTATE_AND_HYGIENE_POLICIES = [
+    "one-stack-per-flow",
+    "image-by-digest",
+    "encrypted-buckets",
+    "no-wildcard-iam",
+    "no-broad-managed-iam",
+    "protected-emr-encrypted",
+    "no-public-eks-endpoint",
+]
 DIGEST = "repo/kafka-mirror:0.1.0@sha256:" + "ab" * 32
 TOPOLOGY = """
 clusters:
@@ -272,15 +282,7 @@ class Args:
 
 def test_the_pack_reports_estate_and_hygiene_violations_through_pulumi_policy(project: Path) -> None:
     policies: dict[str, Any] = {p.name: p for p in build_policies()}
-    assert [p.name for p in build_policies()][-7:] == [
-        "one-stack-per-flow",
-        "image-by-digest",
-        "encrypted-buckets",
-        "no-wildcard-iam",
-        "no-broad-managed-iam",
-        "protected-emr-encrypted",
-        "no-public-eks-endpoint",
-    ]
+    assert [p.name for p in build_policies()][-7:] == ESTATE_AND_HYGIENE_POLICIES
     config = {"project_dir": str(project)}
     bucket = Res("aws:s3/bucket:Bucket", {"bucket": "b"}, "bucket")
     resources = [Res(t, p, f"r{i}") for i, (t, p) in enumerate([*eks_app("a-1->b-1"), *eks_app("b-1->a-1")])]

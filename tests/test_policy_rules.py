@@ -9,6 +9,7 @@ from typing import Any
 from kafka_mirror.eks.specs import EksSettings, flow_config_map, spark_application_manifest
 from policy.kafka_mirror_policy import rules
 from policy.kafka_mirror_policy.pack import build_policies
+from tests.test_policy_estate_hygiene import ESTATE_AND_HYGIENE_POLICIES
 
 SA = rules.SPARK_APPLICATION
 CM = rules.CONFIG_MAP
@@ -130,13 +131,7 @@ def test_policies_report_through_the_pulumi_policy_api() -> None:
         "one-app-per-flow",
         "no-identity-cycles",
         "production-emr-pages",
-        "one-stack-per-flow",
-        "image-by-digest",
-        "encrypted-buckets",
-        "no-wildcard-iam",
-        "no-broad-managed-iam",
-        "protected-emr-encrypted",
-        "no-public-eks-endpoint",
+        *ESTATE_AND_HYGIENE_POLICIES,
     ]
 
 

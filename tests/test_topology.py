@@ -23,6 +23,10 @@ CLUSTERS = {
 }
 
 
+# west-1 -> east-1, active-passive: the topology most tests declare (their settings added)
+DR = {"name": "dr", "pattern": "active-passive", "primary": "west-1", "standby": "east-1"}
+
+
 def topo(*topologies: dict[str, Any], **extra: Any) -> dict[str, Any]:
     return {"clusters": copy.deepcopy(CLUSTERS), "topologies": list(topologies), **extra}
 
@@ -78,10 +82,7 @@ def test_patterns_expand_to_directed_flows(decl: dict[str, Any], expected: list[
 def test_settings_resolve_defaults_then_topology_then_flow_override() -> None:
     raw = topo(
         {
-            "name": "dr",
-            "pattern": "active-passive",
-            "primary": "west-1",
-            "standby": "east-1",
+            **DR,
             "topics": ["orders.*"],
             "producer": {"linger.ms": 5},
         },
@@ -115,10 +116,7 @@ def test_placement_is_the_target_datacenter_and_every_datacenter_is_listed() -> 
 def test_a_flow_exclude_adds_to_the_defaults_unless_it_says_replace() -> None:
     raw = topo(
         {
-            "name": "dr",
-            "pattern": "active-passive",
-            "primary": "west-1",
-            "standby": "east-1",
+            **DR,
             "topics_exclude": ["audit.*"],
         },
         defaults={"topics_exclude": ["tmp.*"], "groups_exclude": ["probe-.*"]},
@@ -140,10 +138,7 @@ def test_a_flow_exclude_adds_to_the_defaults_unless_it_says_replace() -> None:
 def test_mirrormaker_1_aliases_and_comma_lists() -> None:
     raw = topo(
         {
-            "name": "dr",
-            "pattern": "active-passive",
-            "primary": "west-1",
-            "standby": "east-1",
+            **DR,
             "whitelist": "orders,payments.*",
             "blacklist": ["payments.tmp"],
         }
@@ -209,7 +204,7 @@ def test_self_flow_unknown_override_and_unknown_run_in() -> None:
         "topologies[0]: flow 'west-1->west-1' goes from a cluster to itself; a mirror needs two clusters"
     ]
     raw = topo(
-        {"name": "dr", "pattern": "active-passive", "primary": "west-1", "standby": "east-1"},
+        {**DR},
         flows={"west-1->east-1": {"run_in": "easst"}, "east-1->west-1": {}},
     )
     assert problems_of(raw) == [
@@ -345,10 +340,7 @@ def test_not_a_mapping_and_bad_settings_types() -> None:
     ]
     raw = topo(
         {
-            "name": "dr",
-            "pattern": "active-passive",
-            "primary": "west-1",
-            "standby": "east-1",
+            **DR,
             "spark": {"executors": 0, "executor_memory": "lots"},
             "max_records_per_trigger": -1,
             "whitelist": ["a"],
@@ -409,7 +401,7 @@ def test_mm1_alias_beside_its_mm2_name_names_the_alias_in_either_order() -> None
 
 def test_option_combinations_the_app_refuses_at_start_are_refused_by_validation() -> None:
     sql = {"sql": "SELECT * FROM records"}
-    dr = {"name": "dr", "pattern": "active-passive", "primary": "west-1", "standby": "east-1", "topics": ["o.*"]}
+    dr = {**DR, "topics": ["o.*"]}
     assert problems_of(topo({**dr, "exactly_once": True, "transform": sql})) == [
         "topologies[0].transform: (flow west-1->east-1) cannot be combined with exactly_once "
         "(the transform path is at-least-once, like the copy path without it)"
@@ -441,10 +433,7 @@ def test_an_unknown_key_does_not_hide_an_identity_cycle() -> None:
 
 
 DR_WITH_REVERSE = {
-    "name": "dr",
-    "pattern": "active-passive",
-    "primary": "west-1",
-    "standby": "east-1",
+    **DR,
     "reverse_flow": True,
     "topics": ["orders.*"],
 }

@@ -108,17 +108,9 @@ def test_executor_killed_mid_copy_is_rescheduled_on_the_other_worker_and_loses_n
     total = partitions * count
     create_topic(clusters.source, topic, partitions)
     ends = produce_values(clusters.source, topic, partitions, count, "a")
-    flow = flow_spec(
-        unique,
-        clusters.source,
-        clusters.target,
-        [topic],
-        tmp_path,
-        exactly_once=exactly_once,
-        copy_loop="python",
-        max_records_per_second=RATE,
-        max_records_per_trigger=total + partitions,  # one batch: the fences too
-    )
+    # one batch (the fences too), at the flow's rate limit
+    paced = {"copy_loop": "python", "max_records_per_second": RATE, "max_records_per_trigger": total + partitions}
+    flow = flow_spec(unique, clusters.source, clusters.target, [topic], tmp_path, exactly_once=exactly_once, **paced)
     clock = Clock()
     app = cluster_app(flow).start()
     worker, victim, tasks = mid_copy_victim(standalone, app, clusters.target, remote, partitions, total)
@@ -168,16 +160,8 @@ def test_worker_lost_for_good_then_driver_killed_and_restarted_loses_nothing(
     topic, remote, partitions = f"wl-{unique}", f"west.wl-{unique}", 4
     create_topic(clusters.source, topic, partitions)
     produce_values(clusters.source, topic, partitions, 1500, "a")
-    flow = flow_spec(
-        unique,
-        clusters.source,
-        clusters.target,
-        [topic],
-        tmp_path,
-        copy_loop="python",
-        max_records_per_second=2000,
-        max_records_per_trigger=1000,
-    )
+    paced = {"copy_loop": "python", "max_records_per_second": 2000, "max_records_per_trigger": 1000}
+    flow = flow_spec(unique, clusters.source, clusters.target, [topic], tmp_path, **paced)
     clock = Clock()
     app = cluster_app(flow).start()
     first_durable_batch(app, flow, clusters.source, topic, partitions)

@@ -48,17 +48,8 @@ def test_once_copies_every_record_offset_syncs_and_checkpoints_on_the_cluster(
     consumer = Consumer({"bootstrap.servers": clusters.source, "group.id": group})
     consumer.commit(offsets=[TopicPartition(topic, 0, 120)], asynchronous=False)
     consumer.close()
-    flow = flow_spec(
-        unique,
-        clusters.source,
-        clusters.target,
-        [f"cl-{unique}\\..*"],
-        tmp_path,
-        copy_loop=loop,
-        max_records_per_trigger=500,
-        emit_checkpoints=True,
-        groups=[group],
-    )
+    options = {"copy_loop": loop, "max_records_per_trigger": 500, "emit_checkpoints": True, "groups": [group]}
+    flow = flow_spec(unique, clusters.source, clusters.target, [f"cl-{unique}\\..*"], tmp_path, **options)
 
     cluster_app(flow, via=via).run("--once")
 

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 
-from tests.brokers import new_broker
 from tests.cluster.conftest import ClusterApp
 from tests.cluster.standalone import StandaloneCluster
 from tests.e2e.fault_helpers import (
@@ -24,9 +23,8 @@ from tests.e2e.fault_helpers import (
     report,
     target_values,
     wait_mirrored,
-    west_and_north_flows,
+    west_and_north,
 )
-from tests.kafka_helpers import create_topic
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow, pytest.mark.cluster, pytest.mark.timeout(1200)]
 FIRST_BATCH_TIMEOUT_S = 480.0  # a hang detector, as in test_cluster_faults: minutes of start-up under load
@@ -37,12 +35,7 @@ def test_two_flows_in_one_cluster_app_one_source_frozen_the_other_keeps_mirrorin
 ) -> None:
     clock = Clock()
     topic, partitions = f"cmulti-{unique}", 2
-    with new_broker(f"cmulti-north-{unique}", freezes=True) as north:
-        create_topic(clusters.source, topic, partitions)
-        create_topic(north.bootstrap_servers, topic, partitions)
-        west, north_flow = west_and_north_flows(
-            unique, clusters.source, north.bootstrap_servers, clusters.target, topic, tmp_path
-        )
+    with west_and_north(clusters, unique, topic, partitions, tmp_path) as (north, west, north_flow):
         north_path = tmp_path / "north.json"
         north_path.write_text(json.dumps(north_flow))
 

@@ -18,7 +18,7 @@ import pytest
 from kmirror_cli.deploy_tools import tool_path
 from tests.deploy.conftest import _require_tools
 from tests.deploy.engine import REPO, Engine
-from tests.pulumi.test_typescript_example import TSC_FLAGS, node_modules
+from tests.pulumi.test_typescript_example import TSC_FLAGS, linked_node_modules, node_modules
 
 pytestmark = pytest.mark.registry  # npm packages (@pulumi/pulumi, typescript), cached after the first run
 
@@ -33,13 +33,7 @@ def test_the_typescript_example_checks_against_the_sdk_pulumi_generates(engine: 
     subprocess.run([str(tool_path("pulumi-codegen-nodejs")), str(tmp_path / "schema.json"), str(sdk)], check=True)
 
     modules = node_modules()
-    linked = work / "node_modules"
-    (linked / "@pulumi").mkdir(parents=True)
-    for entry in modules.iterdir():
-        if entry.name != "@pulumi":
-            (linked / entry.name).symlink_to(entry)
-    for entry in (modules / "@pulumi").iterdir():
-        (linked / "@pulumi" / entry.name).symlink_to(entry)
+    linked = linked_node_modules(work, modules)
     (linked / "@pulumi" / "kafka-mirror").symlink_to(sdk)
     tsc = str(modules / ".bin" / "tsc")
     built = subprocess.run([tsc, "-p", str(sdk)], cwd=sdk, capture_output=True, text=True, timeout=600)

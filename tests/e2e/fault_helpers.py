@@ -11,7 +11,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from contextlib import suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from tests.kafka_helpers import FENCE_KEY, add_fences, produce
+from tests.kafka_helpers import FENCE_KEY, add_fences, create_topic, produce
 
 END_KEY = b"__fault_end__"
 # The app's start to its first durable batch: ~20 s on an idle 2-core box, over 90 s with the load
@@ -122,16 +122,25 @@ def flow_spec(
     }
 
 
-def west_and_north_flows(
-    unique: str, west: str, north: str, target: str, topic: str, tmp_path: Path
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Two python-loop flows of `topic` into `target`, one from `west` (the suite's source), one from a
-    second source aliased `north`: the several-flows-in-one-application tests (local and cluster)."""
-    west_flow = flow_spec(unique, west, target, [topic], tmp_path / "w", copy_loop="python")
-    north_flow = flow_spec(unique, north, target, [topic], tmp_path / "n", copy_loop="python")
-    north_flow["id"] = f"north-{unique}->east"
-    north_flow["source"] = {**north_flow["source"], "alias": "north"}
-    return west_flow, north_flow
+@contextmanager
+def west_and_north(
+    clusters: Any, unique: str, topic: str, partitions: int, tmp_path: Path
+) -> Iterator[tuple[Any, dict[str, Any], dict[str, Any]]]:
+    """A second source broker aliased `north` (one the test may freeze), `topic` (of `partitions`)
+    on it and on the suite's source (west), and two python-loop flows of it into the suite's
+    target, one from each: the several-flows-in-one-application tests (local and cluster)."""
+    from tests.brokers import new_broker
+
+    with new_broker(f"{topic}-north", freezes=True) as north:
+        create_topic(clusters.source, topic, partitions)
+        create_topic(north.bootstrap_servers, topic, partitions)
+        west_flow = flow_spec(unique, clusters.source, clusters.target, [topic], tmp_path / "w", copy_loop="python")
+        north_flow = flow_spec(
+            unique, north.bootstrap_servers, clusters.target, [topic], tmp_path / "n", copy_loop="python"
+        )
+        north_flow["id"] = f"north-{unique}->east"
+        north_flow["source"] = {**north_flow["source"], "alias": "north"}
+        yield north, west_flow, north_flow
 
 
 def group_of(flow: dict[str, Any]) -> str:

@@ -22,7 +22,7 @@ from kmirror_engine.copying.ranges import CONSUMER_REQUIRED, CONSUMER_TUNING, Co
 from kmirror_engine.copying.record_limits import TargetRules
 from kmirror_engine.failover.checkpoints import translate_group
 from spark_app.main import run_flow
-from tests.kafka_helpers import BASE_TIMESTAMP_MS, consume_all, create_topic
+from tests.kafka_helpers import BASE_TIMESTAMP_MS, COPY_ONLY, consume_all, create_topic, flow_raw
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark40, pytest.mark.real_kafka]
 PARTITIONS = 2
@@ -127,19 +127,9 @@ def test_batch_flow_copies_compressed_and_transactional_topics_byte_for_byte(
     txn = f"bc-{unique}.txn"
     create_topic(clusters.source, txn, PARTITIONS)
     produce_transactions(clusters.source, txn, unique)
+    pattern = f"bc-{unique}\\..*"
     spec = parse_flow_spec(
-        {
-            "id": f"w{unique}->e{unique}",
-            "topics": [f"bc-{unique}\\..*"],
-            "topics_exclude": [],
-            "replication_policy": {"type": "default"},
-            "checkpoint_location": str(tmp_path / "ckpt"),
-            "source": {"alias": f"w{unique}", "bootstrap_servers": clusters.source},
-            "target": {"alias": f"e{unique}", "bootstrap_servers": clusters.target},
-            "emit_checkpoints": False,
-            "emit_heartbeats": False,
-            "copy_loop": "batch",
-        }
+        flow_raw(clusters, f"w{unique}", f"e{unique}", [pattern], tmp_path / "ckpt", copy_loop="batch", **COPY_ONLY)
     )
 
     run_flow(spec, spark=spark, once=True)
@@ -219,6 +209,20 @@ def test_batch_copier_sends_a_compacted_target_to_the_record_loop_and_counts_it(
     assert got == expected + expected[150:]
 
 
+def assert_the_copy_fails(clusters: Any, topic: str, error: str) -> None:
+    """The batch copy of topic[0]@0..100 onto the target's `topic` fails naming the source
+    offsets and the target's `error` (a regular expression)."""
+    consumer_config = source_consumer(clusters)
+    copier = new_batch_copier(consumer_config, {"bootstrap.servers": clusters.target}, stall_timeout_s=30)
+    try:
+        with pytest.raises(
+            CopyError, match=rf"producing source records {topic}\[0\]@0\.\.\d+ to {topic}\[0\] failed: {error}"
+        ):
+            copier.copy([CopyRange(topic, 0, 0, 100, topic)])
+    finally:
+        copier.close()
+
+
 def test_a_batch_the_target_refuses_fails_the_copy_naming_partition_and_offsets(clusters: Any, unique: str) -> None:
     """Not retriable: the copy fails naming the source offsets (the target's max.message.bytes was
     not read, so the batch was not sent to the record loop first)."""
@@ -226,17 +230,7 @@ def test_a_batch_the_target_refuses_fails_the_copy_naming_partition_and_offsets(
     create_topic(clusters.source, topic, 1)
     create_topic(clusters.target, topic, 1, {"max.message.bytes": "2000"})
     produce_with(clusters.source, topic, [dict(r, partition=0) for r in records("big", 100)])
-    consumer_config = source_consumer(clusters)
-    copier = new_batch_copier(consumer_config, {"bootstrap.servers": clusters.target}, stall_timeout_s=30)
-    try:
-        with pytest.raises(
-            CopyError,
-            match=rf"producing source records {topic}\[0\]@0\.\.\d+ to {topic}\[0\] "
-            r"failed: MessageSizeTooLargeError \(10\)",
-        ):
-            copier.copy([CopyRange(topic, 0, 0, 100, topic)])
-    finally:
-        copier.close()
+    assert_the_copy_fails(clusters, topic, r"MessageSizeTooLargeError \(10\)")
 
 
 def test_a_batch_corrupted_on_the_way_is_refused_by_the_target_not_copied(
@@ -261,17 +255,7 @@ def test_a_batch_corrupted_on_the_way_is_refused_by_the_target_not_copied(
         return batches
 
     monkeypatch.setattr(batch_queue, "split_batches", flip_a_record_byte)
-    consumer_config = source_consumer(clusters)
-    copier = new_batch_copier(consumer_config, {"bootstrap.servers": clusters.target}, stall_timeout_s=30)
-    try:
-        with pytest.raises(
-            CopyError,
-            match=rf"producing source records {topic}\[0\]@0\.\.\d+ to {topic}\[0\] "
-            r"failed: CorruptRecordError \(2\)",
-        ):
-            copier.copy([CopyRange(topic, 0, 0, 100, topic)])
-    finally:
-        copier.close()
+    assert_the_copy_fails(clusters, topic, r"CorruptRecordError \(2\)")
     assert consume_all(clusters.target, topic, 1) == {0: []}
 
 

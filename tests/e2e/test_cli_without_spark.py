@@ -17,11 +17,9 @@ from typing import Any
 import pytest
 
 from kmirror.flow.replication_policy import offset_syncs_topic
-from kmirror.flow.spec import parse_flow_spec
-from kmirror.mm2.formats import OffsetSync, encode_offset_sync
 from kmirror_engine.failover.failover_listener import FailoverListener
-from tests.e2e.test_failover_e2e import FOREIGN, GROUP_AT, commit, fence, mirror_pass
-from tests.kafka_helpers import TANSU_FENCES, add_fences, create_topic, produce
+from tests.e2e.test_failover_e2e import FOREIGN, GROUP_AT, commit, fence, mirror_pass, shifted_flow, shifted_names
+from tests.kafka_helpers import SYNC_FENCE, TANSU_FENCES
 
 ROOT = Path(__file__).resolve().parents[2]
 # the project's main dependencies an operator's venv gets (pyproject.toml), pyspark and its stack left out
@@ -63,30 +61,9 @@ def kmirror(python: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_lag_translate_and_failover_run_in_a_venv_without_pyspark(
     clusters: Any, unique: str, tmp_path: Path, no_spark_python: Path
 ) -> None:
-    src_alias, dst_alias = f"s{unique}", f"t{unique}"
-    topic, group, other = f"orders-{unique}", f"app-{unique}", f"other-{unique}"
-    remote = f"{src_alias}.{topic}"
-    raw = {
-        "id": f"{src_alias}->{dst_alias}",
-        "checkpoint_location": str(tmp_path / "ckpt"),
-        "source": {"alias": src_alias, "bootstrap_servers": clusters.source},
-        "target": {"alias": dst_alias, "bootstrap_servers": clusters.target},
-        "topics": [topic],
-        "topics_exclude": [],
-        "replication_policy": {"type": "default"},
-        "groups": [f"app-{unique}"],
-        "sync_group_offsets": False,
-        "metrics_port": 0,
-        "checkpoint_interval_ms": 3_600_000,
-    }
-    flow = tmp_path / "flow.json"
-    flow.write_text(json.dumps(raw))
-    spec = parse_flow_spec(raw)
-    create_topic(clusters.source, topic)
-    create_topic(clusters.target, remote)
-    produce(clusters.target, remote, [{"value": f"unrelated-{i}".encode(), "partition": 0} for i in range(FOREIGN)])
-    produce(clusters.source, topic, [{"value": f"v{i}".encode(), "partition": 0} for i in range(10)])
-    add_fences(clusters.source, topic, 1)  # offset 10 on tansu
+    src_alias, dst_alias, topic, remote = shifted_names(unique)
+    group, other = f"app-{unique}", f"other-{unique}"
+    flow, spec = shifted_flow(clusters, unique, tmp_path, [group], sync_group_offsets=False)
     end = 10 + TANSU_FENCES
     commit(clusters.source, group, topic, GROUP_AT)
     commit(clusters.source, other, topic, 5)
@@ -95,7 +72,7 @@ def test_lag_translate_and_failover_run_in_a_venv_without_pyspark(
         mirror_pass(spec, topic, remote, end, 0, listener)
     finally:
         listener.close(final=True)
-    fence(clusters.target, offset_syncs_topic(src_alias), encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
+    fence(clusters.target, offset_syncs_topic(src_alias), SYNC_FENCE)
 
     translated = kmirror(no_spark_python, "translate", "--flow", str(flow), "--group", group, "--format", "json")
     assert translated.returncode == 0, translated.stderr

@@ -15,29 +15,18 @@ from confluent_kafka.admin import AdminClient
 from kmirror.errors import DataLossError
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
 from kmirror_engine.copying.exactly_once import StaleOffsetsError, TransactionalCopier
-from kmirror_engine.copying.ranges import CONSUMER_REQUIRED, CONSUMER_TUNING, CopyRange
+from kmirror_engine.copying.ranges import CopyRange
 from kmirror_engine.copying.task_copy import copy_task_ranges
 from kmirror_engine.planning.internal_names import offsets_group, transactional_id
 from tests.brokers import IS_TANSU
-from tests.kafka_helpers import add_fences, consume_all, create_topic, produce
+from tests.kafka_helpers import add_fences, consume_all, create_topic, flow_raw, produce, transactional_clients
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark40]
 
 
 def _spec(clusters: Any, unique: str, **options: Any) -> FlowSpec:
-    return parse_flow_spec(
-        {
-            "id": f"west-{unique}->east",
-            "checkpoint_location": "/tmp/unused",
-            "source": {"alias": "west", "bootstrap_servers": clusters.source, "config": {}},
-            "target": {"alias": "east", "bootstrap_servers": clusters.target, "config": {}},
-            "topics": [f".*-{unique}"],
-            "topics_exclude": [],
-            "replication_policy": {"type": "default"},
-            "topic_refresh_interval_ms": 0,
-            **options,
-        }
-    )
+    raw = flow_raw(clusters, "west", "east", [f".*-{unique}"], "/tmp/unused", id=f"west-{unique}->east")
+    return parse_flow_spec({**raw, "topic_refresh_interval_ms": 0, **options})
 
 
 def test_records_over_the_target_topic_limit_are_dead_lettered_and_the_rest_mirrored(
@@ -70,29 +59,8 @@ def eos_task(clusters: Any) -> Iterator[Any]:
     consumers: list[Consumer] = []
 
     def make(spec: FlowSpec, task_id: int, **kwargs: Any) -> TransactionalCopier:
-        source = Consumer(
-            {
-                "bootstrap.servers": clusters.source,
-                "group.id": spec.consumer_group,
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
-                **CONSUMER_TUNING,
-                **CONSUMER_REQUIRED,
-            }
-        )
-        offsets = Consumer(
-            {"bootstrap.servers": clusters.target, "group.id": offsets_group(spec.id), "enable.auto.commit": False}
-        )
+        source, producer, offsets = transactional_clients(clusters, spec, task_id)
         consumers.extend([source, offsets])
-        producer = Producer(
-            {
-                "bootstrap.servers": clusters.target,
-                "transactional.id": transactional_id(spec.id, task_id),
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": 5,
-            }
-        )
         admin = AdminClient({"bootstrap.servers": clusters.source})
         return TransactionalCopier(
             source, producer, offsets, source_admin=admin, group=offsets_group(spec.id), stall_timeout_s=30, **kwargs

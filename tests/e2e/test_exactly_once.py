@@ -7,14 +7,14 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer
 
 from kmirror.flow.spec import parse_flow_spec
 from kmirror_engine.copying.exactly_once import TransactionalCopier, resume_ranges
-from kmirror_engine.copying.ranges import CONSUMER_REQUIRED, CONSUMER_TUNING, CopyRange
+from kmirror_engine.copying.ranges import CopyRange
 from kmirror_engine.copying.task_copy import copy_task_ranges
-from kmirror_engine.planning.internal_names import offsets_group, run_token, transactional_id
-from tests.kafka_helpers import add_fences, consume_all, create_topic, produce
+from kmirror_engine.planning.internal_names import run_token, transactional_id
+from tests.kafka_helpers import add_fences, consume_all, create_topic, flow_raw, produce, transactional_clients
 
 pytestmark = pytest.mark.spark40  # also in leg 2 (pyspark 4.0.2 / Python 3.10)
 
@@ -27,44 +27,13 @@ def test_resume_ranges_skips_what_a_previous_transaction_committed() -> None:
 
 @pytest.fixture
 def eos(clusters: Any, unique: str) -> Iterator[Any]:
-    spec = parse_flow_spec(
-        {
-            "id": f"west-{unique}->east",
-            "exactly_once": True,
-            "checkpoint_location": "/tmp/unused",
-            "source": {"alias": "west", "bootstrap_servers": clusters.source, "config": {}},
-            "target": {"alias": "east", "bootstrap_servers": clusters.target, "config": {}},
-            "topics": [".*"],
-            "topics_exclude": [],
-            "replication_policy": {"type": "default"},
-        }
-    )
+    raw = flow_raw(clusters, "west", "east", [".*"], "/tmp/unused", id=f"west-{unique}->east", exactly_once=True)
+    spec = parse_flow_spec(raw)
     consumers: list[Consumer] = []
 
     def task(task_id: int) -> TransactionalCopier:
-        source = Consumer(
-            {
-                "bootstrap.servers": clusters.source,
-                "group.id": spec.consumer_group,
-                "isolation.level": "read_committed",
-                "enable.auto.commit": False,
-                **CONSUMER_TUNING,
-                **CONSUMER_REQUIRED,
-            }
-        )
-        offsets = Consumer(
-            {"bootstrap.servers": clusters.target, "group.id": offsets_group(spec.id), "enable.auto.commit": False}
-        )
+        source, producer, offsets = transactional_clients(clusters, spec, task_id)
         consumers.extend([source, offsets])
-        producer = Producer(
-            {
-                "bootstrap.servers": clusters.target,
-                "transactional.id": transactional_id(spec.id, task_id),
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": 5,
-            }
-        )
         return TransactionalCopier(source, producer, offsets, stall_timeout_s=30)
 
     yield spec, task

@@ -20,15 +20,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from kmirror.flow.replication_policy import checkpoints_topic, offset_syncs_topic
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
-from kmirror.mm2.formats import (
-    Checkpoint,
-    Heartbeat,
-    OffsetSync,
-    decode_heartbeat,
-    encode_checkpoint,
-    encode_heartbeat,
-    encode_offset_sync,
-)
+from kmirror.mm2.formats import Checkpoint, decode_heartbeat
 from kmirror_cli.cli import main
 from kmirror_cli.local_brokers import free_port
 from kmirror_engine.clients.factory import admin_client, consumer_config, producer_config
@@ -41,7 +33,17 @@ from kmirror_engine.failover.offset_sync_topic import OffsetSyncTopic, read_part
 from kmirror_engine.failover.offset_syncs import SyncStore
 from kmirror_engine.observability.progress import BatchProgress
 from tests.brokers import IS_TANSU
-from tests.kafka_helpers import FENCE_KEY, TANSU_FENCES, add_fences, create_topic, produce
+from tests.kafka_helpers import (
+    CHECKPOINT_FENCE,
+    FENCE_KEY,
+    HEARTBEAT_FENCE,
+    SYNC_FENCE,
+    TANSU_FENCES,
+    add_fences,
+    create_topic,
+    flow_raw,
+    produce,
+)
 
 pytestmark = pytest.mark.spark40  # also in leg 2 (pyspark 4.0.2 / Python 3.10)
 
@@ -64,6 +66,31 @@ def fence(bootstrap: str, topic: str, key_value: tuple[bytes, bytes]) -> None:
     if not IS_TANSU:
         return
     produce(bootstrap, topic, [{"key": key_value[0], "value": key_value[1], "partition": 0}])
+
+
+def shifted_names(unique: str) -> tuple[str, str, str, str]:
+    """shifted_flow's source and target aliases, its topic and that topic's name on the target."""
+    src_alias, topic = f"s{unique}", f"orders-{unique}"
+    return src_alias, f"t{unique}", topic, f"{src_alias}.{topic}"
+
+
+def shifted_flow(
+    clusters: Any, unique: str, tmp_path: Path, groups: list[str], **options: Any
+) -> tuple[Path, FlowSpec]:
+    """The flow s<unique> -> t<unique> of orders-<unique> (checkpoints only when a pass asks, metrics
+    on any free port; `options` add to it), written to tmp_path/flow.json. Its source topic holds
+    v0..v9 (and tansu's fence), its remote topic FOREIGN unrelated records first: offsets shift."""
+    src_alias, dst_alias, topic, remote = shifted_names(unique)
+    options = {"groups": groups, "metrics_port": 0, "checkpoint_interval_ms": 3_600_000, **options}
+    raw = flow_raw(clusters, src_alias, dst_alias, [topic], tmp_path / "ckpt", **options)
+    flow = tmp_path / "flow.json"
+    flow.write_text(json.dumps(raw))
+    create_topic(clusters.source, topic)
+    create_topic(clusters.target, remote)
+    produce(clusters.target, remote, [{"value": f"unrelated-{i}".encode(), "partition": 0} for i in range(FOREIGN)])
+    produce(clusters.source, topic, [{"value": f"v{i}".encode(), "key": b"k", "partition": 0} for i in range(10)])
+    add_fences(clusters.source, topic, 1)  # offset 10
+    return flow, parse_flow_spec(raw)
 
 
 def mirror_pass(spec: FlowSpec, topic: str, remote: str, end: int, batch_id: int, listener: Any) -> None:
@@ -114,30 +141,9 @@ def target_records_from(bootstrap: str, topic: str, offset: int) -> list[bytes]:
 def test_failover_resumes_at_exactly_the_shifted_offsets(
     clusters: Any, unique: str, tmp_path: Path, capsys: Any
 ) -> None:
-    src_alias, dst_alias = f"s{unique}", f"t{unique}"
-    topic, group = f"orders-{unique}", f"app-{unique}"
-    remote = f"{src_alias}.{topic}"
-    raw = {
-        "id": f"{src_alias}->{dst_alias}",
-        "checkpoint_location": str(tmp_path / "ckpt"),
-        "source": {"alias": src_alias, "bootstrap_servers": clusters.source},
-        "target": {"alias": dst_alias, "bootstrap_servers": clusters.target},
-        "topics": [f"orders-{unique}"],
-        "topics_exclude": [],
-        "replication_policy": {"type": "default"},
-        "groups": [f"app.*-{unique}"],
-        "sync_group_offsets": True,
-        "metrics_port": 0,
-        "checkpoint_interval_ms": 3_600_000,
-    }
-    flow = tmp_path / "flow.json"
-    flow.write_text(json.dumps(raw))
-    spec = parse_flow_spec(raw)
-    create_topic(clusters.source, topic)
-    create_topic(clusters.target, remote)
-    produce(clusters.target, remote, [{"value": f"unrelated-{i}".encode(), "partition": 0} for i in range(FOREIGN)])
-    produce(clusters.source, topic, [{"value": f"v{i}".encode(), "key": b"k", "partition": 0} for i in range(10)])
-    add_fences(clusters.source, topic, 1)  # offset 10
+    src_alias, dst_alias, topic, remote = shifted_names(unique)
+    group = f"app-{unique}"
+    flow, spec = shifted_flow(clusters, unique, tmp_path, [f"app.*-{unique}"], sync_group_offsets=True)
     commit(clusters.source, group, topic, GROUP_AT)
     commit(clusters.source, f"app2-{unique}", topic, 6)
     commit(clusters.source, f"other-{unique}", topic, 5)  # not selected by groups
@@ -152,7 +158,7 @@ def test_failover_resumes_at_exactly_the_shifted_offsets(
     listener.close(final=True)
 
     # checkpoints: MM2 format, shifted by FOREIGN, only selected groups
-    fence(clusters.target, checkpoints_topic(src_alias), encode_checkpoint(Checkpoint("fence", "f", 0, 0, 0)))
+    fence(clusters.target, checkpoints_topic(src_alias), CHECKPOINT_FENCE)
     found = {c.group: c for c in read_checkpoints(spec.target, checkpoints_topic(src_alias)) if c.topic == remote}
     assert found == {
         group: Checkpoint(group, remote, 0, GROUP_AT, GROUP_AT + FOREIGN, ""),
@@ -164,7 +170,7 @@ def test_failover_resumes_at_exactly_the_shifted_offsets(
     assert target_records_from(clusters.target, remote, GROUP_AT + FOREIGN) == [f"v{i}".encode() for i in range(4, 10)]
 
     # translation from the persisted syncs (a fresh process would do the same)
-    fence(clusters.target, offset_syncs_topic(src_alias), encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
+    fence(clusters.target, offset_syncs_topic(src_alias), SYNC_FENCE)
     capsys.readouterr()
     assert main(["translate", "--flow", str(flow), "--group", group, "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out) == [
@@ -183,7 +189,7 @@ def test_failover_resumes_at_exactly_the_shifted_offsets(
     assert committed_offsets(admin_client(spec.target), f"other-{unique}", dst_alias) == {(remote, 0): (8, "")}
 
     # heartbeats (src, dst) reached the target's heartbeats topic
-    fence(clusters.target, "heartbeats", encode_heartbeat(Heartbeat("fence", "fence", 0)))
+    fence(clusters.target, "heartbeats", HEARTBEAT_FENCE)
     beats = [decode_heartbeat(m.key(), m.value()) for m in read_partition0(spec.target, "heartbeats")]
     assert any(b.source_cluster_alias == src_alias and b.target_cluster_alias == dst_alias for b in beats)
 
@@ -228,17 +234,7 @@ def test_translation_stays_exact_across_a_restart_and_a_new_shift(clusters: Any,
     src_alias, dst_alias = f"s{unique}", f"t{unique}"
     topic, group, remote = f"events-{unique}", f"app-{unique}", f"s{unique}.events-{unique}"
     spec = parse_flow_spec(
-        {
-            "id": f"{src_alias}->{dst_alias}",
-            "checkpoint_location": str(tmp_path),
-            "emit_heartbeats": False,
-            "source": {"alias": src_alias, "bootstrap_servers": clusters.source},
-            "target": {"alias": dst_alias, "bootstrap_servers": clusters.target},
-            "topics": [topic],
-            "topics_exclude": [],
-            "replication_policy": {"type": "default"},
-            "groups": [group],
-        }
+        flow_raw(clusters, src_alias, dst_alias, [topic], tmp_path, emit_heartbeats=False, groups=[group])
     )
     create_topic(clusters.source, topic)
     create_topic(clusters.target, remote)
@@ -248,7 +244,7 @@ def test_translation_stays_exact_across_a_restart_and_a_new_shift(clusters: Any,
     mirror_pass(spec, topic, remote, 10, 0, first)
     first.close(final=False)  # the process goes away
     syncs = offset_syncs_topic(src_alias)
-    fence(clusters.target, syncs, encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
+    fence(clusters.target, syncs, SYNC_FENCE)
 
     produce(clusters.target, remote, [{"value": b"unrelated", "partition": 0}] * 2)  # the shift grows to 5
     produce(clusters.source, topic, [{"value": f"v{i}".encode(), "partition": 0} for i in range(10, 20)])
@@ -259,10 +255,10 @@ def test_translation_stays_exact_across_a_restart_and_a_new_shift(clusters: Any,
 
     expected = offset_of(clusters.target, remote, b"v15")
     assert expected == 15 + 5
-    fence(clusters.target, checkpoints_topic(src_alias), encode_checkpoint(Checkpoint("fence", "f", 0, 0, 0)))
+    fence(clusters.target, checkpoints_topic(src_alias), CHECKPOINT_FENCE)
     (checkpoint,) = [c for c in read_checkpoints(spec.target, checkpoints_topic(src_alias)) if c.group == group]
     assert checkpoint == Checkpoint(group, remote, 0, 15, expected, "")
-    fence(clusters.target, syncs, encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
+    fence(clusters.target, syncs, SYNC_FENCE)
     store = SyncStore()
     OffsetSyncTopic(spec.target, syncs).load(store)
     # every source offset translates exactly to where its record landed, across both runs
@@ -280,18 +276,8 @@ def test_spark_once_run_leaves_checkpoints_group_offsets_and_lag_behind(
     src_alias, dst_alias = f"s{unique}", f"t{unique}"
     topic, group = f"pay-{unique}", f"app-{unique}"
     remote = f"{src_alias}.{topic}"
-    raw = {
-        "id": f"{src_alias}->{dst_alias}",
-        "checkpoint_location": str(tmp_path / "ckpt"),
-        "source": {"alias": src_alias, "bootstrap_servers": clusters.source},
-        "target": {"alias": dst_alias, "bootstrap_servers": clusters.target},
-        "topics": [topic],
-        "topics_exclude": [],
-        "replication_policy": {"type": "default"},
-        "groups": [group],
-        "sync_group_offsets": True,
-        "metrics_port": free_port(),
-    }
+    options = {"groups": [group], "sync_group_offsets": True, "metrics_port": free_port()}
+    raw = flow_raw(clusters, src_alias, dst_alias, [topic], tmp_path / "ckpt", **options)
     flow = tmp_path / "flow.json"
     flow.write_text(json.dumps(raw))
     spec = parse_flow_spec(raw)
@@ -316,9 +302,9 @@ def test_spark_once_run_leaves_checkpoints_group_offsets_and_lag_behind(
         assert f"kmirror_record_count_total{{{labels}}} {END}.0" in metrics  # 10 records (and tansu's fence)
         assert f"kmirror_offset_lag{{{labels}}} 0.0" in metrics
     # tansu hides the newest batch of a partition from offset queries: fence the internal topics there
-    fence(clusters.target, offset_syncs_topic(src_alias), encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
-    fence(clusters.target, checkpoints_topic(src_alias), encode_checkpoint(Checkpoint("fence", "f", 0, 0, 0)))
-    fence(clusters.target, "heartbeats", encode_heartbeat(Heartbeat("fence", "fence", 0)))
+    fence(clusters.target, offset_syncs_topic(src_alias), SYNC_FENCE)
+    fence(clusters.target, checkpoints_topic(src_alias), CHECKPOINT_FENCE)
+    fence(clusters.target, "heartbeats", HEARTBEAT_FENCE)
     expected = [
         {"topic": remote, "partition": 0, "upstream_offset": 4, "downstream_offset": 4 + FOREIGN},
         {"topic": remote, "partition": 1, "upstream_offset": 7, "downstream_offset": 7},
@@ -365,9 +351,9 @@ def test_spark_once_run_leaves_checkpoints_group_offsets_and_lag_behind(
     consumer = Consumer({"bootstrap.servers": clusters.source, "group.id": group, "enable.auto.commit": False})
     consumer.commit(offsets=[TopicPartition(topic, 0, 8)], asynchronous=False)
     consumer.close()
-    fence(clusters.target, offset_syncs_topic(src_alias), encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
+    fence(clusters.target, offset_syncs_topic(src_alias), SYNC_FENCE)
     run_flow(spec, spark=spark, once=True)
-    fence(clusters.target, checkpoints_topic(src_alias), encode_checkpoint(Checkpoint("fence", "f", 0, 0, 0)))
+    fence(clusters.target, checkpoints_topic(src_alias), CHECKPOINT_FENCE)
     latest = {
         (c.topic, c.partition): c
         for c in read_checkpoints(spec.target, checkpoints_topic(src_alias))
@@ -386,17 +372,7 @@ def test_failover_refuses_an_unmirrored_partition_unless_allow_partial(
     partition 1, whose consumers then started at auto.offset.reset (latest: skipping)."""
     src_alias, dst_alias = f"s{unique}", f"t{unique}"
     topic, group, remote = f"part-{unique}", f"app-{unique}", f"s{unique}.part-{unique}"
-    raw = {
-        "id": f"{src_alias}->{dst_alias}",
-        "checkpoint_location": str(tmp_path),
-        "emit_heartbeats": False,
-        "source": {"alias": src_alias, "bootstrap_servers": clusters.source},
-        "target": {"alias": dst_alias, "bootstrap_servers": clusters.target},
-        "topics": [topic],
-        "topics_exclude": [],
-        "replication_policy": {"type": "default"},
-        "groups": [group],
-    }
+    raw = flow_raw(clusters, src_alias, dst_alias, [topic], tmp_path, emit_heartbeats=False, groups=[group])
     flow = tmp_path / "flow.json"
     flow.write_text(json.dumps(raw))
     spec = parse_flow_spec(raw)
@@ -409,7 +385,7 @@ def test_failover_refuses_an_unmirrored_partition_unless_allow_partial(
     listener = FailoverListener.for_flow(spec)
     mirror_pass(spec, topic, remote, 6, 0, listener)  # partition 0 only
     listener.close(final=False)
-    fence(clusters.target, offset_syncs_topic(src_alias), encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
+    fence(clusters.target, offset_syncs_topic(src_alias), SYNC_FENCE)
     capsys.readouterr()
 
     assert main(["failover", "--flow", str(flow), "--group", group]) == 1

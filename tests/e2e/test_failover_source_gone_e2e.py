@@ -10,7 +10,7 @@ import json
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +18,6 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from kmirror.flow.replication_policy import checkpoints_topic, offset_syncs_topic
-from kmirror.flow.spec import parse_flow_spec
-from kmirror.mm2.formats import Checkpoint, OffsetSync, encode_checkpoint, encode_offset_sync
 from kmirror_cli.cli import main
 from kmirror_engine.clients.factory import admin_client, consumer_config, producer_config
 from kmirror_engine.copying.range_copy import RangeCopier
@@ -29,8 +27,17 @@ from kmirror_engine.failover.group_sync import committed_offsets
 from kmirror_engine.failover.target_only import SOURCE_PROBE_S
 from kmirror_engine.observability.progress import BatchProgress
 from tests.brokers import new_broker, real_kafka
-from tests.e2e.test_failover_e2e import END, FOREIGN, GROUP_AT, commit, fence, target_records_from
-from tests.kafka_helpers import add_fences, create_topic, produce
+from tests.e2e.test_failover_e2e import (
+    END,
+    FOREIGN,
+    GROUP_AT,
+    commit,
+    fence,
+    shifted_flow,
+    shifted_names,
+    target_records_from,
+)
+from tests.kafka_helpers import CHECKPOINT_FENCE, SYNC_FENCE, add_fences, produce
 
 TRANSLATED = GROUP_AT + FOREIGN
 UNMIRRORED = 5  # records the source holds that the mirror has not copied when the source dies
@@ -83,36 +90,12 @@ def mirror_then_lose_the_source(clusters: Any, unique: str, tmp_path: Path) -> O
     """Source: v0..v9 then UNMIRRORED late records; the group at GROUP_AT; the mirror copies
     v0..v9 (with checkpoints and syncs) onto a target topic holding FOREIGN records; then the
     source broker is stopped (its data kept on disk on Apache Kafka, so it can come back)."""
-    src_alias, dst_alias = f"s{unique}", f"t{unique}"
-    topic, group = f"orders-{unique}", f"app-{unique}"
-    remote = f"{src_alias}.{topic}"
+    src_alias, dst_alias, topic, remote = shifted_names(unique)
+    group = f"app-{unique}"
     source = new_broker(f"gone-src-{unique}").start()
     try:
-        raw = {
-            "id": f"{src_alias}->{dst_alias}",
-            "checkpoint_location": str(tmp_path / "ckpt"),
-            "source": {"alias": src_alias, "bootstrap_servers": source.bootstrap_servers},
-            "target": {"alias": dst_alias, "bootstrap_servers": clusters.target},
-            "topics": [topic],
-            "topics_exclude": [],
-            "replication_policy": {"type": "default"},
-            "groups": [f"app.*-{unique}"],
-            "sync_group_offsets": False,
-            "metrics_port": 0,
-            "checkpoint_interval_ms": 3_600_000,
-        }
-        flow = tmp_path / "flow.json"
-        flow.write_text(json.dumps(raw))
-        spec = parse_flow_spec(raw)
-        create_topic(source.bootstrap_servers, topic)
-        create_topic(clusters.target, remote)
-        produce(clusters.target, remote, [{"value": f"unrelated-{i}".encode(), "partition": 0} for i in range(FOREIGN)])
-        produce(
-            source.bootstrap_servers,
-            topic,
-            [{"value": f"v{i}".encode(), "key": b"k", "partition": 0} for i in range(10)],
-        )
-        add_fences(source.bootstrap_servers, topic, 1)
+        gone = replace(clusters, source=source.bootstrap_servers)
+        flow, spec = shifted_flow(gone, unique, tmp_path, [f"app.*-{unique}"], sync_group_offsets=False)
         late = [{"value": f"late{i}".encode(), "partition": 0} for i in range(UNMIRRORED)]
         produce(source.bootstrap_servers, topic, late)
         add_fences(source.bootstrap_servers, topic, 1)  # tansu: makes the late records visible to ListOffsets
@@ -120,8 +103,8 @@ def mirror_then_lose_the_source(clusters: Any, unique: str, tmp_path: Path) -> O
         listener = FailoverListener.for_flow(spec)
         mirror_until(spec, topic, remote, END, listener)  # the late records are never mirrored
         listener.close(final=True)
-        fence(clusters.target, checkpoints_topic(src_alias), encode_checkpoint(Checkpoint("fence", "f", 0, 0, 0)))
-        fence(clusters.target, offset_syncs_topic(src_alias), encode_offset_sync(OffsetSync("__fence", 0, 0, 0)))
+        fence(clusters.target, checkpoints_topic(src_alias), CHECKPOINT_FENCE)
+        fence(clusters.target, offset_syncs_topic(src_alias), SYNC_FENCE)
     finally:
         source.stop()
     return Outage(source, flow, spec, src_alias, dst_alias, topic, remote, group)

@@ -64,14 +64,9 @@ def test_kill_9_mid_stream_then_restart_from_the_checkpoint_loses_nothing(
     topic, remote, partitions = f"crash-{unique}", f"west.crash-{unique}", 2
     create_topic(clusters.source, topic, partitions)
     fences = produce_values(clusters.source, topic, partitions, 1500, "a")  # each partition's fence offset
+    copy_loop = require_copy_loop(loop)
     flow = flow_spec(
-        unique,
-        clusters.source,
-        clusters.target,
-        [topic],
-        tmp_path,
-        exactly_once=exactly_once,
-        copy_loop=require_copy_loop(loop),
+        unique, clusters.source, clusters.target, [topic], tmp_path, exactly_once=exactly_once, copy_loop=copy_loop
     )
     clock = Clock()
     app = app_factory(flow).start()

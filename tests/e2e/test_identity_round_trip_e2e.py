@@ -27,7 +27,7 @@ from kmirror_engine.failover.group_sync import committed_offsets
 from spark_app.main import run_flow
 from tests.brokers import real_kafka
 from tests.e2e.test_failover_e2e import commit
-from tests.kafka_helpers import consume_all, create_topic, produce
+from tests.kafka_helpers import consume_all, create_topic, dr_topology, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark40]
 ON_A = 100  # records produced on a before the outage
@@ -37,28 +37,10 @@ ON_B = 30  # records producers write to b during the outage
 
 
 def topology_of(clusters: Any, a: str, b: str, unique: str) -> dict[str, Any]:
-    return {
-        "clusters": {
-            a: {"bootstrap_servers": clusters.source, "datacenter": "dc-a"},
-            b: {"bootstrap_servers": clusters.target, "datacenter": "dc-b"},
-        },
-        "defaults": {"emit_heartbeats": False},
-        "topologies": [
-            {
-                "name": "dr",
-                "pattern": "active-passive",
-                "primary": a,
-                "standby": b,
-                "reverse_flow": True,
-                "replication_policy": {"type": "identity"},
-                "provenance_headers": True,
-                # off (the active-passive default is on), so the failover and failback commands do the moves
-                "sync_group_offsets": False,
-                "topics": [f"orders-{unique}"],
-                "groups": [f"app-{unique}"],
-            }
-        ],
-    }
+    # sync_group_offsets off (the active-passive default is on), so the failover and failback commands do the moves
+    policy = {"replication_policy": {"type": "identity"}, "provenance_headers": True, "sync_group_offsets": False}
+    topics, groups = [f"orders-{unique}"], [f"app-{unique}"]
+    return dr_topology(clusters, a, b, topics, groups, defaults={"emit_heartbeats": False}, reverse_flow=True, **policy)
 
 
 def planned(raw: dict[str, Any], a: str, b: str, root: Path) -> tuple[dict[str, Any], dict[str, Any]]:

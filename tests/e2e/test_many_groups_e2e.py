@@ -20,7 +20,7 @@ from kmirror_engine.clients.factory import admin_client
 from kmirror_engine.failover.failover_listener import FailoverListener
 from kmirror_engine.failover.group_sync import committed_offsets
 from tests.e2e.test_failover_e2e import END, FOREIGN, commit, mirror_pass
-from tests.kafka_helpers import add_fences, create_topic, produce
+from tests.kafka_helpers import add_fences, create_topic, dr_topology, produce
 
 pytestmark = pytest.mark.e2e
 
@@ -40,23 +40,7 @@ def test_many_groups_fail_over_and_back_each_on_its_own(
     a, b = f"s{unique}", f"t{unique}"
     topic, remote = f"orders-{unique}", f"s{unique}.orders-{unique}"
     g1, g2, g3 = f"app1-{unique}", f"app2-{unique}", f"app3-{unique}"
-    raw = {
-        "clusters": {
-            a: {"bootstrap_servers": clusters.source, "datacenter": "dc-a"},
-            b: {"bootstrap_servers": clusters.target, "datacenter": "dc-b"},
-        },
-        "topologies": [
-            {
-                "name": "dr",
-                "pattern": "active-passive",
-                "primary": a,
-                "standby": b,
-                "sync_group_offsets": False,
-                "topics": [topic],
-                "groups": [f"app.*-{unique}"],
-            }
-        ],
-    }
+    raw = dr_topology(clusters, a, b, [topic], [f"app.*-{unique}"], sync_group_offsets=False)
     (topology_file := tmp_path / "topology.yaml").write_text(yaml.safe_dump(raw))
     topology = parse_topology(raw)
     spec = parse_flow_spec(flow_spec_for(topology, plan_topology(topology).flow(f"{a}->{b}"), str(tmp_path)))

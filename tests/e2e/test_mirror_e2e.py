@@ -4,7 +4,6 @@ session; topics carry a unique prefix so flows never see other tests' topics."""
 
 from __future__ import annotations
 
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -15,20 +14,23 @@ from confluent_kafka.admin import AdminClient, ConfigResource, ResourceType
 
 from kmirror.flow.replication_policy import checkpoints_topic, offset_syncs_topic
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
-from kmirror.mm2.formats import (
-    Checkpoint,
-    Heartbeat,
-    OffsetSync,
-    decode_heartbeat,
-    encode_checkpoint,
-    encode_heartbeat,
-    encode_offset_sync,
-)
+from kmirror.mm2.formats import Checkpoint, decode_heartbeat
 from kmirror_engine.failover.checkpoints import read_checkpoints
 from kmirror_engine.failover.offset_sync_topic import read_partition0
 from kmirror_engine.planning.target_topics import configs_to_copy
 from spark_app.main import run_flow
-from tests.kafka_helpers import BASE_TIMESTAMP_MS, FENCE_KEY, add_fences, consume_all, create_topic, produce
+from tests.e2e.streaming_run import StreamingRun
+from tests.kafka_helpers import (
+    BASE_TIMESTAMP_MS,
+    CHECKPOINT_FENCE,
+    FENCE_KEY,
+    HEARTBEAT_FENCE,
+    SYNC_FENCE,
+    add_fences,
+    consume_all,
+    create_topic,
+    produce,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark40]
 END_KEY = b"__e2e_end__"
@@ -211,7 +213,7 @@ def wait_for_batch_commit(spark: Any, spec: FlowSpec, failures: list[Exception],
 def wait_for_checkpoint(spec: FlowSpec, group: str, failures: list[Exception], timeout_s: float = 60.0) -> Any:
     """The newest checkpoint of `group` once there is one (a valid fence first: tansu)."""
     topic, deadline = checkpoints_topic(spec.source.alias), time.monotonic() + timeout_s
-    fence_key, fence_value = encode_checkpoint(Checkpoint("fence", "fence", 0, 0, 0))
+    fence_key, fence_value = CHECKPOINT_FENCE
     while True:
         produce(spec.target.bootstrap_servers, topic, [{"key": fence_key, "value": fence_value, "partition": 0}])
         found = [c for c in read_checkpoints(spec.target, topic) if c.group == group]
@@ -253,15 +255,8 @@ def test_streaming_mode_picks_up_new_topics_beats_and_checkpoints_while_idle_and
         checkpoint_interval_ms=500,
         groups=[f"idle-{unique}"],
     )
-    stop, failures = threading.Event(), list[Exception]()
-
-    def mirror() -> None:
-        try:
-            run_flow(spec, spark=spark, once=False, stop=stop)
-        except Exception as exc:  # reported by the assertion below
-            failures.append(exc)
-
-    runner = threading.Thread(target=mirror, daemon=True)
+    run = StreamingRun(spec, spark)
+    runner, stop, failures = run.thread, run.stop, run.failures
     runner.start()
     try:
         wait_for_topic(clusters.target, f"{src_alias}.{first}", failures)
@@ -271,7 +266,7 @@ def test_streaming_mode_picks_up_new_topics_beats_and_checkpoints_while_idle_and
         done = wait_for_batch_commit(spark, spec, failures)  # its commit (and the listener's round) is over
         # an application consumes while the source is idle (no batches): the driver's own
         # checkpoint rounds translate its new position
-        sync_key, sync_value = encode_offset_sync(OffsetSync("__fence", 0, 0, 0))  # tansu: see kafka_helpers
+        sync_key, sync_value = SYNC_FENCE  # tansu: see kafka_helpers
         produce(
             clusters.target, offset_syncs_topic(src_alias), [{"key": sync_key, "value": sync_value, "partition": 0}]
         )
@@ -291,7 +286,7 @@ def test_streaming_mode_picks_up_new_topics_beats_and_checkpoints_while_idle_and
         stop.set()
         runner.join(timeout=120)
     assert not runner.is_alive() and failures == []
-    fence_key, fence_value = encode_heartbeat(Heartbeat("fence", "fence", 0))  # a valid record: others read it
+    fence_key, fence_value = HEARTBEAT_FENCE  # a valid record: others read it
     produce(clusters.target, "heartbeats", [{"key": fence_key, "value": fence_value, "partition": 0}])
     beats = [decode_heartbeat(m.key(), m.value()) for m in read_partition0(spec.target, "heartbeats")]
     ours = [b for b in beats if (b.source_cluster_alias, b.target_cluster_alias) == (src_alias, dst_alias)]

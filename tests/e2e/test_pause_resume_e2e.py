@@ -8,7 +8,6 @@ copies nothing and ends normally. Also runs in leg 2 (Spark 4.0's position-track
 from __future__ import annotations
 
 import json
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -18,7 +17,8 @@ import pytest
 from kmirror.flow.spec import parse_flow_spec
 from kmirror_cli.cli import main
 from spark_app.main import run_flow
-from tests.kafka_helpers import consume_all, create_topic, produce
+from tests.e2e.streaming_run import DriverLog, StreamingRun
+from tests.kafka_helpers import consume_all, create_topic, flow_raw, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real_kafka, pytest.mark.spark40]
 
@@ -55,53 +55,6 @@ def target_count(bootstrap: str, topic: str, partitions: int = 2) -> int:
         consumer.close()
 
 
-class StreamingRun:
-    """`run_flow(spec)` streaming on the session's Spark in a daemon thread; what it raised is kept
-    in `failures` for the assertions."""
-
-    def __init__(self, spec: Any, spark: Any) -> None:
-        self.stop, self.failures = threading.Event(), list[Exception]()
-        self.thread = threading.Thread(target=self._run, args=(spec, spark), daemon=True)
-
-    def _run(self, spec: Any, spark: Any) -> None:
-        try:
-            run_flow(spec, spark=spark, once=False, stop=self.stop)
-        except Exception as exc:  # reported by the assertions
-            self.failures.append(exc)
-
-    def start(self) -> None:
-        self.thread.start()
-
-    def end(self, timeout_s: float = 120) -> None:
-        """Stop after the current batch and wait for the thread."""
-        self.stop.set()
-        self.thread.join(timeout=timeout_s)
-
-
-class DriverLog:
-    """What the mirror writes to stderr. The planning process is a child of Spark's JVM, which the
-    session's `spark` fixture started under pytest's global capture: its lines land there, not in
-    this test's capfd (read both). Needs pytest's default fd capture (not `-s`)."""
-
-    def __init__(self, request: pytest.FixtureRequest, capfd: pytest.CaptureFixture[str]) -> None:
-        self.manager, self.capfd, self.text = request.config.pluginmanager.getplugin("capturemanager"), capfd, ""
-
-    def read(self) -> str:
-        self.text += self.capfd.readouterr().err
-        if self.manager is not None and self.manager.is_globally_capturing():
-            self.text += self.manager.read_global_capture().err
-        return self.text
-
-    def wait_for(self, needle: str, timeout_s: float) -> str:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for line in self.read().splitlines():
-                if needle in line:
-                    return line
-            time.sleep(0.2)
-        raise AssertionError(f"no line with {needle!r} in the driver's log within {timeout_s:g} s")
-
-
 def status(flow: Path, log: DriverLog, *extra: str) -> tuple[int, dict[str, Any]]:
     log.read()
     code = main(["status", "--flow", str(flow), "--format", "json", *extra])
@@ -116,36 +69,22 @@ def test_a_paused_flow_copies_nothing_keeps_its_heartbeats_and_resumes_exactly_o
     clusters: Any,
     unique: str,
     tmp_path: Path,
-    capfd: pytest.CaptureFixture[str],
-    request: pytest.FixtureRequest,
+    driver_log: DriverLog,
 ) -> None:
     topic = f"pause-{unique}"
     create_topic(clusters.source, topic, 2)
     produce(clusters.source, topic, records("a", 100))
-    raw = {
-        "id": f"pw{unique}->pe{unique}",
-        "topics": [topic],
-        "topics_exclude": [],
-        "replication_policy": {"type": "default"},
-        "checkpoint_location": str(tmp_path / "ckpt"),
-        "source": {"alias": f"pw{unique}", "bootstrap_servers": clusters.source},
-        "target": {"alias": f"pe{unique}", "bootstrap_servers": clusters.target},
-        "emit_checkpoints": False,
-        "emit_heartbeats": True,
-        "heartbeat_interval_ms": 500,
-        "heartbeats_replication_enabled": False,
-        "trigger_interval_ms": 200,
-    }
+    beats = {"emit_heartbeats": True, "heartbeat_interval_ms": 500, "heartbeats_replication_enabled": False}
+    options = {"emit_checkpoints": False, "trigger_interval_ms": 200, **beats}
+    raw = flow_raw(clusters, f"pw{unique}", f"pe{unique}", [topic], tmp_path / "ckpt", **options)
     spec = parse_flow_spec(raw)
     flow = tmp_path / "flow.json"
     flow.write_text(json.dumps(raw))
     remote = f"pw{unique}.{topic}"
-    log, run = DriverLog(request, capfd), StreamingRun(spec, spark)
+    log, run = driver_log, StreamingRun(spec, spark)
     run.start()
     try:
-        consume_all(
-            clusters.target, remote, 2, timeout_s=300, expect=100
-        )  # the first batch: the query starts (minutes on a loaded box)
+        run.wait_for_first_batch(clusters.target, remote, 2, 100)
         assert main(["pause", "--flow", str(flow), "--reason", "e2e maintenance"]) == 0
         line = log.wait_for('"state": "paused"', 60)
         audit = json.loads(line.split("kmirror control ", 1)[1])

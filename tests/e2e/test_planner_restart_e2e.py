@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -16,8 +15,8 @@ from typing import Any
 import pytest
 
 from kmirror.flow.spec import parse_flow_spec
-from spark_app.main import run_flow
-from tests.kafka_helpers import consume_all, create_topic, produce
+from tests.e2e.streaming_run import StreamingRun
+from tests.kafka_helpers import COPY_ONLY, consume_all, create_topic, flow_raw, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark40, pytest.mark.real_kafka]
 RUNNER_MODULE = "python_streaming_source_runner"
@@ -79,29 +78,13 @@ def test_a_killed_planning_process_restarts_the_query_and_nothing_is_lost_or_dou
     create_topic(clusters.source, topic, 2)
     produce(clusters.source, topic, records("a", 200))
     spec = parse_flow_spec(
-        {
-            "id": f"pw{unique}->pe{unique}",
-            "topics": [topic],
-            "topics_exclude": [],
-            "replication_policy": {"type": "default"},
-            "checkpoint_location": str(tmp_path / "ckpt"),
-            "source": {"alias": f"pw{unique}", "bootstrap_servers": clusters.source},
-            "target": {"alias": f"pe{unique}", "bootstrap_servers": clusters.target},
-            "emit_checkpoints": False,
-            "emit_heartbeats": False,
-            "trigger_interval_ms": 200,
-        }
+        flow_raw(
+            clusters, f"pw{unique}", f"pe{unique}", [topic], tmp_path / "ckpt", trigger_interval_ms=200, **COPY_ONLY
+        )
     )
     remote = f"pw{unique}.{topic}"
-    stop, failures = threading.Event(), list[Exception]()
-
-    def mirror() -> None:
-        try:
-            run_flow(spec, spark=spark, once=False, stop=stop)
-        except Exception as exc:  # reported by the assertions below
-            failures.append(exc)
-
-    runner = threading.Thread(target=mirror, daemon=True)
+    run = StreamingRun(spec, spark)
+    runner, stop, failures = run.thread, run.stop, run.failures
     before = set(planning_processes())
     runner.start()
     try:

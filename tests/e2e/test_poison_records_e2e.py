@@ -16,7 +16,7 @@ from kmirror.flow.spec import FlowSpec, parse_flow_spec
 from kmirror_engine.copying.ranges import CopyError, CopyRange
 from kmirror_engine.copying.task_copy import copy_task_ranges
 from spark_app.main import _require_internal_topic_access
-from tests.kafka_helpers import add_fences, consume_all, create_topic, produce
+from tests.kafka_helpers import add_fences, consume_all, create_topic, flow_raw, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark40, pytest.mark.real_kafka]
 
@@ -24,19 +24,8 @@ OLD_MS = 1_500_000_000_000  # 2017: far outside a one-minute window
 
 
 def _spec(clusters: Any, unique: str, **options: Any) -> FlowSpec:
-    return parse_flow_spec(
-        {
-            "id": f"west-{unique}->east",
-            "checkpoint_location": "/tmp/unused",
-            "source": {"alias": "west", "bootstrap_servers": clusters.source, "config": {}},
-            "target": {"alias": "east", "bootstrap_servers": clusters.target, "config": {}},
-            "topics": [f".*-{unique}"],
-            "topics_exclude": [],
-            "replication_policy": {"type": "default"},
-            "copy_loop": "python",
-            **options,
-        }
-    )
+    raw = flow_raw(clusters, "west", "east", [f".*-{unique}"], "/tmp/unused", id=f"west-{unique}->east")
+    return parse_flow_spec({**raw, "copy_loop": "python", **options})
 
 
 def _poisoned(clusters: Any, unique: str) -> tuple[str, str]:

@@ -18,7 +18,7 @@ from kmirror.flow.spec import parse_flow_spec
 from kmirror_cli.local_brokers import free_port
 from spark_app.main import run_flow
 from tests.e2e.test_mirror_e2e import mirrored
-from tests.kafka_helpers import add_fences, create_topic, produce
+from tests.kafka_helpers import COPY_ONLY, add_fences, create_topic, flow_raw, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark40]
 PARTITIONS, PER_PARTITION, VALUE_BYTES = 4, 1200, 1000
@@ -76,21 +76,8 @@ def test_a_rate_limited_backfill_stays_under_its_limit_in_order(
     record_bytes = len(key(0, 0)) + VALUE_BYTES
     total = PARTITIONS * PER_PARTITION * record_bytes
     port = free_port()
-    spec = parse_flow_spec(
-        {
-            "id": f"w{unique}->e{unique}",
-            "checkpoint_location": str(tmp_path / "ckpt"),
-            "source": {"alias": f"w{unique}", "bootstrap_servers": clusters.source},
-            "target": {"alias": f"e{unique}", "bootstrap_servers": clusters.target},
-            "topics": [topic],
-            "topics_exclude": [],
-            "replication_policy": {"type": "default"},
-            "emit_checkpoints": False,
-            "emit_heartbeats": False,
-            "metrics_port": port,
-            "max_bytes_per_second": LIMIT,
-        }
-    )
+    limited = {**COPY_ONLY, "metrics_port": port, "max_bytes_per_second": LIMIT}
+    spec = parse_flow_spec(flow_raw(clusters, f"w{unique}", f"e{unique}", [topic], tmp_path / "ckpt", **limited))
     # the remote topic exists before the run (as the mirror would create it: same partitions), so
     # the sampler sees it from its first sample; created by the app mid-run, a loaded machine's
     # sampler could miss it all run long (its cached metadata said "unknown topic")
@@ -167,18 +154,9 @@ def test_a_partition_of_large_records_gets_its_byte_share(
     produce(clusters.source, topic, big + small)
     total = 30 * 100_008 + 20_000 * 58
     spec = parse_flow_spec(
-        {
-            "id": f"w{unique}->e{unique}",
-            "checkpoint_location": str(tmp_path / "ckpt"),
-            "source": {"alias": f"w{unique}", "bootstrap_servers": clusters.source},
-            "target": {"alias": f"e{unique}", "bootstrap_servers": clusters.target},
-            "topics": [topic],
-            "topics_exclude": [],
-            "replication_policy": {"type": "default"},
-            "emit_checkpoints": False,
-            "emit_heartbeats": False,
-            "max_bytes_per_second": LIMIT,
-        }
+        flow_raw(
+            clusters, f"w{unique}", f"e{unique}", [topic], tmp_path / "ckpt", max_bytes_per_second=LIMIT, **COPY_ONLY
+        )
     )
     started = time.monotonic()
     run_flow(spec, spark=spark, once=True)

@@ -25,7 +25,7 @@ from spark_app.main import run_flow
 from tests.brokers import real_kafka
 from tests.e2e.test_failover_e2e import FOREIGN, GROUP_AT, commit
 from tests.e2e.test_failover_source_gone_e2e import first_record_of_group
-from tests.kafka_helpers import add_fences, consume_all, create_topic, produce
+from tests.kafka_helpers import add_fences, consume_all, create_topic, dr_topology, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark40]
 READ_ON_B = 6  # the group read v0..v5 of the remote topic on B during the outage
@@ -35,26 +35,9 @@ WRITTEN_ON_B = 5  # records producers wrote to B's own topic during the outage
 def planned(clusters: Any, a: str, b: str, unique: str, root: Path) -> tuple[FlowSpec, FlowSpec]:
     """The forward and reverse flow specs the planner makes of an active-passive topology with
     `reverse_flow: true` (topics matching the remote name too, so only the loop rules keep it out)."""
-    topology = parse_topology(
-        {
-            "clusters": {
-                a: {"bootstrap_servers": clusters.source, "datacenter": "dc-a"},
-                b: {"bootstrap_servers": clusters.target, "datacenter": "dc-b"},
-            },
-            "defaults": {"emit_heartbeats": False},
-            "topologies": [
-                {
-                    "name": "dr",
-                    "pattern": "active-passive",
-                    "primary": a,
-                    "standby": b,
-                    "reverse_flow": True,
-                    "topics": [f".*orders-{unique}"],
-                    "groups": [f"app-{unique}"],
-                }
-            ],
-        }
-    )
+    topics, groups = [f".*orders-{unique}"], [f"app-{unique}"]
+    raw = dr_topology(clusters, a, b, topics, groups, defaults={"emit_heartbeats": False}, reverse_flow=True)
+    topology = parse_topology(raw)
     plan = plan_topology(topology)
     forward, reverse = plan.flow(f"{a}->{b}"), plan.flow(f"{b}->{a}")
     assert (forward.run_in, reverse.run_in) == ("dc-b", "dc-a")

@@ -15,7 +15,6 @@ import pytest
 from kmirror.flow.spec import parse_flow_spec
 from spark_app.main import run_flow
 from spark_app.several_flows import run_flows
-from tests.brokers import new_broker
 from tests.e2e.fault_helpers import (
     APP_START_TIMEOUT_S,
     Clock,
@@ -26,9 +25,8 @@ from tests.e2e.fault_helpers import (
     report,
     target_values,
     wait_until,
-    west_and_north_flows,
+    west_and_north,
 )
-from tests.kafka_helpers import create_topic
 
 pytestmark = [pytest.mark.e2e, pytest.mark.slow]
 
@@ -38,12 +36,7 @@ def test_two_flows_one_target_one_source_frozen_the_other_keeps_mirroring_nothin
 ) -> None:
     clock = Clock()
     topic, partitions = f"multi-{unique}", 2
-    with new_broker(f"multi-north-{unique}", freezes=True) as north:
-        create_topic(clusters.source, topic, partitions)
-        create_topic(north.bootstrap_servers, topic, partitions)
-        west_flow, north_flow = west_and_north_flows(
-            unique, clusters.source, north.bootstrap_servers, clusters.target, topic, tmp_path
-        )
+    with west_and_north(clusters, unique, topic, partitions, tmp_path) as (north, west_flow, north_flow):
         specs = [parse_flow_spec(west_flow, "west.json"), parse_flow_spec(north_flow, "north.json")]
         stop = threading.Event()
         codes: list[int] = []

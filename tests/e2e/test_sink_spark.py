@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from bench.sink_harness import start_fixed_ranges_copy
-from tests.kafka_helpers import add_fences, consume_all, create_topic, produce
+from tests.kafka_helpers import COPY_ONLY, add_fences, consume_all, create_topic, flow_raw, produce
 
 pytestmark = pytest.mark.e2e
 
@@ -24,17 +24,7 @@ def test_writer_tasks_copy_their_ranges_through_spark(spark: Any, clusters: Any,
     ]
     produce(clusters.source, src, records)
     add_fences(clusters.source, src, 3)
-    spec = {
-        "id": f"west-{unique}->east",
-        "topics": [src],
-        "topics_exclude": [],
-        "source": {"alias": "west", "bootstrap_servers": clusters.source, "config": {}},
-        "target": {"alias": "east", "bootstrap_servers": clusters.target, "config": {}},
-        "replication_policy": {"type": "default"},
-        "checkpoint_location": str(tmp_path / "unused"),
-        "emit_checkpoints": False,
-        "emit_heartbeats": False,
-    }
+    spec = flow_raw(clusters, "west", "east", [src], tmp_path / "unused", id=f"west-{unique}->east", **COPY_ONLY)
     ranges = [[src, p, 0, 30, dst] for p in range(3)]
     query = start_fixed_ranges_copy(spark, ranges, spec, tmp_path / "checkpoint", tasks=2)
     query.awaitTermination(300)

@@ -22,7 +22,6 @@ from confluent_kafka import Consumer, TopicPartition
 
 from kmirror.flow.replication_policy import offset_syncs_topic
 from kmirror.flow.spec import parse_flow_spec
-from kmirror.mm2.formats import OffsetSync, encode_offset_sync
 from kmirror_cli.cli import main
 from kmirror_engine.failover.failover_listener import FailoverClients, FailoverListener
 from kmirror_engine.failover.offset_sync_snapshots import SyncLog
@@ -30,7 +29,7 @@ from kmirror_engine.failover.offset_sync_topic import OffsetSyncTopic
 from kmirror_engine.failover.offset_syncs import SyncStore
 from kmirror_engine.observability.progress import BatchProgress, PartitionProgress
 from kmirror_engine.planning.internal_names import snapshot_topic
-from tests.kafka_helpers import create_topic, produce
+from tests.kafka_helpers import SYNC_FENCE, create_topic, flow_raw, produce
 
 pytestmark = pytest.mark.spark40  # also in leg 2 (pyspark 4.0.2 / Python 3.10)
 
@@ -66,18 +65,9 @@ def test_restart_and_translate_time_stay_flat_as_batches_accumulate(
 ) -> None:
     src, dst = f"s{unique}", f"t{unique}"
     topic, group, remote = f"hist-{unique}", f"app-{unique}", f"s{unique}.hist-{unique}"
-    flow = {
-        "id": f"{src}->{dst}",
-        "checkpoint_location": str(tmp_path),
-        "emit_heartbeats": False,
-        "emit_checkpoints": False,
-        "source": {"alias": src, "bootstrap_servers": clusters.source},
-        "target": {"alias": dst, "bootstrap_servers": clusters.target},
-        "topics": [topic],
-        "topics_exclude": [],
-        "replication_policy": {"type": "default"},
-        "groups": [group],
-    }
+    flow = flow_raw(
+        clusters, src, dst, [topic], tmp_path, emit_heartbeats=False, emit_checkpoints=False, groups=[group]
+    )
     spec = parse_flow_spec(flow)
     (tmp_path / "flow.json").write_text(json.dumps(flow))
     create_topic(clusters.source, topic, PARTITIONS)
@@ -95,7 +85,7 @@ def test_restart_and_translate_time_stay_flat_as_batches_accumulate(
         produce(
             clusters.target,
             offset_syncs_topic(src),
-            [{"key": k, "value": v, "partition": 0} for k, v in [encode_offset_sync(OffsetSync("__fence", 0, 0, 0))]],
+            [{"key": SYNC_FENCE[0], "value": SYNC_FENCE[1], "partition": 0}],
         )
         group_at = (batches - 1) * 2 * RECORDS + 20  # mid-way through the newest batch
         commit_group(clusters.source, group, topic, group_at)
@@ -159,17 +149,7 @@ def test_restart_stays_bounded_when_snapshots_keep_failing(
     safely (never past what the writer's full history gives)."""
     src, dst = f"s{unique}", f"t{unique}"
     topic, remote = f"hist-{unique}", f"s{unique}.hist-{unique}"
-    flow = {
-        "id": f"{src}->{dst}",
-        "checkpoint_location": str(tmp_path),
-        "emit_heartbeats": False,
-        "emit_checkpoints": False,
-        "source": {"alias": src, "bootstrap_servers": clusters.source},
-        "target": {"alias": dst, "bootstrap_servers": clusters.target},
-        "topics": [topic],
-        "topics_exclude": [],
-        "replication_policy": {"type": "default"},
-    }
+    flow = flow_raw(clusters, src, dst, [topic], tmp_path, emit_heartbeats=False, emit_checkpoints=False)
     spec = parse_flow_spec(flow)
     create_topic(clusters.source, topic, PARTITIONS)
     clients = FailoverClients.connect(spec)

@@ -187,6 +187,17 @@ def test_read_acls_of_mirrored_topics_reach_the_remote_topics(
     ) -> AclBinding:
         return AclBinding(ResourceType.TOPIC, name, pattern, principal, "*", op, permission)
 
+    def matching(b: AclBinding) -> AclBindingFilter:
+        """The filter that deletes exactly `b`."""
+        return AclBindingFilter(
+            b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation, b.permission_type
+        )
+
+    def acls_after_a_run(**options: Any) -> set[tuple[str, str, str, str]]:
+        """The target's ACLs once a --once run of the flow (with `options`) ended."""
+        run_flow(sync_flow(clusters, unique, [topic], tmp_path / "cp", **options), spark=spark, once=True)
+        return target_acls(clusters.target, unique)
+
     analytics = acl(topic, f"User:analytics-{unique}", AclOperation.ALL)
     eve = acl(topic, f"User:eve-{unique}", AclOperation.READ, AclPermissionType.DENY)
     mallory = acl(
@@ -207,8 +218,7 @@ def test_read_acls_of_mirrored_topics_reach_the_remote_topics(
         ]
     ).values():
         future.result(timeout=30)
-    run_flow(sync_flow(clusters, unique, [topic], tmp_path / "cp", sync_topic_acls=True), spark=spark, once=True)
-    assert target_acls(clusters.target, unique) == {
+    assert acls_after_a_run(sync_topic_acls=True) == {
         (remote, f"User:analytics-{unique}", "READ", "ALLOW"),
         (remote, f"User:eve-{unique}", "READ", "DENY"),
         (remote, f"User:mallory-{unique}", "READ", "DENY"),  # the prefixed DENY, literal on the remote topic
@@ -217,39 +227,18 @@ def test_read_acls_of_mirrored_topics_reach_the_remote_topics(
     target = AdminClient({"bootstrap.servers": clusters.target})
     for future in target.create_acls([acl(remote, f"User:ops-{unique}", AclOperation.READ)]).values():
         future.result(timeout=30)
-    for future in source.delete_acls(
-        [
-            AclBindingFilter(
-                b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation, b.permission_type
-            )
-            for b in (analytics, eve)
-        ]
-    ).values():
+    for future in source.delete_acls([matching(b) for b in (analytics, eve)]).values():
         future.result(timeout=30)
-    run_flow(sync_flow(clusters, unique, [topic], tmp_path / "cp", sync_topic_acls=True), spark=spark, once=True)
-    assert target_acls(clusters.target, unique) == {
+    assert acls_after_a_run(sync_topic_acls=True) == {
         (remote, f"User:mallory-{unique}", "READ", "DENY"),
         (remote, f"User:ops-{unique}", "READ", "ALLOW"),
     }
     # opted out (the default): nothing more copied, nothing revoked
     for future in source.create_acls([acl(topic, f"User:late-{unique}", AclOperation.READ)]).values():
         future.result(timeout=30)
-    for future in source.delete_acls(
-        [
-            AclBindingFilter(
-                mallory.restype,
-                mallory.name,
-                mallory.resource_pattern_type,
-                mallory.principal,
-                mallory.host,
-                mallory.operation,
-                mallory.permission_type,
-            )
-        ]
-    ).values():
+    for future in source.delete_acls([matching(mallory)]).values():
         future.result(timeout=30)
-    run_flow(sync_flow(clusters, unique, [topic], tmp_path / "cp"), spark=spark, once=True)
-    assert len(target_acls(clusters.target, unique)) == 2
+    assert len(acls_after_a_run()) == 2
 
 
 def target_acls(bootstrap: str, unique: str) -> set[tuple[str, str, str, str]]:

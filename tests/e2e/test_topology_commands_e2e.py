@@ -28,9 +28,10 @@ from kmirror_engine.failover.group_sync import committed_offsets
 from kmirror_engine.failover.offset_sync_topic import read_partition0
 from kmirror_engine.planning.flow_control import newest_record
 from kmirror_engine.planning.internal_names import control_topic
+from tests.e2e.streaming_run import DriverLog, StreamingRun
 from tests.e2e.test_failover_e2e import commit
-from tests.e2e.test_pause_resume_e2e import DriverLog, StreamingRun, delete_control_topic, target_count
-from tests.kafka_helpers import consume_all, create_topic, produce
+from tests.e2e.test_pause_resume_e2e import delete_control_topic, target_count
+from tests.kafka_helpers import consume_all, create_topic, dr_topology, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real_kafka]
 GROUP_AT = 40  # the application group's position on the source
@@ -52,37 +53,17 @@ def test_the_operator_commands_work_from_the_topology_alone(
     clusters: Any,
     unique: str,
     tmp_path: Path,
-    capfd: pytest.CaptureFixture[str],
-    request: pytest.FixtureRequest,
+    driver_log: DriverLog,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     a, b = f"tw{unique}", f"te{unique}"
     topic, group, flow_id = f"ops-{unique}", f"app-{unique}", f"tw{unique}->te{unique}"
     remote = f"{a}.{topic}"
-    raw = {
-        "clusters": {
-            a: {"bootstrap_servers": clusters.source, "datacenter": "dc-a"},
-            b: {"bootstrap_servers": clusters.target, "datacenter": "dc-b"},
-        },
-        "defaults": {
-            "heartbeat_interval_ms": 500,
-            "checkpoint_interval_ms": 500,
-            "trigger_interval_ms": 200,
-            "heartbeats_replication_enabled": False,
-        },
-        "topologies": [
-            {
-                "name": "dr",
-                "pattern": "active-passive",
-                "primary": a,
-                "standby": b,
-                "sync_group_offsets": False,  # the group moves only by the failover command
-                "reverse_flow": True,  # a second flow (b->a, run in dc-a, never started): status of many
-                "topics": [topic],
-                "groups": [group],
-            }
-        ],
-    }
+    beats = {"heartbeat_interval_ms": 500, "heartbeats_replication_enabled": False}
+    defaults = {**beats, "checkpoint_interval_ms": 500, "trigger_interval_ms": 200}
+    settings = {"sync_group_offsets": False}  # the group moves only by the failover command
+    settings["reverse_flow"] = True  # a second flow (b->a, run in dc-a, never started): status of many
+    raw = dr_topology(clusters, a, b, [topic], [group], defaults=defaults, **settings)
     (tmp_path / "topology.yaml").write_text(yaml.safe_dump(raw))
     (tmp_path / "stacks").mkdir()
     (tmp_path / "stacks" / "Pulumi.dcb.yaml").write_text(
@@ -99,12 +80,10 @@ def test_the_operator_commands_work_from_the_topology_alone(
     create_topic(clusters.source, topic, 1)
     produce(clusters.source, topic, [{"value": f"a-{i}".encode(), "partition": 0} for i in range(100)])
     commit(clusters.source, group, topic, GROUP_AT)
-    log, run = DriverLog(request, capfd), StreamingRun(spec, spark)
+    log, run = driver_log, StreamingRun(spec, spark)
     run.start()
     try:
-        consume_all(
-            clusters.target, remote, 1, timeout_s=300, expect=100
-        )  # the first batch: the query starts (minutes on a loaded box)
+        run.wait_for_first_batch(clusters.target, remote, 1, 100)
 
         # acls: the commands for this flow's clusters and topic (the source asked which topics match)
         code, grants = cli(log, "acls", *by_file)

@@ -21,7 +21,7 @@ from kmirror_engine.failover.offset_syncs import SyncStore
 from spark_app import listeners as listeners_module
 from spark_app.main import run_flow
 from tests.e2e.test_mirror_e2e import mirrored
-from tests.kafka_helpers import BASE_TIMESTAMP_MS, TANSU_FENCES, add_fences, create_topic, produce
+from tests.kafka_helpers import BASE_TIMESTAMP_MS, SYNC_FENCE, TANSU_FENCES, add_fences, create_topic, produce
 
 pytestmark = [pytest.mark.e2e, pytest.mark.spark40]
 
@@ -69,16 +69,7 @@ def kept(i: int) -> bool:
 
 def load_syncs(spec: FlowSpec) -> SyncStore:
     topic = offset_syncs_topic(spec.source.alias)
-    produce(
-        spec.target.bootstrap_servers,
-        topic,
-        [
-            {
-                "key": encode_offset_sync(OffsetSync("__fence", 0, 0, 0))[0],
-                "value": encode_offset_sync(OffsetSync("__fence", 0, 0, 0))[1],
-            }
-        ],
-    )
+    produce(spec.target.bootstrap_servers, topic, [{"key": SYNC_FENCE[0], "value": SYNC_FENCE[1]}])
     store = SyncStore()
     OffsetSyncTopic(spec.target, topic).load(store)
     return store

@@ -9,7 +9,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench.mm2_run import LOG4J
+from bench.mm2_run import INTERNAL_TOPICS, LOG4J
+
+# Properties lines for one-node clusters: MM2's default replication factor and each of its internal
+# topics' (bench/mm2_run.py sets the same).
+ONE_REPLICA = "replication.factor = 1\n" + "".join(f"{name}.replication.factor = 1\n" for name in INTERNAL_TOPICS)
 
 # MM2's checkpoint task has read its offset-syncs topic to the end (MirrorCheckpointTask). Syncs read
 # during that first read replace each other (its OffsetSyncStore keeps the newest), so records a

@@ -69,6 +69,20 @@ def _run(tmp_path: Path, capsys, *argv: str) -> tuple[int, str, Path]:
     return code, capsys.readouterr().err, out
 
 
+def _import(tmp_path: Path, capsys, kind: str, text: str, *flags: str) -> tuple[int, str, Path]:
+    """`kmirror import strimzi|mm2` of a file holding `text`; its exit code, stderr and output path."""
+    src = tmp_path / ("mm2.yaml" if kind == "strimzi" else "mm2.properties")
+    src.write_text(text)
+    return _run(tmp_path, capsys, kind, str(src), *flags)
+
+
+def _imported(tmp_path: Path, capsys, kind: str, text: str) -> tuple[dict, str, Path]:
+    """The clusters of a `_import` that must succeed (what it wrote validates and plans), its stderr and output path."""
+    code, err, out = _import(tmp_path, capsys, kind, text)
+    assert code == 0, err
+    return _clusters(out), err, out
+
+
 def _clusters(out: Path) -> dict:
     raw = yaml.safe_load(out.read_text())
     topo = parse_topology(raw)  # what is written validates (security sections included) and plans
@@ -77,11 +91,7 @@ def _clusters(out: Path) -> dict:
 
 
 def test_strimzi_authentication_types_become_security_sections_with_k8s_secret_references(tmp_path, capsys):
-    src = tmp_path / "mm2.yaml"
-    src.write_text(STRIMZI)
-    code, err, out = _run(tmp_path, capsys, "strimzi", str(src))
-    assert code == 0, err
-    clusters = _clusters(out)
+    clusters, err, _ = _imported(tmp_path, capsys, "strimzi", STRIMZI)
     assert clusters["warehouse"]["security"] == {
         "protocol": "SASL_PLAINTEXT",
         "scram": {
@@ -131,9 +141,7 @@ def test_strimzi_oauth_fields_without_equivalent_are_refused_by_name_and_never_s
     text = STRIMZI.replace(
         "        scope: kafka\n", "        scope: kafka\n        refreshToken: {secretName: r, key: t}\n"
     )
-    src = tmp_path / "mm2.yaml"
-    src.write_text(text)
-    code, err, out = _run(tmp_path, capsys, "strimzi", str(src))
+    code, err, out = _import(tmp_path, capsys, "strimzi", text)
     assert code == 1 and not out.exists()
     assert "refused: spec.clusters[3].authentication.refreshToken=<redacted>: lossy" in err
 
@@ -163,11 +171,7 @@ msk->cc.enabled = true
 
 
 def test_mm2_properties_security_per_cluster_secrets_as_references_never_values(tmp_path, capsys):
-    src = tmp_path / "mm2.properties"
-    src.write_text(MM2)
-    code, err, out = _run(tmp_path, capsys, "mm2", str(src))
-    assert code == 0, err
-    clusters = _clusters(out)
+    clusters, err, out = _imported(tmp_path, capsys, "mm2", MM2)
     assert clusters["onprem"]["security"] == {
         "protocol": "SASL_SSL",
         "tls": {"ca": {"file": "/etc/kafka/ca.pem"}},
@@ -187,18 +191,17 @@ def test_mm2_properties_security_per_cluster_secrets_as_references_never_values(
 
 
 def test_mm2_security_without_equivalent_is_refused_by_name(tmp_path, capsys):
-    src = tmp_path / "mm2.properties"
-    src.write_text(
+    text = (
         "clusters = a, b\na.bootstrap.servers = a:9093\nb.bootstrap.servers = b:9092\na->b.enabled = true\n"
         "a.security.protocol = SSL\na.ssl.truststore.location = /etc/kafka/truststore.jks\n"
         "a.ssl.truststore.password = changeit\nb.security.protocol = SASL_PLAINTEXT\nb.sasl.mechanism = NTLM\n"
     )
-    code, err, out = _run(tmp_path, capsys, "mm2", str(src))
+    code, err, out = _import(tmp_path, capsys, "mm2", text)
     assert code == 1 and not out.exists()
     refused = {line.split(": ", 1)[1].split("=", 1)[0] for line in err.splitlines() if line.startswith("refused")}
     assert refused == {"a.ssl.truststore.location", "a.ssl.truststore.password", "b.sasl.mechanism"}
     assert "changeit" not in err
-    code, err, out = _run(tmp_path, capsys, "mm2", str(src), "--allow-lossy")
+    code, err, out = _import(tmp_path, capsys, "mm2", text, "--allow-lossy")
     assert code == 0 and yaml.safe_load(out.read_text())["clusters"]["a"]["security"] == {"protocol": "SSL"}
 
 

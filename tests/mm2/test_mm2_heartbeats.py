@@ -23,6 +23,7 @@ import pytest
 
 from kmirror.mm2.formats import decode_heartbeat
 from tests.mm2.flow_pass import FlowRun, flow_spec
+from tests.mm2.mm2_process import ONE_REPLICA
 from tests.mm2.test_mm2_jars import fetch_mm2
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real_kafka, pytest.mark.slow]
@@ -65,24 +66,12 @@ def _mm2_properties(bootstrap: dict[str, str]) -> str:
         "B->A.offset-syncs.topic.location = target",
         "emit.heartbeats.enabled = false",
         "emit.heartbeats.interval.seconds = 1",
-        "replication.factor = 1",
         "refresh.topics.interval.seconds = 1",
         "refresh.groups.interval.seconds = 1",
         "emit.checkpoints.interval.seconds = 1",
         "sync.group.offsets.enabled = false",
     ]
-    lines += [
-        f"{t}.replication.factor = 1"
-        for t in (
-            "checkpoints.topic",
-            "heartbeats.topic",
-            "offset-syncs.topic",
-            "offset.storage",
-            "status.storage",
-            "config.storage",
-        )
-    ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + ONE_REPLICA
 
 
 def _produce(bootstrap: str, topic: str, count: int) -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from kmirror.flow.replication_policy import offset_syncs_topic
-from tests.mm2.mm2_process import start_mm2, wait_for_first_syncs, wait_for_stores
+from tests.mm2.mm2_process import ONE_REPLICA, start_mm2, wait_for_first_syncs, wait_for_stores
 from tests.mm2.test_mm2_jars import ROOT, fetch_mm2
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real_kafka, pytest.mark.slow]
@@ -64,18 +64,8 @@ def mm2_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
         props.write_text(
             f"clusters = A, B\nA.bootstrap.servers = {a.bootstrap_servers}\n"
             f"B.bootstrap.servers = {b.bootstrap_servers}\n"
-            "A->B.enabled = true\nA->B.topics = orders\nreplication.factor = 1\n"
-            + "".join(
-                f"{t}.replication.factor = 1\n"
-                for t in (
-                    "checkpoints.topic",
-                    "heartbeats.topic",
-                    "offset-syncs.topic",
-                    "offset.storage",
-                    "status.storage",
-                    "config.storage",
-                )
-            )
+            "A->B.enabled = true\nA->B.topics = orders\n"
+            + ONE_REPLICA
             + "emit.checkpoints.interval.seconds = 1\nrefresh.groups.interval.seconds = 1\n"
             "refresh.topics.interval.seconds = 1\nsync.group.offsets.enabled = false\n"
         )

@@ -108,18 +108,9 @@ def test_what_kafka_mirror_cannot_translate_is_translated_from_mm2s_syncs(monkey
     import kmirror_engine.failover.mm2_offset_syncs as mm2_offset_syncs
     from kmirror.flow.spec import parse_flow_spec
     from kmirror_engine.failover.checkpoints import Translation, with_mm2_syncs
+    from tests.planner_fakes import raw_spec
 
-    spec = parse_flow_spec(
-        {
-            "id": "A->B",
-            "checkpoint_location": "/tmp/x",
-            "topics": ["orders"],
-            "topics_exclude": [],
-            "replication_policy": {"type": "default"},
-            "source": {"alias": "A", "bootstrap_servers": "a:9092"},
-            "target": {"alias": "B", "bootstrap_servers": "b:9092"},
-        }
-    )
+    spec = parse_flow_spec(raw_spec("A", "B"))  # A (a:9092) -> B (b:9092), topic orders
     read: list[str] = []
 
     def load(s):

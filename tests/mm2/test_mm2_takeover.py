@@ -40,8 +40,8 @@ from kmirror_engine.planning.mm2_takeover import mm2_committed, mm2_synced
 from kmirror_engine.planning.range_planner import RangePlanner
 from tests.brokers import KAFKA_LINE
 from tests.conftest import Clusters, cluster_pair
-from tests.kafka_helpers import create_topic, produce
-from tests.mm2.mm2_process import start_mm2, wait_for, wait_for_first_syncs, wait_for_stores
+from tests.kafka_helpers import create_topic, flow_raw, produce
+from tests.mm2.mm2_process import ONE_REPLICA, start_mm2, wait_for, wait_for_first_syncs, wait_for_stores
 from tests.mm2.test_mm2_jars import fetch_mm2
 
 pytestmark = [pytest.mark.e2e, pytest.mark.real_kafka, pytest.mark.slow]
@@ -110,19 +110,10 @@ def _remote_ends(bootstrap: str, topic: str) -> dict[int, int]:
 
 
 def _mm2_properties(src: str, dst: str, source: str, target: str, topic: str) -> str:
-    internal = (
-        "checkpoints.topic",
-        "heartbeats.topic",
-        "offset-syncs.topic",
-        "offset.storage",
-        "status.storage",
-        "config.storage",
-    )
     return (
         f"clusters = {src}, {dst}\n{src}.bootstrap.servers = {source}\n{dst}.bootstrap.servers = {target}\n"
         f"{src}->{dst}.enabled = true\n{src}->{dst}.topics = {topic}\n{dst}->{src}.enabled = false\n"
-        "replication.factor = 1\n"
-        + "".join(f"{name}.replication.factor = 1\n" for name in internal)
+        + ONE_REPLICA
         + f"offset.lag.max = {OFFSET_LAG_MAX}\nemit.checkpoints.interval.seconds = 1\n"
         "refresh.groups.interval.seconds = 1\nrefresh.topics.interval.seconds = 1\n"
         "sync.group.offsets.enabled = false\nsync.topic.acls.enabled = false\n"
@@ -156,18 +147,9 @@ def mm2_stopped(clusters: Any, tmp_path_factory: pytest.TempPathFactory) -> Iter
     props = tmp / "mm2.properties"
     props.write_text(_mm2_properties(src, dst, clusters.source, clusters.target, topic))
     mm2, log = start_mm2(jars, props, tmp)
+    groups = [f"before{unique}", f"after{unique}"]
     spec = parse_flow_spec(
-        {
-            "id": f"{src}->{dst}",
-            "checkpoint_location": str(tmp / "ckpt"),
-            "topics": [topic],
-            "topics_exclude": [],
-            "replication_policy": {"type": "default"},
-            "groups": [f"before{unique}", f"after{unique}"],
-            "source": {"alias": src, "bootstrap_servers": clusters.source},
-            "target": {"alias": dst, "bootstrap_servers": clusters.target},
-            "starting_offsets": {"from_mm2": {}},
-        }
+        flow_raw(clusters, src, dst, [topic], tmp / "ckpt", groups=groups, starting_offsets={"from_mm2": {}})
     )
     offsets_topic, syncs_topic = spec.planning.from_mm2.topics(src, dst)  # type: ignore[union-attr]
     try:

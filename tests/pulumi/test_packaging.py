@@ -169,20 +169,15 @@ def test_the_python_example_runs_under_mocks_from_a_fresh_venv(tmp_path: Path) -
     ).stdout
     installed = {canonicalize_name(p["name"]) for p in json.loads(listed)}
     assert "kafka-mirror" in installed and not installed & SPARK_STACK
-    done = subprocess.run(
-        [
-            str(python),
-            str(ROOT / "tests" / "pulumi" / "example_runner.py"),
-            str(ROOT / "examples" / "python"),
-            "eastScramPassword=from-the-stack",
-            "eastKubeconfig=apiVersion: v1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        check=False,
-    )
+    runner = [str(python), str(ROOT / "tests" / "pulumi" / "example_runner.py"), str(ROOT / "examples" / "python")]
+
+    def run_example(*config: str) -> subprocess.CompletedProcess[str]:
+        """The Python example under tests/pulumi/example_runner.py with this stack `config`."""
+        return subprocess.run(
+            [*runner, *config], capture_output=True, text=True, timeout=300, cwd=tmp_path, check=False
+        )
+
+    done = run_example("eastScramPassword=from-the-stack", "eastKubeconfig=apiVersion: v1")
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["kafka_mirror"].startswith(str(env_dir))  # the wheel, not the checkout
@@ -194,19 +189,7 @@ def test_the_python_example_runs_under_mocks_from_a_fresh_venv(tmp_path: Path) -
     assert "kubernetes:sparkoperator.k8s.io/v1beta2:SparkApplication west-1-to-east-1-app" in result["resources"]
     print(done.stdout)
     # no password fallback: without the stack secret the example refuses to run, naming it
-    unset = subprocess.run(
-        [
-            str(python),
-            str(ROOT / "tests" / "pulumi" / "example_runner.py"),
-            str(ROOT / "examples" / "python"),
-            "eastKubeconfig=apiVersion: v1",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        check=False,
-    )
+    unset = run_example("eastKubeconfig=apiVersion: v1")
     assert unset.returncode != 0 and "eastScramPassword" in unset.stderr, unset.stderr[-2000:]
 
 

@@ -64,11 +64,9 @@ def node_modules() -> Path:
     return home / "node_modules"
 
 
-def check(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
-    """`tsc` over `source` as the example's index.ts, with the generated `@pulumi/kafka-mirror` in
-    node_modules beside the cached packages (each linked, so the cache stays untouched)."""
-    modules = node_modules()
-    work = tmp_path / "example"
+def linked_node_modules(work: Path, modules: Path) -> Path:
+    """work/node_modules with each of the cached `modules` (and each of their @pulumi/ scope) linked
+    in, so the cache stays untouched when a test adds its own package there."""
     linked = work / "node_modules"
     (linked / "@pulumi").mkdir(parents=True)
     for entry in modules.iterdir():
@@ -76,6 +74,15 @@ def check(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
             (linked / entry.name).symlink_to(entry)
     for entry in (modules / "@pulumi").iterdir():
         (linked / "@pulumi" / entry.name).symlink_to(entry)
+    return linked
+
+
+def check(tmp_path: Path, source: str) -> subprocess.CompletedProcess[str]:
+    """`tsc` over `source` as the example's index.ts, with the generated `@pulumi/kafka-mirror` in
+    node_modules beside the cached packages (each linked, so the cache stays untouched)."""
+    modules = node_modules()
+    work = tmp_path / "example"
+    linked = linked_node_modules(work, modules)
     sdk = linked / "@pulumi" / "kafka-mirror"
     sdk.mkdir()
     (sdk / "index.d.ts").write_text(declarations(json.loads((ROOT / "components" / "schema.json").read_text())))

@@ -13,13 +13,14 @@ import time
 from pathlib import Path
 
 from kmirror.security.kerberos import write_krb5_conf
-from kmirror_cli.local_brokers import free_port, stop_process, wait_for_port
+from kmirror_cli.local_brokers import free_port
+from tests.security.background import BackgroundProcess
 
 REALM = "KMIRROR.TEST"
 MASTER_PASSWORD = "kdc-master-test-only"  # protects the throwaway test database, nothing else
 
 
-class LocalKdc:
+class LocalKdc(BackgroundProcess):
     """`with LocalKdc(directory) as kdc:` runs krb5kdc -n on a free port until the block ends."""
 
     def __init__(self, directory: Path, realm: str = REALM) -> None:
@@ -39,7 +40,6 @@ class LocalKdc:
             f"[logging]\n  kdc = FILE:{directory}/kdc.log\n"
         )
         (directory / "kadm5.acl").write_text("")
-        self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def env(self) -> dict[str, str]:
@@ -54,20 +54,8 @@ class LocalKdc:
             capture_output=True,
             timeout=60,
         )
-        self.process = subprocess.Popen(
-            ["krb5kdc", "-n", "-r", self.realm],
-            env=self.env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        wait_for_port(self.port, timeout_s=15)
+        self._start(["krb5kdc", "-n", "-r", self.realm], self.port, env=self.env)
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.process is not None:
-            stop_process(self.process)
-            self.process = None
 
     def log(self) -> str:
         path = self.directory / "kdc.log"

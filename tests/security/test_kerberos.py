@@ -15,7 +15,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ from kmirror.security.kerberos import jaas_kafka_client, jvm_options, render_krb
 from kmirror.security.security_checks import security_problems
 from kmirror_cli.local_brokers import free_port
 from kmirror_engine.clients.security_check import check_client_support
+from tests.security.app_run import run_once
 from tests.security.kdc_support import REALM, LocalKdc
 from tests.security.sasl_stub import API_VERSIONS, SASL_AUTHENTICATE, SASL_HANDSHAKE, SaslGssapiStub
 
@@ -358,30 +358,10 @@ def test_the_app_refuses_to_start_without_gssapi_and_says_how_to_get_it(
     kdc: LocalKdc, keytab: Path, tmp_path: Path
 ) -> None:
     """`python -m spark_app` in this venv (the PyPI wheel) with a Kerberized source cluster."""
-    flow = tmp_path / "flow.json"
-    flow.write_text(
-        json.dumps(
-            {
-                "id": "dc-old->west-1",
-                "topics": [".*"],
-                "topics_exclude": [],
-                "replication_policy": {"type": "default"},
-                "checkpoint_location": str(tmp_path / "checkpoint"),
-                "source": {
-                    "alias": "dc-old",
-                    "bootstrap_servers": f"127.0.0.1:{free_port()}",
-                    "config": client_config(_security(kdc, keytab)),
-                },
-                "target": {"alias": "west-1", "bootstrap_servers": f"127.0.0.1:{free_port()}", "config": {}},
-            }
-        )
-    )
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "spark_app", "--flow", str(flow), "--once"], capture_output=True, text=True, timeout=120
-    )
+    source, target = ("dc-old", f"127.0.0.1:{free_port()}"), ("west-1", f"127.0.0.1:{free_port()}")
+    done, took_s = run_once(tmp_path, source, client_config(_security(kdc, keytab)), target)
     assert done.returncode == 1
-    assert time.monotonic() - started < 20  # before any Spark session or connection attempt
+    assert took_s < 20  # before any Spark session or connection attempt
     assert done.stderr.startswith("kmirror run: cluster 'dc-old' needs sasl.mechanisms=GSSAPI, which this ")
     assert "scripts/build-gssapi-client.sh" in done.stderr and "Traceback" not in done.stderr
 
@@ -409,19 +389,12 @@ print(json.dumps({"unflushed": left, "values": values}))
 """
 
 
-@pytest.mark.real_kafka
-@pytest.mark.e2e
-def test_a_kerberized_produce_and_consume_through_an_apache_kafka_gssapi_listener(
-    kdc: LocalKdc, keytab: Path, gssapi_python: Path, tmp_path: Path
-) -> None:
-    """Apache Kafka's own SASL/GSSAPI listener (the JDK acceptor with the broker's keytab, our
-    KDC): the rendered client config produces and consumes through it, as `mirrormaker`."""
+def _gssapi_broker(kdc: LocalKdc, tmp_path: Path, name: str, **options: Any) -> tuple[Any, str]:
+    """A stopped Apache Kafka broker `name` with a SASL/GSSAPI listener "GSS" (the JDK acceptor
+    with the broker's keytab, our KDC; `options` add to the broker's), and the broker's principal."""
     from kmirror_cli.local_kafka import KafkaBroker, Listener
-    from tests.brokers import IS_TANSU, KAFKA_LINE
-    from tests.kafka_helpers import create_topic
+    from tests.brokers import KAFKA_LINE
 
-    if IS_TANSU:
-        pytest.skip("tansu has no GSSAPI")  # deselected there anyway (real_kafka)
     broker_principal = f"kafka/127.0.0.1@{REALM}"  # librdkafka asks for <service>/<advertised host>
     broker_keytab = tmp_path / "broker.keytab"
     assert _keytab_cli(kdc, broker_principal, broker_keytab).returncode == 0
@@ -432,13 +405,28 @@ def test_a_kerberized_produce_and_consume_through_an_apache_kafka_gssapi_listene
     listener = Listener(
         "GSS", "SASL_PLAINTEXT", settings={"sasl.enabled.mechanisms": "GSSAPI", "gssapi.sasl.jaas.config": jaas}
     )
+    settings = {"sasl.kerberos.service.name": "kafka"}
+    jvm = tuple(jvm_options(str(kdc.krb5_conf)))
     broker = KafkaBroker(
-        "kerberized",
-        line=KAFKA_LINE,
-        extra_listeners=(listener,),
-        super_users=("User:ANONYMOUS", "User:mirrormaker"),
-        settings={"sasl.kerberos.service.name": "kafka"},
-        jvm_options=tuple(jvm_options(str(kdc.krb5_conf))),
+        name, line=KAFKA_LINE, extra_listeners=(listener,), settings=settings, jvm_options=jvm, **options
+    )
+    return broker, broker_principal
+
+
+@pytest.mark.real_kafka
+@pytest.mark.e2e
+def test_a_kerberized_produce_and_consume_through_an_apache_kafka_gssapi_listener(
+    kdc: LocalKdc, keytab: Path, gssapi_python: Path, tmp_path: Path
+) -> None:
+    """Apache Kafka's own SASL/GSSAPI listener (the JDK acceptor with the broker's keytab, our
+    KDC): the rendered client config produces and consumes through it, as `mirrormaker`."""
+    from tests.brokers import IS_TANSU
+    from tests.kafka_helpers import create_topic
+
+    if IS_TANSU:
+        pytest.skip("tansu has no GSSAPI")  # deselected there anyway (real_kafka)
+    broker, broker_principal = _gssapi_broker(
+        kdc, tmp_path, "kerberized", super_users=("User:ANONYMOUS", "User:mirrormaker")
     )
     with broker:
         topic = "kerberized-orders"
@@ -510,30 +498,13 @@ def test_a_mirror_through_a_gssapi_listener_with_only_the_rendered_acls(
 
     from kmirror.flow.spec import parse_flow_spec
     from kmirror.security.config import client_config
-    from kmirror_cli.local_kafka import KafkaBroker, Listener
     from kmirror_engine.planning.internal_topics import mirror_acls
-    from tests.brokers import IS_TANSU, KAFKA_LINE
+    from tests.brokers import IS_TANSU
     from tests.kafka_helpers import consume_all, create_topic, produce
 
     if IS_TANSU:
         pytest.skip("tansu has no GSSAPI")  # deselected there anyway (real_kafka)
-    broker_principal = f"kafka/127.0.0.1@{REALM}"
-    broker_keytab = tmp_path / "broker.keytab"
-    assert _keytab_cli(kdc, broker_principal, broker_keytab).returncode == 0
-    jaas = (
-        "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true storeKey=true "
-        f'keyTab="{broker_keytab}" principal="{broker_principal}";'
-    )
-    listener = Listener(
-        "GSS", "SASL_PLAINTEXT", settings={"sasl.enabled.mechanisms": "GSSAPI", "gssapi.sasl.jaas.config": jaas}
-    )
-    broker = KafkaBroker(
-        "kerberized-acl",
-        line=KAFKA_LINE,
-        extra_listeners=(listener,),
-        settings={"sasl.kerberos.service.name": "kafka"},
-        jvm_options=tuple(jvm_options(str(kdc.krb5_conf))),
-    )
+    broker, _ = _gssapi_broker(kdc, tmp_path, "kerberized-acl")
     with broker:
         topic = "kerberized-mirrored"
         create_topic(broker.bootstrap_servers, topic, 1)

@@ -142,6 +142,14 @@ def test_rendered_krb5_conf_goes_to_a_private_directory(monkeypatch: pytest.Monk
     assert set(planted.glob("kmirror-krb5-*.conf")) == before  # nothing written at a predictable name
 
 
+def python_prints(code: str, env: dict[str, str] | None = None) -> str:
+    """The stdout of `python -c code` in a new process (from the repository root), which must succeed."""
+    root = Path(__file__).resolve().parents[2]
+    return subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env, cwd=root
+    ).stdout
+
+
 def test_log4j_config_goes_to_a_private_directory_removed_at_exit() -> None:
     """Before: /tmp/kmirror-log4j2.properties, read by the driver JVM and writable by whoever made it first."""
     code = (
@@ -149,14 +157,7 @@ def test_log4j_config_goes_to_a_private_directory_removed_at_exit() -> None:
         "p = Path(_log4j_file()); assert p.read_text() == LOG4J2; "
         "print(p, oct(stat.S_IMODE(p.parent.stat().st_mode)))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    path, mode = done.stdout.split()
+    path, mode = python_prints(code).split()
     assert mode == "0o700"
     assert Path(path).parent.parent == Path(tempfile.gettempdir()) and Path(path).parent.name.startswith("kmirror-")
     assert Path(path).name == "log4j2.properties"
@@ -173,29 +174,14 @@ def test_what_a_worker_leaving_through_os_exit_left_is_removed_by_the_next_one(t
         "os._exit(0)"
     )
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    tickets, files = (Path(p) for p in done.stdout.split())
+    tickets, files = (Path(p) for p in python_prints(code, env).split())
     assert tickets.parent == tmp_path and tickets.name.startswith("kmirror-krb5cc-") and tickets.is_dir()
     assert files.parent == tmp_path and files.name.startswith("kmirror-files-") and files.is_dir()  # left behind
     mine = tmp_path / f"kmirror-krb5cc-{os.getpid()}-live"
     mine.mkdir()
     other = tmp_path / "kmirror-other-1-x"
     other.mkdir()
-    done = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-        cwd=Path(__file__).resolve().parents[2],
-    )
+    python_prints(code, env)
     assert not tickets.exists() and not files.exists()  # swept by the second worker
     assert mine.is_dir() and other.is_dir()  # a live process's, and not ours to judge
     assert len(list(tmp_path.glob("kmirror-krb5cc-*"))) == 2  # the second worker's (it too left via os._exit) + mine

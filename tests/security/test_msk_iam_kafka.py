@@ -37,7 +37,7 @@ from kmirror_engine.copying.task_copy import copy_task_ranges
 from kmirror_engine.planning.discovery import MirroredTopic
 from kmirror_engine.planning.target_topics import TargetTopics
 from tests.brokers import IS_TANSU, KAFKA_LINE
-from tests.kafka_helpers import consume_all, create_topic, produce
+from tests.kafka_helpers import consume_all, keyed_topic
 from tests.security.test_plain_oauthbearer_kafka import _ports
 from tests.security.test_real_broker_security import SecureCluster, grant, revoke_all
 from tests.security.tls_support import TestCa
@@ -161,12 +161,7 @@ def flow(c: Iam, topic: str) -> FlowSpec:
 def test_the_listed_grants_are_enough_to_mirror_with_msk_iam_tokens(iam: Iam, aws_env: None, unique: str) -> None:
     c, who = iam, f"User:{ACCESS_KEY}"
     topic = f"iam-{unique}"
-    create_topic(c.cluster.broker.bootstrap_servers, topic, 2)
-    produce(
-        c.cluster.broker.bootstrap_servers,
-        topic,
-        [{"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % 2} for i in range(100)],
-    )
+    keyed_topic(c.cluster.broker.bootstrap_servers, topic, 100)
     spec = flow(c, topic)
     try:
         for endpoint in (spec.source, spec.target):

@@ -36,10 +36,10 @@ from kmirror_engine.copying.task_copy import copy_task_ranges
 from kmirror_engine.planning.discovery import MirroredTopic
 from kmirror_engine.planning.target_topics import TargetTopics
 from tests.brokers import IS_TANSU, KAFKA_LINE
-from tests.kafka_helpers import consume_all, create_topic, produce
+from tests.kafka_helpers import consume_all, create_topic, keyed_topic
 from tests.security.oidc_support import OidcProvider
 from tests.security.test_real_broker_security import SecureCluster, grant, revoke_all
-from tests.security.tls_support import TestCa
+from tests.security.tls_support import TestCa, broker_tls
 
 pytestmark = [pytest.mark.security, pytest.mark.real_kafka, pytest.mark.e2e]
 PLAIN_PASSWORD = "plain-pass-8Kd2-never-printed"
@@ -69,14 +69,7 @@ def _ports(count: int, taken: set[int]) -> list[int]:
 
 def _listeners(ca: TestCa, directory: Path, ports: list[int]) -> tuple[Listener, Listener]:
     server = ca.issue("broker", server=True)
-    keystore = directory / "broker-keystore.pem"
-    keystore.write_text(server.key.read_text() + server.cert.read_text())
-    tls = {
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(keystore),
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(ca.cert_path),
-    }
+    tls = broker_tls(ca, server, directory / "broker-keystore.pem")
     jaas = (
         'org.apache.kafka.common.security.plain.PlainLoginModule required username="broker" '
         f'password="broker-pass" user_broker="broker-pass" user_mirror="{PLAIN_PASSWORD}";'
@@ -197,12 +190,7 @@ def test_the_listed_acls_are_enough_to_mirror_with_plain_and_oauthbearer(
 ) -> None:
     c = clusters
     topic = f"po-{mechanism}-{copy_loop}-{unique}"
-    create_topic(c.west.broker.bootstrap_servers, topic, 2)
-    produce(
-        c.west.broker.bootstrap_servers,
-        topic,
-        [{"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % 2} for i in range(100)],
-    )
+    keyed_topic(c.west.broker.bootstrap_servers, topic, 100)
     spec = parse_flow_spec({**flow(c, mechanism, topic).to_dict(), "copy_loop": copy_loop})
     who = kafka_principal(security(mechanism, c))
     assert who == "User:mirror"

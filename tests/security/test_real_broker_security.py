@@ -45,8 +45,8 @@ from kmirror_engine.planning.internal_names import control_topic
 from kmirror_engine.planning.internal_topics import InternalTopicAccess, mirror_acls, needed_access
 from kmirror_engine.planning.target_topics import TargetTopics
 from tests.brokers import IS_TANSU, KAFKA_LINE
-from tests.kafka_helpers import create_topic, produce
-from tests.security.tls_support import Issued, TestCa
+from tests.kafka_helpers import create_topic, keyed_topic, produce
+from tests.security.tls_support import Issued, TestCa, broker_tls
 
 pytestmark = [pytest.mark.security, pytest.mark.real_kafka, pytest.mark.e2e]
 SCRAM_PASSWORD = "scram-pass-4Rt8-never-printed"
@@ -64,14 +64,7 @@ class SecureCluster:
 
 
 def _listeners(ca: TestCa, server: Issued, directory: Path) -> tuple[Listener, Listener, Listener]:
-    keystore = directory / f"{server.cert.stem}-keystore.pem"  # PEM keystore: the key, then the chain
-    keystore.write_text(server.key.read_text() + server.cert.read_text())
-    tls = {
-        "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": str(keystore),
-        "ssl.truststore.type": "PEM",
-        "ssl.truststore.location": str(ca.cert_path),
-    }
+    tls = broker_tls(ca, server, directory / f"{server.cert.stem}-keystore.pem")
     mtls = Listener("MTLS", "SSL", settings={**tls, "ssl.client.auth": "required"})
     scram = Listener(
         "SCRAM",
@@ -232,12 +225,7 @@ def test_the_listed_acls_are_enough_to_mirror_through_the_brokers_own_listeners(
 ) -> None:
     west, east, directory = secure
     topic = f"sec-{mechanism}-{unique}"
-    create_topic(west.broker.bootstrap_servers, topic, 2)
-    produce(
-        west.broker.bootstrap_servers,
-        topic,
-        [{"key": f"k{i}".encode(), "value": f"v{i}".encode(), "partition": i % 2} for i in range(200)],
-    )
+    keyed_topic(west.broker.bootstrap_servers, topic, 200)
     spec = flow(west, east, directory, mechanism, topic)
     who = principal(mechanism)
     try:

@@ -9,9 +9,7 @@ retried rather than taken for an authentication failure.
 
 from __future__ import annotations
 
-import json
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +23,7 @@ from kmirror.security.config import client_config
 from kmirror.security.security_checks import security_problems
 from kmirror_cli.local_brokers import LocalBroker, free_port, tansu_binary, wait_for_port
 from kmirror_engine.clients.security_check import check_connection
+from tests.security.app_run import run_once
 from tests.security.tls_support import Stunnel, TestCa
 
 pytestmark = pytest.mark.security
@@ -168,30 +167,10 @@ def test_the_app_reports_the_refused_scram_login_and_exits(
     authenticating_broker: str, password_file: Path, tmp_path: Path
 ) -> None:
     """`python -m spark_app --once` with a SCRAM source: one line naming the cluster, exit 1, no password."""
-    flow = tmp_path / "flow.json"
-    flow.write_text(
-        json.dumps(
-            {
-                "id": "west-1->east-1",
-                "topics": [".*"],
-                "topics_exclude": [],
-                "replication_policy": {"type": "default"},
-                "checkpoint_location": str(tmp_path / "checkpoint"),
-                "source": {
-                    "alias": "west-1",
-                    "bootstrap_servers": authenticating_broker,
-                    "config": client_config(_security(password_file, "SCRAM-SHA-512")),
-                },
-                "target": {"alias": "east-1", "bootstrap_servers": authenticating_broker, "config": {}},
-            }
-        )
-    )
-    started = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "spark_app", "--flow", str(flow), "--once"], capture_output=True, text=True, timeout=120
-    )
+    config = client_config(_security(password_file, "SCRAM-SHA-512"))
+    done, took_s = run_once(tmp_path, ("west-1", authenticating_broker), config, ("east-1", authenticating_broker))
     assert done.returncode == 1, done.stderr
-    assert time.monotonic() - started < 20
+    assert took_s < 20
     assert done.stderr.startswith(
         f"kmirror run: cluster 'west-1' ({authenticating_broker}): cannot connect with "
         "security.protocol=SASL_PLAINTEXT: "

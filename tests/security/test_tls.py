@@ -147,10 +147,11 @@ def _mirror(tls: TlsClusters, unique: str, count: int) -> tuple[FlowSpec, list[t
     return spec, _read(target, remote, count)
 
 
-def _read(config: dict[str, Any], topic: str, count: int) -> list[tuple[bytes | None, bytes | None]]:
+def _read(config: dict[str, Any], topic: str, count: int, partitions: tuple[int, ...] = (0,)) -> list[tuple[Any, Any]]:
+    """The (key, value) of `count` records (or those 30 s bring) of `partitions` of `topic`, fences left out."""
     consumer = Consumer({**config, "group.id": "kmirror-tls-test", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    out: list[tuple[bytes | None, bytes | None]] = []
+    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
+    out: list[tuple[Any, Any]] = []
     deadline = time.monotonic() + 30
     while len(out) < count and time.monotonic() < deadline:
         for msg in consumer.consume(500, timeout=0.5):
@@ -326,19 +327,5 @@ def test_the_app_mirrors_through_mutual_tls_without_printing_the_key_password(
     for partition in (0, 1):
         fence.produce(remote, key=b"fence", value=b"", partition=partition)
         assert fence.flush(30) == 0
-    mirrored = sorted(_read_partitions(target, remote, [0, 1], count))
+    mirrored = sorted(_read(target, remote, count, (0, 1)))
     assert mirrored == sorted((f"k{i}".encode(), f"v{i}".encode()) for i in range(count))
-
-
-def _read_partitions(config: dict[str, Any], topic: str, partitions: list[int], count: int) -> list[tuple[Any, Any]]:
-    consumer = Consumer({**config, "group.id": "kmirror-tls-test", "enable.auto.commit": False})
-    consumer.assign([TopicPartition(topic, p, 0) for p in partitions])
-    out: list[tuple[Any, Any]] = []
-    deadline = time.monotonic() + 30
-    while len(out) < count and time.monotonic() < deadline:
-        for msg in consumer.consume(500, timeout=0.5):
-            assert msg.error() is None, msg.error()
-            if msg.key() != b"fence":
-                out.append((msg.key(), msg.value()))
-    consumer.close()
-    return out

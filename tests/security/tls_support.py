@@ -7,7 +7,6 @@ from __future__ import annotations
 import datetime
 import ipaddress
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +15,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from kmirror_cli.local_brokers import stop_process, wait_for_port
+from tests.security.background import BackgroundProcess
 
 
 @dataclass(frozen=True)
@@ -106,7 +105,20 @@ class TestCa:
         return Issued(cert_path, _write_key(key, self.directory / f"{common_name}.key", key_password))
 
 
-class Stunnel:
+def broker_tls(ca: TestCa, server: Issued, keystore: Path) -> dict[str, str]:
+    """A broker listener's TLS settings: `server`'s key and chain written to `keystore` (a PEM
+    keystore: the key, then the chain) and `ca` trusted."""
+    keystore.write_text(server.key.read_text() + server.cert.read_text())
+    tls = {
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(keystore),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(ca.cert_path),
+    }
+    return tls
+
+
+class Stunnel(BackgroundProcess):
     """stunnel4 in server mode: TLS on `accept_port`, plaintext to `connect_port` on 127.0.0.1.
 
     With `client_ca`, clients must present a certificate signed by it (verify = 2: mutual TLS).
@@ -139,21 +151,12 @@ class Stunnel:
             lines += [f"CAfile = {client_ca}", "verify = 2"]
         self.conf_path = directory / f"stunnel-{name}.conf"
         self.conf_path.write_text("\n".join(lines) + "\n")
-        self.process: subprocess.Popen[bytes] | None = None
 
     def __enter__(self) -> Stunnel:
         binary = shutil.which("stunnel4") or shutil.which("stunnel")
         assert binary, "stunnel4 is missing: run scripts/install-system-deps.sh (apt-get install stunnel4)"
-        self.process = subprocess.Popen(
-            [binary, str(self.conf_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-        )
-        wait_for_port(self.accept_port, timeout_s=15)
+        self._start([binary, str(self.conf_path)], self.accept_port)
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self.process is not None:
-            stop_process(self.process)
-            self.process = None
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
