@@ -111,12 +111,12 @@ def transactional_clients(clusters: Any, spec: Any, task_id: int) -> tuple[Consu
         }
     )
     offsets = Consumer(
-        {"bootstrap.servers": clusters.target, "group.id": offsets_group(spec), "enable.auto.commit": False}
+        {"bootstrap.servers": clusters.target, "group.id": offsets_group(spec.id), "enable.auto.commit": False}
     )
     producer = Producer(
         {
             "bootstrap.servers": clusters.target,
-            "transactional.id": transactional_id(spec, task_id),
+            "transactional.id": transactional_id(spec.id, task_id),
             "acks": "all",
             "enable.idempotence": True,
             "linger.ms": 5,

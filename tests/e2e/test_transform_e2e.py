@@ -15,7 +15,6 @@ from confluent_kafka import Consumer, TopicPartition
 from kmirror.errors import ValidationError
 from kmirror.flow.replication_policy import offset_syncs_topic
 from kmirror.flow.spec import FlowSpec, parse_flow_spec
-from kmirror.mm2.formats import OffsetSync, encode_offset_sync
 from kmirror_engine.failover.offset_sync_topic import OffsetSyncTopic
 from kmirror_engine.failover.offset_syncs import SyncStore
 from spark_app import listeners as listeners_module
