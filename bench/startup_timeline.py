@@ -16,6 +16,7 @@ read (the sink's batch log) and the run's end.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import subprocess
@@ -145,12 +146,41 @@ def _run_traced(flow: Path, workdir: Path, trace: Path) -> dict[str, Any]:
         setattr(runs.subprocess, "Popen", popen)  # noqa: B010
 
 
+def _compare(
+    confs: list[str], source: str, target: str, topics: str, workdir: Path, round_: int, loop: str, loads: str
+) -> None:
+    """One untraced run as is, one with `confs` (through PYSPARK_SUBMIT_ARGS, which the app's session
+    launch reads): start-up, whole run, peak PSS of all the app's processes and its Python processes."""
+    submit = " ".join(f"--conf {conf}" for conf in confs)
+    for label, extra in (("as is", None), (submit, f"{submit} pyspark-shell")):
+        if extra is not None:
+            os.environ["PYSPARK_SUBMIT_ARGS"] = extra
+        try:
+            alias = f"c{round_}{'x' if extra else 'o'}"
+            spark = run_spark_once(flow_spec(source, target, topics, workdir, alias=alias, copy_loop=loop), workdir)
+        finally:
+            os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
+        print(
+            f"round {round_ + 1} {label}: start-up {spark['startup_s']:.1f} s, whole {spark['wall_s']:.1f} s, "
+            f"peak PSS {spark['pss_app_mib']:.0f} MiB, "
+            f"Python worker processes at once (most) {spark['processes']['workers']}; "
+            f"load average {loads}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2, help="traced runs (the first may write the JVM class archive)")
     parser.add_argument("--copy-loop", default="batch")
     parser.add_argument("--records", type=int, default=4000)
     parser.add_argument("--broker", default="kafka-4.1")
+    parser.add_argument(
+        "--compare-conf",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="instead of tracing: per round, an untraced run as is and one with these Spark confs (start-up, peak PSS)",
+    )
     args = parser.parse_args(argv)
     run, workdir = uuid.uuid4().hex[:6], Path(tempfile.mkdtemp(prefix="kmirror-startup-"))
     with local_broker(args.broker, "startup-source") as src, local_broker(args.broker, "startup-target") as dst:
@@ -161,6 +191,9 @@ def main(argv: list[str] | None = None) -> int:
         _fill(source, names, args.records, 200)
         for round_ in range(args.rounds):
             loads = load_averages()
+            if args.compare_conf:
+                _compare(args.compare_conf, source, target, f"st-{run}-.*", workdir, round_, args.copy_loop, loads)
+                continue
             flow = flow_spec(source, target, f"st-{run}-.*", workdir, alias=f"s{round_}", copy_loop=args.copy_loop)
             untraced = run_spark_once(flow, workdir)["startup_s"]
             flow = flow_spec(source, target, f"st-{run}-.*", workdir, alias=f"t{round_}", copy_loop=args.copy_loop)
