@@ -187,8 +187,9 @@ def copy_task_ranges(
     # what the target refuses record by record, the skips and the provenance of dead letters (poison records)
     # and the provenance headers the record loop stamps and filters (provenance_headers)
     provenance = provenance_for(copy.loop_options, spec.source.alias, spec.target.alias)
+    rules = cached_rules(spec.target, limits)
     poison: dict[str, Any] = {
-        "rules": cached_rules(spec.target, limits),
+        "rules": rules,
         "skip_offsets": copy.skip_offsets,
         "source_cluster": spec.source.alias,
         "provenance": provenance,
@@ -204,7 +205,6 @@ def copy_task_ranges(
         batch = takes_batch_path(copy, auto_loop)
         blockers = batch_path_blockers(consumer_conf, producer_conf) if batch else []
         if batch and not blockers:
-            rules = cached_rules(spec.target, limits)
             return copy_in_batches(consumer_conf, producer_conf, ranges, limits, rules, guard)
         fell_back = bool(blockers) and copy.copy_loop == "batch"  # auto: a record loop by rule, not a fallback
         for reason in set(blockers) - _BLOCKERS_LOGGED:
