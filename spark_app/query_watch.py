@@ -46,10 +46,14 @@ PLANNER_RESTARTS = 3
 PLANNER_RESTART_RESET_S = 600.0
 
 
-# How Spark reports a planning process it lost: it died (EOF read from it), or it did not connect
-# back within Spark's 10 s at its start (seen once in a CI run on a loaded 2-core machine).
+# How Spark reports a planning process it lost: it died (EOF read from it, or a connection reset:
+# a process killed with bytes unread in its socket makes the kernel answer with RST, as a CI run
+# saw), or it did not connect back within Spark's 10 s at its start (seen once in a CI run on a
+# loaded 2-core machine).
 _PLANNER_LOST = (
     "java.io.EOFException",
+    "java.net.SocketException: Connection reset",
+    "java.net.SocketException: Broken pipe",
     "Python worker failed to connect back",
     "Timed out while waiting for the Python worker to connect back",
 )

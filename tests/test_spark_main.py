@@ -107,6 +107,12 @@ def test_a_lost_planning_process_restarts_the_query_a_bounded_number_of_times() 
     )
     assert planning_process_lost(never_connected)
     assert not planning_process_lost(KmirrorError("Python worker failed to connect back (a task's worker)"))
+    reset = StreamingQueryException(  # as a CI run saw it: the planner was killed with bytes unread
+        "[STREAM_FAILED] terminated with exception: java.net.SocketException: Connection reset\n"
+        "\tat org.apache.spark.sql.execution.python.streaming.PythonStreamingSourceRunner.latestOffset(x.scala:137)"
+    )
+    assert planning_process_lost(reset)
+    assert not planning_process_lost(KmirrorError("java.net.SocketException: Connection reset (a broker)"))
     started: list[int] = []
 
     def crashes_then_ends() -> _Query:

@@ -1,6 +1,7 @@
 """A crash of the query's Python planning process (the kmirror-source's reader, a process of its
 own that Spark talks to over a socket) is not a failure of the flow: Spark sees only an
-EOFException, and the driver starts the query again from its checkpoint (`spark_app.query_watch.run_query`).
+EOFException or a connection reset, and the driver starts the query again from its checkpoint
+(`spark_app.query_watch.run_query`).
 Here the planning process is killed with SIGKILL while a streaming flow runs on real brokers:
 the flow goes on, copies what comes next, and the target holds exactly the source's records."""
 
