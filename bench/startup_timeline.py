@@ -27,6 +27,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from bench.many_topics import _create, _fill
 from bench.mirror_bench import load_averages, local_broker
@@ -152,14 +153,11 @@ def _compare(
     """One untraced run as is, one with `confs` (through PYSPARK_SUBMIT_ARGS, which the app's session
     launch reads): start-up, whole run, peak PSS of all the app's processes and its Python processes."""
     submit = " ".join(f"--conf {conf}" for conf in confs)
-    for label, extra in (("as is", None), (submit, f"{submit} pyspark-shell")):
-        if extra is not None:
-            os.environ["PYSPARK_SUBMIT_ARGS"] = extra
-        try:
-            alias = f"c{round_}{'x' if extra else 'o'}"
+    caller = os.environ.get("PYSPARK_SUBMIT_ARGS", "pyspark-shell")  # a caller's own stays, as is and after
+    for label, env in (("as is", {}), (submit, {"PYSPARK_SUBMIT_ARGS": f"{submit} {caller}"})):
+        with mock.patch.dict(os.environ, env):
+            alias = f"c{round_}{'x' if env else 'o'}"
             spark = run_spark_once(flow_spec(source, target, topics, workdir, alias=alias, copy_loop=loop), workdir)
-        finally:
-            os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
         print(
             f"round {round_ + 1} {label}: start-up {spark['startup_s']:.1f} s, whole {spark['wall_s']:.1f} s, "
             f"peak PSS {spark['pss_app_mib']:.0f} MiB, "
