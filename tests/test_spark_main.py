@@ -112,6 +112,11 @@ def test_a_lost_planning_process_restarts_the_query_a_bounded_number_of_times() 
         "\tat org.apache.spark.sql.execution.python.streaming.PythonStreamingSourceRunner.latestOffset(x.scala:137)"
     )
     assert planning_process_lost(reset)
+    broken = StreamingQueryException(  # Spark's next call written to a planner already gone
+        "[STREAM_FAILED] terminated with exception: java.net.SocketException: Broken pipe\n"
+        "\tat org.apache.spark.sql.execution.python.streaming.PythonStreamingSourceRunner.latestOffset(x.scala:130)"
+    )
+    assert planning_process_lost(broken)
     assert not planning_process_lost(KmirrorError("java.net.SocketException: Connection reset (a broker)"))
     started: list[int] = []
 
